@@ -1,0 +1,298 @@
+/* ir.c - see ir.h. */
+#include "ir.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+const char *const op_kind_name[OP_NKINDS] = {
+#define X(e, s) s,
+    OP_KINDS(X)
+#undef X
+};
+
+const char *const cost_field_name[COST_NFIELDS] = {
+#define X(e, n, u, s) n,
+    COST_FIELDS(X)
+#undef X
+};
+
+const UnitClass cost_field_unit[COST_NFIELDS] = {
+#define X(e, n, u, s) u,
+    COST_FIELDS(X)
+#undef X
+};
+
+const CostScope cost_field_scope[COST_NFIELDS] = {
+#define X(e, n, u, s) s,
+    COST_FIELDS(X)
+#undef X
+};
+
+const char *const policy_name[POLICY_N] = {
+#define X(e, s) s,
+    RECOMPUTE_POLICIES(X)
+#undef X
+};
+
+Stream op_stream(OpKind k)
+{
+    switch (k) {
+    case OP_SO:
+        return STREAM_D2H;
+    case OP_SI:
+        return STREAM_H2D;
+    default:
+        return STREAM_COMPUTE;
+    }
+}
+
+Pipeline *pipeline_new(void)
+{
+    Pipeline *p = xcalloc(1, sizeof *p);
+    p->loc = LOC_NONE;
+    p->costs.loc = LOC_NONE;
+    p->tensor_parallel = 1;
+    for (int i = 0; i < 4; i++)
+        p->shape_loc[i] = LOC_NONE;
+    p->partition_loc = LOC_NONE;
+    p->schedule_loc = LOC_NONE;
+    return p;
+}
+
+static void free_stages(Pipeline *p)
+{
+    if (p->stages)
+        for (int32_t s = 0; s < p->P; s++)
+            free(p->stages[s].ops);
+    free(p->stages);
+    free(p->stage_costs);
+    free(p->vstage_costs);
+    free(p->stage_policy);
+    free(p->adjusted);
+    p->stages = NULL;
+    p->stage_costs = p->vstage_costs = NULL;
+    p->stage_policy = NULL;
+    p->adjusted = NULL;
+}
+
+void pipeline_set_shape(Pipeline *p, int32_t P, int32_t M, int32_t V)
+{
+    free_stages(p);
+    p->P = P;
+    p->M = M;
+    p->V = V;
+    size_t np = P > 0 ? (size_t)P : 0, nv = np * (V > 0 ? (size_t)V : 0);
+    p->stages = xcalloc(np, sizeof *p->stages);
+    p->stage_costs = xcalloc(np, sizeof *p->stage_costs);
+    p->vstage_costs = xcalloc(nv, sizeof *p->vstage_costs);
+    p->stage_policy = xcalloc(np, sizeof *p->stage_policy);
+    p->adjusted = xcalloc(np, sizeof *p->adjusted);
+    for (size_t s = 0; s < np; s++) {
+        p->stages[s].loc = LOC_NONE;
+        p->stage_costs[s].loc = LOC_NONE;
+    }
+    for (size_t v = 0; v < nv; v++)
+        p->vstage_costs[v].loc = LOC_NONE;
+}
+
+static Field *clone_fields(const Field *f, uint32_t n)
+{
+    if (!n)
+        return NULL;
+    Field *r = xmalloc(n * sizeof *r);
+    for (uint32_t i = 0; i < n; i++) {
+        r[i].key = xstrdup(f[i].key);
+        r[i].val = value_clone(&f[i].val);
+        r[i].loc = f[i].loc;
+    }
+    return r;
+}
+
+static void free_fields(Field *f, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        free(f[i].key);
+        value_free(&f[i].val);
+    }
+    free(f);
+}
+
+static Entity *clone_entity(const Entity *e)
+{
+    if (!e)
+        return NULL;
+    Entity *r = xmalloc(sizeof *r);
+    r->name = xstrdup(e->name);
+    r->fields = clone_fields(e->fields, e->nfields);
+    r->nfields = e->nfields;
+    r->loc = e->loc;
+    return r;
+}
+
+static void free_entity(Entity *e)
+{
+    if (!e)
+        return;
+    free(e->name);
+    free_fields(e->fields, e->nfields);
+    free(e);
+}
+
+static void *dup_mem(const void *src, size_t n)
+{
+    if (!src || !n)
+        return NULL;
+    void *d = xmalloc(n);
+    memcpy(d, src, n);
+    return d;
+}
+
+Pipeline *pipeline_clone(const Pipeline *p)
+{
+    Pipeline *q = xmalloc(sizeof *q);
+    *q = *p;
+    q->name = p->name ? xstrdup(p->name) : NULL;
+    size_t np = (size_t)p->P, nv = np * (size_t)p->V;
+    q->stages = xcalloc(np, sizeof *q->stages);
+    for (size_t s = 0; s < np; s++) {
+        q->stages[s] = p->stages[s];
+        q->stages[s].cap = p->stages[s].n;
+        q->stages[s].ops = dup_mem(p->stages[s].ops, p->stages[s].n * sizeof(Op));
+    }
+    q->stage_costs = dup_mem(p->stage_costs, np * sizeof *p->stage_costs);
+    q->vstage_costs = dup_mem(p->vstage_costs, nv * sizeof *p->vstage_costs);
+    q->stage_policy = dup_mem(p->stage_policy, np * sizeof *p->stage_policy);
+    q->adjusted = dup_mem(p->adjusted, np * sizeof *p->adjusted);
+    q->deps = dup_mem(p->deps, p->ndeps * sizeof *p->deps);
+    q->depcap = p->ndeps;
+    q->model = clone_entity(p->model);
+    q->device = clone_entity(p->device);
+    q->partition = dup_mem(p->partition, p->npartition * sizeof *p->partition);
+    q->schedule = p->schedule ? xstrdup(p->schedule) : NULL;
+    q->recompute = dup_mem(p->recompute, p->nrecompute * sizeof *p->recompute);
+    q->passes = p->npasses ? xmalloc(p->npasses * sizeof *q->passes) : NULL;
+    for (uint32_t i = 0; i < p->npasses; i++) {
+        q->passes[i].name = xstrdup(p->passes[i].name);
+        q->passes[i].args = clone_fields(p->passes[i].args, p->passes[i].nargs);
+        q->passes[i].nargs = p->passes[i].nargs;
+        q->passes[i].loc = p->passes[i].loc;
+    }
+    return q;
+}
+
+void pipeline_free(Pipeline *p)
+{
+    if (!p)
+        return;
+    free_stages(p);
+    free(p->name);
+    free(p->deps);
+    free_entity(p->model);
+    free_entity(p->device);
+    free(p->partition);
+    free(p->schedule);
+    free(p->recompute);
+    for (uint32_t i = 0; i < p->npasses; i++) {
+        free(p->passes[i].name);
+        free_fields(p->passes[i].args, p->passes[i].nargs);
+    }
+    free(p->passes);
+    free(p);
+}
+
+void stage_push(StageOps *s, Op op)
+{
+    size_t cap = s->cap;
+    VEC_RESERVE(s->ops, (size_t)s->n + 1, cap);
+    s->cap = (uint32_t)cap;
+    s->ops[s->n++] = op;
+}
+
+uint64_t pipeline_nops(const Pipeline *p)
+{
+    uint64_t n = 0;
+    for (int32_t s = 0; s < p->P; s++)
+        n += p->stages[s].n;
+    return n;
+}
+
+int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c)
+{
+    if (p->placement == PLACE_VSHAPE && (c & 1))
+        return c * p->P + (p->P - 1 - s);
+    return c * p->P + s;
+}
+
+void ir_owner(const Pipeline *p, int32_t v, int32_t *s, int32_t *c)
+{
+    int32_t cc = v / p->P, r = v % p->P;
+    *c = cc;
+    *s = (p->placement == PLACE_VSHAPE && (cc & 1)) ? p->P - 1 - r : r;
+}
+
+static double field_default(const Pipeline *p, int32_t s, int32_t c, CostField f)
+{
+    switch (f) {
+    case COST_HOST_BW:
+        return INFINITY;
+    case COST_SWAP_FRACTION:
+        return 1.0;
+    case COST_WACT:
+        return ir_cost(p, s, c, COST_ACT);
+    default:
+        return 0.0;
+    }
+}
+
+double ir_cost(const Pipeline *p, int32_t s, int32_t c, CostField f)
+{
+    uint32_t bit = 1u << f;
+    if (cost_field_scope[f] == SCOPE_VSTAGE && p->vstage_costs && c >= 0 && c < p->V) {
+        const CostBlock *b = &p->vstage_costs[ir_vstage(p, s, c)];
+        if (b->set & bit)
+            return b->v[f];
+    }
+    if (p->stage_costs && s >= 0 && s < p->P && (p->stage_costs[s].set & bit))
+        return p->stage_costs[s].v[f];
+    if (p->costs.set & bit)
+        return p->costs.v[f];
+    return field_default(p, s, c, f);
+}
+
+char *op_name(char *buf, size_t n, OpKind kind, uint32_t mb, uint32_t chunk)
+{
+    const char *k = (unsigned)kind < OP_NKINDS ? op_kind_name[kind] : "?";
+    if (chunk)
+        snprintf(buf, n, "%s%u.%u", k, mb, chunk);
+    else
+        snprintf(buf, n, "%s%u", k, mb);
+    return buf;
+}
+
+const Field *field_find(const Field *fields, uint32_t n, const char *key)
+{
+    for (uint32_t i = n; i-- > 0;)
+        if (strcmp(fields[i].key, key) == 0)
+            return &fields[i];
+    return NULL;
+}
+
+void value_free(Value *v)
+{
+    free(v->str);
+    free(v->list);
+    v->str = NULL;
+    v->list = NULL;
+}
+
+Value value_clone(const Value *v)
+{
+    Value r = *v;
+    r.str = v->str ? xstrdup(v->str) : NULL;
+    r.list = dup_mem(v->list, v->nlist * sizeof *v->list);
+    return r;
+}

@@ -1,0 +1,261 @@
+/* ir.h - the elaborated pipeline: what every consumer (check, passes, sim, print, emit)
+ * reads. Nothing downstream of elaboration looks at the AST.
+ *
+ * Legend: P = stages (ranks), M = micro-batches per iteration, V = chunks per rank,
+ * P*V virtual stages in model order. Times are milliseconds, sizes bytes, bandwidths
+ * bytes per second, all as double (sizes are exact up to 2^53 bytes = 8 PiB).
+ *
+ * Limits (docs/language.md): P <= 65535, V <= 255, M <= 2^31 - 1, at most
+ * IR_MAX_OPS ops in one pipeline. An Op is 16 bytes, so 2 million ops take 32 MiB. */
+#ifndef PIPEC_IR_H
+#define PIPEC_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diag.h"
+
+#define IR_MAX_STAGES 65535
+#define IR_MAX_CHUNKS 255
+#define IR_MAX_MICROBATCHES 2147483647
+#define IR_MAX_OPS 50000000u
+
+/* Op kinds. X(enum suffix, spelling in the language). Stream: which per-rank stream the
+ * op runs on (DESIGN.md "Dependencies": F/B/W/R on compute, SO device-to-host, SI
+ * host-to-device). */
+#define OP_KINDS(X) \
+    X(F, "F") \
+    X(B, "B") \
+    X(W, "W") \
+    X(R, "R") \
+    X(SO, "SO") \
+    X(SI, "SI")
+
+typedef enum OpKind {
+#define X(e, s) OP_##e,
+    OP_KINDS(X)
+#undef X
+    OP_NKINDS
+} OpKind;
+
+extern const char *const op_kind_name[OP_NKINDS];
+
+typedef enum Stream { STREAM_COMPUTE, STREAM_D2H, STREAM_H2D, STREAM_N } Stream;
+
+/* The stream an op kind runs on. */
+Stream op_stream(OpKind k);
+
+/* One op of one rank's list: `KIND mb.chunk`. 16 bytes. */
+typedef struct Op {
+    uint32_t mb;     /* micro-batch, 0..M-1 */
+    uint8_t kind;    /* OpKind */
+    uint8_t chunk;   /* 0..V-1; virtual stage = ir_vstage(p, rank, chunk) */
+    uint16_t aux;    /* free for passes (block ids, marks); 0 from the parser */
+    Loc loc;         /* where the op was written (or the template op that emitted it) */
+} Op;
+
+/* One rank's ops in listed order. */
+typedef struct StageOps {
+    Op *ops;
+    uint32_t n;
+    uint32_t cap;
+    Loc loc;         /* the `stage N {` that declared it (LOC_NONE if none) */
+    bool declared;   /* a `stage N` block exists */
+} StageOps;
+
+/* A reference to an op by identity (not position): stage:KIND mb.chunk. 8 bytes. */
+typedef struct OpRef {
+    uint32_t mb;
+    uint16_t stage;
+    uint8_t kind;
+    uint8_t chunk;
+} OpRef;
+
+/* `dep A -> B`: B waits for A. */
+typedef struct Dep {
+    OpRef from, to;
+    Loc loc;
+} Dep;
+
+/* Cost fields. X(enum suffix, name, unit, scope). Scope VSTAGE fields may be overridden
+ * per virtual stage; RANK fields only per rank (DESIGN.md "Cost lookup"). */
+typedef enum UnitClass { UNIT_NONE, UNIT_TIME, UNIT_SIZE, UNIT_BW, UNIT_FRACTION } UnitClass;
+typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
+
+#define COST_FIELDS(X) \
+    X(F, "f", UNIT_TIME, SCOPE_VSTAGE) \
+    X(B, "b", UNIT_TIME, SCOPE_VSTAGE) \
+    X(W, "w", UNIT_TIME, SCOPE_VSTAGE) \
+    X(R, "r", UNIT_TIME, SCOPE_VSTAGE) \
+    X(ACT, "act", UNIT_SIZE, SCOPE_VSTAGE) \
+    X(CKPT, "ckpt", UNIT_SIZE, SCOPE_VSTAGE) \
+    X(WACT, "wact", UNIT_SIZE, SCOPE_VSTAGE) \
+    X(WEIGHTS, "weights", UNIT_SIZE, SCOPE_RANK) \
+    X(P2P, "p2p", UNIT_TIME, SCOPE_RANK) \
+    X(HOST_BW, "host_bw", UNIT_BW, SCOPE_RANK) \
+    X(SWAP_FRACTION, "swap_fraction", UNIT_FRACTION, SCOPE_RANK)
+
+typedef enum CostField {
+#define X(e, n, u, s) COST_##e,
+    COST_FIELDS(X)
+#undef X
+    COST_NFIELDS
+} CostField;
+
+extern const char *const cost_field_name[COST_NFIELDS];
+extern const UnitClass cost_field_unit[COST_NFIELDS];
+extern const CostScope cost_field_scope[COST_NFIELDS];
+
+/* One `costs [stage N | vstage N] { ... }` block: the fields it sets. */
+typedef struct CostBlock {
+    double v[COST_NFIELDS];  /* ms, bytes, bytes/s or a fraction, by field */
+    uint32_t set;            /* bit (1u << field) when the block sets that field */
+    Loc loc;                 /* the block (LOC_NONE when derived) */
+} CostBlock;
+
+/* A value in a model/device block or a pass argument. */
+typedef enum ValKind { VAL_NUM, VAL_IDENT, VAL_STRING, VAL_RANGE, VAL_LIST } ValKind;
+
+typedef struct Value {
+    ValKind kind;
+    UnitClass unit;  /* VAL_NUM: the unit it was written with, converted to ms/bytes/bytes/s */
+    double num;      /* VAL_NUM */
+    char *str;       /* VAL_IDENT, VAL_STRING (owned) */
+    int64_t lo, hi;  /* VAL_RANGE: half-open [lo, hi) */
+    double *list;    /* VAL_LIST of numbers (owned) */
+    uint32_t nlist;
+    Loc loc;
+} Value;
+
+/* `key value` inside a model/device block, or `key=value` in a pass call. */
+typedef struct Field {
+    char *key;
+    Value val;
+    Loc loc;
+} Field;
+
+/* A model or device: its name and fields, after a pipeline's override block has been
+ * merged over the stdlib or user definition (later fields win). */
+typedef struct Entity {
+    char *name;
+    Field *fields;
+    uint32_t nfields;
+    Loc loc;
+} Entity;
+
+/* Recomputation policies (DESIGN.md "Pipeline settings"). */
+#define RECOMPUTE_POLICIES(X) \
+    X(NONE, "none") \
+    X(FULL, "full") \
+    X(SELECTIVE, "selective") \
+    X(CMB, "cmb") \
+    X(MLP, "mlp")
+
+typedef enum RecomputePolicy {
+#define X(e, s) POLICY_##e,
+    RECOMPUTE_POLICIES(X)
+#undef X
+    POLICY_N
+} RecomputePolicy;
+
+extern const char *const policy_name[POLICY_N];
+
+/* `recompute stages LO..HI policy P` (stages half-open [lo, hi)). */
+typedef struct RecomputeDir {
+    int32_t lo, hi;
+    RecomputePolicy policy;
+    Loc loc;
+} RecomputeDir;
+
+/* `apply NAME(k=v, ...)`, run in the order written. */
+typedef struct PassCall {
+    char *name;
+    Field *args;
+    uint32_t nargs;
+    Loc loc;
+} PassCall;
+
+typedef enum Placement { PLACE_INTERLEAVED, PLACE_VSHAPE } Placement;
+
+typedef struct Pipeline {
+    char *name;
+    Loc loc;
+
+    /* Shape: the explicit form's settings. */
+    int32_t P, M, V;
+    Placement placement;
+    bool has_memory;      /* `memory` given (or taken from the device) */
+    double memory;        /* per-rank budget, bytes */
+    Loc shape_loc[4];     /* where stages / microbatches / chunks / memory were set */
+
+    /* Costs (DESIGN.md "Cost lookup"). */
+    CostBlock costs;          /* `costs { }` */
+    CostBlock *stage_costs;   /* [P]: `costs stage s { }` */
+    CostBlock *vstage_costs;  /* [P*V]: `costs vstage v { }` */
+
+    /* The schedule. */
+    StageOps *stages;         /* [P] */
+    Dep *deps;
+    uint32_t ndeps, depcap;
+
+    /* Settings beyond the explicit form; consumed by the cost model and the passes,
+     * never printed by `pipec print`. */
+    Entity *model;            /* NULL when none */
+    Entity *device;           /* NULL when none */
+    bool partition_set;
+    bool partition_even;
+    double *partition;        /* [npartition] layers per stage (0.5 = one half-layer unit) */
+    uint32_t npartition;
+    Loc partition_loc;
+    int32_t tensor_parallel;  /* >= 1 */
+    char *schedule;           /* template name given by `schedule`, or NULL */
+    Loc schedule_loc;
+    RecomputeDir *recompute;
+    uint32_t nrecompute;
+    PassCall *passes;
+    uint32_t npasses;
+    RecomputePolicy *stage_policy; /* [P]: recomputation policy per rank, default none */
+    uint8_t *adjusted;        /* [P]: 1 when a pass marked the rank adjusted (Obscura §3.2) */
+} Pipeline;
+
+/* Allocates an empty pipeline (P = M = V = 0). */
+Pipeline *pipeline_new(void);
+
+/* Sets P, M, V and allocates the per-rank and per-virtual-stage arrays, empty. Any
+ * earlier arrays are freed. The caller validated the ranges. */
+void pipeline_set_shape(Pipeline *p, int32_t P, int32_t M, int32_t V);
+
+/* A deep copy (for passes that try variants and for `pipec tune`). */
+Pipeline *pipeline_clone(const Pipeline *p);
+
+void pipeline_free(Pipeline *p);
+
+/* Appends an op to a rank's list. */
+void stage_push(StageOps *s, Op op);
+
+/* Total number of ops over all ranks. */
+uint64_t pipeline_nops(const Pipeline *p);
+
+/* Virtual stage of chunk c on rank s (DESIGN.md "Virtual stages"): c*P + s, or with
+ * vshape c*P + (P-1-s) for odd c. */
+int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c);
+
+/* The rank and chunk that own virtual stage v (inverse of ir_vstage). */
+void ir_owner(const Pipeline *p, int32_t v, int32_t *s, int32_t *c);
+
+/* The value of cost field f for chunk c on rank s: `costs vstage`, else `costs stage`,
+ * else `costs`, else the default (0; host_bw +inf; swap_fraction 1; wact = act).
+ * For SCOPE_RANK fields c is ignored. */
+double ir_cost(const Pipeline *p, int32_t s, int32_t c, CostField f);
+
+/* Writes "F3", "B3.1", "SO0" (chunk suffix only when chunk > 0) into buf; returns buf. */
+char *op_name(char *buf, size_t n, OpKind kind, uint32_t mb, uint32_t chunk);
+
+/* Looks a field up in an entity or pass call by key; NULL when absent. */
+const Field *field_find(const Field *fields, uint32_t n, const char *key);
+
+/* Frees a Value's owned parts. */
+void value_free(Value *v);
+Value value_clone(const Value *v);
+
+#endif

@@ -1,0 +1,190 @@
+/* util.c - see util.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+noreturn void die_at(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "pipec: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        die("out of memory (%zu x %zu bytes)", count, size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p)
+        die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        die("bad format");
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap)
+{
+    if (need <= *cap)
+        return;
+    size_t c = *cap ? *cap : 8;
+    while (c < need) {
+        if (c > SIZE_MAX / 2 / esz)
+            die("array too large");
+        c *= 2;
+    }
+    *pp = xrealloc(*pp, c * esz);
+    *cap = c;
+}
+
+char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    StrBuf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        VEC_RESERVE(b.s, b.len + n + 1, b.cap);
+        memcpy(b.s + b.len, chunk, n);
+        b.len += n;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(b.s);
+        errno = EIO;
+        return NULL;
+    }
+    VEC_RESERVE(b.s, b.len + 1, b.cap);
+    b.s[b.len] = 0;
+    if (len)
+        *len = b.len;
+    return b.s;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t len)
+{
+    char *tmp = xasprintf("%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return -1;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            goto fail;
+        }
+        off += (size_t)w;
+    }
+    if (fchmod(fd, 0644) != 0 || close(fd) != 0) {
+        fd = -1;
+        goto fail;
+    }
+    if (rename(tmp, path) != 0) {
+        fd = -1;
+        goto fail;
+    }
+    free(tmp);
+    return 0;
+fail:;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    free(tmp);
+    errno = e;
+    return -1;
+}
+
+void sb_printf(StrBuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        die("bad format");
+    VEC_RESERVE(b->s, b->len + (size_t)n + 1, b->cap);
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void sb_putc(StrBuf *b, char c)
+{
+    VEC_RESERVE(b->s, b->len + 2, b->cap);
+    b->s[b->len++] = c;
+    b->s[b->len] = 0;
+}
+
+void sb_puts(StrBuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    VEC_RESERVE(b->s, b->len + n + 1, b->cap);
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+void sb_free(StrBuf *b)
+{
+    free(b->s);
+    b->s = NULL;
+    b->len = b->cap = 0;
+}

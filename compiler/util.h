@@ -1,0 +1,56 @@
+/* util.h - allocation, growable arrays and internal-bug aborts shared by every module.
+ *
+ * Allocation failure and internal bugs are not user errors: they abort with the file
+ * and line (die / unreachable). User-facing problems go through diag.h instead. */
+#ifndef PIPEC_UTIL_H
+#define PIPEC_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdnoreturn.h>
+
+#define PIPEC_VERSION "0.1.0"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Aborts with "pipec: internal error at FILE:LINE: msg". Never for bad input. */
+noreturn void die_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
+#define unreachable() die_at(__FILE__, __LINE__, "unreachable")
+
+/* malloc/calloc/realloc/strdup that die on exhaustion. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* printf into a fresh heap string. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Grows *pp (element size esz) so that it holds at least need elements; *cap is the
+ * element capacity and doubles. Usage: VEC_PUSH(arr, n, cap, value). */
+void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap);
+#define VEC_RESERVE(p, need, cap) vec_reserve((void **)&(p), sizeof(*(p)), (need), &(cap))
+#define VEC_PUSH(p, n, cap, v) (VEC_RESERVE(p, (size_t)(n) + 1, cap), (p)[(n)++] = (v))
+
+/* Reads a whole file into a NUL-terminated heap buffer; *len gets its size in bytes.
+ * Returns NULL (errno set) when it cannot be read. */
+char *read_file(const char *path, size_t *len);
+
+/* Writes len bytes to path atomically: a temporary file in the same folder, fsync-free
+ * rename over the target. Returns 0, or -1 with errno set (the target is untouched). */
+int write_file_atomic(const char *path, const char *data, size_t len);
+
+/* A growable string buffer for printers. */
+typedef struct StrBuf {
+    char *s;       /* NUL-terminated contents */
+    size_t len;    /* bytes, without the NUL */
+    size_t cap;
+} StrBuf;
+void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_putc(StrBuf *b, char c);
+void sb_puts(StrBuf *b, const char *s);
+void sb_free(StrBuf *b);
+
+#endif
