@@ -1,0 +1,168 @@
+/* passes.c - the pass registry and argument accessors; see passes.h. Each pass lives in
+ * compiler/passes/NAME.c and is listed in passes/passes.def. */
+#include "passes.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util.h"
+
+#define PASS(name, args, summary) int pass_##name(Diag *d, Pipeline *p, const PassCall *call);
+#include "passes/passes.def"
+#undef PASS
+
+static const PassInfo passes[] = {
+#define PASS(name, args, summary) {#name, pass_##name, args, summary},
+#include "passes/passes.def"
+#undef PASS
+};
+
+const PassInfo *pass_lookup(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_LEN(passes); i++)
+        if (strcmp(passes[i].name, name) == 0)
+            return &passes[i];
+    return NULL;
+}
+
+const PassInfo *pass_list(int *n)
+{
+    *n = (int)ARRAY_LEN(passes);
+    return passes;
+}
+
+/* True when key is one of the comma-separated names in list. */
+static bool arg_listed(const char *list, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *s = list; *s;) {
+        const char *e = strchr(s, ',');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == k && strncmp(s, key, k) == 0)
+            return true;
+        s += n + (e ? 1 : 0);
+    }
+    return false;
+}
+
+int run_pass(Diag *d, Pipeline *p, const PassCall *call)
+{
+    const PassInfo *pi = pass_lookup(call->name);
+    if (!pi) {
+        diag_error(d, call->loc, DIAG_NAME, "unknown pass '%s'", call->name);
+        diag_note(d, call->loc, "see docs/passes.md or `pipec help opt` for the passes");
+        return 1;
+    }
+    int err = 0;
+    for (uint32_t i = 0; i < call->nargs; i++)
+        if (!arg_listed(pi->args, call->args[i].key)) {
+            diag_error(d, call->args[i].loc, DIAG_NAME, "pass '%s' takes no argument '%s' (it takes: %s)",
+                       pi->name, call->args[i].key, *pi->args ? pi->args : "none");
+            err++;
+        }
+    if (err)
+        return err;
+    return pi->fn(d, p, call);
+}
+
+int run_pipeline_passes(Diag *d, Pipeline *p)
+{
+    for (uint32_t i = 0; i < p->npasses; i++) {
+        int e = run_pass(d, p, &p->passes[i]);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static const Field *arg(const PassCall *c, const char *key)
+{
+    return field_find(c->args, c->nargs, key);
+}
+
+bool pass_arg_num(Diag *d, const PassCall *c, const char *key, double *out, int *err)
+{
+    const Field *f = arg(c, key);
+    if (!f)
+        return false;
+    if (f->val.kind != VAL_NUM) {
+        diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be a number", key, c->name);
+        (*err)++;
+        return false;
+    }
+    *out = f->val.num;
+    return true;
+}
+
+bool pass_arg_int(Diag *d, const PassCall *c, const char *key, int64_t *out, int *err)
+{
+    double v;
+    if (!pass_arg_num(d, c, key, &v, err))
+        return false;
+    if (v != floor(v) || fabs(v) > 9e15) {
+        diag_error(d, arg(c, key)->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be an integer",
+                   key, c->name);
+        (*err)++;
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
+bool pass_arg_bool(Diag *d, const PassCall *c, const char *key, bool *out, int *err)
+{
+    const Field *f = arg(c, key);
+    if (!f)
+        return false;
+    if (f->val.kind == VAL_IDENT && (!strcmp(f->val.str, "true") || !strcmp(f->val.str, "false"))) {
+        *out = f->val.str[0] == 't';
+        return true;
+    }
+    if (f->val.kind == VAL_NUM && (f->val.num == 0 || f->val.num == 1)) {
+        *out = f->val.num == 1;
+        return true;
+    }
+    diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be true or false", key, c->name);
+    (*err)++;
+    return false;
+}
+
+bool pass_arg_range(Diag *d, const PassCall *c, const char *key, int64_t *lo, int64_t *hi, int *err)
+{
+    const Field *f = arg(c, key);
+    if (!f)
+        return false;
+    if (f->val.kind == VAL_RANGE) {
+        *lo = f->val.lo;
+        *hi = f->val.hi;
+        return true;
+    }
+    if (f->val.kind == VAL_NUM && f->val.num == floor(f->val.num) && f->val.num >= 0 && f->val.num < 1e9) {
+        *lo = (int64_t)f->val.num;
+        *hi = *lo + 1;
+        return true;
+    }
+    if (f->val.kind == VAL_IDENT && !strcmp(f->val.str, "all")) {
+        *lo = 0;
+        *hi = INT32_MAX;
+        return true;
+    }
+    diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be a stage range such as 0..=2",
+               key, c->name);
+    (*err)++;
+    return false;
+}
+
+bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **out, int *err)
+{
+    const Field *f = arg(c, key);
+    if (!f)
+        return false;
+    if (f->val.kind != VAL_IDENT) {
+        diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be a name", key, c->name);
+        (*err)++;
+        return false;
+    }
+    *out = f->val.str;
+    return true;
+}

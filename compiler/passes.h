@@ -1,0 +1,51 @@
+/* passes.h - the registry of schedule transformations (docs/passes.md).
+ *
+ * A pass takes the IR and leaves it legal: every op present once, every dependency
+ * satisfiable, no deadlock (the checker runs after every pass in tests). A pass returns
+ * the number of errors it reported through diag (0 on success); it reports `value` for
+ * bad arguments and `name` for unknown argument names. Passes are run in the order a
+ * pipeline's `apply` lines or `pipec opt --pass` give them. */
+#ifndef PIPEC_PASSES_H
+#define PIPEC_PASSES_H
+
+#include <stdbool.h>
+
+#include "diag.h"
+#include "ir.h"
+
+typedef int (*PassFn)(Diag *d, Pipeline *p, const PassCall *call);
+
+typedef struct PassInfo {
+    const char *name;     /* fixed by DESIGN.md */
+    PassFn fn;
+    const char *args;     /* the accepted arguments, for help and for name checks: "stages,policy" */
+    const char *summary;  /* one line, with the paper section */
+} PassInfo;
+
+/* The pass named name, or NULL. */
+const PassInfo *pass_lookup(const char *name);
+
+/* All registered passes, in docs order; *n gets the count. */
+const PassInfo *pass_list(int *n);
+
+/* Runs one call: `name` error if the pass or one of its argument names is unknown,
+ * else the pass's own result. */
+int run_pass(Diag *d, Pipeline *p, const PassCall *call);
+
+/* Runs every `apply` of the pipeline in order; stops at the first pass with errors. */
+int run_pipeline_passes(Diag *d, Pipeline *p);
+
+/* Argument accessors for pass implementations. Each returns true when the argument is
+ * present and well-formed, false when absent (out keeps the default); a present but
+ * ill-typed argument reports `value` at its location and returns false, incrementing
+ * *err. */
+bool pass_arg_num(Diag *d, const PassCall *c, const char *key, double *out, int *err);
+bool pass_arg_int(Diag *d, const PassCall *c, const char *key, int64_t *out, int *err);
+bool pass_arg_bool(Diag *d, const PassCall *c, const char *key, bool *out, int *err);
+/* A stage range: `stages=0..=2`, `stages=3` (one stage) or `stages=all`; half-open. */
+bool pass_arg_range(Diag *d, const PassCall *c, const char *key, int64_t *lo, int64_t *hi,
+                    int *err);
+/* An identifier argument, e.g. `policy=full`. */
+bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **out, int *err);
+
+#endif
