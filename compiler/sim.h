@@ -1,0 +1,50 @@
+/* sim.h - the schedule simulator (DESIGN.md "Time") and its writers: the --json object,
+ * the human summary, an ASCII gantt, a Chrome trace and an SVG timeline.
+ *
+ * Legend: P = stages (ranks), M = micro-batches, V = chunks per rank. Times are
+ * milliseconds, memory bytes. The simulator is an event-driven list scheduler, linear
+ * in the number of ops; see docs/simulator.md for the readings of DESIGN.md it makes. */
+#ifndef PIPEC_SIM_H
+#define PIPEC_SIM_H
+
+#include <stdbool.h>
+
+#include "ir.h"
+#include "util.h"
+
+/* Per rank results. idle = makespan - busy; the bubbles are compute-stream idle time in
+ * the windows of DESIGN.md "Time" (Obscura §2.1). Memory as in DESIGN.md "Memory":
+ * static = the rank's `weights`, peak_act = peak - static. */
+typedef struct SimStage {
+    double busy_ms, idle_ms, fwd_bubble_ms, bwd_bubble_ms;
+    double peak_mem_bytes, static_mem_bytes, peak_act_bytes;
+} SimStage;
+
+typedef struct SimResult {
+    double makespan_ms, bubble_ratio;
+    SimStage *stage;          /* [P] */
+    double **start, **end;    /* [P][n ops of that rank], ms */
+    bool stuck;               /* the schedule cannot run (a cycle); times are partial */
+} SimResult;
+
+/* Simulates one iteration under DESIGN.md "Time". Linear in ops. The pipeline should be
+ * checked (complete, no duplicates); ops that can never start (a cycle, or a missing
+ * producer's consumer in an unchecked IR) leave stuck set and their times at 0. */
+SimResult *simulate(const Pipeline *p);
+void sim_free(SimResult *r);
+
+/* A cheaper entry for search loops: only the makespan (no per-op arrays kept), reusing
+ * scratch memory in *scratch (NULL on first call; free with sim_scratch_free). Returns
+ * +inf when the schedule is stuck. */
+double sim_makespan(const Pipeline *p, void **scratch);
+void sim_scratch_free(void *scratch);
+
+/* Writers: Chrome trace JSON, SVG, ASCII gantt (width in columns), the --json object
+ * of DESIGN.md "Command line", the human summary. They append to out. */
+void sim_write_json(StrBuf *out, const Pipeline *p, const SimResult *r);
+void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r);
+void sim_write_svg(StrBuf *out, const Pipeline *p, const SimResult *r);
+void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int width);
+void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r);
+
+#endif
