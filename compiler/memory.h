@@ -1,0 +1,35 @@
+/* memory.h - the static memory walk of DESIGN.md "Memory", per rank.
+ *
+ * Each rank holds its `weights` plus, for every (virtual stage v, micro-batch m) it
+ * owns: F adds `act`, or `ckpt` when R(v,m) exists; R adds `act - ckpt`; B frees all of
+ * (v,m) except `wact` when W(v,m) exists, which W frees; SO frees `swap_fraction` of
+ * what (v,m) holds at that point; SI brings it back. Allocations happen at an op's
+ * start and frees at its end, SO/SI at their list positions; the peak of the walk is
+ * what `check` compares with `memory` (peak <= budget passes). Sizes are bytes. */
+#ifndef PIPEC_MEMORY_H
+#define PIPEC_MEMORY_H
+
+#include <stdint.h>
+
+#include "ir.h"
+
+typedef struct MemRank {
+    double peak;        /* bytes, weights included */
+    double weights;     /* bytes */
+    uint32_t peak_op;   /* index in the rank's op list where the peak is reached;
+                         * UINT32_MAX when the peak is the weights alone */
+    uint32_t live_at_peak; /* (v,m) pairs holding bytes at the peak */
+} MemRank;
+
+/* Fills out[0..P-1]. Allocations at an op's start, frees at its end, SO/SI at their
+ * list positions. Linear in the number of ops. Works on any IR (incomplete or
+ * misordered schedules give a walk of what is listed; never crashes). */
+void mem_walk(const Pipeline *p, MemRank *out);
+
+/* The bytes (v,m) holds on rank s just after op `upto` of that rank's list started
+ * (its allocations done, its frees not yet), for every live (v,m): fills held[] with
+ * up to cap values (largest first is not guaranteed) and returns how many (v,m) are
+ * live. Used to explain a peak ("8 micro-batches x 3.6 GiB"). */
+uint32_t mem_live_at(const Pipeline *p, int32_t s, uint32_t upto, double *held, uint32_t cap);
+
+#endif
