@@ -1,0 +1,209 @@
+/* piperun.h - libpiperun: the whole API that generated per-rank programs call
+ * (docs/runtime.md).
+ *
+ * A generated program is a set of constant tables (one PrOp per op of each rank, one
+ * PrMsg per cross-rank message, the model shape, the static arena plan) and one
+ * straight-line function per rank:
+ *
+ *     int pr_rank_1(PrRank *r)
+ *     {
+ *         PR_CHECK(pr_recv(r, 0, 0));   // msg 0 from rank 0: F0 -> F0
+ *         PR_CHECK(pr_op(r, 0));        // F0
+ *         PR_CHECK(pr_send(r, 2, 1));   // msg 1 to rank 2: F0 -> F0
+ *         ...
+ *         return 0;
+ *     }
+ *
+ * main.c hands the tables to pr_main(), which parses the run options, starts one thread
+ * per rank (plus a device-to-host and a host-to-device copy thread per rank for SO/SI),
+ * runs the iterations and prints the summary.
+ *
+ * Legend: P = ranks (stages), M = micro-batches per iteration, V = chunks per rank,
+ * P*V virtual stages; (v,m) = virtual stage v, micro-batch m. Sizes are bytes, times
+ * milliseconds unless a name says otherwise.
+ *
+ * Semantics (DESIGN.md "Dependencies", "Memory", "Time"; docs/semantics.md for the
+ * messages):
+ * - F/B/W/R run on the rank's thread in program order. SO is queued to the rank's
+ *   device-to-host copy thread and SI to its host-to-device copy thread; each copy
+ *   thread runs its ops in program order, concurrently with compute.
+ * - An op that allocates arena memory (F, R, SI) first waits for every SO listed before
+ *   it on its rank (the SO's region may be what it reuses); B and R of (v,m) wait for
+ *   SI(v,m); SI(v,m) waits for SO(v,m).
+ * - Each cross-rank dependency is one message (PrMsg) from the producer's rank to the
+ *   consumer's rank, sent after the producing op and received before the consuming op,
+ *   matched in issue order per (sender, receiver) pair. A send completes when the
+ *   matching receive is posted (PR_SEND_RENDEZVOUS, NCCL-like) or at once
+ *   (PR_SEND_EAGER), as the program's send_mode says.
+ * - Failures (an op error, a failed allocation, a fatal signal, a receive stuck past the
+ *   watchdog timeout) stop every rank: every blocking call returns -1, the generated
+ *   functions return through PR_CHECK, and the run exits non-zero with one message
+ *   naming the rank and the op.
+ *
+ * Thread-safety: every pr_* call takes the calling rank's PrRank and must be made from
+ * that rank's thread.
+ */
+#ifndef PIPERUN_H
+#define PIPERUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PIPERUN_ABI 1
+
+/* Op kinds, in the order of the compiler's OP_KINDS. */
+enum { PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI, PR_NKINDS };
+
+/* Workloads: the real model of runtime/mlp.h, or cost-model replay. */
+enum { PR_MLP, PR_SYNTHETIC, PR_NWORKLOADS };
+
+/* PrOp.flags: facts about the op's (v,m) that change what the op does. */
+enum {
+    PR_HAS_R = 1u,   /* an R(v,m) exists: F keeps only the checkpoint */
+    PR_HAS_W = 2u,   /* a W(v,m) exists: B computes input gradients only */
+    PR_HAS_SI = 4u,  /* an SO/SI pair exists for (v,m): B/R wait for the SI */
+};
+
+/* Message payloads. */
+enum {
+    PR_PAY_TOKEN,    /* a `dep` edge or another ordering-only dependency: no data */
+    PR_PAY_ACT,      /* F(v,m) -> F(v+1,m): the hidden state (mlp: B*T*C floats) */
+    PR_PAY_GRAD,     /* B(v+1,m) -> B(v,m): its gradient (same size) */
+};
+
+/* How pr_send completes. */
+enum { PR_SEND_RENDEZVOUS, PR_SEND_EAGER };
+
+/* One op of a rank's list, in program order. */
+typedef struct PrOp {
+    uint8_t kind;          /* PR_F .. PR_SI */
+    uint8_t chunk;         /* 0..V-1 */
+    uint16_t flags;        /* PR_HAS_* of this op's (v,m) */
+    int32_t vstage;        /* v = the virtual stage of (rank, chunk) */
+    int32_t mb;            /* m, 0..M-1 */
+    uint32_t nso_before;   /* number of SOs listed before this op on the rank */
+    int64_t off[PR_NWORKLOADS];  /* arena offset of the (v,m) region this op uses
+                                    (F/R/B/W/SO: its current place; SI: where it comes
+                                    back to); bytes, 64-aligned */
+    int64_t held[PR_NWORKLOADS]; /* SO/SI: bytes of the region's prefix moved; F: bytes
+                                    allocated; otherwise 0 */
+    double cost_ms;        /* cost-model duration (the synthetic workload's busy time) */
+    double cost_bytes;     /* cost-model bytes the op allocates or moves (unscaled) */
+    int32_t line;          /* source line of the op (messages), 0 when unknown */
+} PrOp;
+
+/* One cross-rank message: the dependency from op `from` on rank src to op `to` on rank
+ * dst. Message ids are indices into PrProgram.msgs. */
+typedef struct PrMsg {
+    int32_t src, dst;          /* ranks */
+    uint8_t from_kind, to_kind;
+    uint8_t payload;           /* PR_PAY_* */
+    int32_t from_v, from_mb;   /* the producing op's (v,m) */
+    int32_t to_v, to_mb;       /* the consuming op's (v,m) */
+} PrMsg;
+
+struct PrRank;
+typedef struct PrRank PrRank;
+
+/* One rank of the program. */
+typedef struct PrRankDesc {
+    int (*run)(PrRank *r);     /* the generated straight-line program of one iteration */
+    const PrOp *ops;           /* [nops] */
+    uint32_t nops;
+    int64_t arena_bytes[PR_NWORKLOADS];     /* planned arena size per workload */
+    int64_t peak_live_bytes[PR_NWORKLOADS]; /* planned peak of live region bytes */
+    double host_bw;            /* cost-model swap bandwidth, bytes/s (0 = unlimited) */
+    double p2p_ms;             /* cost-model time added to each received dependency */
+} PrRankDesc;
+
+/* One virtual stage: its owner and, for the mlp workload, the planned region sizes. */
+typedef struct PrVstage {
+    int32_t rank, chunk;
+    int32_t layers;            /* mlp blocks on this virtual stage */
+    int64_t act, ckpt, wact;   /* planned mlp region bytes (checked against runtime/mlp.h
+                                  at start-up) */
+} PrVstage;
+
+/* The whole generated program: constant tables emitted by `pipec emit`. */
+typedef struct PrProgram {
+    int abi;                   /* PIPERUN_ABI */
+    const char *name;          /* pipeline name */
+    const char *source;        /* source file */
+    const char *version;       /* pipec version that generated it */
+    int32_t P, M, V;
+    int send_mode;             /* PR_SEND_* */
+    const PrRankDesc *ranks;   /* [P] */
+    const PrVstage *vstages;   /* [P*V] */
+    const PrMsg *msgs;         /* [nmsgs] */
+    uint32_t nmsgs;
+    /* mlp model shape from the pipeline's `model` (0 when there is none) */
+    int mlp_vocab, mlp_C, mlp_L, mlp_T, mlp_B;
+    const char *mlp_unavailable; /* why --workload mlp cannot run, or NULL */
+    double synthetic_scale;    /* synthetic arena bytes = cost-model bytes / this (>= 1) */
+    double sim_ms;             /* simulated iteration time under the cost model, ms; < 0
+                                  when unknown */
+} PrProgram;
+
+/* Options of one run (what `pipec run` passes on the program's command line). */
+typedef struct PrOptions {
+    int workload;              /* PR_MLP or PR_SYNTHETIC */
+    int iters;                 /* iterations, >= 1 */
+    bool check;                /* compare iteration 1's gradients with the reference */
+    bool json;                 /* print the summary as one JSON object */
+    bool quiet;                /* no per-iteration lines */
+    bool profile;              /* measure op costs and print a `costs` block */
+    const char *profile_out;   /* write the costs block there instead of stdout */
+    const char *trace;         /* write a Chrome trace of what ran there, or NULL */
+    const char *data;          /* text file for the mlp workload (NULL: the default) */
+    double time_scale;         /* synthetic: busy time = cost-model time * this */
+    double timeout_s;          /* watchdog: a receive or wait stuck this long fails */
+    double lr;                 /* SGD learning rate (mlp) */
+    uint64_t seed;             /* model initialisation and data sampling */
+    int threads_blas;          /* OpenBLAS threads (1 when ranks compute at once) */
+} PrOptions;
+
+/* Sets the defaults: mlp when available else synthetic, 1 iteration, time scale 1,
+ * timeout 30 s, lr 0.05, seed 1. */
+void pr_options_default(PrOptions *o, const PrProgram *prog);
+
+/* Measured results of a run. Arrays are owned by the result (pr_result_free). */
+typedef struct PrResult {
+    int iters;
+    double *loss;              /* [iters] mean loss (mlp; NAN for synthetic) */
+    double *iter_ms;           /* [iters] wall time of each iteration */
+    double *busy_ms;           /* [P] compute time per rank, summed over iterations */
+    int64_t *peak_arena;       /* [P] peak live arena bytes measured */
+    double max_grad_err;       /* --check: max relative gradient error; -1 when unchecked */
+    int ngrad;                 /* --check: tensors compared */
+    char (*grad_name)[32];     /* [ngrad] */
+    double *grad_err;          /* [ngrad] */
+    char error[256];           /* the failure message, "" when the run succeeded */
+} PrResult;
+void pr_result_free(PrResult *res);
+
+/* Runs prog with options o; fills res (may be NULL). Returns 0, or 1 when a rank
+ * failed (res->error says which rank and op) or the options do not fit the program. */
+int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
+
+/* The generated main(): parses the options (--iters N --check --json --trace FILE
+ * --workload mlp|synthetic --data FILE --time-scale X --timeout S --profile [-o FILE]
+ * --lr X --seed N --quiet), runs, prints. Returns the exit status: 0 ok, 1 failure,
+ * 2 usage. */
+int pr_main(const PrProgram *prog, int argc, char **argv);
+
+/* The calls generated code makes. Each returns 0, or -1 once the run has failed (this
+ * rank's error, or another rank's): the caller returns at once (PR_CHECK). */
+int pr_op(PrRank *r, uint32_t op);                  /* run op `op` of this rank */
+int pr_send(PrRank *r, int32_t peer, uint32_t msg); /* send message msg to rank peer */
+int pr_recv(PrRank *r, int32_t peer, uint32_t msg); /* receive message msg from peer */
+
+#define PR_CHECK(call) do { if ((call) != 0) return -1; } while (0)
+
+/* Testing aid (docs/runtime.md): the environment variable
+ *     PIPERUN_FAULT=rank:op:what
+ * injects a fault on rank `rank` at its op index `op`: what = fail (the op reports an
+ * error), segv (a SIGSEGV), alloc (a failed allocation), drop (the op's sends after it
+ * are skipped, so the receiver is stuck until the watchdog fires). */
+
+#endif
