@@ -1,0 +1,156 @@
+/* driver.c - the compile pipeline shared by every command, and the usage texts; see
+ * driver.h. Reads like QBE's main: a flat list of stages, stopping at the first that
+ * reported errors.
+ *
+ *     load_pipeline       parse, imports, templates, settings    (frontend.h)
+ *     derive_costs        model + device -> costs                 (costmodel.h)
+ *     recompute           one pass call per `recompute` directive (passes.h)
+ *     apply passes        in the order written                    (passes.h)
+ *     check_pipeline      structure and dependencies              (check.h)
+ */
+#include "driver.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#if __has_include("costmodel.h")
+#include "costmodel.h"
+#else
+int derive_costs(Diag *d, Pipeline *p); /* until costmodel.h lands */
+#endif
+#include "frontend.h"
+#include "passes.h"
+#include "util.h"
+
+/* The `recompute(stages=LO..HI, policy=P)` call a `recompute` directive stands for. The
+ * argument values point at the directive's location so pass errors land on it. */
+static PassCall recompute_call(const RecomputeDir *r, Field args[2])
+{
+    args[0] = (Field){.key = "stages", .loc = r->loc};
+    args[0].val = (Value){.kind = VAL_RANGE, .lo = r->lo, .hi = r->hi, .loc = r->loc};
+    args[1] = (Field){.key = "policy", .loc = r->loc};
+    args[1].val = (Value){.kind = VAL_IDENT, .str = (char *)policy_name[r->policy], .loc = r->loc};
+    return (PassCall){.name = "recompute", .args = args, .nargs = 2, .loc = r->loc};
+}
+
+Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
+{
+    LoadOpts lo = {.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
+    int nerr0 = d->nerr;
+    Pipeline *p = load_pipeline(d, &lo, path);
+    if (!p || d->nerr > nerr0)
+        goto fail;
+    if (derive_costs(d, p) || d->nerr > nerr0)
+        goto fail;
+    if (!(o && o->no_passes)) {
+        for (uint32_t i = 0; i < p->nrecompute; i++) {
+            Field args[2];
+            PassCall call = recompute_call(&p->recompute[i], args);
+            if (run_pass(d, p, &call) || d->nerr > nerr0)
+                goto fail;
+        }
+        for (uint32_t i = 0; i < p->npasses; i++)
+            if (run_pass(d, p, &p->passes[i]) || d->nerr > nerr0)
+                goto fail;
+    }
+    if (check_pipeline(d, p, CHECK_STRUCTURE | CHECK_DEPS) || d->nerr > nerr0)
+        goto fail;
+    return p;
+fail:
+    pipeline_free(p);
+    return NULL;
+}
+
+bool driver_common_opt(DriverOpts *o, int opt, const char *arg)
+{
+    if (opt != 'I')
+        return false;
+    size_t cap = (size_t)o->ninclude;
+    VEC_PUSH(o->include_dirs, o->ninclude, cap, arg);
+    return true;
+}
+
+void driver_opts_free(DriverOpts *o)
+{
+    free(o->include_dirs);
+    o->include_dirs = NULL;
+    o->ninclude = 0;
+}
+
+/* Usage texts: DESIGN.md "Command line", one entry per command of cmds.h. */
+#define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n"
+
+static const struct {
+    const char *name, *text;
+} usages[] = {
+    {"check",
+     "usage: pipec check [options] FILE...\n"
+     "Parses, elaborates and checks each FILE: completeness, dependencies, deadlock and\n"
+     "per-stage memory. Exit 0 when all are legal, 1 on errors, 2 on usage errors.\n"
+     "  --mem               also print the per-rank peak memory table\n" COMMON_OPTS},
+    {"print",
+     "usage: pipec print [options] FILE [-o OUT]\n"
+     "Prints the canonical explicit form of the compiled pipeline (templates expanded,\n"
+     "passes applied, costs derived). print(parse(print(x))) == print(x).\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n" COMMON_OPTS},
+    {"sim",
+     "usage: pipec sim [options] FILE [--json] [--trace T.json] [--svg T.svg] [--gantt]\n"
+     "Simulates one iteration under the cost model: makespan, bubbles, peak memory.\n"
+     "  --json              one JSON object instead of the summary\n"
+     "  --trace T.json      write a Chrome trace (chrome://tracing, Perfetto)\n"
+     "  --svg T.svg         write an SVG timeline\n"
+     "  --gantt             print an ASCII timeline\n" COMMON_OPTS},
+    {"opt",
+     "usage: pipec opt [options] FILE --pass a,b(k=v),... [-o OUT]\n"
+     "Runs the given passes in order on the compiled pipeline, checking it after each,\n"
+     "and prints the result in the canonical explicit form. Arguments take numbers with\n"
+     "units (1.5ms, 8GiB), names, ranges (0..=2, 0..3) and lists ([1, 2]).\n"
+     "  -p, --pass LIST     passes to run (repeatable; appended in order)\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n"
+     "  --list              list the passes and their arguments\n" COMMON_OPTS},
+    {"diff",
+     "usage: pipec diff [options] A B [--svg OUT.svg]\n"
+     "Simulates both schedules and prints their metrics side by side, then each stage's\n"
+     "op-order difference as a unified diff.\n" COMMON_OPTS},
+    {"emit",
+     "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
+     "Writes one C source per rank plus build files into DIR.\n" COMMON_OPTS},
+    {"compile",
+     "usage: pipec compile [options] FILE -o DIR [--backend cpu|cuda]\n"
+     "Emits and compiles the per-rank programs into DIR (alias: pipec build).\n" COMMON_OPTS},
+    {"run",
+     "usage: pipec run [options] FILE [--backend cpu|cuda] [--iters N] [--check] [--json]\n"
+     "                 [--trace T.json]\n"
+     "Builds the schedule into a cache folder and runs it.\n" COMMON_OPTS},
+    {"import-csv",
+     "usage: pipec import-csv F.csv [-o F.pipe]\n"
+     "Reads a PyTorch pipelining schedule CSV and writes the explicit form.\n"},
+    {"export-csv",
+     "usage: pipec export-csv [options] FILE [-o F.csv]\n"
+     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions).\n" COMMON_OPTS},
+    {"tune",
+     "usage: pipec tune [options] FILE [-o OUT]\n"
+     "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
+     "table of the variants that pass check; -o writes the best as explicit .pipe.\n" COMMON_OPTS},
+};
+
+const char *driver_usage_text(const char *name)
+{
+    if (name && !strcmp(name, "build"))
+        name = "compile";
+    for (size_t i = 0; name && i < ARRAY_LEN(usages); i++)
+        if (!strcmp(usages[i].name, name))
+            return usages[i].text;
+    return NULL;
+}
+
+void driver_usage(FILE *out, const char *name)
+{
+    const char *t = driver_usage_text(name);
+    if (t)
+        fputs(t, out);
+    else
+        fprintf(out, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
+}

@@ -1,0 +1,45 @@
+/* driver.h - the compile pipeline every command shares:
+ *
+ *     load (parse + elaborate) -> derive costs -> recompute directives -> apply passes
+ *     -> structural and dependency checks
+ *
+ * and the options every command accepts (-I DIR). */
+#ifndef PIPEC_DRIVER_H
+#define PIPEC_DRIVER_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "diag.h"
+#include "ir.h"
+
+typedef struct DriverOpts {
+    const char **include_dirs; int ninclude;   /* -I DIR (repeatable) */
+    bool no_passes;                            /* load + costs only */
+} DriverOpts;
+
+/* Loads FILE (load_pipeline of frontend.h), derives costs (derive_costs of costmodel.h),
+ * runs the `recompute` pass for each `recompute` directive and then the `apply` passes
+ * in order (run_pass of passes.h), then check_pipeline(d, p, CHECK_STRUCTURE|CHECK_DEPS)
+ * (check.h). Returns NULL when any step reported errors. Memory is not checked here. */
+Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path);
+
+/* Parses the options every command shares (-I DIR, --include DIR) from a getopt loop;
+ * returns true when it consumed opt. */
+bool driver_common_opt(DriverOpts *o, int opt, const char *optarg);
+
+/* The getopt pieces for driver_common_opt: add DRIVER_SHORTOPTS to the short option
+ * string and DRIVER_LONGOPTS to the struct option table of a command. */
+#define DRIVER_SHORTOPTS "I:"
+#define DRIVER_LONGOPTS {"include", required_argument, NULL, 'I'}
+
+/* Frees what driver_common_opt allocated (the include list). */
+void driver_opts_free(DriverOpts *o);
+
+/* The usage text of `pipec NAME` (what `pipec help NAME` prints), or NULL for an
+ * unknown command. Commands print it on a usage error:
+ *     driver_usage(stderr, "sim"); return 2; */
+const char *driver_usage_text(const char *name);
+void driver_usage(FILE *out, const char *name);
+
+#endif
