@@ -65,7 +65,7 @@
 #include <stdint.h>
 
 /* Model shape, from the pipeline's `model` block (vocab, hidden, layers, seq, batch)
- * and its micro-batch count. All fields >= 1. */
+ * and its micro-batch count. All fields >= 1 except L >= 0. */
 typedef struct MlpConfig {
     int vocab;   /* V: vocabulary size; tokens are 0..V-1 (256: raw bytes) */
     int C;       /* hidden size */
