@@ -110,6 +110,7 @@ extern const CostScope cost_field_scope[COST_NFIELDS];
 typedef struct CostBlock {
     double v[COST_NFIELDS];  /* ms, bytes, bytes/s or a fraction, by field */
     uint32_t set;            /* bit (1u << field) when the block sets that field */
+    uint32_t derived;        /* bits of `set` filled by derive_costs, not the source */
     Loc loc;                 /* the block (LOC_NONE when derived) */
 } CostBlock;
 

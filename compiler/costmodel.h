@@ -1,0 +1,146 @@
+/* costmodel.h - per-stage costs derived from a model shape and a device
+ * (docs/cost-model.md states every formula and its source).
+ *
+ * Legend: P = stages (ranks), V = chunks per rank, P*V virtual stages in model order.
+ * L = transformer layers, h = hidden size, a = attention heads, g = key/value heads,
+ * f = MLP (ffn) size, V_voc = vocabulary, s = sequence length, b = micro-batch size,
+ * e = bytes per activation element (2 for bf16/fp16, 4 for fp32), t = tensor parallel.
+ * Times are milliseconds per micro-batch, sizes bytes per micro-batch (activations) or
+ * per rank (weights), bandwidths bytes per second.
+ *
+ * The model is cut into 2L + 2 units (Obscura §7.2): the embedding, then for every layer
+ * an attention half-unit and an MLP half-unit, then the head. A partition gives each
+ * virtual stage a run of half-layer units [ubeg[v], ubeg[v+1]) (unit 2i is layer i's
+ * attention, unit 2i+1 its MLP); the embedding always sits on virtual stage 0 and the
+ * head on the last one. */
+#ifndef PIPEC_COSTMODEL_H
+#define PIPEC_COSTMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "ir.h"
+
+/* Derives costs from Pipeline.model + device + partition + tensor_parallel + the
+ * per-rank recompute policy (Pipeline.stage_policy). Fills, for every virtual stage,
+ * the vstage CostBlock fields f b w r act ckpt wact, and for every rank the stage
+ * CostBlock fields weights p2p host_bw — but only fields that the user did not set in
+ * any explicit block that applies (a user's `costs`, `costs stage`, `costs vstage` value
+ * always wins). Sets the memory budget from the device when `memory` is absent.
+ * A pipeline without a model is left unchanged, except that on a rank whose policy is
+ * not none an r the user did not set becomes that rank's f (full recomputation; ckpt
+ * keeps its DESIGN default 0). Derived values are marked in CostBlock.derived, so a
+ * second call first drops them: idempotent, and callable again after a pass changed
+ * stage_policy or partition. Without a device only the byte fields are derived.
+ * Returns the number of errors reported (`name` for an unknown model/device field,
+ * `value` for a bad value, a partition that does not sum to the layers or has the wrong
+ * length, tensor_parallel not dividing heads, ...). */
+int derive_costs(Diag *d, Pipeline *p);
+
+/* Architectures: llama = RMSNorm + SwiGLU + rotary, no biases, no dropout (Touvron et
+ * al. 2023); gpt = LayerNorm + GELU + learned positions, biases, dropout (Megatron-LM);
+ * mlp = residual MLP blocks only (LayerNorm + GELU, no attention; the runtime's `mlp`
+ * workload). */
+typedef enum ModelArch { ARCH_GPT, ARCH_LLAMA, ARCH_MLP } ModelArch;
+
+/* How the attention core is stored: flash keeps only the per-row log-sum-exp (Dao et
+ * al. 2022); eager keeps the a*s*s softmax (and dropout) tensors (Korthikanti §4.1). */
+typedef enum AttnImpl { ATTN_FLASH, ATTN_EAGER } AttnImpl;
+
+/* A model block after validation. Integer shapes are held as doubles for the
+ * arithmetic (all validated as integers in [1, 2^31)). */
+typedef struct ModelShape {
+    ModelArch arch;
+    AttnImpl attention;
+    double layers;     /* L */
+    double hidden;     /* h */
+    double heads;      /* a */
+    double kv_heads;   /* g (grouped-query attention; = a by default) */
+    double ffn;        /* f (default 4h for gpt/mlp, 256-rounded 8h/3 for llama) */
+    double vocab;      /* V_voc */
+    double seq;        /* s, tokens per sample */
+    double mbs;        /* b, samples per micro-batch */
+    double elem;       /* e, bytes per activation element: bf16/fp16 2, fp32 4 */
+} ModelShape;
+
+/* A device block after validation. Absent bandwidths are +inf, absent latencies 0. */
+typedef struct DeviceSpec {
+    bool has_memory;
+    double memory;       /* bytes of device memory */
+    double reserved;     /* bytes not available to training (CUDA context, workspaces) */
+    double peak_flops;   /* dense FLOP/s at the model's dtype (peak_tflops * 1e12) */
+    double efficiency;   /* achieved fraction of peak for GEMM-dominated work, (0, 1] */
+    double mem_bw;       /* device memory bandwidth, bytes/s (memory-bound recompute) */
+    double host_bw;      /* host link, bytes/s each direction (swap) */
+    double host_latency; /* ms; kept for completeness, DESIGN's SO/SI time has no latency */
+    double peer_bw;      /* link to the neighbouring stage, bytes/s */
+    double peer_latency; /* ms per message */
+} DeviceSpec;
+
+/* Validates an entity's fields into a ModelShape / DeviceSpec. Unknown key: `name` at
+ * the field; bad value (wrong kind or unit, not a positive integer, unknown arch or
+ * dtype, efficiency outside (0, 1]): `value` at the field; a missing required field
+ * (model: layers hidden heads vocab seq; device: peak_tflops): `value` at the entity.
+ * Returns the number of errors; *out is filled with defaults where fields are absent. */
+int model_read(Diag *d, const Entity *e, ModelShape *out);
+int device_read(Diag *d, const Entity *e, DeviceSpec *out);
+
+/* The pieces of a model a partition moves around (Obscura §7.2). */
+typedef enum CmUnit { CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD } CmUnit;
+
+/* The cost of a piece of the model, per micro-batch, on one tensor-parallel rank.
+ * act: bytes F keeps with no recomputation; ckpt: bytes F keeps under the policy (the
+ * policy's saved set; = act for POLICY_NONE); r: recompute time under the policy (0 for
+ * POLICY_NONE); w: the weight-gradient part of b; wact: bytes B keeps until W (inputs and
+ * output gradients of the weighted layers, <= act); params: parameters held (after /t). */
+typedef struct CmCost {
+    double f, b, w, r;      /* ms */
+    double act, ckpt, wact; /* bytes */
+    double params;          /* parameters */
+} CmCost;
+
+/* What the passes need: the model, device and partition of a pipeline, validated once. */
+typedef struct CostModel {
+    ModelShape model;
+    DeviceSpec device;
+    bool has_device;   /* without a device, times are 0 */
+    int32_t tp;        /* tensor parallel degree t >= 1 */
+    int32_t nv;        /* virtual stages P*V */
+    int64_t *ubeg;     /* [nv + 1] half-layer unit boundaries, ubeg[0] = 0, ubeg[nv] = 2L */
+} CostModel;
+
+/* Validates p's model, device, tensor_parallel and partition into cm (which the caller
+ * frees with costmodel_free, also after errors). `partition even` (or none) gives every
+ * virtual stage 2L/(P*V) half-layer units, the remainder going one each to the last
+ * virtual stages. An explicit partition has P*V entries (layers, multiples of 0.5,
+ * >= 0) that sum to L. Returns the number of errors; p must have a model. */
+int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm);
+void costmodel_free(CostModel *cm);
+
+/* The cost of one unit under a policy. first: the unit is the first transformer unit of
+ * its virtual stage (full recomputation must then keep an MLP unit's input too). */
+void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out);
+
+/* The cost of a contiguous slice: half-layer units [u0, u1) plus the embedding and/or
+ * head when asked; the sum of its units. */
+void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
+              RecomputePolicy pol, CmCost *out);
+
+/* The cost of virtual stage v (0 <= v < nv) under a policy: cm_slice of its units. */
+void cm_vstage(const CostModel *cm, int32_t v, RecomputePolicy pol, CmCost *out);
+
+/* Weight bytes for a parameter count: 16 bytes per parameter (mixed-precision Adam:
+ * 2 param + 2 grad + 4 master + 4 + 4 moments; Rajbhandari et al. 2020, ZeRO §3.1). */
+double cm_weight_bytes(double params);
+
+/* Time added to every cross-rank dependency: peer_latency + (e*s*b*h/t) / peer_bw, ms
+ * (one activation or gradient message; Narayanan et al. 2021 §4.1 scatter/gather). */
+double cm_p2p_ms(const CostModel *cm);
+
+/* Writes a partition in half-layer units (units[nv]) back as Pipeline.partition in layers
+ * (0.5 steps), explicit; for passes that move units (partition_adjust, Obscura Alg. 1).
+ * Call derive_costs afterwards. */
+void cm_set_partition(Pipeline *p, const int64_t *units, int32_t nv);
+
+#endif
