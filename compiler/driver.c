@@ -15,11 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-#if __has_include("costmodel.h")
 #include "costmodel.h"
-#else
-int derive_costs(Diag *d, Pipeline *p); /* until costmodel.h lands */
-#endif
 #include "frontend.h"
 #include "passes.h"
 #include "util.h"

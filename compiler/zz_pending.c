@@ -46,12 +46,3 @@ __attribute__((weak)) Pipeline *load_pipeline_string(Diag *d, const LoadOpts *o,
     diag_error(d, LOC_NONE, DIAG_SYNTAX, "%s: the front end is not built yet", name);
     return NULL;
 }
-
-/* costmodel.h: without a cost model the costs stay as written. */
-int derive_costs(Diag *d, Pipeline *p);
-__attribute__((weak)) int derive_costs(Diag *d, Pipeline *p)
-{
-    (void)d;
-    (void)p;
-    return 0;
-}
