@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# t_cli.sh - the command line: help, version, usage errors (exit 2), input errors
+# (exit 1), atomic -o, `check` over several files, and `opt --pass` parsing.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+P=$PIPEC_ASAN
+good=tests/golden/print/minimal.pipe
+commands="check print sim opt diff emit compile run import-csv export-csv tune"
+
+# --- help and version --------------------------------------------------------------------
+"$P" --help >"$tmp/out" 2>"$tmp/err"
+check "--help exits 0" test $? = 0
+check "--help writes to stdout only" test ! -s "$tmp/err"
+for c in $commands; do
+    check "--help lists $c" grep -qE "^  $c +" "$tmp/out"
+    "$P" help "$c" >"$tmp/h" 2>&1
+    check "help $c exits 0" test $? = 0
+    check "help $c shows its usage" grep -q "^usage: pipec $c " "$tmp/h"
+    "$P" "$c" --help >"$tmp/h2" 2>&1
+    check "$c --help exits 0" test $? = 0
+    check "$c --help equals help $c" cmp -s "$tmp/h" "$tmp/h2"
+done
+"$P" help build >"$tmp/h" 2>&1
+check "help build is compile's usage" grep -q "^usage: pipec compile " "$tmp/h"
+
+version=$(sed -n 's/^#define PIPEC_VERSION "\(.*\)"/\1/p' compiler/util.h)
+check "--version reads PIPEC_VERSION" test "$("$P" --version)" = "pipec $version"
+check "-V is --version" test "$("$P" -V)" = "pipec $version"
+
+# --- usage errors: exit 2, usage on stderr, nothing on stdout ----------------------------------
+usage_error() { # NAME ARGS...
+    local name=$1
+    shift
+    "$P" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ $rc != 2 ]; then
+        bad "$name" "exit $rc, expected 2"
+    elif [ -s "$tmp/out" ]; then
+        bad "$name" "wrote to stdout"
+    elif ! grep -q "usage: pipec" "$tmp/err"; then
+        bad "$name" "no usage on stderr"
+    else
+        ok
+    fi
+}
+usage_error "no arguments"
+usage_error "unknown command" frobnicate x.pipe
+usage_error "unknown global option" --frobnicate
+usage_error "help of an unknown command" help frobnicate
+usage_error "unknown option of check" check --frobnicate "$good"
+usage_error "unknown option of print" print -Z "$good"
+usage_error "check without files" check
+usage_error "print with a missing -o argument" print "$good" -o
+usage_error "opt without --pass" opt "$good"
+usage_error "opt without a file" opt --pass recompute
+"$P" frobnicate 2>&1 | grep -q "unknown command 'frobnicate'"
+check "unknown command is named" test $? = 0
+
+# --- input errors: exit 1 with a message naming the file ------------------------------------
+"$P" check "$tmp/nonexistent.pipe" >"$tmp/out" 2>"$tmp/err"
+check "check of a missing file exits 1" test $? = 1
+check "check of a missing file names it" grep -q "nonexistent.pipe" "$tmp/err"
+"$P" print "$tmp/nonexistent.pipe" >"$tmp/out" 2>"$tmp/err"
+check "print of a missing file exits 1" test $? = 1
+check "print of a missing file names it" grep -q "nonexistent.pipe" "$tmp/err"
+
+# --- check over several files -----------------------------------------------------------------
+printf 'pipeline dup { stages 1 microbatches 1 stage 0 { F0 F0 B0 } }\n' >"$tmp/dup.pipe"
+"$P" check "$good" >"$tmp/out" 2>"$tmp/err"
+check "check of a legal file exits 0" test $? = 0
+check "check of a legal file says ok" grep -q "minimal.pipe: ok" "$tmp/out"
+"$P" check -q "$good" >"$tmp/out" 2>&1
+check "check -q is quiet" test ! -s "$tmp/out"
+"$P" check "$good" "$tmp/dup.pipe" "$good" >"$tmp/out" 2>"$tmp/err"
+check "check with one bad file of three exits 1" test $? = 1
+check "check reports the duplicate" grep -q "dup.pipe:1:[0-9]*: error\[duplicate\]" "$tmp/err"
+check "check still checks the files after the bad one" test "$(grep -c 'minimal.pipe: ok' "$tmp/out")" = 2
+
+# --- -o is atomic: on an error the old file stays, no temporary is left ------------------------
+printf 'previous contents\n' >"$tmp/out.pipe"
+"$P" print "$tmp/dup.pipe" -o "$tmp/out.pipe" >/dev/null 2>&1
+check "print -o on an error exits 1" test $? = 1
+check "print -o on an error keeps the old file" test "$(cat "$tmp/out.pipe")" = "previous contents"
+"$P" print "$good" -o "$tmp/nodir/out.pipe" >/dev/null 2>"$tmp/err"
+check "print -o into a missing folder exits 1" test $? = 1
+check "print -o into a missing folder says why" grep -q "cannot write" "$tmp/err"
+"$P" print "$good" -o "$tmp/out.pipe" >/dev/null 2>&1
+check "print -o replaces the file" cmp -s "$tmp/out.pipe" tests/golden/print/minimal.expected
+leftover=$(find "$tmp" -name '*.tmp*' | wc -l)
+check "print -o leaves no temporary files" test "$leftover" = 0
+
+# --- opt: the --pass list -----------------------------------------------------------------------
+"$P" opt --list >"$tmp/out" 2>&1
+check "opt --list exits 0" test $? = 0
+check "opt --list names recompute" grep -q "recompute" "$tmp/out"
+"$P" opt "$good" --pass 'frobnicate' >"$tmp/out" 2>"$tmp/err"
+check "opt with an unknown pass exits 1" test $? = 1
+check "opt with an unknown pass points into --pass" grep -q "^<--pass>:1:1: error\[name\]" "$tmp/err"
+"$P" opt "$good" --pass 'recompute(stages=0..=1' >"$tmp/out" 2>"$tmp/err"
+check "opt with an unclosed argument list exits 1" test $? = 1
+check "opt syntax error has a column" grep -q "^<--pass>:1:23: error\[syntax\]" "$tmp/err"
+"$P" opt "$good" --pass 'recompute(stages=0..=0, policy=full),,' >"$tmp/out" 2>"$tmp/err"
+check "opt with an empty pass name exits 1" test $? = 1
+check "opt empty pass name column" grep -q "^<--pass>:1:38: error\[syntax\]" "$tmp/err"
+"$P" opt "$good" --pass 'recompute(stages=0, bogus=3furlongs)' >"$tmp/out" 2>"$tmp/err"
+check "opt with an unknown unit exits 1" test $? = 1
+check "opt unknown unit is a value error at the unit" grep -q "^<--pass>:1:28: error\[value\]" "$tmp/err"
+"$P" opt "$good" --pass 'recompute(stages=0, nosuch=1)' >"$tmp/out" 2>"$tmp/err"
+check "opt with an unknown argument exits 1" test $? = 1
+check "opt unknown argument points at it" grep -q "^<--pass>:1:21: error\[name\]" "$tmp/err"
+
+finish

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# t_golden.sh - `pipec print` against hand-written expectations, and its idempotence.
+#
+# tests/golden/print/NAME.pipe is an input and NAME.expected the print written by hand
+# (the comments in each input say how). Then print(parse(print(x))) == print(x) byte for
+# byte for every golden input, every examples/*.pipe and stdlib schedule expansions.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# idempotent NAME FILE: prints FILE, prints the print, compares.
+idempotent() {
+    local name=$1 file=$2
+    if ! "$PIPEC_ASAN" print "$file" >"$tmp/a.pipe" 2>"$tmp/a.err"; then
+        bad "$name: print" "$(head -n 5 "$tmp/a.err")"
+        return
+    fi
+    if ! "$PIPEC_ASAN" print "$tmp/a.pipe" >"$tmp/b.pipe" 2>"$tmp/b.err"; then
+        bad "$name: print of the print" "$(head -n 5 "$tmp/b.err")"
+        return
+    fi
+    if cmp -s "$tmp/a.pipe" "$tmp/b.pipe"; then
+        ok
+    else
+        bad "$name: print(parse(print(x))) differs from print(x)"
+        diff -u "$tmp/a.pipe" "$tmp/b.pipe" | head -n 30
+    fi
+}
+
+# --- golden prints ---------------------------------------------------------------------
+for in in tests/golden/print/*.pipe; do
+    name=golden/$(basename "$in" .pipe)
+    exp=${in%.pipe}.expected
+    if [ ! -f "$exp" ]; then
+        bad "$name" "no .expected beside it"
+        continue
+    fi
+    "$PIPEC_ASAN" print "$in" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc != 0 ]; then
+        bad "$name" "exit $rc: $(head -n 5 "$tmp/err")"
+    elif [ -s "$tmp/err" ]; then
+        bad "$name" "unexpected stderr: $(head -n 5 "$tmp/err")"
+    elif ! cmp -s "$exp" "$tmp/out"; then
+        bad "$name" "print differs from $exp"
+        diff -u "$exp" "$tmp/out"
+    else
+        ok
+    fi
+    idempotent "$name" "$in"
+done
+
+# --- examples ----------------------------------------------------------------------------
+for in in examples/*.pipe; do
+    [ -e "$in" ] || continue
+    idempotent "examples/$(basename "$in")" "$in"
+done
+
+# --- stdlib schedule expansions ------------------------------------------------------------
+# NAME P M V: only where the template is defined (interleaved needs M % P == 0).
+if [ -f stdlib/schedules.pipe ]; then
+    while read -r sched P M V; do
+        f=$tmp/$sched-$P-$M-$V.pipe
+        cat >"$f" <<EOF
+import "std/schedules.pipe"
+pipeline ${sched}_$P {
+  stages $P microbatches $M chunks $V
+  schedule $sched
+  costs { f 1ms b 2ms w 0.5ms }
+}
+EOF
+        if grep -q "template $sched\b" stdlib/schedules.pipe; then
+            idempotent "stdlib $sched P=$P M=$M V=$V" "$f"
+        else
+            skip "stdlib $sched" "no template $sched in stdlib/schedules.pipe yet"
+        fi
+    done <<'EOF'
+gpipe 4 8 1
+onef1b 4 8 1
+onef1b 3 5 1
+interleaved 4 8 2
+interleaved 2 4 3
+zbh1 4 8 1
+eager1f1b 4 8 1
+EOF
+else
+    skip "stdlib expansions" "stdlib/schedules.pipe not there yet"
+fi
+
+# --- exit codes ------------------------------------------------------------------------------
+"$PIPEC_ASAN" print >/dev/null 2>"$tmp/err"
+check "print without a file exits 2" test $? = 2
+"$PIPEC_ASAN" print tests/golden/print/minimal.pipe tests/golden/print/wrap.pipe >/dev/null 2>&1
+check "print with two files exits 2" test $? = 2
+printf 'pipeline bad { stages 0 microbatches 1 }\n' >"$tmp/bad.pipe"
+"$PIPEC_ASAN" print "$tmp/bad.pipe" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "print of an invalid pipeline exits 1" test $rc = 1
+check "print of an invalid pipeline prints nothing on stdout" test ! -s "$tmp/out"
+check "print of an invalid pipeline explains on stderr" grep -q "bad.pipe:1:[0-9]*: error\[" "$tmp/err"
+printf 'pipeline gap { stages 2 microbatches 1 stage 0 { F0 B0 } stage 1 { F0 } }\n' >"$tmp/gap.pipe"
+"$PIPEC_ASAN" print "$tmp/gap.pipe" >"$tmp/out" 2>"$tmp/err"
+check "print of an incomplete schedule exits 1" test $? = 1
+check "print of an incomplete schedule reports missing" grep -q "error\[missing\]" "$tmp/err"
+
+# -o writes the same bytes as stdout.
+"$PIPEC_ASAN" print tests/golden/print/wrap.pipe -o "$tmp/o.pipe" >"$tmp/stdout" 2>"$tmp/err"
+check "print -o exits 0" test $? = 0
+check "print -o writes nothing on stdout" test ! -s "$tmp/stdout"
+check "print -o writes the print" cmp -s "$tmp/o.pipe" tests/golden/print/wrap.expected
+
+finish
