@@ -8,6 +8,8 @@
 #define PIPEC_SIM_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "ir.h"
 #include "util.h"
@@ -46,5 +48,36 @@ void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r);
 void sim_write_svg(StrBuf *out, const Pipeline *p, const SimResult *r);
 void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int width);
 void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r);
+
+/* Beyond the interface above: helpers the writers share (and the runtime may use to
+ * draw measured timelines in the same format). */
+
+/* Per-op memory changes of DESIGN.md "Memory", from the list-order walk (the amounts of
+ * mem_walk): delta[s][i] > 0 bytes allocated at the start of op i of rank s (F, R, SI),
+ * < 0 bytes freed at its end (B, W, SO). delta is laid out like SimResult.start
+ * (caller-allocated). All zero when the schedule is incomplete. */
+void sim_mem_deltas(const Pipeline *p, double **delta);
+
+/* Replays rank s's live memory over the times in r (weights included): allocations at
+ * op starts, frees at op ends, frees first at equal times. Calls fn (may be NULL) after
+ * every change with the time in ms and the live bytes; returns the peak in bytes. */
+double sim_mem_replay(const Pipeline *p, const SimResult *r, double *const *delta, int32_t s,
+                      void (*fn)(void *ctx, double t_ms, double bytes), void *ctx);
+
+/* Pipeline-wide comparisons and the two-timeline picture of `pipec diff --svg`: a above
+ * b on one time axis, labelled la and lb. */
+void sim_write_svg_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *la,
+                        const Pipeline *b, const SimResult *rb, const char *lb);
+
+/* Number formatting for the writers; each returns buf (64 bytes is enough).
+ * sim_fmt_num: shortest round-trip decimal with at least one fractional digit, as JSON
+ *   ("33.0", "0.2727", "1e-05"); "null" when not finite.
+ * sim_fmt_bytes: a whole number of bytes ("38654705664"); "null" when not finite.
+ * sim_fmt_size: human size with one decimal ("36.0 GiB"). */
+char *sim_fmt_num(char *buf, size_t n, double x);
+char *sim_fmt_bytes(char *buf, size_t n, double x);
+char *sim_fmt_size(char *buf, size_t n, double bytes);
+/* Appends s as a JSON string literal. */
+void sim_json_string(StrBuf *out, const char *s);
 
 #endif

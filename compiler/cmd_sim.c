@@ -1,0 +1,426 @@
+/* cmd_sim.c - `pipec sim` (summary, --json, --gantt, --trace, --svg) and `pipec diff`
+ * (two schedules side by side, then each stage's op order as a unified diff).
+ *
+ * The op-order diff is Myers' O((N+M)D) greedy algorithm ("An O(ND) Difference
+ * Algorithm and Its Variations", Algorithmica 1986) over op identities, after trimming
+ * the common prefix and suffix; it keeps one diagonal row per edit step (O(D^2) ints),
+ * so it gives up, saying so, beyond DIFF_MAX_EDITS differences in one stage. */
+#define _DEFAULT_SOURCE  /* TIOCGWINSZ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "driver.h"
+#include "sim.h"
+#include "util.h"
+
+#define DIFF_MAX_EDITS 4000
+#define DIFF_CONTEXT 3
+
+enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP };
+
+static int write_out(const char *path, const StrBuf *b)
+{
+    if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The terminal width for --gantt: $COLUMNS, else the terminal's, else 100. */
+static int term_width(void)
+{
+    const char *c = getenv("COLUMNS");
+    if (c && *c) {
+        char *e;
+        long w = strtol(c, &e, 10);
+        if (!*e && w >= 20 && w <= 10000)
+            return (int)w;
+    }
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+        return ws.ws_col;
+    return 100;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"svg", required_argument, NULL, OPT_SVG},
+        {"gantt", no_argument, NULL, OPT_GANTT},
+        {"help", no_argument, NULL, OPT_HELP},
+        DRIVER_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    DriverOpts o = {0};
+    bool json = false, gantt = false;
+    const char *trace = NULL, *svg = NULL;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
+        if (driver_common_opt(&o, opt, optarg))
+            continue;
+        switch (opt) {
+        case OPT_JSON: json = true; break;
+        case OPT_GANTT: gantt = true; break;
+        case OPT_TRACE: trace = optarg; break;
+        case OPT_SVG: svg = optarg; break;
+        case 'h':
+        case OPT_HELP:
+            driver_usage(stdout, "sim");
+            driver_opts_free(&o);
+            return 0;
+        default:
+            driver_usage(stderr, "sim");
+            driver_opts_free(&o);
+            return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        driver_usage(stderr, "sim");
+        driver_opts_free(&o);
+        return 2;
+    }
+    Diag d = {0};
+    Pipeline *p = driver_compile(&d, &o, argv[optind]);
+    driver_opts_free(&o);
+    if (!p) {
+        diag_free(&d);
+        return 1;
+    }
+    SimResult *r = simulate(p);
+    int rc = 0;
+    StrBuf out = {0};
+    if (json)
+        sim_write_json(&out, p, r);
+    else
+        sim_write_summary(&out, p, r);
+    if (gantt) {
+        StrBuf g = {0};
+        sim_write_gantt(&g, p, r, term_width());
+        /* With --json, stdout stays one JSON object: the gantt goes to stderr. */
+        if (json)
+            fputs(g.s ? g.s : "", stderr);
+        else {
+            sb_putc(&out, '\n');
+            sb_puts(&out, g.s ? g.s : "");
+        }
+        sb_free(&g);
+    }
+    fputs(out.s ? out.s : "", stdout);
+    sb_free(&out);
+    if (trace) {
+        StrBuf t = {0};
+        sim_write_trace(&t, p, r);
+        if (write_out(trace, &t))
+            rc = 1;
+        sb_free(&t);
+    }
+    if (svg) {
+        StrBuf t = {0};
+        sim_write_svg(&t, p, r);
+        if (write_out(svg, &t))
+            rc = 1;
+        sb_free(&t);
+    }
+    if (r->stuck) {
+        fprintf(stderr, "pipec: %s: the schedule cannot run to the end\n", argv[optind]);
+        rc = 1;
+    }
+    sim_free(r);
+    pipeline_free(p);
+    diag_free(&d);
+    return rc;
+}
+
+/* ---- the op-order diff ---------------------------------------------------------- */
+
+typedef struct Edit {
+    char op;        /* '=' both, '-' only in a, '+' only in b */
+    uint32_t a, b;  /* positions in a and b (the one that applies) */
+} Edit;
+
+static uint64_t op_key(const Op *o)
+{
+    return (uint64_t)o->kind << 40 | (uint64_t)o->chunk << 32 | o->mb;
+}
+
+/* Appends the edit script turning a[0..n) into b[0..m) to *e (Myers' greedy forward
+ * pass, then a backtrack over the saved diagonal rows). Returns false when it needs
+ * more than DIFF_MAX_EDITS edits. */
+static bool myers(const uint64_t *a, uint32_t n, const uint64_t *b, uint32_t m, uint32_t ao,
+                  uint32_t bo, Edit **e, size_t *ne, size_t *cap)
+{
+    /* rows[d] holds V[k] for k = -d..d at offset rowoff[d] + k + d. */
+    int64_t *rows = NULL;
+    size_t nrows = 0, rowcap = 0, *rowoff = NULL, offcap = 0, noff = 0;
+    int64_t D = -1;
+    for (int64_t d = 0; d <= (int64_t)n + m; d++) {
+        if (d > DIFF_MAX_EDITS)
+            break;
+        VEC_PUSH(rowoff, noff, offcap, nrows);
+        VEC_RESERVE(rows, nrows + 2 * (size_t)d + 1, rowcap);
+        int64_t *cur = rows + nrows, *prev = d ? rows + rowoff[d - 1] : NULL;
+        nrows += 2 * (size_t)d + 1;
+        bool found = false;
+        for (int64_t k = -d; k <= d; k += 2) {
+            int64_t x;
+            if (d == 0)
+                x = 0;
+            else if (k == -d || (k != d && prev[k - 1 + (d - 1)] < prev[k + 1 + (d - 1)]))
+                x = prev[k + 1 + (d - 1)];
+            else
+                x = prev[k - 1 + (d - 1)] + 1;
+            int64_t y = x - k;
+            while (x < n && y < m && a[x] == b[y])
+                x++, y++;
+            cur[k + d] = x;
+            if (x >= n && y >= m) {
+                found = true;
+                break;
+            }
+        }
+        if (found) {
+            D = d;
+            break;
+        }
+    }
+    if (D < 0) {
+        free(rows);
+        free(rowoff);
+        return false;
+    }
+    /* Backtrack from (n, m), collecting edits in reverse. */
+    size_t start = *ne;
+    int64_t x = n, y = m;
+    for (int64_t d = D; d > 0; d--) {
+        int64_t k = x - y, *prev = rows + rowoff[d - 1];
+        bool down = k == -d || (k != d && prev[k - 1 + (d - 1)] < prev[k + 1 + (d - 1)]);
+        int64_t pk = down ? k + 1 : k - 1, px = prev[pk + (d - 1)], py = px - pk;
+        int64_t sx = down ? px : px + 1, sy = sx - k;  /* where the snake began */
+        while (x > sx && y > sy) {
+            x--, y--;
+            VEC_PUSH(*e, *ne, *cap, ((Edit){'=', ao + (uint32_t)x, bo + (uint32_t)y}));
+        }
+        if (down)
+            VEC_PUSH(*e, *ne, *cap, ((Edit){'+', ao + (uint32_t)px, bo + (uint32_t)py}));
+        else
+            VEC_PUSH(*e, *ne, *cap, ((Edit){'-', ao + (uint32_t)px, bo + (uint32_t)py}));
+        x = px, y = py;
+    }
+    while (x > 0 && y > 0) {
+        x--, y--;
+        VEC_PUSH(*e, *ne, *cap, ((Edit){'=', ao + (uint32_t)x, bo + (uint32_t)y}));
+    }
+    for (size_t i = start, j = *ne; i + 1 < j; i++, j--) {
+        Edit t = (*e)[i];
+        (*e)[i] = (*e)[j - 1];
+        (*e)[j - 1] = t;
+    }
+    free(rows);
+    free(rowoff);
+    return true;
+}
+
+/* Writes a unified diff of two op lists (context DIFF_CONTEXT). Returns 0 when they are
+ * equal, 1 when they differ, -1 when the difference is too large to show. */
+static int diff_ops(StrBuf *out, const StageOps *sa, const StageOps *sb, const char *na,
+                    const char *nb, int32_t stage)
+{
+    uint32_t n = sa ? sa->n : 0, m = sb ? sb->n : 0;
+    uint64_t *a = xmalloc((n ? n : 1) * sizeof *a), *b = xmalloc((m ? m : 1) * sizeof *b);
+    for (uint32_t i = 0; i < n; i++)
+        a[i] = op_key(&sa->ops[i]);
+    for (uint32_t i = 0; i < m; i++)
+        b[i] = op_key(&sb->ops[i]);
+    uint32_t pre = 0, suf = 0;
+    while (pre < n && pre < m && a[pre] == b[pre])
+        pre++;
+    while (suf < n - pre && suf < m - pre && a[n - 1 - suf] == b[m - 1 - suf])
+        suf++;
+    int rc = 0;
+    if (pre == n && pre == m)
+        goto done;
+    Edit *e = NULL;
+    size_t ne = 0, cap = 0;
+    for (uint32_t i = 0; i < pre; i++)
+        VEC_PUSH(e, ne, cap, ((Edit){'=', i, i}));
+    if (!myers(a + pre, n - pre - suf, b + pre, m - pre - suf, pre, pre, &e, &ne, &cap)) {
+        sb_printf(out, "stage %d: the op orders differ in more than %d places (not shown)\n",
+                  stage, DIFF_MAX_EDITS);
+        free(e);
+        rc = -1;
+        goto done;
+    }
+    for (uint32_t i = 0; i < suf; i++)
+        VEC_PUSH(e, ne, cap, ((Edit){'=', n - suf + i, m - suf + i}));
+    rc = 1;
+    sb_printf(out, "--- %s stage %d\n+++ %s stage %d\n", na, stage, nb, stage);
+    char buf[48];
+    for (size_t i = 0; i < ne;) {
+        if (e[i].op == '=') {
+            i++;
+            continue;
+        }
+        /* A hunk: from DIFF_CONTEXT before this change to DIFF_CONTEXT after the last
+         * change that is at most 2*DIFF_CONTEXT equal lines from the previous one. */
+        size_t lo = i >= DIFF_CONTEXT ? i - DIFF_CONTEXT : 0, hi = i;
+        for (size_t j = i + 1; j < ne && j - hi - 1 <= 2 * DIFF_CONTEXT; j++)
+            if (e[j].op != '=')
+                hi = j;
+        size_t end = hi + DIFF_CONTEXT + 1 < ne ? hi + DIFF_CONTEXT + 1 : ne;
+        uint32_t alen = 0, blen = 0;
+        for (size_t k = lo; k < end; k++) {
+            alen += e[k].op != '+';
+            blen += e[k].op != '-';
+        }
+        uint32_t a0 = e[lo].a, b0 = e[lo].b;
+        sb_printf(out, "@@ -%u", alen ? a0 + 1 : a0);
+        if (alen != 1)
+            sb_printf(out, ",%u", alen);
+        sb_printf(out, " +%u", blen ? b0 + 1 : b0);
+        if (blen != 1)
+            sb_printf(out, ",%u", blen);
+        sb_puts(out, " @@\n");
+        for (size_t k = lo; k < end; k++) {
+            const Op *o = e[k].op == '+' ? &sb->ops[e[k].b] : &sa->ops[e[k].a];
+            sb_printf(out, "%c%s\n", e[k].op == '=' ? ' ' : e[k].op,
+                      op_name(buf, sizeof buf, (OpKind)o->kind, o->mb, o->chunk));
+        }
+        i = end;
+    }
+    free(e);
+done:
+    free(a);
+    free(b);
+    return rc;
+}
+
+static void row_num(StrBuf *out, const char *name, double a, double b, int prec)
+{
+    char ra[32];
+    if (a != 0)
+        snprintf(ra, sizeof ra, "%.3f", b / a);
+    else
+        snprintf(ra, sizeof ra, "%s", b == 0 ? "1.000" : "-");
+    sb_printf(out, "%-18s %14.*f %14.*f %+14.*f %8s\n", name, prec, a, prec, b, prec, b - a, ra);
+}
+
+static void row_size(StrBuf *out, const char *name, double a, double b)
+{
+    char sa[64], sb2[64], sd[64], ra[32];
+    if (a != 0)
+        snprintf(ra, sizeof ra, "%.3f", b / a);
+    else
+        snprintf(ra, sizeof ra, "%s", b == 0 ? "1.000" : "-");
+    sim_fmt_size(sd, sizeof sd, fabs(b - a));
+    char sd2[72];
+    snprintf(sd2, sizeof sd2, "%c%s", b < a ? '-' : '+', sd);
+    sb_printf(out, "%-18s %14s %14s %14s %8s\n", name, sim_fmt_size(sa, sizeof sa, a),
+              sim_fmt_size(sb2, sizeof sb2, b), sd2, ra);
+}
+
+/* The metrics table of `pipec diff`, then the per-stage op-order diffs. */
+static void write_diff(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *na,
+                       const Pipeline *b, const SimResult *rb, const char *nb)
+{
+    sb_printf(out, "A: %s (%s)\nB: %s (%s)\n\n", na, a->name ? a->name : "", nb,
+              b->name ? b->name : "");
+    sb_printf(out, "%-18s %14s %14s %14s %8s\n", "", "A", "B", "B - A", "B / A");
+    row_num(out, "makespan ms", ra->makespan_ms, rb->makespan_ms, 3);
+    double ta = ra->makespan_ms > 0 ? a->M / (ra->makespan_ms / 1000) : 0;
+    double tb = rb->makespan_ms > 0 ? b->M / (rb->makespan_ms / 1000) : 0;
+    row_num(out, "micro-batches/s", ta, tb, 2);
+    row_num(out, "bubble ratio", ra->bubble_ratio, rb->bubble_ratio, 4);
+    int32_t P = a->P > b->P ? a->P : b->P;
+    char name[48];
+    for (int32_t s = 0; s < P; s++) {
+        snprintf(name, sizeof name, "peak mem stage %d", s);
+        row_size(out, name, s < a->P ? ra->stage[s].peak_mem_bytes : 0,
+                 s < b->P ? rb->stage[s].peak_mem_bytes : 0);
+    }
+    if (ra->stuck || rb->stuck)
+        sb_printf(out, "warning: %s cannot run to the end; its numbers are partial\n",
+                  ra->stuck ? na : nb);
+    sb_putc(out, '\n');
+    int ndiff = 0;
+    for (int32_t s = 0; s < P; s++)
+        ndiff += diff_ops(out, s < a->P ? &a->stages[s] : NULL, s < b->P ? &b->stages[s] : NULL,
+                          na, nb, s) != 0;
+    if (ndiff == 0)
+        sb_printf(out, "op order: the same on all %d stages\n", P);
+    else
+        sb_printf(out, "op order: %d of %d stage%s differ\n", ndiff, P, P == 1 ? "" : "s");
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"svg", required_argument, NULL, OPT_SVG},
+        {"help", no_argument, NULL, OPT_HELP},
+        DRIVER_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    DriverOpts o = {0};
+    const char *svg = NULL;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
+        if (driver_common_opt(&o, opt, optarg))
+            continue;
+        switch (opt) {
+        case OPT_SVG: svg = optarg; break;
+        case 'h':
+        case OPT_HELP:
+            driver_usage(stdout, "diff");
+            driver_opts_free(&o);
+            return 0;
+        default:
+            driver_usage(stderr, "diff");
+            driver_opts_free(&o);
+            return 2;
+        }
+    }
+    if (argc - optind != 2) {
+        driver_usage(stderr, "diff");
+        driver_opts_free(&o);
+        return 2;
+    }
+    const char *fa = argv[optind], *fb = argv[optind + 1];
+    Diag d = {0};
+    Pipeline *a = driver_compile(&d, &o, fa);
+    Pipeline *b = driver_compile(&d, &o, fb);
+    driver_opts_free(&o);
+    int rc = 0;
+    if (!a || !b) {
+        rc = 1;
+        goto out;
+    }
+    SimResult *ra = simulate(a), *rb = simulate(b);
+    StrBuf s = {0};
+    write_diff(&s, a, ra, fa, b, rb, fb);
+    fputs(s.s ? s.s : "", stdout);
+    sb_free(&s);
+    if (svg) {
+        StrBuf t = {0};
+        sim_write_svg_pair(&t, a, ra, fa, b, rb, fb);
+        if (write_out(svg, &t))
+            rc = 1;
+        sb_free(&t);
+    }
+    sim_free(ra);
+    sim_free(rb);
+out:
+    pipeline_free(a);
+    pipeline_free(b);
+    diag_free(&d);
+    return rc;
+}

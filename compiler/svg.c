@@ -1,0 +1,275 @@
+/* svg.c - `pipec sim --svg` and `pipec diff --svg`: a self-contained SVG timeline for
+ * papers. Stages are rows (a thin sub-row under a stage for each swap stream it uses);
+ * F/B/W/R/SO/SI boxes in distinct colours with the micro-batch number ("m" or "m.c") on
+ * them; the row background is hatched, so every bubble shows as hatching; an axis in ms
+ * with "nice" ticks (1, 2, 5 x 10^k) and grid lines; the peak memory of each stage (and
+ * its budget) at the right of its row. No scripts, no external fonts or images. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+/* Colours per kind (colour-blind-safe "deep" palette). */
+static const char *const kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3",
+                                                 "#C44E52", "#DD8452", "#937860"};
+static const char *const kind_label[OP_NKINDS] = {"F forward", "B backward", "W weight grad",
+                                                  "R recompute", "SO swap out", "SI swap in"};
+
+enum {
+    WIDTH = 1200,
+    LEFT = 78,          /* stage labels */
+    RIGHT = 150,        /* peak memory column */
+    ROW_H = 26,         /* compute row */
+    SUB_H = 12,         /* swap sub-row */
+    ROW_GAP = 8,
+};
+
+typedef struct Frame {
+    double x0, pw;      /* plot left edge and width, px */
+    double tmax;        /* ms at the right edge */
+} Frame;
+
+static double xpos(const Frame *f, double ms)
+{
+    return f->x0 + (f->tmax > 0 ? ms / f->tmax * f->pw : 0);
+}
+
+static void xml_text(StrBuf *out, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': sb_puts(out, "&lt;"); break;
+        case '>': sb_puts(out, "&gt;"); break;
+        case '&': sb_puts(out, "&amp;"); break;
+        case '"': sb_puts(out, "&quot;"); break;
+        default:
+            if ((unsigned char)*s >= 0x20)
+                sb_putc(out, *s);
+        }
+    }
+}
+
+static double nice_step(double span, int n)
+{
+    if (!(span > 0))
+        return 1;
+    double raw = span / n, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+/* Which streams each rank uses. */
+static void streams_used(const StageOps *so, bool has[STREAM_N])
+{
+    has[0] = true;
+    has[1] = has[2] = false;
+    for (uint32_t i = 0; i < so->n; i++)
+        if (so->ops[i].kind < OP_NKINDS)
+            has[op_stream((OpKind)so->ops[i].kind)] = true;
+}
+
+static double panel_height(const Pipeline *p)
+{
+    double h = 0;
+    for (int32_t s = 0; s < p->P; s++) {
+        bool has[STREAM_N];
+        streams_used(&p->stages[s], has);
+        h += ROW_H + (has[1] ? SUB_H + 1 : 0) + (has[2] ? SUB_H + 1 : 0) + ROW_GAP;
+    }
+    return h;
+}
+
+static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream,
+                     const double *start, const double *end, double y, double h)
+{
+    double fs = h >= ROW_H ? 11 : 8;   /* font size, px */
+    for (uint32_t i = 0; i < so->n; i++) {
+        const Op *o = &so->ops[i];
+        if (o->kind >= OP_NKINDS || (int)op_stream((OpKind)o->kind) != stream)
+            continue;
+        double x0 = xpos(f, start[i]), x1 = xpos(f, end[i]), w = x1 - x0;
+        if (w <= 0)
+            continue;
+        char nm[48];
+        sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s>"
+                       "<title>%s: %.6g-%.6g ms</title></rect>\n",
+                  x0, y, w, h, kind_fill[o->kind], o->chunk & 1 ? " fill-opacity=\"0.72\"" : "",
+                  op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk), start[i], end[i]);
+        char lab[32];
+        if (o->chunk)
+            snprintf(lab, sizeof lab, "%u.%u", o->mb, o->chunk);
+        else
+            snprintf(lab, sizeof lab, "%u", o->mb);
+        double tw = strlen(lab) * fs * 0.62 + 2;
+        if (w >= tw)
+            sb_printf(out, "<text x=\"%.2f\" y=\"%.1f\" class=\"mb\" font-size=\"%.0f\">%s</text>\n",
+                      x0 + w / 2, y + h / 2 + fs * 0.36, fs, lab);
+    }
+}
+
+/* One schedule's rows from y down; returns the y below them. */
+static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, const Frame *f,
+                         double y)
+{
+    char a[64], b[64];
+    for (int32_t s = 0; s < p->P; s++) {
+        const StageOps *so = &p->stages[s];
+        bool has[STREAM_N];
+        streams_used(so, has);
+        double h = ROW_H + (has[1] ? SUB_H + 1 : 0) + (has[2] ? SUB_H + 1 : 0);
+        double bx1 = xpos(f, r->makespan_ms);
+        /* Hatched background up to this schedule's makespan: idle shows through. */
+        sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+                       "fill=\"url(#idle)\" stroke=\"#bbb\" stroke-width=\"0.5\"/>\n",
+                  f->x0, y, bx1 - f->x0, ROW_H);
+        sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"lab\">stage %d</text>\n", LEFT - 8,
+                  y + ROW_H / 2.0 + 4, s);
+        draw_ops(out, f, so, STREAM_COMPUTE, r->start[s], r->end[s], y, ROW_H);
+        double yy = y + ROW_H + 1;
+        for (int st = STREAM_D2H; st <= STREAM_H2D; st++) {
+            if (!has[st])
+                continue;
+            sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+                           "fill=\"#f4f4f4\"/>\n<text x=\"%d\" y=\"%.1f\" class=\"sub\">%s</text>\n",
+                      f->x0, yy, bx1 - f->x0, SUB_H, LEFT - 8, yy + SUB_H - 3,
+                      st == STREAM_D2H ? "swap out" : "swap in");
+            draw_ops(out, f, so, st, r->start[s], r->end[s], yy, SUB_H);
+            yy += SUB_H + 1;
+        }
+        const SimStage *S = &r->stage[s];
+        bool over = p->has_memory && S->peak_mem_bytes > p->memory;
+        sb_printf(out, "<text x=\"%.2f\" y=\"%.1f\" class=\"mem\"%s>%s", f->x0 + f->pw + 10,
+                  y + ROW_H / 2.0 + 4, over ? " fill=\"#C44E52\"" : "",
+                  sim_fmt_size(a, sizeof a, S->peak_mem_bytes));
+        if (p->has_memory)
+            sb_printf(out, " / %s", sim_fmt_size(b, sizeof b, p->memory));
+        sb_puts(out, "</text>\n");
+        y += h + ROW_GAP;
+    }
+    return y;
+}
+
+static void draw_axis(StrBuf *out, const Frame *f, double ytop, double ybot)
+{
+    double step = nice_step(f->tmax, 10);
+    for (int i = 0;; i++) {
+        double t = i * step;
+        if (t > f->tmax * (1 + 1e-9) || i > 1000)
+            break;
+        double x = xpos(f, t);
+        sb_printf(out, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" class=\"grid\"/>\n"
+                       "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" class=\"axis\"/>\n"
+                       "<text x=\"%.2f\" y=\"%.1f\" class=\"tick\">%g</text>\n",
+                  x, ytop, x, ybot, x, ybot, x, ybot + 5, x, ybot + 18, t);
+    }
+    sb_printf(out, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" class=\"axis\"/>\n",
+              f->x0, ybot, f->x0 + f->pw, ybot);
+    sb_printf(out, "<text x=\"%.2f\" y=\"%.1f\" class=\"tick\">time (ms)</text>\n",
+              f->x0 + f->pw / 2, ybot + 36);
+}
+
+static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y)
+{
+    bool used[OP_NKINDS] = {false};
+    for (int k = 0; k < np; k++)
+        for (int32_t s = 0; s < ps[k]->P; s++)
+            for (uint32_t i = 0; i < ps[k]->stages[s].n; i++)
+                if (ps[k]->stages[s].ops[i].kind < OP_NKINDS)
+                    used[ps[k]->stages[s].ops[i].kind] = true;
+    double x = LEFT;
+    for (int k = 0; k < OP_NKINDS; k++) {
+        if (!used[k])
+            continue;
+        sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                       "<text x=\"%.1f\" y=\"%.1f\" class=\"leg\">%s</text>\n",
+                  x, y - 10, kind_fill[k], x + 16, y, kind_label[k]);
+        x += 16 + strlen(kind_label[k]) * 6.6 + 18;
+    }
+    sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"url(#idle)\" "
+                   "stroke=\"#bbb\" stroke-width=\"0.5\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "class=\"leg\">idle (bubble)</text>\n",
+              x, y - 10, x + 16, y);
+    sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"leg\" text-anchor=\"end\">peak memory</text>\n",
+              WIDTH - 10, y);
+}
+
+static void header(StrBuf *out, double height)
+{
+    sb_printf(out,
+              "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
+              "viewBox=\"0 0 %d %.0f\" font-family=\"Helvetica, Arial, sans-serif\">\n"
+              "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+              "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fafafa\"/>"
+              "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
+              "</pattern></defs>\n"
+              "<style>.mb{fill:#fff;text-anchor:middle;font-weight:600}"
+              ".lab{font-size:12px;text-anchor:end;fill:#222}"
+              ".sub{font-size:9px;text-anchor:end;fill:#666}"
+              ".mem{font-size:11px;fill:#222}"
+              ".tick{font-size:11px;text-anchor:middle;fill:#333}"
+              ".leg{font-size:11px;fill:#222}"
+              ".title{font-size:14px;font-weight:600;fill:#111}"
+              ".grid{stroke:#000;stroke-opacity:0.08;stroke-width:1}"
+              ".axis{stroke:#333;stroke-width:1}</style>\n"
+              "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+              WIDTH, height, WIDTH, height);
+}
+
+static void title(StrBuf *out, const Pipeline *p, const SimResult *r, const char *tag, double y)
+{
+    sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"title\">", LEFT, y);
+    if (tag) {
+        xml_text(out, tag);
+        sb_puts(out, ": ");
+    }
+    xml_text(out, p->name ? p->name : "pipeline");
+    sb_printf(out, " \xe2\x80\x94 %d stage%s, %d micro-batch%s", p->P, p->P == 1 ? "" : "s",
+              p->M, p->M == 1 ? "" : "es");
+    if (p->V > 1)
+        sb_printf(out, ", %d chunks", p->V);
+    sb_printf(out, "; makespan %.4g ms, bubble ratio %.4f%s</text>\n", r->makespan_ms,
+              r->bubble_ratio, r->stuck ? " (stuck: partial)" : "");
+}
+
+void sim_write_svg(StrBuf *out, const Pipeline *p, const SimResult *r)
+{
+    Frame f = {LEFT, WIDTH - LEFT - RIGHT, r->makespan_ms};
+    double top = 58, rows = panel_height(p), height = top + rows + 48;
+    header(out, height);
+    title(out, p, r, NULL, 22);
+    const Pipeline *ps[1] = {p};
+    legend(out, ps, 1, 44);
+    draw_panel(out, p, r, &f, top);
+    draw_axis(out, &f, top - 4, top + rows - ROW_GAP + 4);
+    sb_puts(out, "</svg>\n");
+}
+
+void sim_write_svg_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *la,
+                        const Pipeline *b, const SimResult *rb, const char *lb)
+{
+    double tmax = fmax(ra->makespan_ms, rb->makespan_ms);
+    Frame f = {LEFT, WIDTH - LEFT - RIGHT, tmax};
+    double top = 58, ha = panel_height(a), hb = panel_height(b), gap = 34;
+    double height = top + ha + gap + hb + 48;
+    header(out, height);
+    const Pipeline *ps[2] = {a, b};
+    title(out, a, ra, la ? la : "A", 22);
+    legend(out, ps, 2, 44);
+    double y = draw_panel(out, a, ra, &f, top);
+    double yb = y + gap;
+    title(out, b, rb, lb ? lb : "B", yb - 10);
+    /* The makespan of each as a dashed marker across both panels. */
+    draw_panel(out, b, rb, &f, yb);
+    double ybot = yb + hb - ROW_GAP + 4;
+    draw_axis(out, &f, top - 4, ybot);
+    const SimResult *rs[2] = {ra, rb};
+    for (int k = 0; k < 2; k++) {
+        double x = xpos(&f, rs[k]->makespan_ms);
+        sb_printf(out, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"%s\" "
+                       "stroke-dasharray=\"4 3\" stroke-width=\"1.2\"/>\n",
+                  x, top - 4, x, ybot, k ? "#C44E52" : "#4C72B0");
+    }
+    sb_puts(out, "</svg>\n");
+}
