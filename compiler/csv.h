@@ -1,0 +1,60 @@
+/* csv.h - PyTorch pipelining schedule CSVs (torch.distributed.pipelining, the files
+ * written by PipelineScheduleMulti._dump_csv and read by _load_csv). docs/csv.md has
+ * the full mapping.
+ *
+ * A CSV has one row per rank; each cell is an action `<stage><type><microbatch>`:
+ *   F  forward                     -> F
+ *   I  backward, input grads only  -> B (the same micro-batch and stage must have a W)
+ *   W  backward, weight grads      -> W (needs an I, or a B in the older spelling)
+ *   B  full backward; in PyTorch before 2.6 the input-grad half -> B
+ *   BW full backward (PyTorch before 2.6) -> B (no W for that micro-batch and stage)
+ *   (0F7;7B3)OVERLAP_F_B           -> its sub-actions, in order
+ *   SEND_F RECV_F SEND_B RECV_B UNSHARD RESHARD REDUCE_GRAD: skipped
+ *   empty cells (bubbles): skipped
+ * PyTorch's stage index is pipec's virtual stage. P = rows, V = stages / P, M = the
+ * largest micro-batch + 1; the placement (looped = `interleaved`, or `vshape`) is
+ * inferred from which rank holds which stage. */
+#ifndef PIPEC_CSV_H
+#define PIPEC_CSV_H
+
+#include <stdint.h>
+
+#include "diag.h"
+#include "ir.h"
+#include "util.h"
+
+/* Default costs of an imported schedule (ms): F, the whole backward B, and W when the
+ * CSV splits backwards, so that I = b - w = W = F as in the zero-bubble papers. */
+#define CSV_COST_F 1.0
+#define CSV_COST_B 2.0
+#define CSV_COST_W 1.0
+
+/* Reads the CSV text of registered file `file` (diag_add_file) into a new pipeline
+ * named `name` (an identifier), every op located at its cell. Returns NULL after
+ * reporting diagnostics in d: `syntax` (unreadable cell or action), `placement` (a stage
+ * on two ranks, stages not evenly spread, neither looped nor V-shape), `missing` (an I
+ * without its W, a W without its I, a stage index with no actions, no compute action at
+ * all), `value` (a W after a full backward of the same micro-batch), `limit` (more
+ * stages, chunks, micro-batches or ops than ir.h allows). Completeness, order and
+ * deadlocks are left to `pipec check` on the result. */
+Pipeline *csv_import(Diag *d, uint32_t file, const char *name);
+
+/* Action spellings on export. CSV_CURRENT: PyTorch 2.6 and later (I = backward input,
+ * B = full backward). CSV_LEGACY: earlier releases and PyTorch's ZB1P test artifacts
+ * (B = backward input, BW = full backward). Import reads both. */
+typedef enum CsvFormat { CSV_CURRENT, CSV_LEGACY } CsvFormat;
+
+/* Appends the compute-only CSV of p to out: one line per rank ("\n" endings), actions
+ * in listed order, F -> F, W -> W, and B -> the input-gradient spelling when a W of the
+ * same (virtual stage, micro-batch) exists, else the full-backward spelling of fmt. No
+ * bubble cells are written. R, SO and SI ops and `dep` edges have no PyTorch action:
+ * they are left out with one warning per kind. Never fails; returns the number of ops
+ * left out. */
+uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out);
+
+/* A pipeline name from a path: the file name without folders and extension, with every
+ * character outside [A-Za-z0-9_] replaced by '_' and a leading '_' before a digit.
+ * Returns a heap string. */
+char *csv_name_from_path(const char *path);
+
+#endif
