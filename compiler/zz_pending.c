@@ -21,13 +21,9 @@
         return 2;                                                       \
     }
 
-PENDING(sim, "sim")
-PENDING(diff, "diff")
 PENDING(emit, "emit")
 PENDING(compile, "compile")
 PENDING(run, "run")
-PENDING(import_csv, "import-csv")
-PENDING(export_csv, "export-csv")
 PENDING(tune, "tune")
 
 __attribute__((weak)) Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path)
