@@ -1,9 +1,655 @@
-/* costmodel.c - see costmodel.h and docs/cost-model.md. */
+/* costmodel.c - costs derived from a model shape and a device; see costmodel.h.
+ *
+ * Every formula below is stated, with its source, in docs/cost-model.md; the section
+ * names there match the comments here. Per-token quantities are written with T = s*b
+ * tokens per micro-batch: a unit's activation bytes are T times its bytes per token. */
 #include "costmodel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- reading model and device blocks ------------------------------------------------ */
+
+#define MAX_SHAPE 2147483647.0
+
+/* A plain positive integer in [1, 2^31). */
+static int read_int(Diag *d, const Field *f, const char *what, double *out)
+{
+    const Value *v = &f->val;
+    if (v->kind != VAL_NUM || v->unit != UNIT_NONE || !(v->num >= 1) || v->num >= MAX_SHAPE ||
+        v->num != floor(v->num)) {
+        diag_error(d, f->loc, DIAG_VALUE, "%s field '%s' must be a positive integer", what, f->key);
+        return 1;
+    }
+    *out = v->num;
+    return 0;
+}
+
+/* A number in the unit class `unit` (a bare number counts as ms, bytes or bytes/s, as
+ * DESIGN.md "Units" says), >= lo (or > lo when strict). */
+static int read_num(Diag *d, const Field *f, UnitClass unit, double lo, bool strict, double *out)
+{
+    static const char *const unit_word[] = {"a number", "a time", "a size", "a bandwidth",
+                                            "a fraction"};
+    const Value *v = &f->val;
+    if (v->kind != VAL_NUM || (v->unit != UNIT_NONE && v->unit != unit) || !isfinite(v->num)) {
+        diag_error(d, f->loc, DIAG_VALUE, "device field '%s' must be %s", f->key, unit_word[unit]);
+        return 1;
+    }
+    if (strict ? !(v->num > lo) : !(v->num >= lo)) {
+        diag_error(d, f->loc, DIAG_VALUE, "device field '%s' must be %s %g", f->key,
+                   strict ? "greater than" : "at least", lo);
+        return 1;
+    }
+    *out = v->num;
+    return 0;
+}
+
+/* An identifier among names[n]; *out gets its index. */
+static int read_choice(Diag *d, const Field *f, const char *const *names, int n, int *out)
+{
+    if (f->val.kind == VAL_IDENT)
+        for (int i = 0; i < n; i++)
+            if (strcmp(f->val.str, names[i]) == 0) {
+                *out = i;
+                return 0;
+            }
+    StrBuf b = {0};
+    for (int i = 0; i < n; i++)
+        sb_printf(&b, "%s%s", i ? ", " : "", names[i]);
+    diag_error(d, f->loc, DIAG_VALUE, "model field '%s' must be one of: %s", f->key, b.s);
+    sb_free(&b);
+    return 1;
+}
+
+/* True when key is the last field with that key (earlier ones were overridden). */
+static bool field_live(const Entity *e, uint32_t i)
+{
+    return field_find(e->fields, e->nfields, e->fields[i].key) == &e->fields[i];
+}
+
+int model_read(Diag *d, const Entity *e, ModelShape *m)
+{
+    static const char *const archs[] = {"gpt", "llama", "mlp"};
+    static const char *const attns[] = {"flash", "eager"};
+    static const char *const dtypes[] = {"bf16", "fp16", "fp32"};
+    static const double dtype_bytes[] = {2, 2, 4};
+    memset(m, 0, sizeof *m);
+    m->arch = ARCH_GPT;
+    m->attention = ATTN_FLASH;
+    m->mbs = 1;
+    m->elem = 2;
+    int err = 0, k;
+    bool has_ffn = false, has_kv = false;
+    bool seen[6] = {0}; /* layers hidden heads vocab seq: required */
+    const Field *heads_f = NULL, *kv_f = NULL;
+    for (uint32_t i = 0; i < e->nfields; i++) {
+        const Field *f = &e->fields[i];
+        if (!field_live(e, i))
+            continue;
+        const char *key = f->key;
+        if (!strcmp(key, "arch")) {
+            if (!(err += read_choice(d, f, archs, 3, &k)))
+                m->arch = (ModelArch)k;
+        } else if (!strcmp(key, "attention")) {
+            if (!(err += read_choice(d, f, attns, 2, &k)))
+                m->attention = (AttnImpl)k;
+        } else if (!strcmp(key, "dtype")) {
+            if (!(err += read_choice(d, f, dtypes, 3, &k)))
+                m->elem = dtype_bytes[k];
+        } else if (!strcmp(key, "layers")) {
+            err += read_int(d, f, "model", &m->layers);
+            seen[0] = true;
+        } else if (!strcmp(key, "hidden")) {
+            err += read_int(d, f, "model", &m->hidden);
+            seen[1] = true;
+        } else if (!strcmp(key, "heads")) {
+            err += read_int(d, f, "model", &m->heads);
+            seen[2] = true;
+            heads_f = f;
+        } else if (!strcmp(key, "vocab")) {
+            err += read_int(d, f, "model", &m->vocab);
+            seen[3] = true;
+        } else if (!strcmp(key, "seq")) {
+            err += read_int(d, f, "model", &m->seq);
+            seen[4] = true;
+        } else if (!strcmp(key, "kv_heads")) {
+            err += read_int(d, f, "model", &m->kv_heads);
+            has_kv = true;
+            kv_f = f;
+        } else if (!strcmp(key, "ffn")) {
+            err += read_int(d, f, "model", &m->ffn);
+            has_ffn = true;
+        } else if (!strcmp(key, "mbs")) {
+            err += read_int(d, f, "model", &m->mbs);
+        } else {
+            diag_error(d, f->loc, DIAG_NAME, "unknown model field '%s'", key);
+            diag_note(d, f->loc, "model fields: arch layers hidden heads kv_heads ffn vocab seq "
+                                 "mbs dtype attention");
+            err++;
+        }
+    }
+    static const char *const req[] = {"layers", "hidden", "heads", "vocab", "seq"};
+    for (int i = 0; i < 5; i++) {
+        if (seen[i])
+            continue;
+        if (i == 2 && m->arch == ARCH_MLP) { /* no attention: heads unused */
+            m->heads = 1;
+            continue;
+        }
+        diag_error(d, e->loc, DIAG_VALUE, "model '%s' has no '%s'", e->name, req[i]);
+        err++;
+    }
+    if (err)
+        return err;
+    if (!has_kv)
+        m->kv_heads = m->heads;
+    if (!has_ffn) {
+        if (m->arch == ARCH_LLAMA) /* Llama: 2/3 of 4h, rounded up to a multiple of 256 */
+            m->ffn = 256.0 * ceil(8.0 * m->hidden / 3.0 / 256.0);
+        else
+            m->ffn = 4.0 * m->hidden;
+    }
+    if (m->arch != ARCH_MLP) {
+        if (fmod(m->hidden, m->heads) != 0) {
+            diag_error(d, heads_f ? heads_f->loc : e->loc, DIAG_VALUE,
+                       "model '%s': %g heads do not divide hidden size %g", e->name, m->heads,
+                       m->hidden);
+            err++;
+        }
+        if (fmod(m->heads, m->kv_heads) != 0) {
+            diag_error(d, kv_f ? kv_f->loc : e->loc, DIAG_VALUE,
+                       "model '%s': %g key/value heads do not divide %g heads", e->name,
+                       m->kv_heads, m->heads);
+            err++;
+        }
+    }
+    return err;
+}
+
+int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
+{
+    memset(dv, 0, sizeof *dv);
+    dv->efficiency = 1.0;
+    dv->mem_bw = dv->host_bw = dv->peer_bw = INFINITY;
+    int err = 0;
+    bool has_peak = false;
+    for (uint32_t i = 0; i < e->nfields; i++) {
+        const Field *f = &e->fields[i];
+        if (!field_live(e, i))
+            continue;
+        const char *key = f->key;
+        if (!strcmp(key, "memory")) {
+            err += read_num(d, f, UNIT_SIZE, 0, true, &dv->memory);
+            dv->has_memory = true;
+        } else if (!strcmp(key, "reserved")) {
+            err += read_num(d, f, UNIT_SIZE, 0, false, &dv->reserved);
+        } else if (!strcmp(key, "peak_tflops")) {
+            double tf = 0;
+            if (f->val.kind != VAL_NUM || f->val.unit != UNIT_NONE || !(f->val.num > 0) ||
+                !isfinite(f->val.num)) {
+                diag_error(d, f->loc, DIAG_VALUE, "device field 'peak_tflops' must be a positive "
+                                                  "number (dense TFLOP/s)");
+                err++;
+            } else {
+                tf = f->val.num;
+                dv->peak_flops = tf * 1e12;
+                has_peak = true;
+            }
+        } else if (!strcmp(key, "efficiency")) {
+            const Value *v = &f->val;
+            if (v->kind != VAL_NUM || (v->unit != UNIT_NONE && v->unit != UNIT_FRACTION) ||
+                !(v->num > 0 && v->num <= 1)) {
+                diag_error(d, f->loc, DIAG_VALUE, "device field 'efficiency' must be in (0, 1]");
+                err++;
+            } else {
+                dv->efficiency = v->num;
+            }
+        } else if (!strcmp(key, "mem_bw")) {
+            err += read_num(d, f, UNIT_BW, 0, true, &dv->mem_bw);
+        } else if (!strcmp(key, "host_bw")) {
+            err += read_num(d, f, UNIT_BW, 0, true, &dv->host_bw);
+        } else if (!strcmp(key, "peer_bw")) {
+            err += read_num(d, f, UNIT_BW, 0, true, &dv->peer_bw);
+        } else if (!strcmp(key, "host_latency")) {
+            err += read_num(d, f, UNIT_TIME, 0, false, &dv->host_latency);
+        } else if (!strcmp(key, "peer_latency")) {
+            err += read_num(d, f, UNIT_TIME, 0, false, &dv->peer_latency);
+        } else {
+            diag_error(d, f->loc, DIAG_NAME, "unknown device field '%s'", key);
+            diag_note(d, f->loc, "device fields: memory reserved peak_tflops efficiency mem_bw "
+                                 "host_bw host_latency peer_bw peer_latency");
+            err++;
+        }
+    }
+    if (!err && !has_peak) {
+        diag_error(d, e->loc, DIAG_VALUE, "device '%s' has no 'peak_tflops'", e->name);
+        err++;
+    }
+    if (!err && dv->has_memory && !(dv->reserved < dv->memory)) {
+        const Field *f = field_find(e->fields, e->nfields, "reserved");
+        diag_error(d, f ? f->loc : e->loc, DIAG_VALUE,
+                   "device '%s' reserves all of its memory", e->name);
+        err++;
+    }
+    return err;
+}
+
+/* ---- the cost model --------------------------------------------------------------- */
+
+/* Weights, Rajbhandari et al. 2020 (ZeRO) §3.1: fp16/bf16 parameter and gradient (2 + 2)
+ * plus fp32 master copy, momentum and variance (4 + 4 + 4) = 16 bytes per parameter. */
+double cm_weight_bytes(double params)
+{
+    return 16.0 * params;
+}
+
+/* ms for a number of GEMM FLOPs on one rank: FLOPs / (peak * efficiency)
+ * (Narayanan et al. 2021 §5.1 count FLOPs; the efficiency is the achieved fraction). */
+static double gemm_ms(const CostModel *cm, double flops)
+{
+    if (!cm->has_device)
+        return 0;
+    return flops / (cm->device.peak_flops * cm->device.efficiency) * 1e3;
+}
+
+/* ms for memory-bound elementwise work moving `bytes` through device memory. */
+static double traffic_ms(const CostModel *cm, double bytes)
+{
+    if (!cm->has_device || !isfinite(cm->device.mem_bw))
+        return 0;
+    return bytes / cm->device.mem_bw * 1e3;
+}
+
+/* What a unit is made of, per micro-batch, before the policy is applied. */
+typedef struct UnitParts {
+    double lin;       /* GEMM forward FLOPs on this rank (after /t) */
+    double core;      /* attention-core forward FLOPs on this rank (QK^T and AV) */
+    double act;       /* bytes kept by F without recomputation */
+    double core_act;  /* bytes of the attention core (dropped by selective) */
+    double cmb_drop;  /* bytes dropped by cmb (norm + activation function + multiply) */
+    double cmb_bytes; /* memory traffic of recomputing the cmb operators */
+    double mlp_keep;  /* bytes kept by the mlp policy (the MLP input), MLP units only */
+    double wio;       /* bytes of linear inputs + output gradients (for wact) */
+    double params;    /* parameters on this rank */
+    bool transformer; /* an attention or MLP unit (the policies act on these only) */
+} UnitParts;
+
+/* The parts of one unit; docs/cost-model.md "Activation bytes per unit" and "FLOPs". */
+static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
+{
+    const ModelShape *m = &cm->model;
+    double T = m->seq * m->mbs, e = m->elem, h = m->hidden, a = m->heads, f = m->ffn,
+           Vv = m->vocab, s = m->seq, t = cm->tp;
+    double kv = h * m->kv_heads / a; /* width of K and of V */
+    memset(o, 0, sizeof *o);
+    switch (u) {
+    case CM_EMBED:
+        /* token ids (int64) kept for the embedding's gradient; gpt adds the embedding
+         * dropout mask (1 byte per element). No GEMM. */
+        o->act = T * (8 + (m->arch == ARCH_GPT ? h : 0));
+        o->wio = o->act;
+        o->params = (Vv * h + (m->arch == ARCH_GPT ? s * h : 0)) / t;
+        return;
+    case CM_HEAD: {
+        /* final norm, then logits: the head's output (e bytes) and the fp32 log-softmax the
+         * loss keeps (4 bytes), vocabulary-parallel over t. */
+        double norm = m->arch == ARCH_LLAMA ? (4 + e) * h : 2 * e * h;
+        o->act = T * (norm + (e + 4) * Vv / t);
+        o->lin = 2 * T * h * Vv / t;
+        o->wio = e * T * (h + Vv) / t;
+        o->params = (Vv * h + (m->arch == ARCH_LLAMA ? h : 2 * h)) / t;
+        return;
+    }
+    case CM_ATTN: {
+        o->transformer = true;
+        if (m->arch == ARCH_MLP)
+            return; /* no attention: an empty half-unit */
+        double core_tok; /* attention-core bytes per token on this rank */
+        if (m->attention == ATTN_FLASH)
+            core_tok = 4 * a / t; /* fp32 log-sum-exp per row and head */
+        else if (m->arch == ARCH_LLAMA)
+            core_tok = e * a * s / t; /* softmax output */
+        else
+            core_tok = (2 * e + 1) * a * s / t; /* softmax, dropout mask, dropout output */
+        o->lin = T * (2 * h * (h + 2 * kv) + 2 * h * h) / t; /* QKV and output projections */
+        o->core = T * 4 * s * h / t;                          /* QK^T and attention x V */
+        o->core_act = T * core_tok;
+        o->wio = e * T * (4 * h + 2 * kv) / t;
+        if (m->arch == ARCH_LLAMA) {
+            /* RMSNorm: fp32 upcast of its input + normalized output (= QKV input);
+             * Q, K, V; attention output (= output-projection input). */
+            o->act = T * ((4 + e) * h + e * (2 * h + 2 * kv) / t) + o->core_act;
+            o->cmb_drop = T * 4 * h;            /* norm recomputed from its e*h input */
+            o->cmb_bytes = T * (4 + 2 * e) * h; /* read e*h, write (4+e)*h */
+            o->params = (h * (h + 2 * kv) + h * h + h) / t;
+        } else {
+            /* Korthikanti §4.1: LayerNorm input, QKV input, Q K V, projection input,
+             * dropout mask (1 byte): 11sbh + 2sbh (LN) for e = 2, t = 1. */
+            o->act = T * (2 * e * h + h + e * (2 * h + 2 * kv) / t) + o->core_act;
+            o->cmb_drop = T * e * h;        /* LayerNorm output */
+            o->cmb_bytes = T * 2 * e * h;   /* read and write e*h */
+            o->params = (h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + 2 * h) / t;
+        }
+        return;
+    }
+    case CM_MLP:
+        o->transformer = true;
+        o->lin = T * (m->arch == ARCH_LLAMA ? 6 : 4) * h * f / t;
+        o->mlp_keep = T * e * h;
+        if (m->arch == ARCH_LLAMA) {
+            /* RMSNorm (4+e)h; SwiGLU: gate output (SiLU input), SiLU output, up output,
+             * product (down input): 4 tensors of f. */
+            o->act = T * ((4 + e) * h + 4 * e * f / t);
+            o->cmb_drop = T * (4 * h + 2 * e * f / t); /* norm; SiLU output and product */
+            o->cmb_bytes = T * ((4 + 2 * e) * h + 5 * e * f / t);
+            o->wio = e * T * (3 * h + 3 * f) / t;
+            o->params = (3 * h * f + h) / t;
+        } else {
+            /* Korthikanti §4.1: LayerNorm input, fc1 input, GELU input and output, dropout
+             * mask: 19sbh + 2sbh (LN) for e = 2, f = 4h, t = 1. The mlp arch has no
+             * dropout. */
+            double mask = m->arch == ARCH_GPT ? h : 0;
+            o->act = T * (2 * e * h + mask + 2 * e * f / t);
+            o->cmb_drop = T * (e * h + e * f / t);    /* LayerNorm output, GELU output */
+            o->cmb_bytes = T * (2 * e * h + 2 * e * f / t);
+            o->wio = e * T * (2 * h + 2 * f) / t;
+            o->params = (2 * h * f + f + h + 2 * h) / t;
+        }
+        return;
+    }
+    unreachable();
+}
+
+void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out)
+{
+    UnitParts q;
+    unit_parts(cm, u, &q);
+    double e = cm->model.elem, T = cm->model.seq * cm->model.mbs, h = cm->model.hidden;
+    memset(out, 0, sizeof *out);
+    out->f = gemm_ms(cm, q.lin + q.core);
+    out->b = 2 * out->f; /* Narayanan et al. 2021 §5.1: backward = 2x forward */
+    out->w = gemm_ms(cm, q.lin);
+    out->act = q.act;
+    out->wact = fmin(q.act, q.wio);
+    out->params = q.params;
+    out->ckpt = q.act;
+    if (!q.transformer)
+        return; /* embedding and head are never recomputed */
+    switch (pol) {
+    case POLICY_NONE:
+        break;
+    case POLICY_FULL:
+        /* keep the layer input (Chen et al. 2016; Megatron full recomputation); an MLP
+         * half-unit that starts its stage keeps its own input. */
+        out->ckpt = (u == CM_ATTN || first) ? e * T * h : 0;
+        out->r = out->f;
+        break;
+    case POLICY_SELECTIVE: /* Korthikanti §4.2: recompute the attention core only */
+        out->ckpt = q.act - q.core_act;
+        out->r = gemm_ms(cm, q.core);
+        break;
+    case POLICY_CMB: /* Obscura §8 / Yuan et al. 2024: norm, activation function, mul */
+        out->ckpt = q.act - q.cmb_drop;
+        out->r = traffic_ms(cm, q.cmb_bytes);
+        break;
+    case POLICY_MLP: /* Obscura §3.2: discard the MLP activations, keep its input */
+        if (u == CM_MLP) {
+            out->ckpt = q.mlp_keep;
+            out->r = out->f;
+        }
+        break;
+    default:
+        unreachable();
+    }
+}
+
+static void cost_add(CmCost *acc, const CmCost *c, double k)
+{
+    acc->f += k * c->f;
+    acc->b += k * c->b;
+    acc->w += k * c->w;
+    acc->r += k * c->r;
+    acc->act += k * c->act;
+    acc->ckpt += k * c->ckpt;
+    acc->wact += k * c->wact;
+    acc->params += k * c->params;
+}
+
+void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
+              RecomputePolicy pol, CmCost *out)
+{
+    memset(out, 0, sizeof *out);
+    CmCost c;
+    if (embed) {
+        cm_unit(cm, CM_EMBED, false, pol, &c);
+        cost_add(out, &c, 1);
+    }
+    if (u1 > u0) {
+        /* attention units are the even ones, MLP units the odd ones */
+        int64_t na = (u1 + 1) / 2 - (u0 + 1) / 2, nm = u1 / 2 - u0 / 2;
+        cm_unit(cm, CM_ATTN, false, pol, &c);
+        cost_add(out, &c, (double)na);
+        if (u0 & 1) { /* the slice starts with an MLP half-unit */
+            cm_unit(cm, CM_MLP, true, pol, &c);
+            cost_add(out, &c, 1);
+            nm--;
+        }
+        cm_unit(cm, CM_MLP, false, pol, &c);
+        cost_add(out, &c, (double)nm);
+    }
+    if (head) {
+        cm_unit(cm, CM_HEAD, false, pol, &c);
+        cost_add(out, &c, 1);
+    }
+}
+
+void cm_vstage(const CostModel *cm, int32_t v, RecomputePolicy pol, CmCost *out)
+{
+    cm_slice(cm, cm->ubeg[v], cm->ubeg[v + 1], v == 0, v == cm->nv - 1, pol, out);
+}
+
+double cm_p2p_ms(const CostModel *cm)
+{
+    if (!cm->has_device)
+        return 0;
+    const ModelShape *m = &cm->model;
+    double bytes = m->elem * m->seq * m->mbs * m->hidden / cm->tp;
+    double t = cm->device.peer_latency;
+    if (isfinite(cm->device.peer_bw))
+        t += bytes / cm->device.peer_bw * 1e3;
+    return t;
+}
+
+void cm_set_partition(Pipeline *p, const int64_t *units, int32_t nv)
+{
+    free(p->partition);
+    p->partition = xmalloc((size_t)(nv > 0 ? nv : 1) * sizeof *p->partition);
+    for (int32_t v = 0; v < nv; v++)
+        p->partition[v] = (double)units[v] / 2.0;
+    p->npartition = (uint32_t)nv;
+    p->partition_set = true;
+    p->partition_even = false;
+}
+
+void costmodel_free(CostModel *cm)
+{
+    free(cm->ubeg);
+    cm->ubeg = NULL;
+}
+
+/* Fills cm->ubeg from `partition`; docs/cost-model.md "Partition". */
+static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
+{
+    int32_t nv = cm->nv;
+    int64_t U = 2 * (int64_t)cm->model.layers;
+    cm->ubeg = xcalloc((size_t)nv + 1, sizeof *cm->ubeg);
+    if (!p->partition_set || p->partition_even) {
+        int64_t q = U / nv, rem = U % nv;
+        for (int32_t v = 0; v < nv; v++)
+            cm->ubeg[v + 1] = cm->ubeg[v] + q + (v >= nv - rem ? 1 : 0);
+        return 0;
+    }
+    Loc loc = p->partition_loc;
+    if (p->npartition != (uint32_t)nv) {
+        diag_error(d, loc, DIAG_VALUE, "partition has %u entries; the pipeline has %d virtual stages",
+                   p->npartition, nv);
+        if (p->V > 1)
+            diag_note(d, loc, "with chunks %d, give one entry per virtual stage (stages x chunks), "
+                              "in model order", p->V);
+        return 1;
+    }
+    int err = 0;
+    for (int32_t v = 0; v < nv; v++) {
+        double x = p->partition[v], u2 = 2 * x;
+        if (!isfinite(x) || x < 0 || u2 != floor(u2) || u2 > 2 * MAX_SHAPE) {
+            diag_error(d, loc, DIAG_VALUE,
+                       "partition entry %d (%g) must be a number of layers >= 0 in steps of 0.5",
+                       v, x);
+            err++;
+            continue;
+        }
+        cm->ubeg[v + 1] = cm->ubeg[v] + (int64_t)u2;
+    }
+    if (!err && cm->ubeg[nv] != U) {
+        diag_error(d, loc, DIAG_VALUE, "partition sums to %g layers; model '%s' has %g",
+                   (double)cm->ubeg[nv] / 2, p->model->name, cm->model.layers);
+        err++;
+    }
+    return err;
+}
+
+int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)
+{
+    memset(cm, 0, sizeof *cm);
+    if (!p->model)
+        die("costmodel_init without a model");
+    int err = model_read(d, p->model, &cm->model);
+    if (p->device) {
+        err += device_read(d, p->device, &cm->device);
+        cm->has_device = true;
+    }
+    cm->tp = p->tensor_parallel;
+    if (cm->tp < 1) {
+        diag_error(d, p->loc, DIAG_VALUE, "tensor_parallel must be at least 1");
+        err++;
+    } else if (!err && cm->model.arch != ARCH_MLP &&
+               (fmod(cm->model.heads, cm->tp) != 0 || fmod(cm->model.kv_heads, cm->tp) != 0)) {
+        diag_error(d, p->loc, DIAG_VALUE,
+                   "tensor_parallel %d does not divide the %g attention heads (%g key/value "
+                   "heads) of model '%s'",
+                   cm->tp, cm->model.heads, cm->model.kv_heads, p->model->name);
+        err++;
+    }
+    if (err)
+        return err;
+    cm->nv = p->P * p->V;
+    if (cm->nv < 1)
+        return 0;
+    return read_partition(d, p, cm);
+}
+
+/* ---- derive_costs ----------------------------------------------------------------- */
+
+/* Forgets every value derive_costs wrote, so what remains in `set` is the user's. */
+static void drop_derived(CostBlock *b)
+{
+    for (int f = 0; f < COST_NFIELDS; f++)
+        if (b->derived & (1u << f))
+            b->v[f] = 0;
+    b->set &= ~b->derived;
+    b->derived = 0;
+}
+
+/* True when the user set field f in a block that applies to (rank s, virtual stage v);
+ * v < 0 for rank fields. */
+static bool user_set(const Pipeline *p, int32_t s, int32_t v, CostField f)
+{
+    uint32_t bit = 1u << f;
+    return (v >= 0 && (p->vstage_costs[v].set & bit)) || (p->stage_costs[s].set & bit) ||
+           (p->costs.set & bit);
+}
+
+static void put(CostBlock *b, CostField f, double x)
+{
+    b->v[f] = x;
+    b->set |= 1u << f;
+    b->derived |= 1u << f;
+}
 
 int derive_costs(Diag *d, Pipeline *p)
 {
-    (void)d;
-    (void)p;
+    int32_t nv = p->P * p->V;
+    if (p->P < 1 || p->V < 1 || !p->stage_costs || !p->vstage_costs)
+        return 0;
+    drop_derived(&p->costs);
+    for (int32_t s = 0; s < p->P; s++)
+        drop_derived(&p->stage_costs[s]);
+    for (int32_t v = 0; v < nv; v++)
+        drop_derived(&p->vstage_costs[v]);
+
+    if (!p->model) {
+        /* Without a model: full recomputation re-runs the forward, r = f. */
+        for (int32_t v = 0; v < nv; v++) {
+            int32_t s, c;
+            ir_owner(p, v, &s, &c);
+            if (p->stage_policy && p->stage_policy[s] != POLICY_NONE && !user_set(p, s, v, COST_R))
+                put(&p->vstage_costs[v], COST_R, ir_cost(p, s, c, COST_F));
+        }
+        return 0;
+    }
+
+    CostModel cm;
+    int err = costmodel_init(d, p, &cm);
+    if (err) {
+        costmodel_free(&cm);
+        return err;
+    }
+    static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
+                                        COST_ACT, COST_CKPT, COST_WACT};
+    double *params = xcalloc((size_t)p->P, sizeof *params);
+    for (int32_t v = 0; v < nv; v++) {
+        int32_t s, c;
+        ir_owner(p, v, &s, &c);
+        RecomputePolicy pol = p->stage_policy ? p->stage_policy[s] : POLICY_NONE;
+        /* A rank with policy none has no R ops; if one is written by hand, it is a full
+         * recomputation (r and ckpt only matter where an R exists). */
+        CmCost k;
+        cm_vstage(&cm, v, pol == POLICY_NONE ? POLICY_FULL : pol, &k);
+        params[s] += k.params;
+        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact};
+        for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
+            CostField f = vfields[i];
+            if (cost_field_unit[f] == UNIT_TIME && !cm.has_device)
+                continue;
+            if (user_set(p, s, v, f))
+                continue;
+            /* a user's act without wact keeps DESIGN's default wact = act */
+            if (f == COST_WACT && user_set(p, s, v, COST_ACT))
+                continue;
+            put(&p->vstage_costs[v], f, val[i]);
+        }
+    }
+    for (int32_t s = 0; s < p->P; s++) {
+        CostBlock *b = &p->stage_costs[s];
+        if (!user_set(p, s, -1, COST_WEIGHTS))
+            put(b, COST_WEIGHTS, cm_weight_bytes(params[s]));
+        if (cm.has_device && !user_set(p, s, -1, COST_P2P))
+            put(b, COST_P2P, cm_p2p_ms(&cm));
+        if (cm.has_device && isfinite(cm.device.host_bw) && !user_set(p, s, -1, COST_HOST_BW))
+            put(b, COST_HOST_BW, cm.device.host_bw);
+    }
+    if (!p->has_memory && cm.has_device && cm.device.has_memory) {
+        const Field *mf = field_find(p->device->fields, p->device->nfields, "memory");
+        p->has_memory = true;
+        p->memory = cm.device.memory - cm.device.reserved;
+        if (p->shape_loc[3].file == LOC_NONE_FILE && mf)
+            p->shape_loc[3] = mf->loc;
+    }
+    free(params);
+    costmodel_free(&cm);
     return 0;
 }

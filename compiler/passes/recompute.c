@@ -1,10 +1,157 @@
-/* recompute.c - the `recompute(stages=.., policy=..)` pass (Obscura §3.1, Observation 1). */
+/* recompute.c - the `recompute(stages=.., policy=..)` pass: on-demand recomputation.
+ *
+ * Obscura §3.1, Observation 1: recomputing only the stages that exceed memory
+ * ("On-Demand Recomputation") beats recomputing all of them. For every rank in `stages`
+ * (default all) the pass sets the rank's policy (default full), puts R(v,m) just before
+ * each B(v,m) of the rank's virtual stages unless an R(v,m) already exists anywhere on
+ * the rank, and with policy=none removes the rank's R ops instead. It then re-derives
+ * the costs, so r and ckpt follow the policy (docs/cost-model.md "Policies").
+ *
+ * Requires: nothing beyond a well-formed IR (ops may be missing or duplicated: a B met
+ * twice gets one R). Leaves the op set legal when it was: R(v,m) after F(v,m), which
+ * precedes B(v,m), and before B(v,m). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "costmodel.h"
 #include "passes.h"
+#include "util.h"
+
+/* (chunk, micro-batch) as one sortable key */
+static uint64_t op_key(const Op *o)
+{
+    return ((uint64_t)o->chunk << 32) | o->mb;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool has_key(const uint64_t *keys, size_t n, uint64_t k)
+{
+    return bsearch(&k, keys, n, sizeof *keys, cmp_key) != NULL;
+}
+
+/* Index of the first key >= k in sorted keys[n]. */
+static size_t lower_bound(const uint64_t *keys, size_t n, uint64_t k)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Rewrites one rank's list: R before each B that has none, or every R removed.
+ * O(n log n) in the rank's op count. */
+static void rewrite_rank(StageOps *st, RecomputePolicy pol, Loc loc)
+{
+    size_t nr = 0, nb = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        nr += st->ops[i].kind == OP_R;
+        nb += st->ops[i].kind == OP_B;
+    }
+    if (pol == POLICY_NONE) {
+        uint32_t j = 0;
+        for (uint32_t i = 0; i < st->n; i++)
+            if (st->ops[i].kind != OP_R)
+                st->ops[j++] = st->ops[i];
+        st->n = j;
+        return;
+    }
+    /* The keys that have an R, and the B keys with a flag once they got one (so a
+     * duplicated B gets a single R). */
+    uint64_t *have = xmalloc((nr + 1) * sizeof *have), *bkeys = xmalloc((nb + 1) * sizeof *bkeys);
+    size_t nh = 0, nk = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        if (st->ops[i].kind == OP_R)
+            have[nh++] = op_key(&st->ops[i]);
+        else if (st->ops[i].kind == OP_B)
+            bkeys[nk++] = op_key(&st->ops[i]);
+    }
+    qsort(have, nh, sizeof *have, cmp_key);
+    qsort(bkeys, nk, sizeof *bkeys, cmp_key);
+    unsigned char *done = xcalloc(nk + 1, 1);
+    size_t cap = (size_t)st->n + nb + 1;
+    Op *out = xmalloc(cap * sizeof *out);
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        const Op *o = &st->ops[i];
+        if (o->kind == OP_B) {
+            uint64_t k = op_key(o);
+            size_t at = lower_bound(bkeys, nk, k);
+            if (!has_key(have, nh, k) && !done[at]) {
+                done[at] = 1;
+                Op r = *o;
+                r.kind = OP_R;
+                r.aux = 0;
+                if (loc.file != LOC_NONE_FILE)
+                    r.loc = loc;
+                out[j++] = r;
+            }
+        }
+        out[j++] = *o;
+    }
+    free(have);
+    free(bkeys);
+    free(done);
+    free(st->ops);
+    st->ops = out;
+    st->n = j;
+    st->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
+}
 
 int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
 {
-    (void)p;
-    diag_error(d, call->loc, DIAG_NAME, "pass 'recompute' is not implemented yet");
-    return 1;
+    int err = 0;
+    int64_t lo = 0, hi = INT32_MAX;
+    const char *pname = "full";
+    bool has_range = pass_arg_range(d, call, "stages", &lo, &hi, &err);
+    pass_arg_ident(d, call, "policy", &pname, &err);
+    if (err)
+        return err;
+    RecomputePolicy pol = POLICY_N;
+    for (int i = 0; i < POLICY_N; i++)
+        if (strcmp(pname, policy_name[i]) == 0)
+            pol = (RecomputePolicy)i;
+    if (pol == POLICY_N) {
+        const Field *f = field_find(call->args, call->nargs, "policy");
+        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+                   "unknown recomputation policy '%s' (none, full, selective, cmb, mlp)", pname);
+        return 1;
+    }
+    if (hi == INT32_MAX) /* stages=all */
+        hi = p->P;
+    if (lo < 0 || lo > hi || hi > p->P) {
+        const Field *f = field_find(call->args, call->nargs, "stages");
+        Loc loc = has_range && f ? f->loc : call->loc;
+        if (hi > lo && hi - 1 >= p->P)
+            diag_error(d, loc, DIAG_VALUE, "stage %lld is out of range: the pipeline has %d stages",
+                       (long long)(hi - 1), p->P);
+        else
+            diag_error(d, loc, DIAG_VALUE, "bad stage range %lld..%lld", (long long)lo,
+                       (long long)hi);
+        return 1;
+    }
+    if (!p->model && (pol == POLICY_SELECTIVE || pol == POLICY_CMB || pol == POLICY_MLP) && hi > lo)
+        diag_warning(d, call->loc,
+                     "policy '%s' needs a model to size its savings; without one it is costed "
+                     "as full recomputation (r = f) unless the costs set r and ckpt",
+                     policy_name[pol]);
+    for (int64_t s = lo; s < hi; s++) {
+        p->stage_policy[s] = pol;
+        rewrite_rank(&p->stages[s], pol, call->loc);
+    }
+    if (pipeline_nops(p) > IR_MAX_OPS) {
+        diag_error(d, call->loc, DIAG_LIMIT, "recompute makes the pipeline exceed %u ops",
+                   IR_MAX_OPS);
+        return 1;
+    }
+    return derive_costs(d, p);
 }
