@@ -1,0 +1,164 @@
+/* ast.h - the syntax tree of a .pipe file, built by grammar/pipe.y and consumed only by
+ * elaborate.c (nothing downstream of elaboration sees it).
+ *
+ * Every node lives in one Arena owned by the load (AstCtx), so a parse that stops half
+ * way, or error recovery that drops subtrees, cannot leak: the arena is freed at once.
+ * Identifiers and strings are interned in the same context, so two names are equal iff
+ * their pointers are equal. Lists (items, fields, arguments) are chained through
+ * Node.next. Locations are byte offsets into one registered source file (diag.h). */
+#ifndef PIPEC_AST_H
+#define PIPEC_AST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diag.h"
+#include "ir.h"
+
+/* Node kinds. X(enum suffix, description used in diagnostics). The fields each kind
+ * uses are listed beside it. */
+#define NODE_KINDS(X) \
+    /* expressions */ \
+    X(NUM, "number")              /* num */ \
+    X(VAR, "name")                /* name */ \
+    X(BINOP, "operator")          /* op = BinOp, a, b */ \
+    X(UNOP, "operator")           /* op = '-' or '!', a */ \
+    X(CALL, "call")               /* name (min, max), a = argument list */ \
+    /* statements (pipeline and template bodies) */ \
+    X(LET, "let")                 /* name, a = value */ \
+    X(FOR, "for")                 /* name, a = lo, b = hi, op = 1 for ..=, body */ \
+    X(IF, "if")                   /* a = condition, body = then, c = else items (or NULL) */ \
+    X(STAGE, "stage")             /* a = rank, body */ \
+    X(OPS, "ops")                 /* ops[nops]: a run of literal ops such as F0 B1.1 */ \
+    X(OPCALL, "op")               /* op = OpKind, name (as written), a = argument list */ \
+    X(DEP, "dep")                 /* a = from rank, b = from op, c = to rank, d = to op */ \
+    /* pipeline settings */ \
+    X(STAGES, "stages")           /* a = expr */ \
+    X(MICROBATCHES, "microbatches") /* a = expr */ \
+    X(CHUNKS, "chunks")           /* a = expr, op = -1 | PLACE_INTERLEAVED | PLACE_VSHAPE */ \
+    X(MEMORY, "memory")           /* a = NUM */ \
+    X(COSTS, "costs")             /* op = CostsScope, a = index expr, body = FIELDs */ \
+    X(MODEL, "model")             /* name, op = 1 with a block, body = FIELDs */ \
+    X(DEVICE, "device")           /* name, op = 1 with a block, body = FIELDs */ \
+    X(PARTITION, "partition")     /* op = 1 for even, else body = NUM list */ \
+    X(TP, "tensor_parallel")      /* a = expr */ \
+    X(SCHEDULE, "schedule")       /* name */ \
+    X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT */ \
+    X(APPLY, "apply")             /* name, body = FIELDs */ \
+    /* values in model/device/costs blocks and pass arguments */ \
+    X(FIELD, "field")             /* name = key, a = value */ \
+    X(VIDENT, "name")             /* name */ \
+    X(VSTR, "string")             /* name = the string's contents */ \
+    X(VRANGE, "range")            /* a = lo NUM, b = hi NUM, op = 1 for ..= */ \
+    X(VLIST, "list")              /* body = NUM list */ \
+    /* file level */ \
+    X(IMPORT, "import")           /* name = path as written */ \
+    X(TEMPLATE, "template")       /* name, body */ \
+    X(MODELDEF, "model")          /* name, body = FIELDs */ \
+    X(DEVICEDEF, "device")        /* name, body = FIELDs */ \
+    X(PIPELINE, "pipeline")       /* name, body */
+
+typedef enum NodeKind {
+#define X(e, s) N_##e,
+    NODE_KINDS(X)
+#undef X
+    N_NKINDS
+} NodeKind;
+
+extern const char *const node_kind_name[N_NKINDS];
+
+typedef enum BinOp {
+    BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MOD,
+    BIN_LT, BIN_LE, BIN_GT, BIN_GE, BIN_EQ, BIN_NE,
+    BIN_AND, BIN_OR
+} BinOp;
+
+typedef enum CostsScope { COSTS_ALL, COSTS_STAGE, COSTS_VSTAGE } CostsScope;
+
+/* A number as written: value, whether it is a plain integer, and its unit suffix. */
+typedef struct Num {
+    double val;        /* the value without the unit applied (so 1.5 for 1.5ms) */
+    int64_t ival;      /* exact value when is_int */
+    bool is_int;       /* digits only, no '.', no exponent, fits int64 */
+    bool range_err;    /* too large for int64 (if integral) or for a double */
+    const char *unit;  /* interned suffix ("ms", "GiB", "GB/s") or NULL */
+} Num;
+
+typedef struct Node Node;
+struct Node {
+    uint8_t kind;      /* NodeKind */
+    int8_t op;         /* per kind, see NODE_KINDS */
+    uint16_t depth;    /* expression depth (1 for a leaf) */
+    uint32_t nops;     /* N_OPS: ops[] entries */
+    Loc loc;
+    Node *next;        /* next item of the enclosing list */
+    const char *name;  /* interned */
+    Node *a, *b, *c, *d;
+    Node *body;        /* first item of a nested list */
+    union {
+        Num num;       /* N_NUM */
+        struct {       /* N_OPS: a growable run of literal ops (loc per op) */
+            Op *ops;
+            uint32_t cap;
+        } run;
+    } u;
+};
+
+/* A head/tail pair for building lists in order in the parser. */
+typedef struct NodeList {
+    Node *head, *tail;
+} NodeList;
+
+/* The parse of one file. */
+typedef struct AstFile {
+    uint32_t file;     /* Diag file index */
+    Node *items;       /* IMPORT, TEMPLATE, MODELDEF, DEVICEDEF, PIPELINE */
+    bool ok;           /* no syntax errors */
+} AstFile;
+
+/* Arena, interned names and the files of one load. */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct AstCtx {
+    ArenaBlock *blocks;
+    Node **runs;            /* OPS nodes whose op arrays are malloc'd */
+    size_t nruns, runcap;
+    const char **itab;      /* intern hash table (open addressing) */
+    size_t icap, icount;
+} AstCtx;
+
+void ast_init(AstCtx *c);
+/* Frees every node, name and op run of the context. */
+void ast_free(AstCtx *c);
+/* Zeroed memory from the context's arena, 16-byte aligned. */
+void *ast_alloc(AstCtx *c, size_t n);
+/* The unique copy of s[0..n). */
+const char *ast_intern(AstCtx *c, const char *s, size_t n);
+
+/* Node constructors used by the grammar. Each returns a node in the arena. */
+Node *ast_node(AstCtx *c, NodeKind k, Loc loc);
+/* Appends a literal op to the list: joins it to a trailing OPS run when there is one. */
+void ast_push_op(AstCtx *c, NodeList *l, Op op);
+void ast_list_push(NodeList *l, Node *n);
+
+/* The expression depth of a new node with children a and b (either may be NULL). */
+int ast_depth(const Node *a, const Node *b);
+
+/* Parses file index `file` of d (already registered) into *out. Syntax errors are
+ * reported through d; out->ok is false when there were any. Nodes live in c. */
+void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out);
+
+/* A whole program: the parsed files (the main one first) and its one pipeline. */
+typedef struct Program {
+    AstFile *files;
+    uint32_t nfiles;
+    Node *pipeline;    /* the main file's pipeline (NULL when absent) */
+    AstCtx *ctx;
+} Program;
+
+/* Elaborates the program's pipeline into the IR (elaborate.c): settings, costs,
+ * model/device resolution against the MODELDEF/DEVICEDEF of every file, template
+ * expansion, stage bodies and deps. Returns NULL when it reported errors. */
+Pipeline *elaborate(Diag *d, const Program *prog);
+
+#endif

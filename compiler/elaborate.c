@@ -1,0 +1,984 @@
+/* elaborate.c - AST -> IR (ast.h -> ir.h): the one place where the syntax tree is
+ * read. It
+ *   1. collects the definitions of every loaded file (templates, models, devices),
+ *   2. reads the pipeline's settings (stages, microbatches, chunks, memory, model,
+ *      device, partition, tensor_parallel, recompute, apply) and sets the shape,
+ *   3. reads the costs blocks, converting units to ms / bytes / bytes per second,
+ *   4. runs the pipeline body and any `schedule` template as a small integer program
+ *      (let, for, if, stage, ops, dep) that appends ops to the ranks' lists.
+ * Structural `value` checks happen here (P, M, V >= 1, ranks, micro-batches and chunks
+ * in range, non-negative costs); completeness (missing, duplicate, placement, order,
+ * deadlock, memory) is check.c's. Expansion is bounded by frontend_limits (`limit`).
+ * An error at one source location is reported once even when a loop reaches it many
+ * times; after a limit error expansion stops. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+#include "frontend.h"
+#include "util.h"
+
+/* Reported errors beyond which expansion stops (each location is reported once). */
+enum { MAX_EXPAND_ERRORS = 100 };
+
+typedef struct Var {
+    const char *name;  /* interned */
+    int64_t val;
+} Var;
+
+typedef struct Elab {
+    Diag *d;
+    const Program *prog;
+    Pipeline *p;
+    /* Definitions of every file, by interned name. */
+    Node **templates, **models, **devices;
+    size_t ntemplates, nmodels, ndevices, tcap, mcap, dcap;
+    /* The running program. */
+    Var *vars;
+    size_t nvars, varcap;
+    const char *sP, *sM, *sV, *smin, *smax;
+    int32_t cur_stage;     /* -1 outside a stage block */
+    uint64_t iterations;   /* loop iterations so far */
+    uint64_t nops;         /* ops emitted so far */
+    bool stop;             /* a limit was hit: expand nothing more */
+    int nexp_err;          /* errors reported while expanding */
+    uint64_t *seen;        /* locations already reported (file << 32 | off), hashed */
+    size_t seencap, nseen;
+} Elab;
+
+/* ---- reporting ------------------------------------------------------------------ */
+
+/* True the first time loc is seen: an error inside a loop is reported once. */
+static bool first_at(Elab *e, Loc loc)
+{
+    uint64_t key = ((uint64_t)loc.file << 32 | loc.off) + 1;
+    if (e->nseen * 2 >= e->seencap) {
+        size_t ncap = e->seencap ? e->seencap * 2 : 64;
+        uint64_t *nt = xcalloc(ncap, sizeof *nt);
+        for (size_t i = 0; i < e->seencap; i++)
+            if (e->seen[i]) {
+                size_t j = (size_t)(e->seen[i] * 0x9E3779B97F4A7C15u >> 20) & (ncap - 1);
+                while (nt[j])
+                    j = (j + 1) & (ncap - 1);
+                nt[j] = e->seen[i];
+            }
+        free(e->seen);
+        e->seen = nt;
+        e->seencap = ncap;
+    }
+    size_t j = (size_t)(key * 0x9E3779B97F4A7C15u >> 20) & (e->seencap - 1);
+    for (; e->seen[j]; j = (j + 1) & (e->seencap - 1))
+        if (e->seen[j] == key)
+            return false;
+    e->seen[j] = key;
+    e->nseen++;
+    return true;
+}
+
+/* Reports an expansion error once per location; stops expansion after too many. */
+#define EXP_ERROR(e, loc, code, ...)                                   \
+    do {                                                               \
+        if (first_at((e), (loc))) {                                    \
+            diag_error((e)->d, (loc), (code), __VA_ARGS__);            \
+            if (++(e)->nexp_err >= MAX_EXPAND_ERRORS)                  \
+                (e)->stop = true;                                      \
+        }                                                              \
+    } while (0)
+
+/* ---- numbers and units ---------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    UnitClass cls;
+    double factor;     /* to ms, bytes, bytes per second */
+} units[] = {
+    {"us", UNIT_TIME, 1e-3}, {"ms", UNIT_TIME, 1.0}, {"s", UNIT_TIME, 1e3},
+    {"B", UNIT_SIZE, 1.0}, {"KiB", UNIT_SIZE, 1024.0}, {"MiB", UNIT_SIZE, 1048576.0},
+    {"GiB", UNIT_SIZE, 1073741824.0}, {"TiB", UNIT_SIZE, 1099511627776.0},
+    {"KB", UNIT_SIZE, 1e3}, {"MB", UNIT_SIZE, 1e6}, {"GB", UNIT_SIZE, 1e9},
+    {"TB", UNIT_SIZE, 1e12},
+};
+
+static const char *unit_class_name(UnitClass c)
+{
+    switch (c) {
+    case UNIT_TIME: return "a time";
+    case UNIT_SIZE: return "a size";
+    case UNIT_BW: return "a bandwidth";
+    case UNIT_FRACTION: return "a plain number";
+    default: return "a plain number";
+    }
+}
+
+/* The class and factor of a unit suffix ("ms", "GiB", "GB/s"); false if unknown. */
+static bool unit_lookup(const char *u, UnitClass *cls, double *factor)
+{
+    size_t n = strlen(u);
+    bool bw = n > 2 && strcmp(u + n - 2, "/s") == 0;
+    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
+        size_t m = strlen(units[i].name);
+        if (m == n - (bw ? 2 : 0) && strncmp(u, units[i].name, m) == 0) {
+            if (bw && units[i].cls != UNIT_SIZE)
+                return false;
+            *cls = bw ? UNIT_BW : units[i].cls;
+            *factor = units[i].factor;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Converts a NUM node to the unit class `want` (a bare number is ms / bytes / bytes
+ * per second / itself). `what` names the field in messages. */
+static bool num_convert(Elab *e, const Node *n, UnitClass want, const char *what, double *out)
+{
+    const Num *x = &n->u.num;
+    if (x->range_err) {
+        diag_error(e->d, n->loc, DIAG_VALUE, "number out of range");
+        return false;
+    }
+    double f = 1.0;
+    if (x->unit) {
+        UnitClass cls;
+        if (!unit_lookup(x->unit, &cls, &f)) {
+            diag_error(e->d, n->loc, DIAG_VALUE,
+                       "unknown unit '%s' (times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; "
+                       "bandwidths: SIZE/s)", x->unit);
+            return false;
+        }
+        if (cls != want) {
+            diag_error(e->d, n->loc, DIAG_VALUE, "%s takes %s, not %s", what,
+                       unit_class_name(want), unit_class_name(cls));
+            return false;
+        }
+    }
+    double v = x->val * f;
+    if (!isfinite(v)) {
+        diag_error(e->d, n->loc, DIAG_VALUE, "number out of range");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* A Value (model/device field, pass argument) from a value node. */
+static bool make_value(Elab *e, const Node *n, Value *v)
+{
+    memset(v, 0, sizeof *v);
+    v->loc = n->loc;
+    switch ((NodeKind)n->kind) {
+    case N_NUM: {
+        v->kind = VAL_NUM;
+        double f = 1.0;
+        if (n->u.num.unit && !unit_lookup(n->u.num.unit, &v->unit, &f))
+            return num_convert(e, n, UNIT_NONE, "", &v->num); /* reports the unit */
+        v->num = n->u.num.val * f;
+        if (n->u.num.range_err || !isfinite(v->num)) {
+            diag_error(e->d, n->loc, DIAG_VALUE, "number out of range");
+            return false;
+        }
+        return true;
+    }
+    case N_VIDENT:
+        v->kind = VAL_IDENT;
+        v->str = xstrdup(n->name);
+        return true;
+    case N_VSTR:
+        v->kind = VAL_STRING;
+        v->str = xstrdup(n->name);
+        return true;
+    case N_VRANGE: {
+        const Num *lo = &n->a->u.num, *hi = &n->b->u.num;
+        if (!lo->is_int || lo->unit || !hi->is_int || hi->unit) {
+            diag_error(e->d, n->loc, DIAG_VALUE, "a range needs integer bounds");
+            return false;
+        }
+        int64_t h = hi->ival;
+        if (n->op) {
+            if (h == INT64_MAX) {
+                diag_error(e->d, n->loc, DIAG_VALUE, "number out of range");
+                return false;
+            }
+            h++;
+        }
+        v->kind = VAL_RANGE;
+        v->lo = lo->ival;
+        v->hi = h;
+        return true;
+    }
+    case N_VLIST: {
+        v->kind = VAL_LIST;
+        uint32_t cnt = 0;
+        for (Node *x = n->body; x; x = x->next)
+            cnt++;
+        v->list = cnt ? xmalloc(cnt * sizeof *v->list) : NULL;
+        for (Node *x = n->body; x; x = x->next) {
+            Value item;
+            if (!make_value(e, x, &item)) {
+                value_free(v);
+                return false;
+            }
+            v->list[v->nlist++] = item.num;
+        }
+        return true;
+    }
+    default:
+        unreachable();
+    }
+}
+
+static Field *make_fields(Elab *e, const Node *list, uint32_t *n, bool *ok)
+{
+    uint32_t cnt = 0;
+    for (const Node *f = list; f; f = f->next)
+        cnt++;
+    Field *fs = cnt ? xcalloc(cnt, sizeof *fs) : NULL;
+    *n = 0;
+    for (const Node *f = list; f; f = f->next) {
+        Field *x = &fs[*n];
+        if (!make_value(e, f->a, &x->val)) {
+            *ok = false;
+            continue;
+        }
+        x->key = xstrdup(f->name);
+        x->loc = f->loc;
+        (*n)++;
+    }
+    return fs;
+}
+
+/* ---- the integer program -------------------------------------------------------- */
+
+static bool lookup_var(Elab *e, const char *name, int64_t *out)
+{
+    for (size_t i = e->nvars; i-- > 0;)
+        if (e->vars[i].name == name) {
+            *out = e->vars[i].val;
+            return true;
+        }
+    return false;
+}
+
+static void bind(Elab *e, const char *name, int64_t val)
+{
+    VEC_PUSH(e->vars, e->nvars, e->varcap, ((Var){name, val}));
+}
+
+/* Evaluates an integer expression (int64, overflow checked). */
+static bool eval(Elab *e, const Node *n, int64_t *out)
+{
+    switch ((NodeKind)n->kind) {
+    case N_NUM:
+        if (n->u.num.range_err) {
+            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer out of range (the largest is %" PRId64 ")",
+                      INT64_MAX);
+            return false;
+        }
+        if (!n->u.num.is_int || n->u.num.unit) {
+            EXP_ERROR(e, n->loc, DIAG_VALUE, "expected an integer, not %g%s", n->u.num.val,
+                      n->u.num.unit ? n->u.num.unit : "");
+            return false;
+        }
+        *out = n->u.num.ival;
+        return true;
+    case N_VAR:
+        if (lookup_var(e, n->name, out))
+            return true;
+        EXP_ERROR(e, n->loc, DIAG_NAME, "unknown name '%s'", n->name);
+        return false;
+    case N_UNOP: {
+        int64_t a;
+        if (!eval(e, n->a, &a))
+            return false;
+        if (n->op == '!') {
+            *out = !a;
+            return true;
+        }
+        if (a == INT64_MIN) {
+            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in -%" PRId64, a);
+            return false;
+        }
+        *out = -a;
+        return true;
+    }
+    case N_BINOP: {
+        int64_t a, b;
+        if (!eval(e, n->a, &a))
+            return false;
+        if (n->op == BIN_AND && !a) {
+            *out = 0;
+            return true;
+        }
+        if (n->op == BIN_OR && a) {
+            *out = 1;
+            return true;
+        }
+        if (!eval(e, n->b, &b))
+            return false;
+        bool ovf = false;
+        switch ((BinOp)n->op) {
+        case BIN_ADD: ovf = __builtin_add_overflow(a, b, out); break;
+        case BIN_SUB: ovf = __builtin_sub_overflow(a, b, out); break;
+        case BIN_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
+        case BIN_DIV:
+        case BIN_MOD:
+            if (b == 0) {
+                EXP_ERROR(e, n->loc, DIAG_VALUE, "%s by zero", n->op == BIN_DIV ? "division" : "modulo");
+                return false;
+            }
+            if (a == INT64_MIN && b == -1) {
+                ovf = true;
+                break;
+            }
+            *out = n->op == BIN_DIV ? a / b : a % b;
+            break;
+        case BIN_LT: *out = a < b; break;
+        case BIN_LE: *out = a <= b; break;
+        case BIN_GT: *out = a > b; break;
+        case BIN_GE: *out = a >= b; break;
+        case BIN_EQ: *out = a == b; break;
+        case BIN_NE: *out = a != b; break;
+        case BIN_AND:
+        case BIN_OR: *out = b != 0; break;
+        }
+        if (ovf) {
+            static const char ops[][3] = {"+", "-", "*", "/", "%"};
+            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in %" PRId64 " %s %" PRId64, a,
+                      ops[n->op], b);
+            return false;
+        }
+        return true;
+    }
+    case N_CALL: {
+        if (n->name != e->smin && n->name != e->smax) {
+            EXP_ERROR(e, n->loc, DIAG_NAME, "unknown function '%s' (functions: min, max)", n->name);
+            return false;
+        }
+        int64_t r = 0;
+        int cnt = 0;
+        for (const Node *x = n->a; x; x = x->next, cnt++) {
+            int64_t v;
+            if (!eval(e, x, &v))
+                return false;
+            if (cnt == 0 || (n->name == e->smin ? v < r : v > r))
+                r = v;
+        }
+        *out = r;
+        return true;
+    }
+    default:
+        unreachable();
+    }
+}
+
+/* Appends op kind mb.chunk to the current stage, checking ranges and limits. */
+static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
+{
+    Pipeline *p = e->p;
+    if (e->cur_stage < 0) {
+        EXP_ERROR(e, loc, DIAG_SYNTAX, "op outside a 'stage' block");
+        return;
+    }
+    if (mb < 0 || mb >= p->M) {
+        EXP_ERROR(e, loc, DIAG_VALUE, "micro-batch %" PRId64 " is out of range (microbatches %d)", mb,
+                  (int)p->M);
+        return;
+    }
+    if (chunk < 0 || chunk >= p->V) {
+        EXP_ERROR(e, loc, DIAG_VALUE, "chunk %" PRId64 " is out of range (chunks %d)", chunk, (int)p->V);
+        return;
+    }
+    if (++e->nops > frontend_limits.max_ops) {
+        diag_error(e->d, loc, DIAG_LIMIT, "the schedule has more than %" PRIu64 " ops",
+                   frontend_limits.max_ops);
+        e->stop = true;
+        return;
+    }
+    Op op = {.mb = (uint32_t)mb, .kind = (uint8_t)kind, .chunk = (uint8_t)chunk, .loc = loc};
+    stage_push(&p->stages[e->cur_stage], op);
+}
+
+/* The op kind spelled s (F, B, W, R, SO, SI), or -1. */
+static int op_kind_of(const char *s)
+{
+    for (int k = 0; k < OP_NKINDS; k++)
+        if (strcmp(op_kind_name[k], s) == 0)
+            return k;
+    return -1;
+}
+
+/* An op call F(i) or F(i, c): kind, micro-batch, chunk. */
+static bool eval_opcall(Elab *e, const Node *n, int *kind, int64_t *mb, int64_t *chunk)
+{
+    *kind = op_kind_of(n->name);
+    if (*kind < 0) {
+        EXP_ERROR(e, n->loc, DIAG_NAME, "'%s' is not an op (ops: F, B, W, R, SO, SI)", n->name);
+        return false;
+    }
+    int nargs = 0;
+    for (const Node *x = n->a; x; x = x->next)
+        nargs++;
+    if (nargs < 1 || nargs > 2) {
+        EXP_ERROR(e, n->loc, DIAG_SYNTAX, "%s takes a micro-batch and an optional chunk: %s(i) or %s(i, c)",
+                  n->name, n->name, n->name);
+        return false;
+    }
+    *chunk = 0;
+    return eval(e, n->a, mb) && (nargs == 1 || eval(e, n->a->next, chunk));
+}
+
+static bool check_rank(Elab *e, int64_t s, Loc loc)
+{
+    if (s < 0 || s >= e->p->P) {
+        EXP_ERROR(e, loc, DIAG_VALUE, "stage %" PRId64 " is out of range (stages %d)", s, (int)e->p->P);
+        return false;
+    }
+    return true;
+}
+
+/* One side of a dep: RANK:OP. */
+static bool eval_dep_end(Elab *e, const Node *rank, const Node *opn, OpRef *r)
+{
+    int64_t s, mb, chunk;
+    int kind;
+    if (!eval(e, rank, &s) || !check_rank(e, s, rank->loc))
+        return false;
+    if (opn->kind == N_OPS) {
+        const Op *o = &opn->u.run.ops[0];
+        kind = o->kind;
+        mb = o->mb;
+        chunk = o->chunk;
+    } else if (!eval_opcall(e, opn, &kind, &mb, &chunk)) {
+        return false;
+    }
+    if (mb < 0 || mb >= e->p->M) {
+        EXP_ERROR(e, opn->loc, DIAG_VALUE, "micro-batch %" PRId64 " is out of range (microbatches %d)",
+                  mb, (int)e->p->M);
+        return false;
+    }
+    if (chunk < 0 || chunk >= e->p->V) {
+        EXP_ERROR(e, opn->loc, DIAG_VALUE, "chunk %" PRId64 " is out of range (chunks %d)", chunk,
+                  (int)e->p->V);
+        return false;
+    }
+    *r = (OpRef){.mb = (uint32_t)mb, .stage = (uint16_t)s, .kind = (uint8_t)kind, .chunk = (uint8_t)chunk};
+    return true;
+}
+
+static bool is_setting(NodeKind k)
+{
+    return k >= N_STAGES && k <= N_APPLY;
+}
+
+static void exec_list(Elab *e, const Node *list, bool top);
+
+static void exec_schedule(Elab *e, const Node *n);
+
+/* Runs one item of a pipeline or template body. top: directly in a pipeline body. */
+static void exec(Elab *e, const Node *n, bool top)
+{
+    switch ((NodeKind)n->kind) {
+    case N_LET: {
+        int64_t v;
+        if (eval(e, n->a, &v))
+            bind(e, n->name, v);
+        return;
+    }
+    case N_FOR: {
+        int64_t lo, hi;
+        if (!eval(e, n->a, &lo) || !eval(e, n->b, &hi))
+            return;
+        if (n->op) { /* ..= */
+            if (hi == INT64_MAX) {
+                EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
+                return;
+            }
+            hi++;
+        }
+        uint64_t count = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
+        if (count > frontend_limits.max_iterations - e->iterations) {
+            diag_error(e->d, n->loc, DIAG_LIMIT,
+                       "the expansion runs more than %" PRIu64 " loop iterations", frontend_limits.max_iterations);
+            e->stop = true;
+            return;
+        }
+        e->iterations += count;
+        size_t mark = e->nvars;
+        bind(e, n->name, lo);
+        for (int64_t i = lo; i < hi && !e->stop; i++) {
+            e->vars[mark].val = i;
+            exec_list(e, n->body, false);
+        }
+        e->nvars = mark;
+        return;
+    }
+    case N_IF: {
+        int64_t c;
+        if (!eval(e, n->a, &c))
+            return;
+        exec_list(e, c ? n->body : n->c, false);
+        return;
+    }
+    case N_STAGE: {
+        int64_t s;
+        if (e->cur_stage >= 0) {
+            EXP_ERROR(e, n->loc, DIAG_SYNTAX, "'stage' blocks cannot be nested");
+            return;
+        }
+        if (!eval(e, n->a, &s) || !check_rank(e, s, n->a->loc))
+            return;
+        StageOps *st = &e->p->stages[s];
+        if (!st->declared) {
+            st->declared = true;
+            st->loc = n->loc;
+        }
+        e->cur_stage = (int32_t)s;
+        exec_list(e, n->body, false);
+        e->cur_stage = -1;
+        return;
+    }
+    case N_OPS:
+        for (uint32_t i = 0; i < n->nops && !e->stop; i++) {
+            const Op *o = &n->u.run.ops[i];
+            emit(e, o->kind, o->mb, o->chunk, o->loc);
+        }
+        return;
+    case N_OPCALL: {
+        int kind;
+        int64_t mb, chunk;
+        if (eval_opcall(e, n, &kind, &mb, &chunk))
+            emit(e, (OpKind)kind, mb, chunk, n->loc);
+        return;
+    }
+    case N_DEP: {
+        Dep dep = {.loc = n->loc};
+        if (!eval_dep_end(e, n->a, n->b, &dep.from) || !eval_dep_end(e, n->c, n->d, &dep.to))
+            return;
+        size_t cap = e->p->depcap;
+        VEC_PUSH(e->p->deps, e->p->ndeps, cap, dep);
+        e->p->depcap = (uint32_t)cap;
+        return;
+    }
+    case N_SCHEDULE:
+        if (top)
+            exec_schedule(e, n);
+        else
+            EXP_ERROR(e, n->loc, DIAG_SYNTAX, "'schedule' is only allowed at the top of a pipeline");
+        return;
+    default:
+        if (is_setting((NodeKind)n->kind)) {
+            if (!top)
+                EXP_ERROR(e, n->loc, DIAG_SYNTAX, "'%s' is only allowed at the top of a pipeline",
+                          node_kind_name[n->kind]);
+            return; /* settings were read before the body ran */
+        }
+        unreachable();
+    }
+}
+
+static void exec_list(Elab *e, const Node *list, bool top)
+{
+    size_t mark = e->nvars;
+    for (const Node *n = list; n && !e->stop; n = n->next)
+        exec(e, n, top);
+    e->nvars = mark;
+}
+
+static Node *find_def(Node **defs, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (defs[i]->name == name)
+            return defs[i];
+    return NULL;
+}
+
+/* `schedule NAME`: runs template NAME with only P, M and V bound. */
+static void exec_schedule(Elab *e, const Node *n)
+{
+    Node *t = find_def(e->templates, e->ntemplates, n->name);
+    if (!t) {
+        diag_error(e->d, n->loc, DIAG_NAME, "unknown schedule template '%s'", n->name);
+        if (!e->ntemplates)
+            diag_note(e->d, n->loc, "no templates are defined; the stdlib's are in \"std/schedules.pipe\"");
+        return;
+    }
+    size_t mark = e->nvars;
+    int32_t stage = e->cur_stage;
+    e->nvars = 3; /* P, M, V */
+    Var *saved = NULL;
+    if (mark > 3) { /* pipeline-level lets are not visible inside the template */
+        saved = xmalloc((mark - 3) * sizeof *saved);
+        memcpy(saved, e->vars + 3, (mark - 3) * sizeof *saved);
+    }
+    e->cur_stage = -1;
+    exec_list(e, t->body, false);
+    e->cur_stage = stage;
+    e->nvars = 3;
+    for (size_t i = 3; i < mark; i++)
+        bind(e, saved[i - 3].name, saved[i - 3].val);
+    free(saved);
+}
+
+/* ---- settings ------------------------------------------------------------------- */
+
+typedef struct Settings {
+    const Node *stages, *microbatches, *chunks, *memory, *tp, *model, *device, *partition;
+    const Node *schedule;
+} Settings;
+
+static void set_once(Elab *e, const Node **slot, const Node *n)
+{
+    if (*slot) {
+        diag_error(e->d, n->loc, DIAG_VALUE, "'%s' is already set", node_kind_name[n->kind]);
+        diag_note(e->d, (*slot)->loc, "it was set here");
+        return;
+    }
+    *slot = n;
+}
+
+/* An integer setting (stages, microbatches, chunks, tensor_parallel) in [lo, hi]. */
+static bool int_setting(Elab *e, const Node *n, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!eval(e, n->a, out))
+        return false;
+    if (*out < lo) {
+        diag_error(e->d, n->a->loc, DIAG_VALUE, "'%s' must be at least %" PRId64 " (got %" PRId64 ")",
+                   node_kind_name[n->kind], lo, *out);
+        return false;
+    }
+    if (*out > hi) {
+        diag_error(e->d, n->a->loc, DIAG_LIMIT, "'%s' %" PRId64 " exceeds the limit of %" PRId64,
+                   node_kind_name[n->kind], *out, hi);
+        return false;
+    }
+    return true;
+}
+
+/* Copies a model/device definition's fields, then appends the overrides. */
+static Entity *resolve_entity(Elab *e, const Node *ref, Node **defs, size_t ndefs, const char *what)
+{
+    const Node *def = find_def(defs, ndefs, ref->name);
+    if (!def) {
+        diag_error(e->d, ref->loc, DIAG_NAME, "unknown %s '%s'", what, ref->name);
+        if (!ndefs)
+            diag_note(e->d, ref->loc, "no %ss are defined; the stdlib's are in \"std/%ss.pipe\"", what, what);
+        return NULL;
+    }
+    bool ok = true;
+    uint32_t n1, n2;
+    Field *f1 = make_fields(e, def->body, &n1, &ok);
+    Field *f2 = make_fields(e, ref->body, &n2, &ok);
+    Entity *ent = xcalloc(1, sizeof *ent);
+    ent->name = xstrdup(ref->name);
+    ent->loc = def->loc;
+    ent->nfields = n1 + n2;
+    ent->fields = ent->nfields ? xmalloc(ent->nfields * sizeof *ent->fields) : NULL;
+    if (n1)
+        memcpy(ent->fields, f1, n1 * sizeof *f1);
+    if (n2)
+        memcpy(ent->fields + n1, f2, n2 * sizeof *f2);
+    free(f1);
+    free(f2);
+    return ent;
+}
+
+static void read_costs(Elab *e, const Node *n)
+{
+    Pipeline *p = e->p;
+    CostBlock *blk = &p->costs;
+    if (n->op != COSTS_ALL) {
+        int64_t i;
+        if (!eval(e, n->a, &i))
+            return;
+        int64_t lim = n->op == COSTS_STAGE ? p->P : (int64_t)p->P * p->V;
+        if (i < 0 || i >= lim) {
+            diag_error(e->d, n->a->loc, DIAG_VALUE, "%s %" PRId64 " is out of range (%s %" PRId64 ")",
+                       n->op == COSTS_STAGE ? "stage" : "virtual stage", i,
+                       n->op == COSTS_STAGE ? "stages" : "virtual stages", lim);
+            return;
+        }
+        blk = n->op == COSTS_STAGE ? &p->stage_costs[i] : &p->vstage_costs[i];
+    }
+    if (blk->loc.file == LOC_NONE_FILE)
+        blk->loc = n->loc;
+    for (const Node *f = n->body; f; f = f->next) {
+        int k = -1;
+        for (int j = 0; j < COST_NFIELDS; j++)
+            if (strcmp(cost_field_name[j], f->name) == 0)
+                k = j;
+        if (k < 0) {
+            diag_error(e->d, f->loc, DIAG_NAME,
+                       "unknown cost '%s' (costs: f b w r act ckpt wact weights p2p host_bw swap_fraction)",
+                       f->name);
+            continue;
+        }
+        if (n->op == COSTS_VSTAGE && cost_field_scope[k] != SCOPE_VSTAGE) {
+            diag_error(e->d, f->loc, DIAG_VALUE,
+                       "'%s' is a per-rank cost; set it in 'costs' or 'costs stage N'", f->name);
+            continue;
+        }
+        if (f->a->kind != N_NUM) {
+            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost '%s' takes a number", f->name);
+            continue;
+        }
+        char what[48];
+        snprintf(what, sizeof what, "cost '%s'", f->name);
+        double v;
+        if (!num_convert(e, f->a, cost_field_unit[k], what, &v))
+            continue;
+        if (v < 0) {
+            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost '%s' must not be negative", f->name);
+            continue;
+        }
+        if (k == COST_HOST_BW && v == 0) {
+            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost 'host_bw' must be positive");
+            continue;
+        }
+        if (k == COST_SWAP_FRACTION && v > 1) {
+            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost 'swap_fraction' must be between 0 and 1");
+            continue;
+        }
+        blk->v[k] = v;
+        blk->set |= 1u << k;
+    }
+}
+
+static void read_partition(Elab *e, const Node *n)
+{
+    Pipeline *p = e->p;
+    p->partition_set = true;
+    p->partition_loc = n->loc;
+    if (n->op) {
+        p->partition_even = true;
+        return;
+    }
+    uint32_t cnt = 0;
+    for (const Node *x = n->body; x; x = x->next)
+        cnt++;
+    if (cnt != (uint32_t)p->P) {
+        diag_error(e->d, n->loc, DIAG_VALUE, "'partition' lists %u stages, but the pipeline has %d", cnt,
+                   (int)p->P);
+        return;
+    }
+    p->partition = xmalloc(cnt * sizeof *p->partition);
+    for (const Node *x = n->body; x; x = x->next) {
+        double v;
+        if (!num_convert(e, x, UNIT_NONE, "'partition'", &v))
+            continue;
+        if (v < 0 || v * 2 != floor(v * 2)) {
+            diag_error(e->d, x->loc, DIAG_VALUE,
+                       "a partition entry is a number of layers, a multiple of 0.5, not negative");
+            continue;
+        }
+        p->partition[p->npartition++] = v;
+    }
+}
+
+static void read_recompute(Elab *e, const Node *n)
+{
+    Pipeline *p = e->p;
+    int64_t lo, hi;
+    const Node *r = n->a;
+    if (r->kind == N_VIDENT && strcmp(r->name, "all") == 0) {
+        lo = 0;
+        hi = p->P;
+    } else if (r->kind == N_NUM && r->u.num.is_int && !r->u.num.unit) {
+        lo = r->u.num.ival;
+        hi = lo + 1;
+    } else if (r->kind == N_VRANGE) {
+        Value v;
+        if (!make_value(e, r, &v))
+            return;
+        lo = v.lo;
+        hi = v.hi;
+    } else {
+        diag_error(e->d, r->loc, DIAG_VALUE, "'recompute stages' takes a range such as 0..=2, a stage, or all");
+        return;
+    }
+    if (lo < 0 || hi > p->P || lo >= hi) {
+        diag_error(e->d, r->loc, DIAG_VALUE,
+                   "recompute stages %" PRId64 "..%" PRId64 " are not a non-empty range within stages %d",
+                   lo, hi, (int)p->P);
+        return;
+    }
+    int pol = -1;
+    for (int i = 0; i < POLICY_N; i++)
+        if (strcmp(policy_name[i], n->b->name) == 0)
+            pol = i;
+    if (pol < 0) {
+        diag_error(e->d, n->b->loc, DIAG_VALUE,
+                   "unknown recompute policy '%s' (policies: none, full, selective, cmb, mlp)", n->b->name);
+        return;
+    }
+    RecomputeDir dir = {.lo = (int32_t)lo, .hi = (int32_t)hi, .policy = (RecomputePolicy)pol, .loc = n->loc};
+    size_t cap = p->nrecompute;
+    VEC_PUSH(p->recompute, p->nrecompute, cap, dir);
+}
+
+static void read_apply(Elab *e, const Node *n)
+{
+    Pipeline *p = e->p;
+    PassCall c = {.name = xstrdup(n->name), .loc = n->loc};
+    bool ok = true;
+    c.args = make_fields(e, n->body, &c.nargs, &ok);
+    size_t cap = p->npasses;
+    VEC_PUSH(p->passes, p->npasses, cap, c);
+}
+
+static void collect_defs(Elab *e)
+{
+    for (uint32_t i = 0; i < e->prog->nfiles; i++)
+        for (Node *n = e->prog->files[i].items; n; n = n->next) {
+            Node ***defs;
+            size_t *cnt, *cap;
+            const char *what;
+            switch ((NodeKind)n->kind) {
+            case N_TEMPLATE: defs = &e->templates; cnt = &e->ntemplates; cap = &e->tcap; what = "template"; break;
+            case N_MODELDEF: defs = &e->models; cnt = &e->nmodels; cap = &e->mcap; what = "model"; break;
+            case N_DEVICEDEF: defs = &e->devices; cnt = &e->ndevices; cap = &e->dcap; what = "device"; break;
+            default: continue;
+            }
+            Node *prev = find_def(*defs, *cnt, n->name);
+            if (prev) {
+                diag_error(e->d, n->loc, DIAG_NAME, "%s '%s' is already defined", what, n->name);
+                diag_note(e->d, prev->loc, "the first definition is here");
+                continue;
+            }
+            VEC_PUSH(*defs, *cnt, *cap, n);
+        }
+}
+
+Pipeline *elaborate(Diag *d, const Program *prog)
+{
+    const Node *pl = prog->pipeline;
+    if (!pl)
+        return NULL;
+    int before = d->nerr;
+    AstCtx *c = prog->ctx;
+    Elab E = {.d = d, .prog = prog, .cur_stage = -1};
+    Elab *e = &E;
+    e->sP = ast_intern(c, "P", 1);
+    e->sM = ast_intern(c, "M", 1);
+    e->sV = ast_intern(c, "V", 1);
+    e->smin = ast_intern(c, "min", 3);
+    e->smax = ast_intern(c, "max", 3);
+    collect_defs(e);
+
+    Pipeline *p = e->p = pipeline_new();
+    p->name = xstrdup(pl->name);
+    p->loc = pl->loc;
+
+    /* 1. Settings, in any order at the top of the body. */
+    Settings s = {0};
+    for (const Node *n = pl->body; n; n = n->next)
+        switch ((NodeKind)n->kind) {
+        case N_STAGES: set_once(e, &s.stages, n); break;
+        case N_MICROBATCHES: set_once(e, &s.microbatches, n); break;
+        case N_CHUNKS: set_once(e, &s.chunks, n); break;
+        case N_MEMORY: set_once(e, &s.memory, n); break;
+        case N_TP: set_once(e, &s.tp, n); break;
+        case N_MODEL: set_once(e, &s.model, n); break;
+        case N_DEVICE: set_once(e, &s.device, n); break;
+        case N_PARTITION: set_once(e, &s.partition, n); break;
+        case N_SCHEDULE: set_once(e, &s.schedule, n); break;
+        default: break;
+        }
+
+    /* 2. The shape. Expressions here see no names: P, M and V are being defined. */
+    int64_t P = 0, M = 0, V = 1;
+    bool shape_ok = true;
+    if (!s.stages) {
+        diag_error(d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'stages'", pl->name);
+        shape_ok = false;
+    } else {
+        shape_ok &= int_setting(e, s.stages, 1, IR_MAX_STAGES, &P);
+        p->shape_loc[0] = s.stages->loc;
+    }
+    if (!s.microbatches) {
+        diag_error(d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'microbatches'", pl->name);
+        shape_ok = false;
+    } else {
+        shape_ok &= int_setting(e, s.microbatches, 1, IR_MAX_MICROBATCHES, &M);
+        p->shape_loc[1] = s.microbatches->loc;
+    }
+    if (s.chunks) {
+        shape_ok &= int_setting(e, s.chunks, 1, IR_MAX_CHUNKS, &V);
+        p->shape_loc[2] = s.chunks->loc;
+        if (s.chunks->op == PLACE_VSHAPE)
+            p->placement = PLACE_VSHAPE;
+    }
+    if (shape_ok && (uint64_t)P * (uint64_t)V > frontend_limits.max_vstages) {
+        diag_error(d, s.chunks ? s.chunks->loc : s.stages->loc, DIAG_LIMIT,
+                   "stages * chunks = %" PRId64 " virtual stages exceeds the limit of %" PRIu64, P * V,
+                   frontend_limits.max_vstages);
+        shape_ok = false;
+    }
+    if (s.memory) {
+        double m;
+        p->shape_loc[3] = s.memory->loc;
+        if (num_convert(e, s.memory->a, UNIT_SIZE, "'memory'", &m)) {
+            if (m < 0)
+                diag_error(d, s.memory->a->loc, DIAG_VALUE, "'memory' must not be negative");
+            p->has_memory = true;
+            p->memory = m;
+        }
+    }
+    if (s.tp) {
+        int64_t tp;
+        if (int_setting(e, s.tp, 1, INT32_MAX, &tp))
+            p->tensor_parallel = (int32_t)tp;
+    }
+    if (s.model)
+        p->model = resolve_entity(e, s.model, e->models, e->nmodels, "model");
+    if (s.device) {
+        p->device = resolve_entity(e, s.device, e->devices, e->ndevices, "device");
+        const Field *mem = p->device ? field_find(p->device->fields, p->device->nfields, "memory") : NULL;
+        if (!s.memory && mem && mem->val.kind == VAL_NUM &&
+            (mem->val.unit == UNIT_SIZE || mem->val.unit == UNIT_NONE) && mem->val.num >= 0) {
+            p->has_memory = true;
+            p->memory = mem->val.num;
+            p->shape_loc[3] = mem->loc;
+        }
+    }
+    if (s.schedule) {
+        p->schedule = xstrdup(s.schedule->name);
+        p->schedule_loc = s.schedule->loc;
+    }
+    if (!shape_ok)
+        goto done;
+    pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
+    bind(e, e->sP, P);
+    bind(e, e->sM, M);
+    bind(e, e->sV, V);
+
+    /* 3. Costs, partition, recomputation and passes (need the shape). */
+    for (const Node *n = pl->body; n; n = n->next)
+        switch ((NodeKind)n->kind) {
+        case N_COSTS: read_costs(e, n); break;
+        case N_PARTITION:
+            if (n == s.partition)
+                read_partition(e, n);
+            break;
+        case N_RECOMPUTE: read_recompute(e, n); break;
+        case N_APPLY: read_apply(e, n); break;
+        default: break;
+        }
+
+    /* 4. The body as a program: stage blocks, deps, lets, loops, `schedule`. */
+    e->nexp_err = 0;
+    exec_list(e, pl->body, true);
+
+done:
+    free(e->templates);
+    free(e->models);
+    free(e->devices);
+    free(e->vars);
+    free(e->seen);
+    if (d->nerr != before) {
+        pipeline_free(p);
+        return NULL;
+    }
+    return p;
+}

@@ -1,0 +1,51 @@
+/* frontend.h - the front end's entry points: read a .pipe file (and everything it
+ * imports), parse it, expand templates and resolve models and devices into the IR.
+ *
+ * source -> tokens (grammar/pipe.l) -> AST (grammar/pipe.y, ast.c) -> imports (load.c)
+ * -> Pipeline (elaborate.c). The language is described in docs/language.md. */
+#ifndef PIPEC_FRONTEND_H
+#define PIPEC_FRONTEND_H
+
+#include <stddef.h>
+
+#include "diag.h"
+#include "ir.h"
+
+typedef struct LoadOpts {
+    const char *const *include_dirs; /* -I DIR, searched after the importing file's folder */
+    int ninclude;
+} LoadOpts;
+
+/* Parses and elaborates the file: imports, templates, `schedule` expansion, settings,
+ * model/device resolution. Returns the pipeline, or NULL when errors were reported
+ * (d->nerr > 0). The Diag keeps the source text; it must outlive the pipeline.
+ * o may be NULL (no -I dirs). */
+Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path);
+
+/* The same from memory (fuzzing, tests); name is used in diagnostics and its folder
+ * is the first place relative imports are searched. text need not be NUL-terminated. */
+Pipeline *load_pipeline_string(Diag *d, const LoadOpts *o, const char *name,
+                               const char *text, size_t len);
+
+/* Where the stdlib is found: $PIPEC_STDLIB, else <dir of the pipec binary>/../stdlib,
+ * else <dir of binary>/../share/pipec/stdlib. Returned string is static or owned by
+ * the front end. Import search path for "std/NAME.pipe": the importing file's folder,
+ * -I dirs, each dir of $PIPEC_PATH (colon-separated), the stdlib folder (a path
+ * beginning with "std/" maps to the stdlib folder itself). */
+const char *stdlib_dir(void);
+
+/* Expansion and nesting limits (docs/language.md "Limits"). Checked with error code
+ * `limit`. Tests may lower them; the defaults are the documented values. */
+typedef struct FrontendLimits {
+    uint64_t max_ops;        /* ops in one pipeline (IR_MAX_OPS) */
+    uint64_t max_iterations; /* loop iterations in one elaboration (100 million) */
+    int max_nesting;         /* nesting of { ( [ (64) */
+    int max_expr_depth;      /* depth of an expression tree (256) */
+    int max_import_depth;    /* chain of imports (16) */
+    uint64_t max_vstages;    /* P * V (65536): per-virtual-stage tables are allocated */
+    size_t max_file_bytes;   /* one source file (256 MiB) */
+} FrontendLimits;
+
+extern FrontendLimits frontend_limits;
+
+#endif

@@ -1,0 +1,314 @@
+/* load.c - reading a .pipe file and everything it imports, then elaborating it; see
+ * frontend.h for the entry points and docs/language.md "Imports" for the search path.
+ *
+ * Each file is registered with diag (so diagnostics can quote it), parsed into the
+ * load's arena, and its imports are followed depth first. A file reached twice (two
+ * files import the same stdlib file) is loaded once; a file that imports itself,
+ * directly or through others, is an import cycle (`name`, with the chain in notes). */
+#define _DEFAULT_SOURCE /* realpath */
+#include "frontend.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ast.h"
+#include "util.h"
+
+FrontendLimits frontend_limits = {
+    .max_ops = IR_MAX_OPS,
+    .max_iterations = 100000000u,
+    .max_nesting = 64,
+    .max_expr_depth = 256,
+    .max_import_depth = 16,
+    .max_vstages = 65536,
+    .max_file_bytes = (size_t)256 << 20,
+};
+
+typedef struct Loader {
+    Diag *d;
+    const LoadOpts *o;
+    AstCtx *ctx;
+    AstFile *files;
+    size_t nfiles, cap;
+    char **keys;          /* [nfiles] canonical path of each loaded file */
+    size_t keycap;
+    /* The chain of imports being loaded: file index and the import that led to it. */
+    struct Frame { size_t idx; Loc at; } *stack;
+    size_t depth, stackcap;
+} Loader;
+
+static bool is_regular(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The folder of path ("." when it has none), in a fresh string. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return xstrdup(".");
+    if (slash == path)
+        return xstrdup("/");
+    return xstrndup(path, (size_t)(slash - path));
+}
+
+const char *stdlib_dir(void)
+{
+    static char buf[PATH_MAX + 64];
+    const char *env = getenv("PIPEC_STDLIB");
+    if (env && *env) {
+        snprintf(buf, sizeof buf, "%s", env);
+        return buf;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(buf, sizeof buf, "stdlib");
+        return buf;
+    }
+    exe[n] = 0;
+    char *bindir = dir_of(exe);
+    snprintf(buf, sizeof buf, "%s/../stdlib", bindir);
+    if (!is_dir(buf))
+        snprintf(buf, sizeof buf, "%s/../share/pipec/stdlib", bindir);
+    if (!is_dir(buf))
+        snprintf(buf, sizeof buf, "%s/../stdlib", bindir);
+    free(bindir);
+    return buf;
+}
+
+/* Finds an import: an absolute path as is; else the importing file's folder, each -I
+ * folder, each folder of $PIPEC_PATH, then the stdlib ("std/NAME" is NAME there).
+ * Returns a fresh path or NULL; *searched lists the folders tried. */
+static char *find_import(Loader *L, const char *importer, const char *path, StrBuf *searched)
+{
+    if (path[0] == '/')
+        return is_regular(path) ? xstrdup(path) : NULL;
+    char *cand;
+    char *dir = dir_of(importer);
+    cand = xasprintf("%s/%s", dir, path);
+    sb_puts(searched, dir);
+    free(dir);
+    if (is_regular(cand))
+        return cand;
+    free(cand);
+    for (int i = 0; L->o && i < L->o->ninclude; i++) {
+        cand = xasprintf("%s/%s", L->o->include_dirs[i], path);
+        sb_printf(searched, ", %s", L->o->include_dirs[i]);
+        if (is_regular(cand))
+            return cand;
+        free(cand);
+    }
+    const char *env = getenv("PIPEC_PATH");
+    if (env) {
+        for (const char *s = env; *s;) {
+            const char *e = strchr(s, ':');
+            size_t n = e ? (size_t)(e - s) : strlen(s);
+            if (n) {
+                cand = xasprintf("%.*s/%s", (int)n, s, path);
+                sb_printf(searched, ", %.*s", (int)n, s);
+                if (is_regular(cand))
+                    return cand;
+                free(cand);
+            }
+            s += n + (e ? 1 : 0);
+        }
+    }
+    const char *std = stdlib_dir();
+    const char *rest = strncmp(path, "std/", 4) == 0 ? path + 4 : path;
+    cand = xasprintf("%s/%s", std, rest);
+    sb_printf(searched, ", %s", std);
+    if (is_regular(cand))
+        return cand;
+    free(cand);
+    return NULL;
+}
+
+/* The identity of a file for "already loaded" and cycles: its canonical path. */
+static char *file_key(const char *path)
+{
+    char *r = realpath(path, NULL);
+    return r ? r : xstrdup(path);
+}
+
+static void load_file(Loader *L, uint32_t file, char *key, Loc at);
+
+/* Reads path (found for an import at `at`, or the main file when at is LOC_NONE).
+ * Returns the text (NUL-terminated) or NULL after reporting. */
+static char *read_source(Loader *L, const char *path, Loc at, size_t *len)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        diag_error(L->d, at, DIAG_NAME, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        diag_error(L->d, at, DIAG_NAME, "cannot read '%s': not a regular file", path);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > frontend_limits.max_file_bytes) {
+        diag_error(L->d, at, DIAG_LIMIT, "'%s' is larger than %zu bytes", path,
+                   frontend_limits.max_file_bytes);
+        return NULL;
+    }
+    char *text = read_file(path, len);
+    if (!text) {
+        diag_error(L->d, at, DIAG_NAME, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (*len > frontend_limits.max_file_bytes) {
+        diag_error(L->d, at, DIAG_LIMIT, "'%s' is larger than %zu bytes", path,
+                   frontend_limits.max_file_bytes);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+static void follow_import(Loader *L, uint32_t importer, Node *imp)
+{
+    StrBuf searched = {0};
+    char *found = find_import(L, L->d->files[importer].path, imp->name, &searched);
+    if (!found) {
+        diag_error(L->d, imp->loc, DIAG_NAME, "cannot find import \"%s\"", imp->name);
+        diag_note(L->d, imp->loc, "searched: %s", searched.s);
+        sb_free(&searched);
+        return;
+    }
+    sb_free(&searched);
+    char *key = file_key(found);
+    for (size_t i = 0; i < L->depth; i++)
+        if (strcmp(L->keys[L->stack[i].idx], key) == 0) {
+            diag_error(L->d, imp->loc, DIAG_NAME, "import cycle: \"%s\" imports itself", imp->name);
+            for (size_t j = L->depth; j-- > i + 1;)
+                diag_note(L->d, L->stack[j].at, "through this import");
+            free(key);
+            free(found);
+            return;
+        }
+    for (size_t i = 0; i < L->nfiles; i++)
+        if (strcmp(L->keys[i], key) == 0) { /* loaded already through another import */
+            free(key);
+            free(found);
+            return;
+        }
+    if (L->depth > (size_t)frontend_limits.max_import_depth) {
+        diag_error(L->d, imp->loc, DIAG_LIMIT, "imports nested deeper than %d files",
+                   frontend_limits.max_import_depth);
+        free(key);
+        free(found);
+        return;
+    }
+    size_t len;
+    char *text = read_source(L, found, imp->loc, &len);
+    if (!text) {
+        free(key);
+        free(found);
+        return;
+    }
+    uint32_t f = diag_add_file(L->d, found, text, (uint32_t)len);
+    free(found);
+    load_file(L, f, key, imp->loc);
+}
+
+/* Parses a registered file and follows its imports. Takes ownership of key. */
+static void load_file(Loader *L, uint32_t file, char *key, Loc at)
+{
+    size_t idx = L->nfiles;
+    VEC_RESERVE(L->files, idx + 1, L->cap);
+    VEC_RESERVE(L->keys, idx + 1, L->keycap);
+    L->keys[idx] = key;
+    L->nfiles++;
+    ast_parse(L->d, L->ctx, file, &L->files[idx]);
+    VEC_RESERVE(L->stack, L->depth + 1, L->stackcap);
+    L->stack[L->depth].idx = idx;
+    L->stack[L->depth].at = at;
+    L->depth++;
+    for (Node *n = L->files[idx].items; n; n = n->next)
+        if (n->kind == N_IMPORT)
+            follow_import(L, file, n);
+    L->depth--;
+}
+
+/* Loads the main file (registered as `file`), checks where pipelines are, elaborates. */
+static Pipeline *load_main(Diag *d, const LoadOpts *o, uint32_t file, char *key)
+{
+    int before = d->nerr;
+    AstCtx ctx;
+    ast_init(&ctx);
+    Loader L = {.d = d, .o = o, .ctx = &ctx};
+    load_file(&L, file, key, LOC_NONE);
+
+    Program prog = {.files = L.files, .nfiles = (uint32_t)L.nfiles, .ctx = &ctx};
+    bool parsed = true;
+    for (size_t i = 0; i < L.nfiles; i++) {
+        parsed &= L.files[i].ok;
+        for (Node *n = L.files[i].items; n; n = n->next) {
+            if (n->kind != N_PIPELINE)
+                continue;
+            if (i > 0) {
+                diag_error(d, n->loc, DIAG_SYNTAX, "an imported file cannot contain a pipeline");
+            } else if (prog.pipeline) {
+                diag_error(d, n->loc, DIAG_SYNTAX, "a file may contain only one pipeline");
+                diag_note(d, prog.pipeline->loc, "the first pipeline is here");
+            } else {
+                prog.pipeline = n;
+            }
+        }
+    }
+    if (parsed && !prog.pipeline && L.files[0].ok)
+        diag_error(d, (Loc){0, file}, DIAG_SYNTAX, "no pipeline in '%s'", d->files[file].path);
+
+    Pipeline *p = NULL;
+    if (d->nerr == before)
+        p = elaborate(d, &prog);
+    if (p && d->nerr != before) {
+        pipeline_free(p);
+        p = NULL;
+    }
+    for (size_t i = 0; i < L.nfiles; i++)
+        free(L.keys[i]);
+    free(L.keys);
+    free(L.files);
+    free(L.stack);
+    ast_free(&ctx);
+    return p;
+}
+
+Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path)
+{
+    size_t len;
+    Loader L = {.d = d};
+    char *text = read_source(&L, path, LOC_NONE, &len);
+    if (!text)
+        return NULL;
+    uint32_t f = diag_add_file(d, path, text, (uint32_t)len);
+    return load_main(d, o, f, file_key(path));
+}
+
+Pipeline *load_pipeline_string(Diag *d, const LoadOpts *o, const char *name, const char *text,
+                               size_t len)
+{
+    if (len > frontend_limits.max_file_bytes) {
+        diag_error(d, LOC_NONE, DIAG_LIMIT, "'%s' is larger than %zu bytes", name,
+                   frontend_limits.max_file_bytes);
+        return NULL;
+    }
+    char *copy = xmalloc(len + 1);
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    uint32_t f = diag_add_file(d, name, copy, (uint32_t)len);
+    return load_main(d, o, f, file_key(name));
+}

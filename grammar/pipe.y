@@ -1,0 +1,413 @@
+/* pipe.y - the grammar of the .pipe language (docs/language.md has it in EBNF).
+ *
+ * A pure bison parser with locations and no conflicts. Each action is one constructor
+ * call into the AST (ast.h). Every node lives in the load's arena, so error recovery
+ * that drops values cannot leak and no %destructor is needed: the values on the stack
+ * are arena pointers, interned names and plain structs.
+ *
+ * The same item list serves pipeline bodies, template bodies and the bodies of stage,
+ * for and if; elaborate.c says which items are allowed where (settings only at the top
+ * of a pipeline, ops only inside a stage). Errors recover at the enclosing block's '}'
+ * and at file level at the next definition. */
+
+%code requires {
+#include <stdbool.h>
+#include <stdint.h>
+#include "ast.h"
+
+/* A token's or a rule's source span: byte offsets [off, end) in the file. */
+typedef struct PipeLoc {
+    uint32_t off, end;
+} PipeLoc;
+
+/* The state of one file's parse, shared by the scanner and the parser. */
+typedef struct PipeParse {
+    Diag *d;
+    AstCtx *c;
+    uint32_t file;          /* Diag file index */
+    uint32_t off;           /* scanner position, bytes */
+    bool aborted;           /* a limit stopped the parse; nothing more is reported */
+    const char *pending_kw; /* the last block keyword, for "unterminated 'stage' block" */
+    int last_tok;
+    struct { uint32_t off; const char *kw; char ch; } *open; /* open brackets */
+    int nopen, opencap;
+    Node *items;            /* the result */
+} PipeParse;
+}
+
+%code provides {
+int pipe_yylex(PIPE_YYSTYPE *lval, PIPE_YYLTYPE *lloc, void *scanner);
+}
+
+%code {
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "util.h"
+
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                         \
+    do {                                                    \
+        if (N) {                                            \
+            (Cur).off = YYRHSLOC(Rhs, 1).off;               \
+            (Cur).end = YYRHSLOC(Rhs, N).end;               \
+        } else {                                            \
+            (Cur).off = (Cur).end = YYRHSLOC(Rhs, 0).end;   \
+        }                                                   \
+    } while (0)
+
+#define L(l) ((Loc){(l).off, ps->file})
+
+static void pipe_yyerror(PIPE_YYLTYPE *loc, void *scanner, PipeParse *ps, const char *msg);
+static Node *mk(PipeParse *ps, NodeKind k, PipeLoc l) { return ast_node(ps->c, k, L(l)); }
+static Node *mk_name(PipeParse *ps, NodeKind k, PipeLoc l, const char *name);
+static Node *mk_expr(PipeParse *ps, NodeKind k, int op, PipeLoc l, Node *a, Node *b);
+static Node *mk_num(PipeParse *ps, PipeLoc l, Num n, bool neg);
+static NodeList one(Node *n) { NodeList l = {0, 0}; ast_list_push(&l, n); return l; }
+static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
+}
+
+%define api.pure full
+%define api.prefix {pipe_yy}
+%define api.location.type {PipeLoc}
+%define parse.error custom
+%locations
+%expect 0
+%lex-param {void *scanner}
+%parse-param {void *scanner} {PipeParse *ps}
+
+%union {
+    const char *str;
+    Num num;
+    Op op;
+    Node *node;
+    NodeList list;
+}
+
+%token END 0 "end of file"
+%token <str> IDENT "identifier"
+%token <str> STRING "string"
+%token <num> NUM "number"
+%token <op> OPTOK "op"
+%token INVALID "invalid character"
+%token <str> PIPELINE "'pipeline'" TEMPLATE "'template'" IMPORT "'import'" MODEL "'model'"
+%token <str> DEVICE "'device'" STAGES "'stages'" MICROBATCHES "'microbatches'"
+%token <str> CHUNKS "'chunks'" INTERLEAVED "'interleaved'" VSHAPE "'vshape'"
+%token <str> MEMORY "'memory'" COSTS "'costs'" STAGE "'stage'" VSTAGE "'vstage'"
+%token <str> DEP "'dep'" PARTITION "'partition'" EVEN "'even'"
+%token <str> TENSOR_PARALLEL "'tensor_parallel'" SCHEDULE "'schedule'"
+%token <str> RECOMPUTE "'recompute'" POLICY "'policy'" APPLY "'apply'" LET "'let'"
+%token <str> FOR "'for'" IN "'in'" IF "'if'" ELSE "'else'"
+%token DOTDOT "'..'" DOTDOTEQ "'..='" ARROW "'->'" LE "'<='" GE "'>='" EQ "'=='"
+%token NE "'!='" AND "'&&'" OR "'||'"
+
+%left OR
+%left AND
+%nonassoc EQ NE
+%nonassoc '<' LE '>' GE
+%left '+' '-'
+%left '*' '/' '%'
+%precedence UNARY
+
+%type <str> name
+%type <node> topitem item ifstmt expr depop number value field kv block fblock
+%type <list> topitems items args fields numlist kvs
+
+%%
+
+file: topitems { ps->items = $1.head; }
+
+topitems:
+  %empty               { $$ = (NodeList){0, 0}; }
+| topitems topitem     { $$ = push($1, $2); }
+| topitems ';'         { $$ = $1; }
+| topitems error       { $$ = $1; }
+;
+
+topitem:
+  IMPORT STRING        { $$ = mk_name(ps, N_IMPORT, @2, $2); }
+| TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; }
+| MODEL name fblock    { $$ = mk_name(ps, N_MODELDEF, @2, $2); $$->body = $3; }
+| DEVICE name fblock   { $$ = mk_name(ps, N_DEVICEDEF, @2, $2); $$->body = $3; }
+| PIPELINE name block  { $$ = mk_name(ps, N_PIPELINE, @2, $2); $$->body = $3; }
+;
+
+/* A name: an identifier or any keyword. */
+name:
+  IDENT | PIPELINE | TEMPLATE | IMPORT | MODEL | DEVICE | STAGES | MICROBATCHES
+| CHUNKS | INTERLEAVED | VSHAPE | MEMORY | COSTS | STAGE | VSTAGE | DEP | PARTITION
+| EVEN | TENSOR_PARALLEL | SCHEDULE | RECOMPUTE | POLICY | APPLY | LET | FOR | IN
+| IF | ELSE
+;
+
+block:
+  '{' items '}'        { $$ = $2.head; }
+| '{' items error '}'  { $$ = $2.head; }
+;
+
+items:
+  %empty               { $$ = (NodeList){0, 0}; }
+| items item           { $$ = push($1, $2); }
+| items OPTOK          { $$ = $1; ast_push_op(ps->c, &$$, $2); }
+| items ';'            { $$ = $1; }
+;
+
+item:
+  LET IDENT '=' expr   { $$ = mk_name(ps, N_LET, @2, $2); $$->a = $4; }
+| FOR IDENT IN expr DOTDOT expr block
+                       { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; }
+| FOR IDENT IN expr DOTDOTEQ expr block
+                       { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; $$->op = 1; }
+| ifstmt
+| STAGE expr block     { $$ = mk(ps, N_STAGE, @1); $$->a = $2; $$->body = $3; }
+| IDENT '(' args ')'   { $$ = mk_name(ps, N_OPCALL, @1, $1); $$->a = $3.head; }
+| DEP expr ':' depop ARROW expr ':' depop
+                       { $$ = mk(ps, N_DEP, @1); $$->a = $2; $$->b = $4; $$->c = $6; $$->d = $8; }
+| STAGES expr          { $$ = mk(ps, N_STAGES, @1); $$->a = $2; }
+| MICROBATCHES expr    { $$ = mk(ps, N_MICROBATCHES, @1); $$->a = $2; }
+| CHUNKS expr          { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = -1; }
+| CHUNKS expr INTERLEAVED { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_INTERLEAVED; }
+| CHUNKS expr VSHAPE   { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_VSHAPE; }
+| MEMORY number        { $$ = mk(ps, N_MEMORY, @1); $$->a = $2; }
+| COSTS fblock         { $$ = mk(ps, N_COSTS, @1); $$->op = COSTS_ALL; $$->body = $2; }
+| COSTS STAGE expr fblock
+                       { $$ = mk(ps, N_COSTS, @1); $$->op = COSTS_STAGE; $$->a = $3; $$->body = $4; }
+| COSTS VSTAGE expr fblock
+                       { $$ = mk(ps, N_COSTS, @1); $$->op = COSTS_VSTAGE; $$->a = $3; $$->body = $4; }
+| MODEL name           { $$ = mk_name(ps, N_MODEL, @2, $2); }
+| MODEL name fblock    { $$ = mk_name(ps, N_MODEL, @2, $2); $$->op = 1; $$->body = $3; }
+| DEVICE name          { $$ = mk_name(ps, N_DEVICE, @2, $2); }
+| DEVICE name fblock   { $$ = mk_name(ps, N_DEVICE, @2, $2); $$->op = 1; $$->body = $3; }
+| PARTITION EVEN       { $$ = mk(ps, N_PARTITION, @1); $$->op = 1; }
+| PARTITION '[' numlist ']'
+                       { $$ = mk(ps, N_PARTITION, @1); $$->body = $3.head; }
+| TENSOR_PARALLEL expr { $$ = mk(ps, N_TP, @1); $$->a = $2; }
+| SCHEDULE name        { $$ = mk_name(ps, N_SCHEDULE, @2, $2); }
+| RECOMPUTE STAGES value POLICY name
+                       { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); }
+| APPLY name           { $$ = mk_name(ps, N_APPLY, @2, $2); }
+| APPLY name '(' ')'   { $$ = mk_name(ps, N_APPLY, @2, $2); }
+| APPLY name '(' kvs ')'
+                       { $$ = mk_name(ps, N_APPLY, @2, $2); $$->body = $4.head; }
+;
+
+ifstmt:
+  IF expr block        { $$ = mk(ps, N_IF, @1); $$->a = $2; $$->body = $3; }
+| IF expr block ELSE block
+                       { $$ = mk(ps, N_IF, @1); $$->a = $2; $$->body = $3; $$->c = $5; }
+| IF expr block ELSE ifstmt
+                       { $$ = mk(ps, N_IF, @1); $$->a = $2; $$->body = $3; $$->c = $5; }
+;
+
+depop:
+  OPTOK                { NodeList l = {0, 0}; ast_push_op(ps->c, &l, $1); $$ = l.head; }
+| IDENT '(' args ')'   { $$ = mk_name(ps, N_OPCALL, @1, $1); $$->a = $3.head; }
+;
+
+expr:
+  NUM                  { $$ = mk_num(ps, @1, $1, false); }
+| IDENT                { $$ = mk_name(ps, N_VAR, @1, $1); $$->depth = 1; }
+| '(' expr ')'         { $$ = $2; }
+| IDENT '(' args ')'   { $$ = mk_expr(ps, N_CALL, 0, @1, $3.head, NULL); if ($$) $$->name = $1; }
+| expr '+' expr        { $$ = mk_expr(ps, N_BINOP, BIN_ADD, @2, $1, $3); }
+| expr '-' expr        { $$ = mk_expr(ps, N_BINOP, BIN_SUB, @2, $1, $3); }
+| expr '*' expr        { $$ = mk_expr(ps, N_BINOP, BIN_MUL, @2, $1, $3); }
+| expr '/' expr        { $$ = mk_expr(ps, N_BINOP, BIN_DIV, @2, $1, $3); }
+| expr '%' expr        { $$ = mk_expr(ps, N_BINOP, BIN_MOD, @2, $1, $3); }
+| expr '<' expr        { $$ = mk_expr(ps, N_BINOP, BIN_LT, @2, $1, $3); }
+| expr LE expr         { $$ = mk_expr(ps, N_BINOP, BIN_LE, @2, $1, $3); }
+| expr '>' expr        { $$ = mk_expr(ps, N_BINOP, BIN_GT, @2, $1, $3); }
+| expr GE expr         { $$ = mk_expr(ps, N_BINOP, BIN_GE, @2, $1, $3); }
+| expr EQ expr         { $$ = mk_expr(ps, N_BINOP, BIN_EQ, @2, $1, $3); }
+| expr NE expr         { $$ = mk_expr(ps, N_BINOP, BIN_NE, @2, $1, $3); }
+| expr AND expr        { $$ = mk_expr(ps, N_BINOP, BIN_AND, @2, $1, $3); }
+| expr OR expr         { $$ = mk_expr(ps, N_BINOP, BIN_OR, @2, $1, $3); }
+| '-' expr %prec UNARY { $$ = mk_expr(ps, N_UNOP, '-', @1, $2, NULL); }
+| '!' expr %prec UNARY { $$ = mk_expr(ps, N_UNOP, '!', @1, $2, NULL); }
+;
+
+args:
+  expr                 { $$ = one($1); }
+| args ',' expr        { $$ = push($1, $3); }
+;
+
+fblock:
+  '{' fields '}'       { $$ = $2.head; }
+| '{' fields error '}' { $$ = $2.head; }
+;
+
+fields:
+  %empty               { $$ = (NodeList){0, 0}; }
+| fields field         { $$ = push($1, $2); }
+| fields ';'           { $$ = $1; }
+;
+
+field: name value      { $$ = mk_name(ps, N_FIELD, @1, $1); $$->a = $2; }
+
+kvs:
+  kv                   { $$ = one($1); }
+| kvs ',' kv           { $$ = push($1, $3); }
+;
+
+kv: name '=' value     { $$ = mk_name(ps, N_FIELD, @1, $1); $$->a = $3; }
+
+value:
+  number
+| NUM DOTDOT NUM       { $$ = mk(ps, N_VRANGE, @$); $$->a = mk_num(ps, @1, $1, false); $$->b = mk_num(ps, @3, $3, false); }
+| NUM DOTDOTEQ NUM     { $$ = mk(ps, N_VRANGE, @$); $$->a = mk_num(ps, @1, $1, false); $$->b = mk_num(ps, @3, $3, false); $$->op = 1; }
+| name                 { $$ = mk_name(ps, N_VIDENT, @1, $1); }
+| STRING               { $$ = mk_name(ps, N_VSTR, @1, $1); }
+| '[' numlist ']'      { $$ = mk(ps, N_VLIST, @$); $$->body = $2.head; }
+| '[' ']'              { $$ = mk(ps, N_VLIST, @$); }
+;
+
+number:
+  NUM                  { $$ = mk_num(ps, @1, $1, false); }
+| '-' NUM              { $$ = mk_num(ps, @$, $2, true); }
+;
+
+numlist:
+  number               { $$ = one($1); }
+| numlist ',' number   { $$ = push($1, $3); }
+;
+
+%%
+
+static Node *mk_name(PipeParse *ps, NodeKind k, PipeLoc l, const char *name)
+{
+    Node *n = ast_node(ps->c, k, L(l));
+    n->name = name;
+    return n;
+}
+
+static Node *mk_num(PipeParse *ps, PipeLoc l, Num num, bool neg)
+{
+    Node *n = ast_node(ps->c, N_NUM, L(l));
+    if (neg) {
+        num.val = -num.val;
+        num.ival = -num.ival;
+    }
+    n->u.num = num;
+    n->depth = 1;
+    return n;
+}
+
+/* An expression node; reports `limit` (once) when the tree grows deeper than
+ * frontend_limits.max_expr_depth, which stops the parse so that the recursive
+ * evaluator never sees it. */
+static Node *mk_expr(PipeParse *ps, NodeKind k, int op, PipeLoc l, Node *a, Node *b)
+{
+    Node *n = ast_node(ps->c, k, L(l));
+    n->op = (int8_t)op;
+    n->a = a;
+    n->b = b;
+    int depth = ast_depth(a, b);
+    if (k == N_CALL)
+        for (Node *x = a; x; x = x->next)
+            if (x->depth + 1 > depth)
+                depth = x->depth + 1;
+    if (depth > frontend_limits.max_expr_depth) {
+        if (!ps->aborted)
+            diag_error(ps->d, L(l), DIAG_LIMIT, "expression nested deeper than %d levels",
+                       frontend_limits.max_expr_depth);
+        ps->aborted = true;
+        depth = frontend_limits.max_expr_depth;
+    }
+    n->depth = (uint16_t)depth;
+    return n;
+}
+
+/* Bison calls this only for stack exhaustion: deep nesting the scanner let through. */
+static void pipe_yyerror(PIPE_YYLTYPE *loc, void *scanner, PipeParse *ps, const char *msg)
+{
+    (void)scanner;
+    if (ps->aborted)
+        return;
+    diag_error(ps->d, L(*loc), DIAG_LIMIT, "input nested too deeply (%s)", msg);
+    ps->aborted = true;
+}
+
+/* "'pipeline'" from the token table's "\"'pipeline'\"". */
+static void sym_name(char *buf, size_t n, yysymbol_kind_t sym)
+{
+    const char *s = yysymbol_name(sym);
+    size_t len = strlen(s);
+    if (len >= 2 && s[0] == '"' && s[len - 1] == '"') {
+        s++;
+        len -= 2;
+    }
+    if (len >= n)
+        len = n - 1;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+}
+
+/* "unexpected identifier 'pipelin', expected 'import', 'template' or ';'". The list of
+ * expected tokens is given when it is short; at an unexpected end of file a note points
+ * at the innermost '{' still open. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipeParse *ps)
+{
+    (void)scanner;
+    if (ps->aborted)
+        return 0;
+    yysymbol_kind_t tok = yypcontext_token(ctx);
+    const PipeLoc *tl = yypcontext_location(ctx);
+    if (tok == YYSYMBOL_INVALID) /* the scanner reported it */
+        return 0;
+    StrBuf b = {0};
+    char name[64];
+    sym_name(name, sizeof name, tok);
+    sb_printf(&b, "unexpected %s", name);
+    if (tok == YYSYMBOL_IDENT || tok == YYSYMBOL_NUM || tok == YYSYMBOL_OPTOK || tok == YYSYMBOL_STRING) {
+        const SrcFile *f = &ps->d->files[ps->file];
+        uint32_t len = tl->end - tl->off;
+        if (tl->end <= f->len)
+            sb_printf(&b, " %s%.*s%s", tok == YYSYMBOL_STRING ? "" : "'", len > 40 ? 40 : (int)len,
+                      f->text + tl->off, len > 40 ? "..." : tok == YYSYMBOL_STRING ? "" : "'");
+    }
+    enum { MAXEXP = 6 };
+    yysymbol_kind_t exp[MAXEXP];
+    int nexp = yypcontext_expected_tokens(ctx, exp, MAXEXP);
+    if (nexp > 0) {
+        sb_puts(&b, ", expected ");
+        for (int i = 0; i < nexp; i++) {
+            sym_name(name, sizeof name, exp[i]);
+            sb_printf(&b, "%s%s", i == 0 ? "" : i == nexp - 1 ? " or " : ", ", name);
+        }
+    }
+    diag_error(ps->d, L(*tl), DIAG_SYNTAX, "%s", b.s);
+    sb_free(&b);
+    if (tok == YYSYMBOL_YYEOF) {
+        for (int i = ps->nopen; i-- > 0;)
+            if (ps->open[i].ch == '{') {
+                Loc at = {ps->open[i].off, ps->file};
+                if (ps->open[i].kw)
+                    diag_note(ps->d, at, "possibly unterminated '%s' block; the '{' is here", ps->open[i].kw);
+                else
+                    diag_note(ps->d, at, "possibly unterminated block; the '{' is here");
+                break;
+            }
+    }
+    return 0;
+}
+
+int pipe_yylex_init_extra(PipeParse *extra, void **scanner);
+int pipe_yylex_destroy(void *scanner);
+void *pipe_yy_scan_bytes(const char *bytes, int len, void *scanner);
+
+void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
+{
+    PipeParse ps = {.d = d, .c = c, .file = file};
+    int before = d->nerr;
+    void *scanner;
+    if (pipe_yylex_init_extra(&ps, &scanner))
+        die("cannot initialise the scanner");
+    const SrcFile *f = &d->files[file];
+    pipe_yy_scan_bytes(f->text, (int)f->len, scanner);
+    pipe_yyparse(scanner, &ps);
+    pipe_yylex_destroy(scanner);
+    free(ps.open);
+    out->file = file;
+    out->items = ps.items;
+    out->ok = d->nerr == before;
+}
