@@ -1,0 +1,312 @@
+/* run_main.c - the generated program's main (pr_main): options, the per-iteration
+ * lines, the closing summary (text or JSON) and the `--profile` costs block. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "piperun_internal.h"
+
+static void usage(FILE *f, const char *argv0)
+{
+    fprintf(f,
+            "usage: %s [--iters N] [--check] [--json] [--trace T.json] [--workload mlp|synthetic]\n"
+            "          [--data FILE] [--time-scale X] [--timeout SECONDS] [--profile [-o FILE]]\n"
+            "          [--lr X] [--seed N] [--quiet]\n",
+            argv0);
+}
+
+/* Parses a number; false when not all of s is one. */
+static bool num(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* The measured iteration time: the mean over iterations after the first (warm-up) when
+ * there are several, else the only one. */
+static double measured_ms(const PrResult *res)
+{
+    if (res->iters <= 1)
+        return res->iter_ms[0];
+    double s = 0;
+    for (int i = 1; i < res->iters; i++)
+        s += res->iter_ms[i];
+    return s / (res->iters - 1);
+}
+
+static void print_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void print_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const PrResult *res,
+                         double sim)
+{
+    fprintf(f, "{\"pipeline\": ");
+    print_json_str(f, g->name);
+    fprintf(f, ", \"workload\": \"%s\", \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
+               "\"iters\": %d,\n \"losses\": [",
+            o->workload == PR_MLP ? "mlp" : "synthetic", g->P, g->M, g->V, res->iters);
+    for (int i = 0; i < res->iters; i++) {
+        fputs(i ? ", " : "", f);
+        print_num(f, res->loss[i]);
+    }
+    fprintf(f, "],\n \"iter_ms\": [");
+    for (int i = 0; i < res->iters; i++) {
+        fputs(i ? ", " : "", f);
+        print_num(f, res->iter_ms[i]);
+    }
+    fprintf(f, "],\n \"measured_ms\": ");
+    print_num(f, measured_ms(res));
+    fprintf(f, ", \"simulated_ms\": ");
+    print_num(f, sim >= 0 ? sim : NAN);
+    fprintf(f, ",\n \"per_stage\": [");
+    for (int s = 0; s < g->P; s++) {
+        fprintf(f, "%s{\"stage\": %d, \"busy_ms\": ", s ? ",\n   " : "", s);
+        print_num(f, res->busy_ms[s]);
+        fprintf(f, ", \"peak_arena_bytes\": %lld, \"arena_bytes\": %lld, "
+                   "\"planned_peak_bytes\": %lld}",
+                (long long)res->peak_arena[s], (long long)g->ranks[s].arena_bytes[o->workload],
+                (long long)g->ranks[s].peak_live_bytes[o->workload]);
+    }
+    fprintf(f, "],\n \"max_grad_error\": ");
+    if (res->max_grad_err >= 0 || isnan(res->max_grad_err)) {
+        print_num(f, res->max_grad_err);
+        fprintf(f, ", \"grad_errors\": {");
+        for (int i = 0; i < res->ngrad; i++) {
+            fputs(i ? ", " : "", f);
+            print_json_str(f, res->grad_name[i]);
+            fputs(": ", f);
+            print_num(f, res->grad_err[i]);
+        }
+        fputs("}", f);
+    } else {
+        fputs("null", f);
+    }
+    fputs("}\n", f);
+}
+
+static void fmt_bytes(char *buf, size_t n, double b)
+{
+    if (b < 1024.0)
+        snprintf(buf, n, "%.0f B", b);
+    else if (b < 1048576.0)
+        snprintf(buf, n, "%.1f KiB", b / 1024);
+    else if (b < 1073741824.0)
+        snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else
+        snprintf(buf, n, "%.1f GiB", b / 1073741824.0);
+}
+
+static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const PrResult *res,
+                         double sim)
+{
+    double meas = measured_ms(res);
+    fprintf(f, "%s: %d stages, %d micro-batches, %d chunks, workload %s, %d iteration%s\n",
+            g->name, g->P, g->M, g->V, o->workload == PR_MLP ? "mlp" : "synthetic", res->iters,
+            res->iters == 1 ? "" : "s");
+    if (o->workload == PR_MLP && res->iters > 1)
+        fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);
+    if (sim >= 0)
+        fprintf(f, "iteration time: measured %.3f ms, simulated %.3f ms (measured/simulated "
+                   "%.3f)\n",
+                meas, sim, sim > 0 ? meas / sim : NAN);
+    else
+        fprintf(f, "iteration time: measured %.3f ms, simulated n/a\n", meas);
+    for (int s = 0; s < g->P; s++) {
+        char a[32], b[32];
+        fmt_bytes(a, sizeof a, (double)g->ranks[s].arena_bytes[o->workload]);
+        fmt_bytes(b, sizeof b, (double)res->peak_arena[s]);
+        fprintf(f, "  stage %d: busy %.3f ms/iter, arena %s, peak live %s\n", s,
+                res->busy_ms[s] / res->iters, a, b);
+    }
+    if (res->max_grad_err >= 0 || isnan(res->max_grad_err)) {
+        fprintf(f, "gradient check against the sequential reference (max relative error per "
+                   "tensor):\n");
+        for (int i = 0; i < res->ngrad; i++)
+            fprintf(f, "  %-12s %.3g\n", res->grad_name[i], res->grad_err[i]);
+        fprintf(f, "max relative gradient error: %.3g\n", res->max_grad_err);
+    }
+}
+
+int pr_main(const PrProgram *prog, int argc, char **argv)
+{
+    PrOptions o;
+    pr_options_default(&o, prog);
+    enum { O_ITERS = 256, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE, O_TIMEOUT,
+           O_PROFILE, O_LR, O_SEED, O_QUIET, O_HELP };
+    static const struct option longopts[] = {
+        {"iters", required_argument, NULL, O_ITERS},
+        {"check", no_argument, NULL, O_CHECK},
+        {"json", no_argument, NULL, O_JSON},
+        {"trace", required_argument, NULL, O_TRACE},
+        {"workload", required_argument, NULL, O_WORKLOAD},
+        {"data", required_argument, NULL, O_DATA},
+        {"time-scale", required_argument, NULL, O_SCALE},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"profile", no_argument, NULL, O_PROFILE},
+        {"lr", required_argument, NULL, O_LR},
+        {"seed", required_argument, NULL, O_SEED},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    double v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_ITERS:
+            if (!num(optarg, &v) || v < 1 || v > 1000000 || v != floor(v))
+                goto bad;
+            o.iters = (int)v;
+            break;
+        case O_CHECK: o.check = true; break;
+        case O_JSON: o.json = true; break;
+        case O_TRACE: o.trace = optarg; break;
+        case O_WORKLOAD:
+            if (!strcmp(optarg, "mlp"))
+                o.workload = PR_MLP;
+            else if (!strcmp(optarg, "synthetic"))
+                o.workload = PR_SYNTHETIC;
+            else
+                goto bad;
+            break;
+        case O_DATA: o.data = optarg; break;
+        case O_SCALE:
+            if (!num(optarg, &v) || v < 0 || v > 1e6)
+                goto bad;
+            o.time_scale = v;
+            break;
+        case O_TIMEOUT:
+            if (!num(optarg, &v) || !(v > 0) || v > 1e6)
+                goto bad;
+            o.timeout_s = v;
+            break;
+        case O_PROFILE: o.profile = true; break;
+        case 'o': o.profile_out = optarg; break;
+        case O_LR:
+            if (!num(optarg, &v) || v < 0 || v > 1e3)
+                goto bad;
+            o.lr = v;
+            break;
+        case O_SEED:
+            if (!num(optarg, &v) || v < 0 || v > 9007199254740992.0 || v != floor(v))
+                goto bad;
+            o.seed = (uint64_t)v;
+            break;
+        case O_QUIET: o.quiet = true; break;
+        case O_HELP: usage(stdout, argv[0]); return 0;
+        default:
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
+        usage(stderr, argv[0]);
+        return 2;
+    }
+    pr_install_signals();
+    PrResult res;
+    int rc = pr_run(prog, &o, &res);
+    if (rc) {
+        fprintf(stderr, "piperun: %s\n", res.error[0] ? res.error : "the run failed");
+        pr_result_free(&res);
+        return 1;
+    }
+    double sim = prog->sim_ms >= 0 ? prog->sim_ms * (o.workload == PR_SYNTHETIC ? o.time_scale : 1)
+                                   : -1;
+    if (o.json)
+        summary_json(stdout, prog, &o, &res, sim);
+    else if (!o.profile || o.profile_out)
+        summary_text(stdout, prog, &o, &res, sim);
+    if (o.check && !(res.max_grad_err < 1e-5)) {
+        fprintf(stderr, "piperun: gradient check failed: max relative error %.3g >= 1e-5\n",
+                res.max_grad_err);
+        rc = 1;
+    }
+    pr_result_free(&res);
+    return rc;
+bad:
+    fprintf(stderr, "%s: bad value '%s' for an option\n", argv[0], optarg);
+    usage(stderr, argv[0]);
+    return 2;
+}
+
+/* The `costs` block of measured op times (docs/runtime.md "Profiling"): per virtual
+ * stage the mean F, B (+ W when split, since `b` is the whole backward), W and R times
+ * over the iterations after the first, and the real region bytes of the mlp workload. */
+int pr_profile_write(const PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    FILE *f = stdout;
+    if (run->opt.profile_out && !(f = fopen(run->opt.profile_out, "w")))
+        return -1;
+    fprintf(f, "# op costs measured by `pipec run --profile` (workload %s, %d iterations)\n",
+            run->opt.workload == PR_MLP ? "mlp" : "synthetic", run->opt.iters);
+    fprintf(f, "costs { p2p 0ms }\n");
+    for (int v = 0; v < run->PV; v++) {
+        const PrRank *r = &run->rank[g->vstages[v].rank];
+        double mean[PR_NKINDS];
+        for (int k = 0; k < PR_NKINDS; k++) {
+            size_t kk = (size_t)v * PR_NKINDS + (size_t)k;
+            mean[k] = r->kind_n[kk] ? r->kind_ms[kk] / r->kind_n[kk] : -1;
+        }
+        fprintf(f, "costs vstage %d {", v);
+        if (mean[PR_F] >= 0)
+            fprintf(f, " f %.6fms", mean[PR_F]);
+        if (mean[PR_B] >= 0)
+            fprintf(f, " b %.6fms", mean[PR_B] + (mean[PR_W] >= 0 ? mean[PR_W] : 0));
+        if (mean[PR_W] >= 0)
+            fprintf(f, " w %.6fms", mean[PR_W]);
+        if (mean[PR_R] >= 0)
+            fprintf(f, " r %.6fms", mean[PR_R]);
+        if (run->opt.workload == PR_MLP)
+            fprintf(f, " act %lld ckpt %lld wact %lld", (long long)g->vstages[v].act,
+                    (long long)g->vstages[v].ckpt, (long long)g->vstages[v].wact);
+        fprintf(f, " }\n");
+    }
+    for (int s = 0; s < run->P; s++) {
+        const PrRank *r = &run->rank[s];
+        double bytes = 0, ms = 0;
+        for (uint32_t i = 0; i < r->d->nops; i++)
+            if (r->d->ops[i].kind == PR_SO || r->d->ops[i].kind == PR_SI)
+                for (int it = 0; it < run->opt.iters; it++) {
+                    const PrSpan *sp = &r->span[(size_t)it * r->d->nops + i];
+                    bytes += (double)r->d->ops[i].held[run->opt.workload];
+                    ms += sp->t1 - sp->t0;
+                }
+        if (bytes > 0 && ms > 0)
+            fprintf(f, "costs stage %d { host_bw %.0fB/s }\n", s, bytes / (ms / 1e3));
+    }
+    if (f != stdout && fclose(f) != 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,249 @@
+/* workload_mlp.c - the `mlp` workload in the runtime: each op of a rank runs the slice
+ * of runtime/mlp.h that its virtual stage owns, on activations in the rank's arena.
+ *
+ * Data flow between ops of one micro-batch m:
+ *   F(v,m) reads in_f[(v,m)] (the hidden state from F(v-1,m): a message payload, or a
+ *   buffer left by a same-rank F) and writes its output either straight into
+ *   in_f[(v+1,m)] of its own rank (next virtual stage on the same rank) or into
+ *   out_f[(v,m)], which the send of the message to F(v+1,m) hands over. B does the
+ *   same backwards with in_b/out_b. Io buffers (mlp_io_bytes each) live outside the
+ *   arena, like a transport's buffers; the activations themselves live in the arena. */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "piperun_internal.h"
+
+/* Used when no --data file is given (pipec run passes the project's docs instead). */
+static const char builtin_text[] =
+    "pipec is a compiler for pipeline-parallel training schedules. A researcher writes a "
+    "pipe file that says how a model is cut into pipeline stages and, for every stage, "
+    "the exact order of its forward, backward, weight-gradient, recompute and swap ops "
+    "over the micro-batches of one training iteration. pipec checks it, transforms it, "
+    "simulates it and generates one C program per rank that really trains the model.\n";
+
+int pr_mlp_setup(PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
+    char why[160];
+    if (mlp_config_check(&c, why, sizeof why) != 0) {
+        pr_fail(run, -1, -1, "mlp model: %s", why);
+        return -1;
+    }
+    run->slice = calloc((size_t)run->PV, sizeof *run->slice);
+    int *layers = calloc((size_t)run->PV, sizeof *layers);
+    if (!run->slice || !layers) {
+        free(layers);
+        pr_fail(run, -1, -1, "out of memory");
+        return -1;
+    }
+    for (int v = 0; v < run->PV; v++)
+        layers[v] = g->vstages[v].layers;
+    int rc = mlp_slices_init(&c, run->PV, layers, run->slice);
+    free(layers);
+    if (rc != 0) {
+        pr_fail(run, -1, -1, "mlp model: the partition does not sum to %d layers", c.L);
+        return -1;
+    }
+    for (int v = 0; v < run->PV; v++) {
+        const MlpSlice *s = &run->slice[v];
+        int64_t a = (int64_t)mlp_act_bytes(&c, s), k = (int64_t)mlp_ckpt_bytes(&c, s),
+                w = (int64_t)mlp_wact_bytes(&c, s);
+        const PrVstage *pv = &g->vstages[v];
+        if (a != pv->act || k != pv->ckpt || w != pv->wact) {
+            pr_fail(run, -1, -1,
+                    "virtual stage %d: the arena was planned for act/ckpt/wact = "
+                    "%lld/%lld/%lld bytes but the model needs %lld/%lld/%lld; regenerate "
+                    "the program with this pipec",
+                    v, (long long)pv->act, (long long)pv->ckpt, (long long)pv->wact,
+                    (long long)a, (long long)k, (long long)w);
+            return -1;
+        }
+    }
+    run->model = mlp_create(&c, run->opt.seed);
+    if (!run->model) {
+        pr_fail(run, -1, -1, "out of memory creating the mlp model");
+        return -1;
+    }
+    if (run->opt.data) {
+        if (data_load(&run->data, run->opt.data) != 0) {
+            pr_fail(run, -1, -1, "cannot read --data %s: %s", run->opt.data, strerror(errno));
+            return -1;
+        }
+    } else if (data_from_memory(&run->data, builtin_text, sizeof builtin_text - 1) != 0) {
+        pr_fail(run, -1, -1, "out of memory");
+        return -1;
+    }
+    if (!data_fits(&run->data, c.T)) {
+        pr_fail(run, -1, -1, "the training text has %zu bytes, fewer than seq + 1 = %d",
+                run->data.n, c.T + 1);
+        return -1;
+    }
+    run->io_bytes = mlp_io_bytes(&c);
+    openblas_set_num_threads(run->opt.threads_blas > 0 ? run->opt.threads_blas : 1);
+    return 0;
+}
+
+void pr_mlp_teardown(PrRun *run)
+{
+    mlp_free(run->model);
+    run->model = NULL;
+    free(run->slice);
+    run->slice = NULL;
+    data_free(&run->data);
+}
+
+void pr_mlp_zero(PrRun *run)
+{
+    for (int v = 0; v < run->PV; v++)
+        mlp_zero_grad(run->model, &run->slice[v]);
+    for (int m = 0; m < run->M; m++)
+        run->mb_loss[m] = 0;
+}
+
+void pr_mlp_step(PrRun *run)
+{
+    for (int v = 0; v < run->PV; v++)
+        mlp_sgd_step(run->model, &run->slice[v], (float)run->opt.lr);
+}
+
+static int batch(PrRank *r, const PrOp *o)
+{
+    const PrProgram *g = r->run->prog;
+    if (data_batch(&r->run->data, r->run->opt.seed, r->iter, o->mb, g->mlp_B, g->mlp_T,
+                   g->mlp_vocab, r->tokens, r->targets) != 0)
+        return -1;
+    return 0;
+}
+
+int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
+{
+    PrRun *run = r->run;
+    const MlpSlice *s = &run->slice[o->vstage];
+    MlpModel *m = run->model;
+    size_t k = (size_t)o->vstage * (size_t)run->M + (size_t)o->mb;
+    void *act = o->off[PR_MLP] >= 0 ? r->arena + o->off[PR_MLP] : r->arena;
+    bool need_data = s->embed || s->head;
+    if (need_data && batch(r, o) != 0) {
+        pr_fail(run, r->id, i, "no batch from the training text");
+        return -1;
+    }
+    switch (o->kind) {
+    case PR_F: {
+        float *in = NULL, *out = NULL;
+        if (!s->embed) {
+            in = r->in_f[k];
+            if (!in) {
+                pr_fail(run, r->id, i, "the input of F has not arrived");
+                return -1;
+            }
+        }
+        if (!s->head && !(out = malloc(run->io_bytes))) {
+            pr_fail(run, r->id, i, "out of memory (%zu bytes)", run->io_bytes);
+            return -1;
+        }
+        float loss = 0;
+        int rc = mlp_forward(m, s, out, s->head ? &loss : NULL, act, in, r->tokens,
+                             r->targets, !(o->flags & PR_HAS_R));
+        free(in);
+        r->in_f[k] = NULL;
+        if (rc != 0) {
+            free(out);
+            pr_fail(run, r->id, i, "out of memory in the forward");
+            return -1;
+        }
+        if (s->head)
+            run->mb_loss[o->mb] = loss;
+        if (out) {
+            int nv = o->vstage + 1;
+            size_t kn = (size_t)nv * (size_t)run->M + (size_t)o->mb;
+            void **slot = run->prog->vstages[nv].rank == r->id ? &r->in_f[kn] : &r->out_f[k];
+            free(*slot);
+            *slot = out;
+        }
+        return 0;
+    }
+    case PR_R:
+        mlp_recompute(m, s, act, r->tokens);
+        return 0;
+    case PR_B: {
+        float *dout = NULL, *din = NULL;
+        if (!s->head) {
+            dout = r->in_b[k];
+            if (!dout) {
+                pr_fail(run, r->id, i, "the output gradient of B has not arrived");
+                return -1;
+            }
+        }
+        if (!s->embed && !(din = malloc(run->io_bytes))) {
+            pr_fail(run, r->id, i, "out of memory (%zu bytes)", run->io_bytes);
+            return -1;
+        }
+        mlp_backward(m, s, din, act, dout, r->tokens, r->targets, (o->flags & PR_HAS_W) != 0);
+        free(dout);
+        r->in_b[k] = NULL;
+        if (din) {
+            int pv = o->vstage - 1;
+            size_t kp = (size_t)pv * (size_t)run->M + (size_t)o->mb;
+            void **slot = run->prog->vstages[pv].rank == r->id ? &r->in_b[kp] : &r->out_b[k];
+            free(*slot);
+            *slot = din;
+        }
+        return 0;
+    }
+    case PR_W:
+        mlp_weight_grad(m, s, act, r->tokens);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+int pr_mlp_check(PrRun *run, PrResult *res)
+{
+    const PrProgram *g = run->prog;
+    MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
+    /* The reference starts from the same initial weights: a fresh model with the same
+     * seed (iteration 0 has not stepped yet when this runs). */
+    MlpModel *ref = mlp_create(&c, run->opt.seed);
+    size_t bt = (size_t)c.B * (size_t)c.T;
+    int *tok = malloc((size_t)run->M * bt * sizeof *tok);
+    int *tgt = malloc((size_t)run->M * bt * sizeof *tgt);
+    int n = ref ? mlp_param_count(ref) : 0;
+    res->grad_name = calloc((size_t)(n ? n : 1), sizeof *res->grad_name);
+    res->grad_err = calloc((size_t)(n ? n : 1), sizeof *res->grad_err);
+    int rc = -1;
+    if (!ref || !tok || !tgt || !res->grad_name || !res->grad_err)
+        goto out;
+    for (int mb = 0; mb < run->M; mb++)
+        if (data_batch(&run->data, run->opt.seed, 0, mb, c.B, c.T, c.vocab, tok + mb * bt,
+                       tgt + mb * bt) != 0)
+            goto out;
+    MlpSlice whole = mlp_whole(&c);
+    mlp_zero_grad(ref, &whole);
+    if (isnan(mlp_reference_iteration(ref, run->M, tok, tgt)))
+        goto out;
+    res->ngrad = n;
+    res->max_grad_err = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        float *ga, *gr;
+        size_t cnt;
+        mlp_param(run->model, i, &name, NULL, &ga, &cnt);
+        mlp_param(ref, i, NULL, NULL, &gr, NULL);
+        snprintf(res->grad_name[i], sizeof res->grad_name[i], "%s", name);
+        res->grad_err[i] = mlp_rel_error(ga, gr, cnt);
+        if (res->grad_err[i] > res->max_grad_err || isnan(res->grad_err[i]))
+            res->max_grad_err = res->grad_err[i];
+    }
+    rc = 0;
+out:
+    mlp_free(ref);
+    free(tok);
+    free(tgt);
+    return rc;
+}
