@@ -31,6 +31,7 @@ typedef struct PipeParse {
     int last_tok;
     struct { uint32_t off; const char *kw; char ch; } *open; /* open brackets */
     int nopen, opencap;
+    bool eof_reported;      /* an "unexpected end of file" was reported */
     Node *items;            /* the result */
 } PipeParse;
 }
@@ -327,6 +328,20 @@ static void pipe_yyerror(PIPE_YYLTYPE *loc, void *scanner, PipeParse *ps, const 
     ps->aborted = true;
 }
 
+/* Points at the innermost '{' still open at the end of the file. */
+static void note_unterminated(PipeParse *ps)
+{
+    for (int i = ps->nopen; i-- > 0;)
+        if (ps->open[i].ch == '{') {
+            Loc at = {ps->open[i].off, ps->file};
+            if (ps->open[i].kw)
+                diag_note(ps->d, at, "possibly unterminated '%s' block; the '{' is here", ps->open[i].kw);
+            else
+                diag_note(ps->d, at, "possibly unterminated block; the '{' is here");
+            return;
+        }
+}
+
 /* "'pipeline'" from the token table's "\"'pipeline'\"". */
 static void sym_name(char *buf, size_t n, yysymbol_kind_t sym)
 {
@@ -365,28 +380,39 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
             sb_printf(&b, " %s%.*s%s", tok == YYSYMBOL_STRING ? "" : "'", len > 40 ? 40 : (int)len,
                       f->text + tl->off, len > 40 ? "..." : tok == YYSYMBOL_STRING ? "" : "'");
     }
-    enum { MAXEXP = 6 };
-    yysymbol_kind_t exp[MAXEXP];
-    int nexp = yypcontext_expected_tokens(ctx, exp, MAXEXP);
-    if (nexp > 0) {
+    /* The expected tokens, without ';' (always optional) and with "any keyword or
+     * identifier" said as "name"; listed only when few. */
+    yysymbol_kind_t exp[YYNTOKENS];
+    int nexp = yypcontext_expected_tokens(ctx, exp, YYNTOKENS), nkw = 0;
+    bool ident = false;
+    for (int i = 0; i < nexp; i++) {
+        ident |= exp[i] == YYSYMBOL_IDENT;
+        nkw += exp[i] >= YYSYMBOL_PIPELINE && exp[i] <= YYSYMBOL_ELSE;
+    }
+    bool any_name = ident && nkw == YYSYMBOL_ELSE - YYSYMBOL_PIPELINE + 1;
+    const char *shown[8];
+    int nshown = 0;
+    for (int i = 0; i < nexp && nshown <= 6; i++) {
+        if (exp[i] == YYSYMBOL_YYerror || strcmp(yysymbol_name(exp[i]), "';'") == 0)
+            continue;
+        if (any_name && exp[i] >= YYSYMBOL_PIPELINE && exp[i] <= YYSYMBOL_ELSE)
+            continue;
+        shown[nshown++] = any_name && exp[i] == YYSYMBOL_IDENT ? "name" : yysymbol_name(exp[i]);
+    }
+    if (nshown > 0 && nshown <= 6) {
         sb_puts(&b, ", expected ");
-        for (int i = 0; i < nexp; i++) {
-            sym_name(name, sizeof name, exp[i]);
-            sb_printf(&b, "%s%s", i == 0 ? "" : i == nexp - 1 ? " or " : ", ", name);
+        for (int i = 0; i < nshown; i++) {
+            size_t len = strlen(shown[i]);
+            bool q = len >= 2 && shown[i][0] == '"';
+            sb_printf(&b, "%s%.*s", i == 0 ? "" : i == nshown - 1 ? " or " : ", ",
+                      (int)(q ? len - 2 : len), shown[i] + q);
         }
     }
     diag_error(ps->d, L(*tl), DIAG_SYNTAX, "%s", b.s);
     sb_free(&b);
     if (tok == YYSYMBOL_YYEOF) {
-        for (int i = ps->nopen; i-- > 0;)
-            if (ps->open[i].ch == '{') {
-                Loc at = {ps->open[i].off, ps->file};
-                if (ps->open[i].kw)
-                    diag_note(ps->d, at, "possibly unterminated '%s' block; the '{' is here", ps->open[i].kw);
-                else
-                    diag_note(ps->d, at, "possibly unterminated block; the '{' is here");
-                break;
-            }
+        ps->eof_reported = true;
+        note_unterminated(ps);
     }
     return 0;
 }
@@ -405,6 +431,12 @@ void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
     const SrcFile *f = &d->files[file];
     pipe_yy_scan_bytes(f->text, (int)f->len, scanner);
     pipe_yyparse(scanner, &ps);
+    /* Error recovery can swallow the error at the end of the file (bison reports
+     * nothing until three tokens were read after an error): say what is left open. */
+    if (!ps.aborted && !ps.eof_reported && ps.nopen > 0) {
+        diag_error(d, (Loc){f->len, file}, DIAG_SYNTAX, "unexpected end of file");
+        note_unterminated(&ps);
+    }
     pipe_yylex_destroy(scanner);
     free(ps.open);
     out->file = file;
