@@ -932,16 +932,10 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     }
     if (s.model)
         p->model = resolve_entity(e, s.model, e->models, e->nmodels, "model");
-    if (s.device) {
+    /* The device's memory (less what it reserves) becomes the budget when `memory` is
+     * not set: the cost model does that, as it reads the device's fields. */
+    if (s.device)
         p->device = resolve_entity(e, s.device, e->devices, e->ndevices, "device");
-        const Field *mem = p->device ? field_find(p->device->fields, p->device->nfields, "memory") : NULL;
-        if (!s.memory && mem && mem->val.kind == VAL_NUM &&
-            (mem->val.unit == UNIT_SIZE || mem->val.unit == UNIT_NONE) && mem->val.num >= 0) {
-            p->has_memory = true;
-            p->memory = mem->val.num;
-            p->shape_loc[3] = mem->loc;
-        }
-    }
     if (s.schedule) {
         p->schedule = xstrdup(s.schedule->name);
         p->schedule_loc = s.schedule->loc;
