@@ -1,49 +1,514 @@
-/* check.c - see check.h. (Being filled in.) */
+/* check.c - the verifier: the op index, completeness and placement, same-rank order,
+ * the memory bound; the wait graph and the comm lowering live in waitgraph.c and
+ * comm.c. The rules are DESIGN.md's "Completeness", "Dependencies" and "Memory"
+ * paragraphs; docs/semantics.md states them with every decision taken here. */
 #include "check.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "check_int.h"
 #include "memory.h"
 #include "util.h"
 
-int check_pipeline(Diag *d, const Pipeline *p, unsigned what)
+/* ---- op index ------------------------------------------------------------------ */
+
+typedef struct IdxEnt {
+    uint64_t key;   /* (kind * PV + v) * M + mb */
+    uint32_t pos;
+    uint32_t ord;   /* build order, so the first occurrence wins */
+} IdxEnt;
+
+struct OpIndex {
+    int32_t P, V, PV;
+    uint32_t M;
+    bool vshape;       /* placement, to find the owner of v */
+    uint32_t *dense;   /* [OP_NKINDS][PV][M] position, or NONE; NULL when sparse */
+    IdxEnt *ents;      /* sparse: sorted by key, one per key */
+    uint64_t nents;
+    uint64_t count;
+};
+
+static bool op_in_range(const Pipeline *p, const Op *op)
 {
-    (void)d;
-    (void)p;
-    (void)what;
-    return 0;
+    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
+}
+
+static int cmp_ent(const void *a, const void *b)
+{
+    const IdxEnt *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->ord < y->ord ? -1 : x->ord > y->ord;
+}
+
+OpIndex *opindex_build(const Pipeline *p)
+{
+    OpIndex *x = xcalloc(1, sizeof *x);
+    x->P = p->P;
+    x->V = p->V;
+    x->PV = p->P * p->V;
+    x->vshape = p->placement == PLACE_VSHAPE;
+    x->M = p->M > 0 ? (uint32_t)p->M : 0;
+    uint64_t nops = pipeline_nops(p);
+    uint64_t cells = (uint64_t)OP_NKINDS * (uint64_t)(x->PV > 0 ? x->PV : 0) * x->M;
+    if (cells <= 8 * nops + (1u << 20)) {
+        x->dense = xmalloc((cells ? cells : 1) * sizeof *x->dense);
+        memset(x->dense, 0xff, cells * sizeof *x->dense);
+        for (int32_t s = 0; s < p->P; s++) {
+            const StageOps *st = &p->stages[s];
+            for (uint32_t i = 0; i < st->n; i++) {
+                const Op *op = &st->ops[i];
+                if (!op_in_range(p, op))
+                    continue;
+                uint64_t v = (uint64_t)ir_vstage(p, s, op->chunk);
+                uint32_t *cell = &x->dense[((uint64_t)op->kind * x->PV + v) * x->M + op->mb];
+                if (*cell == NONE) {
+                    *cell = i;
+                    x->count++;
+                }
+            }
+        }
+        return x;
+    }
+    IdxEnt *e = xmalloc((nops ? nops : 1) * sizeof *e);
+    uint64_t n = 0;
+    for (int32_t s = 0; s < p->P; s++) {
+        const StageOps *st = &p->stages[s];
+        for (uint32_t i = 0; i < st->n; i++) {
+            const Op *op = &st->ops[i];
+            if (!op_in_range(p, op))
+                continue;
+            uint64_t v = (uint64_t)ir_vstage(p, s, op->chunk);
+            e[n] = (IdxEnt){((uint64_t)op->kind * x->PV + v) * x->M + op->mb, i, (uint32_t)n};
+            n++;
+        }
+    }
+    qsort(e, n, sizeof *e, cmp_ent);
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (k == 0 || e[k - 1].key != e[i].key)
+            e[k++] = e[i];
+    x->ents = e;
+    x->nents = x->count = k;
+    return x;
+}
+
+/* First sparse entry with key >= key. */
+static uint64_t lower_bound(const OpIndex *x, uint64_t key)
+{
+    uint64_t lo = 0, hi = x->nents;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (x->ents[mid].key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+bool opindex_find(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb, int32_t *rank,
+                  uint32_t *pos)
+{
+    if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV || mb >= x->M)
+        return false;
+    uint64_t key = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M + mb;
+    uint32_t at;
+    if (x->dense) {
+        at = x->dense[key];
+        if (at == NONE)
+            return false;
+    } else {
+        uint64_t i = lower_bound(x, key);
+        if (i == x->nents || x->ents[i].key != key)
+            return false;
+        at = x->ents[i].pos;
+    }
+    if (pos)
+        *pos = at;
+    if (rank) {
+        /* the owner of v, as ir_owner */
+        int32_t c = v / x->P, r = v % x->P;
+        *rank = (x->vshape && (c & 1)) ? x->P - 1 - r : r;
+    }
+    return true;
+}
+
+uint32_t opindex_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
+{
+    if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
+        return NONE;
+    uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
+    if (x->dense) {
+        for (uint32_t m = from; m < x->M; m++)
+            if (x->dense[base + m] != NONE)
+                return m;
+        return NONE;
+    }
+    if (from >= x->M)
+        return NONE;
+    uint64_t i = lower_bound(x, base + from);
+    if (i < x->nents && x->ents[i].key < base + x->M)
+        return (uint32_t)(x->ents[i].key - base);
+    return NONE;
+}
+
+uint64_t opindex_count(const OpIndex *x)
+{
+    return x->count;
+}
+
+void opindex_free(OpIndex *x)
+{
+    if (!x)
+        return;
+    free(x->dense);
+    free(x->ents);
+    free(x);
+}
+
+/* ---- sizes and names ---------------------------------------------------------- */
+
+/* Bytes as "3.6 GiB" (one decimal) down to "512 B". */
+static char *fmt_size(char *buf, size_t n, double b)
+{
+    double a = fabs(b);
+    if (a >= 1073741824.0)
+        snprintf(buf, n, "%.1f GiB", b / 1073741824.0);
+    else if (a >= 1048576.0)
+        snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else if (a >= 1024.0)
+        snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else
+        snprintf(buf, n, "%.0f B", b);
+    return buf;
+}
+
+static char *opn(char *buf, size_t n, const Op *op)
+{
+    return op_name(buf, n, (OpKind)op->kind, op->mb, op->chunk);
+}
+
+static char *refn(char *buf, size_t n, OpRef r)
+{
+    char o[48];
+    snprintf(buf, n, "%u:%s", r.stage, op_name(o, sizeof o, (OpKind)r.kind, r.mb, r.chunk));
+    return buf;
+}
+
+/* ---- completeness and placement (DESIGN.md "Completeness") -------------------- */
+
+#define MISSING_SHOWN 12
+
+/* Appends the runs of absent (kind, v, m) as "F4..F7, F9"; *shown / *more count runs. */
+static void missing_runs(StrBuf *b, const OpIndex *idx, OpKind k, int32_t v, uint32_t chunk,
+                         uint32_t M, int *shown, uint64_t *more)
+{
+    uint32_t m = 0;
+    while (m < M) {
+        uint32_t nx = opindex_next(idx, k, v, m);
+        uint32_t end = nx == NONE ? M : nx;
+        if (end > m) {
+            if (*shown < MISSING_SHOWN) {
+                char a[48], z[48];
+                sb_puts(b, *shown ? ", " : "");
+                op_name(a, sizeof a, k, m, chunk);
+                if (end - m == 1)
+                    sb_puts(b, a);
+                else
+                    sb_printf(b, "%s..%s", a, op_name(z, sizeof z, k, end - 1, chunk));
+                (*shown)++;
+            } else {
+                (*more)++;
+            }
+        }
+        if (nx == NONE)
+            break;
+        m = nx + 1;
+    }
+}
+
+static void check_missing(Diag *d, const Pipeline *p, const OpIndex *idx)
+{
+    for (int32_t s = 0; s < p->P; s++) {
+        StrBuf b = {0};
+        int shown = 0;
+        uint64_t more = 0;
+        for (int k = OP_F; k <= OP_B; k++)
+            for (int32_t c = 0; c < p->V; c++)
+                missing_runs(&b, idx, (OpKind)k, ir_vstage(p, s, c), (uint32_t)c,
+                             (uint32_t)p->M, &shown, &more);
+        if (shown) {
+            const StageOps *st = &p->stages[s];
+            Loc at = st->declared && st->loc.file != LOC_NONE_FILE ? st->loc : p->loc;
+            if (more)
+                sb_printf(&b, ", and %llu more runs", (unsigned long long)more);
+            diag_error(d, at, DIAG_MISSING, "%s missing on stage %d%s", b.s, s,
+                       st->declared ? "" : " (the pipeline has no `stage` block for it)");
+        }
+        sb_free(&b);
+    }
+}
+
+static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
+{
+    char a[48], z[48];
+    for (int32_t s = 0; s < p->P; s++) {
+        const StageOps *st = &p->stages[s];
+        for (uint32_t i = 0; i < st->n; i++) {
+            const Op *op = &st->ops[i];
+            if (op->kind >= OP_NKINDS) {
+                diag_error(d, op->loc, DIAG_VALUE, "unknown op kind %u on stage %d", op->kind, s);
+                continue;
+            }
+            if (op->chunk >= (uint32_t)p->V) {
+                diag_error(d, op->loc, DIAG_PLACEMENT,
+                           "%s on stage %d names chunk %u, but each stage holds %d chunk%s "
+                           "(virtual stages vs(%d, 0..%d))",
+                           opn(a, sizeof a, op), s, op->chunk, p->V, p->V == 1 ? "" : "s", s,
+                           p->V - 1);
+                continue;
+            }
+            if (op->mb >= (uint32_t)p->M) {
+                diag_error(d, op->loc, DIAG_VALUE,
+                           "%s on stage %d: micro-batch %u out of range (microbatches %d)",
+                           opn(a, sizeof a, op), s, op->mb, p->M);
+                continue;
+            }
+            int32_t v = ir_vstage(p, s, op->chunk);
+            uint32_t first;
+            if (opindex_find(idx, (OpKind)op->kind, v, op->mb, NULL, &first) && first != i) {
+                diag_error(d, op->loc, DIAG_DUPLICATE, "duplicate %s on stage %d",
+                           opn(a, sizeof a, op), s);
+                diag_note(d, st->ops[first].loc, "first %s is here", opn(a, sizeof a, op));
+                continue;
+            }
+            if (op->kind == OP_SO && !opindex_find(idx, OP_SI, v, op->mb, NULL, NULL))
+                diag_error(d, op->loc, DIAG_MISSING,
+                           "%s on stage %d has no %s: swapped-out activations must come back",
+                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_SI, op->mb, op->chunk));
+            if (op->kind == OP_SI && !opindex_find(idx, OP_SO, v, op->mb, NULL, NULL))
+                diag_error(d, op->loc, DIAG_MISSING,
+                           "%s on stage %d has no %s: there is nothing to swap in",
+                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_SO, op->mb, op->chunk));
+        }
+    }
+}
+
+/* A dep endpoint must name an op that exists, on the stage it names. */
+static void check_dep_ref(Diag *d, const Pipeline *p, const OpIndex *idx, const Dep *dp, OpRef r)
+{
+    char a[64];
+    if (r.kind >= OP_NKINDS) {
+        diag_error(d, dp->loc, DIAG_VALUE, "dep names an unknown op kind");
+    } else if (r.stage >= (uint32_t)p->P) {
+        diag_error(d, dp->loc, DIAG_PLACEMENT, "dep names %s, but there is no stage %u (stages %d)",
+                   refn(a, sizeof a, r), r.stage, p->P);
+    } else if (r.chunk >= (uint32_t)p->V) {
+        diag_error(d, dp->loc, DIAG_PLACEMENT,
+                   "dep names %s, but stage %u holds only %d chunk%s", refn(a, sizeof a, r),
+                   r.stage, p->V, p->V == 1 ? "" : "s");
+    } else if (r.mb >= (uint32_t)p->M) {
+        diag_error(d, dp->loc, DIAG_VALUE, "dep names %s: micro-batch %u out of range (microbatches %d)",
+                   refn(a, sizeof a, r), r.mb, p->M);
+    } else if (!opindex_find(idx, (OpKind)r.kind, ir_vstage(p, r.stage, r.chunk), r.mb, NULL, NULL)) {
+        diag_error(d, dp->loc, DIAG_PLACEMENT, "dep names %s, but stage %u has no such op",
+                   refn(a, sizeof a, r), r.stage);
+        const StageOps *st = &p->stages[r.stage];
+        if (st->declared && st->loc.file != LOC_NONE_FILE)
+            diag_note(d, st->loc, "stage %u is here", r.stage);
+    }
+}
+
+static void check_structure(Diag *d, const Pipeline *p, const OpIndex *idx)
+{
+    check_ops(d, p, idx);
+    check_missing(d, p, idx);
+    for (uint32_t i = 0; i < p->ndeps; i++) {
+        check_dep_ref(d, p, idx, &p->deps[i], p->deps[i].from);
+        check_dep_ref(d, p, idx, &p->deps[i], p->deps[i].to);
+    }
+}
+
+/* ---- same-rank order (DESIGN.md "Dependencies"; code `order`) ------------------ */
+
+static const char *order_reason(OpKind u, OpKind w)
+{
+    switch (u * OP_NKINDS + w) {
+    case OP_F * OP_NKINDS + OP_F: return "a forward needs the forward of the previous virtual stage";
+    case OP_B * OP_NKINDS + OP_B: return "a backward needs the backward of the next virtual stage";
+    case OP_B * OP_NKINDS + OP_F: return "a backward needs its forward";
+    case OP_B * OP_NKINDS + OP_R: return "a recompute must come before its backward";
+    case OP_B * OP_NKINDS + OP_SI: return "a swap-in must come before its backward";
+    case OP_W * OP_NKINDS + OP_B: return "a weight-gradient op must come after its backward";
+    case OP_R * OP_NKINDS + OP_F: return "a recompute must come after its forward";
+    case OP_R * OP_NKINDS + OP_SI: return "a swap-in must come before its recompute";
+    case OP_SO * OP_NKINDS + OP_F: return "a swap-out must come after its forward";
+    case OP_SI * OP_NKINDS + OP_SO: return "a swap-in must come after its swap-out";
+    default: return "it depends on it";
+    }
+}
+
+static void check_order(Diag *d, const Graph *g)
+{
+    const Pipeline *p = g->p;
+    Pred *buf = xmalloc(g->maxpred * sizeof *buf);
+    char a[48], b[48];
+    for (uint32_t u = 0; u < g->N; u++) {
+        uint32_t n = graph_preds(g, u, buf, true);
+        uint32_t pu = graph_pos(g, u), s = g->rank[u];
+        const Op *ou = graph_op(g, u);
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t w = buf[k].node;
+            if ((buf[k].why != WAIT_DATA && buf[k].why != WAIT_DEP) || g->rank[w] != s ||
+                graph_pos(g, w) < pu)
+                continue;
+            const Op *ow = graph_op(g, w);
+            opn(a, sizeof a, ou);
+            opn(b, sizeof b, ow);
+            if (buf[k].why == WAIT_DATA) {
+                diag_error(d, ou->loc, DIAG_ORDER,
+                           "%s is listed before %s on stage %u, but it waits for it: %s", a, b,
+                           s, order_reason((OpKind)ou->kind, (OpKind)ow->kind));
+                diag_note(d, ow->loc, "%s is here", b);
+            } else if (w == u) {
+                diag_error(d, p->deps[buf[k].dep].loc, DIAG_ORDER,
+                           "dep makes %s on stage %u wait for itself", a, s);
+            } else {
+                diag_error(d, p->deps[buf[k].dep].loc, DIAG_ORDER,
+                           "dep makes %s wait for %s, which is listed after it on stage %u", a,
+                           b, s);
+                diag_note(d, ou->loc, "%s is here", a);
+                diag_note(d, ow->loc, "%s is here", b);
+            }
+        }
+    }
+    free(buf);
+}
+
+/* ---- memory (DESIGN.md "Memory"; code `memory`) --------------------------------- */
+
+#define LIVE_CAP 65536
+
+/* "weights 26.0 GiB + 8 micro-batches x 3.6 GiB activations" into b. */
+static void composition(StrBuf *b, const Pipeline *p, int32_t s, const MemRank *r)
+{
+    char w[32], x[32];
+    sb_printf(b, "weights %s", fmt_size(w, sizeof w, r->weights));
+    if (r->peak_op == NONE)
+        return;
+    double *held = xmalloc(LIVE_CAP * sizeof *held);
+    uint32_t n = mem_live_at(p, s, r->peak_op, held, LIVE_CAP);
+    uint32_t k = n < LIVE_CAP ? n : LIVE_CAP;
+    double lo = INFINITY, hi = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        lo = held[i] < lo ? held[i] : lo;
+        hi = held[i] > hi ? held[i] : hi;
+    }
+    const char *unit = p->V == 1 ? (n == 1 ? "micro-batch" : "micro-batches")
+                                 : (n == 1 ? "micro-batch chunk" : "micro-batch chunks");
+    if (n && hi - lo <= 1e-9 * hi)
+        sb_printf(b, " + %u %s x %s activations", n, unit,
+                  fmt_size(x, sizeof x, hi));
+    else if (n)
+        sb_printf(b, " + %s activations held by %u %s (the largest %s)",
+                  fmt_size(x, sizeof x, r->peak - r->weights), n, unit, fmt_size(w, sizeof w, hi));
+    free(held);
+}
+
+static void check_memory(Diag *d, const Pipeline *p)
+{
+    if (!p->has_memory)
+        return;
+    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
+    mem_walk(p, mr);
+    for (int32_t s = 0; s < p->P; s++) {
+        const MemRank *r = &mr[s];
+        if (!(r->peak > p->memory))
+            continue;
+        char pk[32], bu[32], ov[32], on[48];
+        StrBuf comp = {0};
+        composition(&comp, p, s, r);
+        const StageOps *st = &p->stages[s];
+        Loc at = r->peak_op != NONE ? st->ops[r->peak_op].loc
+                                    : (st->loc.file != LOC_NONE_FILE ? st->loc : p->loc);
+        fmt_size(pk, sizeof pk, r->peak);
+        fmt_size(bu, sizeof bu, p->memory);
+        char exact[80] = "";
+        if (strcmp(pk, bu) == 0)
+            snprintf(exact, sizeof exact, " (%.0f > %.0f bytes)", r->peak, p->memory);
+        if (r->peak_op != NONE)
+            diag_error(d, at, DIAG_MEMORY,
+                       "stage %d needs %s at %s, over its budget of %s by %s%s: %s", s, pk,
+                       opn(on, sizeof on, &st->ops[r->peak_op]), bu,
+                       fmt_size(ov, sizeof ov, r->peak - p->memory), exact, comp.s);
+        else
+            diag_error(d, at, DIAG_MEMORY,
+                       "stage %d needs %s for its weights alone, over its budget of %s by %s%s",
+                       s, pk, bu, fmt_size(ov, sizeof ov, r->peak - p->memory), exact);
+        if (p->shape_loc[3].file != LOC_NONE_FILE)
+            diag_note(d, p->shape_loc[3], "the budget is set here");
+        sb_free(&comp);
+    }
+    free(mr);
 }
 
 void check_mem_table(FILE *out, const Pipeline *p)
 {
-    (void)out;
-    (void)p;
+    MemRank *mr = xmalloc(((size_t)p->P ? (size_t)p->P : 1) * sizeof *mr);
+    mem_walk(p, mr);
+    fprintf(out, "%5s %12s %12s %12s %12s %12s  %s\n", "stage", "peak", "budget", "headroom",
+            "weights", "activations", "at (live)");
+    for (int32_t s = 0; s < p->P; s++) {
+        const MemRank *r = &mr[s];
+        char pk[32], bu[32] = "-", hr[32] = "-", w[32], ac[32], on[48] = "-";
+        fmt_size(pk, sizeof pk, r->peak);
+        if (p->has_memory) {
+            fmt_size(bu, sizeof bu, p->memory);
+            fmt_size(hr, sizeof hr, p->memory - r->peak);
+        }
+        fmt_size(w, sizeof w, r->weights);
+        fmt_size(ac, sizeof ac, r->peak - r->weights);
+        if (r->peak_op != NONE)
+            opn(on, sizeof on, &p->stages[s].ops[r->peak_op]);
+        fprintf(out, "%5d %12s %12s %12s %12s %12s  %s (%u)%s\n", s, pk, bu, hr, w, ac, on,
+                r->live_at_peak, p->has_memory && r->peak > p->memory ? "  OVER" : "");
+    }
+    free(mr);
 }
 
-struct OpIndex {
-    int dummy;
-};
+/* ---- entry -------------------------------------------------------------------- */
 
-OpIndex *opindex_build(const Pipeline *p)
+int check_pipeline(Diag *d, const Pipeline *p, unsigned what)
 {
-    (void)p;
-    return xcalloc(1, sizeof(OpIndex));
-}
+    int before = d->nerr;
+    if (p->P <= 0 || p->M <= 0 || p->V <= 0 || !p->stages)
+        return 0; /* the elaborator reported the shape */
+    OpIndex *idx = opindex_build(p);
 
-bool opindex_find(const OpIndex *idx, OpKind kind, int32_t v, uint32_t mb, int32_t *rank,
-                  uint32_t *pos)
-{
-    (void)idx, (void)kind, (void)v, (void)mb, (void)rank, (void)pos;
-    return false;
-}
+    /* The later checks need the structure sound; run it quietly when not asked for. */
+    Diag quiet = *d;
+    quiet.nerr = 0;
+    quiet.max_errors = -1; /* count, never print */
+    Diag *sd = (what & CHECK_STRUCTURE) ? d : &quiet;
+    int s0 = sd->nerr;
+    check_structure(sd, p, idx);
+    bool sound = sd->nerr == s0;
 
-uint64_t opindex_count(const OpIndex *idx)
-{
-    (void)idx;
-    return 0;
-}
-
-void opindex_free(OpIndex *idx)
-{
-    free(idx);
+    if (sound && (what & CHECK_DEPS)) {
+        Graph g;
+        graph_build(&g, p, idx);
+        int o0 = d->nerr;
+        check_order(d, &g);
+        int c = check_waitgraph(d, &g);
+        if (d->nerr == o0 && !c)
+            check_comm(d, p, &g);
+        graph_free(&g);
+    }
+    if (sound && (what & CHECK_MEMORY))
+        check_memory(d, p);
+    opindex_free(idx);
+    return d->nerr - before;
 }

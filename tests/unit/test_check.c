@@ -1,0 +1,555 @@
+/* test_check.c - the checker on IRs built in C: 1F1B generated here, then mutations.
+ * Each test states the expected diagnostic from the rules of docs/semantics.md; the
+ * cycles are worked out by hand in the comments.
+ *
+ * Legend: P = stages, M = micro-batches; ops are written as in the language (F3, B3.1). */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "check.h"
+#include "comm.h"
+#include "ir.h"
+#include "util.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static void push(Pipeline *p, int s, OpKind k, uint32_t mb, uint32_t chunk)
+{
+    Op op = {mb, (uint8_t)k, (uint8_t)chunk, 0, LOC_NONE};
+    stage_push(&p->stages[s], op);
+    p->stages[s].declared = true;
+}
+
+/* Parses "F0 F1 B0 SO2 B3.1" into stage s. */
+static void ops(Pipeline *p, int s, const char *text)
+{
+    p->stages[s].declared = true;
+    const char *c = text;
+    while (*c) {
+        while (*c == ' ')
+            c++;
+        if (!*c)
+            break;
+        OpKind k;
+        if (strncmp(c, "SO", 2) == 0)
+            k = OP_SO, c += 2;
+        else if (strncmp(c, "SI", 2) == 0)
+            k = OP_SI, c += 2;
+        else {
+            const char *kinds = "FBWR";
+            k = (OpKind)(strchr(kinds, *c) - kinds);
+            c++;
+        }
+        char *e;
+        unsigned long mb = strtoul(c, &e, 10), ch = 0;
+        c = e;
+        if (*c == '.') {
+            ch = strtoul(c + 1, &e, 10);
+            c = e;
+        }
+        push(p, s, k, (uint32_t)mb, (uint32_t)ch);
+    }
+}
+
+/* DAPPLE 1F1B (the stdlib `onef1b` template, written out in C). */
+static Pipeline *onef1b(int P, int M)
+{
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, P, M, 1);
+    for (int s = 0; s < P; s++) {
+        int warm = P - s - 1 < M ? P - s - 1 : M;
+        for (int i = 0; i < warm; i++)
+            push(p, s, OP_F, (uint32_t)i, 0);
+        for (int i = 0; i < M - warm; i++) {
+            push(p, s, OP_F, (uint32_t)(i + warm), 0);
+            push(p, s, OP_B, (uint32_t)i, 0);
+        }
+        for (int i = M - warm; i < M; i++)
+            push(p, s, OP_B, (uint32_t)i, 0);
+    }
+    return p;
+}
+
+static void set_cost(CostBlock *b, CostField f, double v)
+{
+    b->v[f] = v;
+    b->set |= 1u << f;
+}
+
+/* Removes op i of stage s. */
+static void del(Pipeline *p, int s, uint32_t i)
+{
+    StageOps *st = &p->stages[s];
+    memmove(&st->ops[i], &st->ops[i + 1], (st->n - i - 1) * sizeof *st->ops);
+    st->n--;
+}
+
+static uint32_t find(const Pipeline *p, int s, OpKind k, uint32_t mb)
+{
+    for (uint32_t i = 0; i < p->stages[s].n; i++)
+        if (p->stages[s].ops[i].kind == k && p->stages[s].ops[i].mb == mb)
+            return i;
+    fail_msg("op not found");
+    return 0;
+}
+
+static void add_dep(Pipeline *p, int fs, OpKind fk, uint32_t fm, int ts, OpKind tk, uint32_t tm)
+{
+    size_t cap = p->depcap;
+    Dep dp = {{fm, (uint16_t)fs, (uint8_t)fk, 0}, {tm, (uint16_t)ts, (uint8_t)tk, 0}, LOC_NONE};
+    VEC_PUSH(p->deps, p->ndeps, cap, dp);
+    p->depcap = (uint32_t)cap;
+}
+
+/* Runs check_pipeline with diagnostics captured; returns the text (caller frees). */
+static char *run(const Pipeline *p, unsigned what, Diag *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    memset(d, 0, sizeof *d);
+    d->out = open_memstream(&text, &len);
+    int n = check_pipeline(d, p, what);
+    fclose(d->out);
+    assert_int_equal(n, d->nerr);
+    return text;
+}
+
+static void expect_has(const char *text, const char *needle)
+{
+    if (!strstr(text, needle))
+        fail_msg("expected \"%s\" in:\n%s", needle, text);
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+static void test_onef1b_ok(void **state)
+{
+    (void)state;
+    for (int P = 1; P <= 6; P++)
+        for (int M = 1; M <= 9; M++) {
+            Pipeline *p = onef1b(P, M);
+            Diag d;
+            char *t = run(p, CHECK_ALL, &d);
+            if (d.nerr)
+                fail_msg("P=%d M=%d: %s", P, M, t);
+            free(t);
+            pipeline_free(p);
+        }
+}
+
+static void test_opindex(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(4, 8);
+    OpIndex *x = opindex_build(p);
+    assert_int_equal(opindex_count(x), 64);
+    int32_t r;
+    uint32_t pos;
+    /* stage 2: F0 F1 B0 F2 B1 F3 ... so F3 is at position 5 */
+    assert_true(opindex_find(x, OP_F, 2, 3, &r, &pos));
+    assert_int_equal(r, 2);
+    assert_int_equal(pos, 5);
+    assert_false(opindex_find(x, OP_W, 2, 3, &r, &pos));
+    assert_false(opindex_find(x, OP_F, 4, 0, &r, &pos));
+    assert_false(opindex_find(x, OP_F, 0, 8, &r, &pos));
+    opindex_free(x);
+    /* vshape: chunk 1 of rank 0 is virtual stage 2*2-1 = 3 with P = 2 */
+    Pipeline *q = pipeline_new();
+    pipeline_set_shape(q, 2, 1, 2);
+    q->placement = PLACE_VSHAPE;
+    ops(q, 0, "F0 F0.1 B0.1 B0");
+    ops(q, 1, "F0 F0.1 B0.1 B0");
+    x = opindex_build(q);
+    assert_true(opindex_find(x, OP_B, 3, 0, &r, &pos));
+    assert_int_equal(r, 0);
+    assert_int_equal(pos, 2);
+    assert_true(opindex_find(x, OP_F, 2, 0, &r, &pos));
+    assert_int_equal(r, 1);
+    assert_int_equal(pos, 1);
+    opindex_free(x);
+    Diag d;
+    char *t = run(q, CHECK_ALL, &d);
+    assert_int_equal(d.nerr, 0);
+    free(t);
+    pipeline_free(q);
+    pipeline_free(p);
+}
+
+/* A sparse index (P*V*M far beyond the op count) answers the same. */
+static void test_opindex_sparse(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 2, 2000000000, 1);
+    ops(p, 0, "F7 F1999999999 B7");
+    ops(p, 1, "F7 B7 F5");
+    OpIndex *x = opindex_build(p);
+    int32_t r;
+    uint32_t pos;
+    assert_true(opindex_find(x, OP_F, 0, 1999999999u, &r, &pos));
+    assert_int_equal(pos, 1);
+    assert_true(opindex_find(x, OP_F, 1, 5, &r, &pos));
+    assert_int_equal(r, 1);
+    assert_int_equal(pos, 2);
+    assert_false(opindex_find(x, OP_F, 1, 6, &r, &pos));
+    opindex_free(x);
+    Diag d;
+    char *t = run(p, CHECK_STRUCTURE, &d);
+    /* stage 0 lacks F0..F6, F8..F1999999998, B0..B6, B8..B1999999999 */
+    expect_has(t, "F0..F6, F8..F1999999998, B0..B6, B8..B1999999999 missing on stage 0");
+    expect_has(t, "missing on stage 1");
+    assert_int_equal(d.ncode[DIAG_MISSING], 2);
+    free(t);
+    pipeline_free(p);
+}
+
+static void test_missing(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(4, 8);
+    /* stage 2 (warm-up 1): F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7 */
+    for (uint32_t m = 4; m < 8; m++)
+        del(p, 2, find(p, 2, OP_F, m));
+    del(p, 2, find(p, 2, OP_B, 6));
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[missing]: F4..F7, B6 missing on stage 2");
+    assert_int_equal(d.nerr, 1); /* deps and memory are skipped */
+    free(t);
+    pipeline_free(p);
+}
+
+static void test_duplicate(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 4);
+    push(p, 1, OP_F, 3, 0);
+    push(p, 1, OP_W, 0, 0);
+    push(p, 1, OP_W, 0, 0);
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[duplicate]: duplicate F3 on stage 1");
+    expect_has(t, "note: first F3 is here");
+    expect_has(t, "error[duplicate]: duplicate W0 on stage 1");
+    assert_int_equal(d.ncode[DIAG_DUPLICATE], 2);
+    assert_int_equal(d.nerr, 2);
+    free(t);
+    pipeline_free(p);
+}
+
+static void test_placement(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 2);
+    push(p, 0, OP_F, 1, 1);       /* chunk 1 with V = 1 */
+    add_dep(p, 1, OP_W, 0, 0, OP_B, 1); /* stage 1 has no W0 */
+    add_dep(p, 5, OP_F, 0, 0, OP_B, 1); /* no stage 5 */
+    Diag d;
+    char *t = run(p, CHECK_STRUCTURE, &d);
+    expect_has(t, "error[placement]: F1.1 on stage 0 names chunk 1, but each stage holds 1 chunk");
+    expect_has(t, "error[placement]: dep names 1:W0, but stage 1 has no such op");
+    expect_has(t, "error[placement]: dep names 5:F0, but there is no stage 5 (stages 2)");
+    assert_int_equal(d.ncode[DIAG_PLACEMENT], 3);
+    free(t);
+    pipeline_free(p);
+}
+
+static void test_swap_pairs(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 1, 2, 1);
+    ops(p, 0, "F0 SO0 F1 SI1 B1 B0");
+    Diag d;
+    char *t = run(p, CHECK_STRUCTURE, &d);
+    expect_has(t, "error[missing]: SO0 on stage 0 has no SI0");
+    expect_has(t, "error[missing]: SI1 on stage 0 has no SO1");
+    assert_int_equal(d.nerr, 2);
+    free(t);
+    pipeline_free(p);
+}
+
+static void test_order(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 1, 5, 1);
+    /* B0 before F0; R1 after B1; W2 before B2; SI3 before SO3; R4 before F4 */
+    ops(p, 0, "B0 F0 F1 B1 R1 F2 W2 B2 F3 SI3 SO3 B3 R4 F4 B4");
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[order]: B0 is listed before F0 on stage 0, but it waits for it: a backward needs its forward");
+    expect_has(t, "error[order]: B1 is listed before R1 on stage 0, but it waits for it: a recompute must come before its backward");
+    expect_has(t, "error[order]: W2 is listed before B2 on stage 0, but it waits for it");
+    expect_has(t, "error[order]: SI3 is listed before SO3 on stage 0, but it waits for it: a swap-in must come after its swap-out");
+    expect_has(t, "error[order]: R4 is listed before F4 on stage 0, but it waits for it: a recompute must come after its forward");
+    assert_int_equal(d.ncode[DIAG_ORDER], 5);
+    assert_int_equal(d.ncode[DIAG_DEADLOCK], 0); /* same-rank problems are order, not deadlock */
+    free(t);
+    pipeline_free(p);
+}
+
+/* P = 2, M = 2. Stage 0 runs B0 before F1, stage 1 runs F1 before B0:
+ * stage 0 B0 waits for stage 1 B0 (data), which comes after F1 on stage 1 (stream),
+ * which waits for stage 0 F1 (data), which comes after B0 on stage 0 (stream). */
+static void test_cycle2(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 2, 2, 1);
+    ops(p, 0, "F0 B0 F1 B1");
+    ops(p, 1, "F0 F1 B0 B1");
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[deadlock]: stage 0 B0 waits for stage 1 B0, which comes after F1 on "
+                  "stage 1, which waits for stage 0 F1, which comes after B0 on stage 0 (a cycle "
+                  "of 2 cross-stage waits)");
+    expect_has(t, "note: stage 1 F1 is here");
+    assert_int_equal(d.nerr, 1);
+    free(t);
+    pipeline_free(p);
+}
+
+/* 1F1B, P = 4, M = 8, plus dep 3:B5 -> 0:F4. Stage 3 lists B5 after F4, and F4 on
+ * stage 3 needs F4 of stages 2, 1 and 0: stage 0 F4 waits for stage 3 B5 (dep), which
+ * comes after F4 on stage 3, which waits for stage 2 F4, which waits for stage 1 F4,
+ * which waits for stage 0 F4. Going from stage 3 back to stage 0 takes 3 data waits at
+ * least (each moves one stage), so 4 is the smallest cycle. */
+static void test_cycle4(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(4, 8);
+    add_dep(p, 3, OP_B, 5, 0, OP_F, 4);
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[deadlock]: stage 0 F4 waits for stage 3 B5 (by a dep line), which comes "
+                  "after F4 on stage 3, which waits for stage 2 F4, which waits for stage 1 F4, "
+                  "which waits for stage 0 F4 (a cycle of 4 cross-stage waits)");
+    expect_has(t, "note: the dep line is here");
+    assert_int_equal(d.nerr, 1);
+    free(t);
+    pipeline_free(p);
+}
+
+/* Two independent deadlocks are both reported: 1F1B P = 2, M = 8 with deps
+ * 1:B0 -> 0:F0 and 1:B6 -> 0:F6. Each closes its own cycle (stage 0 Fm waits for
+ * stage 1 Bm, which comes after Fm on stage 1, which waits for stage 0 Fm); the
+ * second reaches the first through program order but not back, so they are two
+ * strongly connected components and two errors. */
+static void test_two_cycles(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 8);
+    add_dep(p, 1, OP_B, 0, 0, OP_F, 0);
+    add_dep(p, 1, OP_B, 6, 0, OP_F, 6);
+    Diag d;
+    char *t = run(p, CHECK_DEPS, &d);
+    assert_int_equal(d.ncode[DIAG_DEADLOCK], 2);
+    expect_has(t, "error[deadlock]: stage 0 F0 waits for stage 1 B0 (by a dep line), which comes "
+                  "after F0 on stage 1, which waits for stage 0 F0 (a cycle of 2 cross-stage waits)");
+    expect_has(t, "error[deadlock]: stage 0 F6 waits for stage 1 B6 (by a dep line), which comes "
+                  "after F6 on stage 1, which waits for stage 0 F6 (a cycle of 2 cross-stage waits)");
+    free(t);
+    pipeline_free(p);
+}
+
+/* Stage 0 consumes stage 1's gradients out of order: stage 1 produces B0 then B1; stage 0 needs
+ * B1 first. The lowering sends in the receiver's order (B1's message, then B0's, both
+ * after B1 on stage 1), so the pair never mismatches and nothing hangs. */
+static void test_sendrecv_reordered(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 2, 2, 1);
+    ops(p, 0, "F0 F1 B1 B0");
+    ops(p, 1, "F0 F1 B0 B1");
+    CommPlan *cp = comm_plan(p);
+    assert_int_equal(cp->nmsgs, 4);
+    /* rank 1: recv F0 before op 0, recv F1 before op 1, then two sends after op 3 (B1) */
+    assert_int_equal(cp->start[1], 4);
+    assert_int_equal(cp->start[2], 8);
+    const CommItem *it = &cp->items[cp->start[1]];
+    assert_int_equal(it[0].kind, COMM_RECV);
+    assert_int_equal(it[0].pos, 0);
+    assert_int_equal(it[1].kind, COMM_RECV);
+    assert_int_equal(it[1].pos, 1);
+    assert_int_equal(it[2].kind, COMM_SEND);
+    assert_int_equal(it[2].pos, 3);
+    assert_int_equal(it[3].kind, COMM_SEND);
+    assert_int_equal(it[3].pos, 3);
+    /* the first send carries B1 (consumed first by stage 0), the second B0 */
+    assert_int_equal(cp->msgs[it[2].msg].src_pos, 3);
+    assert_int_equal(cp->msgs[it[3].msg].src_pos, 2);
+    assert_int_equal(cp->msgs[it[2].msg].seq, 0);
+    assert_int_equal(cp->msgs[it[3].msg].seq, 1);
+    /* rank 0: send F0 after op 0, send F1 after op 1, recv B1 before op 2, recv B0 before op 3 */
+    it = &cp->items[0];
+    assert_int_equal(it[0].kind, COMM_SEND);
+    assert_int_equal(it[1].kind, COMM_SEND);
+    assert_int_equal(it[2].kind, COMM_RECV);
+    assert_int_equal(cp->msgs[it[2].msg].src_pos, 3);
+    assert_false(comm_simulate(p, cp, COMM_EAGER).hung);
+    comm_plan_free(cp);
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    assert_int_equal(d.nerr, 0);
+    free(t);
+    pipeline_free(p);
+}
+
+/* Every pair's sends come out in the receiver's recv order, on a schedule with deps. */
+static void test_sendrecv_fifo(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(4, 8);
+    add_dep(p, 0, OP_F, 6, 3, OP_F, 7);
+    add_dep(p, 2, OP_B, 1, 1, OP_F, 6);
+    CommPlan *cp = comm_plan(p);
+    /* 3 F messages and 3 B messages per micro-batch, plus 2 deps */
+    assert_int_equal(cp->nmsgs, 6 * 8 + 2);
+    for (uint32_t a = 0; a < cp->P; a++)
+        for (uint32_t b = 0; b < cp->P; b++) {
+            uint32_t ns = 0, nr = 0;
+            for (uint32_t t = cp->start[a]; t < cp->start[a + 1]; t++)
+                if (cp->items[t].kind == COMM_SEND && cp->items[t].peer == b)
+                    assert_int_equal(cp->msgs[cp->items[t].msg].seq, ns++);
+            for (uint32_t t = cp->start[b]; t < cp->start[b + 1]; t++)
+                if (cp->items[t].kind == COMM_RECV && cp->items[t].peer == a)
+                    assert_int_equal(cp->msgs[cp->items[t].msg].seq, nr++);
+            assert_int_equal(ns, nr);
+        }
+    assert_false(comm_simulate(p, cp, COMM_EAGER).hung);
+    comm_plan_free(cp);
+    pipeline_free(p);
+}
+
+/* 1F1B under blocking (rendezvous) sends hangs, the PyTorch pipelining class of bug:
+ * P = 2. Stage 0 runs F0, sends it (stage 1 is in its recv: they match), runs F1 and
+ * blocks sending it; stage 1 runs F0 and B0 and blocks sending B0. Both in send. */
+static void test_rendezvous_hangs(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 4);
+    CommPlan *cp = comm_plan(p);
+    CommHang h = comm_simulate(p, cp, COMM_RENDEZVOUS);
+    assert_true(h.hung);
+    assert_int_equal(h.nblocked, 2);
+    assert_int_equal(h.rank, 0);
+    assert_int_equal(cp->items[h.item].kind, COMM_SEND);
+    assert_int_equal(cp->items[h.item].pos, 1); /* after F1 */
+    assert_int_not_equal(h.peer_item, UINT32_MAX);
+    assert_int_equal(cp->items[h.peer_item].kind, COMM_SEND);
+    assert_int_equal(cp->items[h.peer_item].pos, 1); /* after B0 on stage 1 */
+    assert_false(comm_simulate(p, cp, COMM_EAGER).hung);
+    comm_plan_free(cp);
+    pipeline_free(p);
+}
+
+/* An acyclic wait graph that still hangs once lowered. Stage 0 lists SI0 (which waits,
+ * through a dep, for B0 of stage 1) before F1. In the wait graph SI0 is on the
+ * host-to-device stream and F1 does not wait for it. But the host program of stage 0
+ * issues its list in order: it blocks in the recv before SI0, so F1 never runs and is
+ * never sent; stage 1 blocks in the recv before F1. */
+static void test_lowering_hang(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 2, 2, 1);
+    ops(p, 0, "F0 SO0 SI0 F1 B0 B1");
+    ops(p, 1, "F0 F1 B0 B1");
+    add_dep(p, 1, OP_B, 0, 0, OP_SI, 0);
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[deadlock]: stage 0 blocks before SI0 in the recv of B0 from stage 1, "
+                  "while stage 1 blocks before F1 in the recv of F1 from stage 0");
+    assert_int_equal(d.nerr, 1);
+    free(t);
+    pipeline_free(p);
+}
+
+/* An allocating op waits for the SOs listed before it (DESIGN.md "Time"): with a dep
+ * into the SO that comes from work which needs that allocating op, it is a cycle. */
+static void test_swap_wait_cycle(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 2, 2, 1);
+    ops(p, 0, "F0 SO0 F1 SI0 B0 B1");
+    ops(p, 1, "F0 F1 B0 B1");
+    /* SO0 waits for stage 1 F1, which waits for stage 0 F1, which waits for SO0 */
+    add_dep(p, 1, OP_F, 1, 0, OP_SO, 0);
+    Diag d;
+    char *t = run(p, CHECK_DEPS, &d);
+    assert_int_equal(d.ncode[DIAG_DEADLOCK], 1);
+    expect_has(t, "stage 0 SO0 waits for stage 1 F1 (by a dep line), which waits for stage 0 F1, "
+                  "which comes after SO0 on stage 0");
+    free(t);
+    pipeline_free(p);
+}
+
+static void test_memory_budget(void **state)
+{
+    (void)state;
+    /* 1F1B P = 8, M = 16: stage 0 holds min(P, M) = 8 micro-batches at F7.
+     * weights 26 GiB + 8 x 3.5 GiB = 54 GiB. */
+    Pipeline *p = onef1b(8, 16);
+    set_cost(&p->costs, COST_WEIGHTS, 26 * GiB);
+    set_cost(&p->costs, COST_ACT, 3.5 * GiB);
+    p->has_memory = true;
+    p->memory = 54 * GiB;
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    assert_int_equal(d.nerr, 0); /* exactly at budget passes */
+    free(t);
+    p->memory = 54 * GiB - 1;
+    t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[memory]: stage 0 needs 54.0 GiB at F7, over its budget of 54.0 GiB by "
+                  "1 B (57982058496 > 57982058495 bytes): weights 26.0 GiB + 8 micro-batches x "
+                  "3.5 GiB activations");
+    assert_int_equal(d.nerr, 1); /* stage 1 peaks at 26 + 7 x 3.5 = 50.5 GiB */
+    free(t);
+    /* the table */
+    char *tab = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&tab, &len);
+    check_mem_table(f, p);
+    fclose(f);
+    expect_has(tab, "    0     54.0 GiB     54.0 GiB         -1 B     26.0 GiB     28.0 GiB  F7 (8)  OVER");
+    expect_has(tab, "    7     29.5 GiB     54.0 GiB     24.5 GiB     26.0 GiB      3.5 GiB  F0 (1)");
+    free(tab);
+    pipeline_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_onef1b_ok),
+        cmocka_unit_test(test_opindex),
+        cmocka_unit_test(test_opindex_sparse),
+        cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_duplicate),
+        cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_swap_pairs),
+        cmocka_unit_test(test_order),
+        cmocka_unit_test(test_cycle2),
+        cmocka_unit_test(test_cycle4),
+        cmocka_unit_test(test_two_cycles),
+        cmocka_unit_test(test_sendrecv_reordered),
+        cmocka_unit_test(test_sendrecv_fifo),
+        cmocka_unit_test(test_rendezvous_hangs),
+        cmocka_unit_test(test_lowering_hang),
+        cmocka_unit_test(test_swap_wait_cycle),
+        cmocka_unit_test(test_memory_budget),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
