@@ -1,0 +1,745 @@
+/* test_costmodel.c - the cost model (costmodel.h) and the `recompute` pass.
+ *
+ * Every expected number is worked out by hand in the comment above its assertion from
+ * the published formula (docs/cost-model.md), not copied from the implementation:
+ * Korthikanti et al. 2022 for activation bytes, Narayanan et al. 2021 for FLOPs, 16
+ * bytes per parameter for mixed-precision Adam. Pipelines are built directly in the IR,
+ * so these tests do not depend on the front end. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "costmodel.h"
+#include "diag.h"
+#include "ir.h"
+#include "passes.h"
+#include "util.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+/* |a - b| <= 1e-12 |b| (exact up to rounding of the double arithmetic) */
+#define assert_near(a, b)                                                                 \
+    do {                                                                                  \
+        double a_ = (a), b_ = (b);                                                        \
+        if (!(fabs(a_ - b_) <= 1e-12 * fabs(b_) + 1e-9)) {                                \
+            print_error("%s = %.17g, expected %.17g\n", #a, a_, b_);                      \
+            fail();                                                                       \
+        }                                                                                 \
+    } while (0)
+
+/* ---- building IR by hand ---------------------------------------------------------- */
+
+typedef struct Cap {
+    Diag d;
+    char *out;
+    size_t outlen;
+} Cap;
+
+static void cap_open(Cap *c)
+{
+    memset(c, 0, sizeof *c);
+    c->d.out = open_memstream(&c->out, &c->outlen);
+    assert_non_null(c->d.out);
+}
+
+static const char *cap_text(Cap *c)
+{
+    fflush(c->d.out);
+    return c->out ? c->out : "";
+}
+
+static void cap_close(Cap *c)
+{
+    fclose(c->d.out);
+    free(c->out);
+    diag_free(&c->d);
+}
+
+static Entity *ent(const char *name)
+{
+    Entity *e = xcalloc(1, sizeof *e);
+    e->name = xstrdup(name);
+    e->loc = LOC_NONE;
+    return e;
+}
+
+static Field *ent_field(Entity *e, const char *key)
+{
+    e->fields = xrealloc(e->fields, (e->nfields + 1) * sizeof *e->fields);
+    Field *f = &e->fields[e->nfields++];
+    memset(f, 0, sizeof *f);
+    f->key = xstrdup(key);
+    f->loc = LOC_NONE;
+    f->val.loc = LOC_NONE;
+    return f;
+}
+
+static void ent_num(Entity *e, const char *key, double v, UnitClass u)
+{
+    Field *f = ent_field(e, key);
+    f->val.kind = VAL_NUM;
+    f->val.num = v;
+    f->val.unit = u;
+}
+
+static void ent_id(Entity *e, const char *key, const char *id)
+{
+    Field *f = ent_field(e, key);
+    f->val.kind = VAL_IDENT;
+    f->val.str = xstrdup(id);
+}
+
+static void ent_free(Entity *e)
+{
+    for (uint32_t i = 0; i < e->nfields; i++) {
+        free(e->fields[i].key);
+        value_free(&e->fields[i].val);
+    }
+    free(e->fields);
+    free(e->name);
+    free(e);
+}
+
+/* A GPT model: Korthikanti's setting (16-bit activations, dropout, eager attention). */
+static Entity *gpt_model(double L, double h, double a, double s, double b, const char *attn)
+{
+    Entity *m = ent("g");
+    ent_id(m, "arch", "gpt");
+    ent_num(m, "layers", L, UNIT_NONE);
+    ent_num(m, "hidden", h, UNIT_NONE);
+    ent_num(m, "heads", a, UNIT_NONE);
+    ent_num(m, "vocab", 1000, UNIT_NONE);
+    ent_num(m, "seq", s, UNIT_NONE);
+    ent_num(m, "mbs", b, UNIT_NONE);
+    ent_id(m, "dtype", "bf16");
+    ent_id(m, "attention", attn);
+    return m;
+}
+
+/* Llama-2 13B as in std/models.pipe. */
+static Entity *llama13b(void)
+{
+    Entity *m = ent("llama2_13b");
+    ent_id(m, "arch", "llama");
+    ent_num(m, "layers", 40, UNIT_NONE);
+    ent_num(m, "hidden", 5120, UNIT_NONE);
+    ent_num(m, "heads", 40, UNIT_NONE);
+    ent_num(m, "ffn", 13824, UNIT_NONE);
+    ent_num(m, "vocab", 32000, UNIT_NONE);
+    ent_num(m, "seq", 4096, UNIT_NONE);
+    ent_num(m, "mbs", 1, UNIT_NONE);
+    ent_id(m, "dtype", "bf16");
+    return m;
+}
+
+/* 100 TFLOP/s at efficiency 0.5 = 5e13 FLOP/s achieved; 1000 GB/s memory; 100 GB/s
+ * peer link with 10 us latency; 20 GB/s host link; 80 GiB with 1 GiB reserved. */
+static Entity *dev(void)
+{
+    Entity *d = ent("d");
+    ent_num(d, "memory", 80 * GiB, UNIT_SIZE);
+    ent_num(d, "reserved", 1 * GiB, UNIT_SIZE);
+    ent_num(d, "peak_tflops", 100, UNIT_NONE);
+    ent_num(d, "efficiency", 0.5, UNIT_NONE);
+    ent_num(d, "mem_bw", 1e12, UNIT_BW);
+    ent_num(d, "host_bw", 20e9, UNIT_BW);
+    ent_num(d, "peer_bw", 100e9, UNIT_BW);
+    ent_num(d, "peer_latency", 0.01, UNIT_TIME);
+    return d;
+}
+
+static Pipeline *mkpipe(int32_t P, int32_t M, int32_t V, Entity *model, Entity *device)
+{
+    Pipeline *p = pipeline_new();
+    p->name = xstrdup("t");
+    pipeline_set_shape(p, P, M, V);
+    p->model = model;
+    p->device = device;
+    return p;
+}
+
+/* A CostModel for a lone model (+ device) with tensor parallel t, one stage. */
+static void mkcm(Cap *c, CostModel *cm, Entity *model, Entity *device, int t)
+{
+    Pipeline *p = mkpipe(1, 1, 1, model, device);
+    p->tensor_parallel = t;
+    assert_int_equal(costmodel_init(&c->d, p, cm), 0);
+    pipeline_free(p);
+}
+
+/* Activation bytes of one transformer layer (attention + MLP half-units). */
+static double layer_bytes(const CostModel *cm, RecomputePolicy pol)
+{
+    CmCost a, m;
+    cm_unit(cm, CM_ATTN, false, pol, &a);
+    cm_unit(cm, CM_MLP, false, pol, &m);
+    return pol == POLICY_NONE ? a.act + m.act : a.ckpt + m.ckpt;
+}
+
+/* ---- formulas ----------------------------------------------------------------------- */
+
+/* Korthikanti et al. 2022, Eq. 1 (no parallelism): s*b*h*(34 + 5*a*s/h) bytes per layer.
+ * s = 2048, b = 2, h = 1024, a = 16: s*b*h = 4,194,304; 5*a*s/h = 5*16*2048/1024 = 160;
+ * 4,194,304 * 194 = 813,694,976. Selective recomputation keeps 34*s*b*h = 142,606,336.
+ * Eq. 2 (tensor parallel t = 2, no sequence parallel): s*b*h*(10 + 24/t + 5*a*s/(h*t))
+ * = 4,194,304 * (10 + 12 + 80) = 427,819,008. */
+static void test_korthikanti(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "eager"), NULL, 1);
+    assert_near(layer_bytes(&cm, POLICY_NONE), 813694976.0);
+    assert_near(layer_bytes(&cm, POLICY_SELECTIVE), 142606336.0);
+    costmodel_free(&cm);
+
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "eager"), NULL, 2);
+    assert_near(layer_bytes(&cm, POLICY_NONE), 427819008.0);
+    costmodel_free(&cm);
+
+    /* flash attention drops the a*s^2 terms and keeps an fp32 log-sum-exp per row and
+     * head: 34*s*b*h + 4*a*s*b = 142,606,336 + 4*16*4096 = 142,868,480. */
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), NULL, 1);
+    assert_near(layer_bytes(&cm, POLICY_NONE), 142868480.0);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* The llama adaptation (docs/cost-model.md): per token 20h + 8f bytes for bf16 (RMSNorm
+ * fp32 upcast 4h + output 2h, twice; Q K V 6h; attention output 2h; SwiGLU gate, SiLU,
+ * up, product 4 x 2f) plus flash's 4a. Llama-2 13B, s = 4096, b = 1:
+ * 20*5120 + 8*13824 + 4*40 = 102,400 + 110,592 + 160 = 213,152 bytes per token,
+ * x 4096 = 873,070,592 per layer. Full recomputation keeps the layer input 2*s*b*h =
+ * 2*4096*5120 = 41,943,040. */
+static void test_llama_bytes(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    mkcm(&c, &cm, llama13b(), NULL, 1);
+    assert_near(layer_bytes(&cm, POLICY_NONE), 873070592.0);
+    assert_near(layer_bytes(&cm, POLICY_FULL), 41943040.0);
+    /* cmb drops 4h per norm (the fp32 upcast; the normed output is recomputed from the
+     * kept 2h input: 6h - 2h) and the SiLU output and product (2 x 2f):
+     * 2*4h + 4f = 40,960 + 55,296 = 96,256 per token, x 4096 = 394,264,576;
+     * 873,070,592 - 394,264,576 = 478,806,016: a 45% saving (Obscura §8: ~40%). */
+    assert_near(layer_bytes(&cm, POLICY_CMB), 478806016.0);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* Narayanan et al. 2021, §5.1: a GPT layer's forward is 24*b*s*h^2*(1 + s/(6h)) FLOPs
+ * and the logit layer 2*b*s*h*V; backward is twice the forward.
+ * b = 2, s = 2048, h = 1024: 24*2*2048*1024^2 = 103,079,215,104, x (1 + 2048/6144) = 4/3
+ * -> 137,438,953,472 FLOPs; at 5e13 FLOP/s: 2.74877906944 ms.
+ * Logits: 2*2*2048*1024*1000 = 8,388,608,000 FLOPs -> 0.16777216 ms. */
+static void test_flops(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 1);
+    CmCost a, m, hd;
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    cm_unit(&cm, CM_HEAD, false, POLICY_NONE, &hd);
+    assert_near(a.f + m.f, 2.74877906944);
+    assert_near(a.b + m.b, 2 * 2.74877906944);
+    assert_near(hd.f, 0.16777216);
+    /* the weight-gradient part is the GEMMs alone: 24*b*s*h^2 -> 2.06158430208 ms */
+    assert_near(a.w + m.w, 2.06158430208);
+    costmodel_free(&cm);
+
+    /* tensor parallel divides the FLOPs: t = 4 -> 0.68719476736 ms */
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 4);
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    assert_near(a.f + m.f, 2.74877906944 / 4);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* 16 bytes per parameter. Llama-2 13B layer: attention 4h^2 = 104,857,600, MLP 3hf =
+ * 212,336,640, two RMSNorm weights 2h = 10,240: 317,204,480 parameters ->
+ * 5,075,271,680 bytes. Embedding V*h = 163,840,000 -> 2,621,440,000 bytes. Head V*h + h
+ * (final norm) = 163,845,120 -> 2,621,521,920 bytes. With t = 8 each is divided by 8. */
+static void test_weights(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    mkcm(&c, &cm, llama13b(), NULL, 1);
+    CmCost a, m, e, hd;
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    cm_unit(&cm, CM_EMBED, false, POLICY_NONE, &e);
+    cm_unit(&cm, CM_HEAD, false, POLICY_NONE, &hd);
+    assert_near(cm_weight_bytes(a.params + m.params), 5075271680.0);
+    assert_near(cm_weight_bytes(e.params), 2621440000.0);
+    assert_near(cm_weight_bytes(hd.params), 2621521920.0);
+    costmodel_free(&cm);
+    mkcm(&c, &cm, llama13b(), NULL, 8);
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    assert_near(cm_weight_bytes(a.params + m.params), 5075271680.0 / 8);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* p2p = latency + e*s*b*h/t / bandwidth: 0.01 ms + 2*2048*2*1024 B / 100e9 B/s
+ * = 0.01 + 8,388,608 / 1e11 s = 0.01 + 0.08388608 ms = 0.09388608 ms. */
+static void test_p2p(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 1);
+    assert_near(cm_p2p_ms(&cm), 0.09388608);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* Kept bytes: none > {selective, cmb, mlp} > full; recompute time: full > {selective,
+ * cmb, mlp} > none. On Llama-2 13B (flash) and on an eager GPT. */
+static void check_order(const CostModel *cm)
+{
+    double k[POLICY_N], r[POLICY_N];
+    for (int pol = 0; pol < POLICY_N; pol++) {
+        CmCost a, m;
+        cm_unit(cm, CM_ATTN, false, (RecomputePolicy)pol, &a);
+        cm_unit(cm, CM_MLP, false, (RecomputePolicy)pol, &m);
+        k[pol] = a.ckpt + m.ckpt;
+        r[pol] = a.r + m.r;
+        if (pol == POLICY_NONE)
+            assert_near(k[pol], a.act + m.act);
+    }
+    RecomputePolicy mid[] = {POLICY_SELECTIVE, POLICY_CMB, POLICY_MLP};
+    for (int i = 0; i < 3; i++) {
+        assert_true(k[POLICY_NONE] > k[mid[i]]);
+        assert_true(k[mid[i]] > k[POLICY_FULL]);
+        assert_true(r[POLICY_FULL] > r[mid[i]]);
+        assert_true(r[mid[i]] > r[POLICY_NONE]);
+    }
+    assert_true(r[POLICY_NONE] == 0);
+}
+
+static void test_policy_order(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    mkcm(&c, &cm, llama13b(), dev(), 1);
+    check_order(&cm);
+    /* cmb's recompute is memory-bound. Traffic per layer (16h + 10f bytes per token:
+     * two norms read 2h and write 6h, SiLU reads and writes 2f, the product reads 4f and
+     * writes 2f) = (81,920 + 138,240) * 4096 = 901,775,360 B -> 0.90177536 ms at 1 TB/s.
+     * f = 4096 * (8h^2 + 6hf + 4sh) = 4096 * (209,715,200 + 424,673,280 + 83,886,080)
+     * = 2,942,052,597,760 FLOPs / 5e13 = 58.8410519552 ms: cmb costs 1.5% of f here
+     * (2.4% on an A100, Obscura §8: 2-3%). */
+    CmCost a, m;
+    cm_unit(&cm, CM_ATTN, false, POLICY_CMB, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_CMB, &m);
+    assert_near(a.r + m.r, 0.90177536);
+    assert_near(a.f + m.f, 58.8410519552);
+    costmodel_free(&cm);
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "eager"), dev(), 1);
+    check_order(&cm);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* ---- derive_costs ------------------------------------------------------------------- */
+
+/* User values win: `costs { f 1ms }`, `costs stage 1 { act 5 }`, `costs vstage 0
+ * { ckpt 7 }`, `costs stage 0 { weights 9 }`; everything else is derived. */
+static void test_precedence(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 2, "flash"), dev());
+    p->costs.v[COST_F] = 1;
+    p->costs.set |= 1u << COST_F;
+    p->stage_costs[1].v[COST_ACT] = 5;
+    p->stage_costs[1].set |= 1u << COST_ACT;
+    p->vstage_costs[0].v[COST_CKPT] = 7;
+    p->vstage_costs[0].set |= 1u << COST_CKPT;
+    p->stage_costs[0].v[COST_WEIGHTS] = 9;
+    p->stage_costs[0].set |= 1u << COST_WEIGHTS;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+
+    CostModel cm;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    CmCost v0, v1;
+    cm_vstage(&cm, 0, POLICY_FULL, &v0);
+    cm_vstage(&cm, 1, POLICY_FULL, &v1);
+    assert_true(ir_cost(p, 0, 0, COST_F) == 1 && ir_cost(p, 1, 0, COST_F) == 1);
+    assert_near(ir_cost(p, 0, 0, COST_B), v0.b);
+    assert_true(ir_cost(p, 1, 0, COST_ACT) == 5);
+    assert_true(ir_cost(p, 1, 0, COST_WACT) == 5); /* DESIGN default wact = act kept */
+    assert_near(ir_cost(p, 0, 0, COST_ACT), v0.act);
+    assert_true(ir_cost(p, 0, 0, COST_CKPT) == 7);
+    assert_near(ir_cost(p, 1, 0, COST_CKPT), v1.ckpt);
+    assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 9);
+    assert_near(ir_cost(p, 1, 0, COST_WEIGHTS), cm_weight_bytes(v1.params));
+    assert_near(ir_cost(p, 1, 0, COST_P2P), cm_p2p_ms(&cm));
+    assert_true(ir_cost(p, 1, 0, COST_HOST_BW) == 20e9);
+    /* even partition of 4 layers over 2 stages: 2 layers each, embedding on 0, head on 1 */
+    assert_true(cm.ubeg[0] == 0 && cm.ubeg[1] == 4 && cm.ubeg[2] == 8);
+    /* the memory budget comes from the device: 80 GiB - 1 GiB reserved */
+    assert_true(p->has_memory && p->memory == 79 * GiB);
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+static bool blocks_equal(const CostBlock *a, const CostBlock *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a[i].v, b[i].v, sizeof a[i].v) || a[i].set != b[i].set ||
+            a[i].derived != b[i].derived)
+            return false;
+    return true;
+}
+
+/* Deriving twice, or after a policy round trip, changes nothing. */
+static void test_idempotent(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(4, 4, 2, llama13b(), dev());
+    p->stage_costs[2].v[COST_F] = 3;
+    p->stage_costs[2].set |= 1u << COST_F;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    Pipeline *q = pipeline_clone(p);
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(blocks_equal(p->stage_costs, q->stage_costs, 4));
+    assert_true(blocks_equal(p->vstage_costs, q->vstage_costs, 8));
+    p->stage_policy[1] = POLICY_CMB;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_false(blocks_equal(p->vstage_costs, q->vstage_costs, 8));
+    p->stage_policy[1] = POLICY_NONE;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(blocks_equal(p->stage_costs, q->stage_costs, 4));
+    assert_true(blocks_equal(p->vstage_costs, q->vstage_costs, 8));
+    assert_true(ir_cost(p, 2, 1, COST_F) == 3); /* the user's value survives */
+    pipeline_free(q);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* Partitions: even with a remainder, explicit lists, and every way to get one wrong. */
+static void test_partition(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    /* 5 layers = 10 half-layer units over 4 stages: 2 each, the remaining 2 to the last
+     * two stages -> 2, 2, 3, 3 units; boundaries 0 2 4 7 10 */
+    Pipeline *p = mkpipe(4, 4, 1, gpt_model(5, 1024, 16, 2048, 2, "flash"), NULL);
+    p->partition_set = p->partition_even = true;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    int64_t want[] = {0, 2, 4, 7, 10};
+    for (int i = 0; i < 5; i++)
+        assert_true(cm.ubeg[i] == want[i]);
+    /* vstage 3 = units [7, 10) = layer 3's MLP half, then layer 4: it starts with an MLP
+     * half-unit, so full recomputation keeps two inputs of 2*s*b*h bytes (its own and
+     * layer 4's); the head keeps its activations under every policy. */
+    CmCost v3;
+    cm_vstage(&cm, 3, POLICY_FULL, &v3);
+    CmCost hd;
+    cm_unit(&cm, CM_HEAD, false, POLICY_FULL, &hd);
+    assert_near(v3.ckpt - hd.ckpt, 2 * (2.0 * 2048 * 2 * 1024));
+    costmodel_free(&cm);
+
+    /* an explicit list with half layers: [1.5, 1, 1, 1.5] */
+    double good[] = {1.5, 1, 1, 1.5};
+    p->partition_even = false;
+    p->partition = xmalloc(sizeof good);
+    memcpy(p->partition, good, sizeof good);
+    p->npartition = 4;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    assert_true(cm.ubeg[1] == 3 && cm.ubeg[2] == 5 && cm.ubeg[3] == 7 && cm.ubeg[4] == 10);
+    costmodel_free(&cm);
+
+    struct {
+        double v[4];
+        uint32_t n;
+        const char *msg;
+    } bad[] = {
+        {{2, 2, 1, 0}, 3, "partition has 3 entries; the pipeline has 4 virtual stages"},
+        {{2, 2, 1, 1}, 4, "partition sums to 6 layers; model 'g' has 5"},
+        {{2, 2, 0.7, 0.5}, 4, "partition entry 2 (0.7) must be a number of layers >= 0 in steps of 0.5"},
+        {{3, 2, 1, -1}, 4, "partition entry 3 (-1) must be a number of layers >= 0 in steps of 0.5"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        Cap e;
+        cap_open(&e);
+        memcpy(p->partition, bad[i].v, sizeof bad[i].v);
+        p->npartition = bad[i].n;
+        assert_int_equal(derive_costs(&e.d, p), 1);
+        assert_int_equal(e.d.ncode[DIAG_VALUE], 1);
+        assert_non_null(strstr(cap_text(&e), bad[i].msg));
+        cap_close(&e);
+    }
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* Bad model and device blocks give `name` and `value` errors with exact messages. */
+static void test_bad_blocks(void **state)
+{
+    (void)state;
+    struct {
+        const char *key;
+        int kind; /* 0 number, 1 ident */
+        double num;
+        const char *id;
+        DiagCode code;
+        const char *msg;
+    } cases[] = {
+        {"colour", 1, 0, "red", DIAG_NAME, "unknown model field 'colour'"},
+        {"layers", 0, 2.5, NULL, DIAG_VALUE, "model field 'layers' must be a positive integer"},
+        {"layers", 0, 0, NULL, DIAG_VALUE, "model field 'layers' must be a positive integer"},
+        {"arch", 1, 0, "rnn", DIAG_VALUE, "model field 'arch' must be one of: gpt, llama, mlp"},
+        {"dtype", 1, 0, "int4", DIAG_VALUE, "model field 'dtype' must be one of: bf16, fp16, fp32"},
+        {"heads", 0, 7, NULL, DIAG_VALUE, "model 'g': 7 heads do not divide hidden size 1024"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        Cap c;
+        cap_open(&c);
+        Entity *m = gpt_model(2, 1024, 16, 2048, 2, "flash");
+        if (cases[i].kind)
+            ent_id(m, cases[i].key, cases[i].id);
+        else
+            ent_num(m, cases[i].key, cases[i].num, UNIT_NONE);
+        ModelShape ms;
+        assert_int_equal(model_read(&c.d, m, &ms), 1);
+        assert_int_equal(c.d.ncode[cases[i].code], 1);
+        assert_non_null(strstr(cap_text(&c), cases[i].msg));
+        ent_free(m);
+        cap_close(&c);
+    }
+    /* devices: a size given as a time, efficiency out of range, no peak */
+    Cap c;
+    cap_open(&c);
+    Entity *d = dev();
+    ent_num(d, "memory", 3, UNIT_TIME);
+    ent_num(d, "efficiency", 1.5, UNIT_NONE);
+    ent_num(d, "speed", 1, UNIT_NONE);
+    DeviceSpec ds;
+    assert_int_equal(device_read(&c.d, d, &ds), 3);
+    assert_non_null(strstr(cap_text(&c), "device field 'memory' must be a size"));
+    assert_non_null(strstr(cap_text(&c), "device field 'efficiency' must be in (0, 1]"));
+    assert_non_null(strstr(cap_text(&c), "unknown device field 'speed'"));
+    ent_free(d);
+    d = ent("nopeak");
+    ent_num(d, "memory", GiB, UNIT_SIZE);
+    assert_int_equal(device_read(&c.d, d, &ds), 1);
+    assert_non_null(strstr(cap_text(&c), "device 'nopeak' has no 'peak_tflops'"));
+    ent_free(d);
+    /* tensor parallel must divide the heads: 16 heads, t = 3 */
+    Pipeline *p = mkpipe(2, 2, 1, gpt_model(2, 1024, 16, 2048, 2, "flash"), NULL);
+    p->tensor_parallel = 3;
+    assert_int_equal(derive_costs(&c.d, p), 1);
+    assert_non_null(strstr(cap_text(&c), "tensor_parallel 3 does not divide the 16 attention heads"));
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* A pipeline without a model keeps its costs. */
+static void test_no_model(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(2, 2, 1, NULL, NULL);
+    p->costs.v[COST_F] = 2;
+    p->costs.set = 1u << COST_F;
+    Pipeline *q = pipeline_clone(p);
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(blocks_equal(&p->costs, &q->costs, 1));
+    assert_true(blocks_equal(p->stage_costs, q->stage_costs, 2));
+    assert_true(blocks_equal(p->vstage_costs, q->vstage_costs, 2));
+    assert_false(p->has_memory);
+    pipeline_free(q);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* ---- the recompute pass ------------------------------------------------------------- */
+
+static void push(Pipeline *p, int s, OpKind k, uint32_t mb)
+{
+    stage_push(&p->stages[s], (Op){.mb = mb, .kind = (uint8_t)k, .chunk = 0, .loc = LOC_NONE});
+}
+
+/* 1F1B, P = 2, M = 3:  stage 0: F0 F1 B0 F2 B1 B2   stage 1: F0 B0 F1 B1 F2 B2 */
+static Pipeline *onef1b(Entity *model, Entity *device)
+{
+    Pipeline *p = mkpipe(2, 3, 1, model, device);
+    OpKind s0[] = {OP_F, OP_F, OP_B, OP_F, OP_B, OP_B};
+    uint32_t m0[] = {0, 1, 0, 2, 1, 2};
+    OpKind s1[] = {OP_F, OP_B, OP_F, OP_B, OP_F, OP_B};
+    uint32_t m1[] = {0, 0, 1, 1, 2, 2};
+    for (int i = 0; i < 6; i++) {
+        push(p, 0, s0[i], m0[i]);
+        push(p, 1, s1[i], m1[i]);
+    }
+    return p;
+}
+
+/* The ops of rank s as "F0 F1 R0 B0 ..." */
+static char *ops_text(const Pipeline *p, int s)
+{
+    StrBuf b = {0};
+    for (uint32_t i = 0; i < p->stages[s].n; i++) {
+        char nm[32];
+        const Op *o = &p->stages[s].ops[i];
+        sb_printf(&b, "%s%s", i ? " " : "", op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk));
+    }
+    if (!b.s)
+        sb_puts(&b, "");
+    return b.s;
+}
+
+static void run_recompute(Cap *c, Pipeline *p, int64_t lo, int64_t hi, const char *policy,
+                          int want)
+{
+    Field args[2];
+    memset(args, 0, sizeof args);
+    args[0].key = "stages";
+    args[0].val.kind = VAL_RANGE;
+    args[0].val.lo = lo;
+    args[0].val.hi = hi;
+    args[0].loc = LOC_NONE;
+    args[1].key = "policy";
+    args[1].val.kind = VAL_IDENT;
+    args[1].val.str = (char *)policy;
+    args[1].loc = LOC_NONE;
+    PassCall call = {.name = "recompute", .args = args, .nargs = 2, .loc = LOC_NONE};
+    assert_int_equal(run_pass(&c->d, p, &call), want);
+}
+
+static void assert_ops(const Pipeline *p, int s, const char *want)
+{
+    char *t = ops_text(p, s);
+    assert_string_equal(t, want);
+    free(t);
+}
+
+static void test_recompute_pass(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = onef1b(NULL, NULL);
+    p->costs.v[COST_F] = 2;
+    p->costs.set = 1u << COST_F;
+    run_recompute(&c, p, 0, 1, "full", 0);
+    assert_ops(p, 0, "F0 F1 R0 B0 F2 R1 B1 R2 B2");
+    assert_ops(p, 1, "F0 B0 F1 B1 F2 B2");
+    assert_int_equal(p->stage_policy[0], POLICY_FULL);
+    assert_int_equal(p->stage_policy[1], POLICY_NONE);
+    /* no model: full recomputation costs r = f = 2 ms on stage 0, ckpt the default 0 */
+    assert_true(ir_cost(p, 0, 0, COST_R) == 2 && ir_cost(p, 1, 0, COST_R) == 0);
+    assert_true(ir_cost(p, 0, 0, COST_CKPT) == 0);
+    /* again, on all stages: no second R on stage 0 */
+    run_recompute(&c, p, 0, INT32_MAX, "full", 0);
+    assert_ops(p, 0, "F0 F1 R0 B0 F2 R1 B1 R2 B2");
+    assert_ops(p, 1, "F0 R0 B0 F1 R1 B1 F2 R2 B2");
+    /* policy none removes them on the given stages only */
+    run_recompute(&c, p, 1, 2, "none", 0);
+    assert_ops(p, 0, "F0 F1 R0 B0 F2 R1 B1 R2 B2");
+    assert_ops(p, 1, "F0 B0 F1 B1 F2 B2");
+    assert_true(ir_cost(p, 1, 0, COST_R) == 0);
+    run_recompute(&c, p, 0, 2, "none", 0);
+    assert_ops(p, 0, "F0 F1 B0 F2 B1 B2");
+    /* an R already present elsewhere (hoisted before F2) is kept and not doubled */
+    StageOps *st = &p->stages[0];
+    Op r = {.mb = 1, .kind = OP_R, .chunk = 0, .loc = LOC_NONE};
+    stage_push(st, r);
+    memmove(&st->ops[4], &st->ops[3], sizeof(Op) * 3);
+    st->ops[3] = r; /* F0 F1 B0 R1 F2 B1 B2 */
+    run_recompute(&c, p, 0, 1, "cmb", 0);
+    assert_ops(p, 0, "F0 F1 R0 B0 R1 F2 B1 R2 B2");
+    /* without a model, cmb is costed as full recomputation, with a warning */
+    assert_non_null(strstr(cap_text(&c), "policy 'cmb' needs a model"));
+    assert_int_equal(c.d.nerr, 0);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* With a model, the pass re-derives r and ckpt from the policy. */
+static void test_recompute_costs(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = onef1b(gpt_model(4, 1024, 16, 2048, 2, "flash"), dev());
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    CostModel cm;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    CmCost sel, full;
+    cm_vstage(&cm, 1, POLICY_SELECTIVE, &sel);
+    cm_vstage(&cm, 1, POLICY_FULL, &full);
+    run_recompute(&c, p, 1, 2, "selective", 0);
+    assert_near(ir_cost(p, 1, 0, COST_R), sel.r);
+    assert_near(ir_cost(p, 1, 0, COST_CKPT), sel.ckpt);
+    assert_near(ir_cost(p, 1, 0, COST_ACT), full.act);
+    run_recompute(&c, p, 1, 2, "full", 0);
+    assert_near(ir_cost(p, 1, 0, COST_R), full.r);
+    /* full recomputation re-runs the forward of the transformer layers; the head (on
+     * this last stage) is not recomputed: r = f - f(head) */
+    CmCost hd;
+    cm_unit(&cm, CM_HEAD, false, POLICY_FULL, &hd);
+    assert_true(hd.f > 0);
+    assert_near(ir_cost(p, 1, 0, COST_R), ir_cost(p, 1, 0, COST_F) - hd.f);
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+static void test_recompute_bad_args(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = onef1b(NULL, NULL);
+    run_recompute(&c, p, 0, 3, "full", 1);
+    assert_non_null(strstr(cap_text(&c), "stage 2 is out of range: the pipeline has 2 stages"));
+    run_recompute(&c, p, 0, 1, "most", 1);
+    assert_non_null(strstr(cap_text(&c), "unknown recomputation policy 'most'"));
+    assert_ops(p, 0, "F0 F1 B0 F2 B1 B2");
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_korthikanti),   cmocka_unit_test(test_llama_bytes),
+        cmocka_unit_test(test_flops),         cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_p2p),           cmocka_unit_test(test_policy_order),
+        cmocka_unit_test(test_precedence),    cmocka_unit_test(test_idempotent),
+        cmocka_unit_test(test_partition),     cmocka_unit_test(test_bad_blocks),
+        cmocka_unit_test(test_no_model),      cmocka_unit_test(test_recompute_pass),
+        cmocka_unit_test(test_recompute_costs), cmocka_unit_test(test_recompute_bad_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
