@@ -29,12 +29,12 @@ void ast_init(AstCtx *c)
 
 void ast_free(AstCtx *c)
 {
+    for (size_t i = 0; i < c->nruns; i++) /* the OPS nodes live in the blocks */
+        free(c->runs[i]->u.run.ops);
     for (ArenaBlock *b = c->blocks, *next; b; b = next) {
         next = b->next;
         free(b);
     }
-    for (size_t i = 0; i < c->nruns; i++)
-        free(c->runs[i]->u.run.ops);
     free(c->runs);
     free(c->itab);
     memset(c, 0, sizeof *c);
