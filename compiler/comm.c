@@ -301,15 +301,15 @@ int check_comm(Diag *d, const Pipeline *p, const Graph *g)
         const CommMsg *msg = &cp->msgs[cp->items[s.it[ranks[k]]].msg];
         const Op *cons = &p->stages[msg->dst].ops[msg->dst_pos];
         const Op *prod = &p->stages[msg->src].ops[msg->src_pos];
-        diag_note(d, cons->loc, "stage %u receives %s here, before %s", msg->dst,
-                  op_name(a, sizeof a, (OpKind)prod->kind, prod->mb, prod->chunk),
-                  op_name(b, sizeof b, (OpKind)cons->kind, cons->mb, cons->chunk));
+        diag_note(d, cons->loc, "stage %u waits here, before %s, for %s of stage %u", msg->dst,
+                  op_name(b, sizeof b, (OpKind)cons->kind, cons->mb, cons->chunk),
+                  op_name(a, sizeof a, (OpKind)prod->kind, prod->mb, prod->chunk), msg->src);
         uint32_t sp = msg->src_pos;
         for (uint32_t t = cp->start[msg->src]; t < cp->start[msg->src + 1]; t++)
             if (cp->items[t].kind == COMM_SEND && cp->items[t].msg == cp->items[s.it[ranks[k]]].msg)
                 sp = cp->items[t].pos;
         const Op *at = &p->stages[msg->src].ops[sp];
-        diag_note(d, prod->loc, "stage %u produces %s here and sends it after %s, which it never gets past",
+        diag_note(d, prod->loc, "stage %u would send %s after %s, which it never reaches",
                   msg->src, op_name(a, sizeof a, (OpKind)prod->kind, prod->mb, prod->chunk),
                   op_name(b, sizeof b, (OpKind)at->kind, at->mb, at->chunk));
         if (msg->sync)

@@ -431,7 +431,7 @@ static void report_cycle(Diag *d, const Graph *g, const Sub *sb, const uint32_t 
     }
     sb_printf(&m, " (a cycle of %u cross-stage waits)", hops);
     diag_error(d, graph_op(g, c[0])->loc, DIAG_DEADLOCK, "%s", m.s);
-    for (uint32_t k = 0; k < nnamed; k++)
+    for (uint32_t k = 1; k < nnamed; k++) /* the error itself points at named[0] */
         diag_note(d, graph_op(g, named[k])->loc, "%s is here", node_name(g, named[k], a, sizeof a));
     for (uint32_t k = 0; k < ndeps; k++)
         diag_note(d, g->p->deps[deps[k]].loc, "the dep line is here");

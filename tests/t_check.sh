@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# t_check.sh - `pipec check` on the golden cases of tests/golden/check/.
+#
+# Each NAME.pipe carries its expectation in comments: `# expect-ok` (exit 0, nothing on
+# stderr but the summary) or one or more `# expect: NAME.pipe:LINE:COL: ...` lines (exit
+# 1, every line present in stderr). Checks run under the sanitizer build, in the folder
+# of the file so that paths print as NAME.pipe. Then `check --mem` prints the table.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+case $PIPEC_ASAN in /*) ;; */*) PIPEC_ASAN=$PWD/$PIPEC_ASAN ;; esac
+
+for f in tests/golden/check/*.pipe; do
+    name=check/$(basename "$f")
+    ( cd "$(dirname "$f")" && timeout 20 "$PIPEC_ASAN" check "$(basename "$f")" ) \
+        >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -q 'Sanitizer\|runtime error' "$tmp/err"; then
+        bad "$name" "sanitizer report"; head -n 20 "$tmp/err"; continue
+    fi
+    if grep -q '^# expect-ok' "$f"; then
+        if [ $rc = 0 ]; then ok; else bad "$name" "exit $rc, expected 0"; head -n 10 "$tmp/err"; fi
+        continue
+    fi
+    if ! grep -q '^# expect: ' "$f"; then
+        bad "$name" "no # expect line"; continue
+    fi
+    if [ $rc != 1 ]; then
+        bad "$name" "exit $rc, expected 1"; head -n 10 "$tmp/err"; continue
+    fi
+    missing=0
+    while IFS= read -r line; do
+        want=${line#\# expect: }
+        if ! grep -qF -- "$want" "$tmp/err"; then
+            bad "$name" "missing: $want"; missing=1
+        fi
+    done < <(grep '^# expect: ' "$f")
+    if [ $missing = 0 ]; then ok; else head -n 20 "$tmp/err"; fi
+done
+
+# check --mem prints the per-stage table even when everything fits: stage 0 of
+# mem_at_budget peaks at 4 + 4 x 8 = 36 GiB with 0 B of headroom, stage 3 at 12 GiB.
+if "$PIPEC_ASAN" check --mem tests/golden/check/mem_at_budget.pipe >"$tmp/out" 2>"$tmp/err"; then
+    if grep -q '^ *0 *36.0 GiB *36.0 GiB *0 B *4.0 GiB *32.0 GiB *F3 (4)' "$tmp/out" "$tmp/err" &&
+       grep -q '^ *3 *12.0 GiB *36.0 GiB *24.0 GiB *4.0 GiB *8.0 GiB *F0 (1)' "$tmp/out" "$tmp/err"; then
+        ok
+    else
+        bad "check --mem table"; cat "$tmp/out" "$tmp/err" | head -n 12
+    fi
+else
+    bad "check --mem exit status"; head -n 10 "$tmp/err"
+fi
+finish
