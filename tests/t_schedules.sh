@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# t_schedules.sh - the stdlib schedule templates (stdlib/schedules.pipe, docs/schedules.md).
+#
+# 1. The grid: every template for P in 1..8, M in 1..16, V in 1..3. Where the schedule
+#    is defined (gpipe, onef1b, zbh1, eager1f1b: V = 1; interleaved: M % P = 0) the
+#    expansion passes `pipec check`; elsewhere it fails with exactly one `value` error
+#    that points at the template line saying why.
+# 2. Op order: every defined grid point is printed and compared, rank by rank, with
+#    tests/sched_ref.c, an independent C port of PyTorch's per-rank generator (per-stage
+#    counters and a weight-gradient queue, not the templates' closed forms). The port
+#    itself is checked against PyTorch's own artifact zb1p_2rank_2stagep_compute.csv.
+# 3. Closed forms under the simulator with f = 1ms, b = 2ms (and w = 1ms for zbh1):
+#    makespan (M + P - 1)(f + b) for gpipe, onef1b, eager1f1b; (MV + P - 1)(f + b) for
+#    interleaved (Narayanan et al. 2021, §2.2: the bubble shrinks by V); 3M + P - 1 for
+#    zbh1 when M >= P (Qi et al. 2024, §3.1: bubble (P-1)(F + B - W)). Peak activations
+#    with act = 1 GiB: onef1b rank s holds min(P - s, M), eager1f1b min(2(P-s-1)+1, M),
+#    zbh1 min(P, M) on every rank (= 1F1B's rank 0), gpipe M.
+# 4. A handful of expansions under the sanitizer build.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+export PIPEC_STDLIB="$PWD/stdlib"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+${CC:-cc} -std=c11 -O2 -Wall -Wextra -o "$tmp/sched_ref" tests/sched_ref.c || { bad "build sched_ref"; finish; exit; }
+
+SCHEDS="gpipe onef1b interleaved zbh1 eager1f1b"
+defined() { # NAME P M V
+    if [ "$1" = interleaved ]; then [ $(($3 % $2)) = 0 ]; else [ "$4" = 1 ]; fi
+}
+mkpipe() { # FILE NAME P M V [COSTS]
+    printf 'import "std/schedules.pipe"\npipeline t {\n  stages %d\n  microbatches %d\n  chunks %d\n  costs { %s }\n  schedule %s\n}\n' \
+        "$3" "$4" "$5" "${6:-f 1ms b 2ms}" "$2" >"$1"
+}
+# "S: OP OP ..." per rank from the canonical print form.
+ops_of() {
+    awk '/^  stage [0-9]+ \{/ { c = 1; printf "%s:", $2; sub(/^  stage [0-9]+ \{/, "") }
+         c { for (i = 1; i <= NF; i++) { if ($i == "}") { print ""; c = 0; break } printf " %s", $i } }'
+}
+
+# --- 1. the grid ------------------------------------------------------------------
+mkdir "$tmp/def" "$tmp/undef"
+ndef=0 nundef=0
+for s in $SCHEDS; do for P in 1 2 3 4 5 6 7 8; do for M in $(seq 1 16); do for V in 1 2 3; do
+    if defined "$s" "$P" "$M" "$V"; then d=def; ndef=$((ndef + 1)); else d=undef; nundef=$((nundef + 1)); fi
+    mkpipe "$tmp/$d/${s}_${P}_${M}_${V}.pipe" "$s" "$P" "$M" "$V"
+done; done; done; done
+
+(cd "$tmp/def" && "$PIPEC" check ./*.pipe) >"$tmp/def.out" 2>&1; rc=$?
+nok=$(grep -c ': ok: pipeline t' "$tmp/def.out")
+if [ "$rc" = 0 ] && [ "$nok" = "$ndef" ]; then ok; else
+    bad "grid: defined expansions pass check" "rc=$rc, $nok of $ndef ok"
+    grep -m 5 'error' "$tmp/def.out"
+fi
+
+(cd "$tmp/undef" && "$PIPEC" check ./*.pipe) >"$tmp/undef.out" 2>&1; rc=$?
+nval=$(grep -c 'schedules.pipe:[0-9]*:[0-9]*: error\[value\]: ' "$tmp/undef.out")
+nerr=$(grep -c 'error\[' "$tmp/undef.out")
+none=$(grep -c '\.pipe: 1 error$' "$tmp/undef.out")
+if [ "$rc" = 1 ] && [ "$nval" = "$nundef" ] && [ "$nerr" = "$nundef" ] && [ "$none" = "$nundef" ]; then ok; else
+    bad "grid: undefined expansions give one value error each" \
+        "rc=$rc, $nundef files, $nval value errors, $nerr errors, $none with exactly one"
+fi
+
+# The diagnostic points at the line that says why, for each template.
+why() { # NAME P M V REASON
+    mkpipe "$tmp/why.pipe" "$1" "$2" "$3" "$4"
+    local line out
+    line=$(grep -n "$5" stdlib/schedules.pipe | cut -d: -f1)
+    out=$("$PIPEC" check "$tmp/why.pipe" 2>&1)
+    if [ -n "$line" ] && echo "$out" | grep -q "schedules.pipe:$line:[0-9]*: error\[value\]: " &&
+       echo "$out" | grep -q "$5"; then ok; else bad "why $1 P=$2 M=$3 V=$4" "$out"; fi
+}
+why gpipe 4 8 2 "gpipe is defined for chunks 1 only"
+why onef1b 4 8 3 "onef1b is defined for chunks 1 only"
+why zbh1 2 4 2 "zbh1 is defined for chunks 1 only"
+why eager1f1b 3 5 2 "eager1f1b is defined for chunks 1 only"
+why interleaved 4 6 2 "interleaved needs microbatches to be a multiple of stages"
+
+# --- 2. op order against the reference ----------------------------------------------
+# The reference port reproduces PyTorch's own ZB1P artifact (P = 2, V = 2, M = 8).
+"$tmp/sched_ref" zb1p 2 8 2 >"$tmp/ref.txt"
+"$PIPEC" import-csv tests/csv/zb1p_2rank_2stagep_compute.csv | ops_of >"$tmp/pt.txt"
+if [ -s "$tmp/ref.txt" ] && cmp -s "$tmp/ref.txt" "$tmp/pt.txt"; then ok; else
+    bad "sched_ref reproduces PyTorch's zb1p artifact" "$(diff "$tmp/ref.txt" "$tmp/pt.txt" | head -5)"
+fi
+
+ndiff=0 ncmp=0
+for f in "$tmp"/def/*.pipe; do
+    b=$(basename "$f" .pipe); IFS=_ read -r s P M V <<<"$b"
+    "$PIPEC" print "$f" 2>/dev/null | ops_of >"$tmp/a.txt"
+    "$tmp/sched_ref" "$s" "$P" "$M" "$V" >"$tmp/b.txt"
+    ncmp=$((ncmp + 1))
+    if ! [ -s "$tmp/a.txt" ] || ! cmp -s "$tmp/a.txt" "$tmp/b.txt"; then
+        ndiff=$((ndiff + 1))
+        [ "$ndiff" -le 3 ] && echo "order differs: $b" && diff "$tmp/b.txt" "$tmp/a.txt" | head -4
+    fi
+done
+if [ "$ndiff" = 0 ] && [ "$ncmp" = "$ndef" ]; then ok; else bad "op order = reference" "$ndiff of $ncmp differ"; fi
+
+# interleaved with V = 1 is onef1b, op for op.
+for PM in "4 8" "3 9" "1 5"; do
+    set -- $PM
+    mkpipe "$tmp/i.pipe" interleaved "$1" "$2" 1; mkpipe "$tmp/o.pipe" onef1b "$1" "$2" 1
+    if [ "$("$PIPEC" print "$tmp/i.pipe" | ops_of)" = "$("$PIPEC" print "$tmp/o.pipe" | ops_of)" ]; then ok
+    else bad "interleaved V=1 equals onef1b (P=$1 M=$2)"; fi
+done
+
+# --- 3. closed forms under the simulator ----------------------------------------------
+json_field() { # FIELD: every value of "FIELD": N in the sim JSON on stdin, one per line
+    grep -o "\"$1\": [-0-9.e+]*" | awk '{ printf "%.6g\n", $2 }'
+}
+sim_check() { # NAME P M V COSTS WANT_MAKESPAN WANT_PEAKS(GiB, space-separated or "")
+    mkpipe "$tmp/s.pipe" "$1" "$2" "$3" "$4" "$5"
+    local js ms peaks
+    js=$("$PIPEC" sim --json "$tmp/s.pipe" 2>&1)
+    ms=$(echo "$js" | json_field makespan_ms)
+    if [ "$ms" != "$6" ]; then bad "sim $1 P=$2 M=$3 V=$4 makespan" "got $ms, want $6"; return; fi
+    if [ -n "$7" ]; then
+        peaks=$(echo "$js" | grep -o '"peak_act_bytes": [-0-9.e+]*' | awk '{ printf "%s%.6g", sep, $2 / 1073741824; sep = " " }')
+        if [ "$peaks" != "$7" ]; then bad "sim $1 P=$2 M=$3 peaks" "got $peaks, want $7"; return; fi
+    fi
+    ok
+}
+min() { [ "$1" -lt "$2" ] && echo "$1" || echo "$2"; }
+for P in 1 2 3 5 8; do for M in 1 2 7 16; do
+    c="f 1ms b 2ms act 1GiB"
+    p1="" pe="" pz="" pg=""
+    for s in $(seq 0 $((P - 1))); do
+        p1="$p1${p1:+ }$(min $((P - s)) "$M")"
+        pe="$pe${pe:+ }$(min $((2 * (P - s - 1) + 1)) "$M")"
+        pz="$pz${pz:+ }$(min "$P" "$M")"
+        pg="$pg${pg:+ }$M"
+    done
+    sim_check onef1b "$P" "$M" 1 "$c" $((3 * (M + P - 1))) "$p1"
+    sim_check eager1f1b "$P" "$M" 1 "$c" $((3 * (M + P - 1))) "$pe"
+    sim_check gpipe "$P" "$M" 1 "$c" $((3 * (M + P - 1))) "$pg"
+    if [ "$M" -ge "$P" ]; then
+        sim_check zbh1 "$P" "$M" 1 "f 1ms b 2ms w 1ms act 1GiB" $((3 * M + P - 1)) "$pz"
+    fi
+done; done
+for P in 1 2 3 4 8; do for k in 1 2 3; do for V in 2 3; do
+    M=$((k * P))
+    sim_check interleaved "$P" "$M" "$V" "f 1ms b 2ms" $((3 * (M * V + P - 1))) ""
+done; done; done
+
+# --- 4. under the sanitizers --------------------------------------------------------
+for f in gpipe_3_5_1 onef1b_8_16_1 interleaved_4_8_3 zbh1_5_3_1 eager1f1b_8_2_1; do
+    if "$PIPEC_ASAN" check "$tmp/def/$f.pipe" >/dev/null 2>&1; then ok; else bad "asan check $f"; fi
+done
+for f in gpipe_2_2_2 interleaved_3_4_2 zbh1_4_4_3; do
+    "$PIPEC_ASAN" check "$tmp/undef/$f.pipe" >"$tmp/asan.out" 2>&1; rc=$?
+    if [ "$rc" = 1 ] && grep -q 'error\[value\]' "$tmp/asan.out"; then ok; else bad "asan undefined $f" "rc=$rc"; fi
+done
+
+finish
