@@ -21,9 +21,6 @@
         return 2;                                                       \
     }
 
-PENDING(emit, "emit")
-PENDING(compile, "compile")
-PENDING(run, "run")
 PENDING(tune, "tune")
 
 __attribute__((weak)) Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path)
