@@ -125,10 +125,20 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
             has_ffn = true;
         } else if (!strcmp(key, "mbs")) {
             err += read_int(d, f, "model", &m->mbs);
+        } else if (!strcmp(key, "sequence_parallel")) {
+            const Value *v = &f->val;
+            bool ok = (v->kind == VAL_NUM && v->unit == UNIT_NONE && (v->num == 0 || v->num == 1)) ||
+                      (v->kind == VAL_IDENT && (!strcmp(v->str, "true") || !strcmp(v->str, "false")));
+            if (!ok) {
+                diag_error(d, f->loc, DIAG_VALUE, "model field 'sequence_parallel' must be 0 or 1");
+                err++;
+            } else {
+                m->seqpar = v->kind == VAL_NUM ? v->num == 1 : v->str[0] == 't';
+            }
         } else {
             diag_error(d, f->loc, DIAG_NAME, "unknown model field '%s'", key);
             diag_note(d, f->loc, "model fields: arch layers hidden heads kv_heads ffn vocab seq "
-                                 "mbs dtype attention");
+                                 "mbs dtype attention sequence_parallel");
             err++;
         }
     }
@@ -285,19 +295,22 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
     double T = m->seq * m->mbs, e = m->elem, h = m->hidden, a = m->heads, f = m->ffn,
            Vv = m->vocab, s = m->seq, t = cm->tp;
     double kv = h * m->kv_heads / a; /* width of K and of V */
+    /* activations outside the tensor-parallel regions are replicated on every rank,
+     * or split over the ranks with sequence parallelism (Korthikanti §4.2.2) */
+    double hr = m->seqpar ? h / t : h;
     memset(o, 0, sizeof *o);
     switch (u) {
     case CM_EMBED:
         /* token ids (int64) kept for the embedding's gradient; gpt adds the embedding
          * dropout mask (1 byte per element). No GEMM. */
-        o->act = T * (8 + (m->arch == ARCH_GPT ? h : 0));
+        o->act = T * (8 + (m->arch == ARCH_GPT ? hr : 0));
         o->wio = o->act;
         o->params = (Vv * h + (m->arch == ARCH_GPT ? s * h : 0)) / t;
         return;
     case CM_HEAD: {
         /* final norm, then logits: the head's output (e bytes) and the fp32 log-softmax the
          * loss keeps (4 bytes), vocabulary-parallel over t. */
-        double norm = m->arch == ARCH_LLAMA ? (4 + e) * h : 2 * e * h;
+        double norm = m->arch == ARCH_LLAMA ? (4 + e) * hr : 2 * e * hr;
         o->act = T * (norm + (e + 4) * Vv / t);
         o->lin = 2 * T * h * Vv / t;
         o->wio = e * T * (h + Vv) / t;
@@ -322,16 +335,16 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
         if (m->arch == ARCH_LLAMA) {
             /* RMSNorm: fp32 upcast of its input + normalized output (= QKV input);
              * Q, K, V; attention output (= output-projection input). */
-            o->act = T * ((4 + e) * h + e * (2 * h + 2 * kv) / t) + o->core_act;
-            o->cmb_drop = T * 4 * h;            /* norm recomputed from its e*h input */
-            o->cmb_bytes = T * (4 + 2 * e) * h; /* read e*h, write (4+e)*h */
+            o->act = T * ((4 + e) * hr + e * (2 * h + 2 * kv) / t) + o->core_act;
+            o->cmb_drop = T * 4 * hr;            /* norm recomputed from its e*h input */
+            o->cmb_bytes = T * (4 + 2 * e) * hr; /* read e*h, write (4+e)*h */
             o->params = (h * (h + 2 * kv) + h * h + h) / t;
         } else {
             /* Korthikanti §4.1: LayerNorm input, QKV input, Q K V, projection input,
              * dropout mask (1 byte): 11sbh + 2sbh (LN) for e = 2, t = 1. */
-            o->act = T * (2 * e * h + h + e * (2 * h + 2 * kv) / t) + o->core_act;
-            o->cmb_drop = T * e * h;        /* LayerNorm output */
-            o->cmb_bytes = T * 2 * e * h;   /* read and write e*h */
+            o->act = T * (2 * e * hr + hr + e * (2 * h + 2 * kv) / t) + o->core_act;
+            o->cmb_drop = T * e * hr;        /* LayerNorm output */
+            o->cmb_bytes = T * 2 * e * hr;   /* read and write e*h */
             o->params = (h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + 2 * h) / t;
         }
         return;
@@ -339,23 +352,23 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
     case CM_MLP:
         o->transformer = true;
         o->lin = T * (m->arch == ARCH_LLAMA ? 6 : 4) * h * f / t;
-        o->mlp_keep = T * e * h;
+        o->mlp_keep = T * e * hr;
         if (m->arch == ARCH_LLAMA) {
             /* RMSNorm (4+e)h; SwiGLU: gate output (SiLU input), SiLU output, up output,
              * product (down input): 4 tensors of f. */
-            o->act = T * ((4 + e) * h + 4 * e * f / t);
-            o->cmb_drop = T * (4 * h + 2 * e * f / t); /* norm; SiLU output and product */
-            o->cmb_bytes = T * ((4 + 2 * e) * h + 5 * e * f / t);
+            o->act = T * ((4 + e) * hr + 4 * e * f / t);
+            o->cmb_drop = T * (4 * hr + 2 * e * f / t); /* norm; SiLU output and product */
+            o->cmb_bytes = T * ((4 + 2 * e) * hr + 5 * e * f / t);
             o->wio = e * T * (3 * h + 3 * f) / t;
             o->params = (3 * h * f + h) / t;
         } else {
             /* Korthikanti §4.1: LayerNorm input, fc1 input, GELU input and output, dropout
              * mask: 19sbh + 2sbh (LN) for e = 2, f = 4h, t = 1. The mlp arch has no
              * dropout. */
-            double mask = m->arch == ARCH_GPT ? h : 0;
-            o->act = T * (2 * e * h + mask + 2 * e * f / t);
-            o->cmb_drop = T * (e * h + e * f / t);    /* LayerNorm output, GELU output */
-            o->cmb_bytes = T * (2 * e * h + 2 * e * f / t);
+            double mask = m->arch == ARCH_GPT ? hr : 0;
+            o->act = T * (2 * e * hr + mask + 2 * e * f / t);
+            o->cmb_drop = T * (e * hr + e * f / t);    /* LayerNorm output, GELU output */
+            o->cmb_bytes = T * (2 * e * hr + 2 * e * f / t);
             o->wio = e * T * (2 * h + 2 * f) / t;
             o->params = (2 * h * f + f + h + 2 * h) / t;
         }
@@ -368,7 +381,8 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
 {
     UnitParts q;
     unit_parts(cm, u, &q);
-    double e = cm->model.elem, T = cm->model.seq * cm->model.mbs, h = cm->model.hidden;
+    double e = cm->model.elem, T = cm->model.seq * cm->model.mbs,
+           h = cm->model.seqpar ? cm->model.hidden / cm->tp : cm->model.hidden;
     memset(out, 0, sizeof *out);
     out->f = gemm_ms(cm, q.lin + q.core);
     out->b = 2 * out->f; /* Narayanan et al. 2021 §5.1: backward = 2x forward */

@@ -62,6 +62,9 @@ typedef struct ModelShape {
     double seq;        /* s, tokens per sample */
     double mbs;        /* b, samples per micro-batch */
     double elem;       /* e, bytes per activation element: bf16/fp16 2, fp32 4 */
+    bool seqpar;       /* sequence parallelism with the tensor parallel ranks: the
+                        * activations outside attention and MLP are split /t too
+                        * (Korthikanti §4.2.2); field `sequence_parallel 1` */
 } ModelShape;
 
 /* A device block after validation. Absent bandwidths are +inf, absent latencies 0. */

@@ -205,6 +205,14 @@ static void test_korthikanti(void **state)
     assert_near(layer_bytes(&cm, POLICY_NONE), 427819008.0);
     costmodel_free(&cm);
 
+    /* Eq. 3, sequence parallel with t = 2: s*b*h*(34/t + 5*a*s/(h*t))
+     * = 4,194,304 * (17 + 80) = 406,847,488. */
+    Entity *m = gpt_model(2, 1024, 16, 2048, 2, "eager");
+    ent_num(m, "sequence_parallel", 1, UNIT_NONE);
+    mkcm(&c, &cm, m, NULL, 2);
+    assert_near(layer_bytes(&cm, POLICY_NONE), 406847488.0);
+    costmodel_free(&cm);
+
     /* flash attention drops the a*s^2 terms and keeps an fp32 log-sum-exp per row and
      * head: 34*s*b*h + 4*a*s*b = 142,606,336 + 4*16*4096 = 142,868,480. */
     mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), NULL, 1);
