@@ -3,6 +3,7 @@
 # (exit 1), atomic -o, `check` over several files, and `opt --pass` parsing.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
+export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}  # the sanitizer build lives in build/asan/
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 P=$PIPEC_ASAN

@@ -6,6 +6,7 @@
 # byte for every golden input, every examples/*.pipe and stdlib schedule expansions.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
+export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}  # the sanitizer build lives in build/asan/
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

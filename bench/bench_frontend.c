@@ -1,0 +1,153 @@
+/* bench_frontend.c - front-end throughput and memory: parse + elaborate + check of a
+ * 2-million-op schedule, `interleaved` (stdlib/schedules.pipe) with P = 64, V = 4,
+ * M = 4096, i.e. 2 * P * V * M = 2,097,152 ops (F and B).
+ *
+ * Phases, each timed with a monotonic clock:
+ *   load     load_pipeline_string: parse, import the stdlib, expand the template
+ *   check    check_pipeline(CHECK_ALL): structure, dependencies, memory walk
+ *   print    print_pipeline: the canonical explicit form
+ *   reparse  load_pipeline_string of that explicit form (the parser on 2M op tokens)
+ * Memory: the growth of peak RSS (VmHWM of /proc/self/status) over load + check,
+ * divided by the op count: bytes per op, the IR's 16 bytes included.
+ *
+ * The baseline, run first in the same process, is the same schedule at P = 8, V = 4,
+ * M = 512 (32,768 ops). The ratio column is ops/s of a case over ops/s of the baseline:
+ * close to 1 means linear scaling, and it is comparable across machines where raw
+ * ops/s are not. Not a test: nothing is asserted.
+ *
+ * usage: bench_frontend [P V M]   (stdlib found through $PIPEC_STDLIB, default stdlib) */
+#define _DEFAULT_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "frontend.h"
+#include "ir.h"
+#include "print.h"
+#include "util.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Peak resident set size in bytes (VmHWM), 0 when unknown. */
+static double peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6))
+            kb = atof(line + 6);
+    fclose(f);
+    return kb * 1024;
+}
+
+typedef struct Result {
+    uint64_t ops;
+    double load_ms, check_ms, print_ms, reparse_ms;
+    double bytes_per_op;
+    int errors;
+} Result;
+
+static Result run_case(int P, int V, int M)
+{
+    Result r = {0};
+    char *src = xasprintf("import \"std/schedules.pipe\"\n"
+                          "pipeline bench {\n"
+                          "  stages %d microbatches %d chunks %d\n"
+                          "  schedule interleaved\n"
+                          "  costs { f 1ms b 2ms act 1MiB weights 1GiB }\n"
+                          "}\n",
+                          P, M, V);
+    Diag d = {0};
+    double rss0 = peak_rss();
+    double t0 = now_ms();
+    Pipeline *p = load_pipeline_string(&d, NULL, "bench.pipe", src, strlen(src));
+    double t1 = now_ms();
+    if (p)
+        check_pipeline(&d, p, CHECK_ALL);
+    double t2 = now_ms();
+    double rss1 = peak_rss();
+    r.errors = d.nerr;
+    if (p && !d.nerr) {
+        r.ops = pipeline_nops(p);
+        r.load_ms = t1 - t0;
+        r.check_ms = t2 - t1;
+        r.bytes_per_op = r.ops ? (rss1 - rss0) / (double)r.ops : 0;
+        StrBuf out = {0};
+        double t3 = now_ms();
+        print_pipeline(&out, p);
+        double t4 = now_ms();
+        r.print_ms = t4 - t3;
+        pipeline_free(p);
+        p = NULL;
+        Diag d2 = {0};
+        double t5 = now_ms();
+        Pipeline *q = load_pipeline_string(&d2, NULL, "bench_explicit.pipe", out.s, out.len);
+        double t6 = now_ms();
+        r.reparse_ms = t6 - t5;
+        if (!q || pipeline_nops(q) != r.ops)
+            r.errors++;
+        pipeline_free(q);
+        diag_free(&d2);
+        sb_free(&out);
+    }
+    pipeline_free(p);
+    diag_free(&d);
+    free(src);
+    return r;
+}
+
+static void row(const char *name, int P, int V, int M, const Result *r, double base_ops_per_s)
+{
+    double lc = r->load_ms + r->check_ms;
+    double ops_s = lc > 0 ? r->ops / (lc / 1e3) : 0;
+    printf("%-26s %3d %2d %5d %9llu %9.1f %9.1f %9.1f %9.1f %12.0f %6.2f %8.1f\n", name, P, V, M,
+           (unsigned long long)r->ops, r->load_ms, r->check_ms, r->print_ms, r->reparse_ms, ops_s,
+           base_ops_per_s > 0 ? ops_s / base_ops_per_s : 1.0, r->bytes_per_op);
+}
+
+int main(int argc, char **argv)
+{
+    int P = 64, V = 4, M = 4096;
+    if (argc == 4) {
+        P = atoi(argv[1]);
+        V = atoi(argv[2]);
+        M = atoi(argv[3]);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: bench_frontend [P V M]\n");
+        return 2;
+    }
+    if (!getenv("PIPEC_STDLIB"))
+        setenv("PIPEC_STDLIB", "stdlib", 1);
+
+    printf("bench_frontend: parse + elaborate + check (interleaved schedule; ops/s over load+check)\n");
+    printf("%-26s %3s %2s %5s %9s %9s %9s %9s %9s %12s %6s %8s\n", "case", "P", "V", "M", "ops",
+           "load_ms", "check_ms", "print_ms", "reparse", "ops/s", "ratio", "B/op");
+    /* Warm-up (page faults of the allocator, the stdlib read into the page cache). */
+    Result w = run_case(4, 2, 8);
+    if (w.errors) {
+        fprintf(stderr, "bench_frontend: the warm-up schedule did not compile (%d errors)\n", w.errors);
+        return 1;
+    }
+    Result base = run_case(8, 4, 512);
+    double lc = base.load_ms + base.check_ms;
+    double base_ops_s = lc > 0 ? base.ops / (lc / 1e3) : 0;
+    row("baseline", 8, 4, 512, &base, base_ops_s);
+    Result big = run_case(P, V, M);
+    if (big.errors) {
+        fprintf(stderr, "bench_frontend: P=%d V=%d M=%d did not compile (%d errors)\n", P, V, M, big.errors);
+        return 1;
+    }
+    row("large", P, V, M, &big, base_ops_s);
+    printf("bytes per op of the IR itself: %zu (Op); B/op above is peak RSS growth / ops\n", sizeof(Op));
+    return 0;
+}
