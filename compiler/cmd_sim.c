@@ -411,7 +411,10 @@ int cmd_diff(int argc, char **argv)
     sb_free(&s);
     if (svg) {
         StrBuf t = {0};
-        sim_write_svg_pair(&t, a, ra, fa, b, rb, fb);
+        char *la = xasprintf("A: %s", fa), *lb = xasprintf("B: %s", fb);
+        sim_write_svg_pair(&t, a, ra, la, b, rb, lb);
+        free(la);
+        free(lb);
         if (write_out(svg, &t))
             rc = 1;
         sb_free(&t);

@@ -115,10 +115,23 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     while (end > 0 && nums[end - 1] == ' ')
         end--;
     nums[end] = 0;
-    sb_printf(out, "%*s +%s\n%*s  %s\n", lw, "", axis, lw, "ms", nums);
-    sb_printf(out, "%*s  F forward  B backward  W weight grad  R recompute  SO swap out  "
-                   "SI swap in  . idle;  1 column = %.3g ms\n",
-              lw, "", scale > 0 ? 1 / scale : 0);
+    sb_printf(out, "%*s  %s\n%*s  %s\n", lw, "", axis, lw, "ms", nums);
+    /* The legend, wrapped to the width. */
+    char scl[48];
+    snprintf(scl, sizeof scl, "(1 column = %.3g ms)", scale > 0 ? 1 / scale : 0);
+    const char *items[] = {"F forward", "B backward", "W weight grad", "R recompute",
+                           "SO swap out", "SI swap in", ". idle", scl};
+    int col = width;  /* forces a new line first */
+    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        int len = (int)strlen(items[i]);
+        if (col + 2 + len > width) {
+            sb_printf(out, "%s%*s", i ? "\n" : "", lw, "");
+            col = lw;
+        }
+        sb_printf(out, "  %s", items[i]);
+        col += len + 2;
+    }
+    sb_putc(out, '\n');
     free(axis);
     free(nums);
 }

@@ -650,8 +650,11 @@ char *sim_fmt_num(char *buf, size_t n, double x)
     }
     if (x == 0)
         x = 0;  /* no "-0.0" */
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, x);
+    /* Plain decimals in [1e-4, 1e16), as Python's repr; the shortest %g form outside. */
+    double ax = fabs(x);
+    bool plain = ax == 0 || (ax >= 1e-4 && ax < 1e16);
+    for (int prec = plain ? 0 : 1; prec <= 25; prec++) {
+        snprintf(buf, n, plain ? "%.*f" : "%.*g", prec, x);
         if (strtod(buf, NULL) == x)
             break;
     }
@@ -746,18 +749,18 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
         sb_puts(out, "throughput    -\n");
     sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n\n", r->bubble_ratio,
               100 * r->bubble_ratio);
-    sb_printf(out, "%5s %11s %11s %11s %11s %11s %11s %7s\n", "stage", "busy ms", "idle ms",
+    sb_printf(out, "%5s %9s %9s %10s %10s %10s %10s %6s\n", "stage", "busy ms", "idle ms",
               "fwd bubble", "bwd bubble", "peak mem", "budget", "use");
     for (int32_t s = 0; s < p->P; s++) {
         const SimStage *S = &r->stage[s];
-        sb_printf(out, "%5d %11.3f %11.3f %11.3f %11.3f %11s %11s", s, S->busy_ms, S->idle_ms,
+        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, S->busy_ms, S->idle_ms,
                   S->fwd_bubble_ms, S->bwd_bubble_ms,
                   sim_fmt_size(a, sizeof a, S->peak_mem_bytes),
                   p->has_memory ? sim_fmt_size(b, sizeof b, p->memory) : "-");
         if (p->has_memory && p->memory > 0)
-            sb_printf(out, " %6.1f%%%s\n", 100 * S->peak_mem_bytes / p->memory,
+            sb_printf(out, " %5.1f%%%s\n", 100 * S->peak_mem_bytes / p->memory,
                       S->peak_mem_bytes > p->memory ? "  over budget" : "");
         else
-            sb_puts(out, "       -\n");
+            sb_puts(out, "      -\n");
     }
 }

@@ -92,7 +92,8 @@ static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream
         if (w <= 0)
             continue;
         char nm[48];
-        sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s>"
+        sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s "
+                       "class=\"op\">"
                        "<title>%s: %.6g-%.6g ms</title></rect>\n",
                   x0, y, w, h, kind_fill[o->kind], o->chunk & 1 ? " fill-opacity=\"0.72\"" : "",
                   op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk), start[i], end[i]);
@@ -190,8 +191,8 @@ static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y)
                    "stroke=\"#bbb\" stroke-width=\"0.5\"/><text x=\"%.1f\" y=\"%.1f\" "
                    "class=\"leg\">idle (bubble)</text>\n",
               x, y - 10, x + 16, y);
-    sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"leg\" text-anchor=\"end\">peak memory</text>\n",
-              WIDTH - 10, y);
+    sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"leg\">peak memory</text>\n",
+              WIDTH - RIGHT + 10, y);
 }
 
 static void header(StrBuf *out, double height)
@@ -204,7 +205,7 @@ static void header(StrBuf *out, double height)
               "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fafafa\"/>"
               "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
               "</pattern></defs>\n"
-              "<style>.mb{fill:#fff;text-anchor:middle;font-weight:600}"
+              "<style>.op{stroke:#fff;stroke-width:0.6}.mb{fill:#fff;text-anchor:middle;font-weight:600}"
               ".lab{font-size:12px;text-anchor:end;fill:#222}"
               ".sub{font-size:9px;text-anchor:end;fill:#666}"
               ".mem{font-size:11px;fill:#222}"
@@ -222,7 +223,7 @@ static void title(StrBuf *out, const Pipeline *p, const SimResult *r, const char
     sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"title\">", LEFT, y);
     if (tag) {
         xml_text(out, tag);
-        sb_puts(out, ": ");
+        sb_puts(out, " \xe2\x80\x94 ");
     }
     xml_text(out, p->name ? p->name : "pipeline");
     sb_printf(out, " \xe2\x80\x94 %d stage%s, %d micro-batch%s", p->P, p->P == 1 ? "" : "s",

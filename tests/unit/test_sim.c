@@ -361,6 +361,11 @@ static void test_number_format(void **state)
     assert_string_equal(sim_fmt_num(buf, sizeof buf, 0.2727), "0.2727");
     assert_string_equal(sim_fmt_num(buf, sizeof buf, 0.1 + 0.2), "0.30000000000000004");
     assert_string_equal(sim_fmt_num(buf, sizeof buf, 1.0 / 0.0), "null");
+    assert_string_equal(sim_fmt_num(buf, sizeof buf, 10), "10.0");
+    assert_string_equal(sim_fmt_num(buf, sizeof buf, 1234.5), "1234.5");
+    assert_string_equal(sim_fmt_num(buf, sizeof buf, 1e-5), "1e-05");
+    assert_string_equal(sim_fmt_num(buf, sizeof buf, 2e20), "2e+20");
+    assert_string_equal(sim_fmt_num(buf, sizeof buf, 0.00012345), "0.00012345");
     assert_string_equal(sim_fmt_bytes(buf, sizeof buf, 8 * GiB), "8589934592");
     assert_string_equal(sim_fmt_bytes(buf, sizeof buf, 2.5), "3");
     assert_string_equal(sim_fmt_size(buf, sizeof buf, 36 * GiB), "36.0 GiB");
