@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# t_csv.sh - `pipec import-csv` and `pipec export-csv` (docs/csv.md) from the command line.
+#
+# - PyTorch's own artifacts (tests/csv/README.md) import, pass `pipec check`, and come
+#   back from export-csv with every rank's compute actions in the same order. The
+#   expected order comes from `norm` below, written here: drop empty cells (bubbles) and
+#   communication/sharding actions, expand (a;b)OVERLAP_F_B into a,b.
+# - export -> import -> export is a fixed point, byte for byte; a stdlib schedule
+#   exported and imported again has the same ops on every rank.
+# - bad CSVs: exact diagnostics, exit 1, no output file; usage errors exit 2.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+export PIPEC_STDLIB="$PWD/stdlib"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+A=tests/csv
+
+norm() {
+    tr -d '\r' <"$1" | awk -F, '{
+        out = ""
+        for (i = 1; i <= NF; i++) {
+            c = $i; n = 1; parts[1] = c
+            if (substr(c, 1, 1) == "(") {
+                sub(/^\(/, "", c); sub(/\)OVERLAP_F_B$/, "", c); n = split(c, parts, ";")
+            }
+            for (k = 1; k <= n; k++) {
+                a = parts[k]
+                if (a == "" || a ~ /SEND_|RECV_|UNSHARD|RESHARD|REDUCE_GRAD/) continue
+                out = out (out == "" ? "" : ",") a
+            }
+        }
+        print out
+    }'
+}
+# "S: OP OP ..." per rank from the canonical print form.
+ops_of() {
+    awk '/^  stage [0-9]+ \{/ { c = 1; printf "%s:", $2; sub(/^  stage [0-9]+ \{/, "") }
+         c { for (i = 1; i <= NF; i++) { if ($i == "}") { print ""; c = 0; break } printf " %s", $i } }'
+}
+
+# --- artifacts: import, check, round trip -------------------------------------------
+artifact() { # NAME EXPORT-FLAGS "stages P" "microbatches M" "chunks V[ vshape]"
+    local n=$1 flags=$2
+    if "$PIPEC" import-csv "$A/$n.csv" -o "$tmp/$n.pipe" 2>"$tmp/err"; then ok; else
+        bad "import $n" "$(cat "$tmp/err")"; return; fi
+    for want in "$3" "$4" "$5"; do
+        if grep -qx "  $want" "$tmp/$n.pipe"; then ok; else bad "import $n: $want" "$(head -6 "$tmp/$n.pipe")"; fi
+    done
+    if "$PIPEC" check "$tmp/$n.pipe" >"$tmp/out" 2>&1 && grep -q ": ok: pipeline $n," "$tmp/out"; then ok
+    else bad "check $n" "$(head -5 "$tmp/out")"; fi
+    # shellcheck disable=SC2086
+    "$PIPEC" export-csv $flags "$tmp/$n.pipe" -o "$tmp/$n.csv"
+    norm "$A/$n.csv" >"$tmp/$n.want"
+    if [ -s "$tmp/$n.csv" ] && cmp -s "$tmp/$n.want" "$tmp/$n.csv"; then ok; else
+        bad "round trip $n" "$(diff "$tmp/$n.want" "$tmp/$n.csv" | head -4)"; fi
+    "$PIPEC" import-csv "$tmp/$n.csv" -o "$tmp/$n.2.pipe" &&
+        "$PIPEC" export-csv $flags "$tmp/$n.2.pipe" -o "$tmp/$n.2.csv"
+    if cmp -s "$tmp/$n.csv" "$tmp/$n.2.csv"; then ok; else bad "fixed point $n"; fi
+    # The .pipe files differ only in the pipeline name and the header comment.
+    if [ "$(ops_of <"$tmp/$n.pipe")" = "$(ops_of <"$tmp/$n.2.pipe")" ]; then ok; else bad "ops again $n"; fi
+}
+# The ZB1P artifacts use the older spelling (B + W split, BW full): --legacy.
+artifact zb1p_2rank_2stagep_compute --legacy "stages 2" "microbatches 8" "chunks 2"
+artifact zb1p_2rank_2stagep_comms --legacy "stages 2" "microbatches 8" "chunks 2"
+artifact dualpipev_4rank_10mb "" "stages 4" "microbatches 10" "chunks 2 vshape"
+
+# The ZB1P artifact has one bubble cell on rank 0 and one leading one on rank 1:
+# the export is the input minus those two cells and nothing else.
+if [ "$(tr -d -c , <"$A/zb1p_2rank_2stagep_compute.csv" | wc -c)" = \
+     "$(($(tr -d -c , <"$tmp/zb1p_2rank_2stagep_compute.csv" | wc -c) + 2))" ]; then ok
+else bad "zb1p: exactly the two bubble cells dropped"; fi
+# Current spelling of the same schedule: I for the split backward.
+"$PIPEC" export-csv "$tmp/zb1p_2rank_2stagep_compute.pipe" >"$tmp/cur.csv"
+if [ "$(head -c 27 "$tmp/cur.csv")" = "0F0,0F1,2F0,2F1,2I0,2W0,0F2" ]; then ok; else bad "current spelling" "$(head -c 40 "$tmp/cur.csv")"; fi
+
+# CRLF line ends and a header-free quoted cell read the same.
+sed 's/$/\r/; s/^0F0,/"0F0",/' "$A/dualpipev_4rank_10mb.csv" >"$tmp/crlf.csv"
+"$PIPEC" import-csv "$tmp/crlf.csv" -o "$tmp/crlf.pipe"
+if [ "$(ops_of <"$tmp/crlf.pipe")" = "$(ops_of <"$tmp/dualpipev_4rank_10mb.pipe")" ]; then ok; else bad "CRLF + quotes"; fi
+
+# --name and the header comment; stdout without -o.
+out=$("$PIPEC" import-csv --name my_zb "$A/zb1p_2rank_2stagep_compute.csv")
+if [ "$(echo "$out" | sed -n 1p)" = "# imported from zb1p_2rank_2stagep_compute.csv (PyTorch pipelining schedule CSV) by pipec import-csv" ] &&
+   [ "$(echo "$out" | sed -n 2p)" = "pipeline my_zb {" ] &&
+   echo "$out" | grep -qx "    w 1ms"; then ok; else bad "--name / header" "$(echo "$out" | head -3)"; fi
+
+# --- stdlib schedules: export, import back, same ops ------------------------------------
+for spec in "onef1b 4 8 1" "interleaved 4 8 2" "interleaved 2 6 3" "zbh1 4 6 1" "gpipe 3 2 1"; do
+    set -- $spec
+    printf 'import "std/schedules.pipe"\npipeline t { stages %d microbatches %d chunks %d costs { f 1ms b 2ms } schedule %s }\n' \
+        "$2" "$3" "$4" "$1" >"$tmp/t.pipe"
+    "$PIPEC" export-csv "$tmp/t.pipe" -o "$tmp/t.csv" &&
+        "$PIPEC" import-csv "$tmp/t.csv" -o "$tmp/t2.pipe" &&
+        "$PIPEC" export-csv "$tmp/t2.pipe" -o "$tmp/t2.csv"
+    if [ "$("$PIPEC" print "$tmp/t.pipe" | ops_of)" = "$(ops_of <"$tmp/t2.pipe")" ] &&
+       cmp -s "$tmp/t.csv" "$tmp/t2.csv" && "$PIPEC" check "$tmp/t2.pipe" >/dev/null; then ok
+    else bad "template round trip $spec"; fi
+done
+# zbh1's B ops have W ops, so they export as I; onef1b's as B. Rank 0 of zbh1 P=2 M=2:
+# F0 F1 B0 W0 B1 W1 (hand-derived: warmup 1, W not deferred on rank 0).
+printf 'import "std/schedules.pipe"\npipeline t { stages 2 microbatches 2 costs { f 1ms b 2ms w 1ms } schedule zbh1 }\n' >"$tmp/z.pipe"
+if [ "$("$PIPEC" export-csv "$tmp/z.pipe" | head -1)" = "0F0,0F1,0I0,0W0,0I1,0W1" ]; then ok; else bad "zbh1 exports I/W"; fi
+
+# R/SO/SI have no PyTorch action: left out, one warning per kind, exit 0.
+cat >"$tmp/r.pipe" <<'EOF'
+pipeline r {
+  stages 1
+  microbatches 2
+  stage 0 { F0 F1 R0 B0 R1 B1 }
+}
+EOF
+"$PIPEC" export-csv "$tmp/r.pipe" -o "$tmp/r.csv" 2>"$tmp/r.err"; rc=$?
+if [ "$rc" = 0 ] && [ "$(cat "$tmp/r.csv")" = "0F0,0F1,0B0,0B1" ] && [ "$(grep -c 'warning: R ops have no PyTorch' "$tmp/r.err")" = 1 ]; then ok
+else bad "export drops R" "rc=$rc $(cat "$tmp/r.err")"; fi
+
+# --- bad CSVs -----------------------------------------------------------------------
+expect() { # FILE EXPECTED-STDERR
+    rm -f "$tmp/bad.pipe"
+    "$PIPEC" import-csv "$1" -o "$tmp/bad.pipe" 2>"$tmp/err"; local rc=$?
+    if [ "$rc" = 1 ] && [ "$(cat "$tmp/err")" = "$2" ] && ! [ -e "$tmp/bad.pipe" ]; then ok
+    else bad "diagnostic for $1" "rc=$rc: $(diff <(echo "$2") "$tmp/err")"; fi
+}
+expect $A/bad_action.csv "$A/bad_action.csv:2:10: error[syntax]: bad action '0X1': unknown action type; expected F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD
+    1F1,1B0,0X1
+             ^"
+expect $A/bad_two_ranks.csv "$A/bad_two_ranks.csv:2:5: error[placement]: stage 0 is on rank 0 and on rank 1 (0F2); a stage belongs to one rank
+    1F0,0F2,1B0
+        ^
+$A/bad_two_ranks.csv:1:1: note: stage 0 is first on rank 0 here
+    0F0,0F1,0B0,0B1
+    ^"
+expect $A/bad_placement.csv "$A/bad_placement.csv:2:9: error[placement]: stage 4 is on rank 1; the looped (interleaved) placement of 6 stages over 2 ranks puts it on rank 0
+    1F0,3F0,4F0,1B0,3B0,4B0
+            ^
+$A/bad_placement.csv:1:9: error[placement]: stage 5 is on rank 0; the looped (interleaved) placement of 6 stages over 2 ranks puts it on rank 1
+    0F0,2F0,5F0,0B0,2B0,5B0
+            ^"
+expect $A/bad_unpaired.csv "$A/bad_unpaired.csv:1:9: error[missing]: backward-input action 0I0 has no weight-gradient action 0W0
+    0F0,0F1,0I0,0B1
+            ^"
+
+# A CSV that imports but is not a complete schedule: import succeeds, check finds it.
+printf '0F0,0F1,0B0\n' >"$tmp/inc.csv"
+"$PIPEC" import-csv "$tmp/inc.csv" -o "$tmp/inc.pipe"
+"$PIPEC" check "$tmp/inc.pipe" >"$tmp/out" 2>&1; rc=$?
+if [ "$rc" = 1 ] && grep -q 'error\[missing\]' "$tmp/out"; then ok; else bad "incomplete CSV fails check" "rc=$rc"; fi
+
+# Usage and file errors.
+"$PIPEC" import-csv >/dev/null 2>&1; [ $? = 2 ] && ok || bad "import-csv without a file exits 2"
+"$PIPEC" import-csv --bogus $A/bad_action.csv >/dev/null 2>&1; [ $? = 2 ] && ok || bad "import-csv bad option exits 2"
+"$PIPEC" export-csv >/dev/null 2>&1; [ $? = 2 ] && ok || bad "export-csv without a file exits 2"
+"$PIPEC" import-csv "$tmp/nonexistent.csv" 2>"$tmp/err"; rc=$?
+if [ "$rc" = 1 ] && grep -q "cannot read .*nonexistent.csv" "$tmp/err"; then ok; else bad "missing file" "rc=$rc"; fi
+
+# --- under the sanitizers -----------------------------------------------------------
+for f in $A/*.csv; do
+    "$PIPEC_ASAN" import-csv "$f" -o "$tmp/asan.pipe" >/dev/null 2>&1; rc=$?
+    case "$f" in
+    */bad_*) [ "$rc" = 1 ] && ok || bad "asan import $f" "rc=$rc" ;;
+    *) if [ "$rc" = 0 ] && "$PIPEC_ASAN" export-csv "$tmp/asan.pipe" >/dev/null 2>&1; then ok
+       else bad "asan import/export $f" "rc=$rc"; fi ;;
+    esac
+done
+
+finish
