@@ -86,7 +86,8 @@ static int cmp_ev(const void *a, const void *b)
     const Ev *x = a, *y = b;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
-    return x->delta < y->delta ? 1 : x->delta > y->delta ? -1 : 0; /* allocs first */
+    /* frees first: a free at t is the end of the op before the one allocating at t */
+    return x->delta < y->delta ? -1 : x->delta > y->delta ? 1 : 0;
 }
 
 static bool fits(const Piece *pc, uint32_t n, int64_t off, const Placed *act, size_t nact)

@@ -58,18 +58,16 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
     if (!atomic_load(&run->failed)) {
         if (rank >= 0 && op >= 0 && (uint64_t)op < run->prog->ranks[rank].nops) {
             const PrOp *o = &run->prog->ranks[rank].ops[op];
-            char nm[32];
+            char nm[32], where[48] = "";
             pr_op_name(nm, sizeof nm, o);
-            snprintf(run->error, sizeof run->error, "rank %d, op %s (#%lld%s%d): %s", rank,
-                     nm, (long long)op, o->line ? ", line " : "", o->line ? o->line : 0,
-                     msg);
-            if (!o->line) /* drop the ", line 0" form */
-                snprintf(run->error, sizeof run->error, "rank %d, op %s (#%lld): %s", rank,
-                         nm, (long long)op, msg);
+            if (o->line > 0)
+                snprintf(where, sizeof where, ", line %d", (int)o->line);
+            snprintf(run->error, sizeof run->error, "rank %d, op %.20s (#%lld%.20s): %.150s",
+                     rank, nm, (long long)op, where, msg);
         } else if (rank >= 0) {
-            snprintf(run->error, sizeof run->error, "rank %d: %s", rank, msg);
+            snprintf(run->error, sizeof run->error, "rank %d: %.200s", rank, msg);
         } else {
-            snprintf(run->error, sizeof run->error, "%s", msg);
+            snprintf(run->error, sizeof run->error, "%.200s", msg);
         }
         atomic_store(&run->failed, 1);
     }
@@ -263,7 +261,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         if (pr_now_ms() > deadline) {
             pthread_mutex_unlock(&run->mu);
             static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI"};
-            pr_fail(run, r->id, (int64_t)atomic_load(&r->cur_op),
+            pr_fail(run, r->id, (int64_t)r->next_op,
                     "watchdog: stuck %.1f s in the receive of message %u (%s%d of virtual "
                     "stage %d on rank %d)",
                     run->opt.timeout_s, msg, m->from_kind < PR_NKINDS ? kn[m->from_kind] : "?",
@@ -285,7 +283,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         free(nd->payload);
         uint32_t got = nd->msg;
         free(nd);
-        pr_fail(run, r->id, (int64_t)atomic_load(&r->cur_op),
+        pr_fail(run, r->id, (int64_t)r->next_op,
                 "message order: expected message %u from rank %d, got %u", msg, peer, got);
         return -1;
     }
@@ -506,6 +504,7 @@ int pr_op(PrRank *r, uint32_t i)
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         tl_op = NULL;
+        r->next_op = i + 1;
         return 0;
     }
     if ((allocates && o->nso_before) || needs_si)
@@ -539,6 +538,7 @@ int pr_op(PrRank *r, uint32_t i)
     r->kind_n[kk]++;
     pthread_mutex_unlock(&r->mu);
     r->busy_ms += t1 - t0;
+    r->next_op = i + 1;
     PrSpan *sp = &r->span[(size_t)r->iter * r->d->nops + i];
     sp->t0 = t0 - run->t_start;
     sp->t1 = t1 - run->t_start;
@@ -575,6 +575,7 @@ static void *rank_main(void *arg)
             return NULL;
         r->iter = it;
         r->dropping = 0;
+        r->next_op = 0;
         pthread_mutex_lock(&r->mu);
         for (int d = 0; d < 2; d++)
             r->q[d].head = r->q[d].tail = r->q[d].done = 0;

@@ -63,6 +63,7 @@ struct PrRank {
     /* current state */
     int iter;
     atomic_uint cur_op;        /* op being run, for failure messages */
+    uint32_t next_op;          /* the op after the last one finished (a receive waits for it) */
     int dropping;              /* fault "drop": skip sends */
     double busy_ms;
     double *kind_ms;           /* [PV * PR_NKINDS] summed op time per (v, kind) */
