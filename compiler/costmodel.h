@@ -116,8 +116,10 @@ typedef struct CostModel {
 /* Validates p's model, device, tensor_parallel and partition into cm (which the caller
  * frees with costmodel_free, also after errors). `partition even` (or none) gives every
  * virtual stage 2L/(P*V) half-layer units, the remainder going one each to the last
- * virtual stages. An explicit partition has P*V entries (layers, multiples of 0.5,
- * >= 0) that sum to L. Returns the number of errors; p must have a model. */
+ * virtual stages. An explicit partition has P*V entries (one per virtual stage, in
+ * model order) or P (one per rank, split evenly over the rank's chunks, the remainder
+ * to its later chunks); entries are layers, multiples of 0.5, >= 0, summing to L.
+ * Returns the number of errors; p must have a model. */
 int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm);
 void costmodel_free(CostModel *cm);
 

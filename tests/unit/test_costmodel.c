@@ -490,7 +490,7 @@ static void test_partition(void **state)
         uint32_t n;
         const char *msg;
     } bad[] = {
-        {{2, 2, 1, 0}, 3, "partition has 3 entries; the pipeline has 4 virtual stages"},
+        {{2, 2, 1, 0}, 3, "partition has 3 entries; the pipeline has 4 stages"},
         {{2, 2, 1, 1}, 4, "partition sums to 6 layers; model 'g' has 5"},
         {{2, 2, 0.7, 0.5}, 4, "partition entry 2 (0.7) must be a number of layers >= 0 in steps of 0.5"},
         {{3, 2, 1, -1}, 4, "partition entry 3 (-1) must be a number of layers >= 0 in steps of 0.5"},
@@ -505,6 +505,22 @@ static void test_partition(void **state)
         assert_non_null(strstr(cap_text(&e), bad[i].msg));
         cap_close(&e);
     }
+    pipeline_free(p);
+
+    /* chunks 2 on 2 ranks, one entry per rank: [3, 2] layers = 6 and 4 half-layer
+     * units, split over the chunks: rank 0 -> vstages 0 and 2 get 3 and 3, rank 1 ->
+     * vstages 1 and 3 get 2 and 2; boundaries 0 3 5 8 10 */
+    p = mkpipe(2, 4, 2, gpt_model(5, 1024, 16, 2048, 2, "flash"), NULL);
+    double ranks[] = {3, 2};
+    p->partition_set = true;
+    p->partition = xmalloc(sizeof ranks);
+    memcpy(p->partition, ranks, sizeof ranks);
+    p->npartition = 2;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    int64_t want2[] = {0, 3, 5, 8, 10};
+    for (int i = 0; i < 5; i++)
+        assert_true(cm.ubeg[i] == want2[i]);
+    costmodel_free(&cm);
     pipeline_free(p);
     cap_close(&c);
 }
