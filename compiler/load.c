@@ -98,7 +98,7 @@ static char *find_import(Loader *L, const char *importer, const char *path, StrB
         return is_regular(path) ? xstrdup(path) : NULL;
     char *cand;
     char *dir = dir_of(importer);
-    cand = xasprintf("%s/%s", dir, path);
+    cand = strcmp(dir, ".") == 0 ? xstrdup(path) : xasprintf("%s/%s", dir, path);
     sb_puts(searched, dir);
     free(dir);
     if (is_regular(cand))

@@ -29,6 +29,7 @@ typedef struct PipeParse {
     bool aborted;           /* a limit stopped the parse; nothing more is reported */
     const char *pending_kw; /* the last block keyword, for "unterminated 'stage' block" */
     int last_tok;
+    uint32_t tok_end;       /* where the last token ended */
     struct { uint32_t off; const char *kw; char ch; } *open; /* open brackets */
     int nopen, opencap;
     bool eof_reported;      /* an "unexpected end of file" was reported */
@@ -434,7 +435,7 @@ void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
     /* Error recovery can swallow the error at the end of the file (bison reports
      * nothing until three tokens were read after an error): say what is left open. */
     if (!ps.aborted && !ps.eof_reported && ps.nopen > 0) {
-        diag_error(d, (Loc){f->len, file}, DIAG_SYNTAX, "unexpected end of file");
+        diag_error(d, (Loc){ps.tok_end, file}, DIAG_SYNTAX, "unexpected end of file");
         note_unterminated(&ps);
     }
     pipe_yylex_destroy(scanner);
