@@ -1,0 +1,204 @@
+/* test_arena_plan.c - static memory planning on small schedules planned by hand, and the
+ * compiler's mlp region sizes against runtime/mlp.c.
+ *
+ * Sizes are multiples of 64 so alignment does not blur the arithmetic. Time is list
+ * position: op i allocates at 2i and frees at 2i+1 (arena_plan.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "arena_plan.h"
+#include "emit_c.h"
+#include "ir.h"
+#include "mlp.h"
+
+/* A 1-rank pipeline with ops "F0 B0 ..." (kind letters and micro-batches). */
+static Pipeline *mk1(int M, const char *ops)
+{
+    Pipeline *p = pipeline_new();
+    pipeline_set_shape(p, 1, M, 1);
+    p->name = strdup("t");
+    const char *s = ops;
+    while (*s) {
+        while (*s == ' ')
+            s++;
+        if (!*s)
+            break;
+        int kind = s[0] == 'F' ? OP_F : s[0] == 'B' ? OP_B : s[0] == 'W' ? OP_W
+                 : s[0] == 'R' ? OP_R : s[1] == 'O' ? OP_SO : OP_SI;
+        s += (kind == OP_SO || kind == OP_SI) ? 2 : 1;
+        Op o = {(uint32_t)strtoul(s, (char **)&s, 10), (uint8_t)kind, 0, 0, LOC_NONE};
+        stage_push(&p->stages[0], o);
+    }
+    return p;
+}
+
+static ArenaPlan *plan1(Pipeline *p, int64_t act, int64_t ckpt, int64_t wact, int full)
+{
+    ArenaSizes z = {act, ckpt, wact};
+    return arena_plan(p, &z, full);
+}
+
+/* Two live regions side by side; then reuse when lifetimes do not overlap. */
+static void test_gpipe_vs_1f1b(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 F1 B0 B1");
+    ArenaPlan *a = plan1(p, 100, 0, 0, 1); /* 100 -> 128 aligned */
+    assert_int_equal(a->rank[0].size, 256);
+    assert_int_equal(a->rank[0].peak_live, 256);
+    assert_int_equal(a->rank[0].off[0], 0);
+    assert_int_equal(a->rank[0].off[1], 128);
+    assert_int_equal(a->rank[0].off[2], 0);   /* B0 works on F0's region */
+    assert_int_equal(a->rank[0].held[0], 128);
+    arena_plan_free(a);
+    pipeline_free(p);
+
+    p = mk1(2, "F0 B0 F1 B1");
+    a = plan1(p, 128, 0, 0, 1);
+    assert_int_equal(a->rank[0].size, 128);   /* B0 frees at its end, F1 reuses */
+    assert_int_equal(a->rank[0].off[2], 0);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* Recompute: F keeps the 128-byte checkpoint, R adds the other 896 bytes.
+ *   pos 0 F0 [0,128) t0..7 | pos 1 F1 ckpt t2..11 | pos 2 R0 [128,1024) t4..7
+ *   pos 3 B0 | pos 4 R1 t8..11 | pos 5 B1
+ * Peak live at R0: 128 + 128 + 896 = 1152. Region 1 must sit where its checkpoint
+ * avoids region 0's pieces and its rest avoids region 0's rest while both live:
+ * candidates 0 (ckpt0), 128 (rest0 overlaps in time), 896 (rest0), 1024 fits. */
+static void test_recompute(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 F1 R0 B0 R1 B1");
+    ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->peak_live, 1152);
+    assert_int_equal(r->off[0], 0);
+    assert_int_equal(r->off[1], 1024);
+    assert_int_equal(r->size, 2048);
+    assert_int_equal(r->held[0], 128);   /* F0 allocates the checkpoint */
+    assert_int_equal(r->held[2], 896);   /* R0 the rest */
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* Split backward: B0 frees all but the 256-byte wact prefix, W0 frees that.
+ *   pos 0 F0 | 1 B0 (frees [256,1024) at t3) | 2 F1 (t4) | 3 W0 (frees [0,256) at t7)
+ * F1 needs 1024 contiguous bytes while [0,256) lives: first fit at 256; arena 1280,
+ * peak 256 + 1024 = 1280. */
+static void test_split_w(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 B0 F1 W0 B1 W1");
+    ArenaPlan *a = plan1(p, 1024, 0, 256, 1);
+    assert_int_equal(a->rank[0].off[2], 256);
+    assert_int_equal(a->rank[0].size, 1280);
+    assert_int_equal(a->rank[0].peak_live, 1280);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* Swap: SO0 frees region 0 at its end (t3), F1 (t4) reuses offset 0, SI0 (t6) brings
+ * region 0 back elsewhere (128) and B0 works there. With swap_fraction 0.5 and no full
+ * swap the region stays in place: F1 goes to 128. */
+static void test_swap(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 SO0 F1 SI0 B0 B1");
+    ArenaPlan *a = plan1(p, 128, 0, 0, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->off[0], 0);
+    assert_int_equal(r->off[1], 0);      /* SO reads from the old place */
+    assert_int_equal(r->off[2], 0);      /* F1 reuses it */
+    assert_int_equal(r->off[3], 128);    /* SI writes to the new place */
+    assert_int_equal(r->off[4], 128);    /* B0 works there */
+    assert_int_equal(r->held[1], 128);
+    assert_int_equal(r->held[3], 128);
+    assert_int_equal(r->size, 256);
+    assert_int_equal(r->peak_live, 256);
+    arena_plan_free(a);
+
+    p->costs.v[COST_SWAP_FRACTION] = 0.5;
+    p->costs.set |= 1u << COST_SWAP_FRACTION;
+    a = plan1(p, 128, 0, 0, 0);
+    assert_int_equal(a->rank[0].off[2], 128);
+    assert_int_equal(a->rank[0].off[4], 0);
+    assert_int_equal(a->rank[0].size, 256);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* Bad input never crashes: a B without F, a W before B, ops out of range. */
+static void test_malformed(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(3, "B0 W1 B1 F2 SI2 SO2 B2");
+    ArenaPlan *a = plan1(p, 128, 64, 64, 1);
+    assert_int_equal(a->rank[0].off[0], -1);
+    assert_true(a->rank[0].size >= 0);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* The budget check: weights + arena against memory, exactly at budget passes. */
+static void test_budget(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 F1 B0 B1");
+    p->costs.v[COST_ACT] = 1024;
+    p->costs.v[COST_WEIGHTS] = 4096;
+    p->costs.set |= (1u << COST_ACT) | (1u << COST_WEIGHTS);
+    p->has_memory = true;
+    p->memory = 4096 + 2048;          /* exactly weights + two regions */
+    Diag d = {0};
+    d.out = fopen("/dev/null", "w");
+    assert_int_equal(arena_check(&d, p), 0);
+    p->memory -= 1;
+    assert_int_equal(arena_check(&d, p), 1);
+    assert_int_equal(d.ncode[DIAG_MEMORY], 1);
+    FILE *f = fopen("/dev/null", "w");
+    arena_plan_report(f, p);
+    fclose(f);
+    fclose(d.out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* The compiler's copy of the act layout equals runtime/mlp.c's for many shapes. */
+static void test_mlp_sizes(void **st)
+{
+    (void)st;
+    int shapes[][5] = {{256, 64, 4, 64, 4}, {256, 16, 4, 8, 2}, {7, 3, 5, 5, 3},
+                       {1, 1, 1, 1, 1}, {300, 33, 7, 9, 1}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        MlpConfig c = {shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], shapes[k][4], 4};
+        for (int nl = 0; nl <= c.L; nl++)
+            for (int e = 0; e < 2; e++)
+                for (int h = 0; h < 2; h++) {
+                    MlpSlice s = {0, 0, nl, e, h};
+                    ArenaSizes z = mlp_region_sizes(c.vocab, c.C, c.T, c.B, nl, e, h);
+                    assert_int_equal(z.act, (int64_t)mlp_act_bytes(&c, &s));
+                    assert_int_equal(z.ckpt, (int64_t)mlp_ckpt_bytes(&c, &s));
+                    assert_int_equal(z.wact, (int64_t)mlp_wact_bytes(&c, &s));
+                }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpipe_vs_1f1b), cmocka_unit_test(test_recompute),
+        cmocka_unit_test(test_split_w),       cmocka_unit_test(test_swap),
+        cmocka_unit_test(test_malformed),     cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_mlp_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
