@@ -393,14 +393,15 @@ static void check_order(Diag *d, const Graph *g)
 #define LIVE_CAP 65536
 
 /* "weights 26.0 GiB + 8 micro-batches x 3.6 GiB activations" into b. */
-static void composition(StrBuf *b, const Pipeline *p, int32_t s, const MemRank *r)
+static void composition(StrBuf *b, const Pipeline *p, const OpIndex *idx, int32_t s,
+                        const MemRank *r)
 {
     char w[32], x[32];
     sb_printf(b, "weights %s", fmt_size(w, sizeof w, r->weights));
     if (r->peak_op == NONE)
         return;
     double *held = xmalloc(LIVE_CAP * sizeof *held);
-    uint32_t n = mem_live_at(p, s, r->peak_op, held, LIVE_CAP);
+    uint32_t n = mem_live_idx(p, idx, s, r->peak_op, held, LIVE_CAP);
     uint32_t k = n < LIVE_CAP ? n : LIVE_CAP;
     double lo = INFINITY, hi = 0;
     for (uint32_t i = 0; i < k; i++) {
@@ -418,7 +419,7 @@ static void composition(StrBuf *b, const Pipeline *p, int32_t s, const MemRank *
     free(held);
 }
 
-static void check_memory(Diag *d, const Pipeline *p)
+static void check_memory(Diag *d, const Pipeline *p, const OpIndex *idx)
 {
     if (!p->has_memory)
         return;
@@ -430,7 +431,7 @@ static void check_memory(Diag *d, const Pipeline *p)
             continue;
         char pk[32], bu[32], ov[32], on[48];
         StrBuf comp = {0};
-        composition(&comp, p, s, r);
+        composition(&comp, p, idx, s, r);
         const StageOps *st = &p->stages[s];
         Loc at = r->peak_op != NONE ? st->ops[r->peak_op].loc
                                     : (st->loc.file != LOC_NONE_FILE ? st->loc : p->loc);
@@ -508,7 +509,7 @@ int check_pipeline(Diag *d, const Pipeline *p, unsigned what)
         graph_free(&g);
     }
     if (sound && (what & CHECK_MEMORY))
-        check_memory(d, p);
+        check_memory(d, p, idx);
     opindex_free(idx);
     return d->nerr - before;
 }

@@ -73,6 +73,10 @@ int check_waitgraph(Diag *d, const Graph *g);
 /* Runs the send/recv lowering (comm.h) and reports a hang as `deadlock`. */
 int check_comm(Diag *d, const Pipeline *p, const Graph *g);
 
+/* mem_live_at (memory.h) with an op index already built. */
+uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
+                      double *held, uint32_t cap);
+
 /* "stage 1 B3"-style name of node u into buf. */
 char *node_name(const Graph *g, uint32_t u, char *buf, size_t n);
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "check_int.h"
 #include "util.h"
 
-#define NONE UINT32_MAX
 
 /* Per-rank walk state. held and host are indexed by slot. */
 typedef struct Walk {
@@ -150,10 +150,18 @@ void mem_walk(const Pipeline *p, MemRank *out)
 
 uint32_t mem_live_at(const Pipeline *p, int32_t s, uint32_t upto, double *held, uint32_t cap)
 {
+    OpIndex *idx = opindex_build(p);
+    uint32_t n = mem_live_idx(p, idx, s, upto, held, cap);
+    opindex_free(idx);
+    return n;
+}
+
+uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
+                      double *held, uint32_t cap)
+{
     if (s < 0 || s >= p->P)
         return 0;
     const StageOps *st = &p->stages[s];
-    OpIndex *idx = opindex_build(p);
     Walk w;
     walk_init(&w, p, idx, s);
     for (uint32_t i = 0; i < st->n && i <= upto; i++) {
@@ -170,6 +178,5 @@ uint32_t mem_live_at(const Pipeline *p, int32_t s, uint32_t upto, double *held, 
             n++;
         }
     walk_free(&w);
-    opindex_free(idx);
     return n;
 }
