@@ -89,6 +89,25 @@ else
     skip "stdlib expansions" "stdlib/schedules.pipe not there yet"
 fi
 
+# --- one transformation, three spellings ----------------------------------------------------
+# `apply recompute(...)`, the `recompute` directive and `pipec opt --pass` on the same
+# schedule print the same bytes (the golden apply_recompute.expected).
+exp=tests/golden/print/apply_recompute.expected
+grep -v '^ *apply ' tests/golden/print/apply_recompute.pipe >"$tmp/plain.pipe"
+sed 's/^ *apply recompute(stages=0..=0, policy=full)/  recompute stages 0..=0 policy full/' \
+    tests/golden/print/apply_recompute.pipe >"$tmp/directive.pipe"
+"$PIPEC_ASAN" print "$tmp/directive.pipe" >"$tmp/out" 2>"$tmp/err"
+check "recompute directive prints like apply recompute" cmp -s "$exp" "$tmp/out"
+"$PIPEC_ASAN" opt "$tmp/plain.pipe" --pass 'recompute(stages=0..=0, policy=full)' >"$tmp/out" 2>"$tmp/err"
+check "opt --pass recompute prints like apply recompute" cmp -s "$exp" "$tmp/out"
+"$PIPEC_ASAN" opt "$tmp/plain.pipe" --pass 'recompute(stages=0..=0, policy=full)' -o "$tmp/o.pipe" >"$tmp/out" 2>&1
+check "opt -o writes the same" cmp -s "$exp" "$tmp/o.pipe"
+"$PIPEC_ASAN" opt "$tmp/plain.pipe" -p 'recompute(stages=0, policy=full)' -p 'recompute(stages=0, policy=none)' \
+    >"$tmp/out" 2>"$tmp/err"
+check "opt passes run in order (policy none removes the R ops again)" test "$(grep -c 'R[0-9]' "$tmp/out")" = 0
+"$PIPEC_ASAN" print "$tmp/plain.pipe" >"$tmp/plainprint" 2>&1
+check "opt full then none gives back the plain print" cmp -s "$tmp/plainprint" "$tmp/out"
+
 # --- exit codes ------------------------------------------------------------------------------
 "$PIPEC_ASAN" print >/dev/null 2>"$tmp/err"
 check "print without a file exits 2" test $? = 2
