@@ -207,6 +207,9 @@ static void pl_error(PassLexer *l, uint32_t at, DiagCode code, const char *what)
         snprintf(near, sizeof near, "the end of the list");
     else
         snprintf(near, sizeof near, "'%.*s'", (int)k, s);
+    for (char *q = near; *q; q++) /* the message is quoted raw: keep it printable */
+        if ((unsigned char)*q < 0x20 || (unsigned char)*q >= 0x7f)
+            *q = '?';
     diag_error(l->d, pl_loc(l, at), code, "%s, found %s", what, near);
     l->nerr++;
 }
