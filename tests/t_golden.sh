@@ -84,6 +84,8 @@ interleaved 4 8 2
 interleaved 2 4 3
 zbh1 4 8 1
 eager1f1b 4 8 1
+zbh1 3 6 1
+tpipe 4 8 1
 EOF
 else
     skip "stdlib expansions" "stdlib/schedules.pipe not there yet"
