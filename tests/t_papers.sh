@@ -8,6 +8,7 @@
 #   Obscura §9.3 / Fig. 13: Llama-2 28B under DAPPLE: only stages 6 and 7 fit, and
 #     stage 0 needs about 2.0x the memory of stage 7.
 #   Obscura §8: CMB recomputation on stage 0 alone is enough for the 18B model.
+#   TPipe §6, Fig. 8(a): the 48-layer Llama at PP 8 / TP 8 keeps ~16.6 GB on stage 0.
 # The cost model's arithmetic behind these numbers is in docs/cost-model.md; the exact
 # formulas are unit-tested in tests/unit/test_costmodel.c.
 cd "$(dirname "$0")/.."
@@ -94,6 +95,13 @@ if [ "$rc" = 1 ] && [ "$over" = "0 1 2 3 4 5 " ]; then ok; else bad "28b over bu
 peaks "$f" >"$tmp/p28"
 r=$(awk -v a="$(nth 0 <"$tmp/p28")" -v b="$(nth 7 <"$tmp/p28")" 'BEGIN{if (b > 0) printf "%.2f", a/b}')
 if awk -v x="$r" 'BEGIN{exit !(x >= 1.8 && x <= 2.2)}'; then ok; else bad "28b ratio" "stage 0 / stage 7 = $r, paper ~2.0"; fi
+
+# --- TPipe §6 / Fig. 8(a): 48-layer Llama, PP 8, TP 8, s 4K, b 2, sequence parallel:
+# 1F1B keeps 16.61 GB of activations on stage 0; we accept within 15% -------------------
+f=$EX/tpipe_llama48_1f1b.pipe
+if "$PIPEC_ASAN" check "$f" >/dev/null 2>"$tmp/err"; then ok; else bad "tpipe check" "$(cat "$tmp/err")"; fi
+a0=$("$PIPEC" sim --json "$f" 2>/dev/null | grep -o '"peak_act_bytes": [0-9]*' | head -n 1 | awk '{print $2}')
+if awk -v x="${a0:-0}" 'BEGIN{exit !(x >= 0.85 * 16.61e9 && x <= 1.15 * 16.61e9)}'; then ok; else bad "tpipe activations" "stage 0 keeps ${a0:-?} bytes, paper 16.61e9"; fi
 
 # --- `pipec print` shows the derived costs; the printed file checks the same -------
 f=$EX/llama2_13b_1f1b.pipe
