@@ -1,0 +1,177 @@
+/* swap_aware_recompute.c - the `swap_aware_recompute(verbose=false)` pass: Obscura §6.2,
+ * Eq. 2-4.
+ *
+ * Recomputing more leaves fewer bytes to swap; recomputing less leaves more swapping,
+ * whose transfers may no longer hide behind compute. The pass picks, for the adjusted
+ * ranks, one recomputation policy (the paper gives the adjusted stages one strategy,
+ * §9.3), the warm-up eviction count lambda of the last adjusted rank k (rank s evicts
+ * lambda + (k - s), swap.c) and the swapped fraction beta, to
+ *
+ *     minimise the makespan
+ *     s.t. every rank's static peak <= the budget                    (Eq. 4, M_s <= G)
+ *          a_adj * beta <= (3 f_s + r_s) * B_s on each swapping rank  (Eq. 4)
+ *
+ * where a_adj is the bytes a micro-batch keeps on the rank (ckpt with R, else act) and
+ * B_s the rank's host_bw. The objective is the simulator (sim_makespan over variants on
+ * pipeline_clone copies), not the paper's analytic Eq. 2-3, which assumes b = 2f, the
+ * same f on every rank and no p2p time. Candidates: policies none, cmb, selective, mlp
+ * and full when the pipeline has a model (without one only none and full, as the others
+ * would be costed as full), lambda in 0 .. W_0 - 1, beta in {1/4, 1/2, 3/4, 1}. The
+ * current state is a candidate too, so the pass never makes a fitting pipeline slower;
+ * when no candidate fits, the pipeline is left as it was (check reports the memory).
+ *
+ * With verbose=true it writes one line to stderr: the choice, the simulated makespan and
+ * Eq. 3's T_0 for the same choice (eq23_makespan), and how far they differ.
+ *
+ * Requires a 1F1B-family schedule. Nothing to do without adjusted ranks. Idempotent in
+ * effect: a second run finds the same optimum (the current state is a candidate and
+ * only a strictly faster variant replaces it). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costmodel.h"
+#include "passes.h"
+#include "sched_util.h"
+#include "sim.h"
+#include "util.h"
+
+/* The bytes one micro-batch keeps on rank s between its forward and backward. */
+static double kept_bytes(const Pipeline *p, int32_t s)
+{
+    return p->stage_policy[s] != POLICY_NONE ? ir_cost(p, s, 0, COST_CKPT) : ir_cost(p, s, 0, COST_ACT);
+}
+
+static double rec_ms(const Pipeline *p, int32_t s)
+{
+    return p->stage_policy[s] != POLICY_NONE ? ir_cost(p, s, 0, COST_R) : 0;
+}
+
+/* Eq. 4's bandwidth constraint on every rank that swaps. */
+static bool bandwidth_ok(const Pipeline *p)
+{
+    for (int32_t s = 0; s < p->P; s++) {
+        const StageOps *st = &p->stages[s];
+        bool swaps = false;
+        for (uint32_t i = 0; i < st->n && !swaps; i++)
+            swaps = st->ops[i].kind == OP_SO;
+        if (!swaps)
+            continue;
+        double f = ir_cost(p, s, 0, COST_F), B = ir_cost(p, s, 0, COST_HOST_BW);
+        double beta = ir_cost(p, s, 0, COST_SWAP_FRACTION);
+        if (kept_bytes(p, s) * beta > (3 * f + rec_ms(p, s)) * 1e-3 * B)
+            return false;
+    }
+    return true;
+}
+
+double obscura_eq23(const Pipeline *p, int64_t lambda, double beta)
+{
+    int32_t k = sched_last_adjusted(p), P = p->P;
+    double M = p->M, T = 0;
+    for (int32_t s = P - 1; s >= 0; s--) {
+        double f = ir_cost(p, s, 0, COST_F);
+        if (s > k) {
+            T = 3 * M * f + 3.0 * (P - s - 1) * f;
+            continue;
+        }
+        double r = rec_ms(p, s), g = 3 * f + r, B = ir_cost(p, s, 0, COST_HOST_BW);
+        double ls = lambda ? (double)(lambda + (k - s)) : 0;
+        double x = isfinite(B) && B > 0 ? kept_bytes(p, s) * beta / B * 1e3 : 0; /* ms */
+        double tc = fmax(ls * (x - f) - (k - s) * (2 * f + r), 0) + fmax(ls * (x - 2 * f - r), 0);
+        double own = g * M + (k - s) * g + tc;
+        T = s == P - 1 ? own : fmax(T + g, own);
+    }
+    return T;
+}
+
+typedef struct Choice {
+    RecomputePolicy pol;
+    int64_t lambda;
+    double beta;
+    double ms;
+} Choice;
+
+/* Applies a candidate to q (a clone): policy on the adjusted ranks, then swap. */
+static int apply(Diag *d, Pipeline *q, RecomputePolicy pol, int64_t lambda, double beta, Loc loc)
+{
+    int err = 0;
+    for (int32_t s = 0; s < q->P && !err; s++)
+        if (q->adjusted[s] && q->stage_policy[s] != pol)
+            err = sched_recompute(d, q, s, s + 1, pol, loc);
+    if (err)
+        return err;
+    Field args[2];
+    memset(args, 0, sizeof args);
+    args[0].key = (char *)"lambda";
+    args[0].val.kind = VAL_NUM;
+    args[0].val.num = (double)lambda;
+    args[0].val.loc = args[0].loc = loc;
+    args[1].key = (char *)"beta";
+    args[1].val.kind = VAL_NUM;
+    args[1].val.num = beta;
+    args[1].val.loc = args[1].loc = loc;
+    PassCall call = {(char *)"swap", args, 2, loc};
+    return pass_swap(d, q, &call);
+}
+
+int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
+{
+    int err = 0;
+    bool verbose = false;
+    pass_arg_bool(d, call, "verbose", &verbose, &err);
+    if (err)
+        return err;
+    int32_t k = sched_last_adjusted(p);
+    if (k < 0)
+        return 0;
+    SchedShape sh;
+    if (sched_read(d, p, call, &sh))
+        return 1;
+    int64_t lmax = sh.warm[0] - 1;
+    sched_free(&sh);
+
+    static const RecomputePolicy with_model[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
+                                                 POLICY_MLP, POLICY_FULL};
+    static const RecomputePolicy without[] = {POLICY_NONE, POLICY_FULL};
+    const RecomputePolicy *pols = p->model ? with_model : without;
+    int npol = p->model ? 5 : 2;
+    static const double betas[] = {0.25, 0.5, 0.75, 1.0};
+    void *scratch = NULL;
+    Choice best = {POLICY_N, 0, 1.0, INFINITY};
+    if (sched_fits(p, NULL))
+        best.ms = sim_makespan(p, &scratch);
+    for (int ip = 0; ip < npol && !err; ip++)
+        for (int64_t lam = 0; lam <= lmax && !err; lam++)
+            for (int ib = 0; ib < 4 && !err; ib++) {
+                if (lam == 0 && ib > 0)
+                    break; /* beta is moot without swaps */
+                double beta = lam ? betas[ib] : 1.0;
+                Pipeline *q = pipeline_clone(p);
+                err = apply(d, q, pols[ip], lam, beta, call->loc);
+                if (!err && sched_fits(q, NULL) && bandwidth_ok(q)) {
+                    double ms = sim_makespan(q, &scratch);
+                    if (ms < best.ms * (1 - 1e-9))
+                        best = (Choice){pols[ip], lam, beta, ms};
+                }
+                pipeline_free(q);
+            }
+    sim_scratch_free(scratch);
+    if (err)
+        return err;
+    if (best.pol != POLICY_N)
+        err = apply(d, p, best.pol, best.lambda, best.beta, call->loc);
+    if (!err && verbose) {
+        int64_t lam = best.pol == POLICY_N ? -1 : best.lambda;
+        void *sc = NULL;
+        double ms = sim_makespan(p, &sc), eq = obscura_eq23(p, lam < 0 ? 0 : lam, best.beta);
+        fprintf(stderr,
+                "swap_aware_recompute: %s: adjusted ranks 0..%d policy %s lambda %lld beta %.2f: "
+                "simulated %.1f ms, eq23_makespan %.1f ms (%+.1f%%)\n",
+                p->name ? p->name : "pipeline", k, policy_name[p->stage_policy[k]],
+                (long long)(lam < 0 ? 0 : lam), best.beta, ms, eq, 100 * (eq - ms) / ms);
+        sim_scratch_free(sc);
+    }
+    return err;
+}
