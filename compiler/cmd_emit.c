@@ -178,7 +178,7 @@ static int build(const EmitOut *out, const char *dir)
 }
 
 enum { O_BACKEND = 300, O_ITERS, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE,
-       O_TIMEOUT, O_PROFILE, O_LR, O_SEED, O_QUIET, O_CACHE };
+       O_TIMEOUT, O_PROFILE, O_LR, O_SEED, O_QUIET, O_CACHE, O_REF };
 
 static int emit_or_compile(int argc, char **argv, bool compile)
 {
@@ -354,6 +354,7 @@ int cmd_run(int argc, char **argv)
         {"seed", required_argument, NULL, O_SEED},
         {"quiet", no_argument, NULL, O_QUIET},
         {"cache", required_argument, NULL, O_CACHE},
+        {"reference", no_argument, NULL, O_REF},
         {"output", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
     };
@@ -374,7 +375,7 @@ int cmd_run(int argc, char **argv)
         case O_BACKEND: backend = optarg; break;
         case O_CACHE: cache = optarg; break;
         case O_DATA: data = optarg; break;
-        case O_CHECK: case O_JSON: case O_PROFILE: case O_QUIET:
+        case O_CHECK: case O_JSON: case O_PROFILE: case O_QUIET: case O_REF:
             pass[np++] = xasprintf("--%s", name);
             break;
         case 'o':

@@ -761,6 +761,7 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     if (!res)
         res = &dummy;
     memset(res, 0, sizeof *res);
+    res->ref_ms = -1;
     res->max_grad_err = -1;
     char why[200];
     if (validate(prog, o, why, sizeof why)) {
@@ -853,6 +854,9 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
             break;
     }
 done:
+    res->ref_ms = -1;
+    if (o->reference && o->workload == PR_MLP && !atomic_load(&run->failed) && run->model)
+        res->ref_ms = pr_mlp_reference_ms(run);
     if (started < run->P && started > 0)
         pr_fail(run, -1, -1, "run aborted");
     for (int s = 0; s < started; s++)

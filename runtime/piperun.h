@@ -161,6 +161,7 @@ typedef struct PrOptions {
     double lr;                 /* SGD learning rate (mlp) */
     uint64_t seed;             /* model initialisation and data sampling */
     int threads_blas;          /* OpenBLAS threads (1 when ranks compute at once) */
+    bool reference;            /* also time the sequential reference trainer (bench) */
 } PrOptions;
 
 /* Sets the defaults: mlp when available else synthetic, 1 iteration, time scale 1,
@@ -178,6 +179,8 @@ typedef struct PrResult {
     int ngrad;                 /* --check: tensors compared */
     char (*grad_name)[32];     /* [ngrad] */
     double *grad_err;          /* [ngrad] */
+    double ref_ms;             /* --reference: mean time of one reference iteration +
+                                  optimizer step, same data; -1 when not measured */
     char error[256];           /* the failure message, "" when the run succeeded */
 } PrResult;
 void pr_result_free(PrResult *res);

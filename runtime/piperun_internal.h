@@ -120,5 +120,6 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o);
 int pr_mlp_check(PrRun *run, PrResult *res);   /* reference iteration; fills grad errors */
 void pr_mlp_step(PrRun *run);
 void pr_mlp_zero(PrRun *run);
+double pr_mlp_reference_ms(PrRun *run);   /* mean ms per reference iteration, or -1 */
 
 #endif

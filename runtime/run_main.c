@@ -14,7 +14,7 @@ static void usage(FILE *f, const char *argv0)
     fprintf(f,
             "usage: %s [--iters N] [--check] [--json] [--trace T.json] [--workload mlp|synthetic]\n"
             "          [--data FILE] [--time-scale X] [--timeout SECONDS] [--profile [-o FILE]]\n"
-            "          [--lr X] [--seed N] [--quiet]\n",
+            "          [--lr X] [--seed N] [--quiet] [--reference]\n",
             argv0);
 }
 
@@ -86,6 +86,8 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
     print_num(f, measured_ms(res));
     fprintf(f, ", \"simulated_ms\": ");
     print_num(f, sim >= 0 ? sim : NAN);
+    fprintf(f, ", \"reference_ms\": ");
+    print_num(f, res->ref_ms >= 0 ? res->ref_ms : NAN);
     fprintf(f, ",\n \"per_stage\": [");
     for (int s = 0; s < g->P; s++) {
         fprintf(f, "%s{\"stage\": %d, \"busy_ms\": ", s ? ",\n   " : "", s);
@@ -139,6 +141,9 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
                 meas, sim, sim > 0 ? meas / sim : NAN);
     else
         fprintf(f, "iteration time: measured %.3f ms, simulated n/a\n", meas);
+    if (res->ref_ms >= 0)
+        fprintf(f, "sequential reference trainer: %.3f ms per iteration (pipelined/reference "
+                   "%.3f)\n", res->ref_ms, meas / res->ref_ms);
     for (int s = 0; s < g->P; s++) {
         char a[32], b[32];
         fmt_bytes(a, sizeof a, (double)g->ranks[s].arena_bytes[o->workload]);
@@ -160,7 +165,7 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     PrOptions o;
     pr_options_default(&o, prog);
     enum { O_ITERS = 256, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE, O_TIMEOUT,
-           O_PROFILE, O_LR, O_SEED, O_QUIET, O_HELP };
+           O_PROFILE, O_LR, O_SEED, O_QUIET, O_HELP, O_REF };
     static const struct option longopts[] = {
         {"iters", required_argument, NULL, O_ITERS},
         {"check", no_argument, NULL, O_CHECK},
@@ -175,6 +180,7 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
         {"seed", required_argument, NULL, O_SEED},
         {"quiet", no_argument, NULL, O_QUIET},
         {"help", no_argument, NULL, O_HELP},
+        {"reference", no_argument, NULL, O_REF},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -222,6 +228,7 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
             o.seed = (uint64_t)v;
             break;
         case O_QUIET: o.quiet = true; break;
+        case O_REF: o.reference = true; break;
         case O_HELP: usage(stdout, argv[0]); return 0;
         default:
             usage(stderr, argv[0]);

@@ -247,3 +247,40 @@ out:
     free(tgt);
     return rc;
 }
+
+double pr_mlp_reference_ms(PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
+    MlpModel *ref = mlp_create(&c, run->opt.seed);
+    size_t bt = (size_t)c.B * (size_t)c.T;
+    int *tok = malloc((size_t)run->M * bt * sizeof *tok);
+    int *tgt = malloc((size_t)run->M * bt * sizeof *tgt);
+    double ms = -1, total = 0;
+    int n = 0;
+    MlpSlice whole = mlp_whole(&c);
+    if (!ref || !tok || !tgt)
+        goto out;
+    for (int it = 0; it < run->opt.iters; it++) {
+        double t0 = pr_now_ms();
+        /* the same work as one pipelined iteration: its batches, the step */
+        for (int mb = 0; mb < run->M; mb++)
+            if (data_batch(&run->data, run->opt.seed, it, mb, c.B, c.T, c.vocab, tok + mb * bt,
+                           tgt + mb * bt) != 0)
+                goto out;
+        mlp_zero_grad(ref, &whole);
+        if (isnan(mlp_reference_iteration(ref, run->M, tok, tgt)))
+            goto out;
+        mlp_sgd_step(ref, &whole, (float)run->opt.lr);
+        if (it > 0 || run->opt.iters == 1) {
+            total += pr_now_ms() - t0;
+            n++;
+        }
+    }
+    ms = n ? total / n : -1;
+out:
+    mlp_free(ref);
+    free(tok);
+    free(tgt);
+    return ms;
+}
