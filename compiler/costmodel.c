@@ -85,7 +85,7 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
     int err = 0, k;
     bool has_ffn = false, has_kv = false;
     bool seen[6] = {0}; /* layers hidden heads vocab seq: required */
-    const Field *heads_f = NULL, *kv_f = NULL;
+    const Field *heads_f = NULL, *kv_f = NULL, *hidden_f = NULL; /* into e->fields */
     for (uint32_t i = 0; i < e->nfields; i++) {
         const Field *f = &e->fields[i];
         if (!field_live(e, i))
@@ -106,6 +106,7 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
         } else if (!strcmp(key, "hidden")) {
             err += read_int(d, f, "model", &m->hidden);
             seen[1] = true;
+            hidden_f = f;
         } else if (!strcmp(key, "heads")) {
             err += read_int(d, f, "model", &m->heads);
             seen[2] = true;
@@ -165,7 +166,9 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
     }
     if (m->arch != ARCH_MLP) {
         if (fmod(m->hidden, m->heads) != 0) {
-            diag_error(d, heads_f ? heads_f->loc : e->loc, DIAG_VALUE,
+            /* point at whichever of the two was written last (an override block) */
+            const Field *at = hidden_f > heads_f ? hidden_f : heads_f;
+            diag_error(d, at ? at->loc : e->loc, DIAG_VALUE,
                        "model '%s': %g heads do not divide hidden size %g", e->name, m->heads,
                        m->hidden);
             err++;
