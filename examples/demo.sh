@@ -130,3 +130,11 @@ if [ -n "$failed" ]; then
     exit 1
 fi
 echo "demo: all steps done"
+
+# --- training longer (runtime): the demo pipeline for 15 iterations, so the loss can be
+# seen falling; the summary compares the measured iteration time with the simulated one.
+if [ -f examples/demo.pipe ]; then
+    echo
+    echo "== pipec run examples/demo.pipe --iters 15"
+    "$PIPEC" run examples/demo.pipe --iters 15 || exit 1
+fi
