@@ -7,6 +7,7 @@ set -u
 cd "$(dirname "$0")/.."
 export PIPEC="${PIPEC:-$PWD/bin/pipec}"
 export PIPEC_ASAN="${PIPEC_ASAN:-$PIPEC}"
+export PIPEC_STDLIB="${PIPEC_STDLIB:-$PWD/stdlib}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 pass=0 fail=0 skip=0 failed_suites=""
