@@ -16,7 +16,10 @@
  * pipeline_clone copies), not the paper's analytic Eq. 2-3, which assumes b = 2f, the
  * same f on every rank and no p2p time. Candidates: policies none, cmb, selective, mlp
  * and full when the pipeline has a model (without one only none and full, as the others
- * would be costed as full), lambda in 0 .. W_0 - 1, beta in {1/4, 1/2, 3/4, 1}. The
+ * would be costed as full); beta in {1/4, 1/2, 3/4, 1}; how many of the migrated
+ * forwards the adjusted ranks keep (all, none, 1, 2, 4, ...: migration buys bubbles
+ * with memory, which swapping or recomputation must then pay); lambda ascending from 0,
+ * up to three values past the first that fits (memory falls with lambda). The
  * current state is a candidate too, so the pass never makes a fitting pipeline slower;
  * when no candidate fits, the pipeline is left as it was (check reports the memory).
  *
@@ -88,15 +91,31 @@ double obscura_eq23(const Pipeline *p, int64_t lambda, double beta)
 
 typedef struct Choice {
     RecomputePolicy pol;
+    int64_t extra;  /* migrated forwards kept per adjusted rank; -1: as the input */
     int64_t lambda;
     double beta;
     double ms;
 } Choice;
 
-/* Applies a candidate to q (a clone): policy on the adjusted ranks, then swap. */
-static int apply(Diag *d, Pipeline *q, RecomputePolicy pol, int64_t lambda, double beta, Loc loc)
+/* Applies a candidate to q (a clone): policy on the adjusted ranks; with extra >= 0 the
+ * adjusted ranks keep at most extra forwards beyond 1F1B's warm-up (never more than
+ * they had); then swap. */
+static int apply(Diag *d, Pipeline *q, const PassCall *call, RecomputePolicy pol, int64_t extra,
+                 int64_t lambda, double beta, Loc loc)
 {
     int err = 0;
+    if (extra >= 0) {
+        SchedShape sh;
+        if (sched_read(d, q, call, &sh))
+            return 1;
+        for (int32_t s = 0; s < q->P; s++) {
+            int64_t w = (int64_t)sched_warm_1f1b(q->P, q->M, s) + extra;
+            if (q->adjusted[s] && w < sh.warm[s])
+                sh.warm[s] = (int32_t)w;
+        }
+        sched_write(q, &sh, loc);
+        sched_free(&sh);
+    }
     for (int32_t s = 0; s < q->P && !err; s++)
         if (q->adjusted[s] && q->stage_policy[s] != pol)
             err = sched_recompute(d, q, s, s + 1, pol, loc);
@@ -112,8 +131,8 @@ static int apply(Diag *d, Pipeline *q, RecomputePolicy pol, int64_t lambda, doub
     args[1].val.kind = VAL_NUM;
     args[1].val.num = beta;
     args[1].val.loc = args[1].loc = loc;
-    PassCall call = {(char *)"swap", args, 2, loc};
-    return pass_swap(d, q, &call);
+    PassCall sc = {(char *)"swap", args, 2, loc};
+    return pass_swap(d, q, &sc);
 }
 
 int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
@@ -129,7 +148,7 @@ int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
     SchedShape sh;
     if (sched_read(d, p, call, &sh))
         return 1;
-    int64_t lmax = sh.warm[0] - 1;
+    int64_t lmax = sh.warm[0] - 1, xmax = sh.warm[0] - sched_warm_1f1b(p->P, p->M, 0);
     sched_free(&sh);
 
     static const RecomputePolicy with_model[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
@@ -139,29 +158,45 @@ int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
     int npol = p->model ? 5 : 2;
     static const double betas[] = {0.25, 0.5, 0.75, 1.0};
     void *scratch = NULL;
-    Choice best = {POLICY_N, 0, 1.0, INFINITY};
+    Choice best = {POLICY_N, -1, 0, 1.0, INFINITY};
     if (sched_fits(p, NULL))
         best.ms = sim_makespan(p, &scratch);
+    /* migrated forwards kept: all (-1), none (0), and powers of two between */
+    int64_t extras[40];
+    int nx = 0;
+    extras[nx++] = -1;
+    for (int64_t x = 0; x < xmax && nx < 40; x = x ? 2 * x : 1)
+        extras[nx++] = x;
+    /* lambda ascending: memory falls with lambda, time mostly grows, so after the first
+     * lambda that fits only a few more are tried (SEARCH_AFTER_FIT) */
+    enum { SEARCH_AFTER_FIT = 3 };
     for (int ip = 0; ip < npol && !err; ip++)
-        for (int64_t lam = 0; lam <= lmax && !err; lam++)
+        for (int ix = 0; ix < nx && !err; ix++)
             for (int ib = 0; ib < 4 && !err; ib++) {
-                if (lam == 0 && ib > 0)
-                    break; /* beta is moot without swaps */
-                double beta = lam ? betas[ib] : 1.0;
-                Pipeline *q = pipeline_clone(p);
-                err = apply(d, q, pols[ip], lam, beta, call->loc);
-                if (!err && sched_fits(q, NULL) && bandwidth_ok(q)) {
-                    double ms = sim_makespan(q, &scratch);
-                    if (ms < best.ms * (1 - 1e-9))
-                        best = (Choice){pols[ip], lam, beta, ms};
+                int after = -1;
+                for (int64_t lam = 0; lam <= lmax && !err && after < SEARCH_AFTER_FIT; lam++) {
+                    if (lam == 0 && ib > 0)
+                        continue; /* beta is moot without swaps */
+                    double beta = lam ? betas[ib] : 1.0;
+                    Pipeline *q = pipeline_clone(p);
+                    err = apply(d, q, call, pols[ip], extras[ix], lam, beta, call->loc);
+                    if (!err && sched_fits(q, NULL) && bandwidth_ok(q)) {
+                        double ms = sim_makespan(q, &scratch);
+                        if (ms < best.ms * (1 - 1e-9))
+                            best = (Choice){pols[ip], extras[ix], lam, beta, ms};
+                        if (after < 0)
+                            after = 0;
+                    }
+                    if (after >= 0)
+                        after++;
+                    pipeline_free(q);
                 }
-                pipeline_free(q);
             }
     sim_scratch_free(scratch);
     if (err)
         return err;
     if (best.pol != POLICY_N)
-        err = apply(d, p, best.pol, best.lambda, best.beta, call->loc);
+        err = apply(d, p, call, best.pol, best.extra, best.lambda, best.beta, call->loc);
     if (!err && verbose) {
         int64_t lam = best.pol == POLICY_N ? -1 : best.lambda;
         void *sc = NULL;
