@@ -134,7 +134,7 @@ bench: deps all
 
 FUZZ_SRC = tests/fuzz/fuzz_frontend.c
 fuzz: deps build/gen/pipe.tab.c build/gen/lex.yy.c
-	@mkdir -p build/fuzz
+	@mkdir -p build/fuzz/corpus
 	clang $(CPPFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined $(WARN) -Wno-sign-compare \
 	  -o build/fuzz/fuzz_frontend $(FUZZ_SRC) $(COMP_SRC) $(GEN_SRC) $(LDLIBS)
 	build/fuzz/fuzz_frontend -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
