@@ -410,6 +410,32 @@ static void test_swap_timing(void **state)
     assert_near(m.peak, 3e9);
     sim_free(r);
     pipeline_free(p);
+
+    /* Ties: F0 SO0 F1 B1 SI0 B0 with dep 0:B1 -> 0:SI0 (same rank, no p2p).
+     *   F0 [0,1]; SO0 [1,11]; F1 [11,12] (waits SO0); B1 [12,14]; SI0 waits B1:
+     *   [14,24]; B0 [24,26]. At 11 SO0's free comes before F1's allocation, so the
+     *   live bytes are weights + 1e9 at most, as in the list walk. */
+    p = mk(1, 2, 1);
+    uniform(p, 1, 2, 1e9);
+    set_cost(&p->costs, COST_HOST_BW, 1e11);
+    set_cost(&p->costs, COST_WEIGHTS, 1e9);
+    const OpKind k2[] = {OP_F, OP_SO, OP_F, OP_B, OP_SI, OP_B};
+    const int m2[] = {0, 0, 1, 1, 0, 0};
+    for (int i = 0; i < 6; i++)
+        push(p, 0, k2[i], m2[i], 0);
+    Dep d = {.from = {.mb = 1, .stage = 0, .kind = OP_B}, .to = {.mb = 0, .stage = 0, .kind = OP_SI},
+             .loc = LOC_NONE};
+    VEC_PUSH(p->deps, p->ndeps, *(size_t[]){0}, d);
+    r = simulate(p);
+    const double st2[] = {0, 1, 11, 12, 14, 24};
+    for (int i = 0; i < 6; i++)
+        assert_near(r->start[0][i], st2[i]);
+    assert_near(r->makespan_ms, 26);
+    assert_near(r->stage[0].peak_mem_bytes, 2e9);
+    mem_walk(p, &m);
+    assert_near(m.peak, 2e9);
+    sim_free(r);
+    pipeline_free(p);
 }
 
 /* W splits the backward: B takes b - w. Two ranks, M = 1, f 1, b 3, w 1, p2p 0.5:
