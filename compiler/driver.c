@@ -121,11 +121,13 @@ static const struct {
      "                 [--trace T.json]\n"
      "Builds the schedule into a cache folder and runs it.\n" COMMON_OPTS},
     {"import-csv",
-     "usage: pipec import-csv F.csv [-o F.pipe]\n"
-     "Reads a PyTorch pipelining schedule CSV and writes the explicit form.\n"},
+     "usage: pipec import-csv F.csv [-o F.pipe] [--name NAME]\n"
+     "Reads a PyTorch pipelining schedule CSV and writes the explicit form; --name sets\n"
+     "the pipeline's name (default: the file's base name).\n"},
     {"export-csv",
-     "usage: pipec export-csv [options] FILE [-o F.csv]\n"
-     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions).\n" COMMON_OPTS},
+     "usage: pipec export-csv [options] FILE [-o F.csv] [--legacy]\n"
+     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions);\n"
+     "--legacy spells the split backward B/BW as older PyTorch artifacts do.\n" COMMON_OPTS},
     {"tune",
      "usage: pipec tune [options] FILE [-o OUT]\n"
      "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
