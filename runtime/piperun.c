@@ -80,15 +80,24 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
     }
 }
 
-/* Waits on cv (mutex mu held) for at most one slice. */
-static void wait_slice(pthread_cond_t *cv, pthread_mutex_t *mu)
+/* Waits on cv (mutex mu held) for at most one slice, or until deadline (ms on the
+ * monotonic clock) when that comes first, so the earliest deadline fires first. */
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 {
+    double ms = WAIT_SLICE_MS, left = deadline - pr_now_ms();
+    if (left < ms)
+        ms = left > 0 ? left : 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    long ns = ts.tv_nsec + (long)(WAIT_SLICE_MS * 1e6);
+    long ns = ts.tv_nsec + (long)(ms * 1e6);
     ts.tv_sec += ns / 1000000000L;
     ts.tv_nsec = ns % 1000000000L;
     pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void wait_slice(pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+    wait_until(cv, mu, pr_now_ms() + WAIT_SLICE_MS);
 }
 
 /* ---- faults (testing aid) ------------------------------------------------------ */
@@ -268,7 +277,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
                     m->from_mb, m->from_v, peer);
             return -1;
         }
-        wait_slice(&run->cv, &run->mu);
+        wait_until(&run->cv, &run->mu, deadline);
     }
     if (atomic_load(&run->failed)) {
         pthread_mutex_unlock(&run->mu);
