@@ -72,8 +72,9 @@ typedef struct Sim {
     Cursor *cur;        /* [3P] */
     uint32_t *depoff;   /* [nops+1]: dep sources of op g are depsrc[depoff[g]..depoff[g+1]) */
     uint32_t *depsrc;   /* [ndeps]: global id | CROSS */
+    uint8_t *smask;     /* [P]: bit st set when the rank has ops on stream st */
     size_t cap_index, cap_held, cap_dur, cap_delta, cap_waiter, cap_end, cap_off, cap_rc,
-        cap_cur, cap_vst, cap_cost, cap_vowner, cap_depoff, cap_depsrc;
+        cap_cur, cap_vst, cap_cost, cap_vowner, cap_depoff, cap_depsrc, cap_smask;
     uint64_t nops;
     uint64_t nvm;       /* PV*M */
     bool has_deps;
@@ -105,6 +106,7 @@ static void sim_scratch_release(Sim *s)
     free(s->cur);
     free(s->depoff);
     free(s->depsrc);
+    free(s->smask);
 }
 
 void sim_scratch_free(void *scratch)
@@ -114,6 +116,14 @@ void sim_scratch_free(void *scratch)
     sim_scratch_release(scratch);
     free(scratch);
 }
+
+/* 1 + the stream of each op kind (op_stream of ir.h, as a table the compiler can
+ * inline); 0 for kinds out of range. IN_STREAM(kind, st): the kind runs on stream st. */
+static const uint8_t stream1[256] = {
+    [OP_F] = 1 + STREAM_COMPUTE, [OP_B] = 1 + STREAM_COMPUTE, [OP_W] = 1 + STREAM_COMPUTE,
+    [OP_R] = 1 + STREAM_COMPUTE, [OP_SO] = 1 + STREAM_D2H, [OP_SI] = 1 + STREAM_H2D,
+};
+#define IN_STREAM(kind, st) (stream1[(kind)] == 1u + (unsigned)(st))
 
 static bool op_valid(const Pipeline *p, const Op *op)
 {
@@ -154,6 +164,7 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
     GROW(vst, cap_vst, pv);
     GROW(cost, cap_cost, pv);
     GROW(vowner, cap_vowner, pv);
+    GROW(smask, cap_smask, (size_t)P);
 
     double *end = ext_end ? ext_end : s->end;
     memset(s->index, 0xff, (size_t)OP_NKINDS * nvm * sizeof *s->index);
@@ -208,11 +219,13 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
         const StageOps *so = &p->stages[r];
         const RankCost *rc = &s->rc[r];
         uint32_t base = s->off[r];
+        unsigned mask = 0;
         for (uint32_t i = 0; i < so->n; i++) {
             const Op *op = &so->ops[i];
             uint32_t gi = base + i;
             s->dur[gi] = 0;
             s->delta[gi] = 0;
+            mask |= stream1[op->kind] ? 1u << (stream1[op->kind] - 1) : 0;
             if (!op_valid(p, op))
                 continue;
             const CostRow *k = &s->cost[(size_t)r * V + op->chunk];
@@ -262,6 +275,7 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
             s->dur[gi] = d > 0 ? d : 0;
             s->delta[gi] = x;
         }
+        s->smask[r] = (uint8_t)mask;
     }
 
     /* `dep A -> B` lists, as compressed rows keyed by B's global id. */
@@ -322,8 +336,12 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
         k->pos = 0;
         k->last_so = NONE;
         k->free_at = 0;
-        k->next = ready;
-        ready = c;
+        k->next = NONE;
+        /* A stream with no ops on its rank never needs its cursor. */
+        if (s->smask[k->rank] & (1u << k->stream)) {
+            k->next = ready;
+            ready = c;
+        }
     }
     uint64_t done = 0;
     double last = 0;
@@ -344,7 +362,7 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
             const Op *op = &so->ops[k->pos];
             uint32_t g = base + k->pos;
             OpKind kind = (OpKind)op->kind;
-            if (kind >= OP_NKINDS || op_stream(kind) != (Stream)k->stream) {
+            if (!IN_STREAM(op->kind, k->stream)) {
                 if (kind == OP_SO)
                     k->last_so = g;
                 k->pos++;
@@ -482,9 +500,7 @@ static double replay(const StageOps *so, const double *start, const double *end,
         bool bfree = false;
         for (int st = 0; st < STREAM_N; st++) {
             uint32_t i = pos[st];
-            while (i < so->n && (so->ops[i].kind >= OP_NKINDS ||
-                                 op_stream((OpKind)so->ops[i].kind) != (Stream)st ||
-                                 delta[i] == 0))
+            while (i < so->n && (!IN_STREAM(so->ops[i].kind, st) || delta[i] == 0))
                 i++;
             pos[st] = i;
             if (i >= so->n)
@@ -562,7 +578,7 @@ SimResult *simulate(const Pipeline *p)
         double busy = 0;
         for (uint32_t i = 0; i < so->n; i++) {
             OpKind k = (OpKind)so->ops[i].kind;
-            if (k >= OP_NKINDS || op_stream(k) != STREAM_COMPUTE)
+            if (!IN_STREAM(k, STREAM_COMPUTE))
                 continue;
             busy += du[i];
             if (k == OP_F && firstF == NONE)
@@ -579,14 +595,14 @@ SimResult *simulate(const Pipeline *p)
         if (firstF != NONE && firstB != NONE && firstF < firstB) {
             double w = st[firstB] - st[firstF];
             for (uint32_t i = firstF; i < firstB; i++)
-                if (so->ops[i].kind < OP_NKINDS && op_stream((OpKind)so->ops[i].kind) == STREAM_COMPUTE)
+                if (IN_STREAM(so->ops[i].kind, STREAM_COMPUTE))
                     w -= du[i];
             fwd = w;
         }
         if (firstB != NONE) {
             double w = en[lastB] - st[firstB];
             for (uint32_t i = firstB; i <= lastB; i++)
-                if (so->ops[i].kind < OP_NKINDS && op_stream((OpKind)so->ops[i].kind) == STREAM_COMPUTE)
+                if (IN_STREAM(so->ops[i].kind, STREAM_COMPUTE))
                     w -= du[i];
             bwd = w;
         }
