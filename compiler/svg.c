@@ -83,7 +83,7 @@ static double panel_height(const Pipeline *p)
 static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream,
                      const double *start, const double *end, double y, double h)
 {
-    double fs = h >= ROW_H ? 11 : 8;   /* font size, px */
+    double fs = h >= ROW_H ? 11 : 8;   /* largest font size, px */
     for (uint32_t i = 0; i < so->n; i++) {
         const Op *o = &so->ops[i];
         if (o->kind >= OP_NKINDS || (int)op_stream((OpKind)o->kind) != stream)
@@ -102,10 +102,11 @@ static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream
             snprintf(lab, sizeof lab, "%u.%u", o->mb, o->chunk);
         else
             snprintf(lab, sizeof lab, "%u", o->mb);
-        double tw = strlen(lab) * fs * 0.62 + 2;
-        if (w >= tw)
-            sb_printf(out, "<text x=\"%.2f\" y=\"%.1f\" class=\"mb\" font-size=\"%.0f\">%s</text>\n",
-                      x0 + w / 2, y + h / 2 + fs * 0.36, fs, lab);
+        /* The largest font up to fs that fits the box (glyphs ~0.62 em wide), >= 6px. */
+        double fit = (w - 2) / (strlen(lab) * 0.62), sz = fit < fs ? fit : fs;
+        if (sz >= 6)
+            sb_printf(out, "<text x=\"%.2f\" y=\"%.1f\" class=\"mb\" font-size=\"%.1f\">%s</text>\n",
+                      x0 + w / 2, y + h / 2 + sz * 0.36, sz, lab);
     }
 }
 

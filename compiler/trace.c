@@ -5,9 +5,9 @@
  *     thread per stream (tid 0 compute, 1 d2h, 2 h2d, "thread_name" metadata);
  *   - one complete ("X") event per op: name "F3" / "B3.1", cat = its kind, ts and dur
  *     in microseconds, args {mb, chunk, vstage};
- *   - one flow ("s" at the producer's end, "f" with "bp": "e" at the consumer's start)
- *     per cross-rank dependency: F(v-1,m) -> F(v,m), B(v+1,m) -> B(v,m), and `dep`
- *     edges between ranks;
+ *   - one flow ("s" just inside the producer's end, "f" with "bp": "e" at the
+ *     consumer's start) per cross-rank dependency: F(v-1,m) -> F(v,m),
+ *     B(v+1,m) -> B(v,m), and `dep` edges between ranks;
  *   - a counter ("C") track "memory" per stage: live bytes over time (the simulator's
  *     replay of DESIGN.md "Memory"), named in GiB.
  *
@@ -113,20 +113,20 @@ void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)
         }
     }
 
-    /* Cross-rank dependencies. The dense table maps (kind F/B, v, m) to a position. */
+    /* Cross-rank dependencies. A dense table maps (kind, v, m) to a rank and position
+     * (the first occurrence), for the F and B chains and the `dep` edges. */
     uint64_t nvm = (uint64_t)p->P * (uint64_t)(p->V > 0 ? p->V : 0) * (uint64_t)(p->M > 0 ? p->M : 0);
     uint64_t nops = pipeline_nops(p), flow = 0;
     if (nvm > 0 && nvm <= nops) {
-        Where *w = xmalloc(2 * nvm * sizeof *w);
-        for (uint64_t i = 0; i < 2 * nvm; i++)
+        Where *w = xmalloc(OP_NKINDS * nvm * sizeof *w);
+        for (uint64_t i = 0; i < OP_NKINDS * nvm; i++)
             w[i].rank = -1;
         for (int32_t s = 0; s < p->P; s++)
             for (uint32_t i = 0; i < p->stages[s].n; i++) {
                 const Op *o = &p->stages[s].ops[i];
-                if ((o->kind != OP_F && o->kind != OP_B) || o->chunk >= (uint32_t)p->V ||
-                    o->mb >= (uint32_t)p->M)
+                if (o->kind >= OP_NKINDS || o->chunk >= (uint32_t)p->V || o->mb >= (uint32_t)p->M)
                     continue;
-                uint64_t k = (o->kind == OP_B) * nvm +
+                uint64_t k = o->kind * nvm +
                              (uint64_t)ir_vstage(p, s, o->chunk) * (uint64_t)p->M + o->mb;
                 if (w[k].rank < 0)
                     w[k] = (Where){s, i};
@@ -155,37 +155,34 @@ void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)
                               us(b, sizeof b, r->start[to.rank][to.pos]));
                     flow++;
                 }
+        /* `dep` edges between ranks. */
+        for (uint32_t i = 0; i < p->ndeps; i++) {
+            const Dep *d = &p->deps[i];
+            const OpRef *ref[2] = {&d->from, &d->to};
+            Where at[2] = {{-1, 0}, {-1, 0}};
+            for (int j = 0; j < 2; j++) {
+                const OpRef *o = ref[j];
+                if (o->stage >= p->P || o->kind >= OP_NKINDS || o->chunk >= p->V || o->mb >= (uint32_t)p->M)
+                    break;
+                at[j] = w[o->kind * nvm + (uint64_t)ir_vstage(p, o->stage, o->chunk) * p->M + o->mb];
+            }
+            if (at[0].rank < 0 || at[1].rank < 0 || at[0].rank == at[1].rank ||
+                at[0].rank != d->from.stage || at[1].rank != d->to.stage)
+                continue;
+            double fe = r->end[at[0].rank][at[0].pos], fs = r->start[at[0].rank][at[0].pos];
+            double ts = fe > fs ? fe - fmin((fe - fs) / 2, 1e-6) : fe;
+            SEP();
+            sb_printf(out, "{\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"s\", \"id\": %" PRIu64
+                           ", \"pid\": %d, \"tid\": %d, \"ts\": %s},\n"
+                           "{\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"f\", \"bp\": \"e\", "
+                           "\"id\": %" PRIu64 ", \"pid\": %d, \"tid\": %d, \"ts\": %s}",
+                      flow, at[0].rank, (int)op_stream((OpKind)d->from.kind), us(a, sizeof a, ts),
+                      flow, at[1].rank, (int)op_stream((OpKind)d->to.kind),
+                      us(b, sizeof b, r->start[at[1].rank][at[1].pos]));
+            flow++;
+        }
         free(w);
     }
-    /* `dep` edges between ranks: found by a scan per edge end (deps are few). */
-    for (uint32_t i = 0; i < p->ndeps; i++) {
-        const Dep *d = &p->deps[i];
-        if (d->from.stage == d->to.stage || d->from.stage >= p->P || d->to.stage >= p->P)
-            continue;
-        int64_t pos[2] = {-1, -1};
-        const OpRef *ref[2] = {&d->from, &d->to};
-        for (int j = 0; j < 2; j++) {
-            const StageOps *so = &p->stages[ref[j]->stage];
-            for (uint32_t k = 0; k < so->n && pos[j] < 0; k++)
-                if (so->ops[k].kind == ref[j]->kind && so->ops[k].mb == ref[j]->mb &&
-                    so->ops[k].chunk == ref[j]->chunk)
-                    pos[j] = k;
-        }
-        if (pos[0] < 0 || pos[1] < 0)
-            continue;
-        double fe = r->end[d->from.stage][pos[0]], fs = r->start[d->from.stage][pos[0]];
-        double ts = fe > fs ? fe - fmin((fe - fs) / 2, 1e-6) : fe;
-        SEP();
-        sb_printf(out, "{\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"s\", \"id\": %" PRIu64
-                       ", \"pid\": %d, \"tid\": %d, \"ts\": %s},\n"
-                       "{\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"f\", \"bp\": \"e\", "
-                       "\"id\": %" PRIu64 ", \"pid\": %d, \"tid\": %d, \"ts\": %s}",
-                  flow, d->from.stage, (int)op_stream((OpKind)d->from.kind), us(a, sizeof a, ts),
-                  flow, d->to.stage, (int)op_stream((OpKind)d->to.kind),
-                  us(b, sizeof b, r->start[d->to.stage][pos[1]]));
-        flow++;
-    }
-
     /* Live memory per stage. */
     double **delta = xmalloc(((size_t)p->P + 1) * sizeof *delta);
     double *block = xmalloc(((size_t)nops + 1) * sizeof *block);
