@@ -49,6 +49,20 @@ check "swap: hand-timed makespan and bubbles" grep -qF '"makespan_ms": 23.0, "bu
 check "interleaved: makespan M t + (P-1) t / V" grep -qF '"makespan_ms": 7.5, "bubble_ratio": 0.2,' "$tmp/i"
 check "interleaved: idle (P-1)/V * t per rank" test "$(grep -o '"idle_ms": 1.5,' "$tmp/i" | wc -l)" = 2
 
+"$P" sim --json $G/dep.pipe --trace "$tmp/dep.json" >"$tmp/dep"
+check "dep: makespan 12 (the dep and its p2p)" grep -qF '"makespan_ms": 12.0,' "$tmp/dep"
+cat >"$tmp/check_dep.py" <<'EOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+s = [e for e in ev if e["name"] == "dep" and e["ph"] == "s"]
+f = [e for e in ev if e["name"] == "dep" and e["ph"] == "f"]
+# One flow from stage 1's B1 (ends at 7.5 ms) to stage 0's B0 (starts at 8 ms).
+assert len(s) == 1 and len(f) == 1, (s, f)
+assert s[0]["pid"] == 1 and 7499 < s[0]["ts"] <= 7500, s
+assert f[0]["pid"] == 0 and f[0]["ts"] == 8000 and f[0]["id"] == s[0]["id"], f
+EOF
+check "dep: one flow event pair in the trace" python3 "$tmp/check_dep.py" "$tmp/dep.json"
+
 # --- gantt -------------------------------------------------------------------------------
 COLUMNS=72 "$P" sim --gantt $G/tiny_1f1b.pipe >"$tmp/gantt"
 check "gantt: one row per stage" test "$(grep -c '^ *stage [0-3] |' "$tmp/gantt")" = 4
