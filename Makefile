@@ -38,7 +38,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda
+.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -147,6 +147,53 @@ install: all
 	install -m 644 stdlib/*.pipe $(DESTDIR)$(PREFIX)/share/pipec/stdlib/
 	install -m 644 build/libpiperun.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/piperun.h $(DESTDIR)$(PREFIX)/include/
+
+# --- CUDA backend and MPI transport (docs/cuda.md) ---------------------------------
+# `make cuda` builds build/libpiperun_cuda.a with nvcc (runtime/cuda/*.cu plus the CPU
+# model, data, summary and trace files it reuses); `make mpi` builds
+# build/libpiperun_mpi.a with mpicc; `make test-gpu` runs tests/gpu/*.sh when a GPU is
+# there and prints "SKIP: no GPU" otherwise.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
+             -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --Werror all-warnings
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
+CU_SRC     = $(wildcard runtime/cuda/*.cu)
+CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o)
+CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c
+CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
+MPICC     ?= mpicc
+
+build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+build/cuda/cpu/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
+
+build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+cuda:
+	@if [ -z "$(NVCC)" ]; then echo "make cuda: nvcc not found (set CUDA_HOME or NVCC)"; exit 1; fi
+	@$(MAKE) --no-print-directory build/libpiperun_cuda.a
+
+build/mpi/piperun_mpi.o: runtime/mpi/piperun_mpi.c runtime/piperun.h runtime/piperun_internal.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+
+build/libpiperun_mpi.a: build/mpi/piperun_mpi.o
+	@rm -f $@
+	ar rcs $@ $^
+
+mpi: build/libpiperun.a build/libpiperun_mpi.a
+
+test-gpu: all
+	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo "SKIP: no GPU"; exit 0; fi; \
+	  $(MAKE) --no-print-directory cuda mpi && tests/gpu/run.sh
 
 clean:
 	rm -rf build bin
