@@ -137,7 +137,8 @@ fault() {
 fault fault_fail 'piperun: rank 1, op B0 (#2, line [0-9]*): injected failure' PIPERUN_FAULT=1:2:fail
 fault fault_alloc 'piperun: rank 2, op F1 (#2, line [0-9]*): out of memory' PIPERUN_FAULT=2:2:alloc
 fault fault_segv 'piperun: rank 0, op F1 (#1): fatal signal SIGSEGV' PIPERUN_FAULT=0:1:segv
-# (rank 2 then waits on rank 1 as well: whichever watchdog fires first names itself)
-fault fault_stuck 'piperun: rank [12], op F1 (#[12], line [0-9]*): watchdog: stuck 1.0 s in the receive of message' \
+# (ranks 2 and 0 then wait too, for F1 and for B0's gradient: whichever watchdog fires
+# first names its rank and the op it waits for)
+fault fault_stuck 'piperun: rank [0-2], op [FB][01] (#[0-9]*, line [0-9]*): watchdog: stuck 1.0 s in the receive of message' \
     PIPERUN_FAULT=0:1:drop --timeout 1
 finish
