@@ -1,0 +1,64 @@
+/* cu_api.h - what the CUDA backend's C core (piperun_cuda.c) calls in its CUDA C++ files:
+ * the mlp workload on the GPU (mlp_cuda.cu) and the synthetic spin kernel (spin.cu).
+ * Every function returns 0, or -1 after cu_error() reported the failing call.
+ * Tensors are device pointers unless a name says host; shapes as in runtime/mlp.h
+ * (B, T, C, V, L; N = B*T). */
+#ifndef PIPERUN_CU_API_H
+#define PIPERUN_CU_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cuda_check.h"
+#include "mlp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One rank's copy of the model on its device: parameters and gradients laid out exactly
+ * as host->param_mem / grad_mem (so host tensor pointers map to device ones by offset),
+ * a cuBLAS handle (pedantic fp32 math, no TF32) and scratch for F without keep_all. */
+typedef struct CuMlp {
+    const MlpModel *host;  /* layout, config and the initial parameters */
+    float *params, *grads; /* (nparams) each, device */
+    cublasHandle_t blas;
+    float *tmp;            /* device scratch, tmp_floats */
+    size_t tmp_floats;
+    float *loss;           /* (M) device: per micro-batch loss of the head slice */
+} CuMlp;
+
+/* Allocates on the current device and copies the host's parameters. */
+int cu_mlp_init(CuMlp *g, const MlpModel *host);
+void cu_mlp_free(CuMlp *g);
+/* Whether the act layout here gives the same byte sizes as runtime/mlp.c (act, ckpt,
+ * wact) for slice s: the arena plan depends on it. */
+bool cu_mlp_layout_ok(const MlpConfig *c, const MlpSlice *s);
+
+/* The ops of runtime/mlp.h on the GPU, enqueued on stream st (asynchronous). Same
+ * arguments as mlp_forward & co, all device pointers; the forward's loss goes to
+ * g->loss[mb]. */
+int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out, void *act,
+                   const float *in, const int *tok, const int *tgt, bool keep_all);
+int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act, const int *tok);
+int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
+                    const float *dout, const int *tok, const int *tgt, bool split);
+int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act, const int *tok);
+/* Zeroes / SGD-steps (p -= lr * g) the slice's tensors. */
+int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
+int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
+/* Copies the slice's gradients into the host model dst (same config); synchronous on st. */
+int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst);
+
+/* Synthetic workload: a kernel that spins ms milliseconds on the device clock
+ * (%globaltimer), minus the launch overhead measured by cu_spin_calibrate. */
+int cu_spin(cudaStream_t st, double ms);
+/* Measures the time of an empty spin launch on st (events) and keeps it as the overhead
+ * that cu_spin subtracts. Returns 0 or -1. */
+int cu_spin_calibrate(cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

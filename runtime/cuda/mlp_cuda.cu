@@ -1,0 +1,372 @@
+/* mlp_cuda.cu - the `mlp` workload on the GPU: the slice forward, recompute, backward
+ * and weight-gradient passes of runtime/mlp.c, on the same act-region layout (so the
+ * arena plan, SO/SI sizes and the checkpoint/wact prefixes are the CPU ones), with the
+ * layer kernels of layernorm.cuh, gelu.cuh, residual.cuh, crossentropy.cuh and the
+ * cuBLAS GEMMs of matmul.cuh. The CPU code (runtime/mlp.h) is the reference: --check
+ * copies the GPU gradients to the host and compares them with mlp_reference_iteration.
+ * Legend: B, T, C, H = 4C, V, N = B*T; nl = blocks of the slice. */
+#include <string.h>
+
+#include "cu_api.h"
+#include "crossentropy.cuh"
+#include "gelu.cuh"
+#include "layernorm.cuh"
+#include "matmul.cuh"
+#include "residual.cuh"
+
+/* The act layout of runtime/mlp.c (act_layout), in floats; see mlp.h. */
+typedef struct Layout {
+    size_t xs, mean, rstd, ln_out, fch, gelu, lnf_mean, lnf_rstd, lnf_out, probs, dxs, dln,
+        dlnf, dgelu, ckpt, wact, act, sbt, sbtc, sbth;
+} Layout;
+
+static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static bool slice_empty(const MlpSlice *s) { return !s->embed && !s->head && s->nlayers == 0; }
+
+static Layout layout(const MlpConfig *c, const MlpSlice *s)
+{
+    Layout a;
+    memset(&a, 0, sizeof a);
+    size_t bt = (size_t)c->B * c->T;
+    a.sbt = pad16(bt);
+    a.sbtc = pad16(bt * c->C);
+    a.sbth = pad16(bt * 4 * (size_t)c->C);
+    size_t sbtv = pad16(bt * c->vocab), nl = (size_t)s->nlayers, nres = nl + (s->head ? 1 : 0);
+    if (slice_empty(s))
+        return a;
+    size_t o = 0;
+    a.xs = o;     o += nres * a.sbtc;
+    a.ckpt = (!s->embed && nres > 0) ? a.sbtc : 0;
+    a.mean = o;   o += nl * a.sbt;
+    a.rstd = o;   o += nl * a.sbt;
+    a.ln_out = o; o += nl * a.sbtc;
+    a.fch = o;    o += nl * a.sbth;
+    a.gelu = o;   o += nl * a.sbth;
+    if (s->head) {
+        a.lnf_mean = o; o += a.sbt;
+        a.lnf_rstd = o; o += a.sbt;
+        a.lnf_out = o;  o += a.sbtc;
+        a.probs = o;    o += sbtv;
+    }
+    a.dxs = o;    o += (nl + (s->embed ? 1 : 0)) * a.sbtc;
+    a.dln = o;    o += nl * a.sbtc;
+    if (s->head) {
+        a.dlnf = o; o += a.sbtc;
+    }
+    a.wact = o;
+    a.dgelu = o;  o += nl > 0 ? a.sbth : 0;
+    a.act = o;
+    return a;
+}
+
+extern "C" bool cu_mlp_layout_ok(const MlpConfig *c, const MlpSlice *s)
+{
+    Layout a = layout(c, s);
+    return a.act * sizeof(float) == mlp_act_bytes(c, s) &&
+           a.ckpt * sizeof(float) == mlp_ckpt_bytes(c, s) &&
+           a.wact * sizeof(float) == mlp_wact_bytes(c, s);
+}
+
+/* Device twin of a host parameter/gradient pointer. */
+static float *dp(const CuMlp *g, const float *host)
+{
+    return g->params + (host - g->host->param_mem);
+}
+static float *dg(const CuMlp *g, const float *host)
+{
+    return g->grads + (host - g->host->grad_mem);
+}
+
+/* Where one forward's tensors live (see mlp.c Acts): the act region, or scratch reused
+ * by every block (strides 0). */
+typedef struct Acts {
+    float *xs, *mean, *rstd, *ln_out, *fch, *gelu, *lnf_mean, *lnf_rstd, *lnf_out, *probs;
+    size_t s_x, s_bt, s_btc, s_bth;
+} Acts;
+
+static Acts in_region(float *b, const Layout *a)
+{
+    Acts A = {b + a->xs, b + a->mean, b + a->rstd, b + a->ln_out, b + a->fch, b + a->gelu,
+              b + a->lnf_mean, b + a->lnf_rstd, b + a->lnf_out, b + a->probs,
+              a->sbtc, a->sbt, a->sbtc, a->sbth};
+    return A;
+}
+
+extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
+{
+    const MlpConfig *c = &host->cfg;
+    memset(g, 0, sizeof *g);
+    g->host = host;
+    size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
+    g->tmp_floats = 2 * btc + 4 * bt + 2 * bt * H + btc + bt * (size_t)c->vocab;
+    CUDA_CHECK(cudaMalloc((void **)&g->params, host->nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->grads, host->nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->tmp, g->tmp_floats * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)c->M * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(g->params, host->param_mem, host->nparams * sizeof(float),
+                          cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(g->grads, 0, host->nparams * sizeof(float)));
+    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)c->M * sizeof(float)));
+    CUBLAS_CHECK(cublasCreate(&g->blas));
+    CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH));
+    return 0;
+}
+
+extern "C" void cu_mlp_free(CuMlp *g)
+{
+    if (g->blas)
+        cublasDestroy(g->blas);
+    cudaFree(g->params);
+    cudaFree(g->grads);
+    cudaFree(g->tmp);
+    cudaFree(g->loss);
+    memset(g, 0, sizeof *g);
+}
+
+/* forward_into of mlp.c: xs[0] holds the slice input unless the slice embeds; the last
+ * block writes into out when the slice has no head; loss (device) may be NULL. */
+static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Acts *A, float *out,
+                        float *loss, const int *tok, const int *tgt)
+{
+    const MlpConfig *c = &g->host->cfg;
+    const MlpParams *p = &g->host->params;
+    int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
+    size_t btc = (size_t)N * C;
+    cublasHandle_t h = g->blas;
+    if (s->embed) {
+        float *x0 = (nl == 0 && !s->head) ? out : A->xs;
+        if (x0 && encoder_forward(st, x0, tok, dp(g, p->wte), N, C))
+            return -1;
+    }
+    for (int i = 0; i < nl; i++) {
+        size_t l = (size_t)(s->layer0 + i);
+        const float *x = A->xs + i * A->s_x;
+        float *mean = A->mean + i * A->s_bt, *rstd = A->rstd + i * A->s_bt;
+        float *ln = A->ln_out + i * A->s_btc, *fch = A->fch + i * A->s_bth;
+        float *ge = A->gelu + i * A->s_bth;
+        float *y = (i == nl - 1 && !s->head) ? out : A->xs + (i + 1) * A->s_x;
+        /* (N,C) -> LN -> (N,C) -> fc1 -> (N,H) -> GELU -> (N,H) -> fc2 -> (N,C) + x */
+        if (layernorm_forward(st, ln, mean, rstd, x, dp(g, p->ln_w + l * C), dp(g, p->ln_b + l * C),
+                              N, C) ||
+            matmul_forward(h, st, fch, ln, dp(g, p->fc1_w + l * H * C), dp(g, p->fc1_b + l * H), N,
+                           C, H) ||
+            gelu_forward(st, ge, fch, (size_t)N * H))
+            return -1;
+        if (!y)
+            continue;
+        float *f2 = y == x ? fch : y;   /* in place (scratch): fch is free again */
+        if (matmul_forward(h, st, f2, ge, dp(g, p->fc2_w + l * C * H), dp(g, p->fc2_b + l * C), N,
+                           H, C) ||
+            residual_forward(st, y, x, f2, btc))
+            return -1;
+    }
+    if (s->head) {
+        const float *x = A->xs + (size_t)nl * A->s_x;
+        /* (N,C) -> LN_f -> (N,C) -> head -> (N,V) -> softmax -> (N,V) */
+        if (layernorm_forward(st, A->lnf_out, A->lnf_mean, A->lnf_rstd, x, dp(g, p->lnf_w),
+                              dp(g, p->lnf_b), N, C) ||
+            matmul_forward(h, st, A->probs, A->lnf_out, dp(g, p->head_w), dp(g, p->head_b), N, C,
+                           V) ||
+            softmax_forward(st, A->probs, A->probs, N, V))
+            return -1;
+        if (loss && crossentropy_forward(st, loss, A->probs, tgt, N, V))
+            return -1;
+    }
+    return 0;
+}
+
+extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
+                              void *act, const float *in, const int *tok, const int *tgt,
+                              bool keep_all)
+{
+    const MlpConfig *c = &g->host->cfg;
+    size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
+    if (slice_empty(s)) {
+        CUDA_CHECK(cudaMemcpyAsync(out, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        return 0;
+    }
+    Layout a = layout(c, s);
+    float *base = (float *)act, *loss = s->head ? g->loss + mb : NULL;
+    if (keep_all) {
+        Acts A = in_region(base, &a);
+        if (!s->embed)
+            CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        return forward_into(g, st, s, &A, out, loss, tok, tgt);
+    }
+    /* Only the checkpoint is kept: scratch reused by every block (mlp.c does the same). */
+    float *q = g->tmp;
+    Acts A;
+    memset(&A, 0, sizeof A);
+    A.xs = q;     q += btc;
+    A.mean = q;   q += bt;
+    A.rstd = q;   q += bt;
+    A.ln_out = q; q += btc;
+    A.fch = q;    q += bt * H;
+    A.gelu = q;   q += bt * H;
+    A.lnf_mean = q; q += bt;
+    A.lnf_rstd = q; q += bt;
+    A.lnf_out = q;  q += btc;
+    A.probs = q;
+    if (!s->embed) {
+        CUDA_CHECK(cudaMemcpyAsync(base + a.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    }
+    return forward_into(g, st, s, &A, out, loss, tok, tgt);
+}
+
+extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
+                                const int *tok)
+{
+    if (slice_empty(s))
+        return 0;
+    Layout a = layout(&g->host->cfg, s);
+    Acts A = in_region((float *)act, &a);
+    return forward_into(g, st, s, &A, NULL, NULL, tok, NULL);
+}
+
+static float *dxs_at(float *base, const Layout *a, const MlpSlice *s, int i, float *din)
+{
+    if (!s->embed) {
+        if (i == 0)
+            return din;
+        i--;
+    }
+    return base + a->dxs + (size_t)i * a->sbtc;
+}
+
+static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *base, const Layout *a,
+                        const int *tok)
+{
+    const MlpConfig *c = &g->host->cfg;
+    const MlpParams *gr = &g->host->grads;
+    int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
+    cublasHandle_t h = g->blas;
+    Acts A = in_region(base, a);
+    if (s->head &&
+        (matmul_backward_weight(h, st, dg(g, gr->head_w), dg(g, gr->head_b), A.probs, A.lnf_out, N,
+                                C, V) ||
+         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), base + a->dlnf,
+                                   A.xs + (size_t)nl * A.s_x, A.lnf_mean, A.lnf_rstd, N, C)))
+        return -1;
+    for (int i = nl - 1; i >= 0; i--) {
+        size_t l = (size_t)(s->layer0 + i);
+        const float *dres = dxs_at(base, a, s, i + 1, NULL);
+        if (matmul_backward_weight(h, st, dg(g, gr->fc2_w + l * C * H), dg(g, gr->fc2_b + l * C),
+                                   dres, A.gelu + i * A.s_bth, N, H, C) ||
+            matmul_backward_weight(h, st, dg(g, gr->fc1_w + l * H * C), dg(g, gr->fc1_b + l * H),
+                                   A.fch + i * A.s_bth, A.ln_out + i * A.s_btc, N, C, H) ||
+            layernorm_backward_weight(st, dg(g, gr->ln_w + l * C), dg(g, gr->ln_b + l * C),
+                                      base + a->dln + i * a->sbtc, A.xs + i * A.s_x,
+                                      A.mean + i * A.s_bt, A.rstd + i * A.s_bt, N, C))
+            return -1;
+    }
+    if (s->embed && encoder_backward(st, dg(g, gr->wte), dxs_at(base, a, s, 0, NULL), tok, N, C))
+        return -1;
+    return 0;
+}
+
+extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
+                               const float *dout, const int *tok, const int *tgt, bool split)
+{
+    const MlpConfig *c = &g->host->cfg;
+    const MlpParams *p = &g->host->params;
+    int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
+    size_t btc = (size_t)N * C;
+    cublasHandle_t h = g->blas;
+    if (slice_empty(s)) {
+        CUDA_CHECK(cudaMemcpyAsync(din, dout, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        return 0;
+    }
+    Layout a = layout(c, s);
+    float *base = (float *)act;
+    Acts A = in_region(base, &a);
+    float *dtop = dxs_at(base, &a, s, nl, din);
+    if (s->head) {
+        float *dlnf = base + a.dlnf;
+        float gscale = 1.0f / (float)c->M;
+        /* dlogits (N,V) replaces probs; -> dlnf (N,C) -> dtop (N,C) */
+        if (crossentropy_softmax_backward(st, A.probs, A.probs, tgt, gscale / (float)N, N, V) ||
+            matmul_backward_input(h, st, dlnf, A.probs, dp(g, p->head_w), N, C, V))
+            return -1;
+        CUDA_CHECK(cudaMemsetAsync(dtop, 0, btc * sizeof(float), st));
+        if (layernorm_backward_input(st, dtop, dlnf, A.xs + (size_t)nl * A.s_x, A.lnf_mean,
+                                     A.lnf_rstd, dp(g, p->lnf_w), N, C))
+            return -1;
+    } else {
+        CUDA_CHECK(cudaMemcpyAsync(dtop, dout, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    }
+    float *dgelu = base + a.dgelu;
+    for (int i = nl - 1; i >= 0; i--) {
+        size_t l = (size_t)(s->layer0 + i);
+        const float *dres = dxs_at(base, &a, s, i + 1, din);
+        float *dx = dxs_at(base, &a, s, i, din), *fch = A.fch + i * A.s_bth;
+        float *dln = base + a.dln + i * a.sbtc;
+        /* dres (N,C) -> fc2^T -> dgelu (N,H) -> GELU' -> dfch (N,H) -> fc1^T -> dln (N,C)
+         * -> LN' -> dx (N,C) += residual */
+        if (matmul_backward_input(h, st, dgelu, dres, dp(g, p->fc2_w + l * C * H), N, H, C) ||
+            gelu_backward(st, fch, fch, dgelu, (size_t)N * H) ||
+            matmul_backward_input(h, st, dln, fch, dp(g, p->fc1_w + l * H * C), N, C, H))
+            return -1;
+        CUDA_CHECK(cudaMemcpyAsync(dx, dres, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        if (layernorm_backward_input(st, dx, dln, A.xs + i * A.s_x, A.mean + i * A.s_bt,
+                                     A.rstd + i * A.s_bt, dp(g, p->ln_w + l * C), N, C))
+            return -1;
+    }
+    return split ? 0 : weight_grads(g, st, s, base, &a, tok);
+}
+
+extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
+                                  const int *tok)
+{
+    if (slice_empty(s))
+        return 0;
+    Layout a = layout(&g->host->cfg, s);
+    return weight_grads(g, st, s, (float *)act, &a, tok);
+}
+
+__global__ void sgd_kernel(float *p, const float *gr, float lr, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] -= lr * gr[i];
+}
+
+extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
+{
+    for (int i = 0; i < mlp_param_count(g->host); i++)
+        if (mlp_param_in_slice(g->host, i, s)) {
+            float *hg;
+            size_t n;
+            mlp_param(g->host, i, NULL, NULL, &hg, &n);
+            CUDA_CHECK(cudaMemsetAsync(dg(g, hg), 0, n * sizeof(float), st));
+        }
+    return 0;
+}
+
+extern "C" int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr)
+{
+    for (int i = 0; i < mlp_param_count(g->host); i++)
+        if (mlp_param_in_slice(g->host, i, s)) {
+            float *hp, *hg;
+            size_t n;
+            mlp_param(g->host, i, NULL, &hp, &hg, &n);
+            sgd_kernel<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dp(g, hp), dg(g, hg), lr, n);
+            KERNEL_CHECK();
+        }
+    return 0;
+}
+
+extern "C" int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst)
+{
+    for (int i = 0; i < mlp_param_count(g->host); i++)
+        if (mlp_param_in_slice(g->host, i, s)) {
+            float *hg, *out;
+            size_t n;
+            mlp_param(g->host, i, NULL, NULL, &hg, &n);
+            mlp_param(dst, i, NULL, NULL, &out, NULL);
+            CUDA_CHECK(cudaMemcpyAsync(out, dg(g, hg), n * sizeof(float), cudaMemcpyDeviceToHost, st));
+        }
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return 0;
+}
