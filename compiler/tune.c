@@ -1,0 +1,474 @@
+/* tune.c - `pipec tune FILE`: search schedule variants of one configuration and rank
+ * the ones that pass `check` by simulated makespan (docs/tpipe.md "pipec tune").
+ *
+ * Legend: P = stages, M = micro-batches, V = chunks per rank. Times ms, sizes bytes.
+ *
+ * FILE gives the configuration (stages, micro-batches, model, device, budget, costs,
+ * tensor parallelism, partition). The search, in this fixed (deterministic) order:
+ *
+ *   templates   onef1b, zbh1, interleaved with V = 2, 3, 4, tpipe (V = 2)
+ *   recompute   none; when that does not fit, for each policy full, selective, cmb,
+ *               mlp: on-demand on ranks 0..k-1 for k = 1, 2, ... up to the first k
+ *               that fits the budget (more recomputation than needed only costs time:
+ *               Obscura §3.1, Observation 1), and for V >= 2 trecomp_blockwise
+ *               (TPipe §4.2)
+ *   passes      none, partition_balance, recompute_in_stalls (when there are R ops),
+ *               both; for onef1b also the whole obscura planner
+ *   and the file as written (its own schedule, recompute and apply lines).
+ *
+ * A template is expanded by loading a small generated source that imports the stdlib
+ * and names the template with the file's P and M and the template's V
+ * (load_pipeline_string); its op lists replace those of a copy of the file's pipeline,
+ * and the costs are derived again for the new V (so V != the file's V needs a model:
+ * without one the per-chunk costs are unknown and those templates are skipped).
+ * Each (template, V) is expanded once and copied per variant.
+ *
+ * Pruning: a variant whose static memory fails before the extra passes gets no extra
+ * passes (they never lower a peak past the budget); a pass that leaves the makespan
+ * of its input unchanged adds no row (counted as tried); simulation uses sim_makespan with
+ * one scratch; --budget N caps the variants evaluated (default 2000).
+ * Output: a ranked table on stdout (makespan, throughput in micro-batches per second,
+ * the largest peak and the peak of every stage, what was applied), a progress line on
+ * stderr; -o OUT writes the best variant's explicit form (print_pipeline). Exit 0 when
+ * some variant fits, 1 when none does or the file has errors, 2 on usage errors. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "cmds.h"
+#include "costmodel.h"
+#include "driver.h"
+#include "frontend.h"
+#include "memory.h"
+#include "passes.h"
+#include "print.h"
+#include "sim.h"
+#include "util.h"
+
+/* One evaluated variant that passed check. */
+typedef struct Variant {
+    char *desc;        /* what was applied, e.g. "onef1b | recompute 0..2 full" */
+    double makespan;   /* ms */
+    double *peak;      /* [P] bytes, weights included */
+    uint32_t order;    /* evaluation order, the tie-break */
+} Variant;
+
+typedef struct Tuner {
+    const Pipeline *base;     /* the file's pipeline: load + costs, no passes */
+    const char *path;
+    const LoadOpts *lo;
+    Diag quiet;               /* diagnostics of the variants, to /dev/null */
+    FILE *devnull;
+    void *scratch;            /* sim_makespan's */
+    uint32_t budget, tried, fit;
+    Variant *v;
+    uint32_t nv;
+    size_t capv;
+    Pipeline *best;           /* a copy of the best variant so far */
+    double best_ms;
+    bool progress;            /* stderr is a terminal: update the line per variant */
+} Tuner;
+
+static const char *const templates[] = {"onef1b", "zbh1", "interleaved", "interleaved",
+                                        "interleaved", "tpipe"};
+static const int template_v[] = {1, 1, 2, 3, 4, 2};
+enum { NTEMPLATES = 6 };
+
+/* Expands template name with the base's P, M and chunks V; NULL when it does not apply
+ * (e.g. interleaved with M not a multiple of P). Op locations are cleared: they point
+ * into the generated source. */
+static Pipeline *expand(Tuner *t, const char *name, int V)
+{
+    StrBuf src = {0};
+    sb_printf(&src, "import \"std/%s.pipe\"\npipeline tune { stages %d microbatches %d chunks %d "
+                    "schedule %s }\n",
+              strcmp(name, "tpipe") == 0 ? "tpipe" : "schedules", t->base->P, t->base->M, V, name);
+    Diag d = {0};
+    d.out = t->devnull;
+    Pipeline *p = load_pipeline_string(&d, t->lo, "<tune>", src.s, src.len);
+    sb_free(&src);
+    if (p && d.nerr) {
+        pipeline_free(p);
+        p = NULL;
+    }
+    diag_free(&d);
+    if (!p)
+        return NULL;
+    for (int32_t s = 0; s < p->P; s++)
+        for (uint32_t i = 0; i < p->stages[s].n; i++)
+            p->stages[s].ops[i].loc = LOC_NONE;
+    return p;
+}
+
+/* A copy of the base with tp's schedule (and its V), costs derived again. NULL when
+ * the costs cannot be derived for that V. */
+static Pipeline *instantiate(Tuner *t, const Pipeline *tp)
+{
+    Pipeline *q = pipeline_clone(t->base);
+    if (tp->V != q->V) {
+        CostBlock *sc = xmalloc((size_t)q->P * sizeof *sc);
+        memcpy(sc, q->stage_costs, (size_t)q->P * sizeof *sc);
+        pipeline_set_shape(q, q->P, q->M, tp->V);
+        memcpy(q->stage_costs, sc, (size_t)q->P * sizeof *sc);
+        free(sc);
+        if (q->npartition && q->npartition != (uint32_t)q->P) {
+            free(q->partition); /* one entry per virtual stage of the old V */
+            q->partition = NULL;
+            q->npartition = 0;
+            q->partition_even = true;
+        }
+    } else {
+        for (int32_t s = 0; s < q->P; s++)
+            q->stages[s].n = 0;
+    }
+    q->placement = tp->placement;
+    q->ndeps = 0;
+    for (int32_t s = 0; s < q->P; s++) {
+        StageOps *st = &q->stages[s];
+        st->n = 0;
+        for (uint32_t i = 0; i < tp->stages[s].n; i++)
+            stage_push(st, tp->stages[s].ops[i]);
+        q->stage_policy[s] = POLICY_NONE;
+        q->adjusted[s] = 0;
+    }
+    t->quiet.nerr = 0;
+    if (derive_costs(&t->quiet, q)) {
+        pipeline_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+/* Runs pass name with up to two arguments (key=ident or key=lo..hi ranges). */
+static int run(Tuner *t, Pipeline *q, const char *name, const char *key, int64_t lo, int64_t hi,
+               const char *key2, const char *ident)
+{
+    Field args[2];
+    uint32_t n = 0;
+    memset(args, 0, sizeof args);
+    if (key) {
+        args[n].key = (char *)key;
+        args[n].val.kind = VAL_RANGE;
+        args[n].val.lo = lo;
+        args[n].val.hi = hi;
+        args[n].val.loc = args[n].loc = LOC_NONE;
+        n++;
+    }
+    if (key2) {
+        args[n].key = (char *)key2;
+        args[n].val.kind = VAL_IDENT;
+        args[n].val.str = (char *)ident;
+        args[n].val.loc = args[n].loc = LOC_NONE;
+        n++;
+    }
+    PassCall call = {.name = (char *)name, .args = args, .nargs = n, .loc = LOC_NONE};
+    t->quiet.nerr = 0;
+    return run_pass(&t->quiet, q, &call) || t->quiet.nerr;
+}
+
+/* Checks and simulates q; records it when it passes, unless its makespan equals
+ * same_as (a pass that changed nothing: the row would repeat its parent's). Returns true
+ * when it fits; *ms (may be NULL) gets the makespan (+inf when it does not fit). */
+static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_as, double *out_ms)
+{
+    if (out_ms)
+        *out_ms = INFINITY;
+    if (t->tried >= t->budget)
+        return false;
+    t->tried++;
+    t->quiet.nerr = 0;
+    bool ok = check_pipeline(&t->quiet, q, CHECK_ALL) == 0;
+    double ms = ok ? sim_makespan(q, &t->scratch) : INFINITY;
+    if (out_ms && ok)
+        *out_ms = ms;
+    if (ok && isfinite(ms) && ms == same_as)
+        ok = false, ms = INFINITY; /* identical to its parent: not a new row */
+    else if (ok && isfinite(ms)) {
+        t->fit++;
+        Variant v = {.desc = xstrdup(desc), .makespan = ms, .order = t->tried};
+        v.peak = xmalloc((size_t)q->P * sizeof *v.peak);
+        MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
+        mem_walk(q, mr);
+        for (int32_t s = 0; s < q->P; s++)
+            v.peak[s] = mr[s].peak;
+        free(mr);
+        VEC_PUSH(t->v, t->nv, t->capv, v);
+        if (ms < t->best_ms) {
+            t->best_ms = ms;
+            pipeline_free(t->best);
+            t->best = pipeline_clone(q);
+        }
+    }
+    if (t->progress)
+        fprintf(stderr, "\rtune: %u variants, %u fit, best %.1f ms   ", t->tried, t->fit,
+                isfinite(t->best_ms) ? t->best_ms : 0.0);
+    return ok && isfinite(ms);
+}
+
+/* True when every rank's static peak is within the budget. */
+static bool fits(const Pipeline *q)
+{
+    if (!q->has_memory)
+        return true;
+    MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
+    mem_walk(q, mr);
+    bool ok = true;
+    for (int32_t s = 0; s < q->P && ok; s++)
+        ok = mr[s].peak <= q->memory;
+    free(mr);
+    return ok;
+}
+
+static bool has_r(const Pipeline *q)
+{
+    for (int32_t s = 0; s < q->P; s++)
+        for (uint32_t i = 0; i < q->stages[s].n; i++)
+            if (q->stages[s].ops[i].kind == OP_R)
+                return true;
+    return false;
+}
+
+/* Evaluates q as is, then with the extra passes (when q fits). Consumes q. Returns
+ * whether q as is fits. */
+static bool with_passes(Tuner *t, Pipeline *q, const char *desc)
+{
+    double base_ms;
+    bool fit = evaluate(t, q, desc, NAN, &base_ms);
+    if (!fits(q)) {
+        pipeline_free(q);
+        return fit;
+    }
+    static const char *const extra[][2] = {{"partition_balance", NULL},
+                                           {"recompute_in_stalls", NULL},
+                                           {"partition_balance", "recompute_in_stalls"}};
+    for (int e = 0; e < 3 && t->tried < t->budget; e++) {
+        if (e >= 1 && !has_r(q))
+            break;
+        if (e == 0 && !q->model)
+            continue;
+        Pipeline *r = pipeline_clone(q);
+        StrBuf dd = {0};
+        sb_puts(&dd, desc);
+        bool ok = true;
+        for (int k = 0; k < 2 && extra[e][k] && ok; k++) {
+            if (!q->model && strcmp(extra[e][k], "partition_balance") == 0)
+                continue;
+            ok = run(t, r, extra[e][k], NULL, 0, 0, NULL, NULL) == 0;
+            sb_printf(&dd, " | %s", extra[e][k]);
+        }
+        if (ok)
+            evaluate(t, r, dd.s, base_ms, NULL);
+        sb_free(&dd);
+        pipeline_free(r);
+    }
+    pipeline_free(q);
+    return fit;
+}
+
+/* The recompute plans over one template expansion. */
+static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
+{
+    Pipeline *q = instantiate(t, tp);
+    if (!q)
+        return;
+    StrBuf d = {0};
+    /* no recomputation; when that fits, recomputation only costs time (pruned) */
+    bool none_fits = fits(q);
+    with_passes(t, pipeline_clone(q), tdesc);
+    /* on-demand recomputation, ranks 0..k-1, per policy */
+    for (int pol = POLICY_FULL; pol < POLICY_N && !none_fits && t->tried < t->budget; pol++) {
+        if (!q->model && pol != POLICY_FULL)
+            continue; /* without a model the other policies cost as full */
+        for (int32_t k = 1; k <= q->P && t->tried < t->budget; k++) {
+            Pipeline *r = pipeline_clone(q);
+            if (run(t, r, "recompute", "stages", 0, k, "policy", policy_name[pol])) {
+                pipeline_free(r);
+                break;
+            }
+            d.len = 0;
+            sb_printf(&d, "%s | recompute 0..=%d %s", tdesc, k - 1, policy_name[pol]);
+            bool fit = fits(r);
+            with_passes(t, r, d.s);
+            if (fit)
+                break;
+        }
+    }
+    /* block-wise T-Recomp of the shallow chunk */
+    if (q->V >= 2 && !none_fits && t->tried < t->budget) {
+        Pipeline *r = pipeline_clone(q);
+        if (run(t, r, "trecomp_blockwise", NULL, 0, 0, NULL, NULL) == 0) {
+            d.len = 0;
+            sb_printf(&d, "%s | trecomp_blockwise", tdesc);
+            with_passes(t, r, d.s);
+        } else {
+            pipeline_free(r);
+        }
+    }
+    /* the whole Obscura planner on 1F1B */
+    if (q->V == 1 && strcmp(tdesc, "onef1b") == 0 && t->tried < t->budget) {
+        Pipeline *r = pipeline_clone(q);
+        if (run(t, r, "obscura", NULL, 0, 0, NULL, NULL) == 0) {
+            d.len = 0;
+            sb_printf(&d, "%s | obscura", tdesc);
+            evaluate(t, r, d.s, NAN, NULL);
+        }
+        pipeline_free(r);
+    }
+    sb_free(&d);
+    pipeline_free(q);
+}
+
+static int cmp_variant(const void *a, const void *b)
+{
+    const Variant *x = a, *y = b;
+    if (x->makespan != y->makespan)
+        return x->makespan < y->makespan ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+int cmd_tune(int argc, char **argv)
+{
+    enum { OPT_BUDGET = 256, OPT_TOP, OPT_HELP };
+    static const struct option longopts[] = {
+        {"budget", required_argument, NULL, OPT_BUDGET},
+        {"top", required_argument, NULL, OPT_TOP},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, OPT_HELP},
+        DRIVER_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    DriverOpts o = {0};
+    const char *out = NULL;
+    long budget = 2000, top = 10;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "ho:" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
+        if (driver_common_opt(&o, opt, optarg))
+            continue;
+        char *end = NULL;
+        switch (opt) {
+        case 'o': out = optarg; break;
+        case OPT_BUDGET:
+        case OPT_TOP: {
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > 100000000) {
+                fprintf(stderr, "pipec tune: --%s wants a whole number >= 1, not '%s'\n",
+                        opt == OPT_BUDGET ? "budget" : "top", optarg);
+                driver_opts_free(&o);
+                return 2;
+            }
+            *(opt == OPT_BUDGET ? &budget : &top) = v;
+            break;
+        }
+        case 'h':
+        case OPT_HELP:
+            driver_usage(stdout, "tune");
+            printf("  -o, --output OUT    write the best variant's explicit form to OUT\n"
+                   "      --budget N      evaluate at most N variants (default 2000)\n"
+                   "      --top N         print the N best (default 10)\n");
+            driver_opts_free(&o);
+            return 0;
+        default:
+            driver_usage(stderr, "tune");
+            driver_opts_free(&o);
+            return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        driver_usage(stderr, "tune");
+        driver_opts_free(&o);
+        return 2;
+    }
+    const char *path = argv[optind];
+    Diag d = {0};
+    DriverOpts bare = o;
+    bare.no_passes = true;
+    Pipeline *base = driver_compile(&d, &bare, path);
+    Pipeline *written = base ? driver_compile(&d, &o, path) : NULL;
+    if (!base || !written) {
+        pipeline_free(base);
+        pipeline_free(written);
+        driver_opts_free(&o);
+        diag_free(&d);
+        return 1;
+    }
+    LoadOpts lo = {.include_dirs = o.include_dirs, .ninclude = o.ninclude};
+    Tuner t = {.base = base, .path = path, .lo = &lo, .budget = (uint32_t)budget,
+               .best_ms = INFINITY, .progress = isatty(2)};
+    t.devnull = fopen("/dev/null", "w");
+    t.quiet.out = t.devnull ? t.devnull : stderr;
+    t.quiet.max_errors = 1;
+
+    StrBuf desc = {0};
+    sb_printf(&desc, "as written (%s%s)", base->schedule ? "schedule " : "explicit",
+              base->schedule ? base->schedule : "");
+    evaluate(&t, written, desc.s, NAN, NULL);
+    pipeline_free(written);
+    for (int i = 0; i < NTEMPLATES && t.tried < t.budget; i++) {
+        if (template_v[i] != base->V && !base->model)
+            continue;
+        Pipeline *tp = expand(&t, templates[i], template_v[i]);
+        if (!tp)
+            continue;
+        desc.len = 0;
+        if (strcmp(templates[i], "interleaved") == 0)
+            sb_printf(&desc, "interleaved V=%d", template_v[i]);
+        else
+            sb_puts(&desc, templates[i]);
+        search_template(&t, tp, desc.s);
+        pipeline_free(tp);
+    }
+    fprintf(stderr, "%stune: %u variants, %u fit, best %.1f ms\n", t.progress ? "\r" : "", t.tried,
+            t.fit, isfinite(t.best_ms) ? t.best_ms : 0.0);
+
+    qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
+    char b1[64];
+    printf("# %s: %d stages, %d micro-batches, budget %s; %u variants tried, %u pass check\n",
+           path, base->P, base->M, base->has_memory ? sim_fmt_size(b1, sizeof b1, base->memory) : "none",
+           t.tried, t.fit);
+    printf("%4s %12s %10s %9s  %-*s  %s\n", "rank", "makespan_ms", "mb_per_s", "peak_GiB",
+           base->P * 5, "peak GiB per stage", "variant");
+    for (uint32_t i = 0; i < t.nv && i < (uint32_t)top; i++) {
+        const Variant *v = &t.v[i];
+        double mx = 0;
+        StrBuf ps = {0};
+        for (int32_t s = 0; s < base->P; s++) {
+            mx = fmax(mx, v->peak[s]);
+            sb_printf(&ps, "%s%.1f", s ? " " : "", v->peak[s] / 1073741824.0);
+        }
+        printf("%4u %12.1f %10.3f %9.1f  %-*s  %s\n", i + 1, v->makespan,
+               base->M / (v->makespan / 1000.0), mx / 1073741824.0, base->P * 5, ps.s, v->desc);
+        sb_free(&ps);
+    }
+    int rc = t.nv ? 0 : 1;
+    if (!t.nv)
+        fprintf(stderr, "pipec tune: no variant of %s passes check\n", path);
+    if (t.best && out) {
+        StrBuf pb = {0};
+        print_pipeline(&pb, t.best);
+        if (write_file_atomic(out, pb.s, pb.len) != 0) {
+            fprintf(stderr, "pipec tune: cannot write %s\n", out);
+            rc = 1;
+        }
+        sb_free(&pb);
+    }
+    for (uint32_t i = 0; i < t.nv; i++) {
+        free(t.v[i].desc);
+        free(t.v[i].peak);
+    }
+    free(t.v);
+    sb_free(&desc);
+    pipeline_free(t.best);
+    sim_scratch_free(t.scratch);
+    if (t.devnull)
+        fclose(t.devnull);
+    diag_free(&t.quiet);
+    pipeline_free(base);
+    driver_opts_free(&o);
+    diag_free(&d);
+    return rc;
+}
