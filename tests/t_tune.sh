@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# t_tune.sh - `pipec tune`: it finds, under the same memory budget, a schedule at least
+# as fast as each paper's technique (Obscura §9.2, TPipe §6), writes the best as a
+# checked explicit .pipe, stays within its time limit, and is deterministic.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+q() { "$@" >/dev/null 2>&1; }
+expect() { if python3 -c "import sys; sys.exit(0 if ($2) else 1)"; then ok; else bad "$1" "$2"; fi; }
+makespan() { "$PIPEC" sim --json "$1" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_ms"])' 2>/dev/null || echo nan; }
+# best TABLE: the makespan of rank 1
+best() { awk '$1 == "1" { print $2; exit }' "$1"; }
+
+# Obscura §9.2: every shipped obscura_llama2_* example, without its `apply obscura`
+# line, is the 1F1B configuration tune starts from.
+n=0
+for ex in examples/obscura_llama2_*_gb*.pipe; do
+    [ -e "$ex" ] || continue
+    n=$((n + 1))
+    name=$(basename "$ex" .pipe)
+    grep -v '^ *apply obscura' "$ex" >"$tmp/$name.pipe"
+    paper=$(makespan "$ex")
+    if ! "$PIPEC" tune "$tmp/$name.pipe" -o "$tmp/$name.best.pipe" >"$tmp/$name.tab" 2>"$tmp/$name.err"; then
+        bad "tune $name" "$(tail -n 3 "$tmp/$name.err")"
+        continue
+    fi
+    b=$(best "$tmp/$name.tab")
+    expect "tune $name: best $b <= obscura $paper" "$b <= $paper + 0.05"
+    check "tune $name: -o output checks (memory included)" q "$PIPEC" check "$tmp/$name.best.pipe"
+    o=$(makespan "$tmp/$name.best.pipe")
+    expect "tune $name: -o output simulates to the table's best ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
+done
+[ "$n" -gt 0 ] || skip "tune vs obscura" "no examples/obscura_llama2_*_gb*.pipe"
+
+# TPipe §6: the 48-layer configuration at 32 GB, against T-Pipe + T-Recomp.
+"$PIPEC" tune --top 1000 examples/tpipe_llama48_1f1b.pipe >"$tmp/tp.tab" 2>"$tmp/tp.err"
+b=$(best "$tmp/tp.tab"); paper=$(makespan examples/tpipe_llama48_trecomp.pipe)
+expect "tune tpipe_llama48: best $b <= T-Pipe+T-Recomp $paper" "$b <= $paper + 0.05"
+check "tune: progress line on stderr" grep -q "^tune: [0-9]* variants, [0-9]* fit, best" "$tmp/tp.err"
+check "tune: the tpipe template is searched" grep -q " tpipe\($\| |\)" "$tmp/tp.tab"
+
+# 8 stages x 32 micro-batches under a minute (here: a 2-core machine).
+start=$(date +%s.%N)
+"$PIPEC_ASAN" tune examples/llama2_18b_1f1b.pipe >"$tmp/a.tab" 2>/dev/null
+end=$(date +%s.%N)
+expect "tune 8x32 under a minute (sanitizer build: $(python3 -c "print(round($end - $start, 1))") s)" "$end - $start < 60"
+"$PIPEC" tune examples/llama2_18b_1f1b.pipe >"$tmp/b.tab" 2>/dev/null
+check "tune is deterministic" cmp -s "$tmp/a.tab" "$tmp/b.tab"
+
+# --budget caps the search; --top the rows.
+"$PIPEC" tune --budget 5 --top 3 examples/llama2_18b_1f1b.pipe >"$tmp/c.tab" 2>&1
+check "tune --budget 5 tries 5 variants" grep -q "5 variants tried" "$tmp/c.tab"
+expect "tune --top 3 prints at most 3 rows" "$(grep -c '^ *[0-9]' "$tmp/c.tab" | head -n 1) <= 3"
+
+# A configuration without a model keeps its V and its explicit costs.
+cat >"$tmp/plain.pipe" <<E
+import "std/schedules.pipe"
+pipeline plain { stages 4 microbatches 8 memory 20GiB
+  costs { f 1ms b 2ms act 3GiB ckpt 0 }
+  schedule gpipe }
+E
+"$PIPEC" tune "$tmp/plain.pipe" -o "$tmp/plain.best.pipe" >"$tmp/plain.tab" 2>/dev/null
+check "tune without a model: exit 0" test $? = 0
+check "tune without a model: best checks" q "$PIPEC" check "$tmp/plain.best.pipe"
+# gpipe holds 8 x 3 GiB = 24 GiB > 20 GiB; 1F1B holds 4 x 3 = 12 GiB: 6(8+4-1) = 33 ms.
+b=$(best "$tmp/plain.tab")
+expect "tune without a model: 1F1B's 33 ms found ($b)" "abs($b - 33) < 1e-9"
+
+# Usage and input errors.
+"$PIPEC" tune >/dev/null 2>&1; check "tune without FILE: exit 2" test $? = 2
+"$PIPEC" tune --budget 0 examples/tiny_1f1b.pipe >/dev/null 2>&1; check "tune --budget 0: exit 2" test $? = 2
+echo 'pipeline x { stages 0 }' >"$tmp/bad.pipe"
+"$PIPEC_ASAN" tune "$tmp/bad.pipe" >/dev/null 2>&1; check "tune on a bad file: exit 1" test $? = 1
+finish
