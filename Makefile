@@ -160,14 +160,20 @@ NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HO
              -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --Werror all-warnings
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
-CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o)
-CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c
+CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
+             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c))
+CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
+             runtime/workload_mlp.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
 build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
