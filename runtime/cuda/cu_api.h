@@ -10,11 +10,12 @@
 #include <stddef.h>
 
 #include "cuda_check.h"
-#include "mlp.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "mlp.h"
 
 /* One rank's copy of the model on its device: parameters and gradients laid out exactly
  * as host->param_mem / grad_mem (so host tensor pointers map to device ones by offset),
