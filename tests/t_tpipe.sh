@@ -98,4 +98,22 @@ expect "llama48: T-Pipe+T-Recomp keeps <= 35% of 1F1B's peak activations ($ar / 
 # (Appendix C), and the mlp-policy example (R ~ 59%).
 expect "llama48: T-Recomp within 5% of 1F1B+R50 = 7/6 x 1F1B" "$tr <= 1.05 * 7.0 / 6.0 * $t1"
 expect "llama48: T-Recomp within 5% of the 1f1b_r50 example" "$tr <= 1.05 * $tm"
+
+# T-Offload (§5): on ranks without the embedding or the head the deep chunk holds half
+# the parameters, and 12 of its 16 bytes per parameter move to the host:
+# weights x (1 - 12/16 x 1/2) = 0.625 x weights.
+check "all example checks" q "$PIPEC_ASAN" check "$ex"_all.pipe
+for s in 1 3 6; do
+    w0=$(metric "$ex"_trecomp.pipe "j['per_stage'][$s]['static_mem_bytes']")
+    w1=$(metric "$ex"_all.pipe "j['per_stage'][$s]['static_mem_bytes']")
+    expect "toffload stage $s: weights $w1 = 0.625 x $w0" "abs($w1 - 0.625 * $w0) <= 1e-9 * $w0"
+done
+tm1=$(metric "$ex"_all.pipe ms)
+expect "toffload leaves the makespan alone" "$tm1 == $tr"
+sed 's/apply toffload(chunks=1)/apply toffload(chunks=1) apply toffload/' "$ex"_all.pipe >"$tmp/all2.pipe"
+"$PIPEC_ASAN" print "$ex"_all.pipe >"$tmp/once" 2>&1; "$PIPEC_ASAN" print "$tmp/all2.pipe" >"$tmp/twice" 2>&1
+check "toffload idempotent" cmp -s "$tmp/once" "$tmp/twice"
+unit 4 8 "apply toffload"
+"$PIPEC_ASAN" check "$tmp/u.pipe" >"$tmp/e" 2>&1
+expect "toffload without a model: value error" "$? == 1 and 'error[value]' in open('$tmp/e').read()"
 finish
