@@ -1,0 +1,231 @@
+/* test_passes_tpipe.c - property tests of the TPipe and Lynx passes (trecomp_blockwise,
+ * toffload, recompute_in_stalls, partition_balance) and the tpipe template: over
+ * random P, M, V and costs (a fixed seed, so every run tests the same cases), every
+ * pass's output passes the structural and dependency checks, the passes documented as
+ * idempotent are (applying twice prints the same explicit form as once), and the
+ * passes documented as never slower are not.
+ *
+ * The paper reproductions (closed forms of TPipe Appendices A-C) are in tests/t_tpipe.sh. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include <cmocka.h>
+
+#include "check.h"
+#include "costmodel.h"
+#include "frontend.h"
+#include "ir.h"
+#include "passes.h"
+#include "print.h"
+#include "sim.h"
+#include "util.h"
+
+/* xorshift64*: deterministic across platforms */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (uint32_t)((rng * 2685821657736338717ull) >> 33) % n;
+}
+
+typedef struct Built {
+    Diag d;
+    Pipeline *p;
+} Built;
+
+/* Loads src, derives costs, runs its passes; p is NULL on any error. */
+static void build(Built *b, const char *src)
+{
+    memset(b, 0, sizeof *b);
+    b->d.out = fopen("/dev/null", "w");
+    b->p = load_pipeline_string(&b->d, NULL, "t.pipe", src, strlen(src));
+    if (b->p && (derive_costs(&b->d, b->p) || run_pipeline_passes(&b->d, b->p) || b->d.nerr)) {
+        pipeline_free(b->p);
+        b->p = NULL;
+    }
+}
+
+static void done(Built *b)
+{
+    pipeline_free(b->p);
+    if (b->d.out)
+        fclose(b->d.out);
+    diag_free(&b->d);
+}
+
+static char *printed(const Pipeline *p)
+{
+    StrBuf s = {0};
+    print_pipeline(&s, p);
+    return s.s;
+}
+
+/* A random explicit-cost configuration; sched is the template, V its chunks. */
+static void config(StrBuf *s, int P, int M, int V, const char *sched, const char *applies)
+{
+    sb_printf(s,
+              "import \"std/schedules.pipe\"\nimport \"std/tpipe.pipe\"\n"
+              "pipeline r { stages %d microbatches %d chunks %d\n"
+              "  costs { f %ums b %ums r %ums act %uMiB ckpt %uMiB p2p %ums }\n"
+              "  schedule %s\n%s}\n",
+              P, M, V, 1 + rnd(4), 1 + rnd(8), 1 + rnd(4), 64 + rnd(512), rnd(64), rnd(2), sched,
+              applies);
+}
+
+/* Every pass output checks; the idempotent passes are; the never-slower ones are. */
+static void test_random_explicit(void **state)
+{
+    (void)state;
+    static const char *const tpl[] = {"tpipe", "interleaved", "onef1b"};
+    int cases = 0;
+    for (int it = 0; it < 60; it++) {
+        int which = (int)rnd(3);
+        int P = 1 + (int)rnd(8), M = 1 + (int)rnd(12);
+        int V = which == 0 ? 2 : which == 1 ? 2 + (int)rnd(3) : 1;
+        if (which == 1)
+            M = P * (1 + (int)rnd(3));
+        static const char *const once[] = {
+            "apply trecomp_blockwise\n",
+            "apply trecomp_blockwise(delay=0, lead=1)\n",
+            "apply recompute apply recompute_in_stalls\n",
+        };
+        static const char *const twice[] = {
+            "apply trecomp_blockwise apply trecomp_blockwise\n",
+            "apply trecomp_blockwise(delay=0, lead=1) apply trecomp_blockwise(delay=0, lead=1)\n",
+            "apply recompute apply recompute_in_stalls apply recompute_in_stalls\n",
+        };
+        uint64_t seed = rng;
+        for (int k = 0; k < 3; k++) {
+            if (k < 2 && V < 2)
+                continue;
+            StrBuf a = {0}, b = {0}, base = {0};
+            rng = seed; /* the same costs for the three builds */
+            config(&a, P, M, V, tpl[which], once[k]);
+            rng = seed;
+            config(&b, P, M, V, tpl[which], twice[k]);
+            rng = seed;
+            config(&base, P, M, V, tpl[which], k == 2 ? "apply recompute\n" : "");
+            Built x, y, z;
+            build(&x, a.s);
+            build(&y, b.s);
+            build(&z, base.s);
+            if (!x.p || !y.p || !z.p)
+                fail_msg("case %d pass %d did not build:\n%s", it, k, a.s);
+            Diag cd = {0};
+            cd.out = fopen("/dev/null", "w");
+            assert_int_equal(check_pipeline(&cd, z.p, CHECK_STRUCTURE | CHECK_DEPS), 0);
+            if (check_pipeline(&cd, x.p, CHECK_STRUCTURE | CHECK_DEPS))
+                fail_msg("case %d pass %d fails check:\n%s", it, k, a.s);
+            char *px = printed(x.p), *py = printed(y.p);
+            if (strcmp(px, py) != 0)
+                fail_msg("case %d pass %d is not idempotent:\n%s", it, k, a.s);
+            if (k == 2) { /* recompute_in_stalls only keeps strict improvements */
+                void *sc = NULL;
+                double t0 = sim_makespan(z.p, &sc), t1 = sim_makespan(x.p, &sc);
+                sim_scratch_free(sc);
+                assert_true(t1 <= t0 + 1e-9);
+            }
+            free(px);
+            free(py);
+            fclose(cd.out);
+            diag_free(&cd);
+            done(&x);
+            done(&y);
+            done(&z);
+            sb_free(&a);
+            sb_free(&b);
+            sb_free(&base);
+            cases++;
+        }
+    }
+    assert_true(cases > 60);
+}
+
+/* The model-based passes over random layer counts, partitions and recomputed ranks. */
+static void test_random_model(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 16; it++) {
+        int P = 2 + (int)rnd(5), V = 1 + (int)rnd(2), M = P * (1 + (int)rnd(2));
+        int L = P * V * (1 + (int)rnd(3)) + (int)rnd(3);
+        int rec = (int)rnd(P + 1);
+        StrBuf s = {0};
+        sb_printf(&s,
+                  "import \"std/schedules.pipe\"\nimport \"std/tpipe.pipe\"\n"
+                  "import \"std/models.pipe\"\nimport \"std/devices.pipe\"\n"
+                  "pipeline m { stages %d microbatches %d chunks %d\n"
+                  "  model llama2_7b { layers %d seq 1024 }  device a100_sxm_80g\n"
+                  "  schedule %s\n%s"
+                  "  apply partition_balance apply partition_balance apply toffload\n}\n",
+                  P, M, V, L, V == 2 ? "tpipe" : "onef1b", rec ? "  apply recompute(stages=0..=" : "");
+        if (rec) { /* splice the range's end and close the call */
+            char tail[64];
+            snprintf(tail, sizeof tail, "%d)\n", rec - 1);
+            char *at = strstr(s.s, "stages=0..=") + strlen("stages=0..=");
+            StrBuf t = {0};
+            sb_printf(&t, "%.*s%s%s", (int)(at - s.s), s.s, tail, at);
+            sb_free(&s);
+            s = t;
+        }
+        Built x;
+        build(&x, s.s);
+        if (!x.p)
+            fail_msg("case %d did not build:\n%s", it, s.s);
+        Diag cd = {0};
+        cd.out = fopen("/dev/null", "w");
+        if (check_pipeline(&cd, x.p, CHECK_ALL))
+            fail_msg("case %d fails check:\n%s", it, s.s);
+        /* partition_balance applied once more changes nothing (idempotent) */
+        char *a = printed(x.p);
+        PassCall call = {.name = "partition_balance", .loc = LOC_NONE};
+        assert_int_equal(run_pass(&x.d, x.p, &call), 0);
+        char *b = printed(x.p);
+        assert_string_equal(a, b);
+        free(a);
+        free(b);
+        fclose(cd.out);
+        diag_free(&cd);
+        done(&x);
+        sb_free(&s);
+    }
+}
+
+/* T-Recomp on unit costs at P = 8: Appendix C's floor(P/2) + 1 blocks on every rank and
+ * at most [6P + 7(M-1)] time units (f = 1 per chunk, b = 2, r = 1, one block per F). */
+static void test_appendix_c(void **state)
+{
+    (void)state;
+    const char *src = "import \"std/tpipe.pipe\"\n"
+                      "pipeline u { stages 8 microbatches 32 chunks 2\n"
+                      "  costs { f 1ms b 2ms act 1B ckpt 0 } schedule tpipe\n"
+                      "  apply trecomp_blockwise }\n";
+    Built x;
+    build(&x, src);
+    assert_non_null(x.p);
+    SimResult *r = simulate(x.p);
+    assert_false(r->stuck);
+    assert_true(r->makespan_ms <= 6 * 8 + 7 * 31 + 1e-9);
+    for (int s = 0; s < 8; s++)
+        assert_true(r->stage[s].peak_act_bytes <= 8 / 2 + 1);
+    sim_free(r);
+    done(&x);
+}
+
+int main(void)
+{
+    setenv("PIPEC_STDLIB", "stdlib", 0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_appendix_c),
+        cmocka_unit_test(test_random_explicit),
+        cmocka_unit_test(test_random_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
