@@ -129,9 +129,12 @@ static const struct {
      "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions);\n"
      "--legacy spells the split backward B/BW as older PyTorch artifacts do.\n" COMMON_OPTS},
     {"tune",
-     "usage: pipec tune [options] FILE [-o OUT]\n"
+     "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N]\n"
      "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
-     "table of the variants that pass check; -o writes the best as explicit .pipe.\n" COMMON_OPTS},
+     "table of the variants that pass check.\n"
+     "  -o, --output OUT    write the best variant's explicit form to OUT\n"
+     "      --budget N      evaluate at most N variants (default 2000)\n"
+     "      --top N         print the N best (default 10)\n" COMMON_OPTS},
 };
 
 const char *driver_usage_text(const char *name)

@@ -367,9 +367,6 @@ int cmd_tune(int argc, char **argv)
         case 'h':
         case OPT_HELP:
             driver_usage(stdout, "tune");
-            printf("  -o, --output OUT    write the best variant's explicit form to OUT\n"
-                   "      --budget N      evaluate at most N variants (default 2000)\n"
-                   "      --top N         print the N best (default 10)\n");
             driver_opts_free(&o);
             return 0;
         default:
