@@ -130,11 +130,11 @@ void ast_list_push(NodeList *l, Node *n)
     l->tail = n;
 }
 
-void ast_push_op(AstCtx *c, NodeList *l, Op op)
+void ast_push_op(AstCtx *c, NodeList *l, AstOp op, uint32_t file)
 {
     Node *run = l->tail;
-    if (!run || run->kind != N_OPS) {
-        run = ast_node(c, N_OPS, op.loc);
+    if (!run || run->kind != N_OPS || run->loc.file != file) {
+        run = ast_node(c, N_OPS, (Loc){op.off, file});
         VEC_PUSH(c->runs, c->nruns, c->runcap, run);
         ast_list_push(l, run);
     }

@@ -30,9 +30,10 @@
     X(FOR, "for")                 /* name, a = lo, b = hi, op = 1 for ..=, body */ \
     X(IF, "if")                   /* a = condition, body = then, c = else items (or NULL) */ \
     X(STAGE, "stage")             /* a = rank, body */ \
-    X(OPS, "ops")                 /* ops[nops]: a run of literal ops such as F0 B1.1 */ \
+    X(OPS, "ops")                 /* u.run.ops[nops]: a run of literal ops (AstOp) */ \
     X(OPCALL, "op")               /* op = OpKind, name (as written), a = argument list */ \
     X(DEP, "dep")                 /* a = from rank, b = from op, c = to rank, d = to op */ \
+    X(REQUIRE, "require")         /* a = condition, name = the message (a string) */ \
     /* pipeline settings */ \
     X(STAGES, "stages")           /* a = expr */ \
     X(MICROBATCHES, "microbatches") /* a = expr */ \
@@ -85,6 +86,19 @@ typedef struct Num {
     const char *unit;  /* interned suffix ("ms", "GiB", "GB/s") or NULL */
 } Num;
 
+/* A literal op as written (`F3`, `B3.1`, `SO0.2`). The micro-batch and chunk are kept
+ * wider than the IR's Op (uint32_t, uint8_t) until elaboration checks them against M
+ * and V, so `F0.300` is reported as chunk 300. A number too large even for these
+ * fields saturates (mb at UINT64_MAX, chunk at UINT16_MAX); the message then quotes
+ * the digits from the source. 16 bytes, like Op: the file is the run node's. */
+typedef struct AstOp {
+    uint64_t mb;       /* micro-batch as written, saturated at UINT64_MAX */
+    uint32_t off;      /* byte offset of the op in the run node's file */
+    uint16_t chunk;    /* chunk as written (0 when absent), saturated at UINT16_MAX */
+    uint8_t kind;      /* OpKind */
+    uint8_t unused;
+} AstOp;
+
 typedef struct Node Node;
 struct Node {
     uint8_t kind;      /* NodeKind */
@@ -98,8 +112,8 @@ struct Node {
     Node *body;        /* first item of a nested list */
     union {
         Num num;       /* N_NUM */
-        struct {       /* N_OPS: a growable run of literal ops (loc per op) */
-            Op *ops;
+        struct {       /* N_OPS: a growable run of literal ops (offset per op) */
+            AstOp *ops;
             uint32_t cap;
         } run;
     } u;
@@ -137,8 +151,9 @@ const char *ast_intern(AstCtx *c, const char *s, size_t n);
 
 /* Node constructors used by the grammar. Each returns a node in the arena. */
 Node *ast_node(AstCtx *c, NodeKind k, Loc loc);
-/* Appends a literal op to the list: joins it to a trailing OPS run when there is one. */
-void ast_push_op(AstCtx *c, NodeList *l, Op op);
+/* Appends a literal op of file `file` to the list: joins it to a trailing OPS run when
+ * there is one. */
+void ast_push_op(AstCtx *c, NodeList *l, AstOp op, uint32_t file);
 void ast_list_push(NodeList *l, Node *n);
 
 /* The expression depth of a new node with children a and b (either may be NULL). */

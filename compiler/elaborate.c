@@ -5,7 +5,7 @@
  *      device, partition, tensor_parallel, recompute, apply) and sets the shape,
  *   3. reads the costs blocks, converting units to ms / bytes / bytes per second,
  *   4. runs the pipeline body and any `schedule` template as a small integer program
- *      (let, for, if, stage, ops, dep) that appends ops to the ranks' lists.
+ *      (let, for, if, require, stage, ops, dep) that appends ops to the ranks' lists.
  * Structural `value` checks happen here (P, M, V >= 1, ranks, micro-batches and chunks
  * in range, non-negative costs); completeness (missing, duplicate, placement, order,
  * deadlock, memory) is check.c's. Expansion is bounded by frontend_limits (`limit`).
@@ -43,6 +43,8 @@ typedef struct Elab {
     uint64_t iterations;   /* loop iterations so far */
     uint64_t nops;         /* ops emitted so far */
     bool stop;             /* a limit was hit: expand nothing more */
+    bool halt;             /* a `require` failed: leave the template (or body) running */
+    const Node *schedule;  /* the `schedule NAME` being expanded, NULL in the body */
     int nexp_err;          /* errors reported while expanding */
     uint64_t *seen;        /* locations already reported (file << 32 | off), hashed */
     size_t seencap, nseen;
@@ -373,6 +375,54 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
     }
 }
 
+/* The number of a literal op as written: its micro-batch (chunk false) or its chunk,
+ * formatted into buf (n >= 8). A value that saturated its AstOp field is quoted from
+ * the source, so `F0.99999999` is reported as chunk 99999999 (cut with "..." when
+ * longer than buf). */
+static const char *lit_number(Elab *e, const AstOp *o, uint32_t file, bool chunk, char *buf, size_t n)
+{
+    uint64_t v = chunk ? o->chunk : o->mb;
+    if (v != (chunk ? UINT16_MAX : UINT64_MAX)) {
+        snprintf(buf, n, "%" PRIu64, v);
+        return buf;
+    }
+    const SrcFile *f = &e->d->files[file];
+    const char *s = f->text + o->off, *end = f->text + f->len;
+    while (s < end && (*s < '0' || *s > '9')) /* the kind: F B W R SO SI */
+        s++;
+    if (chunk) {
+        while (s < end && *s != '.')
+            s++;
+        s++;
+    }
+    size_t k = 0;
+    for (; s < end && *s >= '0' && *s <= '9' && k + 4 < n; s++)
+        buf[k++] = *s;
+    if (s < end && *s >= '0' && *s <= '9') /* longer than buf: cut, and say so */
+        buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
+    buf[k] = 0;
+    return buf;
+}
+
+/* Checks a literal op's micro-batch and chunk against M and V, reporting them as
+ * written (`value`). */
+static bool lit_in_range(Elab *e, const AstOp *o, uint32_t file)
+{
+    Loc loc = {o->off, file};
+    char buf[64];
+    if (o->mb >= (uint64_t)e->p->M) {
+        EXP_ERROR(e, loc, DIAG_VALUE, "micro-batch %s is out of range (microbatches %d)",
+                  lit_number(e, o, file, false, buf, sizeof buf), (int)e->p->M);
+        return false;
+    }
+    if (o->chunk >= (uint32_t)e->p->V) {
+        EXP_ERROR(e, loc, DIAG_VALUE, "chunk %s is out of range (chunks %d)",
+                  lit_number(e, o, file, true, buf, sizeof buf), (int)e->p->V);
+        return false;
+    }
+    return true;
+}
+
 /* Appends op kind mb.chunk to the current stage, checking ranges and limits. */
 static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
 {
@@ -446,9 +496,11 @@ static bool eval_dep_end(Elab *e, const Node *rank, const Node *opn, OpRef *r)
     if (!eval(e, rank, &s) || !check_rank(e, s, rank->loc))
         return false;
     if (opn->kind == N_OPS) {
-        const Op *o = &opn->u.run.ops[0];
+        const AstOp *o = &opn->u.run.ops[0];
+        if (!lit_in_range(e, o, opn->loc.file))
+            return false;
         kind = o->kind;
-        mb = o->mb;
+        mb = (int64_t)o->mb;
         chunk = o->chunk;
     } else if (!eval_opcall(e, opn, &kind, &mb, &chunk)) {
         return false;
@@ -507,11 +559,33 @@ static void exec(Elab *e, const Node *n, bool top)
         e->iterations += count;
         size_t mark = e->nvars;
         bind(e, n->name, lo);
-        for (int64_t i = lo; i < hi && !e->stop; i++) {
+        for (int64_t i = lo; i < hi && !e->stop && !e->halt; i++) {
             e->vars[mark].val = i;
             exec_list(e, n->body, false);
         }
         e->nvars = mark;
+        return;
+    }
+    case N_REQUIRE: {
+        /* `require COND "message"`: a template's (or body's) precondition. When COND is
+         * 0 (or cannot be evaluated) the rest of the template is not expanded. */
+        int64_t c;
+        if (!eval(e, n->a, &c)) {
+            e->halt = true;
+            return;
+        }
+        if (c)
+            return;
+        e->halt = true;
+        if (first_at(e, n->loc)) {
+            diag_error(e->d, n->loc, DIAG_VALUE, "%s", n->name);
+            if (e->schedule)
+                diag_note(e->d, e->schedule->loc,
+                          "required by 'schedule %s' here (stages %d, microbatches %d, chunks %d)",
+                          e->schedule->name, (int)e->p->P, (int)e->p->M, (int)e->p->V);
+            if (++e->nexp_err >= MAX_EXPAND_ERRORS)
+                e->stop = true;
+        }
         return;
     }
     case N_IF: {
@@ -541,8 +615,10 @@ static void exec(Elab *e, const Node *n, bool top)
     }
     case N_OPS:
         for (uint32_t i = 0; i < n->nops && !e->stop; i++) {
-            const Op *o = &n->u.run.ops[i];
-            emit(e, o->kind, o->mb, o->chunk, o->loc);
+            const AstOp *o = &n->u.run.ops[i];
+            if (e->cur_stage >= 0 && !lit_in_range(e, o, n->loc.file))
+                continue;
+            emit(e, (OpKind)o->kind, (int64_t)o->mb, o->chunk, (Loc){o->off, n->loc.file});
         }
         return;
     case N_OPCALL: {
@@ -581,7 +657,7 @@ static void exec(Elab *e, const Node *n, bool top)
 static void exec_list(Elab *e, const Node *list, bool top)
 {
     size_t mark = e->nvars;
-    for (const Node *n = list; n && !e->stop; n = n->next)
+    for (const Node *n = list; n && !e->stop && !e->halt; n = n->next)
         exec(e, n, top);
     e->nvars = mark;
 }
@@ -613,7 +689,10 @@ static void exec_schedule(Elab *e, const Node *n)
         memcpy(saved, e->vars + 3, (mark - 3) * sizeof *saved);
     }
     e->cur_stage = -1;
+    e->schedule = n;
     exec_list(e, t->body, false);
+    e->schedule = NULL;
+    e->halt = false; /* a failed `require` ends the template, not the pipeline */
     e->cur_stage = stage;
     e->nvars = 3;
     for (size_t i = 3; i < mark; i++)

@@ -65,6 +65,7 @@ static Node *mk(PipeParse *ps, NodeKind k, PipeLoc l) { return ast_node(ps->c, k
 static Node *mk_name(PipeParse *ps, NodeKind k, PipeLoc l, const char *name);
 static Node *mk_expr(PipeParse *ps, NodeKind k, int op, PipeLoc l, Node *a, Node *b);
 static Node *mk_num(PipeParse *ps, PipeLoc l, Num n, bool neg);
+static void note_require(PipeParse *ps, PipeLoc l);
 static NodeList one(Node *n) { NodeList l = {0, 0}; ast_list_push(&l, n); return l; }
 static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
 }
@@ -81,7 +82,7 @@ static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
 %union {
     const char *str;
     Num num;
-    Op op;
+    AstOp op;
     Node *node;
     NodeList list;
 }
@@ -99,7 +100,7 @@ static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
 %token <str> DEP "'dep'" PARTITION "'partition'" EVEN "'even'"
 %token <str> TENSOR_PARALLEL "'tensor_parallel'" SCHEDULE "'schedule'"
 %token <str> RECOMPUTE "'recompute'" POLICY "'policy'" APPLY "'apply'" LET "'let'"
-%token <str> FOR "'for'" IN "'in'" IF "'if'" ELSE "'else'"
+%token <str> FOR "'for'" IN "'in'" IF "'if'" REQUIRE "'require'" ELSE "'else'"
 %token DOTDOT "'..'" DOTDOTEQ "'..='" ARROW "'->'" LE "'<='" GE "'>='" EQ "'=='"
 %token NE "'!='" AND "'&&'" OR "'||'"
 
@@ -139,7 +140,7 @@ name:
   IDENT | PIPELINE | TEMPLATE | IMPORT | MODEL | DEVICE | STAGES | MICROBATCHES
 | CHUNKS | INTERLEAVED | VSHAPE | MEMORY | COSTS | STAGE | VSTAGE | DEP | PARTITION
 | EVEN | TENSOR_PARALLEL | SCHEDULE | RECOMPUTE | POLICY | APPLY | LET | FOR | IN
-| IF | ELSE
+| IF | REQUIRE | ELSE
 ;
 
 block:
@@ -150,7 +151,7 @@ block:
 items:
   %empty               { $$ = (NodeList){0, 0}; }
 | items item           { $$ = push($1, $2); }
-| items OPTOK          { $$ = $1; ast_push_op(ps->c, &$$, $2); }
+| items OPTOK          { $$ = $1; ast_push_op(ps->c, &$$, $2, ps->file); }
 | items ';'            { $$ = $1; }
 ;
 
@@ -161,6 +162,8 @@ item:
 | FOR IDENT IN expr DOTDOTEQ expr block
                        { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; $$->op = 1; }
 | ifstmt
+| REQUIRE expr STRING  { $$ = mk_name(ps, N_REQUIRE, @1, $3); $$->a = $2; }
+| REQUIRE error        { $$ = NULL; note_require(ps, @1); }
 | STAGE expr block     { $$ = mk(ps, N_STAGE, @1); $$->a = $2; $$->body = $3; }
 | IDENT '(' args ')'   { $$ = mk_name(ps, N_OPCALL, @1, $1); $$->a = $3.head; }
 | DEP expr ':' depop ARROW expr ':' depop
@@ -202,7 +205,7 @@ ifstmt:
 ;
 
 depop:
-  OPTOK                { NodeList l = {0, 0}; ast_push_op(ps->c, &l, $1); $$ = l.head; }
+  OPTOK                { NodeList l = {0, 0}; ast_push_op(ps->c, &l, $1, ps->file); $$ = l.head; }
 | IDENT '(' args ')'   { $$ = mk_name(ps, N_OPCALL, @1, $1); $$->a = $3.head; }
 ;
 
@@ -327,6 +330,13 @@ static void pipe_yyerror(PIPE_YYLTYPE *loc, void *scanner, PipeParse *ps, const 
         return;
     diag_error(ps->d, L(*loc), DIAG_LIMIT, "input nested too deeply (%s)", msg);
     ps->aborted = true;
+}
+
+/* After a syntax error in a `require`: says what the statement takes. */
+static void note_require(PipeParse *ps, PipeLoc l)
+{
+    if (!ps->aborted && !ps->eof_reported)
+        diag_note(ps->d, L(l), "'require' takes a condition and a message: require COND \"message\"");
 }
 
 /* Points at the innermost '{' still open at the end of the file. */

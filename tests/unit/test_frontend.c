@@ -287,7 +287,27 @@ static void test_op_errors(void **state)
     expect_error(PRE "stage 0 { G(1) } }", "error[name]: 'G' is not an op (ops: F, B, W, R, SO, SI)");
     expect_error(PRE "stage 0 { F(1, 0, 0) } }", "error[syntax]: F takes a micro-batch and an optional chunk");
     expect_error(PRE "F99999999999 }", "error[syntax]: op outside a 'stage' block");
-    expect_error(PRE "stage 0 { B99999999999 } }", "error[value]: micro-batch 4294967295 is out of range (microbatches 4)");
+    /* op numbers are reported as written, not capped at the IR's uint32_t / uint8_t */
+    expect_error(PRE "stage 0 { B99999999999 } }", "error[value]: micro-batch 99999999999 is out of range (microbatches 4)");
+    expect_error(PRE "stage 0 { F4294967296 } }", "t.pipe:1:48: error[value]: micro-batch 4294967296 is out of range (microbatches 4)");
+    expect_error(PRE "stage 0 { F0.300 } }", "t.pipe:1:48: error[value]: chunk 300 is out of range (chunks 1)");
+    expect_error(PRE "stage 0 { F0.256 } }", "error[value]: chunk 256 is out of range (chunks 1)");
+    expect_error(PRE "stage 0 { F0.65535 } }", "error[value]: chunk 65535 is out of range (chunks 1)");
+    expect_error(PRE "stage 0 { F0.1234567 } }", "error[value]: chunk 1234567 is out of range (chunks 1)");
+    /* 2^64 = 18446744073709551616 does not fit the widest field either */
+    expect_error(PRE "stage 0 { SI18446744073709551616 } }",
+                 "t.pipe:1:48: error[value]: micro-batch 18446744073709551616 is out of range (microbatches 4)");
+    expect_error(PRE "stage 0 { F0.18446744073709551616 } }",
+                 "error[value]: chunk 18446744073709551616 is out of range (chunks 1)");
+    expect_error(PRE "dep 0:F0.300 -> 1:F0 }", "t.pipe:1:44: error[value]: chunk 300 is out of range (chunks 1)");
+    expect_error(PRE "dep 0:F0 -> 1:B5000000000 }", "t.pipe:1:52: error[value]: micro-batch 5000000000 is out of range (microbatches 4)");
+    /* a number longer than the message buffer is cut with "..." */
+    char nines[121], src[512], want[160];
+    memset(nines, '9', 120);
+    nines[120] = 0;
+    snprintf(src, sizeof src, PRE "stage 0 { F%s } }", nines);
+    snprintf(want, sizeof want, "error[value]: micro-batch %.60s... is out of range (microbatches 4)", nines);
+    expect_error(src, want);
 }
 
 /* Many errors in one run, each once. */
@@ -516,6 +536,88 @@ static void test_template_language(void **state)
     expect_error("template t { stage 0 { F(k) } }\n"
                  "pipeline x { stages 2 microbatches 2 let k = 1 schedule t }",
                  "t.pipe:1:26: error[name]: unknown name 'k'");
+}
+
+/* `require COND "message"`: a template's precondition (docs/language.md section 6). */
+static void test_require(void **state)
+{
+    (void)state;
+    static const char *tmpl =
+        "template t {\n"
+        "  require M % P == 0 \"t needs \\\"M\\\" to be a multiple of P\"\n"
+        "  for s in 0 .. P { stage s { for i in 0 .. M { F(i) B(i) } } }\n"
+        "  stage 0 { F(M) }\n" /* reached only when the require holds: an error then */
+        "}\n";
+    char src[512];
+    Run r;
+    /* holds: the template runs (and so reaches its out-of-range F(M)) */
+    snprintf(src, sizeof src, "%spipeline x { stages 2 microbatches 4 schedule t }", tmpl);
+    assert_null(load(&r, src));
+    assert_has(r.out, "t.pipe:4:13: error[value]: micro-batch 4 is out of range (microbatches 4)");
+    assert_int_equal(r.d.nerr, 1);
+    done(&r);
+    /* fails: one `value` error at the statement with the message (escapes undone), a
+     * note at the pipeline's `schedule` line, and nothing after the require runs */
+    snprintf(src, sizeof src, "%spipeline x {\n  stages 2 microbatches 3\n  schedule t\n}", tmpl);
+    assert_null(load(&r, src));
+    assert_has(r.out, "t.pipe:2:3: error[value]: t needs \"M\" to be a multiple of P\n");
+    assert_has(r.out, "t.pipe:8:12: note: required by 'schedule t' here (stages 2, microbatches 3, chunks 1)\n");
+    assert_int_equal(r.d.nerr, 1);
+    assert_int_equal(r.d.ncode[DIAG_VALUE], 1);
+    done(&r);
+
+    /* a true require emits nothing; later ops are emitted */
+    Pipeline *p = load(&r, "template u { require V == 2 \"two chunks\" stage 0 { F(0, 1) } }\n"
+                           "pipeline x { stages 1 microbatches 1 chunks 2 schedule u }");
+    assert_non_null(p);
+    assert_string_equal(r.out, "");
+    assert_ops(p, 0, "F0.1");
+    done(&r);
+
+    /* in a loop: the first failing iteration ends the template; one error */
+    p = load(&r, "template u { for s in 0 .. P { require s < 2 \"at most 2\" stage s { F(0) } } }\n"
+                 "pipeline x { stages 5 microbatches 1 schedule u }");
+    assert_null(p);
+    assert_has(r.out, "t.pipe:1:32: error[value]: at most 2\n");
+    assert_int_equal(r.d.nerr, 1);
+    done(&r);
+
+    /* it ends the template, not the pipeline: the body after `schedule` still runs */
+    assert_null(load(&r, "template u { require 0 \"never\" }\n"
+                         "pipeline x { stages 1 microbatches 1 schedule u stage 0 { F7 } }"));
+    assert_has(r.out, "t.pipe:1:14: error[value]: never\n");
+    assert_has(r.out, "t.pipe:2:59: error[value]: micro-batch 7 is out of range (microbatches 1)");
+    assert_int_equal(r.d.nerr, 2);
+    done(&r);
+
+    /* in a pipeline body: no note (no template); the rest of the body does not run */
+    assert_null(load(&r, "pipeline x { stages 1 microbatches 1 require M > 1 \"needs 2\" stage 0 { F7 } }"));
+    assert_has(r.out, "t.pipe:1:38: error[value]: needs 2\n");
+    assert_null(strstr(r.out, "note:"));
+    assert_int_equal(r.d.nerr, 1);
+    done(&r);
+
+    /* a condition that cannot be evaluated is reported and also ends the template */
+    assert_null(load(&r, "template u { require zz \"x\" stage 0 { F9 } }\n"
+                         "pipeline x { stages 1 microbatches 1 schedule u }"));
+    assert_has(r.out, "t.pipe:1:22: error[name]: unknown name 'zz'");
+    assert_int_equal(r.d.nerr, 1);
+    done(&r);
+
+    /* syntax: the condition and the string are both needed */
+    expect_error("template u { require V == 1 } pipeline x { stages 1 microbatches 1 schedule u }",
+                 "t.pipe:1:29: error[syntax]: unexpected '}'");
+    assert_null(load(&r, "template u { require \"m\" } pipeline x { stages 1 microbatches 1 schedule u }"));
+    assert_has(r.out, "t.pipe:1:22: error[syntax]: unexpected string \"m\"");
+    assert_has(r.out, "t.pipe:1:14: note: 'require' takes a condition and a message: require COND \"message\"");
+    done(&r);
+
+    /* `require` is a keyword, and like every keyword still a name */
+    p = load(&r, "model require { layers 2 }\n"
+                 "pipeline x { stages 1 microbatches 1 model require stage 0 { F0 B0 } }");
+    assert_non_null(p);
+    assert_string_equal(p->model->name, "require");
+    done(&r);
 }
 
 static void test_template_errors(void **state)
@@ -820,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_template_onef1b),
         cmocka_unit_test(test_template_language),
+        cmocka_unit_test(test_require),
         cmocka_unit_test(test_template_errors),
         cmocka_unit_test(test_limits),
         cmocka_unit_test_setup_teardown(test_imports, imports_setup, imports_teardown),
