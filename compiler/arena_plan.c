@@ -39,24 +39,20 @@ ArenaSizes *arena_sizes_from_costs(const Pipeline *p)
     return sz;
 }
 
-/* A piece of a region: bytes [lo, hi) relative to its incarnation, live over list
- * times [t0, t1] (op i starts at 2i and ends at 2i+1). */
-typedef struct Piece {
-    int64_t lo, hi;
-    uint64_t t0, t1;
-} Piece;
-
-/* One incarnation of a (v,m) region: its pieces, then its offset once placed. */
+/* One incarnation of a (v,m) region: the prefix [0, size) at one offset, live over
+ * list times [t0, t1], except that [keep, size) already ends at tk (a split B frees
+ * everything above wact). size > 0. */
 typedef struct Inc {
-    uint32_t first_piece, npieces;
-    uint64_t t0;     /* earliest piece start */
+    int64_t size, keep;
+    uint64_t t0, tk, t1;
     int64_t off;
 } Inc;
 
-/* A placed piece, absolute addresses. */
+/* A placed piece, absolute addresses and list times. */
 typedef struct Placed {
     int64_t lo, hi;
     uint64_t t0, t1;
+    uint32_t inc;
 } Placed;
 
 /* Positions of the ops of one (v,m) on a rank. */
@@ -64,10 +60,10 @@ typedef struct Pos {
     uint32_t at[OP_NKINDS];
 } Pos;
 
-static int cmp_inc(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-    const Inc *x = a, *y = b;
-    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -90,9 +86,23 @@ static int cmp_ev(const void *a, const void *b)
     return x->delta < y->delta ? -1 : x->delta > y->delta ? 1 : 0;
 }
 
-static bool fits(const Piece *pc, uint32_t n, int64_t off, const Placed *act, size_t nact)
+/* The (at most two) pieces of an incarnation, relative to its offset. */
+static int inc_pieces(const Inc *in, Placed pc[2])
 {
-    for (uint32_t g = 0; g < n; g++)
+    int n = 0;
+    if (in->keep > 0)
+        pc[n++] = (Placed){0, in->keep, in->t0, in->t1, 0};
+    if (in->keep < in->size)
+        pc[n++] = (Placed){in->keep, in->size, in->t0, in->tk, 0};
+    return n;
+}
+
+/* Whether incarnation `in` fits at offset off against the live placed pieces. */
+static bool fits(const Inc *in, int64_t off, const Placed *act, size_t nact)
+{
+    Placed pc[2];
+    int n = inc_pieces(in, pc);
+    for (int g = 0; g < n; g++)
         for (size_t k = 0; k < nact; k++) {
             const Placed *s = &act[k];
             if (s->t1 < pc[g].t0 || pc[g].t1 < s->t0)
@@ -101,6 +111,28 @@ static bool fits(const Piece *pc, uint32_t n, int64_t off, const Placed *act, si
                 return false;
         }
     return true;
+}
+
+/* Builder state of plan_rank. */
+typedef struct Build {
+    Inc *incs;
+    size_t n, cap;
+} Build;
+
+static uint32_t new_inc(Build *b, int64_t size, uint64_t t0)
+{
+    Inc in = {size, size, t0, t0, t0, 0};
+    VEC_PUSH(b->incs, b->n, b->cap, in);
+    return (uint32_t)(b->n - 1);
+}
+
+/* Ends incarnation ix at list time t (its whole prefix). */
+static void end_inc(Build *b, uint32_t ix, uint64_t t)
+{
+    Inc *in = &b->incs[ix];
+    in->t1 = t;
+    if (in->keep == in->size)
+        in->tk = t;
 }
 
 /* Plans rank s into r. */
@@ -112,9 +144,11 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     size_t V = (size_t)p->V, M = (size_t)p->M;
     r->nops = n;
     r->off = xmalloc((n ? n : 1) * sizeof *r->off);
+    r->rest = xmalloc((n ? n : 1) * sizeof *r->rest);
+    r->split = xcalloc(n ? n : 1, sizeof *r->split);
     r->held = xcalloc(n ? n : 1, sizeof *r->held);
     for (uint32_t i = 0; i < n; i++)
-        r->off[i] = -1;
+        r->off[i] = r->rest[i] = -1;
     if (!n || !V || !M)
         return;
 
@@ -134,113 +168,189 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
     bool swap_frees = full_swap || frac >= 1.0;
 
-    Piece *pieces = NULL;
-    size_t npieces = 0, cappieces = 0;
-    Inc *incs = NULL;
-    size_t nincs = 0, capincs = 0;
-    /* For each (chunk, mb): its incarnations (index into incs before sorting). */
-    uint32_t *inc0 = xmalloc(V * M * sizeof *inc0), *inc1 = xmalloc(V * M * sizeof *inc1);
-
+    /* Build the incarnations of every (chunk, mb), walking its ops in list order, and
+     * note for each op the incarnation it works on (opinc) and, while the region is in
+     * two places, the one holding its part from byte splitat on (splitop). */
+    Build b = {NULL, 0, 0};
+    uint32_t *opinc = xmalloc(n * sizeof *opinc), *splitop = xmalloc(n * sizeof *splitop);
+    int64_t *splitat = xcalloc(n, sizeof *splitat);
+    for (uint32_t i = 0; i < n; i++)
+        opinc[i] = splitop[i] = NONE;
     for (size_t c = 0; c < V; c++)
         for (size_t m = 0; m < M; m++) {
-            size_t k = c * M + m;
-            inc0[k] = inc1[k] = NONE;
-            const Pos *q = &pos[k];
+            const Pos *q = &pos[c * M + m];
             uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W], R = q->at[OP_R];
             uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
             if (F == NONE || B == NONE || B < F)
                 continue;
             const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
             int64_t a = align_up(z->act);
-            int64_t kk = R != NONE ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : a;
-            int64_t w = W != NONE ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
-            if (R != NONE && (R < F || R > B))
-                kk = a, R = NONE; /* misordered R: plan as if F kept everything */
-            if (W != NONE && W < B)
-                w = 0, W = NONE;
             if (a == 0)
                 continue;
-            /* Elementary segments between the prefix boundaries. */
-            int64_t bnd[4] = {0, kk, w, a};
-            qsort(bnd, 4, sizeof bnd[0], cmp_i64);
-            bool swap = swap_frees && SO != NONE && SI != NONE && SO > F && SI > SO &&
-                        SI < B;
-            uint32_t start0 = (uint32_t)npieces;
-            Piece later[4];
-            int nlater = 0;
-            int64_t held_so = 0;
-            for (int j = 0; j < 3; j++) {
-                int64_t lo = bnd[j], hi = bnd[j + 1];
-                if (hi <= lo)
+            if (R != NONE && (R < F || R > B))
+                R = NONE; /* misordered R: plan as if F kept everything */
+            if (W != NONE && W < B)
+                W = NONE;
+            int64_t kk = R != NONE ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : a;
+            int64_t w = W != NONE ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
+            uint32_t last = W != NONE ? W : B;
+            /* A swap moves the region out and back when nothing of (v,m) that needs
+             * the bytes (R, B, W) is listed between the SO and the SI. */
+            bool swap = SO != NONE && SI != NONE && SO > F && SI > SO &&
+                        SI < last && !(R != NONE && R > SO && R < SI) && !(B > SO && B < SI);
+            uint32_t ev[6] = {F, R, SO, SI, B, W};
+            uint32_t order[6];
+            int ne = 0;
+            for (int e = 0; e < 6; e++)
+                if (ev[e] != NONE && ev[e] <= last && (swap || (e != 2 && e != 3))) {
+                    int j = ne++;
+                    for (; j > 0 && ev[order[j - 1]] > ev[e]; j--)
+                        order[j] = order[j - 1];
+                    order[j] = (uint32_t)e;
+                }
+            uint32_t cur = NONE, top = NONE;
+            int64_t h = 0, moved = 0, topat = 0;
+            for (int e = 0; e < ne; e++) {
+                uint32_t i = ev[order[e]];
+                uint64_t t = i;
+                switch (order[e]) {
+                case 0: /* F */
+                    h = kk;
+                    cur = h > 0 ? new_inc(&b, h, 2 * t) : NONE;
+                    r->held[i] = h;
+                    break;
+                case 1: /* R: what it rebuilds, [ckpt, act), gets a place of its own */
+                    if (a > h) {
+                        top = new_inc(&b, a - h, 2 * t);
+                        topat = h;
+                        opinc[i] = cur;
+                        r->held[i] = a - h;
+                        h = a;
+                    }
+                    break;
+                case 2: /* SO */
+                    opinc[i] = cur;
+                    if (!swap_frees) {
+                        /* moves the top swap_fraction of the prefix; the rest stays */
+                        moved = (int64_t)(frac * (double)h) / ARENA_ALIGN * ARENA_ALIGN;
+                        if (cur == NONE || moved <= 0 || top != NONE || R != NONE ||
+                            b.incs[cur].keep < h) {
+                            moved = 0; /* nothing to free (or already split by B) */
+                        } else {
+                            b.incs[cur].keep = h - moved;
+                            b.incs[cur].tk = 2 * t + 1;
+                        }
+                        r->held[i] = moved;
+                        break;
+                    }
+                    if (cur != NONE)
+                        end_inc(&b, cur, 2 * t + 1);
+                    if (top != NONE) { /* split by an R: both parts go */
+                        end_inc(&b, top, 2 * t + 1);
+                        splitop[i] = top;
+                        splitat[i] = topat;
+                    }
+                    moved = h;
+                    h = 0;
+                    cur = top = NONE;
+                    r->held[i] = moved;
+                    break;
+                case 3: /* SI */
+                    if (!swap_frees) {
+                        /* the moved top comes back as a piece of its own */
+                        if (moved > 0) {
+                            top = new_inc(&b, moved, 2 * t);
+                            topat = h - moved;
+                        }
+                        r->held[i] = moved;
+                        opinc[i] = top;
+                        break;
+                    }
+                    h = moved;
+                    cur = h > 0 ? new_inc(&b, h, 2 * t) : NONE;
+                    r->held[i] = h;
+                    break;
+                case 4: /* B */
+                    if (cur != NONE) {
+                        Inc *in = &b.incs[cur];
+                        int64_t keep = W != NONE ? (w < h ? w : h) : 0;
+                        opinc[i] = cur;
+                        r->held[i] = keep;
+                        if (top != NONE) {
+                            splitop[i] = top;
+                            splitat[i] = topat;
+                            /* split by a partial swap: the top part keeps what lies
+                             * above its start; the bottom part stays whole to W */
+                            Inc *tp = &b.incs[top];
+                            if (keep <= topat) {
+                                end_inc(&b, top, 2 * t + 1);
+                                top = NONE;
+                            } else if (keep - topat < tp->size) {
+                                tp->keep = keep - topat;
+                                tp->tk = 2 * t + 1;
+                            }
+                            if (keep == 0) {
+                                end_inc(&b, cur, 2 * t + 1);
+                                cur = NONE;
+                            }
+                        } else if (keep == 0) {
+                            end_inc(&b, cur, 2 * t + 1);
+                            cur = NONE;
+                        } else if (in->keep == in->size) {
+                            in->keep = keep;
+                            in->tk = 2 * t + 1;
+                        }
+                        h = keep;
+                    }
                     continue;
-                uint64_t t0 = (R != NONE && lo >= kk) ? 2ull * R : 2ull * F;
-                uint64_t t1 = (W != NONE && hi <= w) ? 2ull * W + 1 : 2ull * B + 1;
-                Piece pc = {lo, hi, t0, t1};
-                if (swap) {
-                    uint64_t tso = 2ull * SO + 1, tsi = 2ull * SI;
-                    if (t0 <= 2ull * SO && t1 >= tso) {
-                        /* live at the SO: moved out, back in at the SI */
-                        if (hi > held_so)
-                            held_so = hi;
-                        Piece first = {lo, hi, t0, tso};
-                        VEC_PUSH(pieces, npieces, cappieces, first);
-                        later[nlater++] = (Piece){lo, hi, tsi, t1};
-                        continue;
+                case 5: /* W */
+                    if (cur != NONE) {
+                        Inc *in = &b.incs[cur];
+                        in->t1 = 2 * t + 1;
                     }
-                    if (t0 > 2ull * SO) { /* allocated after the SO (by an R) */
-                        later[nlater++] = pc;
-                        continue;
+                    if (top != NONE) {
+                        Inc *in = &b.incs[top];
+                        in->t1 = 2 * t + 1;
                     }
+                    break;
                 }
-                VEC_PUSH(pieces, npieces, cappieces, pc);
-            }
-            if ((uint32_t)npieces > start0) {
-                Inc in = {start0, (uint32_t)npieces - start0, 0, 0};
-                in.t0 = pieces[start0].t0;
-                for (uint32_t g = start0; g < npieces; g++)
-                    if (pieces[g].t0 < in.t0)
-                        in.t0 = pieces[g].t0;
-                inc0[k] = (uint32_t)nincs;
-                VEC_PUSH(incs, nincs, capincs, in);
-            }
-            if (nlater) {
-                Inc in = {(uint32_t)npieces, (uint32_t)nlater, UINT64_MAX, 0};
-                for (int g = 0; g < nlater; g++) {
-                    VEC_PUSH(pieces, npieces, cappieces, later[g]);
-                    if (later[g].t0 < in.t0)
-                        in.t0 = later[g].t0;
+                if (opinc[i] == NONE)
+                    opinc[i] = cur;
+                if (top != NONE && splitop[i] == NONE && order[e] != 3) {
+                    splitop[i] = top;
+                    splitat[i] = topat;
                 }
-                inc1[k] = (uint32_t)nincs;
-                VEC_PUSH(incs, nincs, capincs, in);
             }
-            /* What each op of (v,m) works on; fixed up with offsets after placement. */
-            r->held[F] = R != NONE ? kk : a;
-            if (R != NONE)
-                r->held[R] = a - kk;
-            if (swap) {
-                r->held[SO] = held_so;
-                r->held[SI] = held_so;
+            /* SO/SI of a (v,m) that is not swapped: nothing moves; they name the place. */
+            if (!swap) {
+                if (SO != NONE && SO >= F)
+                    opinc[SO] = opinc[F];
+                if (SI != NONE && SI >= F)
+                    opinc[SI] = opinc[F];
             }
         }
 
-    /* Place the incarnations in order of first allocation (first fit). */
-    uint32_t *order = xmalloc((nincs ? nincs : 1) * sizeof *order);
+    /* Place the incarnations in order of first allocation (ties: creation order). */
+    size_t ninc = b.n;
+    Inc *incs = b.incs;
+    uint32_t *order = xmalloc((ninc ? ninc : 1) * sizeof *order);
+    for (size_t i = 0; i < ninc; i++)
+        order[i] = (uint32_t)i;
     {
-        Inc *sorted = xmalloc((nincs ? nincs : 1) * sizeof *sorted);
-        memcpy(sorted, incs, nincs * sizeof *sorted);
-        for (size_t i = 0; i < nincs; i++)
-            sorted[i].off = (int64_t)i; /* remember the original index */
-        qsort(sorted, nincs, sizeof *sorted, cmp_inc);
-        for (size_t i = 0; i < nincs; i++)
-            order[i] = (uint32_t)sorted[i].off;
-        free(sorted);
+        uint64_t *key = xmalloc((ninc ? ninc : 1) * sizeof *key);
+        for (size_t i = 0; i < ninc; i++)
+            key[i] = incs[i].t0 * (uint64_t)(ninc + 1) + i;
+        qsort(key, ninc, sizeof *key, cmp_u64);
+        for (size_t i = 0; i < ninc; i++)
+            order[i] = (uint32_t)(key[i] % (uint64_t)(ninc + 1));
+        free(key);
     }
     Placed *act = NULL;
     size_t nact = 0, capact = 0;
     int64_t *cand = NULL;
     size_t capcand = 0;
     int64_t arena = 0;
-    for (size_t oi = 0; oi < nincs; oi++) {
+    for (size_t oi = 0; oi < ninc; oi++) {
         Inc *in = &incs[order[oi]];
         /* Drop pieces that ended before this incarnation starts. */
         size_t keep = 0;
@@ -248,32 +358,38 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
             if (act[k].t1 >= in->t0)
                 act[keep++] = act[k];
         nact = keep;
-        const Piece *pc = &pieces[in->first_piece];
-        size_t ncand = 0;
-        VEC_PUSH(cand, ncand, capcand, 0);
-        int64_t top = 0;
-        for (size_t k = 0; k < nact; k++) {
-            if (act[k].hi > top)
-                top = act[k].hi;
-            for (uint32_t g = 0; g < in->npieces; g++)
-                if (act[k].hi - pc[g].lo >= 0)
-                    VEC_PUSH(cand, ncand, capcand, act[k].hi - pc[g].lo);
-        }
-        qsort(cand, ncand, sizeof *cand, cmp_i64);
-        int64_t off = top;
-        size_t tried = 0;
-        for (size_t k = 0; k < ncand && tried < ARENA_MAX_CANDIDATES; k++) {
-            if (k && cand[k] == cand[k - 1])
-                continue;
-            tried++;
-            if (fits(pc, in->npieces, cand[k], act, nact)) {
-                off = cand[k];
-                break;
+        int64_t off = -1;
+        if (off < 0) {
+            Placed pc[2];
+            int np = inc_pieces(in, pc);
+            size_t ncand = 0;
+            VEC_PUSH(cand, ncand, capcand, 0);
+            int64_t top = 0;
+            for (size_t k = 0; k < nact; k++) {
+                if (act[k].hi > top)
+                    top = act[k].hi;
+                for (int g = 0; g < np; g++)
+                    if (act[k].hi - pc[g].lo >= 0)
+                        VEC_PUSH(cand, ncand, capcand, act[k].hi - pc[g].lo);
+            }
+            qsort(cand, ncand, sizeof *cand, cmp_i64);
+            off = top;
+            size_t tried = 0;
+            for (size_t k = 0; k < ncand && tried < ARENA_MAX_CANDIDATES; k++) {
+                if (k && cand[k] == cand[k - 1])
+                    continue;
+                tried++;
+                if (fits(in, cand[k], act, nact)) {
+                    off = cand[k];
+                    break;
+                }
             }
         }
         in->off = off;
-        for (uint32_t g = 0; g < in->npieces; g++) {
-            Placed pl = {off + pc[g].lo, off + pc[g].hi, pc[g].t0, pc[g].t1};
+        Placed pc[2];
+        int np = inc_pieces(in, pc);
+        for (int g = 0; g < np; g++) {
+            Placed pl = {off + pc[g].lo, off + pc[g].hi, pc[g].t0, pc[g].t1, order[oi]};
             VEC_PUSH(act, nact, capact, pl);
             if (pl.hi > arena)
                 arena = pl.hi;
@@ -282,16 +398,21 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     r->size = arena;
 
     /* Peak of live bytes: a sweep over piece starts and ends. */
-    Ev *ev = xmalloc((2 * npieces + 1) * sizeof *ev);
-    for (size_t g = 0; g < npieces; g++) {
-        ev[2 * g] = (Ev){pieces[g].t0, pieces[g].hi - pieces[g].lo};
-        ev[2 * g + 1] = (Ev){pieces[g].t1 + 1, -(pieces[g].hi - pieces[g].lo)};
+    Ev *ev = xmalloc((4 * ninc + 1) * sizeof *ev);
+    size_t ne = 0;
+    for (size_t i = 0; i < ninc; i++) {
+        Placed pc[2];
+        int np = inc_pieces(&incs[i], pc);
+        for (int g = 0; g < np; g++) {
+            ev[ne++] = (Ev){pc[g].t0, pc[g].hi - pc[g].lo};
+            ev[ne++] = (Ev){pc[g].t1 + 1, -(pc[g].hi - pc[g].lo)};
+        }
     }
-    qsort(ev, 2 * npieces, sizeof *ev, cmp_ev);
+    qsort(ev, ne, sizeof *ev, cmp_ev);
     int64_t live = 0;
     r->peak_live = 0;
     r->peak_op = 0;
-    for (size_t e = 0; e < 2 * npieces; e++) {
+    for (size_t e = 0; e < ne; e++) {
         live += ev[e].delta;
         if (live > r->peak_live) {
             r->peak_live = live;
@@ -301,26 +422,21 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
 
     /* Offsets per op. */
     for (uint32_t i = 0; i < n; i++) {
-        const Op *o = &so->ops[i];
-        if (o->chunk >= V || o->mb >= M || o->kind >= OP_NKINDS)
-            continue;
-        size_t k = o->chunk * M + o->mb;
-        uint32_t SI = pos[k].at[OP_SI];
-        bool second = inc1[k] != NONE && SI != NONE && i >= SI;
-        uint32_t ix = second ? inc1[k] : inc0[k];
-        if (o->kind == OP_SI && inc1[k] == NONE)
-            ix = inc0[k]; /* not swapped out: comes back in place (nothing moves) */
-        if (ix != NONE)
-            r->off[i] = incs[ix].off;
+        if (opinc[i] != NONE)
+            r->off[i] = incs[opinc[i]].off;
+        if (splitop[i] != NONE) {
+            r->rest[i] = incs[splitop[i]].off;
+            r->split[i] = splitat[i];
+        }
     }
     free(ev);
     free(act);
     free(cand);
     free(order);
-    free(pieces);
     free(incs);
-    free(inc0);
-    free(inc1);
+    free(opinc);
+    free(splitop);
+    free(splitat);
     free(pos);
 }
 
@@ -345,6 +461,8 @@ void arena_plan_free(ArenaPlan *a)
     for (int32_t s = 0; s < a->P; s++) {
         free(a->rank[s].off);
         free(a->rank[s].held);
+        free(a->rank[s].rest);
+        free(a->rank[s].split);
     }
     free(a->rank);
     free(a);

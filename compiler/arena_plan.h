@@ -2,17 +2,25 @@
  * from the schedule, so the regions of each rank are packed into one arena at compile
  * time (docs/runtime.md "Static memory planning").
  *
- * Model. Each (v,m) of a rank owns one region whose layout is three nested prefixes
- * (runtime/mlp.h "act region"): [0, ckpt) the checkpoint, [0, wact) what a split B
- * leaves for W, [0, act) everything. Following DESIGN.md "Memory":
- *   - F allocates [0, act), or only [0, ckpt) when an R(v,m) exists; R allocates
- *     [ckpt, act);
+ * Model. The activations of each (v,m) of a rank form one region whose layout is three
+ * nested prefixes (runtime/mlp.h "act region"): [0, ckpt) the checkpoint, [0, wact)
+ * what a split B leaves for W, [0, act) everything. Over the schedule the region lives
+ * as a sequence of "incarnations", each a prefix [0, size) at one offset:
+ *   - F allocates [0, act), or only [0, ckpt) when an R(v,m) exists;
+ *   - R allocates [ckpt, act) in a place of its own, anywhere: the checkpoint stays
+ *     where F put it, and the region is then in two places (runtime/mlp.h
+ *     mlp_recompute_split) until B/W, or until an SO moves both parts out (the SI
+ *     brings them back as one contiguous region). So the plan holds exactly what the
+ *     DESIGN.md walk holds, and no bytes are copied;
  *   - B frees everything, except [0, wact) when a W(v,m) exists, which W frees;
  *   - SO(v,m) moves what the region holds at that point (always a prefix) to the host
- *     and frees it; SI(v,m) allocates it again, possibly at another offset, and brings
- *     it back. The region then lives on at the new offset (a second "incarnation").
- *     With swap_fraction < 1 the planner keeps the region in place instead (no bytes
- *     freed): the arena is planned for the conservative case.
+ *     and frees it at the SO's end; SI(v,m) allocates a new incarnation, possibly at
+ *     another offset, and brings the bytes back. Only when no R, B or W of (v,m) is
+ *     listed between the SO and the SI (otherwise nothing moves). With
+ *     swap_fraction < 1 (and full_swap unset: the cost model's view) the SO frees the
+ *     top swap_fraction of the prefix (rounded down to 64 bytes) and the SI brings it
+ *     back as a piece of its own, as the walk counts it; when an R of (v,m) exists the
+ *     region then stays in place (conservative).
  * Time is the rank's list position: op i allocates at 2i (its start) and frees at 2i+1
  * (its end). Both the runtime and the simulator make an allocating op (F, R, SI) wait
  * for every SO listed before it, so a region freed by an SO at list position i is
@@ -22,8 +30,10 @@
  * 64-byte aligned offset where none of its pieces overlaps (in address and in time) a
  * piece already placed (first fit over the candidate offsets "0, or right after a live
  * piece", at most ARENA_MAX_CANDIDATES tried before the top of the live pieces). The
- * arena of a rank is the highest end placed; fragmentation = arena / peak live bytes
- * (1.0 = perfect packing). */
+ * arena of a rank is the highest end placed; fragmentation = arena / peak_live, where peak_live is the peak of the
+ * DESIGN.md walk over these (aligned) regions: 1.0 = the arena is the walk's peak.
+ * The arena is never below peak_live; above it only by packing loss (and, with
+ * swap_fraction < 1 and an R of the same (v,m), by the part the walk swaps out). */
 #ifndef PIPEC_ARENA_PLAN_H
 #define PIPEC_ARENA_PLAN_H
 
@@ -45,13 +55,20 @@ typedef struct ArenaSizes {
 /* The plan of one rank. */
 typedef struct ArenaRank {
     int64_t size;        /* arena bytes */
-    int64_t peak_live;   /* peak over the list of the bytes of live regions */
+    int64_t peak_live;   /* peak over the list of the bytes of live regions: the
+                          * DESIGN.md walk over the 64-aligned sizes */
     uint32_t peak_op;    /* list index of the op at which the peak is first reached */
     uint32_t nops;
     int64_t *off;        /* [nops] offset of the region op i works on; -1 for none
                           * (SI: where the bytes come back to) */
-    int64_t *held;       /* [nops] SO/SI: bytes of the region prefix moved; F: bytes
-                          * allocated; R: bytes allocated; else 0 */
+    int64_t *held;       /* [nops] SO/SI: bytes of the region prefix moved; F, R: bytes
+                          * of the region allocated (R: the whole act); B: bytes kept
+                          * for W; else 0 */
+    int64_t *rest;       /* [nops] when the region of op i is in two places (after an
+                          * R, until B/W or an SO): offset of its bytes [split, ...);
+                          * -1 when it is contiguous at off */
+    int64_t *split;      /* [nops] bytes of the region at off when rest >= 0 (the
+                          * checkpoint), else 0 */
 } ArenaRank;
 
 typedef struct ArenaPlan {

@@ -294,7 +294,8 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
         sb_puts(b, "#include \"program.h\"\n\n");
         sb_printf(b, "/* Ops of rank %d in program order: kind, chunk, flags, vstage, mb, SOs "
                      "before,\n * arena offset {mlp, synthetic}, bytes {mlp, synthetic}, cost ms, "
-                     "cost bytes, line. */\n", s);
+                     "cost bytes, line,\n * offset of the part after the split {mlp, "
+                     "synthetic}, split bytes {mlp, synthetic}. */\n", s);
         sb_printf(b, "const PrOp pr_rank_%d_ops[%u] = {\n", s, so->n ? so->n : 1);
         uint32_t nso = 0;
         double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
@@ -331,15 +332,9 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             diag_linecol(d, o->loc, &line, &col);
             int64_t om = plan_mlp ? plan_mlp->rank[s].off[i] : -1;
             int64_t hm = plan_mlp ? plan_mlp->rank[s].held[i] : 0;
-            if (o->kind == OP_B && plan_mlp && f->has[OP_W])
-                hm = mlp.sizes[v].wact < mlp.sizes[v].act ? (mlp.sizes[v].wact + 63) / 64 * 64
-                                                          : (mlp.sizes[v].act + 63) / 64 * 64;
             int64_t hs = plan_syn->rank[s].held[i];
-            if (o->kind == OP_B && f->has[OP_W]) {
-                const ArenaSizes *z = scaled ? &scaled[v] : &cost[v];
-                int64_t w = z->wact < z->act ? z->wact : z->act;
-                hs = (w + 63) / 64 * 64;
-            }
+            int64_t rm = plan_mlp ? plan_mlp->rank[s].rest[i] : -1;
+            int64_t sm = plan_mlp ? plan_mlp->rank[s].split[i] : 0;
             char nm[32];
             sb_printf(b, "    {%s, %u, %u, %d, %u, %u, {%lld, %lld}, {%lld, %lld}, ",
                       kind_enum(o->kind), o->chunk, flags, v, o->mb, nso, (long long)om,
@@ -347,7 +342,9 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             put_double(b, ms);
             sb_puts(b, ", ");
             put_double(b, bytes);
-            sb_printf(b, ", %u}, /* %u: %s */\n", line, i,
+            sb_printf(b, ", %u, {%lld, %lld}, {%lld, %lld}}, /* %u: %s */\n", line,
+                      (long long)rm, (long long)plan_syn->rank[s].rest[i], (long long)sm,
+                      (long long)plan_syn->rank[s].split[i], i,
                       op_name(nm, sizeof nm, o->kind, o->mb, o->chunk));
             if (o->kind == OP_SO)
                 nso++;

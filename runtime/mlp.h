@@ -175,6 +175,18 @@ void mlp_backward(MlpModel *m, const MlpSlice *s, float *din, void *act, const f
  * (tokens (B,T) on the embedding slice). Same result as an unsplit B. */
 void mlp_weight_grad(MlpModel *m, const MlpSlice *s, void *act, const int *tokens);
 
+/* The same three with the act region in two places: its checkpoint prefix
+ * [0, mlp_ckpt_bytes) at ckpt and the rest [mlp_ckpt_bytes, mlp_act_bytes) at rest
+ * (64-byte aligned, disjoint). mlp_recompute(act) is mlp_recompute_split(act,
+ * act + ckpt bytes), and so on; results are bit-identical. This lets the static arena
+ * plan keep the checkpoint where F put it and place what R rebuilds anywhere. */
+void mlp_recompute_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
+                         const int *tokens);
+void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, void *ckpt, void *rest,
+                        const float *dout, const int *tokens, const int *targets, bool split);
+void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
+                           const int *tokens);
+
 /* Zeroes the gradients of the slice's parameters. */
 void mlp_zero_grad(MlpModel *m, const MlpSlice *s);
 /* Plain SGD on the slice's parameters: p -= lr * grad (grad is the gradient of the

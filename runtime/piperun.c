@@ -359,14 +359,22 @@ static int copy_op(PrRank *r, uint32_t i)
             return -1;
         t0 = pr_now_ms();
     }
-    if (bytes > 0 && o->off[w] >= 0) {
+    if (bytes > 0 && (o->off[w] >= 0 || o->rest[w] >= 0)) {
         if (o->kind == PR_SO) {
             if (grow_host(r, k, bytes) != 0) {
                 pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap",
                         (long long)bytes);
                 return -1;
             }
-            memcpy(r->host[k], r->arena + o->off[w], (size_t)bytes);
+            /* a region in two places (after an R) goes out as one */
+            int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
+            if (first > bytes)
+                first = bytes;
+            if (first > 0 && o->off[w] >= 0)
+                memcpy(r->host[k], r->arena + o->off[w], (size_t)first);
+            if (first < bytes)
+                memcpy((char *)r->host[k] + first, r->arena + o->rest[w],
+                       (size_t)(bytes - first));
         } else {
             if (r->host_cap[k] < bytes) {
                 pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO",

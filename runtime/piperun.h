@@ -91,6 +91,11 @@ typedef struct PrOp {
     double cost_ms;        /* cost-model duration (the synthetic workload's busy time) */
     double cost_bytes;     /* cost-model bytes the op allocates or moves (unscaled) */
     int32_t line;          /* source line of the op (messages), 0 when unknown */
+    int64_t rest[PR_NWORKLOADS];  /* R/B/W/SO while the (v,m) region is in two places
+                                     (after an R: the checkpoint stays at off, what R
+                                     rebuilt is here): offset of the region's bytes
+                                     [split, ...); -1 when it is contiguous at off */
+    int64_t split[PR_NWORKLOADS]; /* bytes of the region at off when rest >= 0 */
 } PrOp;
 
 /* One cross-rank message: the dependency from op `from` on rank src to op `to` on rank

@@ -14,12 +14,14 @@
 int pr_synthetic_op(PrRank *r, const PrOp *o)
 {
     int64_t n = o->held[PR_SYNTHETIC];
-    if ((o->kind == PR_F || o->kind == PR_R) && n > 0 && o->off[PR_SYNTHETIC] >= 0) {
+    if ((o->kind == PR_F || o->kind == PR_R) && n > 0 &&
+        (o->off[PR_SYNTHETIC] >= 0 || o->rest[PR_SYNTHETIC] >= 0)) {
         if (n > SYNTH_TOUCH_CAP)
             n = SYNTH_TOUCH_CAP;
-        /* R allocates the part after the checkpoint, which ends at the region's end;
-         * touching from the region start is within the region either way. */
-        unsigned char *p = r->arena + o->off[PR_SYNTHETIC];
+        /* R allocates the part after the checkpoint, in a place of its own (rest) */
+        int64_t at = o->kind == PR_R && o->rest[PR_SYNTHETIC] >= 0 ? o->rest[PR_SYNTHETIC]
+                                                                  : o->off[PR_SYNTHETIC];
+        unsigned char *p = r->arena + at;
         for (int64_t i = 0; i < n; i += 64)
             p[i] = (unsigned char)(i >> 6);
     }

@@ -127,6 +127,10 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
     MlpModel *m = run->model;
     size_t k = (size_t)o->vstage * (size_t)run->M + (size_t)o->mb;
     void *act = o->off[PR_MLP] >= 0 ? r->arena + o->off[PR_MLP] : r->arena;
+    /* after an R the region may be in two places: the checkpoint at off, the rest */
+    void *rest = o->rest[PR_MLP] >= 0 ? r->arena + o->rest[PR_MLP] : NULL;
+    if (rest && o->off[PR_MLP] < 0)
+        act = rest; /* an empty checkpoint (the embedding slice) */
     bool need_data = s->embed || s->head;
     if (need_data && batch(r, o) != 0) {
         pr_fail(run, r->id, i, "no batch from the training text");
@@ -168,7 +172,10 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
         return 0;
     }
     case PR_R:
-        mlp_recompute(m, s, act, r->tokens);
+        if (rest)
+            mlp_recompute_split(m, s, act, rest, r->tokens);
+        else
+            mlp_recompute(m, s, act, r->tokens);
         return 0;
     case PR_B: {
         float *dout = NULL, *din = NULL;
@@ -183,7 +190,12 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
             pr_fail(run, r->id, i, "out of memory (%zu bytes)", run->io_bytes);
             return -1;
         }
-        mlp_backward(m, s, din, act, dout, r->tokens, r->targets, (o->flags & PR_HAS_W) != 0);
+        if (rest)
+            mlp_backward_split(m, s, din, act, rest, dout, r->tokens, r->targets,
+                               (o->flags & PR_HAS_W) != 0);
+        else
+            mlp_backward(m, s, din, act, dout, r->tokens, r->targets,
+                         (o->flags & PR_HAS_W) != 0);
         free(dout);
         r->in_b[k] = NULL;
         if (din) {
@@ -196,7 +208,10 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
         return 0;
     }
     case PR_W:
-        mlp_weight_grad(m, s, act, r->tokens);
+        if (rest)
+            mlp_weight_grad_split(m, s, act, rest, r->tokens);
+        else
+            mlp_weight_grad(m, s, act, r->tokens);
         return 0;
     default:
         return 0;

@@ -68,12 +68,13 @@ static void test_gpipe_vs_1f1b(void **st)
     pipeline_free(p);
 }
 
-/* Recompute: F keeps the 128-byte checkpoint, R adds the other 896 bytes.
- *   pos 0 F0 [0,128) t0..7 | pos 1 F1 ckpt t2..11 | pos 2 R0 [128,1024) t4..7
- *   pos 3 B0 | pos 4 R1 t8..11 | pos 5 B1
- * Peak live at R0: 128 + 128 + 896 = 1152. Region 1 must sit where its checkpoint
- * avoids region 0's pieces and its rest avoids region 0's rest while both live:
- * candidates 0 (ckpt0), 128 (rest0 overlaps in time), 896 (rest0), 1024 fits. */
+/* Recompute: F keeps the 128-byte checkpoint, R allocates the other 896 bytes in a
+ * place of its own (the checkpoint stays where F put it).
+ *   pos 0 F0 ckpt t0..7 | pos 1 F1 ckpt t2..11 | pos 2 R0 rest t4..7 | 3 B0
+ *   pos 4 R1 rest t8..11 | pos 5 B1
+ * First fit: ckpt0 at 0, ckpt1 at 128, rest0 at 256 (its region is split: 128 bytes
+ * at 0, the rest at 256), rest1 reuses 256. Peak live at R0: 128 + 128 + 896 = 1152,
+ * which is also the arena. */
 static void test_recompute(void **st)
 {
     (void)st;
@@ -82,10 +83,75 @@ static void test_recompute(void **st)
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->peak_live, 1152);
     assert_int_equal(r->off[0], 0);
-    assert_int_equal(r->off[1], 1024);
-    assert_int_equal(r->size, 2048);
+    assert_int_equal(r->off[1], 128);
+    assert_int_equal(r->size, 1152);
     assert_int_equal(r->held[0], 128);   /* F0 allocates the checkpoint */
     assert_int_equal(r->held[2], 896);   /* R0 the rest */
+    assert_int_equal(r->off[2], 0);      /* R0: checkpoint at 0 ... */
+    assert_int_equal(r->rest[2], 256);   /* ... the rest at 256 */
+    assert_int_equal(r->split[2], 128);
+    assert_int_equal(r->rest[3], 256);   /* B0 sees both parts */
+    assert_int_equal(r->off[4], 128);
+    assert_int_equal(r->rest[4], 256);   /* R1 reuses R0's place */
+    assert_int_equal(r->rest[0], -1);    /* F0: contiguous */
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* 1F1B on one rank with full recomputation and a uniform model (act 1024, ckpt 128):
+ * three checkpoints in flight. The DESIGN walk peaks at each R: 3 * 128 + 896 = 1280;
+ * the arena equals it (fragmentation 1). */
+static void test_1f1b_recompute_tight(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(5, "F0 F1 F2 R0 B0 F3 R1 B1 F4 R2 B2 R3 B3 R4 B4");
+    ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
+    assert_int_equal(a->rank[0].peak_live, 1280);
+    assert_int_equal(a->rank[0].size, 1280);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* R and a split W: act 1024, ckpt 128, wact 512.
+ *   pos 0 F0 ckpt t0..9 (to W0's end) | 1 F1 ckpt t2.. | 2 R0 rest [128,1024) t4:
+ *   [128,512) lives to W0 (t9), [512,1024) to B0 (t7) | 3 B0 | 4 W0 | 5 R1 | 6 B1 | 7 W1
+ * ckpt0 0, ckpt1 128, rest0 256; rest1 at t10 reuses 256. Peak 128 + 128 + 896 = 1152
+ * at R0; B0 keeps 512 bytes of (0,0). */
+static void test_recompute_w(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 F1 R0 B0 W0 R1 B1 W1");
+    ArenaPlan *a = plan1(p, 1024, 128, 512, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->peak_live, 1152);
+    assert_int_equal(r->size, 1152);
+    assert_int_equal(r->held[3], 512);
+    assert_int_equal(r->off[4], 0);      /* W0: checkpoint part */
+    assert_int_equal(r->rest[4], 256);   /* and the rest of its wact */
+    assert_int_equal(r->rest[5], 256);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* SO/SI and R of the same micro-batch (act 1024, ckpt 128; F1 keeps everything):
+ *   0 F0 ckpt t0..3 | 1 SO0 frees it at t3 | 2 F1 (t4) reuses 0, 1024 bytes
+ *   3 SI0 (t6) brings 128 back at 1024 | 4 R0 (t8) rest at 1152 | 5 B0 | 6 B1
+ * Peak at R0: 1024 + 128 + 896 = 2048 = arena. */
+static void test_swap_recompute(void **st)
+{
+    (void)st;
+    Pipeline *p = mk1(2, "F0 SO0 F1 SI0 R0 B0 B1");
+    ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->held[1], 128);
+    assert_int_equal(r->off[2], 0);
+    assert_int_equal(r->off[3], 1024);
+    assert_int_equal(r->held[3], 128);
+    assert_int_equal(r->off[4], 1024);
+    assert_int_equal(r->rest[4], 1152);
+    assert_int_equal(r->rest[5], 1152);
+    assert_int_equal(r->size, 2048);
+    assert_int_equal(r->peak_live, 2048);
     arena_plan_free(a);
     pipeline_free(p);
 }
@@ -108,7 +174,8 @@ static void test_split_w(void **st)
 
 /* Swap: SO0 frees region 0 at its end (t3), F1 (t4) reuses offset 0, SI0 (t6) brings
  * region 0 back elsewhere (128) and B0 works there. With swap_fraction 0.5 and no full
- * swap the region stays in place: F1 goes to 128. */
+ * swap the SO frees the top 64 bytes only: F1 fits at 64, the SI's 64 bytes go to 192,
+ * B0 names the part that stayed at 0; peak 64 + 128 + 64 = 256. */
 static void test_swap(void **st)
 {
     (void)st;
@@ -129,9 +196,12 @@ static void test_swap(void **st)
     p->costs.v[COST_SWAP_FRACTION] = 0.5;
     p->costs.set |= 1u << COST_SWAP_FRACTION;
     a = plan1(p, 128, 0, 0, 0);
-    assert_int_equal(a->rank[0].off[2], 128);
+    assert_int_equal(a->rank[0].held[1], 64);
+    assert_int_equal(a->rank[0].off[2], 64);
+    assert_int_equal(a->rank[0].off[3], 192);
     assert_int_equal(a->rank[0].off[4], 0);
     assert_int_equal(a->rank[0].size, 256);
+    assert_int_equal(a->rank[0].peak_live, 256);
     arena_plan_free(a);
     pipeline_free(p);
 }
@@ -198,7 +268,8 @@ int main(void)
         cmocka_unit_test(test_gpipe_vs_1f1b), cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_split_w),       cmocka_unit_test(test_swap),
         cmocka_unit_test(test_malformed),     cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_mlp_sizes),
+        cmocka_unit_test(test_mlp_sizes),     cmocka_unit_test(test_1f1b_recompute_tight),
+        cmocka_unit_test(test_recompute_w),   cmocka_unit_test(test_swap_recompute),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,6 +94,10 @@ static int setup(void **st)
             q->off[PR_SYNTHETIC] = as->rank[s].off[i];
             q->held[PR_MLP] = am->rank[s].held[i];
             q->held[PR_SYNTHETIC] = as->rank[s].held[i];
+            q->rest[PR_MLP] = am->rank[s].rest[i];
+            q->rest[PR_SYNTHETIC] = as->rank[s].rest[i];
+            q->split[PR_MLP] = am->rank[s].split[i];
+            q->split[PR_SYNTHETIC] = as->rank[s].split[i];
             q->cost_ms = o->kind == OP_F || o->kind == OP_R ? 0.2 : o->kind == OP_B ? 0.4 : 0;
             q->cost_bytes = (double)as->rank[s].held[i];
             nso += o->kind == OP_SO;
