@@ -1,14 +1,30 @@
 /* cmd_emit.c - `pipec emit`, `pipec compile` (alias `build`) and `pipec run`
- * (DESIGN.md "Command line", docs/runtime.md).
+ * (DESIGN.md "Command line", docs/runtime.md, docs/cuda.md).
  *
- *   emit FILE -o DIR [--backend cpu]       DIR/rank_K.c, main.c, program.h, Makefile
- *   compile FILE -o DIR [--backend cpu]    emit, then cc ... -o DIR/NAME with libpiperun
- *   run FILE [options]                     compile into a cache folder keyed by a hash
- *                                          of the generated sources, then run NAME
+ *   emit FILE -o DIR [--backend B]          DIR/rank_K.c, main.c, program.h, Makefile
+ *   compile FILE -o DIR [--backend B] [--launcher L]
+ *                                           emit, then compile and link DIR/NAME
+ *   run FILE [--backend B] [--launcher L] [options]
+ *                                           compile into a cache folder keyed by a hash
+ *                                           of the generated sources and the target,
+ *                                           then run NAME (under mpirun with --launcher mpi)
  *
- * The runtime's header and library are found next to the pipec binary: <bin>/../runtime
+ * B is cpu (default) or cuda, L is threads (default: one process, a thread per rank) or
+ * mpi (one process per rank). The generated C is the same for every target: it calls
+ * only runtime/piperun.h; the target picks the compiler and the libraries:
+ *
+ *   cpu  threads   $CC (cc)   libpiperun.a
+ *   cpu  mpi       $MPICC (mpicc), -Wl,--wrap=pr_main,--wrap=pr_run,
+ *                  libpiperun_mpi.a libpiperun.a
+ *   cuda threads   nvcc -x c per file; nvcc links libpiperun_cuda.a, cuBLAS, NCCL, cudart
+ *   cuda mpi       nvcc -x c per file; $MPICC links with the wraps libpiperun_cuda_mpi.a
+ *                  libpiperun_cuda.a, cuBLAS, NCCL, cudart, libstdc++
+ *
+ * The runtime's header and libraries are found next to the pipec binary: <bin>/../runtime
  * and <bin>/../build in the source tree, <prefix>/include and <prefix>/lib when
- * installed ($PIPERUN_INC / $PIPERUN_LIB override). The C compiler is $CC, else cc. */
+ * installed ($PIPERUN_INC / $PIPERUN_LIB override). nvcc is found on PATH, else as
+ * $CUDA_HOME/bin/nvcc (CUDA_HOME defaults to /usr/local/cuda); its libraries are in
+ * $CUDA_HOME/lib64. mpirun is $MPIRUN, else mpirun. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
@@ -23,23 +39,43 @@
 #include "driver.h"
 #include "emit_c.h"
 
-/* Compiles and emits FILE into memory. Returns 0, 1 (input errors) or 2. */
-static int generate(const DriverOpts *dopt, const char *file, const char *backend, EmitOut *out)
+/* What the generated program is built for. */
+typedef struct Target {
+    bool cuda;        /* --backend cuda */
+    bool mpi;         /* --launcher mpi */
+} Target;
+
+/* Parses --backend / --launcher values into t. Returns 0, or 2 after a message. */
+static int parse_target(Target *t, int opt_backend, int c, const char *arg)
 {
-    memset(out, 0, sizeof *out);
-    if (backend && strcmp(backend, "cpu") != 0) {
-        if (!strcmp(backend, "cuda"))
-            fprintf(stderr, "pipec: --backend cuda is not available yet (the CUDA backend is a "
-                            "later issue); use --backend cpu\n");
-        else
-            fprintf(stderr, "pipec: unknown backend '%s' (cpu or cuda)\n", backend);
+    if (c == opt_backend) {
+        if (!strcmp(arg, "cpu") || !strcmp(arg, "cuda")) {
+            t->cuda = !strcmp(arg, "cuda");
+            return 0;
+        }
+        fprintf(stderr, "pipec: unknown backend '%s' (cpu or cuda)\n", arg);
         return 2;
     }
+    if (!strcmp(arg, "threads") || !strcmp(arg, "mpi")) {
+        t->mpi = !strcmp(arg, "mpi");
+        return 0;
+    }
+    fprintf(stderr, "pipec: unknown launcher '%s' (threads or mpi)\n", arg);
+    return 2;
+}
+
+/* Compiles and emits FILE into memory; *nranks = P. Returns 0, 1 (input errors) or 2. */
+static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int *nranks)
+{
+    memset(out, 0, sizeof *out);
     Diag d = {0};
     Pipeline *p = driver_compile(&d, dopt, file);
     int rc = 1;
-    if (p && emit_c(&d, p, file, out) == 0)
+    if (p && emit_c(&d, p, file, out) == 0) {
         rc = 0;
+        if (nranks)
+            *nranks = (int)p->P;
+    }
     pipeline_free(p);
     diag_free(&d);
     return rc;
@@ -66,8 +102,19 @@ static bool exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-/* Finds piperun.h and libpiperun.a. Returns 0, or -1 after a message. */
-static int find_runtime(char **inc, char **lib)
+/* The runtime libraries a target links, most specific first; NULL-terminated. */
+static const char *const *target_libs(Target t)
+{
+    static const char *const cpu[] = {"libpiperun.a", NULL};
+    static const char *const cpu_mpi[] = {"libpiperun_mpi.a", "libpiperun.a", NULL};
+    static const char *const cuda[] = {"libpiperun_cuda.a", NULL};
+    static const char *const cuda_mpi[] = {"libpiperun_cuda_mpi.a", "libpiperun_cuda.a", NULL};
+    return t.cuda ? (t.mpi ? cuda_mpi : cuda) : (t.mpi ? cpu_mpi : cpu);
+}
+
+/* Finds piperun.h and the target's libraries (their folder). Returns 0, or -1 after a
+ * message that names the make target that builds what is missing. */
+static int find_runtime(Target t, char **inc, char **lib)
 {
     const char *ei = getenv("PIPERUN_INC"), *el = getenv("PIPERUN_LIB");
     char *bin = self_dir();
@@ -101,10 +148,64 @@ static int find_runtime(char **inc, char **lib)
         free(*lib);
         return -1;
     }
+    for (const char *const *n = target_libs(t); *n; n++) {
+        char *path = xasprintf("%s/%s", *lib, *n);
+        bool ok = exists(path);
+        free(path);
+        if (!ok) {
+            const char *how = !strcmp(*n, "libpiperun_cuda.a") ? "make cuda"
+                              : !strcmp(*n, "libpiperun_mpi.a") ? "make mpi"
+                              : !strcmp(*n, "libpiperun_cuda_mpi.a") ? "make cuda-mpi"
+                                                                     : "make";
+            fprintf(stderr, "pipec: cannot find %s in %s (run `%s`)\n", *n, *lib, how);
+            free(*inc);
+            free(*lib);
+            return -1;
+        }
+    }
     return 0;
 }
 
-/* Runs argv (no shell); returns its exit status, or -1 when it could not start. */
+/* $CUDA_HOME, else /usr/local/cuda. */
+static const char *cuda_home(void)
+{
+    const char *h = getenv("CUDA_HOME");
+    return h && *h ? h : "/usr/local/cuda";
+}
+
+/* Whether the executable `name` is on PATH. */
+static bool on_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return false;
+    char *copy = xstrdup(path), *save = NULL;
+    bool found = false;
+    for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char *f = xasprintf("%s/%s", *d ? d : ".", name);
+        found = access(f, X_OK) == 0;
+        free(f);
+    }
+    free(copy);
+    return found;
+}
+
+/* nvcc on PATH, else $CUDA_HOME/bin/nvcc; NULL after a message when neither exists. */
+static char *find_nvcc(void)
+{
+    if (on_path("nvcc"))
+        return xstrdup("nvcc");
+    char *p = xasprintf("%s/bin/nvcc", cuda_home());
+    if (access(p, X_OK) == 0)
+        return p;
+    fprintf(stderr, "pipec: --backend cuda needs nvcc, the CUDA compiler: it is not on PATH and "
+                    "not at %s (install the CUDA toolkit or set CUDA_HOME)\n", p);
+    free(p);
+    return NULL;
+}
+
+/* Runs argv (no shell) and waits; returns its exit status, or -1 when it could not
+ * start. With quiet_out its stdout goes to stderr. */
 static int spawn(char *const argv[], bool quiet_out)
 {
     fflush(stdout);
@@ -130,63 +231,232 @@ static int spawn(char *const argv[], bool quiet_out)
     return 1;
 }
 
-/* Compiles the emitted files in dir into dir/NAME. Returns 0, or 1 after a message. */
-static int build(const EmitOut *out, const char *dir)
+/* Runs the n commands cmds[i] (stdout to stderr), at most `jobs` at a time. Returns 0
+ * when all exit 0, else 1 (every started command is waited for). */
+static int spawn_many(char **const *cmds, int n, int jobs)
+{
+    int running = 0, next = 0, bad = 0;
+    fflush(stdout);
+    fflush(stderr);
+    while (next < n || running > 0) {
+        while (next < n && running < jobs && !bad) {
+            pid_t pid = fork();
+            if (pid < 0) {
+                bad = 1;
+                break;
+            }
+            if (pid == 0) {
+                dup2(2, 1);
+                execvp(cmds[next][0], cmds[next]);
+                fprintf(stderr, "pipec: cannot run %s: %s\n", cmds[next][0], strerror(errno));
+                _exit(127);
+            }
+            next++;
+            running++;
+        }
+        if (running == 0)
+            break;
+        int st;
+        pid_t w = waitpid(-1, &st, 0);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return 1;
+        }
+        running--;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad = 1;
+    }
+    return bad || next < n;
+}
+
+/* A NULL-terminated argument list under construction. */
+typedef struct Argv {
+    char **v;
+    int n, cap;
+    char **owned;      /* strings to free */
+    int nown, capown;
+} Argv;
+
+static void arg(Argv *a, const char *s)
+{
+    if (a->n + 2 > a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 32;
+        a->v = xrealloc(a->v, (size_t)a->cap * sizeof *a->v);
+    }
+    a->v[a->n++] = (char *)s;
+    a->v[a->n] = NULL;
+}
+
+/* Appends a string the list owns. */
+static void argf(Argv *a, char *s)
+{
+    if (a->nown == a->capown) {
+        a->capown = a->capown ? 2 * a->capown : 16;
+        a->owned = xrealloc(a->owned, (size_t)a->capown * sizeof *a->owned);
+    }
+    a->owned[a->nown++] = s;
+    arg(a, s);
+}
+
+static void argv_free(Argv *a)
+{
+    for (int i = 0; i < a->nown; i++)
+        free(a->owned[i]);
+    free(a->owned);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+static bool is_c(const char *name)
+{
+    size_t l = strlen(name);
+    return l > 2 && !strcmp(name + l - 2, ".c");
+}
+
+/* The link flags of target t after the objects or sources: runtime libraries, then
+ * cuBLAS/NCCL/cudart for CUDA, OpenBLAS, pthreads, libm. */
+static void link_libs(Argv *a, Target t, const char *lib, bool linker_is_nvcc)
+{
+    if (t.mpi) {
+        arg(a, linker_is_nvcc ? "-Xlinker" : "-Wl,--wrap=pr_main");
+        if (linker_is_nvcc)
+            arg(a, "--wrap=pr_main");
+        arg(a, linker_is_nvcc ? "-Xlinker" : "-Wl,--wrap=pr_run");
+        if (linker_is_nvcc)
+            arg(a, "--wrap=pr_run");
+    }
+    for (const char *const *n = target_libs(t); *n; n++)
+        argf(a, xasprintf("%s/%s", lib, *n));
+    if (t.cuda) {
+        argf(a, xasprintf("-L%s/lib64", cuda_home()));
+        if (linker_is_nvcc) {
+            arg(a, "-Xlinker");
+            argf(a, xasprintf("-rpath=%s/lib64", cuda_home()));
+        } else {
+            argf(a, xasprintf("-Wl,-rpath,%s/lib64", cuda_home()));
+        }
+        arg(a, "-lcublas");
+        arg(a, "-lnccl");
+        arg(a, "-lcudart");
+        if (!linker_is_nvcc)
+            arg(a, "-lstdc++");
+    }
+    arg(a, "-lopenblas");
+    arg(a, "-lpthread");
+    arg(a, "-lm");
+}
+
+/* Parallel compile jobs: the online processors, 1..8. */
+static int ncpu(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
+/* Compiles the emitted files in dir into dir/NAME for target t. Returns 0, or 1 after
+ * a message. */
+static int build(const EmitOut *out, const char *dir, Target t)
 {
     char *inc, *lib;
-    if (find_runtime(&inc, &lib) != 0)
+    if (find_runtime(t, &inc, &lib) != 0)
         return 1;
+    char *nvcc = NULL;
+    if (t.cuda && !(nvcc = find_nvcc())) {
+        free(inc);
+        free(lib);
+        return 1;
+    }
+    const char *mpicc = getenv("MPICC");
+    if (!mpicc || !*mpicc)
+        mpicc = "mpicc";
     const char *cc = getenv("CC");
     if (!cc || !*cc)
         cc = "cc";
-    char **argv = xcalloc((size_t)out->n + 16, sizeof *argv);
-    int n = 0;
-    char *ip = xasprintf("-I%s", inc), *lp = xasprintf("%s/libpiperun.a", lib);
-    char *op = xasprintf("%s/%s", dir, out->progname);
-    argv[n++] = (char *)cc;
-    argv[n++] = "-std=c11";
-    argv[n++] = "-O2";
-    argv[n++] = "-Wall";
-    argv[n++] = "-Wextra";
-    argv[n++] = ip;
-    argv[n++] = "-o";
-    argv[n++] = op;
-    char **srcs = xcalloc(out->n + 1, sizeof *srcs);
-    for (uint32_t i = 0; i < out->n; i++) {
-        size_t l = strlen(out->files[i].name);
-        if (l > 2 && !strcmp(out->files[i].name + l - 2, ".c"))
-            argv[n++] = srcs[i] = xasprintf("%s/%s", dir, out->files[i].name);
+    char *ip = xasprintf("-I%s", inc), *op = xasprintf("%s/%s", dir, out->progname);
+    Argv link = {0};
+    int rc = 0;
+    if (!t.cuda) {
+        /* one compiler call: sources, runtime, libraries */
+        arg(&link, t.mpi ? mpicc : cc);
+        arg(&link, "-std=c11");
+        arg(&link, "-O2");
+        arg(&link, "-Wall");
+        arg(&link, "-Wextra");
+        arg(&link, ip);
+        arg(&link, "-o");
+        arg(&link, op);
+        for (uint32_t i = 0; i < out->n; i++)
+            if (is_c(out->files[i].name))
+                argf(&link, xasprintf("%s/%s", dir, out->files[i].name));
+        link_libs(&link, t, lib, false);
+        rc = spawn(link.v, true) != 0;
+    } else {
+        /* nvcc compiles each file as C11 (in parallel), then links */
+        Argv *cmds = xcalloc(out->n + 1, sizeof *cmds);
+        char ***cv = xcalloc(out->n + 1, sizeof *cv);
+        int nc = 0;
+        for (uint32_t i = 0; i < out->n; i++) {
+            if (!is_c(out->files[i].name))
+                continue;
+            Argv *a = &cmds[nc];
+            const char *name = out->files[i].name;
+            arg(a, nvcc);
+            arg(a, "-x");
+            arg(a, "c");
+            arg(a, "-O2");
+            arg(a, "-Xcompiler");
+            arg(a, "-std=c11,-Wall,-Wextra");
+            arg(a, ip);
+            arg(a, "-c");
+            argf(a, xasprintf("%s/%s", dir, name));
+            arg(a, "-o");
+            argf(a, xasprintf("%s/%.*s.o", dir, (int)(strlen(name) - 2), name));
+            argf(&link, xstrdup(a->v[a->n - 1]));
+            cv[nc++] = a->v;
+        }
+        rc = spawn_many(cv, nc, ncpu());
+        for (int i = 0; i < nc; i++)
+            argv_free(&cmds[i]);
+        free(cmds);
+        free(cv);
+        if (!rc) {
+            /* the objects are at the front of link.v: put the linker before them */
+            Argv full = {0};
+            arg(&full, t.mpi ? mpicc : nvcc);
+            arg(&full, "-o");
+            arg(&full, op);
+            for (int i = 0; i < link.n; i++)
+                arg(&full, link.v[i]);
+            link_libs(&full, t, lib, !t.mpi);
+            rc = spawn(full.v, true) != 0;
+            argv_free(&full);
+        }
     }
-    argv[n++] = lp;
-    argv[n++] = "-lopenblas";
-    argv[n++] = "-lpthread";
-    argv[n++] = "-lm";
-    argv[n] = NULL;
-    int rc = spawn(argv, true);
-    if (rc != 0)
+    if (rc)
         fprintf(stderr, "pipec: compiling the generated program in %s failed\n", dir);
-    for (uint32_t i = 0; i < out->n; i++)
-        free(srcs[i]);
-    free(srcs);
-    free(argv);
+    argv_free(&link);
     free(ip);
-    free(lp);
     free(op);
+    free(nvcc);
     free(inc);
     free(lib);
     return rc ? 1 : 0;
 }
 
-enum { O_BACKEND = 300, O_ITERS, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE,
+enum { O_BACKEND = 300, O_LAUNCHER, O_ITERS, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE,
        O_TIMEOUT, O_PROFILE, O_LR, O_SEED, O_QUIET, O_CACHE, O_REF };
 
 static int emit_or_compile(int argc, char **argv, bool compile)
 {
     DriverOpts dopt = {0};
-    const char *outdir = NULL, *backend = "cpu";
+    const char *outdir = NULL;
+    Target t = {0};
+    /* --launcher only changes how the program is linked: emit has no use for it */
     static const struct option longopts[] = {
         DRIVER_LONGOPTS,
         {"backend", required_argument, NULL, O_BACKEND},
+        {"launcher", required_argument, NULL, O_LAUNCHER},
         {"output", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
     };
@@ -197,8 +467,9 @@ static int emit_or_compile(int argc, char **argv, bool compile)
             continue;
         if (c == 'o')
             outdir = optarg;
-        else if (c == O_BACKEND)
-            backend = optarg;
+        else if ((c == O_BACKEND || (c == O_LAUNCHER && compile)) &&
+                 parse_target(&t, O_BACKEND, c, optarg) == 0)
+            continue;
         else {
             driver_usage(stderr, argv[0]);
             driver_opts_free(&dopt);
@@ -212,13 +483,13 @@ static int emit_or_compile(int argc, char **argv, bool compile)
         return 2;
     }
     EmitOut out;
-    int rc = generate(&dopt, argv[optind], backend, &out);
+    int rc = generate(&dopt, argv[optind], &out, NULL);
     if (rc == 0 && emit_write(&out, outdir) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", outdir, strerror(errno));
         rc = 1;
     }
     if (rc == 0 && compile)
-        rc = build(&out, outdir);
+        rc = build(&out, outdir, t);
     if (rc == 0 && compile)
         printf("%s/%s\n", outdir, out.progname);
     emit_out_free(&out);
@@ -236,9 +507,10 @@ int cmd_compile(int argc, char **argv)
     return emit_or_compile(argc, argv, true);
 }
 
-/* FNV-1a 64 over the generated files, the version and the runtime library's size and
- * modification time (a rebuilt runtime invalidates the cache). */
-static uint64_t hash_out(const EmitOut *out)
+/* FNV-1a 64 over the generated files, the version, the target and the size and
+ * modification time of the runtime libraries it links (a rebuilt runtime invalidates
+ * the cache). */
+static uint64_t hash_out(const EmitOut *out, Target t)
 {
     uint64_t h = 1469598103934665603ull;
 #define MIX(ptr, len)                                            \
@@ -247,19 +519,23 @@ static uint64_t hash_out(const EmitOut *out)
         h *= 1099511628211ull;                                   \
     }
     MIX(PIPEC_VERSION, strlen(PIPEC_VERSION));
+    const char *tag = t.cuda ? (t.mpi ? "cuda+mpi" : "cuda") : (t.mpi ? "cpu+mpi" : "cpu");
+    MIX(tag, strlen(tag) + 1);
     for (uint32_t i = 0; i < out->n; i++) {
         MIX(out->files[i].name, strlen(out->files[i].name) + 1);
         MIX(out->files[i].text.s ? out->files[i].text.s : "", out->files[i].text.len);
     }
     char *inc, *lib;
-    if (find_runtime(&inc, &lib) == 0) {
-        char *lp = xasprintf("%s/libpiperun.a", lib);
-        struct stat st;
-        if (stat(lp, &st) == 0) {
-            MIX(&st.st_size, sizeof st.st_size);
-            MIX(&st.st_mtime, sizeof st.st_mtime);
+    if (find_runtime(t, &inc, &lib) == 0) {
+        for (const char *const *n = target_libs(t); *n; n++) {
+            char *lp = xasprintf("%s/%s", lib, *n);
+            struct stat st;
+            if (stat(lp, &st) == 0) {
+                MIX(&st.st_size, sizeof st.st_size);
+                MIX(&st.st_mtime, sizeof st.st_mtime);
+            }
+            free(lp);
         }
-        free(lp);
         free(inc);
         free(lib);
     }
@@ -334,13 +610,34 @@ static char *default_data(const char *root)
     return path;
 }
 
+/* Runs the program argv (argv[0] its path) as P processes: mpirun -np P --oversubscribe
+ * [--allow-run-as-root] argv... Returns the exit status as spawn does. */
+static int run_mpi(char **argv, int P)
+{
+    const char *mpirun = getenv("MPIRUN");
+    Argv a = {0};
+    arg(&a, mpirun && *mpirun ? mpirun : "mpirun");
+    arg(&a, "-np");
+    argf(&a, xasprintf("%d", P));
+    arg(&a, "--oversubscribe");   /* more ranks than cores is fine: ranks mostly wait */
+    if (geteuid() == 0)
+        arg(&a, "--allow-run-as-root");
+    for (int i = 0; argv[i]; i++)
+        arg(&a, argv[i]);
+    int rc = spawn(a.v, false);
+    argv_free(&a);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     DriverOpts dopt = {0};
-    const char *backend = "cpu", *cache = NULL, *data = NULL;
+    const char *cache = NULL, *data = NULL;
+    Target t = {0};
     static const struct option longopts[] = {
         DRIVER_LONGOPTS,
         {"backend", required_argument, NULL, O_BACKEND},
+        {"launcher", required_argument, NULL, O_LAUNCHER},
         {"iters", required_argument, NULL, O_ITERS},
         {"check", no_argument, NULL, O_CHECK},
         {"json", no_argument, NULL, O_JSON},
@@ -360,7 +657,7 @@ int cmd_run(int argc, char **argv)
     };
     /* Options for the program, passed through as given. */
     char **pass = xcalloc((size_t)argc * 2 + 8, sizeof *pass);
-    int np = 1;
+    int np = 1, nranks = 1;
     bool synthetic = false;
     int c, rc = 2;
     optind = 1;
@@ -372,7 +669,10 @@ int cmd_run(int argc, char **argv)
             if (o->val == c)
                 name = o->name;
         switch (c) {
-        case O_BACKEND: backend = optarg; break;
+        case O_BACKEND: case O_LAUNCHER:
+            if (parse_target(&t, O_BACKEND, c, optarg) != 0)
+                goto out;
+            break;
         case O_CACHE: cache = optarg; break;
         case O_DATA: data = optarg; break;
         case O_CHECK: case O_JSON: case O_PROFILE: case O_QUIET: case O_REF:
@@ -400,11 +700,11 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     EmitOut eo;
-    rc = generate(&dopt, argv[optind], backend, &eo);
+    rc = generate(&dopt, argv[optind], &eo, &nranks);
     if (rc != 0)
         goto out;
     char *root = cache_root(cache);
-    char *dir = xasprintf("%s/%016llx", root, (unsigned long long)hash_out(&eo));
+    char *dir = xasprintf("%s/%016llx", root, (unsigned long long)hash_out(&eo, t));
     char *exe = xasprintf("%s/%s", dir, eo.progname);
     rc = 0;
     if (mkdirs(dir) != 0) {
@@ -415,7 +715,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
             rc = 1;
         } else
-            rc = build(&eo, dir);
+            rc = build(&eo, dir, t);
     }
     char *dd = NULL;
     if (!rc && !data && !synthetic)
@@ -427,7 +727,7 @@ int cmd_run(int argc, char **argv)
             pass[np++] = xstrdup(data ? data : dd);
         }
         pass[np] = NULL;
-        rc = spawn(pass, false);
+        rc = t.mpi ? run_mpi(pass, nranks) : spawn(pass, false);
         if (rc < 0) {
             fprintf(stderr, "pipec: cannot run %s\n", exe);
             rc = 1;
