@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena_plan.h"
 #include "check.h"
 #include "cmds.h"
 #include "driver.h"
@@ -81,11 +82,15 @@ int cmd_check(int argc, char **argv)
         Diag d = {0};
         Pipeline *p = driver_compile(&d, &o, argv[i]);
         /* driver_compile ran CHECK_STRUCTURE | CHECK_DEPS; the memory walk completes
-         * CHECK_ALL. */
-        if (p)
-            check_pipeline(&d, p, CHECK_MEMORY);
-        if (p && mem)
+         * CHECK_ALL. The static arena plan must fit too (its packing can need more than
+         * the walk's peak); it is checked only when the walk fits, so one overshoot is
+         * reported once. */
+        if (p && check_pipeline(&d, p, CHECK_MEMORY) == 0)
+            arena_check(&d, p);
+        if (p && mem) {
             check_mem_table(stdout, p);
+            arena_plan_report(stdout, p);
+        }
         if (d.nerr) {
             fprintf(stderr, "%s: %d error%s\n", argv[i], d.nerr, d.nerr == 1 ? "" : "s");
             status = 1;
