@@ -3,8 +3,9 @@
 #
 # 1. The grid: every template for P in 1..8, M in 1..16, V in 1..3. Where the schedule
 #    is defined (gpipe, onef1b, zbh1, eager1f1b: V = 1; interleaved: M % P = 0) the
-#    expansion passes `pipec check`; elsewhere it fails with exactly one `value` error
-#    that points at the template line saying why.
+#    expansion passes `pipec check`; elsewhere it fails with exactly one `value` error:
+#    the template's `require` message at its line, and a note at the pipeline's
+#    `schedule` line giving P, M and V. Every undefined point is checked exactly.
 # 2. Op order: every defined grid point is printed and compared, rank by rank, with
 #    tests/sched_ref.c, an independent C port of PyTorch's per-rank generator (per-stage
 #    counters and a weight-gradient queue, not the templates' closed forms). The port
@@ -16,6 +17,9 @@
 #    with act = 1 GiB: onef1b rank s holds min(P - s, M), eager1f1b min(2(P-s-1)+1, M),
 #    zbh1 min(P, M) on every rank (= 1F1B's rank 0), gpipe M.
 # 4. A handful of expansions under the sanitizer build.
+# 5. tpipe through std/schedules.pipe (which imports tpipe.pipe): alone, and with
+#    std/tpipe.pipe imported as well, in either order (a file imported twice loads once,
+#    so the template is not defined twice); the op lists are the same.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 export PIPEC_STDLIB="$PWD/stdlib"
@@ -61,20 +65,39 @@ if [ "$rc" = 1 ] && [ "$nval" = "$nundef" ] && [ "$nerr" = "$nundef" ] && [ "$no
         "rc=$rc, $nundef files, $nval value errors, $nerr errors, $none with exactly one"
 fi
 
-# The diagnostic points at the line that says why, for each template.
-why() { # NAME P M V REASON
-    mkpipe "$tmp/why.pipe" "$1" "$2" "$3" "$4"
-    local line out
-    line=$(grep -n "$5" stdlib/schedules.pipe | cut -d: -f1)
-    out=$("$PIPEC" check "$tmp/why.pipe" 2>&1)
-    if [ -n "$line" ] && echo "$out" | grep -q "schedules.pipe:$line:[0-9]*: error\[value\]: " &&
-       echo "$out" | grep -q "$5"; then ok; else bad "why $1 P=$2 M=$3 V=$4" "$out"; fi
+# The exact diagnostics of every undefined grid point: the message of the template's
+# `require` (written out here, one per template) at the line of that `require` in
+# stdlib/schedules.pipe, column 3, then the note at line 7, column 12 of the pipeline
+# (mkpipe's `  schedule NAME`).
+why() { # NAME: the message its require gives
+    case $1 in
+    gpipe) echo "gpipe is defined for chunks 1 only" ;;
+    onef1b) echo "onef1b is defined for chunks 1 only; use interleaved for more chunks" ;;
+    interleaved) echo "interleaved needs microbatches to be a multiple of stages" ;;
+    zbh1) echo "zbh1 is defined for chunks 1 only" ;;
+    eager1f1b) echo "eager1f1b is defined for chunks 1 only" ;;
+    esac
 }
-why gpipe 4 8 2 "gpipe is defined for chunks 1 only"
-why onef1b 4 8 3 "onef1b is defined for chunks 1 only"
-why zbh1 2 4 2 "zbh1 is defined for chunks 1 only"
-why eager1f1b 3 5 2 "eager1f1b is defined for chunks 1 only"
-why interleaved 4 6 2 "interleaved needs microbatches to be a multiple of stages"
+: >"$tmp/want.txt"
+for s in $SCHEDS; do
+    msg=$(why "$s")
+    line=$(grep -nF "require" stdlib/schedules.pipe | grep -F "\"$msg\"" | cut -d: -f1)
+    if [ -z "$line" ]; then bad "require for $s" "no require with \"$msg\" in stdlib/schedules.pipe"; continue; fi
+    for f in "$tmp"/undef/"$s"_*.pipe; do
+        b=$(basename "$f" .pipe); IFS=_ read -r _ P M V <<<"$b"
+        printf '%s\t%s\n' "schedules.pipe:$line:3: error[value]: $msg" \
+            "./$b.pipe:7:12: note: required by 'schedule $s' here (stages $P, microbatches $M, chunks $V)" >>"$tmp/want.txt"
+    done
+done
+# Each error line (its folder dropped) with the note line after it.
+awk '/ error\[/ { e = $0; sub(/^.*\//, "", e); next }
+     / note: / && e != "" { print e "\t" $0; e = "" }' "$tmp/undef.out" >"$tmp/got.txt"
+sort "$tmp/want.txt" >"$tmp/want.s"; sort "$tmp/got.txt" >"$tmp/got.s"
+nwant=$(wc -l <"$tmp/want.s")
+if [ "$nwant" = "$nundef" ] && cmp -s "$tmp/want.s" "$tmp/got.s"; then ok; else
+    bad "grid: exact require messages and notes ($nwant expected, $nundef undefined points)" \
+        "$(diff "$tmp/want.s" "$tmp/got.s" | head -6)"
+fi
 
 # --- 2. op order against the reference ----------------------------------------------
 # The reference port reproduces PyTorch's own ZB1P artifact (P = 2, V = 2, M = 8).
@@ -150,6 +173,23 @@ done
 for f in gpipe_2_2_2 interleaved_3_4_2 zbh1_4_4_3; do
     "$PIPEC_ASAN" check "$tmp/undef/$f.pipe" >"$tmp/asan.out" 2>&1; rc=$?
     if [ "$rc" = 1 ] && grep -q 'error\[value\]' "$tmp/asan.out"; then ok; else bad "asan undefined $f" "rc=$rc"; fi
+done
+
+# --- 5. tpipe through std/schedules.pipe ------------------------------------------------
+tp_body='pipeline t {\n  stages 4\n  microbatches 8\n  chunks 2\n  costs { f 1ms b 2ms }\n  schedule tpipe\n}\n'
+printf "import \"std/tpipe.pipe\"\n$tp_body" >"$tmp/tp_alone.pipe"
+printf "import \"std/schedules.pipe\"\n$tp_body" >"$tmp/tp_sched.pipe"
+printf "import \"std/schedules.pipe\"\nimport \"std/tpipe.pipe\"\n$tp_body" >"$tmp/tp_both.pipe"
+printf "import \"std/tpipe.pipe\"\nimport \"std/schedules.pipe\"\n$tp_body" >"$tmp/tp_both2.pipe"
+"$PIPEC" print "$tmp/tp_alone.pipe" 2>&1 | ops_of >"$tmp/tp_ref.txt"
+# 4 ranks x 2 chunks x 8 micro-batches x (F + B) = 128 ops
+if [ "$(tr ' ' '\n' <"$tmp/tp_ref.txt" | grep -c '^[FB][0-9]')" = 128 ]; then ok; else
+    bad "tpipe alone expands to 128 ops" "$(head -2 "$tmp/tp_ref.txt")"
+fi
+for f in tp_sched tp_both tp_both2; do
+    out=$("$PIPEC_ASAN" check "$tmp/$f.pipe" 2>&1); rc=$?
+    "$PIPEC" print "$tmp/$f.pipe" 2>/dev/null | ops_of >"$tmp/tp_got.txt"
+    if [ "$rc" = 0 ] && cmp -s "$tmp/tp_ref.txt" "$tmp/tp_got.txt"; then ok; else bad "tpipe via $f" "rc=$rc $out"; fi
 done
 
 finish
