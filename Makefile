@@ -38,7 +38,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi
+.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi cuda-mpi
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -196,6 +196,18 @@ build/libpiperun_mpi.a: build/mpi/piperun_mpi.o
 	ar rcs $@ $^
 
 mpi: build/libpiperun.a build/libpiperun_mpi.a
+
+# The CUDA backend with one process per rank (runtime/mpi/piperun_cuda_mpi.c: NCCL
+# unique id over MPI_Bcast, ncclCommInitRank); needs no CUDA header, only mpi.h.
+build/mpi/piperun_cuda_mpi.o: runtime/mpi/piperun_cuda_mpi.c runtime/cuda/cu_dist.h runtime/piperun.h runtime/piperun_internal.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CPPFLAGS) -Iruntime/cuda $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+
+build/libpiperun_cuda_mpi.a: build/mpi/piperun_cuda_mpi.o
+	@rm -f $@
+	ar rcs $@ $^
+
+cuda-mpi: cuda build/libpiperun_cuda_mpi.a
 
 test-gpu: all
 	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo "SKIP: no GPU"; exit 0; fi; \

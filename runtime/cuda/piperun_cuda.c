@@ -10,7 +10,7 @@
  *     for its producing op, the consuming op for its receive. So copies overlap compute.
  *   - the arena is one cudaMalloc of the planned size; regions are arena + offset.
  *   - messages: NCCL point-to-point (ncclCommInitAll over one GPU per rank, in this
- *     process) where sends are held until the rank's next receive and issued with it in
+ *     process, or ncclCommInitRank across processes: cu_dist.h) where sends are held until the rank's next receive and issued with it in
  *     one ncclGroupStart/End (both directions of a pair meet in one group), or at the end
  *     of the iteration. With fewer GPUs than ranks NCCL cannot be used (one rank per
  *     GPU): the runtime says so and falls back to device-to-device copies
@@ -32,11 +32,16 @@
 #include <unistd.h>
 
 #include "cu_api.h"
+#include "cu_dist.h"
 #include "piperun_internal.h"
 
 _Thread_local int cu_rank = -1;
 
+/* One process drives every rank unless piperun_cuda_mpi.c says otherwise. */
+CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL};
+
 typedef struct CuRank {
+    bool local;                /* run by this process (always, unless one rank per process) */
     int dev;
     cudaStream_t comp, d2h, h2d, p2p;
     cudaEvent_t *t0, *t1;      /* [nops] start and end of op i (timing) */
@@ -617,6 +622,13 @@ static void *rank_main(void *arg)
     PrRun *run = r->run;
     CuRank *c = &CU.r[r->id];
     cu_rank = r->id;
+    if (!c->local) {
+        /* run by another process: only keep the iteration barriers */
+        for (int it = 0; it < run->opt.iters; it++)
+            if (barrier(run) || barrier(run) || barrier(run))
+                return NULL;
+        return NULL;
+    }
     if (cudaSetDevice(c->dev) != cudaSuccess) {
         pr_fail(run, r->id, -1, "cannot select GPU %d", c->dev);
         return NULL;
@@ -661,8 +673,8 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     size_t nvm = (size_t)run->PV * run->M, nops = r->d->nops ? r->d->nops : 1;
     int w = run->opt.workload;
     cu_rank = s;
-    c->dev = s % ngpu;
-    CUDA_CHECK(cudaSetDevice(c->dev));
+    c->local = cu_dist.np == 1 || s == cu_dist.me;
+    c->dev = cu_dist.np == 1 ? s % ngpu : cu_dist.local % ngpu;
     r->nvm = nvm;
     r->held = calloc(nvm, sizeof *r->held);
     r->kind_ms = calloc((size_t)run->PV * PR_NKINDS, sizeof(double));
@@ -683,6 +695,9 @@ static int rank_setup(PrRun *run, int s, int ngpu)
         pr_fail(run, s, -1, "out of host memory");
         return -1;
     }
+    if (!c->local)   /* another process runs it: host bookkeeping only (trace, summary) */
+        return 0;
+    CUDA_CHECK(cudaSetDevice(c->dev));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->comp, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->d2h, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->h2d, cudaStreamNonBlocking));
@@ -736,7 +751,7 @@ static void rank_teardown(PrRun *run, int s)
     PrRank *r = &run->rank[s];
     CuRank *c = &CU.r[s];
     size_t nops = r->d->nops ? r->d->nops : 1;
-    if (cudaSetDevice(c->dev) == cudaSuccess) {
+    if (c->local && cudaSetDevice(c->dev) == cudaSuccess) {
         cudaDeviceSynchronize();
         for (size_t i = 0; c->t0 && c->t1 && i < nops; i++) {
             if (c->t0[i])
@@ -783,11 +798,46 @@ static void rank_teardown(PrRun *run, int s)
     free(r->span);
 }
 
+/* One rank per process: process 0 creates the NCCL unique id, cu_dist.bcast hands it
+ * to every process, each calls ncclCommInitRank with its rank (NCCL ranks = pipeline
+ * ranks, so ncclSend/ncclRecv peers are the PrMsg ranks). Returns 0 or -1. */
+static int setup_transport_dist(PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    int me = cu_dist.me;
+    CU.msg_ev = calloc(g->nmsgs + 1, sizeof *CU.msg_ev);
+    CU.msg_stamp = calloc(g->nmsgs + 1, sizeof *CU.msg_stamp);
+    CU.comms = calloc((size_t)run->P, sizeof *CU.comms);
+    if (!CU.msg_ev || !CU.msg_stamp || !CU.comms)
+        return -1;
+    CUDA_CHECK(cudaSetDevice(CU.r[me].dev));
+    for (uint32_t i = 0; i < g->nmsgs; i++)
+        if (g->msgs[i].dst == me)   /* recorded on the receiver's p2p stream */
+            CUDA_CHECK(cudaEventCreateWithFlags(&CU.msg_ev[i], cudaEventDisableTiming));
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (me == 0)
+        NCCL_CHECK(ncclGetUniqueId(&id));
+    if (!cu_dist.bcast || cu_dist.bcast(&id, sizeof id) != 0) {
+        cu_error(__FILE__, __LINE__, "bcast", "cannot broadcast the NCCL unique id");
+        return -1;
+    }
+    ncclResult_t e = ncclCommInitRank(&CU.comms[me], run->P, id, me);
+    if (e != ncclSuccess) {
+        cu_error(__FILE__, __LINE__, "ncclCommInitRank", ncclGetErrorString(e));
+        CU.comms[me] = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* NCCL over one GPU per rank, or the copy fallback. Returns 0 or -1. */
 static int setup_transport(PrRun *run, int ngpu)
 {
     const PrProgram *g = run->prog;
     const char *force = getenv("PIPERUN_CUDA_P2P");
+    if (cu_dist.np > 1)
+        return setup_transport_dist(run);
     bool copy = ngpu < run->P || (force && !strcmp(force, "copy"));
     if (ngpu < run->P)
         fprintf(stderr, "piperun: %d ranks on %d GPU%s: NCCL needs one GPU per rank, so messages "
@@ -841,9 +891,23 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                  prog && prog->mlp_unavailable ? prog->mlp_unavailable : "");
         return 1;
     }
+    if (cu_dist.np > 1 && cu_dist.np != prog->P) {
+        snprintf(res->error, sizeof res->error, "started with %d MPI processes but the program "
+                 "has %d ranks; run `mpirun -np %d`", cu_dist.np, prog->P, prog->P);
+        return 1;
+    }
     int ngpu = 0;
-    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-        snprintf(res->error, sizeof res->error, "no CUDA device (cudaGetDeviceCount)");
+    cudaError_t ge = cudaGetDeviceCount(&ngpu);
+    if (ge != cudaSuccess || ngpu < 1) {
+        snprintf(res->error, sizeof res->error, "no GPU found: the CUDA backend needs a CUDA "
+                 "device (cudaGetDeviceCount: %s)", ge != cudaSuccess ? cudaGetErrorString(ge)
+                 : "0 devices");
+        return 1;
+    }
+    if (cu_dist.np > 1 && cu_dist.nlocal > ngpu) {
+        snprintf(res->error, sizeof res->error, "%d processes on this node but %d GPU%s: NCCL "
+                 "needs one GPU per process (one process can drive several ranks on one GPU: "
+                 "run without mpirun)", cu_dist.nlocal, ngpu, ngpu == 1 ? "" : "s");
         return 1;
     }
     PrRun *run = calloc(1, sizeof *run);
@@ -897,6 +961,8 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     run->t_start = pr_now_ms();
     for (int s = 0; s < run->P; s++) {
         CuRank *c = &CU.r[s];
+        if (!c->local)
+            continue;
         if (cudaSetDevice(c->dev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
             cudaEventRecord(c->ref, c->comp) != cudaSuccess) {
             pr_fail(run, s, -1, "cannot start the timing events");
@@ -914,11 +980,16 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         if (barrier(run) || barrier(run))
             break;
         res->iter_ms[it] = pr_now_ms() - t0;
+        bool grads = it == 0 && o->check && o->workload == PR_MLP;
+        if (cu_dist.np > 1 && (!cu_dist.after_iter || cu_dist.after_iter(run, it, grads) != 0)) {
+            pr_fail(run, cu_dist.me, -1, "cannot exchange the results of iteration %d", it + 1);
+            break;
+        }
         double l = 0;
         for (int m = 0; m < run->M; m++)
             l += run->mb_loss[m];
         res->loss[it] = o->workload == PR_MLP ? l / run->M : NAN;
-        if (it == 0 && o->check && pr_mlp_check(run, res) != 0)
+        if (grads && cu_dist.me == 0 && pr_mlp_check(run, res) != 0)
             pr_fail(run, -1, -1, "the reference iteration failed (out of memory)");
         if (!o->quiet && !o->json && !o->profile) {
             if (o->workload == PR_MLP)
@@ -935,6 +1006,9 @@ done:
         abort_comms();
     for (int s = 0; s < started; s++)
         pthread_join(th[s], NULL);
+    if (!atomic_load(&run->failed) && cu_dist.np > 1 && started == run->P &&
+        (!cu_dist.at_end || cu_dist.at_end(run) != 0))
+        pr_fail(run, cu_dist.me, -1, "cannot gather the results of every rank");
     if (!atomic_load(&run->failed) && o->trace && pr_trace_write(run, o->trace) != 0)
         pr_fail(run, -1, -1, "cannot write the trace %s: %s", o->trace, strerror(errno));
     if (!atomic_load(&run->failed) && o->profile && pr_profile_write(run) != 0)
@@ -947,7 +1021,8 @@ done:
     if (rc)
         snprintf(res->error, sizeof res->error, "%s", run->error);
     for (int s = 0; CU.comms && s < run->P; s++)
-        ncclCommDestroy(CU.comms[s]);
+        if (CU.comms[s])
+            ncclCommDestroy(CU.comms[s]);
     free(CU.comms);
     CU.comms = NULL;
     for (uint32_t i = 0; CU.msg_ev && i < prog->nmsgs; i++)

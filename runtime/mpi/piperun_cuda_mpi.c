@@ -1,0 +1,203 @@
+/* piperun_cuda_mpi.c - the CUDA backend with one process per rank through MPI
+ * (docs/cuda.md, "CUDA backend over MPI"). Built with mpicc into
+ * build/libpiperun_cuda_mpi.a (`make cuda-mpi`); the generated program is linked
+ * unchanged, the linker routes two calls here:
+ *
+ *     mpicc -o NAME OBJECTS -Wl,--wrap=pr_main -Wl,--wrap=pr_run \
+ *           libpiperun_cuda_mpi.a libpiperun_cuda.a -L$CUDA_HOME/lib64 \
+ *           -lcublas -lnccl -lcudart -lstdc++ -lopenblas -lpthread -lm
+ *     mpirun -np P ./NAME [options]           (one GPU per process)
+ *
+ * __wrap_pr_main initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI),
+ * finds this process's index among the processes of its node (MPI_Comm_split_type, so
+ * process k uses GPU local % #GPUs), fills the hooks of cu_dist.h, silences stdout on
+ * every process but 0 and runs the real pr_main; a failure on any process aborts the
+ * whole job (MPI_Abort), so no process waits forever in a collective.
+ *
+ * The hooks (called by piperun_cuda.c on the main thread, in the same order on every
+ * process):
+ *   - bcast: process 0's ncclGetUniqueId result goes to every process (MPI_Bcast), then
+ *     each calls ncclCommInitRank(comm, P, id, rank) - the NCCL bootstrap of the
+ *     NCCL documentation's "one device per process" example;
+ *   - after_iter: the head rank's micro-batch losses to every process (MPI_Bcast from
+ *     the head's process); in iteration 1 with --check, every rank's gradients to
+ *     process 0 (MPI_Send/MPI_Recv, rank order), which compares them with the CPU
+ *     reference;
+ *   - at_end: busy time and measured peak of every rank to process 0 (MPI_Gather).
+ * __wrap_pr_run refuses a process count other than P and, on processes other than 0,
+ * drops --reference and --profile and writes --trace T as T.rankK (own rank's ops). */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_dist.h"
+
+int __real_pr_main(const PrProgram *prog, int argc, char **argv);
+int __real_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
+int __wrap_pr_main(const PrProgram *prog, int argc, char **argv);
+int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
+
+enum { TAG_GRAD = 7 };
+
+static int bcast(void *buf, size_t n)
+{
+    if (n > (size_t)INT32_MAX)
+        return -1;
+    return MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+/* Floats of rank s's gradients: every tensor of every slice it owns, in model order. */
+static size_t grad_floats(const PrRun *run, int s)
+{
+    size_t n = 0;
+    for (int v = 0; v < run->PV; v++)
+        if (run->prog->vstages[v].rank == s)
+            for (int i = 0; i < mlp_param_count(run->model); i++)
+                if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+                    size_t k;
+                    mlp_param(run->model, i, NULL, NULL, NULL, &k);
+                    n += k;
+                }
+    return n;
+}
+
+/* Copies rank s's gradients to buf (pack) or from buf into the model (!pack). */
+static void grad_copy(PrRun *run, int s, float *buf, int pack)
+{
+    for (int v = 0; v < run->PV; v++)
+        if (run->prog->vstages[v].rank == s)
+            for (int i = 0; i < mlp_param_count(run->model); i++)
+                if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+                    float *g;
+                    size_t k;
+                    mlp_param(run->model, i, NULL, NULL, &g, &k);
+                    if (pack)
+                        memcpy(buf, g, k * sizeof *g);
+                    else
+                        memcpy(g, buf, k * sizeof *g);
+                    buf += k;
+                }
+}
+
+static int after_iter(PrRun *run, int it, int grads)
+{
+    (void)it;
+    const PrProgram *g = run->prog;
+    int me, head = g->vstages[g->P * g->V - 1].rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (run->opt.workload == PR_MLP &&
+        MPI_Bcast(run->mb_loss, run->M, MPI_DOUBLE, head, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return -1;
+    if (!grads)
+        return 0;
+    if (me != 0) {
+        size_t n = grad_floats(run, me);
+        float *buf = malloc((n ? n : 1) * sizeof *buf);
+        if (!buf || n > (size_t)INT32_MAX) {
+            free(buf);
+            return -1;
+        }
+        grad_copy(run, me, buf, 1);
+        int rc = MPI_Send(buf, (int)n, MPI_FLOAT, 0, TAG_GRAD, MPI_COMM_WORLD);
+        free(buf);
+        return rc == MPI_SUCCESS ? 0 : -1;
+    }
+    for (int s = 1; s < run->P; s++) {
+        size_t n = grad_floats(run, s);
+        float *buf = malloc((n ? n : 1) * sizeof *buf);
+        if (!buf || n > (size_t)INT32_MAX) {
+            free(buf);
+            return -1;
+        }
+        int rc = MPI_Recv(buf, (int)n, MPI_FLOAT, s, TAG_GRAD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS)
+            grad_copy(run, s, buf, 0);
+        free(buf);
+        if (rc != MPI_SUCCESS)
+            return -1;
+    }
+    return 0;
+}
+
+static int at_end(PrRun *run)
+{
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    double mine[2] = {run->rank[me].busy_ms, (double)run->rank[me].peak};
+    double *all = me == 0 ? calloc((size_t)run->P * 2, sizeof *all) : NULL;
+    if (me == 0 && !all)
+        return -1;
+    int rc = MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (int s = 0; me == 0 && rc == MPI_SUCCESS && s < run->P; s++) {
+        run->rank[s].busy_ms = all[2 * s];
+        run->rank[s].peak = (int64_t)all[2 * s + 1];
+    }
+    free(all);
+    return rc == MPI_SUCCESS ? 0 : -1;
+}
+
+int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
+{
+    if (!prog || !o || (cu_dist.np > 1 && cu_dist.np != prog->P)) {
+        if (res) {
+            memset(res, 0, sizeof *res);
+            snprintf(res->error, sizeof res->error,
+                     "started with %d MPI processes but the program has %d ranks; run "
+                     "`mpirun -np %d`", cu_dist.np, prog ? prog->P : 0, prog ? prog->P : 0);
+        }
+        return 1;
+    }
+    PrOptions opt = *o;
+    char trace[4096];
+    if (cu_dist.np > 1 && cu_dist.me != 0) {
+        opt.reference = false;
+        opt.profile = false;
+        opt.profile_out = NULL;
+        if (opt.trace) {
+            snprintf(trace, sizeof trace, "%s.rank%d", opt.trace, cu_dist.me);
+            opt.trace = trace;
+        }
+    }
+    return __real_pr_run(prog, &opt, res);
+}
+
+int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
+{
+    int provided = 0, me = 0, np = 1, local = 0, nlocal = 1;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "piperun: MPI_Init_thread failed\n");
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_size(node, &nlocal);
+        MPI_Comm_free(&node);
+    }
+    if (provided < MPI_THREAD_FUNNELED) {
+        fprintf(stderr, "piperun: this MPI does not support MPI_THREAD_FUNNELED\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    if (np > 1) {
+        cu_dist = (CuDist){me, np, local, nlocal, bcast, after_iter, at_end};
+        if (me != 0 && !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "piperun: cannot silence stdout of process %d\n", me);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            return 1;
+        }
+    }
+    int rc = __real_pr_main(prog, argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    if (rc == 1 && np > 1) {
+        MPI_Abort(MPI_COMM_WORLD, 1);   /* the others may wait for this rank */
+        return 1;
+    }
+    MPI_Finalize();
+    return rc;
+}
