@@ -251,11 +251,20 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
         if (dep >= 0)
             CUDA_CHECK(cudaStreamWaitEvent(st, c->t1[dep], 0));
         CUDA_CHECK(cudaEventRecord(c->t0[i], st));
-        if (bytes > 0 && o->off[w] >= 0) {
-            if (o->kind == PR_SO)
-                CUDA_CHECK(cudaMemcpyAsync(c->host[k], c->arena + o->off[w], (size_t)bytes,
-                                           cudaMemcpyDeviceToHost, st));
-            else
+        if (bytes > 0 && (o->off[w] >= 0 || (o->kind == PR_SO && o->rest[w] >= 0))) {
+            if (o->kind == PR_SO) {
+                /* a region in two places (after an R) goes out as one, as on the CPU */
+                int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
+                if (first > bytes)
+                    first = bytes;
+                if (first > 0 && o->off[w] >= 0)
+                    CUDA_CHECK(cudaMemcpyAsync(c->host[k], c->arena + o->off[w], (size_t)first,
+                                               cudaMemcpyDeviceToHost, st));
+                if (first < bytes)
+                    CUDA_CHECK(cudaMemcpyAsync((char *)c->host[k] + first, c->arena + o->rest[w],
+                                               (size_t)(bytes - first), cudaMemcpyDeviceToHost,
+                                               st));
+            } else
                 CUDA_CHECK(cudaMemcpyAsync(c->arena + o->off[w], c->host[k], (size_t)bytes,
                                            cudaMemcpyHostToDevice, st));
         }
@@ -719,6 +728,13 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     }
     if (w == PR_SYNTHETIC)
         return cu_spin_calibrate(c->comp);
+    /* the GPU mlp passes take one contiguous region per (v,m) */
+    for (uint32_t i = 0; i < r->d->nops; i++)
+        if (r->d->ops[i].kind != PR_SO && r->d->ops[i].rest[PR_MLP] >= 0) {
+            pr_fail(run, s, i, "the mlp workload on the GPU does not support a region the "
+                    "arena plan splits in two (after an R); use --workload synthetic");
+            return -1;
+        }
     c->has_mlp = true;
     if (cu_mlp_init(&c->mlp, run->model))
         return -1;
