@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena_plan.h"
 #include "memory.h"
 #include "passes.h"
 #include "util.h"
@@ -171,10 +172,22 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
         st->n = 0;
         int32_t nf = 0;
         uint8_t *si_done = xcalloc((size_t)M, 1);
+        bool swaps = false;
+        for (int32_t m = 0; m < M && !swaps; m++)
+            swaps = swp[m] != 0;
         for (int32_t i = 0; i < M; i++) {
             int64_t c = (int64_t)sh->warm[s] + i;
             if (c > M)
                 c = M;
+            bool early = swaps && rec[i] && i < nf; /* R(i) ahead of the step's forwards */
+            if (early) {
+                if (swp[i] && !si_done[i]) {
+                    emit(st, sh, s, OP_SI, i, loc);
+                    dep_si(p, s, &cap);
+                    si_done[i] = 1;
+                }
+                emit(st, sh, s, OP_R, i, loc);
+            }
             for (; nf < c; nf++) {
                 emit(st, sh, s, OP_F, nf, loc);
                 if (swp[nf])
@@ -191,7 +204,7 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
                 dep_si(p, s, &cap);
                 si_done[i + 1] = 1;
             }
-            if (rec[i])
+            if (rec[i] && !early)
                 emit(st, sh, s, OP_R, i, loc);
             emit(st, sh, s, OP_B, i, loc);
         }
@@ -279,6 +292,17 @@ bool sched_fits(const Pipeline *p, uint8_t *over)
                 over[s] = 1;
         }
     free(mr);
+    if (!ok)
+        return false;
+    /* the static arena packs the same regions and can need more than the walk's peak */
+    ArenaPlan *a = arena_plan(p, NULL, 0);
+    for (int32_t s = 0; s < p->P; s++)
+        if (ir_cost(p, s, 0, COST_WEIGHTS) + (double)a->rank[s].size > p->memory) {
+            ok = false;
+            if (over)
+                over[s] = 1;
+        }
+    arena_plan_free(a);
     return ok;
 }
 

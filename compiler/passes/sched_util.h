@@ -77,8 +77,9 @@ int32_t sched_last_adjusted(const Pipeline *p);
 /* Runs the `recompute` pass on ranks [lo, hi) with a policy (by value, not by name). */
 int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolicy pol, Loc loc);
 
-/* True when every rank's static memory peak (mem_walk) is within the budget (or there
- * is no budget); over[P], when not NULL, gets 1 per rank over it. */
+/* True when every rank's static memory peak (mem_walk) and, when all of those fit, its
+ * weights + static arena (arena_plan, what `check` also verifies) are within the budget
+ * (or there is no budget); over[P], when not NULL, gets 1 per rank over either. */
 bool sched_fits(const Pipeline *p, uint8_t *over);
 
 /* Sets rank s's swap_fraction (beta) as if written in `costs stage s { }`. */
