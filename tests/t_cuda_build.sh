@@ -1,41 +1,78 @@
 #!/usr/bin/env bash
-# t_cuda_build.sh - the CUDA backend builds without a GPU (docs/cuda.md): `make cuda`
-# compiles runtime/cuda/ with nvcc warning-free (--Werror all-warnings, -Wall -Wextra
-# for the C parts), and the generated program of every example compiles with nvcc (as
-# C11, -Wall -Wextra -Werror) and links against build/libpiperun_cuda.a, cuBLAS and
-# NCCL. Without a GPU the linked program must refuse to run with a clear message and
-# exit 1. Skips when nvcc is not installed.
+# t_cuda_build.sh - the CUDA backend builds without a GPU (docs/cuda.md):
+#   - `make cuda` compiles runtime/cuda/ with nvcc warning-free (--Werror all-warnings,
+#     -Wall -Wextra for the C parts);
+#   - `pipec compile --backend cuda` builds every example: nvcc compiles each generated
+#     file as C11 with -Wall -Wextra and links against build/libpiperun_cuda.a, cuBLAS
+#     and NCCL; no warning may appear;
+#   - `pipec compile --backend cuda --launcher mpi` links the one-rank-per-process form
+#     (NCCL unique id over MPI_Bcast, ncclCommInitRank) when mpicc is there;
+#   - without a GPU, `pipec run --backend cuda` (threads and mpi) exits 1 saying no GPU
+#     was found, and without nvcc `pipec compile --backend cuda` exits 1 saying so.
+# Skips when nvcc is not installed.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NVCC=$(command -v nvcc || { [ -x "$CUDA_HOME/bin/nvcc" ] && echo "$CUDA_HOME/bin/nvcc"; })
 if [ -z "$NVCC" ]; then skip cuda_build "nvcc not found (CUDA toolkit not installed)"; finish; exit; fi
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+export CUDA_HOME
 
 if make -s cuda >"$T/out" 2>&1 && ! grep -qi 'warning' "$T/out"; then ok
 else bad cuda_lib "$(grep -i -m 5 'warning\|error' "$T/out")"; finish; exit; fi
 
-LIBS=(build/libpiperun_cuda.a -L"$CUDA_HOME/lib64" -lcublas -lnccl -lcudart -lopenblas -lpthread -lm)
+# Every example through pipec, two at a time (each pipec runs its nvcc jobs in parallel).
+ls examples/*.pipe | xargs -P 2 -I{} sh -c \
+    'n=$(basename "$1" .pipe); "$2" compile --backend cuda "$1" -o "$3/$n" >"$3/$n.out" 2>"$3/$n.err"; echo $? >"$3/$n.rc"' \
+    _ {} "$PIPEC" "$T"
 n=0
 for ex in examples/*.pipe; do
-    name=$(basename "$ex" .pipe) d="$T/$name"
-    if ! "$PIPEC" emit "$ex" -o "$d" >"$T/err" 2>&1; then
-        bad "$name" "emit: $(tail -n 2 "$T/err")"; continue
-    fi
-    fail=""
-    for f in "$d"/*.c; do
-        "$NVCC" -x c -Xcompiler -std=c11,-Wall,-Wextra,-Werror -Iruntime -c "$f" -o "${f%.c}.o" \
-            >"$T/err" 2>&1 && [ ! -s "$T/err" ] || { fail="$(basename "$f"): $(head -n 3 "$T/err")"; break; }
-    done
-    if [ -z "$fail" ] && "$NVCC" -o "$d/prog" "$d"/*.o "${LIBS[@]}" >"$T/err" 2>&1 && [ ! -s "$T/err" ]; then
+    name=$(basename "$ex" .pipe)
+    if [ "$(cat "$T/$name.rc" 2>/dev/null)" = 0 ] && [ -x "$T/$name/$(basename "$(cat "$T/$name.out")")" ] &&
+       ! grep -qi 'warning' "$T/$name.err"; then
         ok; n=$((n + 1))
-    else bad "$name" "${fail:-link: $(head -n 3 "$T/err")}"; fi
+    else bad "$name" "rc $(cat "$T/$name.rc" 2>/dev/null): $(grep -i -m 3 'warning\|error' "$T/$name.err")"; fi
 done
-[ "$n" -gt 0 ] && ok || bad cuda_examples "no example built"
+[ "$n" = "$(ls examples/*.pipe | wc -l)" ] && ok || bad cuda_examples "$n examples built"
+# the objects really came from nvcc's C path: one per generated .c
+[ "$(ls "$T/tiny_1f1b"/*.o 2>/dev/null | wc -l)" = "$(ls "$T/tiny_1f1b"/*.c | wc -l)" ] && ok ||
+    bad cuda_objects "$(ls "$T/tiny_1f1b")"
 
-# Without a GPU the program says so and exits 1 (with one, tests/gpu/ runs it).
-if [ -x "$T/tiny_1f1b/prog" ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    "$T/tiny_1f1b/prog" --workload synthetic >"$T/out" 2>&1; rc=$?
-    [ "$rc" = 1 ] && grep -q 'no CUDA device' "$T/out" && ok || bad no_gpu "rc $rc: $(head -n 2 "$T/out")"
+# No nvcc: a clear error, exit 1.
+PATH=/usr/bin:/bin CUDA_HOME="$T/none" "$PIPEC" compile --backend cuda examples/tiny_1f1b.pipe \
+    -o "$T/nonvcc" >/dev/null 2>"$T/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q 'needs nvcc' "$T/err" && ok || bad no_nvcc "rc $rc: $(head -n 2 "$T/err")"
+
+HAVE_GPU=0
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' && HAVE_GPU=1
+if [ "$HAVE_GPU" = 0 ]; then
+    # Without a GPU the program says so and exits 1 (with one, tests/gpu/ runs it).
+    "$PIPEC" run --backend cuda examples/tiny_1f1b.pipe --workload synthetic --cache "$T/cache" \
+        >"$T/out" 2>&1
+    rc=$?
+    [ "$rc" = 1 ] && grep -q 'no GPU found' "$T/out" && ok || bad no_gpu "rc $rc: $(head -n 2 "$T/out")"
+fi
+
+# One rank per process (the MPI bootstrap of NCCL): compiles and links.
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+    export OMPI_MCA_btl="self,vader,tcp" OMPI_MCA_btl_tcp_if_include=lo \
+           OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    if make -s cuda-mpi >"$T/out" 2>&1 &&
+       "$PIPEC" compile --backend cuda --launcher mpi examples/tiny_1f1b.pipe -o "$T/cm" \
+           >"$T/out" 2>"$T/err" && ! grep -qi warning "$T/err" && [ -x "$T/cm/tiny_1f1b" ]; then
+        ok
+        # the wraps are linked in: the program calls the MPI entry points
+        nm "$T/cm/tiny_1f1b" | grep -q '__wrap_pr_main' && nm "$T/cm/tiny_1f1b" | grep -q 'ncclCommInitRank' &&
+            ok || bad cuda_mpi_symbols "no __wrap_pr_main / ncclCommInitRank"
+        if [ "$HAVE_GPU" = 0 ]; then
+            start=$(date +%s)
+            timeout 60 "$PIPEC" run --backend cuda --launcher mpi examples/tiny_1f1b.pipe --workload synthetic \
+                --cache "$T/cache" >"$T/out" 2>&1
+            rc=$?
+            [ "$rc" = 1 ] && grep -q 'no GPU found' "$T/out" && [ $(($(date +%s) - start)) -lt 30 ] && ok ||
+                bad no_gpu_mpi "rc $rc: $(grep -v '^\s*$' "$T/out" | grep -m 2 piperun)"
+        fi
+    else bad cuda_mpi_build "$(grep -i -m 3 'warning\|error' "$T/err" "$T/out")"; fi
 fi
 finish

@@ -2,10 +2,12 @@
 # t_mpi.sh - one process per rank through MPI (runtime/mpi/, docs/cuda.md "Several
 # processes: MPI"), oversubscribed on a small machine.
 #
-# For each configuration the generated program is linked once against the MPI transport
-# (mpicc, -Wl,--wrap=pr_main,--wrap=pr_run) and run
-#   - as one process: the plain threaded runtime (the reference);
-#   - under `mpirun -np P`: one process per rank, messages over MPI point-to-point.
+# For each configuration
+#   - `pipec compile --launcher mpi` links the program against the MPI transport (mpicc,
+#     -Wl,--wrap=pr_main,--wrap=pr_run); run as one process it is the plain threaded
+#     runtime (the reference);
+#   - `pipec run --launcher mpi` runs it under `mpirun -np P --oversubscribe`: one
+#     process per rank, messages over MPI point-to-point.
 # Asserted: the same losses as the threaded run and as `pipec run` (the program linked
 # without MPI), gradients after iteration 1 within 1e-6 relative per tensor
 # (PIPERUN_GRAD_DUMP; the accumulation order is the same, so they are in fact equal),
@@ -46,13 +48,18 @@ pipe() {
     } >"$T/$name.pipe"
 }
 
-# build NAME: emits and links $T/NAME/prog against the MPI transport
+# build NAME: `pipec compile --launcher mpi` into $T/NAME; $T/NAME/prog is the program,
+# warning-free
 build() {
     local name=$1
-    "$PIPEC" emit "$T/$name.pipe" -o "$T/$name" >"$T/err" 2>&1 &&
-        mpicc -std=c11 -O2 -Wall -Wextra -Werror -Iruntime -o "$T/$name/prog" "$T/$name"/*.c \
-            -Wl,--wrap=pr_main -Wl,--wrap=pr_run build/libpiperun_mpi.a build/libpiperun.a \
-            -lopenblas -lpthread -lm >>"$T/err" 2>&1
+    "$PIPEC" compile --launcher mpi "$T/$name.pipe" -o "$T/$name" >"$T/out" 2>"$T/err" &&
+        ! grep -qi warning "$T/err" && ln -sf "$(basename "$(cat "$T/out")")" "$T/$name/prog"
+}
+
+# mpi_run NAME ARGS...: `pipec run --launcher mpi` of $T/NAME.pipe
+mpi_run() {
+    local name=$1; shift
+    timeout 120 "$PIPEC" run --launcher mpi "$T/$name.pipe" --cache "$CACHE" "$@"
 }
 
 # json_field FILE KEY: the line of the summary holding "KEY": [...] (losses) or per_stage
@@ -80,10 +87,12 @@ compare() {
             >"$d/o1" 2>"$d/e1"); then
         bad "$name" "threaded run: $(tail -n 3 "$d/e1")"; return
     fi
-    if ! (cd "$d" && PIPERUN_GRAD_DUMP="$d/gP" timeout 120 "${MPIRUN[@]}" -np "$P" ./prog \
-            --iters 3 --check --json --data "$T/text" >"$d/oP" 2>"$d/eP"); then
-        bad "$name" "mpirun -np $P: $(tail -n 5 "$d/eP")"; return
+    if ! PIPERUN_GRAD_DUMP="$d/gP" mpi_run "$name" --iters 3 --check --json --data "$T/text" \
+            >"$d/oP" 2>"$d/eP"; then
+        bad "$name" "pipec run --launcher mpi (P=$P): $(tail -n 5 "$d/eP")"; return
     fi
+    # one process per rank really ran: process k wrote nothing to stdout but 0 did
+    [ "$(grep -c '"stage":' "$d/oP")" = "$P" ] && ok || bad "${name}_summary" "$(head -c 200 "$d/oP")"
     local l1 lP lc
     l1=$(field "$d/o1" losses) lP=$(field "$d/oP" losses)
     [ -n "$l1" ] && [ "$l1" = "$lP" ] && ok || bad "${name}_losses" "threaded $l1, mpi $lP"
@@ -116,31 +125,29 @@ compare recompute_p4 4
 # --- the synthetic workload over MPI -------------------------------------------------------
 d="$T/onef1b_p4"
 if [ -x "$d/prog" ]; then
-    if (cd "$d" && timeout 60 "${MPIRUN[@]}" -np 4 ./prog --workload synthetic --iters 2 \
-            --time-scale 0.001 --json >"$d/os" 2>"$d/es"); then
+    if mpi_run onef1b_p4 --workload synthetic --iters 2 --time-scale 0.001 --json \
+            >"$d/os" 2>"$d/es"; then
         grep -q '"workload": "synthetic"' "$d/os" && [ "$(grep -c '"stage":' "$d/os")" = 4 ] && ok ||
             bad synthetic_mpi "$(head -c 300 "$d/os")"
     else bad synthetic_mpi "$(tail -n 3 "$d/es")"; fi
 
     # --- failures stop the whole job, naming the rank --------------------------------------
     start=$(date +%s)
-    if (cd "$d" && PIPERUN_FAULT=2:1:fail timeout 60 "${MPIRUN[@]}" -np 4 ./prog --quiet \
-            >/dev/null 2>"$d/ef"); then
+    if PIPERUN_FAULT=2:1:fail mpi_run onef1b_p4 --quiet >/dev/null 2>"$d/ef"; then
         bad fail_mpi "exit 0 with an injected failure"
     else
         grep -q 'piperun: rank 2, op .*injected failure' "$d/ef" && ok ||
             bad fail_mpi "$(grep -v '^\s*$' "$d/ef" | head -n 3)"
     fi
     # a rank that stops sending: its receiver's watchdog fires after --timeout
-    if (cd "$d" && PIPERUN_FAULT=0:0:drop timeout 60 "${MPIRUN[@]}" -np 4 ./prog --quiet \
-            --timeout 2 >/dev/null 2>"$d/ed"); then
+    if PIPERUN_FAULT=0:0:drop mpi_run onef1b_p4 --quiet --timeout 2 >/dev/null 2>"$d/ed"; then
         bad drop_mpi "exit 0 with a dropped message"
     else
         grep -q 'watchdog: stuck 2.0 s' "$d/ed" && ok || bad drop_mpi "$(grep -v '^\s*$' "$d/ed" | head -n 3)"
     fi
     [ $(($(date +%s) - start)) -lt 40 ] && ok || bad fail_time "failures took $(($(date +%s) - start)) s"
 
-    # --- a process count that does not match the ranks is refused --------------------------
+    # --- a process count that does not match the ranks is refused (mpirun by hand) ----------
     if (cd "$d" && timeout 60 "${MPIRUN[@]}" -np 2 ./prog --quiet >/dev/null 2>"$d/en"); then
         bad np_mismatch "exit 0 with -np 2 for 4 ranks"
     else
