@@ -46,9 +46,7 @@ int pass_dependency_relaxation(Diag *d, Pipeline *p, const PassCall *call)
         if (want > sh.warm[s])
             sh.warm[s] = (int32_t)want;
     }
-    for (int32_t s = 1; s < p->P; s++)
-        if (sel[s] && sh.warm[s] > sh.warm[s - 1])
-            sh.warm[s] = sh.warm[s - 1];
+    sched_keep_lag(&sh, sel);
     sched_write(p, &sh, call->loc);
     sched_free(&sh);
     free(sel);

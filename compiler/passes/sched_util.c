@@ -188,11 +188,23 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
                 }
                 emit(st, sh, s, OP_R, i, loc);
             }
+            /* SO(m) after the next forward of the same run (the warm-up), else after F(m) */
+            int32_t so = -1, run = (int32_t)c - nf;
             for (; nf < c; nf++) {
+                /* the warm-up's first load starts one forward early: its backward
+                 * follows the last warm-up forward, which has no later step to hide in */
+                if (run > 1 && nf == c - 1 && swp[i] && !si_done[i] && i + 1 < nf) {
+                    emit(st, sh, s, OP_SI, i, loc);
+                    dep_si(p, s, &cap);
+                    si_done[i] = 1;
+                }
                 emit(st, sh, s, OP_F, nf, loc);
-                if (swp[nf])
-                    emit(st, sh, s, OP_SO, nf, loc);
+                if (so >= 0)
+                    emit(st, sh, s, OP_SO, so, loc);
+                so = swp[nf] ? nf : -1;
             }
+            if (so >= 0)
+                emit(st, sh, s, OP_SO, so, loc);
             /* SI(i) if not prefetched; then prefetch SI(i+1) when its SO is listed */
             if (swp[i] && !si_done[i]) {
                 emit(st, sh, s, OP_SI, i, loc);
