@@ -12,7 +12,17 @@
  * (1F1B: W_s = min(M, P - s); GPipe: W_s = M), forwards and backwards in micro-batch
  * order, R(i) (when present) just before B(i), SO(m) just after F(m), and SI(m) listed
  * one backward ahead of B(m): just before the R/B group of micro-batch m - 1 when SO(m)
- * is listed by then, else just before R(m)/B(m). Each SI gets a `dep` on the compute op
+ * is listed by then, else just before R(m)/B(m). On a rank that swaps, three placements
+ * keep the copies off the compute stream's critical path (the simulator, like the
+ * runtime, makes an allocating op - F, R, SI - wait for every SO listed before it):
+ *   - in a steady step R(i) is listed before the step's forward F(y), so it does not
+ *     wait for SO(y) (listed after F(y)): "R(i) F(y) SO(y) SI(i+1) B(i)". The static
+ *     peak is the same as "F(y) SO(y) SI(i+1) R(i) B(i)": R(i)'s bytes and F(y)'s
+ *     checkpoint are both held at F(y) instead of at R(i);
+ *   - in the warm-up SO(m) is listed after F(m + 1), so F(m + 1) does not wait for it;
+ *   - the warm-up's first load SI(i) is listed before the last warm-up forward, so the
+ *     first backward does not wait for it.
+ * Each SI gets a `dep` on the compute op
  * listed just before it on its rank: the simulator starts an SI as soon as its SO has
  * ended, which would load blocks long before the backwards that free memory for them;
  * the gate makes the time-ordered memory follow the list-order walk that `check`

@@ -12,8 +12,10 @@
  *
  * (the first lambda_s warm-up blocks; then each steady forward replaces, one for one,
  * the block its step's backward loads back, so lambda_s blocks stay on the host). SO(m)
- * is listed right after F(m); SI(m) one backward ahead of B(m) (sched_util.h), which
- * gives the load the window of a whole step, 3f + r in the paper's terms.
+ * is listed right after F(m) (in the warm-up after F(m + 1)); SI(m) one backward ahead
+ * of B(m), which gives the load the window of a whole step, 3f + r in the paper's
+ * terms; on a swapping rank R(i) goes ahead of its step's forward so it never waits for
+ * that forward's SO (sched_util.h has the exact placement).
  *
  * lambda is the count of the last chosen rank k; rank s < k evicts lambda + (k - s)
  * ("stage s-1 evicts one block more than stage s", §6.2), capped at W_s - 1 (a rank
