@@ -105,6 +105,9 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
 /* "F3.1" */
 void pr_op_name(char *buf, size_t n, const PrOp *o);
 
+/* The relative bound of --check, max |g - ref| / max |ref| per tensor: 1e-5 on the CPU
+ * (run_main.c, weak), 1e-4 on the GPU (piperun_cuda.c; issue 7). */
+double pr_check_bound(void);
 /* run_main.c: the --profile costs block. Returns 0 or -1. */
 int pr_profile_write(const PrRun *run);
 /* Installs the fatal-signal handler that names the rank and op, then exits 1. */

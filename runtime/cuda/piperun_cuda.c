@@ -99,6 +99,13 @@ const char *cu_blas_str(cublasStatus_t s)
 
 /* ---- the helpers piperun_internal.h declares --------------------------------------------- */
 
+/* --check on the GPU: cuBLAS and the kernels sum in another order than the CPU
+ * reference, so the bound is 1e-4 relative (issue 7) instead of the CPU's 1e-5. */
+double pr_check_bound(void)
+{
+    return 1e-4;
+}
+
 double pr_now_ms(void)
 {
     struct timespec ts;
