@@ -5,6 +5,7 @@
 #   - `pipec compile --backend cuda` builds every example: nvcc compiles each generated
 #     file as C11 with -Wall -Wextra and links against build/libpiperun_cuda.a, cuBLAS
 #     and NCCL; no warning may appear;
+#   - the CUDA program carries the GPU's --check bound (pr_check_bound), the CPU one not;
 #   - `pipec compile --backend cuda --launcher mpi` links the one-rank-per-process form
 #     (NCCL unique id over MPI_Bcast, ncclCommInitRank) when mpicc is there;
 #   - without a GPU, `pipec run --backend cuda` (threads and mpi) exits 1 saying no GPU
@@ -37,6 +38,12 @@ done
 # the objects really came from nvcc's C path: one per generated .c
 [ "$(ls "$T/tiny_1f1b"/*.o 2>/dev/null | wc -l)" = "$(ls "$T/tiny_1f1b"/*.c | wc -l)" ] && ok ||
     bad cuda_objects "$(ls "$T/tiny_1f1b")"
+
+# The --check bound is the backend's: the CUDA program links piperun_cuda.c's strong
+# pr_check_bound (1e-4), the CPU program run_main.c's weak one (1e-5).
+nm "$T/tiny_1f1b/tiny_1f1b" 2>/dev/null | grep -q ' T pr_check_bound$' && ok || bad cuda_bound "no strong pr_check_bound"
+"$PIPEC" compile examples/tiny_1f1b.pipe -o "$T/cpu" >/dev/null 2>&1 &&
+    nm "$T/cpu/tiny_1f1b" | grep -q ' W pr_check_bound$' && ok || bad cpu_bound "no weak pr_check_bound"
 
 # No nvcc: a clear error, exit 1.
 PATH=/usr/bin:/bin CUDA_HOME="$T/none" "$PIPEC" compile --backend cuda examples/tiny_1f1b.pipe \
