@@ -711,6 +711,12 @@ static int rank_setup(PrRun *run, int s, int ngpu)
         pr_fail(run, s, -1, "out of host memory");
         return -1;
     }
+    for (uint32_t i = 0; i < r->d->nops; i++)
+        if (r->d->ops[i].kind >= PR_NKINDS) {
+            pr_fail(run, s, i, "op kind %d is not supported by the CUDA backend",
+                    (int)r->d->ops[i].kind);
+            return -1;
+        }
     if (!c->local)   /* another process runs it: host bookkeeping only (trace, summary) */
         return 0;
     CUDA_CHECK(cudaSetDevice(c->dev));
