@@ -112,14 +112,36 @@ static const struct {
      "op-order difference as a unified diff.\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
-     "Writes one C source per rank plus build files into DIR.\n" COMMON_OPTS},
+     "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"
+     "  -o, --output DIR    the folder to write\n"
+     "      --backend B     cpu (default) or cuda: the runtime the Makefile links\n" COMMON_OPTS},
     {"compile",
-     "usage: pipec compile [options] FILE -o DIR [--backend cpu|cuda]\n"
-     "Emits and compiles the per-rank programs into DIR (alias: pipec build).\n" COMMON_OPTS},
+     "usage: pipec compile [options] FILE -o DIR [--backend cpu|cuda] [--launcher threads|mpi]\n"
+     "Emits and compiles the per-rank programs into DIR/NAME (alias: pipec build).\n"
+     "  -o, --output DIR    the folder to write\n"
+     "      --backend B     cpu (default: OpenBLAS, threads) or cuda (nvcc, cuBLAS, NCCL)\n"
+     "      --launcher L    threads (default: one process, a thread per rank) or mpi\n"
+     "                      (one process per rank under mpirun; docs/cuda.md)\n" COMMON_OPTS},
     {"run",
      "usage: pipec run [options] FILE [--backend cpu|cuda] [--iters N] [--check] [--json]\n"
      "                 [--trace T.json]\n"
-     "Builds the schedule into a cache folder and runs it.\n" COMMON_OPTS},
+     "Builds the schedule into a cache folder keyed by the generated sources and runs it.\n"
+     "  --backend B         cpu (default) or cuda\n"
+     "  --launcher L        threads (default) or mpi (mpirun -np P; $MPIRUN overrides)\n"
+     "  --iters N           training iterations (one line each: loss, time)\n"
+     "  --workload W        mlp (default: the model really trains) or synthetic (ops\n"
+     "                      busy-wait their cost-model time and touch their bytes)\n"
+     "  --data FILE         text to train on (default: the project's docs)\n"
+     "  --check             compare gradients with the sequential reference\n"
+     "  --json              print the summary as JSON\n"
+     "  --trace T.json      write what really happened as a Chrome trace\n"
+     "  --profile           measure op costs and print a costs block (-o FILE writes it)\n"
+     "  --time-scale X      synthetic workload: scale every op's time by X\n"
+     "  --timeout S         watchdog: a wait stuck for S seconds stops every rank\n"
+     "  --lr X, --seed N    learning rate and initialisation seed\n"
+     "  --reference         also time the sequential reference trainer\n"
+     "  --cache DIR         build cache (default: $XDG_CACHE_HOME/pipec)\n"
+     "  --quiet             only the closing summary\n" COMMON_OPTS},
     {"import-csv",
      "usage: pipec import-csv F.csv [-o F.pipe] [--name NAME]\n"
      "Reads a PyTorch pipelining schedule CSV and writes the explicit form; --name sets\n"
