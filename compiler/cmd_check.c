@@ -81,12 +81,10 @@ int cmd_check(int argc, char **argv)
     for (int i = optind; i < argc; i++) {
         Diag d = {0};
         Pipeline *p = driver_compile(&d, &o, argv[i]);
-        /* driver_compile ran CHECK_STRUCTURE | CHECK_DEPS; the memory walk completes
-         * CHECK_ALL. The static arena plan must fit too (its packing can need more than
-         * the walk's peak); it is checked only when the walk fits, so one overshoot is
-         * reported once. */
-        if (p && check_pipeline(&d, p, CHECK_MEMORY) == 0)
-            arena_check(&d, p);
+        /* driver_compile ran CHECK_STRUCTURE | CHECK_DEPS; the memory checks (walk,
+         * then arena) complete CHECK_ALL. */
+        if (p)
+            driver_check_memory(&d, p);
         if (p && mem) {
             check_mem_table(stdout, p);
             arena_plan_report(stdout, p);

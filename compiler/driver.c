@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena_plan.h"
 #include "check.h"
 #include "costmodel.h"
 #include "frontend.h"
@@ -176,4 +177,10 @@ void driver_usage(FILE *out, const char *name)
         fputs(t, out);
     else
         fprintf(out, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
+}
+
+int driver_check_memory(Diag *d, const Pipeline *p)
+{
+    int e = check_pipeline(d, p, CHECK_MEMORY);
+    return e ? e : arena_check(d, p);
 }

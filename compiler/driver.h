@@ -24,6 +24,12 @@ typedef struct DriverOpts {
  * (check.h). Returns NULL when any step reported errors. Memory is not checked here. */
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path);
 
+/* The memory checks of `pipec check` (and of `pipec tune` on every candidate): the
+ * static walk of DESIGN.md "Memory" (check_pipeline with CHECK_MEMORY) and, when the
+ * walk fits, the static arena plan (arena_check), whose packing can need more than the
+ * walk's peak. Returns the number of `memory` errors reported. */
+int driver_check_memory(Diag *d, const Pipeline *p);
+
 /* Parses the options every command shares (-I DIR, --include DIR) from a getopt loop;
  * returns true when it consumed opt. */
 bool driver_common_opt(DriverOpts *o, int opt, const char *optarg);

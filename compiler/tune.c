@@ -181,7 +181,8 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
         return false;
     t->tried++;
     t->quiet.nerr = 0;
-    bool ok = check_pipeline(&t->quiet, q, CHECK_ALL) == 0;
+    bool ok = check_pipeline(&t->quiet, q, CHECK_STRUCTURE | CHECK_DEPS) == 0 &&
+              driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
     double ms = ok ? sim_makespan(q, &t->scratch) : INFINITY;
     if (out_ms && ok)
         *out_ms = ms;
