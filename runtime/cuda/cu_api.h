@@ -45,6 +45,18 @@ int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act, co
 int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
                     const float *dout, const int *tok, const int *tgt, bool split);
 int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act, const int *tok);
+/* The same three with the act region in two places, as mlp_recompute_split & co: the
+ * checkpoint prefix [0, mlp_ckpt_bytes) at ckpt and the rest [mlp_ckpt_bytes,
+ * mlp_act_bytes) at rest (device, 64-byte aligned, disjoint). cu_mlp_recompute(act) is
+ * cu_mlp_recompute_split(act, act + ckpt bytes), and so on. With an empty checkpoint
+ * (the embedding slice) ckpt is not read and may be any pointer, e.g. rest. */
+int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt, void *rest,
+                           const int *tok);
+int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *ckpt,
+                          void *rest, const float *dout, const int *tok, const int *tgt,
+                          bool split);
+int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
+                             void *rest, const int *tok);
 /* Zeroes / SGD-steps (p -= lr * g) the slice's tensors. */
 int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
 int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);

@@ -79,16 +79,44 @@ static float *dg(const CuMlp *g, const float *host)
 }
 
 /* Where one forward's tensors live (see mlp.c Acts): the act region, or scratch reused
- * by every block (strides 0). */
+ * by every block (strides 0). xs[0] is xs; xs[i] for i >= 1 is xs1 + (i - 1) * s_x, so
+ * the checkpoint xs[0] may live apart from the rest of the region. */
 typedef struct Acts {
-    float *xs, *mean, *rstd, *ln_out, *fch, *gelu, *lnf_mean, *lnf_rstd, *lnf_out, *probs;
+    float *xs, *xs1, *mean, *rstd, *ln_out, *fch, *gelu, *lnf_mean, *lnf_rstd, *lnf_out, *probs;
     size_t s_x, s_bt, s_btc, s_bth;
 } Acts;
 
-static Acts in_region(float *b, const Layout *a)
+/* An act region (device), possibly in two places (mlp.c Region): the checkpoint prefix
+ * [0, nck) floats at ck and the rest [nck, act) at rest; rest == ck + nck when the
+ * region is contiguous. */
+typedef struct Region {
+    float *ck, *rest;
+    size_t nck;
+} Region;
+
+static Region region_whole(void *act, const Layout *a)
 {
-    Acts A = {b + a->xs, b + a->mean, b + a->rstd, b + a->ln_out, b + a->fch, b + a->gelu,
-              b + a->lnf_mean, b + a->lnf_rstd, b + a->lnf_out, b + a->probs,
+    Region g = {(float *)act, (float *)act + a->ckpt, a->ckpt};
+    return g;
+}
+
+/* The float at layout offset off (a tensor never straddles nck: the checkpoint is
+ * exactly xs[0]). */
+static float *at(const Region *g, size_t off)
+{
+    return off < g->nck ? g->ck + off : g->rest + (off - g->nck);
+}
+
+static float *xs_i(const Acts *A, size_t i)
+{
+    return i == 0 ? A->xs : A->xs1 + (i - 1) * A->s_x;
+}
+
+static Acts in_region(const Region *g, const Layout *a)
+{
+    Acts A = {at(g, a->xs), at(g, a->xs + a->sbtc), at(g, a->mean), at(g, a->rstd),
+              at(g, a->ln_out), at(g, a->fch), at(g, a->gelu), at(g, a->lnf_mean),
+              at(g, a->lnf_rstd), at(g, a->lnf_out), at(g, a->probs),
               a->sbtc, a->sbt, a->sbtc, a->sbth};
     return A;
 }
@@ -141,11 +169,11 @@ static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Acts
     }
     for (int i = 0; i < nl; i++) {
         size_t l = (size_t)(s->layer0 + i);
-        const float *x = A->xs + i * A->s_x;
+        const float *x = xs_i(A, (size_t)i);
         float *mean = A->mean + i * A->s_bt, *rstd = A->rstd + i * A->s_bt;
         float *ln = A->ln_out + i * A->s_btc, *fch = A->fch + i * A->s_bth;
         float *ge = A->gelu + i * A->s_bth;
-        float *y = (i == nl - 1 && !s->head) ? out : A->xs + (i + 1) * A->s_x;
+        float *y = (i == nl - 1 && !s->head) ? out : xs_i(A, (size_t)i + 1);
         /* (N,C) -> LN -> (N,C) -> fc1 -> (N,H) -> GELU -> (N,H) -> fc2 -> (N,C) + x */
         if (layernorm_forward(st, ln, mean, rstd, x, dp(g, p->ln_w + l * C), dp(g, p->ln_b + l * C),
                               N, C) ||
@@ -162,7 +190,7 @@ static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Acts
             return -1;
     }
     if (s->head) {
-        const float *x = A->xs + (size_t)nl * A->s_x;
+        const float *x = xs_i(A, (size_t)nl);
         /* (N,C) -> LN_f -> (N,C) -> head -> (N,V) -> softmax -> (N,V) */
         if (layernorm_forward(st, A->lnf_out, A->lnf_mean, A->lnf_rstd, x, dp(g, p->lnf_w),
                               dp(g, p->lnf_b), N, C) ||
@@ -187,9 +215,10 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
         return 0;
     }
     Layout a = layout(c, s);
-    float *base = (float *)act, *loss = s->head ? g->loss + mb : NULL;
+    Region rg = region_whole(act, &a);
+    float *loss = s->head ? g->loss + mb : NULL;
     if (keep_all) {
-        Acts A = in_region(base, &a);
+        Acts A = in_region(&rg, &a);
         if (!s->embed)
             CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
         return forward_into(g, st, s, &A, out, loss, tok, tgt);
@@ -198,7 +227,7 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
     float *q = g->tmp;
     Acts A;
     memset(&A, 0, sizeof A);
-    A.xs = q;     q += btc;
+    A.xs = A.xs1 = q; q += btc;
     A.mean = q;   q += bt;
     A.rstd = q;   q += bt;
     A.ln_out = q; q += btc;
@@ -209,7 +238,7 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
     A.lnf_out = q;  q += btc;
     A.probs = q;
     if (!s->embed) {
-        CUDA_CHECK(cudaMemcpyAsync(base + a.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(at(&rg, a.xs), in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
     return forward_into(g, st, s, &A, out, loss, tok, tgt);
@@ -218,56 +247,76 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
 extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                 const int *tok)
 {
+    return cu_mlp_recompute_split(g, st, s, act,
+                                  (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
+}
+
+extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
+                                      void *rest, const int *tok)
+{
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
-    Acts A = in_region((float *)act, &a);
+    Region rg = {(float *)ckpt, (float *)rest, a.ckpt};
+    Acts A = in_region(&rg, &a);
+    /* out = NULL: a slice without head does not keep its output; loss = NULL */
     return forward_into(g, st, s, &A, NULL, NULL, tok, NULL);
 }
 
-static float *dxs_at(float *base, const Layout *a, const MlpSlice *s, int i, float *din)
+/* Gradient of xs[i] in the act region; dxs[0] of a slice without embedding is din. */
+static float *dxs_at(const Region *rg, const Layout *a, const MlpSlice *s, int i, float *din)
 {
     if (!s->embed) {
         if (i == 0)
             return din;
         i--;
     }
-    return base + a->dxs + (size_t)i * a->sbtc;
+    return at(rg, a->dxs + (size_t)i * a->sbtc);
 }
 
-static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *base, const Layout *a,
-                        const int *tok)
+/* Weight gradients of the slice from the act region after its input-gradient pass. */
+static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Region *rg,
+                        const Layout *a, const int *tok)
 {
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *gr = &g->host->grads;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
     cublasHandle_t h = g->blas;
-    Acts A = in_region(base, a);
+    Acts A = in_region(rg, a);
     if (s->head &&
         (matmul_backward_weight(h, st, dg(g, gr->head_w), dg(g, gr->head_b), A.probs, A.lnf_out, N,
                                 C, V) ||
-         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), base + a->dlnf,
-                                   A.xs + (size_t)nl * A.s_x, A.lnf_mean, A.lnf_rstd, N, C)))
+         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), at(rg, a->dlnf),
+                                   xs_i(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd, N, C)))
         return -1;
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
-        const float *dres = dxs_at(base, a, s, i + 1, NULL);
+        const float *dres = dxs_at(rg, a, s, i + 1, NULL);
         if (matmul_backward_weight(h, st, dg(g, gr->fc2_w + l * C * H), dg(g, gr->fc2_b + l * C),
                                    dres, A.gelu + i * A.s_bth, N, H, C) ||
             matmul_backward_weight(h, st, dg(g, gr->fc1_w + l * H * C), dg(g, gr->fc1_b + l * H),
                                    A.fch + i * A.s_bth, A.ln_out + i * A.s_btc, N, C, H) ||
             layernorm_backward_weight(st, dg(g, gr->ln_w + l * C), dg(g, gr->ln_b + l * C),
-                                      base + a->dln + i * a->sbtc, A.xs + i * A.s_x,
+                                      at(rg, a->dln + i * a->sbtc), xs_i(&A, (size_t)i),
                                       A.mean + i * A.s_bt, A.rstd + i * A.s_bt, N, C))
             return -1;
     }
-    if (s->embed && encoder_backward(st, dg(g, gr->wte), dxs_at(base, a, s, 0, NULL), tok, N, C))
+    if (s->embed && encoder_backward(st, dg(g, gr->wte), dxs_at(rg, a, s, 0, NULL), tok, N, C))
         return -1;
     return 0;
 }
 
 extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
                                const float *dout, const int *tok, const int *tgt, bool split)
+{
+    return cu_mlp_backward_split(g, st, s, din, act,
+                                 (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), dout, tok, tgt,
+                                 split);
+}
+
+extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din,
+                                     void *ckpt, void *rest, const float *dout, const int *tok,
+                                     const int *tgt, bool split)
 {
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *p = &g->host->params;
@@ -279,29 +328,29 @@ extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, flo
         return 0;
     }
     Layout a = layout(c, s);
-    float *base = (float *)act;
-    Acts A = in_region(base, &a);
-    float *dtop = dxs_at(base, &a, s, nl, din);
+    Region rg = {(float *)ckpt, (float *)rest, a.ckpt};
+    Acts A = in_region(&rg, &a);
+    float *dtop = dxs_at(&rg, &a, s, nl, din);   /* grad of the slice's top */
     if (s->head) {
-        float *dlnf = base + a.dlnf;
+        float *dlnf = at(&rg, a.dlnf);
         float gscale = 1.0f / (float)c->M;
         /* dlogits (N,V) replaces probs; -> dlnf (N,C) -> dtop (N,C) */
         if (crossentropy_softmax_backward(st, A.probs, A.probs, tgt, gscale / (float)N, N, V) ||
             matmul_backward_input(h, st, dlnf, A.probs, dp(g, p->head_w), N, C, V))
             return -1;
         CUDA_CHECK(cudaMemsetAsync(dtop, 0, btc * sizeof(float), st));
-        if (layernorm_backward_input(st, dtop, dlnf, A.xs + (size_t)nl * A.s_x, A.lnf_mean,
+        if (layernorm_backward_input(st, dtop, dlnf, xs_i(&A, (size_t)nl), A.lnf_mean,
                                      A.lnf_rstd, dp(g, p->lnf_w), N, C))
             return -1;
     } else {
         CUDA_CHECK(cudaMemcpyAsync(dtop, dout, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
-    float *dgelu = base + a.dgelu;
+    float *dgelu = at(&rg, a.dgelu);
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
-        const float *dres = dxs_at(base, &a, s, i + 1, din);
-        float *dx = dxs_at(base, &a, s, i, din), *fch = A.fch + i * A.s_bth;
-        float *dln = base + a.dln + i * a.sbtc;
+        const float *dres = dxs_at(&rg, &a, s, i + 1, din);
+        float *dx = dxs_at(&rg, &a, s, i, din), *fch = A.fch + i * A.s_bth;
+        float *dln = at(&rg, a.dln + i * a.sbtc);
         /* dres (N,C) -> fc2^T -> dgelu (N,H) -> GELU' -> dfch (N,H) -> fc1^T -> dln (N,C)
          * -> LN' -> dx (N,C) += residual */
         if (matmul_backward_input(h, st, dgelu, dres, dp(g, p->fc2_w + l * C * H), N, H, C) ||
@@ -309,20 +358,28 @@ extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, flo
             matmul_backward_input(h, st, dln, fch, dp(g, p->fc1_w + l * H * C), N, C, H))
             return -1;
         CUDA_CHECK(cudaMemcpyAsync(dx, dres, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
-        if (layernorm_backward_input(st, dx, dln, A.xs + i * A.s_x, A.mean + i * A.s_bt,
+        if (layernorm_backward_input(st, dx, dln, xs_i(&A, (size_t)i), A.mean + i * A.s_bt,
                                      A.rstd + i * A.s_bt, dp(g, p->ln_w + l * C), N, C))
             return -1;
     }
-    return split ? 0 : weight_grads(g, st, s, base, &a, tok);
+    return split ? 0 : weight_grads(g, st, s, &rg, &a, tok);
 }
 
 extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                   const int *tok)
 {
+    return cu_mlp_weight_grad_split(g, st, s, act,
+                                    (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
+}
+
+extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
+                                        void *rest, const int *tok)
+{
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
-    return weight_grads(g, st, s, (float *)act, &a, tok);
+    Region rg = {(float *)ckpt, (float *)rest, a.ckpt};
+    return weight_grads(g, st, s, &rg, &a, tok);
 }
 
 __global__ void sgd_kernel(float *p, const float *gr, float lr, size_t n)
