@@ -216,6 +216,10 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
     const MlpSlice *s = &run->slice[o->vstage];
     size_t k = vm(run, o->vstage, o->mb), bt = (size_t)run->prog->mlp_B * run->prog->mlp_T;
     void *act = c->arena + (o->off[PR_MLP] >= 0 ? o->off[PR_MLP] : 0);
+    /* after an R the region may be in two places: the checkpoint at off, the rest */
+    void *rest = o->rest[PR_MLP] >= 0 ? c->arena + o->rest[PR_MLP] : NULL;
+    if (rest && o->off[PR_MLP] < 0)
+        act = rest; /* an empty checkpoint (the embedding slice) */
     const int *tok = c->tok + (size_t)o->mb * bt, *tgt = c->tgt + (size_t)o->mb * bt;
     switch (o->kind) {
     case PR_F: {
@@ -228,6 +232,8 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
                               !(o->flags & PR_HAS_R));
     }
     case PR_R:
+        if (rest)
+            return cu_mlp_recompute_split(&c->mlp, c->comp, s, act, rest, tok);
         return cu_mlp_recompute(&c->mlp, c->comp, s, act, tok);
     case PR_B: {
         float *din = NULL;
@@ -235,10 +241,16 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
             int pv = o->vstage - 1;
             din = run->prog->vstages[pv].rank == r->id ? c->in_b[vm(run, pv, o->mb)] : c->out_b[k];
         }
-        return cu_mlp_backward(&c->mlp, c->comp, s, din, act, s->head ? NULL : c->in_b[k], tok,
-                               tgt, (o->flags & PR_HAS_W) != 0);
+        const float *dout = s->head ? NULL : c->in_b[k];
+        bool split = (o->flags & PR_HAS_W) != 0;
+        if (rest)
+            return cu_mlp_backward_split(&c->mlp, c->comp, s, din, act, rest, dout, tok, tgt,
+                                         split);
+        return cu_mlp_backward(&c->mlp, c->comp, s, din, act, dout, tok, tgt, split);
     }
     case PR_W:
+        if (rest)
+            return cu_mlp_weight_grad_split(&c->mlp, c->comp, s, act, rest, tok);
         return cu_mlp_weight_grad(&c->mlp, c->comp, s, act, tok);
     default:
         return 0;
@@ -741,13 +753,6 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     }
     if (w == PR_SYNTHETIC)
         return cu_spin_calibrate(c->comp);
-    /* the GPU mlp passes take one contiguous region per (v,m) */
-    for (uint32_t i = 0; i < r->d->nops; i++)
-        if (r->d->ops[i].kind != PR_SO && r->d->ops[i].rest[PR_MLP] >= 0) {
-            pr_fail(run, s, i, "the mlp workload on the GPU does not support a region the "
-                    "arena plan splits in two (after an R); use --workload synthetic");
-            return -1;
-        }
     c->has_mlp = true;
     if (cu_mlp_init(&c->mlp, run->model))
         return -1;
