@@ -116,7 +116,7 @@ bin/pipec: build/obj/compiler/main.o build/libpipec.a
 build/asan/pipec: build/asan/compiler/main.o build/asan/libpipec.a
 	$(CC) -O1 -g $(SAN) -o $@ $^ $(LDLIBS)
 
-build/tests/%: tests/unit/%.c build/asan/libpipec.a build/asan/libpiperun.a
+build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/asan/libpiperun.a
 	@mkdir -p build/tests
 	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
 	  build/asan/libpipec.a build/asan/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)

@@ -17,27 +17,7 @@
 #include "emit_c.h"
 #include "ir.h"
 #include "mlp.h"
-
-/* A 1-rank pipeline with ops "F0 B0 ..." (kind letters and micro-batches). */
-static Pipeline *mk1(int M, const char *ops)
-{
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 1, M, 1);
-    p->name = strdup("t");
-    const char *s = ops;
-    while (*s) {
-        while (*s == ' ')
-            s++;
-        if (!*s)
-            break;
-        int kind = s[0] == 'F' ? OP_F : s[0] == 'B' ? OP_B : s[0] == 'W' ? OP_W
-                 : s[0] == 'R' ? OP_R : s[1] == 'O' ? OP_SO : OP_SI;
-        s += (kind == OP_SO || kind == OP_SI) ? 2 : 1;
-        Op o = {(uint32_t)strtoul(s, (char **)&s, 10), (uint8_t)kind, 0, 0, LOC_NONE};
-        stage_push(&p->stages[0], o);
-    }
-    return p;
-}
+#include "testutil.h"
 
 static ArenaPlan *plan1(Pipeline *p, int64_t act, int64_t ckpt, int64_t wact, int full)
 {
@@ -49,7 +29,7 @@ static ArenaPlan *plan1(Pipeline *p, int64_t act, int64_t ckpt, int64_t wact, in
 static void test_gpipe_vs_1f1b(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 F1 B0 B1");
+    Pipeline *p = one(2, 1, "F0 F1 B0 B1");
     ArenaPlan *a = plan1(p, 100, 0, 0, 1); /* 100 -> 128 aligned */
     assert_int_equal(a->rank[0].size, 256);
     assert_int_equal(a->rank[0].peak_live, 256);
@@ -60,7 +40,7 @@ static void test_gpipe_vs_1f1b(void **st)
     arena_plan_free(a);
     pipeline_free(p);
 
-    p = mk1(2, "F0 B0 F1 B1");
+    p = one(2, 1, "F0 B0 F1 B1");
     a = plan1(p, 128, 0, 0, 1);
     assert_int_equal(a->rank[0].size, 128);   /* B0 frees at its end, F1 reuses */
     assert_int_equal(a->rank[0].off[2], 0);
@@ -78,7 +58,7 @@ static void test_gpipe_vs_1f1b(void **st)
 static void test_recompute(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 F1 R0 B0 R1 B1");
+    Pipeline *p = one(2, 1, "F0 F1 R0 B0 R1 B1");
     ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->peak_live, 1152);
@@ -104,7 +84,7 @@ static void test_recompute(void **st)
 static void test_1f1b_recompute_tight(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(5, "F0 F1 F2 R0 B0 F3 R1 B1 F4 R2 B2 R3 B3 R4 B4");
+    Pipeline *p = one(5, 1, "F0 F1 F2 R0 B0 F3 R1 B1 F4 R2 B2 R3 B3 R4 B4");
     ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
     assert_int_equal(a->rank[0].peak_live, 1280);
     assert_int_equal(a->rank[0].size, 1280);
@@ -120,7 +100,7 @@ static void test_1f1b_recompute_tight(void **st)
 static void test_recompute_w(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 F1 R0 B0 W0 R1 B1 W1");
+    Pipeline *p = one(2, 1, "F0 F1 R0 B0 W0 R1 B1 W1");
     ArenaPlan *a = plan1(p, 1024, 128, 512, 1);
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->peak_live, 1152);
@@ -140,7 +120,7 @@ static void test_recompute_w(void **st)
 static void test_swap_recompute(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 SO0 F1 SI0 R0 B0 B1");
+    Pipeline *p = one(2, 1, "F0 SO0 F1 SI0 R0 B0 B1");
     ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->held[1], 128);
@@ -163,7 +143,7 @@ static void test_swap_recompute(void **st)
 static void test_split_w(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 B0 F1 W0 B1 W1");
+    Pipeline *p = one(2, 1, "F0 B0 F1 W0 B1 W1");
     ArenaPlan *a = plan1(p, 1024, 0, 256, 1);
     assert_int_equal(a->rank[0].off[2], 256);
     assert_int_equal(a->rank[0].size, 1280);
@@ -179,7 +159,7 @@ static void test_split_w(void **st)
 static void test_swap(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 SO0 F1 SI0 B0 B1");
+    Pipeline *p = one(2, 1, "F0 SO0 F1 SI0 B0 B1");
     ArenaPlan *a = plan1(p, 128, 0, 0, 1);
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->off[0], 0);
@@ -210,7 +190,7 @@ static void test_swap(void **st)
 static void test_malformed(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(3, "B0 W1 B1 F2 SI2 SO2 B2");
+    Pipeline *p = one(3, 1, "B0 W1 B1 F2 SI2 SO2 B2");
     ArenaPlan *a = plan1(p, 128, 64, 64, 1);
     assert_int_equal(a->rank[0].off[0], -1);
     assert_true(a->rank[0].size >= 0);
@@ -222,7 +202,7 @@ static void test_malformed(void **st)
 static void test_budget(void **st)
 {
     (void)st;
-    Pipeline *p = mk1(2, "F0 F1 B0 B1");
+    Pipeline *p = one(2, 1, "F0 F1 B0 B1");
     p->costs.v[COST_ACT] = 1024;
     p->costs.v[COST_WEIGHTS] = 4096;
     p->costs.set |= (1u << COST_ACT) | (1u << COST_WEIGHTS);

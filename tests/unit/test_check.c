@@ -18,97 +18,18 @@
 #include "comm.h"
 #include "ir.h"
 #include "util.h"
+#include "testutil.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-static void push(Pipeline *p, int s, OpKind k, uint32_t mb, uint32_t chunk)
-{
-    Op op = {mb, (uint8_t)k, (uint8_t)chunk, 0, LOC_NONE};
-    stage_push(&p->stages[s], op);
-    p->stages[s].declared = true;
-}
-
-/* Parses "F0 F1 B0 SO2 B3.1" into stage s. */
-static void ops(Pipeline *p, int s, const char *text)
-{
-    p->stages[s].declared = true;
-    const char *c = text;
-    while (*c) {
-        while (*c == ' ')
-            c++;
-        if (!*c)
-            break;
-        OpKind k;
-        if (strncmp(c, "SO", 2) == 0)
-            k = OP_SO, c += 2;
-        else if (strncmp(c, "SI", 2) == 0)
-            k = OP_SI, c += 2;
-        else {
-            const char *kinds = "FBWR";
-            k = (OpKind)(strchr(kinds, *c) - kinds);
-            c++;
-        }
-        char *e;
-        unsigned long mb = strtoul(c, &e, 10), ch = 0;
-        c = e;
-        if (*c == '.') {
-            ch = strtoul(c + 1, &e, 10);
-            c = e;
-        }
-        push(p, s, k, (uint32_t)mb, (uint32_t)ch);
-    }
-}
-
 /* DAPPLE 1F1B (the stdlib `onef1b` template, written out in C). */
 static Pipeline *onef1b(int P, int M)
 {
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, P, M, 1);
-    for (int s = 0; s < P; s++) {
-        int warm = P - s - 1 < M ? P - s - 1 : M;
-        for (int i = 0; i < warm; i++)
-            push(p, s, OP_F, (uint32_t)i, 0);
-        for (int i = 0; i < M - warm; i++) {
-            push(p, s, OP_F, (uint32_t)(i + warm), 0);
-            push(p, s, OP_B, (uint32_t)i, 0);
-        }
-        for (int i = M - warm; i < M; i++)
-            push(p, s, OP_B, (uint32_t)i, 0);
-    }
+    Pipeline *p = mk(P, M, 1);
+    gen_1f1b(p);
     return p;
-}
-
-static void set_cost(CostBlock *b, CostField f, double v)
-{
-    b->v[f] = v;
-    b->set |= 1u << f;
-}
-
-/* Removes op i of stage s. */
-static void del(Pipeline *p, int s, uint32_t i)
-{
-    StageOps *st = &p->stages[s];
-    memmove(&st->ops[i], &st->ops[i + 1], (st->n - i - 1) * sizeof *st->ops);
-    st->n--;
-}
-
-static uint32_t find(const Pipeline *p, int s, OpKind k, uint32_t mb)
-{
-    for (uint32_t i = 0; i < p->stages[s].n; i++)
-        if (p->stages[s].ops[i].kind == k && p->stages[s].ops[i].mb == mb)
-            return i;
-    fail_msg("op not found");
-    return 0;
-}
-
-static void add_dep(Pipeline *p, int fs, OpKind fk, uint32_t fm, int ts, OpKind tk, uint32_t tm)
-{
-    size_t cap = p->depcap;
-    Dep dp = {{fm, (uint16_t)fs, (uint8_t)fk, 0}, {tm, (uint16_t)ts, (uint8_t)tk, 0}, LOC_NONE};
-    VEC_PUSH(p->deps, p->ndeps, cap, dp);
-    p->depcap = (uint32_t)cap;
 }
 
 /* Runs check_pipeline with diagnostics captured; returns the text (caller frees). */
@@ -164,8 +85,7 @@ static void test_opindex(void **state)
     assert_false(opindex_find(x, OP_F, 0, 8, &r, &pos));
     opindex_free(x);
     /* vshape: chunk 1 of rank 0 is virtual stage 2*2-1 = 3 with P = 2 */
-    Pipeline *q = pipeline_new();
-    pipeline_set_shape(q, 2, 1, 2);
+    Pipeline *q = mk(2, 1, 2);
     q->placement = PLACE_VSHAPE;
     ops(q, 0, "F0 F0.1 B0.1 B0");
     ops(q, 1, "F0 F0.1 B0.1 B0");
@@ -189,8 +109,7 @@ static void test_opindex(void **state)
 static void test_opindex_sparse(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 2, 2000000000, 1);
+    Pipeline *p = mk(2, 2000000000, 1);
     ops(p, 0, "F7 F1999999999 B7");
     ops(p, 1, "F7 B7 F5");
     OpIndex *x = opindex_build(p);
@@ -267,8 +186,7 @@ static void test_placement(void **state)
 static void test_swap_pairs(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 1, 2, 1);
+    Pipeline *p = mk(1, 2, 1);
     ops(p, 0, "F0 SO0 F1 SI1 B1 B0");
     Diag d;
     char *t = run(p, CHECK_STRUCTURE, &d);
@@ -282,8 +200,7 @@ static void test_swap_pairs(void **state)
 static void test_order(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 1, 5, 1);
+    Pipeline *p = mk(1, 5, 1);
     /* B0 before F0; R1 after B1; W2 before B2; SI3 before SO3; R4 before F4 */
     ops(p, 0, "B0 F0 F1 B1 R1 F2 W2 B2 F3 SI3 SO3 B3 R4 F4 B4");
     Diag d;
@@ -305,8 +222,7 @@ static void test_order(void **state)
 static void test_cycle2(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 2, 2, 1);
+    Pipeline *p = mk(2, 2, 1);
     ops(p, 0, "F0 B0 F1 B1");
     ops(p, 1, "F0 F1 B0 B1");
     Diag d;
@@ -369,8 +285,7 @@ static void test_two_cycles(void **state)
 static void test_sendrecv_reordered(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 2, 2, 1);
+    Pipeline *p = mk(2, 2, 1);
     ops(p, 0, "F0 F1 B1 B0");
     ops(p, 1, "F0 F1 B0 B1");
     CommPlan *cp = comm_plan(p);
@@ -463,8 +378,7 @@ static void test_rendezvous_hangs(void **state)
 static void test_lowering_hang(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 2, 2, 1);
+    Pipeline *p = mk(2, 2, 1);
     ops(p, 0, "F0 SO0 SI0 F1 B0 B1");
     ops(p, 1, "F0 F1 B0 B1");
     add_dep(p, 1, OP_B, 0, 0, OP_SI, 0);
@@ -482,8 +396,7 @@ static void test_lowering_hang(void **state)
 static void test_swap_wait_cycle(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 2, 2, 1);
+    Pipeline *p = mk(2, 2, 1);
     ops(p, 0, "F0 SO0 F1 SI0 B0 B1");
     ops(p, 1, "F0 F1 B0 B1");
     /* SO0 waits for stage 1 F1, which waits for stage 0 F1, which waits for SO0 */

@@ -21,6 +21,7 @@
 #include "ir.h"
 #include "passes.h"
 #include "util.h"
+#include "testutil.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
@@ -35,32 +36,6 @@
     } while (0)
 
 /* ---- building IR by hand ---------------------------------------------------------- */
-
-typedef struct Cap {
-    Diag d;
-    char *out;
-    size_t outlen;
-} Cap;
-
-static void cap_open(Cap *c)
-{
-    memset(c, 0, sizeof *c);
-    c->d.out = open_memstream(&c->out, &c->outlen);
-    assert_non_null(c->d.out);
-}
-
-static const char *cap_text(Cap *c)
-{
-    fflush(c->d.out);
-    return c->out ? c->out : "";
-}
-
-static void cap_close(Cap *c)
-{
-    fclose(c->d.out);
-    free(c->out);
-    diag_free(&c->d);
-}
 
 static Entity *ent(const char *name)
 {
@@ -608,11 +583,6 @@ static void test_no_model(void **state)
 
 /* ---- the recompute pass ------------------------------------------------------------- */
 
-static void push(Pipeline *p, int s, OpKind k, uint32_t mb)
-{
-    stage_push(&p->stages[s], (Op){.mb = mb, .kind = (uint8_t)k, .chunk = 0, .loc = LOC_NONE});
-}
-
 /* 1F1B, P = 2, M = 3:  stage 0: F0 F1 B0 F2 B1 B2   stage 1: F0 B0 F1 B1 F2 B2 */
 static Pipeline *onef1b(Entity *model, Entity *device)
 {
@@ -622,24 +592,10 @@ static Pipeline *onef1b(Entity *model, Entity *device)
     OpKind s1[] = {OP_F, OP_B, OP_F, OP_B, OP_F, OP_B};
     uint32_t m1[] = {0, 0, 1, 1, 2, 2};
     for (int i = 0; i < 6; i++) {
-        push(p, 0, s0[i], m0[i]);
-        push(p, 1, s1[i], m1[i]);
+        push(p, 0, s0[i], m0[i], 0);
+        push(p, 1, s1[i], m1[i], 0);
     }
     return p;
-}
-
-/* The ops of rank s as "F0 F1 R0 B0 ..." */
-static char *ops_text(const Pipeline *p, int s)
-{
-    StrBuf b = {0};
-    for (uint32_t i = 0; i < p->stages[s].n; i++) {
-        char nm[32];
-        const Op *o = &p->stages[s].ops[i];
-        sb_printf(&b, "%s%s", i ? " " : "", op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk));
-    }
-    if (!b.s)
-        sb_puts(&b, "");
-    return b.s;
 }
 
 static void run_recompute(Cap *c, Pipeline *p, int64_t lo, int64_t hi, const char *policy,
@@ -658,13 +614,6 @@ static void run_recompute(Cap *c, Pipeline *p, int64_t lo, int64_t hi, const cha
     args[1].loc = LOC_NONE;
     PassCall call = {.name = "recompute", .args = args, .nargs = 2, .loc = LOC_NONE};
     assert_int_equal(run_pass(&c->d, p, &call), want);
-}
-
-static void assert_ops(const Pipeline *p, int s, const char *want)
-{
-    char *t = ops_text(p, s);
-    assert_string_equal(t, want);
-    free(t);
 }
 
 static void test_recompute_pass(void **state)

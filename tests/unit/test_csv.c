@@ -21,35 +21,9 @@
 #include "diag.h"
 #include "ir.h"
 #include "util.h"
+#include "testutil.h"
 
 #define ART "tests/csv/"
-
-/* A Diag whose output goes to memory. */
-typedef struct Cap {
-    Diag d;
-    char *out;
-    size_t outlen;
-} Cap;
-
-static void cap_open(Cap *c)
-{
-    memset(c, 0, sizeof *c);
-    c->d.out = open_memstream(&c->out, &c->outlen);
-    assert_non_null(c->d.out);
-}
-
-static const char *cap_text(Cap *c)
-{
-    fflush(c->d.out);
-    return c->out;
-}
-
-static void cap_close(Cap *c)
-{
-    fclose(c->d.out);
-    free(c->out);
-    diag_free(&c->d);
-}
 
 /* Registers text as file `path` and imports it. */
 static Pipeline *import_text(Cap *c, const char *path, const char *text)

@@ -20,6 +20,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "util.h"
+#include "testutil.h"
 
 /* One load with its diagnostics captured in memory. */
 typedef struct Run {
@@ -72,26 +73,6 @@ static void expect_error(const char *src, const char *want)
             fail();                                                             \
         }                                                                       \
     } while (0)
-
-/* "F0 F1 B0" for one rank. */
-static char *ops_text(const Pipeline *p, int s)
-{
-    StrBuf b = {0};
-    sb_puts(&b, "");
-    for (uint32_t i = 0; i < p->stages[s].n; i++) {
-        char name[32];
-        const Op *o = &p->stages[s].ops[i];
-        sb_printf(&b, "%s%s", i ? " " : "", op_name(name, sizeof name, o->kind, o->mb, o->chunk));
-    }
-    return b.s;
-}
-
-static void assert_ops(const Pipeline *p, int s, const char *want)
-{
-    char *got = ops_text(p, s);
-    assert_string_equal(got, want);
-    free(got);
-}
 
 #define GiB 1073741824.0
 #define MiB 1048576.0

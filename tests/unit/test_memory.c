@@ -13,59 +13,9 @@
 
 #include "ir.h"
 #include "memory.h"
+#include "testutil.h"
 
 #define G (1024.0 * 1024.0 * 1024.0)
-
-static void push(Pipeline *p, int s, OpKind k, uint32_t mb, uint32_t chunk)
-{
-    Op op = {mb, (uint8_t)k, (uint8_t)chunk, 0, LOC_NONE};
-    stage_push(&p->stages[s], op);
-    p->stages[s].declared = true;
-}
-
-/* Parses "F0 SO1 B3.1" into stage s. */
-static void ops(Pipeline *p, int s, const char *text)
-{
-    const char *c = text;
-    while (*c) {
-        while (*c == ' ')
-            c++;
-        if (!*c)
-            break;
-        OpKind k;
-        if (strncmp(c, "SO", 2) == 0)
-            k = OP_SO, c += 2;
-        else if (strncmp(c, "SI", 2) == 0)
-            k = OP_SI, c += 2;
-        else {
-            const char *kinds = "FBWR";
-            k = (OpKind)(strchr(kinds, *c) - kinds);
-            c++;
-        }
-        char *e;
-        unsigned long mb = strtoul(c, &e, 10), ch = 0;
-        c = e;
-        if (*c == '.') {
-            ch = strtoul(c + 1, &e, 10);
-            c = e;
-        }
-        push(p, s, k, (uint32_t)mb, (uint32_t)ch);
-    }
-}
-
-static void set_cost(CostBlock *b, CostField f, double v)
-{
-    b->v[f] = v;
-    b->set |= 1u << f;
-}
-
-static Pipeline *one(int M, int V, const char *list)
-{
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 1, M, V);
-    ops(p, 0, list);
-    return p;
-}
 
 /* 1F1B: stage s keeps min(P - s, M) forwards live at the end of its warm-up, reached
  * when F(min(P - s, M) - 1) allocates, at list position min(P - s, M) - 1. */
@@ -78,17 +28,7 @@ static void test_onef1b_closed_form(void **state)
             pipeline_set_shape(p, P, M, 1);
             set_cost(&p->costs, COST_ACT, 3 * G);
             set_cost(&p->costs, COST_WEIGHTS, 5 * G);
-            for (int s = 0; s < P; s++) {
-                int warm = P - s - 1 < M ? P - s - 1 : M;
-                for (int i = 0; i < warm; i++)
-                    push(p, s, OP_F, (uint32_t)i, 0);
-                for (int i = 0; i < M - warm; i++) {
-                    push(p, s, OP_F, (uint32_t)(i + warm), 0);
-                    push(p, s, OP_B, (uint32_t)i, 0);
-                }
-                for (int i = M - warm; i < M; i++)
-                    push(p, s, OP_B, (uint32_t)i, 0);
-            }
+            gen_1f1b(p);
             MemRank r[8];
             mem_walk(p, r);
             for (int s = 0; s < P; s++) {
@@ -190,8 +130,7 @@ static void test_swap(void **state)
 static void test_cost_overrides(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 2, 1, 2);
+    Pipeline *p = mk(2, 1, 2);
     ops(p, 0, "F0 F0.1 B0.1 B0");
     ops(p, 1, "F0 F0.1 B0.1 B0");
     set_cost(&p->costs, COST_ACT, 4 * G);
@@ -214,8 +153,7 @@ static void test_cost_overrides(void **state)
 static void test_edges(void **state)
 {
     (void)state;
-    Pipeline *p = pipeline_new();
-    pipeline_set_shape(p, 1, 1, 1);
+    Pipeline *p = mk(1, 1, 1);
     set_cost(&p->costs, COST_WEIGHTS, 7);
     MemRank r;
     mem_walk(p, &r);
