@@ -27,28 +27,7 @@
 #include "ir.h"
 #include "print.h"
 #include "util.h"
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* Peak resident set size in bytes (VmHWM), 0 when unknown. */
-static double peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6))
-            kb = atof(line + 6);
-    fclose(f);
-    return kb * 1024;
-}
+#include "benchutil.h"
 
 typedef struct Result {
     uint64_t ops;

@@ -25,68 +25,20 @@
 #include "ir.h"
 #include "sim.h"
 #include "util.h"
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static double peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6))
-            kb = atof(line + 6);
-    fclose(f);
-    return kb * 1024;
-}
-
-static void push(Pipeline *p, int s, OpKind k, int mb, int c)
-{
-    stage_push(&p->stages[s], (Op){.mb = (uint32_t)mb, .kind = (uint8_t)k, .chunk = (uint8_t)c,
-                                   .loc = LOC_NONE});
-}
-
-static void set_cost(CostBlock *c, CostField f, double v)
-{
-    c->v[f] = v;
-    c->set |= 1u << f;
-}
+#include "benchutil.h"
 
 /* Interleaved 1F1B (Narayanan et al. 2021); V = 1 is plain 1F1B. M % P == 0. */
 static Pipeline *build(int P, int V, int M)
 {
-    Pipeline *p = pipeline_new();
-    p->name = xstrdup("bench");
-    pipeline_set_shape(p, P, M, V);
+    Pipeline *p = mk(P, M, V);
     set_cost(&p->costs, COST_F, 1.0 / V);
     set_cost(&p->costs, COST_B, 2.0 / V);
     set_cost(&p->costs, COST_ACT, 1073741824.0 / V);
     set_cost(&p->costs, COST_P2P, 0.01);
-    int total = M * V;
-    for (int s = 0; s < P; s++) {
-        int warm = V == 1 ? P - s - 1 : 2 * (P - s - 1) + (V - 1) * P;
-        if (warm > total)
-            warm = total;
-#define MB(k) (((k) / (P * V)) * P + (k) % P)
-#define CH(k) (((k) % (P * V)) / P)
-        for (int k = 0; k < warm; k++)
-            push(p, s, OP_F, MB(k), CH(k));
-        for (int i = 0; i < total - warm; i++) {
-            push(p, s, OP_F, MB(warm + i), CH(warm + i));
-            push(p, s, OP_B, MB(i), V - 1 - CH(i));
-        }
-        for (int i = total - warm; i < total; i++)
-            push(p, s, OP_B, MB(i), V - 1 - CH(i));
-#undef MB
-#undef CH
-    }
+    if (V == 1)
+        gen_1f1b(p);
+    else
+        gen_interleaved(p);
     return p;
 }
 
