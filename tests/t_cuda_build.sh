@@ -19,7 +19,7 @@ if [ -z "$NVCC" ]; then skip cuda_build "nvcc not found (CUDA toolkit not instal
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 export CUDA_HOME
 
-if make -s cuda >"$T/out" 2>&1 && ! grep -qi 'warning' "$T/out"; then ok
+if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda >"$T/out" 2>&1 && ! grep -qi 'warning' "$T/out"; then ok
 else bad cuda_lib "$(grep -i -m 5 'warning\|error' "$T/out")"; finish; exit; fi
 
 # Every example through pipec, two at a time (each pipec runs its nvcc jobs in parallel).
@@ -65,7 +65,7 @@ fi
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     export OMPI_MCA_btl="self,vader,tcp" OMPI_MCA_btl_tcp_if_include=lo \
            OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-    if make -s cuda-mpi >"$T/out" 2>&1 &&
+    if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda-mpi >"$T/out" 2>&1 &&
        "$PIPEC" compile --backend cuda --launcher mpi examples/tiny_1f1b.pipe -o "$T/cm" \
            >"$T/out" 2>"$T/err" && ! grep -qi warning "$T/err" && [ -x "$T/cm/tiny_1f1b" ]; then
         ok
