@@ -18,37 +18,10 @@
  * §6 pays for.
  *
  * Requires a 1F1B-family schedule. Idempotent (closed form applied with max). */
-#include <stdlib.h>
-
 #include "passes.h"
 #include "sched_util.h"
-#include "util.h"
 
 int pass_dependency_relaxation(Diag *d, Pipeline *p, const PassCall *call)
 {
-    int err = 0;
-    uint8_t *sel = xmalloc((size_t)p->P + 1);
-    if (!sched_select(d, p, call, sel, &err)) {
-        free(sel);
-        return err ? err : 1;
-    }
-    SchedShape sh;
-    if (sched_read(d, p, call, &sh)) {
-        free(sel);
-        return 1;
-    }
-    for (int32_t s = 0; s < p->P; s++) {
-        if (!sel[s])
-            continue;
-        int64_t want = 3 * ((int64_t)p->P - s - 1) + 2;
-        if (want > p->M)
-            want = p->M;
-        if (want > sh.warm[s])
-            sh.warm[s] = (int32_t)want;
-    }
-    sched_keep_lag(&sh, sel);
-    sched_write(p, &sh, call->loc);
-    sched_free(&sh);
-    free(sel);
-    return 0;
+    return sched_migrate(d, p, call, 2);
 }

@@ -21,37 +21,10 @@
  * Requires a 1F1B-family schedule (sched_util.h). Idempotent (W_s is a closed form,
  * applied with max). Memory grows: each migrated forward keeps its activations (or
  * checkpoint) until its backward (the paper's Challenge 2, Table 1). */
-#include <stdlib.h>
-
 #include "passes.h"
 #include "sched_util.h"
-#include "util.h"
 
 int pass_forward_migration(Diag *d, Pipeline *p, const PassCall *call)
 {
-    int err = 0;
-    uint8_t *sel = xmalloc((size_t)p->P + 1);
-    if (!sched_select(d, p, call, sel, &err)) {
-        free(sel);
-        return err ? err : 1;
-    }
-    SchedShape sh;
-    if (sched_read(d, p, call, &sh)) {
-        free(sel);
-        return 1;
-    }
-    for (int32_t s = 0; s < p->P; s++) {
-        if (!sel[s])
-            continue;
-        int64_t want = 3 * ((int64_t)p->P - s - 1) + 1;
-        if (want > p->M)
-            want = p->M;
-        if (want > sh.warm[s])
-            sh.warm[s] = (int32_t)want;
-    }
-    sched_keep_lag(&sh, sel);
-    sched_write(p, &sh, call->loc);
-    sched_free(&sh);
-    free(sel);
-    return 0;
+    return sched_migrate(d, p, call, 1);
 }

@@ -325,3 +325,38 @@ void sched_set_beta(Pipeline *p, int32_t s, double beta)
     cb->set |= 1u << COST_SWAP_FRACTION;
     cb->derived &= ~(1u << COST_SWAP_FRACTION);
 }
+
+int sched_begin(Diag *d, const Pipeline *p, const PassCall *call, uint8_t **sel, SchedShape *sh)
+{
+    int err = 0;
+    *sel = xmalloc((size_t)p->P + 1);
+    if (!sched_select(d, p, call, *sel, &err) || sched_read(d, p, call, sh)) {
+        free(*sel);
+        *sel = NULL;
+        return err ? err : 1;
+    }
+    return 0;
+}
+
+int sched_migrate(Diag *d, Pipeline *p, const PassCall *call, int32_t extra)
+{
+    uint8_t *sel;
+    SchedShape sh;
+    int err = sched_begin(d, p, call, &sel, &sh);
+    if (err)
+        return err;
+    for (int32_t s = 0; s < p->P; s++) {
+        if (!sel[s])
+            continue;
+        int64_t want = 3 * ((int64_t)p->P - s - 1) + extra;
+        if (want > p->M)
+            want = p->M;
+        if (want > sh.warm[s])
+            sh.warm[s] = (int32_t)want;
+    }
+    sched_keep_lag(&sh, sel);
+    sched_write(p, &sh, call->loc);
+    sched_free(&sh);
+    free(sel);
+    return 0;
+}

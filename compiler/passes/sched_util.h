@@ -81,6 +81,17 @@ int32_t sched_warm_1f1b(int32_t P, int32_t M, int32_t s);
  * gets 1 per chosen rank. */
 bool sched_select(Diag *d, const Pipeline *p, const PassCall *call, uint8_t *sel, int *err);
 
+/* What every list-rewriting pass starts with: the ranks it acts on (sched_select) and
+ * the shape of p (sched_read). Returns 0 with *sel (P + 1 bytes, freed by the caller)
+ * and *sh filled, or the number of errors reported (nothing to free then). */
+int sched_begin(Diag *d, const Pipeline *p, const PassCall *call, uint8_t **sel, SchedShape *sh);
+
+/* Raises the warm count of every selected rank s to min(M, 3(P-s-1) + extra), keeps the
+ * lag (sched_keep_lag) and rewrites p. extra = 1 is the strawman's migration into the
+ * forward bubbles (Obscura §3.2 Step 2), extra = 2 the dependency relaxation's one more
+ * forward ahead of each steady backward (§5.2). Returns the errors reported. */
+int sched_migrate(Diag *d, Pipeline *p, const PassCall *call, int32_t extra);
+
 /* k: the last adjusted rank (Obscura §5.3), or -1 when none is adjusted. */
 int32_t sched_last_adjusted(const Pipeline *p);
 

@@ -55,16 +55,10 @@ int pass_swap(Diag *d, Pipeline *p, const PassCall *call)
         diag_error(d, f ? f->loc : call->loc, DIAG_VALUE, "beta must be in [0, 1] (got %g)", beta);
         return 1;
     }
-    uint8_t *sel = xmalloc((size_t)p->P + 1);
-    if (!sched_select(d, p, call, sel, &err)) {
-        free(sel);
-        return err ? err : 1;
-    }
+    uint8_t *sel;
     SchedShape sh;
-    if (sched_read(d, p, call, &sh)) {
-        free(sel);
-        return 1;
-    }
+    if ((err = sched_begin(d, p, call, &sel, &sh)) != 0)
+        return err;
     int32_t k = -1;
     for (int32_t s = 0; s < p->P; s++)
         if (sel[s])
