@@ -285,6 +285,23 @@ static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
                 diag_note(d, st->ops[first].loc, "first %s is here", opn(a, sizeof a, op));
                 continue;
             }
+            if (OP_IS_CHUNKWIDE(op->kind) && op->mb != 0) {
+                diag_error(d, op->loc, DIAG_VALUE,
+                           "%s on stage %d: %s acts on a whole chunk and takes micro-batch 0 (%s)",
+                           opn(a, sizeof a, op), s, op_kind_name[op->kind],
+                           op_name(z, sizeof z, (OpKind)op->kind, 0, op->chunk));
+                continue;
+            }
+            if (op->kind == OP_OG && !opindex_find(idx, OP_LW, v, 0, NULL, NULL))
+                diag_error(d, op->loc, DIAG_MISSING,
+                           "%s on stage %d has no %s: an offloaded chunk's weights must be "
+                           "loaded back",
+                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_LW, 0, op->chunk));
+            if (op->kind == OP_LW && !opindex_find(idx, OP_OG, v, 0, NULL, NULL))
+                diag_error(d, op->loc, DIAG_MISSING,
+                           "%s on stage %d has no %s: only a chunk whose gradients go to the "
+                           "host has weights to load",
+                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_OG, 0, op->chunk));
             if (op->kind == OP_SO && !opindex_find(idx, OP_SI, v, op->mb, NULL, NULL))
                 diag_error(d, op->loc, DIAG_MISSING,
                            "%s on stage %d has no %s: swapped-out activations must come back",
@@ -347,6 +364,10 @@ static const char *order_reason(OpKind u, OpKind w)
     case OP_R * OP_NKINDS + OP_SI: return "a swap-in must come before its recompute";
     case OP_SO * OP_NKINDS + OP_F: return "a swap-out must come after its forward";
     case OP_SI * OP_NKINDS + OP_SO: return "a swap-in must come after its swap-out";
+    case OP_F * OP_NKINDS + OP_LW: return "a forward of an offloaded chunk needs its weights loaded";
+    case OP_OG * OP_NKINDS + OP_B:
+    case OP_OG * OP_NKINDS + OP_W:
+        return "a gradient offload must come after every backward of its chunk";
     default: return "it depends on it";
     }
 }
@@ -398,6 +419,8 @@ static void composition(StrBuf *b, const Pipeline *p, const OpIndex *idx, int32_
 {
     char w[32], x[32];
     sb_printf(b, "weights %s", fmt_size(w, sizeof w, r->weights));
+    if (r->states > 0)
+        sb_printf(b, " + model states %s loaded by LW", fmt_size(w, sizeof w, r->states));
     if (r->peak_op == NONE)
         return;
     double *held = xmalloc(LIVE_CAP * sizeof *held);
@@ -415,7 +438,8 @@ static void composition(StrBuf *b, const Pipeline *p, const OpIndex *idx, int32_
                   fmt_size(x, sizeof x, hi));
     else if (n)
         sb_printf(b, " + %s activations held by %u %s (the largest %s)",
-                  fmt_size(x, sizeof x, r->peak - r->weights), n, unit, fmt_size(w, sizeof w, hi));
+                  fmt_size(x, sizeof x, r->peak - r->weights - r->states), n, unit,
+                  fmt_size(w, sizeof w, hi));
     free(held);
 }
 
@@ -470,8 +494,8 @@ void check_mem_table(FILE *out, const Pipeline *p)
             fmt_size(bu, sizeof bu, p->memory);
             fmt_size(hr, sizeof hr, p->memory - r->peak);
         }
-        fmt_size(w, sizeof w, r->weights);
-        fmt_size(ac, sizeof ac, r->peak - r->weights);
+        fmt_size(w, sizeof w, r->weights + r->states);
+        fmt_size(ac, sizeof ac, r->peak - r->weights - r->states);
         if (r->peak_op != NONE)
             opn(on, sizeof on, &p->stages[s].ops[r->peak_op]);
         fprintf(out, "%5d %12s %12s %12s %12s %12s  %s (%u)%s\n", s, pk, bu, hr, w, ac, on,

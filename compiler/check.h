@@ -26,7 +26,8 @@ enum { CHECK_STRUCTURE = 1u, CHECK_DEPS = 2u, CHECK_MEMORY = 4u, CHECK_ALL = 7u 
 int check_pipeline(Diag *d, const Pipeline *p, unsigned what);
 
 /* Prints the per-rank peak table of `pipec check --mem` (rank, peak, budget, headroom,
- * weights, activations, the op at the peak). Sizes in GiB with one decimal. */
+ * weights, activations, the op at the peak). Sizes in GiB with one decimal. The weights
+ * column adds the model states LW had loaded at the peak (docs/semantics.md). */
 void check_mem_table(FILE *out, const Pipeline *p);
 
 /* The op index: for every (kind, virtual stage, micro-batch) the rank and position of

@@ -450,7 +450,7 @@ static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
     stage_push(&p->stages[e->cur_stage], op);
 }
 
-/* The op kind spelled s (F, B, W, R, SO, SI), or -1. */
+/* The op kind spelled s (F, B, W, R, SO, SI, OG, LW), or -1. */
 static int op_kind_of(const char *s)
 {
     for (int k = 0; k < OP_NKINDS; k++)

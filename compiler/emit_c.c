@@ -208,7 +208,8 @@ static void header(StrBuf *b, const char *source, const char *what)
 
 static const char *kind_enum(int k)
 {
-    static const char *const n[OP_NKINDS] = {"PR_F", "PR_B", "PR_W", "PR_R", "PR_SO", "PR_SI"};
+    static const char *const n[OP_NKINDS] = {"PR_F",  "PR_B",  "PR_W",  "PR_R",
+                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW"};
     return (unsigned)k < OP_NKINDS ? n[k] : "PR_F";
 }
 
@@ -304,9 +305,20 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             int32_t v = ir_vstage(p, s, o->chunk);
             const VmFacts *f = &vmf[(size_t)v * M + o->mb];
             unsigned flags = (f->has[OP_R] ? 1u : 0) | (f->has[OP_W] ? 2u : 0) |
-                             (f->has[OP_SO] && f->has[OP_SI] ? 4u : 0);
+                             (f->has[OP_SO] && f->has[OP_SI] ? 4u : 0) |
+                             (o->kind == OP_F && vmf[(size_t)v * M].has[OP_LW] ? 8u : 0);
             double ms = 0, bytes = 0;
+            double bw = ir_cost(p, s, 0, COST_HOST_BW);
+            double ms_per_byte = isfinite(bw) && bw > 0 ? 1000.0 / bw : 0;
             switch (o->kind) {
+            case OP_OG: /* gradients out, then the host optimizer step */
+                bytes = ir_cost(p, s, o->chunk, COST_GRADS);
+                ms = bytes * ms_per_byte + ir_cost(p, s, o->chunk, COST_OPT_HOST);
+                break;
+            case OP_LW: /* the updated weights back */
+                bytes = ir_cost(p, s, o->chunk, COST_WLOAD);
+                ms = bytes * ms_per_byte;
+                break;
             case OP_F:
                 ms = ir_cost(p, s, o->chunk, COST_F);
                 bytes = (double)plan_cost->rank[s].held[i];

@@ -13,7 +13,7 @@
 
 #include "sim.h"
 
-static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<'};
+static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{'};
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) close to span / n. */
 static double nice_step(double span, int n)
@@ -119,10 +119,18 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     /* The legend, wrapped to the width. */
     char scl[48];
     snprintf(scl, sizeof scl, "(1 column = %.3g ms)", scale > 0 ? 1 / scale : 0);
+    /* OG/LW (model-state offload) are listed only when the schedule has them. */
+    bool offload = false;
+    for (int32_t s = 0; s < p->P && !offload; s++)
+        for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
+            offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
     const char *items[] = {"F forward", "B backward", "W weight grad", "R recompute",
-                           "SO swap out", "SI swap in", ". idle", scl};
+                           "SO swap out", "SI swap in", "OG grad offload + host step",
+                           "LW weight load", ". idle", scl};
     int col = width;  /* forces a new line first */
     for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        if (!offload && (i == 6 || i == 7))
+            continue;
         int len = (int)strlen(items[i]);
         if (col + 2 + len > width) {
             sb_printf(out, "%s%*s", i ? "\n" : "", lw, "");

@@ -42,8 +42,10 @@ Stream op_stream(OpKind k)
 {
     switch (k) {
     case OP_SO:
+    case OP_OG:
         return STREAM_D2H;
     case OP_SI:
+    case OP_LW:
         return STREAM_H2D;
     default:
         return STREAM_COMPUTE;

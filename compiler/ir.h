@@ -22,14 +22,23 @@
 
 /* Op kinds. X(enum suffix, spelling in the language). Stream: which per-rank stream the
  * op runs on (DESIGN.md "Dependencies": F/B/W/R on compute, SO device-to-host, SI
- * host-to-device). */
+ * host-to-device). OG and LW extend DESIGN.md's core (docs/semantics.md "Model-state
+ * offload"): OG (D2H) offloads one chunk's gradients and runs its optimizer step on the
+ * host, LW (H2D) loads the chunk's updated weights back (TPipe's T-Offload, §5). Both
+ * act on a whole chunk and are written with micro-batch 0: `OG0.1`, `LW0.1`. New kinds
+ * go at the end: the runtime's PR_* kinds follow this order. */
 #define OP_KINDS(X) \
     X(F, "F") \
     X(B, "B") \
     X(W, "W") \
     X(R, "R") \
     X(SO, "SO") \
-    X(SI, "SI")
+    X(SI, "SI") \
+    X(OG, "OG") \
+    X(LW, "LW")
+
+/* True for the kinds that act on a whole chunk (micro-batch always 0). */
+#define OP_IS_CHUNKWIDE(k) ((k) == OP_OG || (k) == OP_LW)
 
 typedef enum OpKind {
 #define X(e, s) OP_##e,
@@ -78,7 +87,11 @@ typedef struct Dep {
 } Dep;
 
 /* Cost fields. X(enum suffix, name, unit, scope). Scope VSTAGE fields may be overridden
- * per virtual stage; RANK fields only per rank (DESIGN.md "Cost lookup"). */
+ * per virtual stage; RANK fields only per rank (DESIGN.md "Cost lookup"). The last three
+ * belong to the OG/LW extension (docs/semantics.md "Model-state offload"): `grads` bytes
+ * OG moves to the host, `wload` bytes LW brings back (both also the device bytes of the
+ * chunk's model states between LW and OG), `opt_host` the host optimizer step OG runs
+ * after its copy (ms). All default to 0. */
 typedef enum UnitClass { UNIT_NONE, UNIT_TIME, UNIT_SIZE, UNIT_BW, UNIT_FRACTION } UnitClass;
 typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
 
@@ -93,7 +106,10 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
     X(WEIGHTS, "weights", UNIT_SIZE, SCOPE_RANK) \
     X(P2P, "p2p", UNIT_TIME, SCOPE_RANK) \
     X(HOST_BW, "host_bw", UNIT_BW, SCOPE_RANK) \
-    X(SWAP_FRACTION, "swap_fraction", UNIT_FRACTION, SCOPE_RANK)
+    X(SWAP_FRACTION, "swap_fraction", UNIT_FRACTION, SCOPE_RANK) \
+    X(GRADS, "grads", UNIT_SIZE, SCOPE_VSTAGE) \
+    X(WLOAD, "wload", UNIT_SIZE, SCOPE_VSTAGE) \
+    X(OPT_HOST, "opt_host", UNIT_TIME, SCOPE_VSTAGE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,

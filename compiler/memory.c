@@ -2,7 +2,8 @@
  *
  * One pass over each rank's list. The bytes each (v,m) holds live in an array indexed
  * by the position of the first op of (v,m) on the rank (its "slot"), found through the
- * op index, so the walk needs O(ops) memory whatever P*V*M is. */
+ * op index, so the walk needs O(ops) memory whatever P*V*M is. The chunk-wide OG/LW ops
+ * have no slot: LW adds its chunk's `grads + wload` to the rank's total directly. */
 #include "memory.h"
 
 #include <math.h>
@@ -29,6 +30,8 @@ static uint32_t slot_of(const OpIndex *idx, int32_t v, uint32_t mb, uint32_t sel
     uint32_t best = self;
     for (int k = 0; k < OP_NKINDS; k++) {
         uint32_t pos;
+        if (OP_IS_CHUNKWIDE(k))
+            continue;
         if (opindex_find(idx, (OpKind)k, v, mb, NULL, &pos) && pos < best)
             best = pos;
     }
@@ -97,7 +100,8 @@ static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
     w->slot = xmalloc((st->n ? st->n : 1) * sizeof *w->slot);
     for (uint32_t i = 0; i < st->n; i++) {
         const Op *op = &st->ops[i];
-        if (op->kind >= OP_NKINDS || op->chunk >= (uint32_t)p->V || op->mb >= (uint32_t)p->M)
+        if (op->kind >= OP_NKINDS || op->chunk >= (uint32_t)p->V || op->mb >= (uint32_t)p->M ||
+            OP_IS_CHUNKWIDE(op->kind))
             w->slot[i] = i;
         else
             w->slot[i] = slot_of(idx, ir_vstage(p, s, op->chunk), op->mb, i);
@@ -116,10 +120,27 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
     Walk w;
     walk_init(&w, p, idx, s);
     double cur = ir_cost(p, s, 0, COST_WEIGHTS);
-    MemRank r = {cur, cur, NONE, 0};
+    MemRank r = {cur, cur, NONE, 0, 0};
     uint32_t live = 0;
+    double states = 0;
     const StageOps *st = &p->stages[s];
     for (uint32_t i = 0; i < st->n; i++) {
+        const Op *op = &st->ops[i];
+        if (op->kind == OP_LW && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M) {
+            /* The chunk's model states come back; OG's free is not counted (see memory.h). */
+            double a = ir_cost(p, s, op->chunk, COST_GRADS) + ir_cost(p, s, op->chunk, COST_WLOAD);
+            cur += a;
+            states += a;
+            if (a > 0 && cur > r.peak) {
+                r.peak = cur;
+                r.peak_op = i;
+                r.live_at_peak = live;
+                r.states = states;
+            }
+            continue;
+        }
+        if (OP_IS_CHUNKWIDE(op->kind))
+            continue;
         uint32_t sl = w.slot[i];
         bool was = w.held[sl] > 0;
         double alloc, freed;
@@ -131,6 +152,7 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
             r.peak = cur;
             r.peak_op = i;
             r.live_at_peak = live;
+            r.states = states;
         }
         w.held[sl] -= freed;
         cur -= freed;

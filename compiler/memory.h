@@ -5,7 +5,13 @@
  * (v,m) except `wact` when W(v,m) exists, which W frees; SO frees `swap_fraction` of
  * what (v,m) holds at that point; SI brings it back. Allocations happen at an op's
  * start and frees at its end, SO/SI at their list positions; the peak of the walk is
- * what `check` compares with `memory` (peak <= budget passes). Sizes are bytes. */
+ * what `check` compares with `memory` (peak <= budget passes). Sizes are bytes.
+ *
+ * Model-state offload (docs/semantics.md): LW(c) adds chunk c's `grads + wload` at its
+ * list position. OG(c) frees them at its end in time, but the walk, which orders by
+ * list position only, keeps them to the end of the list: it cannot know whether an op
+ * listed after OG starts before the copy ends, so it stays an upper bound of the
+ * simulated peak. */
 #ifndef PIPEC_MEMORY_H
 #define PIPEC_MEMORY_H
 
@@ -19,6 +25,7 @@ typedef struct MemRank {
     uint32_t peak_op;   /* index in the rank's op list where the peak is reached;
                          * UINT32_MAX when the peak is the weights alone */
     uint32_t live_at_peak; /* (v,m) pairs holding bytes at the peak */
+    double states;      /* bytes of model states LW had reloaded at the peak (in peak) */
 } MemRank;
 
 /* Fills out[0..P-1]. Allocations at an op's start, frees at its end, SO/SI at their

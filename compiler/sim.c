@@ -5,10 +5,10 @@
  * an op's global id g = off[rank] + position in the rank's list. Times in ms, memory in
  * bytes.
  *
- * Model. Each rank has three streams (compute: F/B/W/R; d2h: SO; h2d: SI) that run their
- * ops in listed order. An op starts at the latest of: its stream is free; every op it
+ * Model. Each rank has three streams (compute: F/B/W/R; d2h: SO, OG; h2d: SI, LW) that
+ * run their ops in listed order. An op starts at the latest of: its stream is free; every op it
  * waits for (DESIGN.md "Dependencies" and `dep` edges) has ended, plus the waiting
- * rank's `p2p` when that op is on another rank; for an allocating op (F, R, SI), the
+ * rank's `p2p` when that op is on another rank; for an allocating op (F, R, SI, LW), the
  * last SO listed before it on its rank has ended (SOs end in listed order, so that is
  * every earlier SO). Because streams never reorder, start times are a max-plus longest
  * path over a DAG and need no priority queue.
@@ -23,7 +23,13 @@
  * Memory. The per-op byte changes come from the list-order walk of DESIGN.md "Memory"
  * (the same amounts as mem_walk); the simulator replays them in time order (allocations
  * at an op's start, frees at its end, frees first at equal times) for the peak and the
- * trace's counter track. docs/simulator.md states the readings chosen. */
+ * trace's counter track. docs/simulator.md states the readings chosen.
+ *
+ * Model-state offload (docs/semantics.md "Model-state offload"): OG(c) waits for every
+ * B and W of chunk c on its rank (as they run in listed order on one stream, for the
+ * last-listed one) and lasts grads / host_bw + opt_host; LW(c) lasts wload / host_bw and
+ * every F of chunk c waits for it. LW allocates the chunk's grads + wload bytes at its
+ * start, OG frees them at its end. */
 #include "sim.h"
 
 #include <math.h>
@@ -38,6 +44,8 @@
 typedef struct CostRow {
     double f, b, w, r;          /* ms */
     double act, ckpt, wact;     /* bytes */
+    double grads, wload;        /* bytes OG moves out / LW brings back */
+    double opt_host;            /* ms: OG's host optimizer step */
 } CostRow;
 
 typedef struct RankCost {
@@ -60,6 +68,8 @@ typedef struct Cursor {
 typedef struct Sim {
     uint32_t *index;    /* [OP_NKINDS][PV*M]: global id of (kind, v, m), or NONE */
     double *held;       /* [PV*M]: bytes (v,m) holds during the list walk */
+    double *mstate;     /* [P*V]: model-state bytes LW loaded for (rank, chunk) */
+    uint32_t *lastbw;   /* [P*V]: global id of the last-listed B or W of (rank, chunk) */
     double *end;        /* [nops] ms; < 0 while not done */
     double *dur;        /* [nops] ms */
     double *delta;      /* [nops] bytes: > 0 allocated at start, < 0 freed at end */
@@ -74,7 +84,8 @@ typedef struct Sim {
     uint32_t *depsrc;   /* [ndeps]: global id | CROSS */
     uint8_t *smask;     /* [P]: bit st set when the rank has ops on stream st */
     size_t cap_index, cap_held, cap_dur, cap_delta, cap_waiter, cap_end, cap_off, cap_rc,
-        cap_cur, cap_vst, cap_cost, cap_vowner, cap_depoff, cap_depsrc, cap_smask;
+        cap_cur, cap_vst, cap_cost, cap_vowner, cap_depoff, cap_depsrc, cap_smask, cap_mstate,
+        cap_lastbw;
     uint64_t nops;
     uint64_t nvm;       /* PV*M */
     bool has_deps;
@@ -94,6 +105,8 @@ static void sim_scratch_release(Sim *s)
 {
     free(s->index);
     free(s->held);
+    free(s->mstate);
+    free(s->lastbw);
     free(s->end);
     free(s->dur);
     free(s->delta);
@@ -122,6 +135,7 @@ void sim_scratch_free(void *scratch)
 static const uint8_t stream1[256] = {
     [OP_F] = 1 + STREAM_COMPUTE, [OP_B] = 1 + STREAM_COMPUTE, [OP_W] = 1 + STREAM_COMPUTE,
     [OP_R] = 1 + STREAM_COMPUTE, [OP_SO] = 1 + STREAM_D2H, [OP_SI] = 1 + STREAM_H2D,
+    [OP_OG] = 1 + STREAM_D2H, [OP_LW] = 1 + STREAM_H2D,
 };
 #define IN_STREAM(kind, st) (stream1[(kind)] == 1u + (unsigned)(st))
 
@@ -165,12 +179,18 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
     GROW(cost, cap_cost, pv);
     GROW(vowner, cap_vowner, pv);
     GROW(smask, cap_smask, (size_t)P);
+    GROW(mstate, cap_mstate, pv);
+    GROW(lastbw, cap_lastbw, pv);
 
     double *end = ext_end ? ext_end : s->end;
     memset(s->index, 0xff, (size_t)OP_NKINDS * nvm * sizeof *s->index);
     memset(s->waiter, 0xff, nops * sizeof *s->waiter);
     for (size_t i = 0; i < nvm; i++)
         s->held[i] = 0;
+    for (size_t i = 0; i < pv; i++) {
+        s->mstate[i] = 0;
+        s->lastbw[i] = NONE;
+    }
     for (size_t i = 0; i < nops; i++)
         end[i] = -1;
 
@@ -190,6 +210,9 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
             k->act = ir_cost(p, r, c, COST_ACT);
             k->ckpt = ir_cost(p, r, c, COST_CKPT);
             k->wact = ir_cost(p, r, c, COST_WACT);
+            k->grads = ir_cost(p, r, c, COST_GRADS);
+            k->wload = ir_cost(p, r, c, COST_WLOAD);
+            k->opt_host = ir_cost(p, r, c, COST_OPT_HOST);
             int32_t v = ir_vstage(p, r, c);
             s->vst[(size_t)r * V + c] = v;
             if (v >= 0 && (size_t)v < pv)
@@ -210,6 +233,8 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
             uint32_t *slot = &s->index[(uint64_t)op->kind * s->nvm + vm];
             if (*slot == NONE)
                 *slot = g;
+            if (op->kind == OP_B || op->kind == OP_W)
+                s->lastbw[(size_t)r * V + op->chunk] = g;
         }
     }
     s->off[P] = g;
@@ -267,6 +292,20 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
                     x = -s->delta[o];
                 *held += x;
                 d = x * rc->ms_per_byte;
+                break;
+            }
+            case OP_LW: {
+                double *ms = &s->mstate[(size_t)r * V + op->chunk];
+                x = k->grads + k->wload;
+                *ms += x;
+                d = k->wload * rc->ms_per_byte;
+                break;
+            }
+            case OP_OG: {
+                double *ms = &s->mstate[(size_t)r * V + op->chunk];
+                x = -*ms;
+                *ms = 0;
+                d = k->grads * rc->ms_per_byte + k->opt_host;
                 break;
             }
             default:
@@ -382,6 +421,7 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                         cross[np] = s->vowner[v - 1] != (int32_t)r;
                         WAIT_FOR(OP_F, vm - M);
                     }
+                    WAIT_FOR(OP_LW, (uint64_t)v * M);
                     break;
                 case OP_B:
                     if (v + 1 < PV) {
@@ -405,6 +445,11 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                 case OP_SI:
                     WAIT_FOR(OP_SO, vm);
                     break;
+                case OP_OG:
+                    pre[np++] = s->lastbw[(size_t)r * V + op->chunk];
+                    break;
+                case OP_LW:
+                    break;
                 default:
                     unreachable();
                 }
@@ -423,7 +468,8 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                     if (e > t)
                         t = e;
                 }
-                if ((kind == OP_F || kind == OP_R || kind == OP_SI) && k->last_so != NONE) {
+                if ((kind == OP_F || kind == OP_R || kind == OP_SI || kind == OP_LW) &&
+                    k->last_so != NONE) {
                     double e = end[k->last_so];
                     if (e < 0) {
                         blocked = k->last_so;

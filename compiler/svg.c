@@ -1,6 +1,6 @@
 /* svg.c - `pipec sim --svg` and `pipec diff --svg`: a self-contained SVG timeline for
  * papers. Stages are rows (a thin sub-row under a stage for each swap stream it uses);
- * F/B/W/R/SO/SI boxes in distinct colours with the micro-batch number ("m" or "m.c") on
+ * F/B/W/R/SO/SI/OG/LW boxes in distinct colours with the micro-batch number ("m" or "m.c") on
  * them; the row background is hatched, so every bubble shows as hatching; an axis in ms
  * with "nice" ticks (1, 2, 5 x 10^k) and grid lines; the peak memory of each stage (and
  * its budget) at the right of its row. No scripts, no external fonts or images. */
@@ -12,10 +12,11 @@
 #include "sim.h"
 
 /* Colours per kind (colour-blind-safe "deep" palette). */
-static const char *const kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3",
-                                                 "#C44E52", "#DD8452", "#937860"};
-static const char *const kind_label[OP_NKINDS] = {"F forward", "B backward", "W weight grad",
-                                                  "R recompute", "SO swap out", "SI swap in"};
+static const char *const kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",
+                                                 "#DD8452", "#937860", "#DA8BC3", "#8C8C8C"};
+static const char *const kind_label[OP_NKINDS] = {
+    "F forward",   "B backward", "W weight grad", "R recompute", "SO swap out", "SI swap in",
+    "OG grad offload + host step", "LW weight load"};
 
 enum {
     WIDTH = 1200,
@@ -98,7 +99,9 @@ static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream
                   x0, y, w, h, kind_fill[o->kind], o->chunk & 1 ? " fill-opacity=\"0.72\"" : "",
                   op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk), start[i], end[i]);
         char lab[32];
-        if (o->chunk)
+        if (OP_IS_CHUNKWIDE(o->kind)) /* chunk-wide: the kind and chunk, no micro-batch */
+            snprintf(lab, sizeof lab, "%s.%u", op_kind_name[o->kind], o->chunk);
+        else if (o->chunk)
             snprintf(lab, sizeof lab, "%u.%u", o->mb, o->chunk);
         else
             snprintf(lab, sizeof lab, "%u", o->mb);
@@ -117,8 +120,10 @@ static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, con
     char a[64], b[64];
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *so = &p->stages[s];
-        bool has[STREAM_N];
+        bool has[STREAM_N], offload = false;
         streams_used(so, has);
+        for (uint32_t i = 0; i < so->n && !offload; i++)
+            offload = OP_IS_CHUNKWIDE(so->ops[i].kind);
         double h = ROW_H + (has[1] ? SUB_H + 1 : 0) + (has[2] ? SUB_H + 1 : 0);
         double bx1 = xpos(f, r->makespan_ms);
         /* Hatched background up to this schedule's makespan: idle shows through. */
@@ -135,7 +140,8 @@ static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, con
             sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
                            "fill=\"#f4f4f4\"/>\n<text x=\"%d\" y=\"%.1f\" class=\"sub\">%s</text>\n",
                       f->x0, yy, bx1 - f->x0, SUB_H, LEFT - 8, yy + SUB_H - 3,
-                      st == STREAM_D2H ? "swap out" : "swap in");
+                      st == STREAM_D2H ? (offload ? "to host" : "swap out")
+                                       : (offload ? "from host" : "swap in"));
             draw_ops(out, f, so, st, r->start[s], r->end[s], yy, SUB_H);
             yy += SUB_H + 1;
         }

@@ -2,7 +2,8 @@
  * form), as read by Perfetto and chrome://tracing.
  *
  *   - one process per stage (pid = stage, "process_name" metadata "stage S"), one
- *     thread per stream (tid 0 compute, 1 d2h, 2 h2d, "thread_name" metadata);
+ *     thread per stream (tid 0 compute, 1 d2h: SO and OG, 2 h2d: SI and LW,
+ *     "thread_name" metadata);
  *   - one complete ("X") event per op: name "F3" / "B3.1", cat = its kind, ts and dur
  *     in microseconds, args {mb, chunk, vstage};
  *   - one flow ("s" just inside the producer's end, "f" with "bp": "e" at the
@@ -21,6 +22,9 @@
 #include "sim.h"
 
 static const char *const stream_name[STREAM_N] = {"compute", "d2h (swap out)", "h2d (swap in)"};
+/* The copy streams' names when the schedule has OG/LW (model-state offload). */
+static const char *const stream_name_offload[STREAM_N] = {
+    "compute", "d2h (swap out, grad offload + host step)", "h2d (swap in, weight load)"};
 
 /* Microseconds with up to 3 decimals (nanoseconds). */
 static char *us(char *buf, size_t n, double ms)
@@ -80,7 +84,11 @@ void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)
     sim_json_string(out, p->name);
     sb_printf(out, ", \"makespan_ms\": %s, \"bubble_ratio\": %s}, \"traceEvents\": [",
               sim_fmt_num(a, sizeof a, r->makespan_ms), sim_fmt_num(b, sizeof b, r->bubble_ratio));
-    bool first = true;
+    bool first = true, offload = false;
+    for (int32_t s = 0; s < p->P && !offload; s++)
+        for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
+            offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
+    const char *const *sname = offload ? stream_name_offload : stream_name;
 #define SEP() (sb_puts(out, first ? "\n" : ",\n"), first = false)
     for (int32_t s = 0; s < p->P; s++) {
         SEP();
@@ -92,7 +100,7 @@ void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)
         for (int t = 0; t < STREAM_N; t++)
             sb_printf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
                            "\"tid\": %d, \"args\": {\"name\": \"%s\"}}",
-                      s, t, stream_name[t]);
+                      s, t, sname[t]);
     }
     char name[48];
     for (int32_t s = 0; s < p->P; s++) {

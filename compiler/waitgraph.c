@@ -2,8 +2,9 @@
  * (DESIGN.md "Dependencies"; docs/semantics.md "The wait graph").
  *
  * Nodes are ops. u waits for w when w is the previous op of u's stream on u's rank,
- * a data dependency of u, the last SO listed before u when u allocates (F, R, SI), or
- * the source of a `dep` line into u. The graph is implicit: predecessors come from the
+ * a data dependency of u, the last SO listed before u when u allocates (F, R, SI, LW),
+ * or the source of a `dep` line into u. OG(c) waits for every B and W of chunk c on its
+ * rank; they run in listed order on one stream, so its edge goes to the last-listed one. The graph is implicit: predecessors come from the
  * op index, so building it is linear and needs 14 bytes per op (plus about 10 while looking for a cycle).
  *
  * A cycle is found in linear time (Kahn's algorithm, run backwards from the sinks, no
@@ -61,7 +62,7 @@ void graph_build(Graph *g, const Pipeline *p, const OpIndex *idx)
             g->rank[u] = (uint16_t)s;
             g->sprev[u] = last[sm];
             last[sm] = u;
-            g->swprev[u] = (k == OP_F || k == OP_R || k == OP_SI) ? lastso : NONE;
+            g->swprev[u] = (k == OP_F || k == OP_R || k == OP_SI || k == OP_LW) ? lastso : NONE;
             if (k == OP_SO)
                 lastso = u;
         }
@@ -132,6 +133,23 @@ static void add_data(PredCtx *c, OpKind k, int32_t v, uint32_t mb)
         add_pred(c, c->g->off[r] + pos, WAIT_DATA, 0);
 }
 
+/* OG(v): the last-listed B or W of virtual stage v (all on v's owner). O(M). */
+static void add_last_bw(PredCtx *c, int32_t v)
+{
+    const OpIndex *idx = c->g->idx;
+    uint32_t best = NONE;
+    int32_t r = 0;
+    for (int k = OP_B; k <= OP_W; k++)
+        for (uint32_t m = opindex_next(idx, (OpKind)k, v, 0); m != NONE;
+             m = opindex_next(idx, (OpKind)k, v, m + 1)) {
+            uint32_t pos;
+            if (opindex_find(idx, (OpKind)k, v, m, &r, &pos) && (best == NONE || pos > best))
+                best = pos;
+        }
+    if (best != NONE)
+        add_pred(c, c->g->off[r] + best, WAIT_DATA, 0);
+}
+
 uint32_t graph_preds(const Graph *g, uint32_t u, Pred *buf, bool all)
 {
     const Pipeline *p = g->p;
@@ -148,6 +166,7 @@ uint32_t graph_preds(const Graph *g, uint32_t u, Pred *buf, bool all)
         case OP_F:
             if (v > 0)
                 add_data(&c, OP_F, v - 1, m);
+            add_data(&c, OP_LW, v, 0);
             break;
         case OP_B:
             if (v < PV - 1)
@@ -168,6 +187,9 @@ uint32_t graph_preds(const Graph *g, uint32_t u, Pred *buf, bool all)
             break;
         case OP_SI:
             add_data(&c, OP_SO, v, m);
+            break;
+        case OP_OG:
+            add_last_bw(&c, v);
             break;
         default:
             break;

@@ -39,7 +39,7 @@ void pr_spin_ms(double ms)
 
 void pr_op_name(char *buf, size_t n, const PrOp *o)
 {
-    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI"};
+    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
     const char *k = o->kind < PR_NKINDS ? kn[o->kind] : "?";
     if (o->chunk)
         snprintf(buf, n, "%s%d.%d", k, (int)o->mb, (int)o->chunk);
@@ -166,7 +166,7 @@ static void on_signal(int sig)
         put_str(buf, &n, "rank ");
         put_int(buf, &n, tl_rank);
         if (tl_op) {
-            static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI"};
+            static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
             put_str(buf, &n, ", op ");
             put_str(buf, &n, tl_op->kind < PR_NKINDS ? kn[tl_op->kind] : "?");
             put_int(buf, &n, tl_op->mb);
@@ -269,7 +269,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
     while (!c->head && !atomic_load(&run->failed)) {
         if (pr_now_ms() > deadline) {
             pthread_mutex_unlock(&run->mu);
-            static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI"};
+            static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
             pr_fail(run, r->id, (int64_t)r->next_op,
                     "watchdog: stuck %.1f s in the receive of message %u (%s%d of virtual "
                     "stage %d on rank %d)",
@@ -332,11 +332,42 @@ static int grow_host(PrRank *r, size_t k, int64_t bytes)
     return 0;
 }
 
+/* Runs one OG or LW on the copy thread: the mlp workload moves the chunk's gradients
+ * out and steps its host weights (OG) or copies them back (LW); the synthetic workload
+ * busy-waits the modelled time. */
+static int state_op(PrRank *r, uint32_t i)
+{
+    PrRun *run = r->run;
+    const PrOp *o = &r->d->ops[i];
+    double t0 = pr_now_ms();
+    int rc = 0;
+    if (run->opt.workload == PR_MLP)
+        rc = o->kind == PR_OG ? pr_mlp_offload(r, o) : pr_mlp_load(r, o);
+    else
+        pr_spin_ms(o->cost_ms * run->opt.time_scale);
+    if (rc)
+        return -1;
+    double t1 = pr_now_ms();
+    PrSpan *sp = &r->span[(size_t)r->iter * r->d->nops + i];
+    sp->t0 = t0 - run->t_start;
+    sp->t1 = t1 - run->t_start;
+    pthread_mutex_lock(&r->mu);
+    if (o->kind == PR_LW && o->vstage >= 0 && o->vstage < run->PV)
+        r->lw_done[o->vstage] = (uint32_t)r->iter + 1;
+    size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
+    r->kind_ms[kk] += t1 - t0;
+    r->kind_n[kk]++;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
 /* Runs one SO or SI on the copy thread. */
 static int copy_op(PrRank *r, uint32_t i)
 {
     PrRun *run = r->run;
     const PrOp *o = &r->d->ops[i];
+    if (o->kind == PR_OG || o->kind == PR_LW)
+        return state_op(r, i);
     int w = run->opt.workload;
     size_t k = vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
@@ -475,6 +506,28 @@ static int wait_copies(PrRank *r, uint32_t op, uint32_t so_done, size_t si_k, in
     return atomic_load(&run->failed) ? -1 : 0;
 }
 
+/* Waits until this iteration's LW of virtual stage v has finished (F of an offloaded
+ * chunk); fails after the timeout. */
+static int wait_lw(PrRank *r, uint32_t op, int32_t v)
+{
+    PrRun *run = r->run;
+    if (v < 0 || v >= run->PV)
+        return 0;
+    double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
+    pthread_mutex_lock(&r->mu);
+    while (r->lw_done[v] != (uint32_t)r->iter + 1 && !atomic_load(&run->failed)) {
+        if (pr_now_ms() > deadline) {
+            pthread_mutex_unlock(&r->mu);
+            pr_fail(run, r->id, (int64_t)op, "watchdog: stuck %.1f s waiting for the LW of its chunk",
+                    run->opt.timeout_s);
+            return -1;
+        }
+        wait_slice(&r->cv, &r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return atomic_load(&run->failed) ? -1 : 0;
+}
+
 /* ---- ops --------------------------------------------------------------------------- */
 
 int pr_op(PrRank *r, uint32_t i)
@@ -514,8 +567,8 @@ int pr_op(PrRank *r, uint32_t i)
      * their SI. */
     bool allocates = o->kind == PR_F || o->kind == PR_R;
     bool needs_si = (o->kind == PR_B || o->kind == PR_R) && (o->flags & PR_HAS_SI);
-    if (o->kind == PR_SO || o->kind == PR_SI) {
-        int dir = o->kind == PR_SO ? 0 : 1;
+    if (o->kind == PR_SO || o->kind == PR_SI || o->kind == PR_OG || o->kind == PR_LW) {
+        int dir = o->kind == PR_SO || o->kind == PR_OG ? 0 : 1;
         pthread_mutex_lock(&r->mu);
         r->q[dir].op[r->q[dir].tail++] = i;
         pthread_cond_broadcast(&r->cv);
@@ -527,6 +580,8 @@ int pr_op(PrRank *r, uint32_t i)
     if ((allocates && o->nso_before) || needs_si)
         if (wait_copies(r, i, allocates ? o->nso_before : 0, needs_si ? k : SIZE_MAX, 0))
             return -1;
+    if (o->kind == PR_F && (o->flags & PR_HAS_LW) && wait_lw(r, i, o->vstage))
+        return -1;
 
     double t0 = pr_now_ms();
     /* Live bytes, as the planner counts them: allocations at the start. */
@@ -662,6 +717,7 @@ static void rank_free(PrRank *r)
     free(r->host_cap);
     free(r->held);
     free(r->si_done);
+    free(r->lw_done);
     free(r->tokens);
     free(r->targets);
     free(r->q[0].op);
@@ -687,6 +743,7 @@ static int rank_init(PrRun *run, int s)
     r->host_cap = calloc(nvm, sizeof(int64_t));
     r->held = calloc(nvm, sizeof(int64_t));
     r->si_done = calloc(nvm, sizeof(uint32_t));
+    r->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
     r->q[0].op = calloc(nops, sizeof(uint32_t));
     r->q[1].op = calloc(nops, sizeof(uint32_t));
     r->kind_ms = calloc((size_t)run->PV * PR_NKINDS, sizeof(double));
@@ -697,7 +754,7 @@ static int rank_init(PrRun *run, int s)
     size_t asz = (size_t)(ab > 0 ? (ab + 63) / 64 * 64 : 64);
     r->arena = aligned_alloc(64, asz);
     if (!r->in_f || !r->in_b || !r->out_f || !r->out_b || !r->host || !r->host_cap ||
-        !r->held || !r->si_done || !r->q[0].op || !r->q[1].op || !r->kind_ms ||
+        !r->held || !r->si_done || !r->lw_done || !r->q[0].op || !r->q[1].op || !r->kind_ms ||
         !r->kind_n || !r->span || !r->arena) {
         pr_fail(run, s, -1, "out of memory allocating the rank (arena %lld bytes)",
                 (long long)ab);

@@ -24,9 +24,10 @@
  *
  * Semantics (DESIGN.md "Dependencies", "Memory", "Time"; docs/semantics.md for the
  * messages):
- * - F/B/W/R run on the rank's thread in program order. SO is queued to the rank's
- *   device-to-host copy thread and SI to its host-to-device copy thread; each copy
- *   thread runs its ops in program order, concurrently with compute.
+ * - F/B/W/R run on the rank's thread in program order. SO and OG are queued to the
+ *   rank's device-to-host copy thread, SI and LW to its host-to-device copy thread; each
+ *   copy thread runs its ops in program order, concurrently with compute. OG is issued
+ *   after every B/W of its chunk (program order); F of a chunk with an LW waits for it.
  * - An op that allocates arena memory (F, R, SI) first waits for every SO listed before
  *   it on its rank (the SO's region may be what it reuses); B and R of (v,m) wait for
  *   SI(v,m); SI(v,m) waits for SO(v,m).
@@ -52,8 +53,12 @@
 
 #define PIPERUN_ABI 1
 
-/* Op kinds, in the order of the compiler's OP_KINDS. */
-enum { PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI, PR_NKINDS };
+/* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
+ * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
+ * OG copies the chunk's gradients to the host and runs its optimizer step there (on
+ * the device-to-host copy thread), LW copies the updated weights back (host-to-device
+ * copy thread). Both have mb 0. */
+enum { PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI, PR_OG, PR_LW, PR_NKINDS };
 
 /* Workloads: the real model of runtime/mlp.h, or cost-model replay. */
 enum { PR_MLP, PR_SYNTHETIC, PR_NWORKLOADS };
@@ -63,6 +68,7 @@ enum {
     PR_HAS_R = 1u,   /* an R(v,m) exists: F keeps only the checkpoint */
     PR_HAS_W = 2u,   /* a W(v,m) exists: B computes input gradients only */
     PR_HAS_SI = 4u,  /* an SO/SI pair exists for (v,m): B/R wait for the SI */
+    PR_HAS_LW = 8u,  /* F of a chunk with an LW: waits for this iteration's LW */
 };
 
 /* Message payloads. */
@@ -77,7 +83,7 @@ enum { PR_SEND_RENDEZVOUS, PR_SEND_EAGER };
 
 /* One op of a rank's list, in program order. */
 typedef struct PrOp {
-    uint8_t kind;          /* PR_F .. PR_SI */
+    uint8_t kind;          /* PR_F .. PR_LW */
     uint8_t chunk;         /* 0..V-1 */
     uint16_t flags;        /* PR_HAS_* of this op's (v,m) */
     int32_t vstage;        /* v = the virtual stage of (rank, chunk) */
@@ -88,7 +94,8 @@ typedef struct PrOp {
                                     back to); bytes, 64-aligned */
     int64_t held[PR_NWORKLOADS]; /* SO/SI: bytes of the region's prefix moved; F: bytes
                                     allocated; otherwise 0 */
-    double cost_ms;        /* cost-model duration (the synthetic workload's busy time) */
+    double cost_ms;        /* cost-model duration (the synthetic workload's busy time;
+                              OG: grads / host_bw + opt_host, LW: wload / host_bw) */
     double cost_bytes;     /* cost-model bytes the op allocates or moves (unscaled) */
     int32_t line;          /* source line of the op (messages), 0 when unknown */
     int64_t rest[PR_NWORKLOADS];  /* R/B/W/SO while the (v,m) region is in two places

@@ -52,6 +52,7 @@ struct PrRank {
     int64_t *held;             /* [nvm] live region bytes of (v,m) */
     int64_t live, peak;        /* live arena bytes now, measured peak */
     uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
+    uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
     int *tokens, *targets;     /* (B,T) scratch */
     /* copy threads */
     pthread_t copy_th[2];
@@ -91,6 +92,10 @@ struct PrRun {
     TextData data;
     size_t io_bytes;
     double *mb_loss;           /* [M] */
+    /* model-state offload (OG/LW) of the mlp workload, per virtual stage v */
+    bool *offloaded;           /* [PV] v has an OG: its SGD step runs in OG, not at the end */
+    float **host_w;            /* [PV] host copy of v's parameters (the master weights) */
+    float **host_g;            /* [PV] host copy of v's gradients (what OG moved) */
     double t_start;            /* ms, monotonic */
 };
 
@@ -120,6 +125,10 @@ int pr_synthetic_op(PrRank *r, const PrOp *o);
 int pr_mlp_setup(PrRun *run);
 void pr_mlp_teardown(PrRun *run);
 int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o);
+/* OG: copies v's gradients to host_g[v] and steps host_w[v] (SGD); LW: copies host_w[v]
+ * back into the model's parameters. Run on the copy threads. Return 0 or -1. */
+int pr_mlp_offload(PrRank *r, const PrOp *o);
+int pr_mlp_load(PrRank *r, const PrOp *o);
 int pr_mlp_check(PrRun *run, PrResult *res);   /* reference iteration; fills grad errors */
 void pr_mlp_step(PrRun *run);
 void pr_mlp_zero(PrRun *run);

@@ -14,7 +14,7 @@ int pr_trace_write(const PrRun *run, const char *path)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    static const char *const kinds[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI"};
+    static const char *const kinds[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
     static const char *const streams[3] = {"compute", "d2h (swap out)", "h2d (swap in)"};
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     int first = 1;
@@ -38,7 +38,8 @@ int pr_trace_write(const PrRun *run, const char *path)
                     continue;
                 char nm[32];
                 pr_op_name(nm, sizeof nm, o);
-                int tid = o->kind == PR_SO ? 1 : o->kind == PR_SI ? 2 : 0;
+                int tid = o->kind == PR_SO || o->kind == PR_OG ? 1
+                          : o->kind == PR_SI || o->kind == PR_LW ? 2 : 0;
                 fprintf(f,
                         ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
                         "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mb\": %d, "

@@ -7,7 +7,14 @@
  *   in_f[(v+1,m)] of its own rank (next virtual stage on the same rank) or into
  *   out_f[(v,m)], which the send of the message to F(v+1,m) hands over. B does the
  *   same backwards with in_b/out_b. Io buffers (mlp_io_bytes each) live outside the
- *   arena, like a transport's buffers; the activations themselves live in the arena. */
+ *   arena, like a transport's buffers; the activations themselves live in the arena.
+ *
+ * Model-state offload (OG/LW, TPipe's T-Offload): a virtual stage with an OG keeps its
+ * master weights in host_w. OG (device-to-host copy thread, after the chunk's last B/W)
+ * copies the slice's gradients to host_g and runs the SGD step on host_w; LW (host-to-
+ * device copy thread, before the chunk's first F) copies host_w into the model's
+ * parameters. The end-of-iteration step skips those slices, so the arithmetic is that of
+ * mlp_sgd_step and a run matches one without offload bit for bit. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <errno.h>
@@ -24,6 +31,99 @@ static const char builtin_text[] =
     "the exact order of its forward, backward, weight-gradient, recompute and swap ops "
     "over the micro-batches of one training iteration. pipec checks it, transforms it, "
     "simulates it and generates one C program per rank that really trains the model.\n";
+
+/* Elements of v's parameter tensors. */
+static size_t slice_elems(const PrRun *run, int v)
+{
+    size_t total = 0;
+    for (int i = 0; i < mlp_param_count(run->model); i++)
+        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+            size_t n;
+            mlp_param(run->model, i, NULL, NULL, NULL, &n);
+            total += n;
+        }
+    return total;
+}
+
+/* Marks the virtual stages that have an OG and gives them host copies of their
+ * parameters (initialised from the model) and gradients. Returns 0 or -1. */
+static int offload_setup(PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    run->offloaded = calloc((size_t)run->PV, sizeof *run->offloaded);
+    run->host_w = calloc((size_t)run->PV, sizeof *run->host_w);
+    run->host_g = calloc((size_t)run->PV, sizeof *run->host_g);
+    if (!run->offloaded || !run->host_w || !run->host_g)
+        return -1;
+    for (int s = 0; s < g->P; s++)
+        for (uint32_t i = 0; i < g->ranks[s].nops; i++) {
+            const PrOp *o = &g->ranks[s].ops[i];
+            if (o->kind == PR_OG && o->vstage >= 0 && o->vstage < run->PV)
+                run->offloaded[o->vstage] = true;
+        }
+    for (int v = 0; v < run->PV; v++) {
+        if (!run->offloaded[v])
+            continue;
+        size_t n = slice_elems(run, v);
+        run->host_w[v] = malloc((n ? n : 1) * sizeof(float));
+        run->host_g[v] = malloc((n ? n : 1) * sizeof(float));
+        if (!run->host_w[v] || !run->host_g[v])
+            return -1;
+        size_t at = 0;
+        for (int i = 0; i < mlp_param_count(run->model); i++)
+            if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+                float *p;
+                size_t k;
+                mlp_param(run->model, i, NULL, &p, NULL, &k);
+                memcpy(run->host_w[v] + at, p, k * sizeof(float));
+                at += k;
+            }
+    }
+    return 0;
+}
+
+int pr_mlp_offload(PrRank *r, const PrOp *o)
+{
+    PrRun *run = r->run;
+    int v = o->vstage;
+    if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
+        pr_fail(run, r->id, -1, "OG of virtual stage %d without host model states", v);
+        return -1;
+    }
+    float *hw = run->host_w[v], *hg = run->host_g[v], lr = (float)run->opt.lr;
+    size_t at = 0;
+    for (int i = 0; i < mlp_param_count(run->model); i++)
+        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+            float *gr;
+            size_t k;
+            mlp_param(run->model, i, NULL, NULL, &gr, &k);
+            memcpy(hg + at, gr, k * sizeof(float)); /* the gradients go to the host */
+            at += k;
+        }
+    for (size_t j = 0; j < at; j++) /* the host optimizer step: mlp_sgd_step's SGD */
+        hw[j] -= lr * hg[j];
+    return 0;
+}
+
+int pr_mlp_load(PrRank *r, const PrOp *o)
+{
+    PrRun *run = r->run;
+    int v = o->vstage;
+    if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
+        pr_fail(run, r->id, -1, "LW of virtual stage %d without host model states", v);
+        return -1;
+    }
+    size_t at = 0;
+    for (int i = 0; i < mlp_param_count(run->model); i++)
+        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+            float *p;
+            size_t k;
+            mlp_param(run->model, i, NULL, &p, NULL, &k);
+            memcpy(p, run->host_w[v] + at, k * sizeof(float)); /* the weights come back */
+            at += k;
+        }
+    return 0;
+}
 
 int pr_mlp_setup(PrRun *run)
 {
@@ -84,12 +184,25 @@ int pr_mlp_setup(PrRun *run)
         return -1;
     }
     run->io_bytes = mlp_io_bytes(&c);
+    if (offload_setup(run) != 0) {
+        pr_fail(run, -1, -1, "out of memory for the offloaded model states");
+        return -1;
+    }
     openblas_set_num_threads(run->opt.threads_blas > 0 ? run->opt.threads_blas : 1);
     return 0;
 }
 
 void pr_mlp_teardown(PrRun *run)
 {
+    for (int v = 0; run->host_w && v < run->PV; v++) {
+        free(run->host_w[v]);
+        free(run->host_g[v]);
+    }
+    free(run->host_w);
+    free(run->host_g);
+    free(run->offloaded);
+    run->host_w = run->host_g = NULL;
+    run->offloaded = NULL;
     mlp_free(run->model);
     run->model = NULL;
     free(run->slice);
@@ -108,7 +221,8 @@ void pr_mlp_zero(PrRun *run)
 void pr_mlp_step(PrRun *run)
 {
     for (int v = 0; v < run->PV; v++)
-        mlp_sgd_step(run->model, &run->slice[v], (float)run->opt.lr);
+        if (!run->offloaded || !run->offloaded[v]) /* an OG stepped it on the host */
+            mlp_sgd_step(run->model, &run->slice[v], (float)run->opt.lr);
 }
 
 static int batch(PrRank *r, const PrOp *o)

@@ -100,14 +100,62 @@ expect "llama48: T-Recomp within 5% of 1F1B+R50 = 7/6 x 1F1B" "$tr <= 1.05 * 7.0
 expect "llama48: T-Recomp within 5% of the 1f1b_r50 example" "$tr <= 1.05 * $tm"
 
 # T-Offload (§5): on ranks without the embedding or the head the deep chunk holds half
-# the parameters, and 12 of its 16 bytes per parameter move to the host:
-# weights x (1 - 12/16 x 1/2) = 0.625 x weights.
+# the parameters. All 16 bytes per parameter of it leave the static part (weights x 1/2);
+# LW brings back 4 of them (bf16 weights and gradients) for the iteration, so the peak
+# falls by 12/16 x 1/2 = 0.375 x weights. OG moves the bf16 gradients (2 bytes per deep
+# parameter = weights / 16) at host_bw 25 GB/s, LW the bf16 weights (the same bytes).
 check "all example checks" q "$PIPEC_ASAN" check "$ex"_all.pipe
+"$PIPEC_ASAN" sim --trace "$tmp/all.trace" "$ex"_all.pipe >/dev/null 2>&1
 for s in 1 3 6; do
     w0=$(metric "$ex"_trecomp.pipe "j['per_stage'][$s]['static_mem_bytes']")
+    p0=$(metric "$ex"_trecomp.pipe "j['per_stage'][$s]['peak_mem_bytes']")
     w1=$(metric "$ex"_all.pipe "j['per_stage'][$s]['static_mem_bytes']")
-    expect "toffload stage $s: weights $w1 = 0.625 x $w0" "abs($w1 - 0.625 * $w0) <= 1e-9 * $w0"
+    p1=$(metric "$ex"_all.pipe "j['per_stage'][$s]['peak_mem_bytes']")
+    expect "toffload stage $s: weights $w1 = 0.5 x $w0" "abs($w1 - 0.5 * $w0) <= 1e-9 * $w0"
+    expect "toffload stage $s: peak $p1 = $p0 - 0.375 x $w0" "abs($p1 - ($p0 - 0.375 * $w0)) <= 1e-6 * $p0"
+    check "toffload stage $s: OG and LW on the host streams, lasting weights / 16 / host_bw" python3 - "$tmp/all.trace" "$s" "$w0" <<'E'
+import json, sys
+j = json.load(open(sys.argv[1])); s = int(sys.argv[2]); w0 = float(sys.argv[3])
+want_us = w0 / 16 / 25e9 * 1e6
+ev = {e["name"]: e for e in j["traceEvents"] if e.get("pid") == s and e.get("cat") in ("OG", "LW")}
+assert set(ev) == {"OG0.1", "LW0.1"}, ev
+assert ev["OG0.1"]["tid"] == 1 and ev["LW0.1"]["tid"] == 2, ev
+for e in ev.values():
+    assert abs(e["dur"] - want_us) <= 1e-3 * want_us, (e, want_us)
+# LW runs from the start, before the deep chunk's first forward; OG after its last backward
+f = [e for e in j["traceEvents"] if e.get("pid") == s and e.get("cat") == "F" and e["args"]["chunk"] == 1]
+b = [e for e in j["traceEvents"] if e.get("pid") == s and e.get("cat") == "B" and e["args"]["chunk"] == 1]
+assert ev["LW0.1"]["ts"] == 0 and ev["LW0.1"]["dur"] <= min(e["ts"] for e in f)
+assert ev["OG0.1"]["ts"] >= max(e["ts"] + e["dur"] for e in b) - 1e-3
+assert ev["OG0.1"]["ts"] + ev["OG0.1"]["dur"] <= j["otherData"]["makespan_ms"] * 1e3 + 1e-3
+E
 done
+# check --mem: the weights column of the T-Offload example is below T-Recomp's on every rank
+"$PIPEC_ASAN" check --mem "$ex"_trecomp.pipe >"$tmp/m0" 2>&1; "$PIPEC_ASAN" check --mem "$ex"_all.pipe >"$tmp/m1" 2>&1
+check "check --mem: model states fall with T-Offload" python3 - "$tmp/m0" "$tmp/m1" <<'E'
+import sys
+def rows(f):
+    r = {}
+    for line in open(f):
+        x = line.split()
+        if len(x) > 9 and x[0].isdigit() and x[2] == "GiB" and len(r) < 8 and int(x[0]) not in r:
+            r[int(x[0])] = (float(x[1]), float(x[7]))   # peak, weights (GiB)
+    return r
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+assert len(a) == 8 and len(b) == 8, (a, b)
+for s in range(8):
+    assert b[s][1] < 0.7 * a[s][1] and b[s][0] < a[s][0], (s, a[s], b[s])
+E
+# the explicit form round-trips: OG/LW and the grads/wload/opt_host costs print and read back
+"$PIPEC_ASAN" print "$ex"_all.pipe >"$tmp/all.print" 2>/dev/null
+"$PIPEC_ASAN" print "$tmp/all.print" >"$tmp/all.print2" 2>/dev/null
+check "toffload example round-trips through print" cmp -s "$tmp/all.print" "$tmp/all.print2"
+check "printed form has OG0.1 and LW0.1 on every stage" python3 -c "
+import re, sys
+t = open('$tmp/all.print').read()
+st = re.findall(r'^  stage (\d+) \{([^}]*)\}', t, re.M)
+assert len(st) == 8 and all(' LW0.1 ' in ' ' + b + ' ' and ' OG0.1 ' in ' ' + b + ' ' for _, b in st), st[:1]
+"
 tm1=$(metric "$ex"_all.pipe ms)
 expect "toffload leaves the makespan alone" "$tm1 == $tr"
 sed 's/apply toffload(chunks=1)/apply toffload(chunks=1) apply toffload/' "$ex"_all.pipe >"$tmp/all2.pipe"
@@ -116,4 +164,61 @@ check "toffload idempotent" cmp -s "$tmp/once" "$tmp/twice"
 unit 4 8 "apply toffload"
 "$PIPEC_ASAN" check "$tmp/u.pipe" >"$tmp/e" 2>&1
 expect "toffload without a model: value error" "$? == 1 and 'error[value]' in open('$tmp/e').read()"
+# T-Offload end to end (mlp workload): OG really moves the deep chunk's gradients to a
+# host buffer and runs its SGD step there on the copy thread, LW copies the weights back.
+# The gradients of iteration 1 match the sequential reference, and the losses of 4
+# iterations are those of the same schedule without offload bit for bit (a missing or
+# broken OG step or LW reload would leave the deep chunk's weights stale from iteration
+# 2 on). The runtime trace has OG on the d2h thread and LW on the h2d thread.
+cat >"$tmp/toff.pipe" <<'E'
+import "std/models.pipe"
+import "std/tpipe.pipe"
+pipeline toff {
+  stages 2  microbatches 4  chunks 2
+  model tiny { layers 4  hidden 16  seq 8  mbs 2 }
+  schedule tpipe
+  apply toffload
+}
+E
+sed 's/  apply toffload//; s/pipeline toff/pipeline plain/' "$tmp/toff.pipe" >"$tmp/plain.pipe"
+check "toffload e2e: run --check" q timeout 120 "$PIPEC" run "$tmp/toff.pipe" --check --quiet --cache "$tmp/cache"
+timeout 120 "$PIPEC" run "$tmp/toff.pipe" --iters 4 --json --trace "$tmp/run.trace" --cache "$tmp/cache" >"$tmp/r1.json" 2>&1
+timeout 120 "$PIPEC" run "$tmp/plain.pipe" --iters 4 --json --cache "$tmp/cache" >"$tmp/r0.json" 2>&1
+check "toffload e2e: same losses as without offload, OG/LW on the copy threads" python3 - "$tmp/r1.json" "$tmp/r0.json" "$tmp/run.trace" <<'E'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert len(a["losses"]) == 4 and a["losses"] == b["losses"], (a["losses"], b["losses"])
+assert a["losses"][3] < a["losses"][0], a["losses"]   # it trains
+ev = [e for e in json.load(open(sys.argv[3]))["traceEvents"] if e.get("ph") == "X"]
+og = [e for e in ev if e["cat"] == "OG"]; lw = [e for e in ev if e["cat"] == "LW"]
+assert len(og) == 8 and len(lw) == 8, (len(og), len(lw))   # 2 ranks x 4 iterations
+assert all(e["tid"] == 1 for e in og) and all(e["tid"] == 2 for e in lw)
+for e in og:   # after every B of the deep chunk on its rank in that iteration
+    bs = [x for x in ev if x["cat"] == "B" and x["pid"] == e["pid"] and x["args"]["chunk"] == 1
+          and x["args"]["iter"] == e["args"]["iter"]]
+    assert len(bs) == 4 and e["ts"] >= max(x["ts"] + x["dur"] for x in bs) - 1, e
+for e in lw:   # before every F of the deep chunk
+    fs = [x for x in ev if x["cat"] == "F" and x["pid"] == e["pid"] and x["args"]["chunk"] == 1
+          and x["args"]["iter"] == e["args"]["iter"]]
+    assert len(fs) == 4 and e["ts"] + e["dur"] <= min(x["ts"] for x in fs) + 1, e
+E
+# The synthetic workload busy-waits the modelled times: with host_bw 1 MB/s OG moves
+# grads = 2 x the deep chunk's parameters and LW the same bytes, so each lasts
+# grads / 1e6 s (tens of ms on this model) plus opt_host 20 ms for OG.
+sed 's/  apply toffload/  costs { f 40ms b 80ms host_bw 1MB\/s }\n  apply toffload(cpu_step=20ms)/' "$tmp/toff.pipe" >"$tmp/toffs.pipe"
+timeout 120 "$PIPEC" run "$tmp/toffs.pipe" --workload synthetic --iters 1 --quiet --trace "$tmp/syn.trace" --cache "$tmp/cache" >/dev/null 2>&1
+"$PIPEC" sim "$tmp/toffs.pipe" --trace "$tmp/syn.sim" >/dev/null 2>&1
+check "toffload synthetic: OG/LW last their modelled times" python3 - "$tmp/syn.trace" "$tmp/syn.sim" <<'E'
+import json, sys
+run = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") in ("OG", "LW")]
+sim = {(e["pid"], e["name"]): e for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("cat") in ("OG", "LW")}
+assert len(run) == 4 and len(sim) == 4, (run, sim)
+for e in run:
+    want = sim[(e["pid"], e["name"])]["dur"]
+    assert want > 10e3, want                         # at least 10 ms modelled
+    assert want * 0.95 <= e["dur"] <= want * 1.5 + 5e3, (e, want)
+og = [e for e in sim.values() if e["cat"] == "OG"]; lw = {e["pid"]: e for e in sim.values() if e["cat"] == "LW"}
+for e in og:   # OG = grads / host_bw + opt_host = LW's time + 20 ms
+    assert abs(e["dur"] - (lw[e["pid"]]["dur"] + 20e3)) < 1, (e, lw[e["pid"]])
+E
 finish
