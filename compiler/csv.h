@@ -47,7 +47,7 @@ typedef enum CsvFormat { CSV_CURRENT, CSV_LEGACY } CsvFormat;
 /* Appends the compute-only CSV of p to out: one line per rank ("\n" endings), actions
  * in listed order, F -> F, W -> W, and B -> the input-gradient spelling when a W of the
  * same (virtual stage, micro-batch) exists, else the full-backward spelling of fmt. No
- * bubble cells are written. R, SO and SI ops and `dep` edges have no PyTorch action:
+ * bubble cells are written. R, SO, SI, OG and LW ops and `dep` edges have no PyTorch action:
  * they are left out with one warning per kind. Never fails; returns the number of ops
  * left out. */
 uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out);
