@@ -8,6 +8,11 @@
  *     assumes: an allocating op (F/R) waits for the SOs listed before it, B/R of (v,m)
  *     for SI(v,m), SI for the SOs before it, an SO for the compute op before it, a send
  *     for its producing op, the consuming op for its receive. So copies overlap compute.
+ *   - OG/LW (model-state offload, TPipe's T-Offload): OG waits for the compute op before
+ *     it (the chunk's last B/W), copies the slice's gradients into the host buffer with
+ *     cudaMemcpyAsync on d2h and runs the SGD step on the host copy of the weights as a
+ *     host function on that stream; LW copies those weights back on h2d, and every F of
+ *     the chunk waits for it. The end-of-iteration step skips offloaded slices.
  *   - the arena is one cudaMalloc of the planned size; regions are arena + offset.
  *   - messages: NCCL point-to-point (ncclCommInitAll over one GPU per rank, in this
  *     process, or ncclCommInitRank across processes: cu_dist.h) where sends are held until the rank's next receive and issued with it in
@@ -57,6 +62,8 @@ typedef struct CuRank {
     bool has_mlp;
     int last_comp, last_so;    /* op indices this iteration, -1 */
     int *si_of;                /* [nvm] op index of SI(v,m) this iteration */
+    int *lw_of;                /* [PV] op index of LW of virtual stage v this iteration */
+    struct OgStep *og;         /* [PV] arguments of OG's host SGD step */
     uint32_t *pend;            /* NCCL sends held until the next receive */
     int *pend_prod;
     int npend;
@@ -122,7 +129,7 @@ void pr_spin_ms(double ms)
 
 void pr_op_name(char *buf, size_t n, const PrOp *o)
 {
-    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI"};
+    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
     const char *k = o->kind < PR_NKINDS ? kn[o->kind] : "?";
     if (o->chunk)
         snprintf(buf, n, "%s%d.%d", k, (int)o->mb, (int)o->chunk);
@@ -257,6 +264,50 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
     }
 }
 
+/* OG's optimizer step on the host: hw -= lr * hg over n floats (mlp_sgd_step's SGD). */
+typedef struct OgStep {
+    float *hw, *hg;   /* (n) host weights and the gradients OG copied */
+    size_t n;
+    float lr;
+} OgStep;
+
+static void CUDART_CB og_host_step(void *arg)
+{
+    const OgStep *a = arg;
+    for (size_t j = 0; j < a->n; j++)
+        a->hw[j] -= a->lr * a->hg[j];
+}
+
+/* OG (dir 0: gradients device -> host, then the host step) or LW (dir 1: weights host ->
+ * device) of virtual stage v's slice on stream st. */
+static int state_copy(PrRank *r, CuRank *c, int v, int dir, cudaStream_t st)
+{
+    PrRun *run = r->run;
+    const MlpModel *m = run->model;
+    if (!run->host_w || !run->host_w[v])
+        return -1;
+    size_t at = 0;
+    for (int i = 0; i < mlp_param_count(m); i++) {
+        if (!mlp_param_in_slice(m, i, &run->slice[v]))
+            continue;
+        float *hp, *hg;
+        size_t n;
+        mlp_param(m, i, NULL, &hp, &hg, &n);
+        if (dir == 0)
+            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + at, c->mlp.grads + (hg - m->grad_mem),
+                                       n * sizeof(float), cudaMemcpyDeviceToHost, st));
+        else
+            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (hp - m->param_mem), run->host_w[v] + at,
+                                       n * sizeof(float), cudaMemcpyHostToDevice, st));
+        at += n;
+    }
+    if (dir == 0) {
+        c->og[v] = (OgStep){run->host_w[v], run->host_g[v], at, (float)run->opt.lr};
+        CUDA_CHECK(cudaLaunchHostFunc(st, og_host_step, &c->og[v]));
+    }
+    return 0;
+}
+
 static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
 {
     PrRun *run = r->run;
@@ -264,6 +315,22 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
     int w = run->opt.workload;
     size_t k = vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
+    if (o->kind == PR_OG || o->kind == PR_LW) {
+        cudaStream_t st = o->kind == PR_OG ? c->d2h : c->h2d;
+        if (o->kind == PR_OG && c->last_comp >= 0) /* after the chunk's last B/W */
+            CUDA_CHECK(cudaStreamWaitEvent(st, c->t1[c->last_comp], 0));
+        CUDA_CHECK(cudaEventRecord(c->t0[i], st));
+        if (w == PR_MLP && c->has_mlp) {
+            if (state_copy(r, c, o->vstage, o->kind == PR_OG ? 0 : 1, st))
+                return -1;
+        } else if (cu_spin(st, o->cost_ms * run->opt.time_scale)) {
+            return -1;
+        }
+        CUDA_CHECK(cudaEventRecord(c->t1[i], st));
+        if (o->kind == PR_LW)
+            c->lw_of[o->vstage] = (int)i;
+        return 0;
+    }
     if (o->kind == PR_SO || o->kind == PR_SI) {
         cudaStream_t st = o->kind == PR_SO ? c->d2h : c->h2d;
         int dep = o->kind == PR_SO ? c->last_comp : c->last_so;
@@ -303,6 +370,8 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
         CUDA_CHECK(cudaStreamWaitEvent(c->comp, c->t1[c->last_so], 0));
     if ((o->kind == PR_B || o->kind == PR_R) && (o->flags & PR_HAS_SI) && c->si_of[k] >= 0)
         CUDA_CHECK(cudaStreamWaitEvent(c->comp, c->t1[c->si_of[k]], 0));
+    if (o->kind == PR_F && (o->flags & PR_HAS_LW) && c->lw_of[o->vstage] >= 0)
+        CUDA_CHECK(cudaStreamWaitEvent(c->comp, c->t1[c->lw_of[o->vstage]], 0));
     CUDA_CHECK(cudaEventRecord(c->t0[i], c->comp));
     if (w == PR_MLP ? mlp_op(r, c, o) : cu_spin(c->comp, o->cost_ms * run->opt.time_scale))
         return -1;
@@ -315,6 +384,8 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
 static void account(PrRank *r, const PrOp *o)
 {
     PrRun *run = r->run;
+    if (o->kind == PR_OG || o->kind == PR_LW)
+        return; /* model states live outside the arena */
     size_t k = vm(run, o->vstage, o->mb);
     int64_t b = o->held[run->opt.workload];
     if (o->kind == PR_F || o->kind == PR_R || o->kind == PR_SI) {
@@ -560,7 +631,7 @@ static int collect(PrRank *r, CuRank *c)
         size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
         r->kind_ms[kk] += b - a;
         r->kind_n[kk]++;
-        if (o->kind != PR_SO && o->kind != PR_SI)
+        if (o->kind != PR_SO && o->kind != PR_SI && o->kind != PR_OG && o->kind != PR_LW)
             r->busy_ms += b - a;
     }
     return 0;
@@ -600,6 +671,8 @@ static int begin(PrRank *r, CuRank *c)
     c->npend = 0;
     for (size_t k = 0; k < r->nvm; k++)
         c->si_of[k] = -1;
+    for (int v = 0; v < run->PV; v++)
+        c->lw_of[v] = -1;
     if (!c->has_mlp)
         return 0;
     size_t bt = (size_t)g->mlp_B * g->mlp_T;
@@ -680,7 +753,7 @@ static void *rank_main(void *arg)
         if (barrier(run) || barrier(run)) /* end; the main thread has taken the results */
             return NULL;
         for (int v = 0; c->has_mlp && v < run->PV; v++)
-            if (owns(run, r->id, v) &&
+            if (owns(run, r->id, v) && !(run->offloaded && run->offloaded[v]) &&
                 cu_mlp_sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr)) {
                 op_fail(r, 0);
                 return NULL;
@@ -712,6 +785,8 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     c->t1 = calloc(nops, sizeof *c->t1);
     c->host = calloc(nvm, sizeof *c->host);
     c->si_of = calloc(nvm, sizeof *c->si_of);
+    c->lw_of = calloc((size_t)run->PV, sizeof *c->lw_of);
+    c->og = calloc((size_t)run->PV, sizeof *c->og);
     c->pend = calloc(g->nmsgs + 1, sizeof *c->pend);
     c->pend_prod = calloc(g->nmsgs + 1, sizeof *c->pend_prod);
     c->in_f = calloc(nvm, sizeof(float *));
@@ -719,7 +794,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     c->out_f = calloc(nvm, sizeof(float *));
     c->out_b = calloc(nvm, sizeof(float *));
     if (!r->held || !r->kind_ms || !r->kind_n || !r->span || !c->t0 || !c->t1 || !c->host ||
-        !c->si_of || !c->pend || !c->pend_prod || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
+        !c->si_of || !c->lw_of || !c->og || !c->pend || !c->pend_prod || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
         pr_fail(run, s, -1, "out of host memory");
         return -1;
     }
@@ -820,6 +895,8 @@ static void rank_teardown(PrRun *run, int s)
     free(c->t1);
     free(c->host);
     free(c->si_of);
+    free(c->lw_of);
+    free(c->og);
     free(c->pend);
     free(c->pend_prod);
     free(c->in_f);
