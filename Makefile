@@ -17,7 +17,7 @@ DEB_PACKAGES = make gcc clang flex bison libcmocka-dev libopenblas-dev pkg-confi
 PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O2 -g
-WARN     = -std=c11 -Wall -Wextra -Wno-unused-parameter
+WARN     = -std=c11 -Wall -Wextra
 CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icompiler -Ibuild/gen -Iruntime
 CFLAGS  += $(OPT) $(WARN) $(EXTRA_CFLAGS)
 LDLIBS   = -lm
@@ -157,7 +157,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
-             -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --Werror all-warnings
+             -Xcompiler -Wall,-Wextra --Werror all-warnings
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
 CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
