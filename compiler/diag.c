@@ -127,6 +127,16 @@ void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
     va_start(ap, fmt);
     vreport(d, loc, kind, fmt, ap);
     va_end(ap);
+    const Span *x = &d->expand_span;
+    if (loc.file == x->file && loc.off >= x->off && loc.off < x->end)
+        diag_note(d, d->expand_at, "%s", d->expand_note);
+}
+
+void diag_set_expansion(Diag *d, Span span, Loc at, const char *note)
+{
+    d->expand_span = span;
+    d->expand_at = at;
+    snprintf(d->expand_note, sizeof d->expand_note, "%s", note ? note : "");
 }
 
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)

@@ -22,6 +22,11 @@ typedef struct Loc {
 #define LOC_NONE_FILE UINT32_MAX
 #define LOC_NONE ((Loc){0, LOC_NONE_FILE})
 
+/* A span of one file's source: byte offsets [off, end) of file `file`. */
+typedef struct Span {
+    uint32_t file, off, end;
+} Span;
+
 /* Error codes, fixed by DESIGN.md. X(enum suffix, printed name). */
 #define DIAG_CODES(X) \
     X(SYNTAX, "syntax") \
@@ -61,6 +66,11 @@ typedef struct Diag {
     int max_errors;      /* stop printing (still counting) after this many; 0 = 100 */
     FILE *out;           /* where diagnostics go; NULL = stderr */
     bool color;          /* unused for now: output is plain text */
+    /* The template a `schedule` line expanded: every error located inside `expand_span`
+     * gets a note at `expand_at` saying so (diag_set_expansion). */
+    Span expand_span;
+    Loc expand_at;
+    char expand_note[160];
 } Diag;
 
 /* Registers a file and takes ownership of text (NUL-terminated, len bytes). Returns the
@@ -76,6 +86,11 @@ void diag_linecol(Diag *d, Loc loc, uint32_t *line, uint32_t *col);
 /* Reports an error with a code and a printf message, then the quoted line and caret. */
 void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* From now on, an error located inside span (a template's source) is followed by the
+ * note `note` at `at` (the `schedule` line that expanded it), like gcc's "in expansion
+ * of macro". An empty span turns it off. */
+void diag_set_expansion(Diag *d, Span span, Loc at, const char *note);
 
 /* A note attached to the previous error (printed only if that error was printed). */
 void diag_note(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -579,10 +579,6 @@ static void exec(Elab *e, const Node *n, bool top)
         e->halt = true;
         if (first_at(e, n->loc)) {
             diag_error(e->d, n->loc, DIAG_VALUE, "%s", n->name);
-            if (e->schedule)
-                diag_note(e->d, e->schedule->loc,
-                          "required by 'schedule %s' here (stages %d, microbatches %d, chunks %d)",
-                          e->schedule->name, (int)e->p->P, (int)e->p->M, (int)e->p->V);
             if (++e->nexp_err >= MAX_EXPAND_ERRORS)
                 e->stop = true;
         }
@@ -690,6 +686,12 @@ static void exec_schedule(Elab *e, const Node *n)
     }
     e->cur_stage = -1;
     e->schedule = n;
+    /* Errors inside the template, now (a failed `require`, a micro-batch out of range)
+     * or later (check, memory, passes), name the `schedule` line that expanded it. */
+    char note[160];
+    snprintf(note, sizeof note, "in 'schedule %s' here (stages %d, microbatches %d, chunks %d)",
+             n->name, (int)e->p->P, (int)e->p->M, (int)e->p->V);
+    diag_set_expansion(e->d, (Span){t->loc.file, t->loc.off, t->end}, n->loc, note);
     exec_list(e, t->body, false);
     e->schedule = NULL;
     e->halt = false; /* a failed `require` ends the template, not the pipeline */

@@ -246,6 +246,7 @@ static void load_file(Loader *L, uint32_t file, char *key, Loc at)
 static Pipeline *load_main(Diag *d, const LoadOpts *o, uint32_t file, char *key)
 {
     int before = d->nerr;
+    diag_set_expansion(d, (Span){0, 0, 0}, LOC_NONE, NULL); /* an earlier load's template */
     AstCtx ctx;
     ast_init(&ctx);
     Loader L = {.d = d, .o = o, .ctx = &ctx};

@@ -86,7 +86,7 @@ for s in $SCHEDS; do
     for f in "$tmp"/undef/"$s"_*.pipe; do
         b=$(basename "$f" .pipe); IFS=_ read -r _ P M V <<<"$b"
         printf '%s\t%s\n' "schedules.pipe:$line:3: error[value]: $msg" \
-            "./$b.pipe:7:12: note: required by 'schedule $s' here (stages $P, microbatches $M, chunks $V)" >>"$tmp/want.txt"
+            "./$b.pipe:7:12: note: in 'schedule $s' here (stages $P, microbatches $M, chunks $V)" >>"$tmp/want.txt"
     done
 done
 # Each error line (its folder dropped) with the note line after it.

@@ -543,7 +543,7 @@ static void test_require(void **state)
     snprintf(src, sizeof src, "%spipeline x {\n  stages 2 microbatches 3\n  schedule t\n}", tmpl);
     assert_null(load(&r, src));
     assert_has(r.out, "t.pipe:2:3: error[value]: t needs \"M\" to be a multiple of P\n");
-    assert_has(r.out, "t.pipe:8:12: note: required by 'schedule t' here (stages 2, microbatches 3, chunks 1)\n");
+    assert_has(r.out, "t.pipe:8:12: note: in 'schedule t' here (stages 2, microbatches 3, chunks 1)\n");
     assert_int_equal(r.d.nerr, 1);
     assert_int_equal(r.d.ncode[DIAG_VALUE], 1);
     done(&r);
