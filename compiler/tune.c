@@ -10,8 +10,9 @@
  *   recompute   none; when that does not fit, for each policy full, selective, cmb,
  *               mlp: on-demand on ranks 0..k-1 for k = 1, 2, ... up to the first k
  *               that fits the budget (more recomputation than needed only costs time:
- *               Obscura §3.1, Observation 1), and for V >= 2 trecomp_blockwise
- *               (TPipe §4.2)
+ *               Obscura §3.1, Observation 1); a policy per rank, each over-budget
+ *               rank's fastest fitting one (search_mixed); and for V >= 2
+ *               trecomp_blockwise (TPipe §4.2)
  *   passes      none, partition_balance, recompute_in_stalls (when there are R ops),
  *               both; for onef1b also the whole obscura planner
  *   and the file as written (its own schedule, recompute and apply lines).
@@ -270,6 +271,71 @@ static bool with_passes(Tuner *t, Pipeline *q, const char *desc)
     return fit;
 }
 
+/* Per-rank recomputation policies: each rank over budget without recomputation gets
+ * the policy that fits it at the least makespan when applied to that rank alone, then
+ * all ranks take their choices together. A rank's static peak depends on its own ops
+ * only, so the choices fit together when they fit one by one. This reaches the mixed
+ * plans the prefix plans of search_template cannot, e.g. full recomputation on rank 0
+ * and the cheaper cmb or selective on the ranks after it (Obscura §8's CMB-Identifying,
+ * generalised to every policy). Without a model every policy costs as full: skipped. */
+static void search_mixed(Tuner *t, const Pipeline *q, const char *tdesc)
+{
+    if (!q->model || !q->has_memory)
+        return;
+    MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
+    int *choice = xmalloc((size_t)q->P * sizeof *choice);
+    mem_walk(q, mr);
+    bool prefix = true, same = true; /* the plan is one of search_template's prefixes */
+    int32_t nover = 0;
+    for (int32_t s = 0; s < q->P; s++) {
+        choice[s] = -1;
+        if (mr[s].peak <= q->memory)
+            continue;
+        double best_ms = INFINITY;
+        for (int pol = POLICY_FULL; pol < POLICY_N; pol++) {
+            Pipeline *r = pipeline_clone(q);
+            if (run(t, r, "recompute", "stages", s, s + 1, "policy", policy_name[pol]) == 0) {
+                MemRank *m2 = xmalloc((size_t)r->P * sizeof *m2);
+                mem_walk(r, m2);
+                double ms = m2[s].peak <= q->memory ? sim_makespan(r, &t->scratch) : INFINITY;
+                if (ms < best_ms)
+                    best_ms = ms, choice[s] = pol;
+                free(m2);
+            }
+            pipeline_free(r);
+        }
+        if (choice[s] < 0)
+            goto out; /* recomputation alone cannot fit this rank */
+        prefix = prefix && nover == s;
+        same = same && (nover == 0 || choice[s] == choice[0]);
+        nover++;
+    }
+    if (nover == 0 || (prefix && same))
+        goto out;
+    Pipeline *r = pipeline_clone(q);
+    StrBuf d = {0};
+    sb_printf(&d, "%s | recompute", tdesc);
+    bool ok = true;
+    for (int32_t s = 0; s < q->P && ok; s++) {
+        if (choice[s] < 0)
+            continue;
+        int32_t e = s; /* a run of ranks with the same policy */
+        while (e + 1 < q->P && choice[e + 1] == choice[s])
+            e++;
+        ok = run(t, r, "recompute", "stages", s, e + 1, "policy", policy_name[choice[s]]) == 0;
+        sb_printf(&d, "%s %d..=%d %s", d.s[d.len - 1] == 'e' ? "" : ",", s, e, policy_name[choice[s]]);
+        s = e;
+    }
+    if (ok)
+        with_passes(t, r, d.s);
+    else
+        pipeline_free(r);
+    sb_free(&d);
+out:
+    free(choice);
+    free(mr);
+}
+
 /* The recompute plans over one template expansion. */
 static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
 {
@@ -298,6 +364,8 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
                 break;
         }
     }
+    if (!none_fits && t->tried < t->budget)
+        search_mixed(t, q, tdesc);
     /* block-wise T-Recomp of the shallow chunk */
     if (q->V >= 2 && !none_fits && t->tried < t->budget) {
         Pipeline *r = pipeline_clone(q);

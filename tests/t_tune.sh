@@ -49,6 +49,31 @@ expect "tune 8x32 under a minute (sanitizer build: $(python3 -c "print(round($en
 "$PIPEC" tune examples/llama2_18b_1f1b.pipe >"$tmp/b.tab" 2>/dev/null
 check "tune is deterministic" cmp -s "$tmp/a.tab" "$tmp/b.tab"
 
+# Per-rank policies: on Llama-2 28B (gb32 without `apply obscura`) no single policy on a
+# prefix of ranks is the only plan; the table has rows that mix policies, each within the
+# budget, and each rebuilt from its description as directives simulates to its row.
+grep -v '^ *apply obscura' examples/obscura_llama2_28b_gb32.pipe >"$tmp/mix.pipe"
+"$PIPEC" tune --top 1000 "$tmp/mix.pipe" >"$tmp/mix.tab" 2>/dev/null
+check "tune: rows with a policy per rank" grep -q "| recompute [0-9]*\.\.=[0-9]* [a-z]*, " "$tmp/mix.tab"
+n=0
+while read -r rank ms rest; do
+    desc=${rest#*| }
+    tmpl=${rest%% |*}; tmpl=${tmpl##* }
+    case "$desc" in recompute*) ;; *) continue ;; esac
+    case "$desc" in *"|"*) continue ;; esac   # with further passes: not rebuilt here
+    grep -q "interleaved V=\|tpipe" <<<"$rest" && continue
+    n=$((n + 1))
+    { grep -v '^ *\(schedule\|recompute\|}\)' "$tmp/mix.pipe"
+      echo "  schedule $tmpl"
+      sed 's/^recompute //; s/, /\n/g' <<<"$desc" |
+          sed 's/^\([0-9.=]*\) \([a-z]*\)$/  recompute stages \1 policy \2/'
+      echo "}"; } >"$tmp/mix$n.pipe"
+    check "tune row '$tmpl | $desc' checks as directives" q "$PIPEC" check "$tmp/mix$n.pipe"
+    o=$(makespan "$tmp/mix$n.pipe")
+    expect "tune row '$tmpl | $desc' simulates to its makespan ($o vs $ms)" "abs($o - $ms) <= 0.05 + 1e-6 * $ms"
+done < <(grep ", " "$tmp/mix.tab" | grep "^ *[0-9]")
+expect "tune: some mixed rows rebuilt ($n)" "$n >= 1"
+
 # --budget caps the search; --top the rows.
 "$PIPEC" tune --budget 5 --top 3 examples/llama2_18b_1f1b.pipe >"$tmp/c.tab" 2>&1
 check "tune --budget 5 tries 5 variants" grep -q "5 variants tried" "$tmp/c.tab"
