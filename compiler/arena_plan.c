@@ -220,7 +220,13 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
                     r->held[i] = h;
                     break;
                 case 1: /* R: what it rebuilds, [ckpt, act), gets a place of its own */
-                    if (a > h) {
+                    if (a > h && cur == NONE) {
+                        /* F kept nothing (an empty checkpoint: the embedding slice of
+                         * the mlp model): the whole region is R's, in one place */
+                        cur = new_inc(&b, a, 2 * t);
+                        r->held[i] = a;
+                        h = a;
+                    } else if (a > h) {
                         top = new_inc(&b, a - h, 2 * t);
                         topat = h;
                         opinc[i] = cur;

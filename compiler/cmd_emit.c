@@ -71,6 +71,18 @@ static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int 
     Diag d = {0};
     Pipeline *p = driver_compile(&d, dopt, file);
     int rc = 1;
+    if (p) {
+        /* The budget is `check`'s to enforce: a schedule over it is still generated
+         * (the CPU run of a GPU-sized plan is how one studies it), with the same
+         * diagnostics as warnings. */
+        d.demote = true;
+        driver_check_memory(&d, p);
+        d.demote = false;
+        if (d.nwarn)
+            fprintf(stderr, "%s: warning: over its memory budget (%d warning%s); 'pipec check' "
+                            "rejects it, the program is generated all the same\n",
+                    file, d.nwarn, d.nwarn == 1 ? "" : "s");
+    }
     if (p && emit_c(&d, p, file, out) == 0) {
         rc = 0;
         if (nranks)

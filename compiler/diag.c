@@ -116,13 +116,17 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 
 void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
 {
-    d->nerr++;
-    if ((unsigned)code < DIAG_NCODES)
-        d->ncode[code]++;
+    if (d->demote) {
+        d->nwarn++;
+    } else {
+        d->nerr++;
+        if ((unsigned)code < DIAG_NCODES)
+            d->ncode[code]++;
+    }
     if (!printed_ok(d))
         return;
     char kind[48];
-    snprintf(kind, sizeof kind, "error[%s]: ", diag_code_name[code]);
+    snprintf(kind, sizeof kind, "%s[%s]: ", d->demote ? "warning" : "error", diag_code_name[code]);
     va_list ap;
     va_start(ap, fmt);
     vreport(d, loc, kind, fmt, ap);

@@ -66,6 +66,8 @@ typedef struct Diag {
     int max_errors;      /* stop printing (still counting) after this many; 0 = 100 */
     FILE *out;           /* where diagnostics go; NULL = stderr */
     bool color;          /* unused for now: output is plain text */
+    bool demote;         /* diag_error prints "warning[CODE]" and counts in nwarn, not nerr */
+    int nwarn;           /* errors demoted so far */
     /* The template a `schedule` line expanded: every error located inside `expand_span`
      * gets a note at `expand_at` saying so (diag_set_expansion). */
     Span expand_span;

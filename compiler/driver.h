@@ -27,7 +27,8 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path);
 /* The memory checks of `pipec check` (and of `pipec tune` on every candidate): the
  * static walk of DESIGN.md "Memory" (check_pipeline with CHECK_MEMORY) and, when the
  * walk fits, the static arena plan (arena_check), whose packing can need more than the
- * walk's peak. Returns the number of `memory` errors reported. */
+ * walk's peak. Returns the number of `memory` errors reported (as warnings too, when
+ * the caller set d->demote: `pipec emit`, `compile` and `run` do). */
 int driver_check_memory(Diag *d, const Pipeline *p);
 
 /* Parses the options every command shares (-I DIR, --include DIR) from a getopt loop;

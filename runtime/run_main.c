@@ -143,10 +143,13 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
             res->iters == 1 ? "" : "s");
     if (o->workload == PR_MLP && res->iters > 1)
         fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);
-    if (sim >= 0)
+    if (sim > 0)
         fprintf(f, "iteration time: measured %.3f ms, simulated %.3f ms (measured/simulated "
                    "%.3f)\n",
-                meas, sim, sim > 0 ? meas / sim : NAN);
+                meas, sim, meas / sim);
+    else if (sim == 0)
+        fprintf(f, "iteration time: measured %.3f ms, simulated 0 ms (the costs give no times: "
+                   "name a device, or profile them with --profile)\n", meas);
     else
         fprintf(f, "iteration time: measured %.3f ms, simulated n/a\n", meas);
     if (res->ref_ms >= 0)

@@ -26,11 +26,14 @@ else bad cuda_lib "$(grep -i -m 5 'warning\|error' "$T/out")"; finish; exit; fi
 ls examples/*.pipe | xargs -P 2 -I{} sh -c \
     'n=$(basename "$1" .pipe); "$2" compile --backend cuda "$1" -o "$3/$n" >"$3/$n.out" 2>"$3/$n.err"; echo $? >"$3/$n.rc"' \
     _ {} "$PIPEC" "$T"
+# cc_warnings FILE: the compilers' warnings in FILE, without pipec's own memory
+# warnings (the papers' out-of-memory baselines are generated all the same)
+cc_warnings() { grep -i 'warning' "$1" | grep -v 'warning\[memory\]\|over its memory budget'; }
 n=0
 for ex in examples/*.pipe; do
     name=$(basename "$ex" .pipe)
     if [ "$(cat "$T/$name.rc" 2>/dev/null)" = 0 ] && [ -x "$T/$name/$(basename "$(cat "$T/$name.out")")" ] &&
-       ! grep -qi 'warning' "$T/$name.err"; then
+       ! cc_warnings "$T/$name.err" >/dev/null; then
         ok; n=$((n + 1))
     else bad "$name" "rc $(cat "$T/$name.rc" 2>/dev/null): $(grep -i -m 3 'warning\|error' "$T/$name.err")"; fi
 done

@@ -2,9 +2,9 @@
 # t_e2e.sh - end to end: .pipe -> generated C per rank -> libpiperun -> a real training
 # iteration whose gradients must match the sequential single-rank reference.
 #
-#   - every stdlib schedule (gpipe onef1b interleaved zbh1 eager1f1b) on small shapes
-#     (P 1..4, M 1..8, V 1..2 where the schedule is defined), with and without the
-#     passes that exist, through `pipec run --check`: max relative gradient error < 1e-5
+#   - every stdlib schedule (gpipe onef1b interleaved zbh1 eager1f1b tpipe) on small
+#     shapes (P 1..4, M 1..8, V 1..2 where the schedule is defined), with and without
+#     every pass, through `pipec run --check`: max relative gradient error < 1e-5
 #     (the program itself exits 1 above that; we also read the number it prints);
 #   - generated sources compile warning-free with gcc and clang, -std=c11 -Wall -Wextra;
 #   - names cannot inject code into generated files;
@@ -76,6 +76,45 @@ for cfg in "2 4 0..=0" "4 8 0..=3" "3 5 1..=2"; do
     pipe "recompute_zb_p$1_m$2" "$1" "$2" 1 zbh1 "apply recompute(stages=$3, policy=full)"
     run_check "recompute_zb_p$1_m$2"
 done
+# recomputation with two chunks per rank (the embedding slice's region is R's alone)
+for cfg in "2 4 0..=0" "2 4 0..=1" "4 8 0..=2"; do
+    set -- $cfg
+    pipe "recompute_v2_p$1_m$2" "$1" "$2" 2 interleaved "recompute stages $3 policy full"
+    run_check "recompute_v2_p$1_m$2"
+done
+# every pass of docs/passes.md and docs/tpipe.md, on P = 4, M = 8 with a budget that
+# stage 0 (333 KiB under 1F1B) exceeds, so that the Obscura passes have a rank to adjust
+for cfg in \
+    "ia onef1b 1|apply identify_adjusted" \
+    "iacmb onef1b 1|apply identify_adjusted(cmb=true)" \
+    "fm onef1b 1|apply identify_adjusted|apply forward_migration" \
+    "dr onef1b 1|apply identify_adjusted|apply forward_migration|apply dependency_relaxation" \
+    "mr onef1b 1|apply identify_adjusted|apply forward_migration|apply dependency_relaxation|apply migration_refinement" \
+    "swap onef1b 1|apply swap(lambda=2, stages=0..=1)" \
+    "sar onef1b 1|apply identify_adjusted|apply swap_aware_recompute" \
+    "pa onef1b 1|apply identify_adjusted|apply partition_adjust" \
+    "obscura onef1b 1|apply obscura" \
+    "tpipe tpipe 2" \
+    "trecomp tpipe 2|apply trecomp_blockwise" \
+    "trecomp_il interleaved 2|apply trecomp_blockwise" \
+    "toffload tpipe 2|apply toffload" \
+    "stalls onef1b 1|recompute stages 0..=3 policy full|apply recompute_in_stalls" \
+    "balance onef1b 1|recompute stages 0..=1 policy full|apply partition_balance"; do
+    IFS='|' read -r -a lines <<<"$cfg"
+    set -- ${lines[0]}
+    name=pass_$1
+    pipe "$name" 4 8 "$3" "$2" "memory 300KiB" "${lines[@]:1}"
+    sed -i 's|^import "std/schedules.pipe"|&\nimport "std/tpipe.pipe"|' "$T/$name.pipe"
+    run_check "$name"
+done
+# over its budget: `check` rejects it, `run` says so as warnings and still trains
+"$PIPEC" check "$T/pass_tpipe.pipe" >/dev/null 2>&1
+check "tpipe at 300 KiB fails check" test $? = 1
+out=$(timeout 60 "$PIPEC" run "$T/pass_tpipe.pipe" --quiet --cache "$CACHE" 2>&1)
+check "run over budget: exit 0" test $? = 0
+check "run over budget: the memory diagnostics as warnings" grep -q "warning\[memory\]: stage 1 needs" <<<"$out"
+check "run over budget: says it generates anyway" grep -q "over its memory budget (2 warnings)" <<<"$out"
+if grep -q "error\[" <<<"$out"; then bad "run over budget: no error lines" "$out"; else ok; fi
 # explicit SO/SI (swapping) and R together: the demo schedule
 out=$(timeout 60 "$PIPEC" run examples/demo.pipe --check --quiet --cache "$CACHE" 2>&1)
 if echo "$out" | grep -q '^max relative gradient error: 0$\|^max relative gradient error: [0-9.e-]*$' &&

@@ -78,6 +78,31 @@ static void test_recompute(void **st)
     pipeline_free(p);
 }
 
+/* An empty checkpoint (the mlp model's embedding slice: its input is the token ids, kept
+ * outside the arena): F allocates nothing and R rebuilds the whole region, which lives
+ * in one place from R to B.
+ *   pos 0 F0 | 1 F1 | 2 R0 [0,1024) t4..9 | 3 R1 must not reuse 0 while R0's region
+ *   lives: 1024 | 4 B0 at 0 | 5 B1 at 1024. Peak 2048 = arena. */
+static void test_recompute_empty_ckpt(void **st)
+{
+    (void)st;
+    Pipeline *p = one(2, 1, "F0 F1 R0 R1 B0 B1");
+    ArenaPlan *a = plan1(p, 1024, 0, 0, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->held[0], 0);     /* F0 keeps nothing */
+    assert_int_equal(r->held[2], 1024);  /* R0 the whole region */
+    assert_int_equal(r->off[2], 0);
+    assert_int_equal(r->rest[2], -1);    /* in one place */
+    assert_int_equal(r->off[3], 1024);   /* R1 beside it */
+    assert_int_equal(r->off[4], 0);      /* B0 finds R0's bytes */
+    assert_int_equal(r->rest[4], -1);
+    assert_int_equal(r->off[5], 1024);
+    assert_int_equal(r->peak_live, 2048);
+    assert_int_equal(r->size, 2048);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
 /* 1F1B on one rank with full recomputation and a uniform model (act 1024, ckpt 128):
  * three checkpoints in flight. The DESIGN walk peaks at each R: 3 * 128 + 896 = 1280;
  * the arena equals it (fragmentation 1). */
@@ -250,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_malformed),     cmocka_unit_test(test_budget),
         cmocka_unit_test(test_mlp_sizes),     cmocka_unit_test(test_1f1b_recompute_tight),
         cmocka_unit_test(test_recompute_w),   cmocka_unit_test(test_swap_recompute),
+        cmocka_unit_test(test_recompute_empty_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
