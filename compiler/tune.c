@@ -11,8 +11,9 @@
  *               mlp: on-demand on ranks 0..k-1 for k = 1, 2, ... up to the first k
  *               that fits the budget (more recomputation than needed only costs time:
  *               Obscura §3.1, Observation 1); a policy per rank, each over-budget
- *               rank's fastest fitting one (search_mixed); and for V >= 2
- *               trecomp_blockwise (TPipe §4.2)
+ *               rank's fastest fitting one (search_mixed); for V >= 2
+ *               trecomp_blockwise (TPipe §4.2); for onef1b, activation swapping
+ *               alone, swap(lambda) for growing lambda (Obscura §6.1)
  *   passes      none, partition_balance, recompute_in_stalls (when there are R ops),
  *               both; for onef1b also the whole obscura planner
  *   and the file as written (its own schedule, recompute and apply lines).
@@ -271,6 +272,50 @@ static bool with_passes(Tuner *t, Pipeline *q, const char *desc)
     return fit;
 }
 
+/* Obscura's activation swapping alone (§6.1, Eq. 1) on 1F1B: swap(lambda, stages=0..=k)
+ * with k the last rank over budget, for lambda = 1, 2, ... up to the first that fits
+ * (more swapping only adds copy traffic). Swapping hides in the steady phase when the
+ * host link keeps up, so it can fit a rank at no compute cost where recomputation
+ * cannot. */
+static void search_swap(Tuner *t, const Pipeline *q, const char *tdesc)
+{
+    MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
+    mem_walk(q, mr);
+    int32_t k = -1;
+    for (int32_t s = 0; s < q->P; s++)
+        if (q->has_memory && mr[s].peak > q->memory)
+            k = s;
+    free(mr);
+    StrBuf d = {0};
+    for (int64_t lambda = 1; k >= 0 && lambda <= q->M && t->tried < t->budget; lambda++) {
+        Field args[2];
+        memset(args, 0, sizeof args);
+        args[0].key = "lambda";
+        args[0].val.kind = VAL_NUM;
+        args[0].val.num = (double)lambda;
+        args[1].key = "stages";
+        args[1].val.kind = VAL_RANGE;
+        args[1].val.lo = 0;
+        args[1].val.hi = k + 1;
+        for (int i = 0; i < 2; i++)
+            args[i].loc = args[i].val.loc = LOC_NONE;
+        PassCall call = {.name = "swap", .args = args, .nargs = 2, .loc = LOC_NONE};
+        Pipeline *r = pipeline_clone(q);
+        t->quiet.nerr = 0;
+        if (run_pass(&t->quiet, r, &call) || t->quiet.nerr) {
+            pipeline_free(r);
+            break; /* not a 1F1B-family schedule */
+        }
+        d.len = 0;
+        sb_printf(&d, "%s | swap lambda=%lld 0..=%d", tdesc, (long long)lambda, (int)k);
+        bool fit = fits(r);
+        with_passes(t, r, d.s);
+        if (fit)
+            break;
+    }
+    sb_free(&d);
+}
+
 /* Per-rank recomputation policies: each rank over budget without recomputation gets
  * the policy that fits it at the least makespan when applied to that rank alone, then
  * all ranks take their choices together. A rank's static peak depends on its own ops
@@ -366,6 +411,8 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
     }
     if (!none_fits && t->tried < t->budget)
         search_mixed(t, q, tdesc);
+    if (!none_fits && q->V == 1 && strcmp(tdesc, "onef1b") == 0 && t->tried < t->budget)
+        search_swap(t, q, tdesc);
     /* block-wise T-Recomp of the shallow chunk */
     if (q->V >= 2 && !none_fits && t->tried < t->budget) {
         Pipeline *r = pipeline_clone(q);

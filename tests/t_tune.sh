@@ -74,6 +74,18 @@ while read -r rank ms rest; do
 done < <(grep ", " "$tmp/mix.tab" | grep "^ *[0-9]")
 expect "tune: some mixed rows rebuilt ($n)" "$n >= 1"
 
+# Swapping alone: Llama-2 18B's stage 0 fits with Obscura's swap pass and no
+# recomputation; the row rebuilt as an `apply swap(...)` line checks and simulates to it.
+"$PIPEC" tune --top 1000 examples/llama2_18b_1f1b.pipe >"$tmp/sw.tab" 2>/dev/null
+row=$(grep -m 1 "| swap lambda=" "$tmp/sw.tab")
+check "tune: a swap row for Llama-2 18B" test -n "$row"
+lambda=$(sed -n 's/.*swap lambda=\([0-9]*\) 0\.\.=\([0-9]*\).*/\1/p' <<<"$row")
+k=$(sed -n 's/.*swap lambda=\([0-9]*\) 0\.\.=\([0-9]*\).*/\2/p' <<<"$row")
+sed "s/^  schedule onef1b/&\n  apply swap(lambda=$lambda, stages=0..=$k)/" examples/llama2_18b_1f1b.pipe >"$tmp/sw.pipe"
+check "tune swap row checks as an apply line" q "$PIPEC" check "$tmp/sw.pipe"
+o=$(makespan "$tmp/sw.pipe"); ms=$(awk '{ print $2 }' <<<"$row")
+expect "tune swap row simulates to its makespan ($o vs $ms)" "abs($o - ${ms:-0}) <= 0.05 + 1e-6 * ${ms:-0}"
+
 # --budget caps the search; --top the rows.
 "$PIPEC" tune --budget 5 --top 3 examples/llama2_18b_1f1b.pipe >"$tmp/c.tab" 2>&1
 check "tune --budget 5 tries 5 variants" grep -q "5 variants tried" "$tmp/c.tab"
