@@ -39,6 +39,7 @@ pipe() {
     {
         echo 'import "std/models.pipe"'
         echo 'import "std/schedules.pipe"'
+        echo 'import "std/tpipe.pipe"'
         echo "pipeline $name {"
         echo "  stages $P  microbatches $M  chunks $V"
         echo "  model tiny { layers 4  hidden 16  seq 8  mbs 2 }"
@@ -121,6 +122,12 @@ pipe interleaved_p2 2 4 2 interleaved
 compare interleaved_p2 2
 pipe recompute_p4 4 8 1 onef1b "recompute stages 0..=3 policy full"
 compare recompute_p4 4
+# T-Recomp: recomputation of the shallow chunks and the dep tokens it adds between ranks
+pipe trecomp_p2 2 4 2 tpipe "apply trecomp_blockwise"
+compare trecomp_p2 2
+# Obscura's swapping: SO/SI on the copy threads of each process
+pipe swap_p4 4 8 1 onef1b "apply swap(lambda=2, stages=0..=1)"
+compare swap_p4 4
 
 # --- the synthetic workload over MPI -------------------------------------------------------
 d="$T/onef1b_p4"
