@@ -140,4 +140,44 @@ for i in $(seq 0 23); do
         check "prop$i $pass idempotent" cmp -s "$tmp/once.pipe" "$tmp/twice.pipe"
     done
 done
+# 6. Properties with derived costs: random P, M, V, model and budget (seeded). The passes
+#    that need a model (partition_adjust, partition_balance, swap_aware_recompute's
+#    policies) and the TPipe/Lynx passes on two chunks: every output passes check
+#    (memory aside), and applying the last pass once more changes nothing.
+python3 - "$tmp" >"$tmp/mlist" <<'PY'
+import random, sys
+rng = random.Random(11)
+for i in range(16):
+    P = rng.choice([2, 4, 8]); M = rng.choice([P, 2 * P, 4 * P])
+    model = rng.choice(["llama2_13b", "gpt3_13b", "llama2_7b"])
+    V = rng.choice([1, 2])
+    sched = "onef1b" if V == 1 else rng.choice(["tpipe", "interleaved"])
+    with open(f"{sys.argv[1]}/m{i}.pipe", "w") as f:
+        f.write('import "std/schedules.pipe"\nimport "std/tpipe.pipe"\nimport "std/models.pipe"\n'
+                'import "std/devices.pipe"\n'
+                f'pipeline m{i} {{ stages {P} microbatches {M} chunks {V} model {model} '
+                f'device a100_sxm_80g memory {rng.choice([40, 60, 80])}GiB partition even '
+                f'schedule {sched} }}\n')
+    print(f"m{i} {V}")
+PY
+while read -r name V; do
+    if [ "$V" = 1 ]; then
+        set -- identify_adjusted,partition_adjust identify_adjusted,swap_aware_recompute obscura \
+               "recompute(stages=all,policy=full),recompute_in_stalls" \
+               "recompute(stages=0..=0,policy=full),partition_balance" partition_balance
+    else
+        set -- trecomp_blockwise toffload trecomp_blockwise,toffload \
+               trecomp_blockwise,recompute_in_stalls partition_balance
+    fi
+    for pass in "$@"; do
+        if ! "$PIPEC" opt "$tmp/$name.pipe" --pass "$pass" -o "$tmp/o.pipe" 2>"$tmp/err"; then
+            bad "$name $pass" "$(grep -m 1 error "$tmp/err")"; continue
+        fi
+        if "$PIPEC" check "$tmp/o.pipe" 2>&1 | grep -qE 'error\[(missing|duplicate|order|deadlock|placement|value)\]'; then
+            bad "$name $pass checks" "$("$PIPEC" check "$tmp/o.pipe" 2>&1 | grep -m 1 error)"
+        else ok; fi
+        "$PIPEC" opt "$tmp/$name.pipe" --pass "$pass,${pass##*,}" -o "$tmp/o2.pipe" 2>/dev/null
+        check "$name $pass idempotent" cmp -s "$tmp/o.pipe" "$tmp/o2.pipe"
+    done
+done <"$tmp/mlist"
 finish
