@@ -191,6 +191,18 @@ static char *opn(char *buf, size_t n, const Op *op)
     return op_name(buf, n, (OpKind)op->kind, op->mb, op->chunk);
 }
 
+/* Tells diag which op the next error is about, so that an op expanded from a template
+ * is named in the expansion note: "F7 (stage 0, micro-batch 7)". */
+static void about(Diag *d, uint32_t s, const Op *op)
+{
+    char a[48];
+    if (op->chunk)
+        diag_set_op(d, "%s (stage %u, micro-batch %u, chunk %u)", opn(a, sizeof a, op), s,
+                    op->mb, op->chunk);
+    else
+        diag_set_op(d, "%s (stage %u, micro-batch %u)", opn(a, sizeof a, op), s, op->mb);
+}
+
 static char *refn(char *buf, size_t n, OpRef r)
 {
     char o[48];
@@ -259,6 +271,8 @@ static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
         const StageOps *st = &p->stages[s];
         for (uint32_t i = 0; i < st->n; i++) {
             const Op *op = &st->ops[i];
+            if (op->kind < OP_NKINDS)
+                about(d, (uint32_t)s, op);
             if (op->kind >= OP_NKINDS) {
                 diag_error(d, op->loc, DIAG_VALUE, "unknown op kind %u on stage %d", op->kind, s);
                 continue;
@@ -312,6 +326,7 @@ static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
                            opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_SO, op->mb, op->chunk));
         }
     }
+    d->op_note[0] = 0; /* the last op named had no error */
 }
 
 /* A dep endpoint must name an op that exists, on the stage it names. */
@@ -390,6 +405,7 @@ static void check_order(Diag *d, const Graph *g)
             opn(a, sizeof a, ou);
             opn(b, sizeof b, ow);
             if (buf[k].why == WAIT_DATA) {
+                about(d, s, ou);
                 diag_error(d, ou->loc, DIAG_ORDER,
                            "%s is listed before %s on stage %u, but it waits for it: %s", a, b,
                            s, order_reason((OpKind)ou->kind, (OpKind)ow->kind));
@@ -464,6 +480,8 @@ static void check_memory(Diag *d, const Pipeline *p, const OpIndex *idx)
         char exact[80] = "";
         if (strcmp(pk, bu) == 0)
             snprintf(exact, sizeof exact, " (%.0f > %.0f bytes)", r->peak, p->memory);
+        if (r->peak_op != NONE)
+            about(d, (uint32_t)s, &st->ops[r->peak_op]);
         if (r->peak_op != NONE)
             diag_error(d, at, DIAG_MEMORY,
                        "stage %d needs %s at %s, over its budget of %s by %s%s: %s", s, pk,

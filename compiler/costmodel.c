@@ -137,7 +137,12 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
                 m->seqpar = v->kind == VAL_NUM ? v->num == 1 : v->str[0] == 't';
             }
         } else {
-            diag_error(d, f->loc, DIAG_NAME, "unknown model field '%s'", key);
+            static const char *const keys[] = {"arch", "layers", "hidden", "heads", "kv_heads",
+                                               "ffn", "vocab", "seq", "mbs", "dtype",
+                                               "attention", "sequence_parallel"};
+            char hint[96];
+            diag_error(d, f->loc, DIAG_NAME, "unknown model field '%s'%s", key,
+                       diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
             diag_note(d, f->loc, "model fields: arch layers hidden heads kv_heads ffn vocab seq "
                                  "mbs dtype attention sequence_parallel");
             err++;
@@ -232,7 +237,12 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
         } else if (!strcmp(key, "peer_latency")) {
             err += read_num(d, f, UNIT_TIME, 0, false, &dv->peer_latency);
         } else {
-            diag_error(d, f->loc, DIAG_NAME, "unknown device field '%s'", key);
+            static const char *const keys[] = {"memory", "reserved", "peak_tflops",
+                                               "efficiency", "mem_bw", "host_bw",
+                                               "host_latency", "peer_bw", "peer_latency"};
+            char hint[96];
+            diag_error(d, f->loc, DIAG_NAME, "unknown device field '%s'%s", key,
+                       diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
             diag_note(d, f->loc, "device fields: memory reserved peak_tflops efficiency mem_bw "
                                  "host_bw host_latency peer_bw peer_latency");
             err++;

@@ -556,7 +556,7 @@ uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
                 dropped++;
                 if (!warned[o->kind]) {
                     char b[48];
-                    diag_warning(d, o->loc,
+                    diag_warning(d, o->loc, WARN_CSV,
                                  "%s ops have no PyTorch pipelining action; %s and the other "
                                  "%s ops are left out of the CSV", op_kind_name[o->kind],
                                  op_name(b, sizeof b, (OpKind)o->kind, o->mb, o->chunk),
@@ -573,7 +573,7 @@ uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
         sb_putc(out, '\n');
     }
     if (p->ndeps)
-        diag_warning(d, p->deps[0].loc,
+        diag_warning(d, p->deps[0].loc, WARN_CSV,
                      "the schedule's %u dep edge%s cannot be written to a PyTorch CSV and %s "
                      "left out", p->ndeps, p->ndeps == 1 ? "" : "s",
                      p->ndeps == 1 ? "is" : "are");

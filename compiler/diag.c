@@ -1,6 +1,7 @@
 /* diag.c - see diag.h. */
 #include "diag.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,12 @@
 const char *const diag_code_name[DIAG_NCODES] = {
 #define X(e, s) s,
     DIAG_CODES(X)
+#undef X
+};
+
+const char *const warn_code_name[WARN_NCODES] = {
+#define X(e, s, why) s,
+    WARN_CODES(X)
 #undef X
 };
 
@@ -24,6 +31,21 @@ uint32_t diag_add_file(Diag *d, const char *path, char *text, uint32_t len)
     f->text = text;
     f->len = len;
     return d->nfiles++;
+}
+
+void diag_set_name(Diag *d, uint32_t file, const char *name)
+{
+    if (file >= d->nfiles)
+        return;
+    free(d->files[file].name);
+    d->files[file].name = name ? xstrdup(name) : NULL;
+}
+
+const char *diag_file_name(const Diag *d, uint32_t file)
+{
+    if (file >= d->nfiles)
+        return "";
+    return d->files[file].name ? d->files[file].name : d->files[file].path;
 }
 
 int diag_find_file(const Diag *d, const char *path)
@@ -99,19 +121,49 @@ static void quote(Diag *d, Loc loc)
     fputs("^\n", o);
 }
 
+static bool in_expansion(const Diag *d, Loc loc)
+{
+    const Span *x = &d->expand_span;
+    return x->end > x->off && loc.file == x->file && loc.off >= x->off && loc.off < x->end &&
+           d->expand_at.file < d->nfiles;
+}
+
 static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 {
     FILE *o = out_of(d);
     if (loc.file < d->nfiles) {
         uint32_t line, col;
         diag_linecol(d, loc, &line, &col);
-        fprintf(o, "%s:%u:%u: %s", d->files[loc.file].path, line, col, kind);
+        fprintf(o, "%s:%u:%u: %s", diag_file_name(d, loc.file), line, col, kind);
     } else {
         fprintf(o, "pipec: %s", kind);
     }
     vfprintf(o, fmt, ap);
     fputc('\n', o);
     quote(d, loc);
+}
+
+/* Prints one error or warning; inside a template expansion the primary location is the
+ * `schedule` line and the template line follows as a note. */
+static void vprimary(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
+{
+    if (!in_expansion(d, loc)) {
+        vreport(d, loc, kind, fmt, ap);
+        return;
+    }
+    vreport(d, d->expand_at, kind, fmt, ap);
+    if (d->op_note[0])
+        diag_note(d, loc, "%s is %s", d->op_note, d->expand_note);
+    else
+        diag_note(d, loc, "%s", d->expand_note);
+}
+
+void diag_set_op(Diag *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->op_note, sizeof d->op_note, fmt, ap);
+    va_end(ap);
 }
 
 void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
@@ -123,17 +175,16 @@ void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
         if ((unsigned)code < DIAG_NCODES)
             d->ncode[code]++;
     }
-    if (!printed_ok(d))
-        return;
-    char kind[48];
-    snprintf(kind, sizeof kind, "%s[%s]: ", d->demote ? "warning" : "error", diag_code_name[code]);
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(d, loc, kind, fmt, ap);
-    va_end(ap);
-    const Span *x = &d->expand_span;
-    if (loc.file == x->file && loc.off >= x->off && loc.off < x->end)
-        diag_note(d, d->expand_at, "%s", d->expand_note);
+    if (printed_ok(d)) {
+        char kind[48];
+        snprintf(kind, sizeof kind, "%s[%s]: ", d->demote ? "warning" : "error",
+                 diag_code_name[code]);
+        va_list ap;
+        va_start(ap, fmt);
+        vprimary(d, loc, kind, fmt, ap);
+        va_end(ap);
+    }
+    d->op_note[0] = 0;
 }
 
 void diag_set_expansion(Diag *d, Span span, Loc at, const char *note)
@@ -141,6 +192,14 @@ void diag_set_expansion(Diag *d, Span span, Loc at, const char *note)
     d->expand_span = span;
     d->expand_at = at;
     snprintf(d->expand_note, sizeof d->expand_note, "%s", note ? note : "");
+}
+
+static void diag_report(Diag *d, Loc loc, const char *kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprimary(d, loc, kind, fmt, ap);
+    va_end(ap);
 }
 
 void diag_note(Diag *d, Loc loc, const char *fmt, ...)
@@ -153,18 +212,89 @@ void diag_note(Diag *d, Loc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_warning(Diag *d, Loc loc, const char *fmt, ...)
+void diag_warning(Diag *d, Loc loc, WarnCode code, const char *fmt, ...)
 {
+    if (d->werror)
+        d->nerr++;
+    else
+        d->nwarn++;
+    if (!printed_ok(d))
+        return;
+    char kind[64], msg[1024];
+    const char *name = (unsigned)code < WARN_NCODES ? warn_code_name[code] : "?";
+    snprintf(kind, sizeof kind, "%s[%s]: ", d->werror ? "error" : "warning", name);
     va_list ap;
     va_start(ap, fmt);
-    vreport(d, loc, "warning: ", fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (d->werror)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " [-Werror]");
+    diag_report(d, loc, kind, "%s", msg);
+}
+
+/* Damerau-Levenshtein (optimal string alignment) distance, case folded; words longer
+ * than 63 bytes are never close. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63)
+        return 99;
+    int dp[64][64];
+    for (size_t i = 0; i <= n; i++)
+        dp[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        dp[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            int v = dp[i - 1][j - 1] + (ca != cb);
+            if (dp[i - 1][j] + 1 < v)
+                v = dp[i - 1][j] + 1;
+            if (dp[i][j - 1] + 1 < v)
+                v = dp[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == cb && dp[i - 2][j - 2] + 1 < v)
+                v = dp[i - 2][j - 2] + 1;
+            dp[i][j] = v;
+        }
+    return dp[n][m];
+}
+
+const char *diag_closest(const char *word, const char *const *names, size_t n)
+{
+    if (!word || !*word)
+        return NULL;
+    size_t len = strlen(word);
+    int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3;
+    const char *best = NULL;
+    int bestd = limit + 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i] || !strcmp(names[i], word))
+            continue;
+        int dist = edit_distance(word, names[i]);
+        if (dist < bestd) {
+            bestd = dist;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+char *diag_suggest(char *buf, size_t len, const char *word, const char *const *names, size_t n)
+{
+    const char *c = diag_closest(word, names, n);
+    if (len)
+        buf[0] = 0;
+    if (c)
+        snprintf(buf, len, ", did you mean '%s'?", c);
+    return buf;
 }
 
 void diag_free(Diag *d)
 {
     for (uint32_t i = 0; i < d->nfiles; i++) {
         free(d->files[i].path);
+        free(d->files[i].name);
         free(d->files[i].text);
         free(d->files[i].lines);
     }

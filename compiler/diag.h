@@ -49,9 +49,31 @@ typedef enum DiagCode {
 
 extern const char *const diag_code_name[DIAG_NCODES];
 
+/* Warning classes, printed as `warning[CODE]` (docs/language.md "Warnings"); `-Werror`
+ * makes each an error. X(enum suffix, printed name, what it warns about). */
+#define WARN_CODES(X) \
+    X(EMPTY, "empty", "a virtual stage without layers: its ops cost nothing") \
+    X(SPLIT, "split", "a stage splits some backwards with W and leaves others whole") \
+    X(OVERSUBSCRIBED, "oversubscribed", "more rank threads than cores") \
+    X(WORKLOAD, "workload", "the run cannot use the workload the file suggests") \
+    X(NOOP, "noop", "a directive or pass that changes nothing") \
+    X(MODEL, "model", "a policy or pass that needs a model to size its effect") \
+    X(PASS, "pass", "a pass that fell back or lengthened the schedule") \
+    X(CSV, "csv", "a CSV action or dependency that was dropped")
+
+typedef enum WarnCode {
+#define X(e, s, why) WARN_##e,
+    WARN_CODES(X)
+#undef X
+    WARN_NCODES
+} WarnCode;
+
+extern const char *const warn_code_name[WARN_NCODES];
+
 /* One source file kept for the whole run: diagnostics quote its lines. */
 typedef struct SrcFile {
     char *path;          /* as given or as found on the search path */
+    char *name;          /* what diagnostics print ("std/NAME.pipe"); NULL = path */
     char *text;          /* NUL-terminated contents, owned */
     uint32_t len;        /* bytes */
     uint32_t *lines;     /* byte offset of each line start, built on first use */
@@ -67,17 +89,26 @@ typedef struct Diag {
     FILE *out;           /* where diagnostics go; NULL = stderr */
     bool color;          /* unused for now: output is plain text */
     bool demote;         /* diag_error prints "warning[CODE]" and counts in nwarn, not nerr */
-    int nwarn;           /* errors demoted so far */
+    int nwarn;           /* errors demoted and warnings printed so far */
+    bool werror;         /* -Werror: diag_warning reports an error (counted in nerr) */
     /* The template a `schedule` line expanded: every error located inside `expand_span`
      * gets a note at `expand_at` saying so (diag_set_expansion). */
     Span expand_span;
     Loc expand_at;
     char expand_note[160];
+    char op_note[96];    /* the op the next error is about (diag_set_op), then cleared */
 } Diag;
 
 /* Registers a file and takes ownership of text (NUL-terminated, len bytes). Returns the
  * file index for Loc.file. Files larger than 4 GiB are refused by the loader first. */
 uint32_t diag_add_file(Diag *d, const char *path, char *text, uint32_t len);
+
+/* Sets the name diagnostics print for file (e.g. "std/schedules.pipe" for a stdlib
+ * file found at /usr/share/pipec/stdlib/schedules.pipe). */
+void diag_set_name(Diag *d, uint32_t file, const char *name);
+
+/* The name diagnostics print for file: its display name, else its path. */
+const char *diag_file_name(const Diag *d, uint32_t file);
 
 /* Finds an already registered file by path; returns its index or -1. */
 int diag_find_file(const Diag *d, const char *path);
@@ -89,16 +120,32 @@ void diag_linecol(Diag *d, Loc loc, uint32_t *line, uint32_t *col);
 void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* From now on, an error located inside span (a template's source) is followed by the
- * note `note` at `at` (the `schedule` line that expanded it), like gcc's "in expansion
- * of macro". An empty span turns it off. */
+/* From now on, a diagnostic located inside span (a template's source) is reported at
+ * `at` (the `schedule` line in the user's file that expanded it), followed by the note
+ * `note` at the template line, like rustc's macro backtraces. An empty span turns it
+ * off. */
 void diag_set_expansion(Diag *d, Span span, Loc at, const char *note);
+
+/* Names the op the next diag_error is about, e.g. "F7 (stage 0, micro-batch 7)": when
+ * the op comes from a template, the expansion note names it. Cleared by diag_error. */
+void diag_set_op(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A note attached to the previous error (printed only if that error was printed). */
 void diag_note(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* A warning: printed like an error with "warning:", not counted in nerr. */
-void diag_warning(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A warning: printed like an error as "warning[CODE]: message", counted in nwarn, not
+ * in nerr; with d->werror set it is an error ("error[CODE]: message [-Werror]"). */
+void diag_warning(Diag *d, Loc loc, WarnCode code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The closest of names[0..n) to word by edit distance (Damerau-Levenshtein, case
+ * folded), or NULL when none is close enough to be a likely typo (distance at most 0
+ * for words of up to 2 letters, 1 up to 4, 2 up to 8, 3 beyond). */
+const char *diag_closest(const char *word, const char *const *names, size_t n);
+
+/* Appends ", did you mean 'NAME'?" for diag_closest's answer to buf (nothing when there
+ * is none); returns buf. For messages: "unknown pass 'recomput'%s". */
+char *diag_suggest(char *buf, size_t len, const char *word, const char *const *names, size_t n);
 
 /* Frees every file. */
 void diag_free(Diag *d);

@@ -11,6 +11,7 @@
 #include "driver.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,10 @@
 #include "check.h"
 #include "costmodel.h"
 #include "frontend.h"
+#include "human.h"
+#include "memory.h"
 #include "passes.h"
+#include "sim.h"
 #include "util.h"
 
 /* The `recompute(stages=LO..HI, policy=P)` call a `recompute` directive stands for. The
@@ -36,6 +40,7 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
 {
     LoadOpts lo = {.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
     int nerr0 = d->nerr;
+    d->werror |= o && o->werror;
     Pipeline *p = load_pipeline(d, &lo, path);
     if (!p || d->nerr > nerr0)
         goto fail;
@@ -62,6 +67,10 @@ fail:
 
 bool driver_common_opt(DriverOpts *o, int opt, const char *arg)
 {
+    if (opt == 'W' && arg && !strcmp(arg, "error")) {
+        o->werror = true;
+        return true;
+    }
     if (opt != 'I')
         return false;
     size_t cap = (size_t)o->ninclude;
@@ -77,7 +86,8 @@ void driver_opts_free(DriverOpts *o)
 }
 
 /* Usage texts: DESIGN.md "Command line", one entry per command of cmds.h. */
-#define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n"
+#define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n" \
+                    "  -Werror             treat warnings as errors\n"
 
 static const struct {
     const char *name, *text;
@@ -86,7 +96,8 @@ static const struct {
      "usage: pipec check [options] FILE...\n"
      "Parses, elaborates and checks each FILE: completeness, dependencies, deadlock and\n"
      "per-stage memory. Exit 0 when all are legal, 1 on errors, 2 on usage errors.\n"
-     "  --mem               also print the per-rank peak memory table\n" COMMON_OPTS},
+     "  --mem               also print the per-rank peak memory table\n"
+     "  --quiet             print nothing for a file that passes\n" COMMON_OPTS},
     {"print",
      "usage: pipec print [options] FILE [-o OUT]\n"
      "Prints the canonical explicit form of the compiled pipeline (templates expanded,\n"
@@ -115,7 +126,8 @@ static const struct {
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"
      "  -o, --output DIR    the folder to write\n"
-     "      --backend B     cpu (default) or cuda: the runtime the Makefile links\n" COMMON_OPTS},
+     "      --backend B     cpu (default) or cuda: the runtime the Makefile links\n"
+     "      --launcher L    threads (default) or mpi: how the Makefile links the ranks\n" COMMON_OPTS},
     {"compile",
      "usage: pipec compile [options] FILE -o DIR [--backend cpu|cuda] [--launcher threads|mpi]\n"
      "Emits and compiles the per-rank programs into DIR/NAME (alias: pipec build).\n"
@@ -136,7 +148,8 @@ static const struct {
      "  --check             compare gradients with the sequential reference\n"
      "  --json              print the summary as JSON\n"
      "  --trace T.json      write what really happened as a Chrome trace\n"
-     "  --profile           measure op costs and print a costs block (-o FILE writes it)\n"
+     "  --profile           measure op costs and print a costs block\n"
+     "  -o, --output FILE   with --profile: write the costs block to FILE\n"
      "  --time-scale X      synthetic workload: scale every op's time by X\n"
      "  --timeout S         watchdog: a wait stuck for S seconds stops every rank\n"
      "  --lr X, --seed N    learning rate and initialisation seed\n"
@@ -145,12 +158,15 @@ static const struct {
      "  --quiet             only the closing summary\n" COMMON_OPTS},
     {"import-csv",
      "usage: pipec import-csv F.csv [-o F.pipe] [--name NAME]\n"
-     "Reads a PyTorch pipelining schedule CSV and writes the explicit form; --name sets\n"
-     "the pipeline's name (default: the file's base name).\n"},
+     "Reads a PyTorch pipelining schedule CSV and writes the explicit form.\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n"
+     "      --name NAME     the pipeline's name (default: the file's base name)\n"},
     {"export-csv",
      "usage: pipec export-csv [options] FILE [-o F.csv] [--legacy]\n"
-     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions);\n"
-     "--legacy spells the split backward B/BW as older PyTorch artifacts do.\n" COMMON_OPTS},
+     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions).\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n"
+     "      --legacy        spell the split backward B/BW as older PyTorch artifacts do\n"
+     COMMON_OPTS},
     {"tune",
      "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N]\n"
      "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
@@ -186,4 +202,75 @@ int driver_check_memory(Diag *d, const Pipeline *p)
     if (d->nerr + d->nwarn == n0)
         arena_check(d, p);
     return d->nerr + d->nwarn - n0;
+}
+
+/* True when q passes what `pipec check` demands: structure, dependencies, memory. */
+static bool fits_quietly(Diag *quiet, const Pipeline *q)
+{
+    quiet->nerr = quiet->nwarn = 0;
+    return check_pipeline(quiet, q, CHECK_STRUCTURE | CHECK_DEPS) == 0 && quiet->nerr == 0 &&
+           driver_check_memory(quiet, q) == 0;
+}
+
+void driver_memory_remedy(Diag *d, const Pipeline *p, const char *path)
+{
+    if (!p->has_memory || !d->ncode[DIAG_MEMORY])
+        return;
+    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
+    mem_walk(p, mr);
+    int32_t lo = -1, hi = -1;
+    bool weights_alone = false;
+    for (int32_t s = 0; s < p->P; s++)
+        if (mr[s].peak > p->memory) {
+            lo = lo < 0 ? s : lo;
+            hi = s;
+            weights_alone |= mr[s].weights > p->memory;
+        }
+    free(mr);
+    FILE *devnull = fopen("/dev/null", "w");
+    Diag quiet = {.out = devnull};
+    static const RecomputePolicy order[] = {POLICY_SELECTIVE, POLICY_MLP, POLICY_CMB,
+                                            POLICY_FULL};
+    RecomputePolicy best = POLICY_NONE;
+    double best_ms = INFINITY;
+    void *scratch = NULL;
+    for (size_t i = 0; devnull && lo >= 0 && !weights_alone && i < ARRAY_LEN(order); i++) {
+        if (!p->model && order[i] != POLICY_FULL)
+            continue; /* without a model every policy is costed as full */
+        Pipeline *q = pipeline_clone(p);
+        RecomputeDir dir = {.lo = lo, .hi = hi + 1, .policy = order[i], .loc = LOC_NONE};
+        Field args[2];
+        PassCall call = recompute_call(&dir, args);
+        quiet.nerr = 0;
+        if (run_pass(&quiet, q, &call) == 0 && quiet.nerr == 0 && fits_quietly(&quiet, q)) {
+            double ms = sim_makespan(q, &scratch);
+            if (ms < best_ms) {
+                best_ms = ms;
+                best = order[i];
+            }
+        }
+        pipeline_free(q);
+    }
+    sim_scratch_free(scratch);
+    diag_free(&quiet);
+    if (devnull)
+        fclose(devnull);
+    Loc at = p->schedule_loc.file != LOC_NONE_FILE ? p->schedule_loc : p->loc;
+    char range[48], ms[32];
+    snprintf(range, sizeof range, "%d..=%d", lo, hi);
+    if (best != POLICY_NONE)
+        diag_note(d, at,
+                  "to fit, add `recompute stages %s policy %s` (simulated makespan %s), "
+                  "or run `pipec tune %s` to search schedules, recomputation and swapping",
+                  range, policy_name[best], human_ms(ms, sizeof ms, best_ms), path);
+    else if (weights_alone)
+        diag_note(d, at,
+                  "the weights alone exceed the budget: use more stages, tensor_parallel, or "
+                  "a larger device (`pipec tune %s` cannot fix this)",
+                  path);
+    else
+        diag_note(d, at,
+                  "no `recompute` directive on stages %s fits alone; run `pipec tune %s` to "
+                  "search schedules, recomputation and swapping",
+                  range, path);
 }

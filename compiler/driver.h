@@ -16,6 +16,7 @@
 typedef struct DriverOpts {
     const char **include_dirs; int ninclude;   /* -I DIR (repeatable) */
     bool no_passes;                            /* load + costs only */
+    bool werror;                               /* -Werror: warnings are errors */
 } DriverOpts;
 
 /* Loads FILE (load_pipeline of frontend.h), derives costs (derive_costs of costmodel.h),
@@ -31,13 +32,20 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path);
  * the caller set d->demote: `pipec emit`, `compile` and `run` do). */
 int driver_check_memory(Diag *d, const Pipeline *p);
 
-/* Parses the options every command shares (-I DIR, --include DIR) from a getopt loop;
+/* After memory errors on p (compiled from path), a closing note with a concrete remedy:
+ * the `recompute` directive on the over-budget stages whose fastest policy fits
+ * (each policy tried on a copy, checked and simulated), else `pipec tune FILE`; when a
+ * rank's weights alone exceed the budget, says so. Prints nothing without memory
+ * errors. */
+void driver_memory_remedy(Diag *d, const Pipeline *p, const char *path);
+
+/* Parses the options every command shares (-I DIR, --include DIR, -Werror) from a getopt loop;
  * returns true when it consumed opt. */
 bool driver_common_opt(DriverOpts *o, int opt, const char *optarg);
 
 /* The getopt pieces for driver_common_opt: add DRIVER_SHORTOPTS to the short option
  * string and DRIVER_LONGOPTS to the struct option table of a command. */
-#define DRIVER_SHORTOPTS "I:"
+#define DRIVER_SHORTOPTS "I:W:"
 #define DRIVER_LONGOPTS {"include", required_argument, NULL, 'I'}
 
 /* Frees what driver_common_opt allocated (the include list). */

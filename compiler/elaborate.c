@@ -288,7 +288,15 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
     case N_VAR:
         if (lookup_var(e, n->name, out))
             return true;
-        EXP_ERROR(e, n->loc, DIAG_NAME, "unknown name '%s'", n->name);
+        {
+            const char **names = xmalloc((e->nvars + 1) * sizeof *names);
+            for (size_t i = 0; i < e->nvars; i++)
+                names[i] = e->vars[i].name;
+            char hint[96];
+            EXP_ERROR(e, n->loc, DIAG_NAME, "unknown name '%s'%s", n->name,
+                      diag_suggest(hint, sizeof hint, n->name, names, e->nvars));
+            free(names);
+        }
         return false;
     case N_UNOP: {
         int64_t a;
@@ -355,7 +363,10 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
     }
     case N_CALL: {
         if (n->name != e->smin && n->name != e->smax) {
-            EXP_ERROR(e, n->loc, DIAG_NAME, "unknown function '%s' (functions: min, max)", n->name);
+            static const char *const fns[] = {"min", "max"};
+            char hint[96];
+            EXP_ERROR(e, n->loc, DIAG_NAME, "unknown function '%s' (functions: min, max)%s",
+                      n->name, diag_suggest(hint, sizeof hint, n->name, fns, 2));
             return false;
         }
         int64_t r = 0;
@@ -431,13 +442,18 @@ static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
         EXP_ERROR(e, loc, DIAG_SYNTAX, "op outside a 'stage' block");
         return;
     }
+    if (mb < 0 || mb >= p->M || chunk < 0 || chunk >= p->V) /* named in the expansion note */
+        diag_set_op(e->d, "%s(%" PRId64 ", %" PRId64 ") (stage %d, micro-batch %" PRId64 ")",
+                    op_kind_name[kind], mb, chunk, (int)e->cur_stage, mb);
     if (mb < 0 || mb >= p->M) {
         EXP_ERROR(e, loc, DIAG_VALUE, "micro-batch %" PRId64 " is out of range (microbatches %d)", mb,
                   (int)p->M);
+        e->d->op_note[0] = 0;
         return;
     }
     if (chunk < 0 || chunk >= p->V) {
         EXP_ERROR(e, loc, DIAG_VALUE, "chunk %" PRId64 " is out of range (chunks %d)", chunk, (int)p->V);
+        e->d->op_note[0] = 0;
         return;
     }
     if (++e->nops > frontend_limits.max_ops) {
@@ -666,12 +682,25 @@ static Node *find_def(Node **defs, size_t n, const char *name)
     return NULL;
 }
 
+/* ", did you mean 'NAME'?" for the definition closest to name, or "" (diag_suggest). */
+static char *suggest_def(char *buf, size_t len, Node **defs, size_t n, const char *name)
+{
+    const char **names = xmalloc((n ? n : 1) * sizeof *names);
+    for (size_t i = 0; i < n; i++)
+        names[i] = defs[i]->name;
+    diag_suggest(buf, len, name, names, n);
+    free(names);
+    return buf;
+}
+
 /* `schedule NAME`: runs template NAME with only P, M and V bound. */
 static void exec_schedule(Elab *e, const Node *n)
 {
     Node *t = find_def(e->templates, e->ntemplates, n->name);
     if (!t) {
-        diag_error(e->d, n->loc, DIAG_NAME, "unknown schedule template '%s'", n->name);
+        char hint[96];
+        diag_error(e->d, n->loc, DIAG_NAME, "unknown schedule template '%s'%s", n->name,
+                   suggest_def(hint, sizeof hint, e->templates, e->ntemplates, n->name));
         if (!e->ntemplates)
             diag_note(e->d, n->loc, "no templates are defined; the stdlib's are in \"std/schedules.pipe\"");
         return;
@@ -689,7 +718,7 @@ static void exec_schedule(Elab *e, const Node *n)
     /* Errors inside the template, now (a failed `require`, a micro-batch out of range)
      * or later (check, memory, passes), name the `schedule` line that expanded it. */
     char note[160];
-    snprintf(note, sizeof note, "in 'schedule %s' here (stages %d, microbatches %d, chunks %d)",
+    snprintf(note, sizeof note, "expanded from template '%s' (stages %d, microbatches %d, chunks %d)",
              n->name, (int)e->p->P, (int)e->p->M, (int)e->p->V);
     diag_set_expansion(e->d, (Span){t->loc.file, t->loc.off, t->end}, n->loc, note);
     exec_list(e, t->body, false);
@@ -742,7 +771,9 @@ static Entity *resolve_entity(Elab *e, const Node *ref, Node **defs, size_t ndef
 {
     const Node *def = find_def(defs, ndefs, ref->name);
     if (!def) {
-        diag_error(e->d, ref->loc, DIAG_NAME, "unknown %s '%s'", what, ref->name);
+        char hint[96];
+        diag_error(e->d, ref->loc, DIAG_NAME, "unknown %s '%s'%s", what, ref->name,
+                   suggest_def(hint, sizeof hint, defs, ndefs, ref->name));
         if (!ndefs)
             diag_note(e->d, ref->loc, "no %ss are defined; the stdlib's are in \"std/%ss.pipe\"", what, what);
         return NULL;
@@ -790,9 +821,14 @@ static void read_costs(Elab *e, const Node *n)
             if (strcmp(cost_field_name[j], f->name) == 0)
                 k = j;
         if (k < 0) {
-            diag_error(e->d, f->loc, DIAG_NAME,
-                       "unknown cost '%s' (costs: f b w r act ckpt wact weights p2p host_bw swap_fraction)",
-                       f->name);
+            StrBuf all = {0};
+            for (int j = 0; j < COST_NFIELDS; j++)
+                sb_printf(&all, "%s%s", j ? " " : "", cost_field_name[j]);
+            char hint[96];
+            diag_error(e->d, f->loc, DIAG_NAME, "unknown cost '%s'%s (costs: %s)", f->name,
+                       diag_suggest(hint, sizeof hint, f->name, cost_field_name, COST_NFIELDS),
+                       all.s);
+            sb_free(&all);
             continue;
         }
         if (n->op == COSTS_VSTAGE && cost_field_scope[k] != SCOPE_VSTAGE) {
@@ -889,8 +925,10 @@ static void read_recompute(Elab *e, const Node *n)
         if (strcmp(policy_name[i], n->b->name) == 0)
             pol = i;
     if (pol < 0) {
+        char hint[96];
         diag_error(e->d, n->b->loc, DIAG_VALUE,
-                   "unknown recompute policy '%s' (policies: none, full, selective, cmb, mlp)", n->b->name);
+                   "unknown recompute policy '%s'%s (policies: none, full, selective, cmb, mlp)",
+                   n->b->name, diag_suggest(hint, sizeof hint, n->b->name, policy_name, POLICY_N));
         return;
     }
     RecomputeDir dir = {.lo = (int32_t)lo, .hi = (int32_t)hi, .policy = (RecomputePolicy)pol, .loc = n->loc};

@@ -91,9 +91,12 @@ const char *stdlib_dir(void)
 
 /* Finds an import: an absolute path as is; else the importing file's folder, each -I
  * folder, each folder of $PIPEC_PATH, then the stdlib ("std/NAME" is NAME there).
- * Returns a fresh path or NULL; *searched lists the folders tried. */
-static char *find_import(Loader *L, const char *importer, const char *path, StrBuf *searched)
+ * Returns a fresh path or NULL; *searched lists the folders tried; *std is set to the
+ * name diagnostics print ("std/NAME") when the stdlib had it, else NULL. */
+static char *find_import(Loader *L, const char *importer, const char *path, StrBuf *searched,
+                         char **std_name)
 {
+    *std_name = NULL;
     if (path[0] == '/')
         return is_regular(path) ? xstrdup(path) : NULL;
     char *cand;
@@ -130,8 +133,10 @@ static char *find_import(Loader *L, const char *importer, const char *path, StrB
     const char *rest = strncmp(path, "std/", 4) == 0 ? path + 4 : path;
     cand = xasprintf("%s/%s", std, rest);
     sb_printf(searched, ", %s", std);
-    if (is_regular(cand))
+    if (is_regular(cand)) {
+        *std_name = xasprintf("std/%s", rest);
         return cand;
+    }
     free(cand);
     return NULL;
 }
@@ -180,7 +185,8 @@ static char *read_source(Loader *L, const char *path, Loc at, size_t *len)
 static void follow_import(Loader *L, uint32_t importer, Node *imp)
 {
     StrBuf searched = {0};
-    char *found = find_import(L, L->d->files[importer].path, imp->name, &searched);
+    char *std_name;
+    char *found = find_import(L, L->d->files[importer].path, imp->name, &searched, &std_name);
     if (!found) {
         diag_error(L->d, imp->loc, DIAG_NAME, "cannot find import \"%s\"", imp->name);
         diag_note(L->d, imp->loc, "searched: %s", searched.s);
@@ -196,12 +202,14 @@ static void follow_import(Loader *L, uint32_t importer, Node *imp)
                 diag_note(L->d, L->stack[j].at, "through this import");
             free(key);
             free(found);
+            free(std_name);
             return;
         }
     for (size_t i = 0; i < L->nfiles; i++)
         if (strcmp(L->keys[i], key) == 0) { /* loaded already through another import */
             free(key);
             free(found);
+            free(std_name);
             return;
         }
     if (L->depth > (size_t)frontend_limits.max_import_depth) {
@@ -209,6 +217,7 @@ static void follow_import(Loader *L, uint32_t importer, Node *imp)
                    frontend_limits.max_import_depth);
         free(key);
         free(found);
+        free(std_name);
         return;
     }
     size_t len;
@@ -216,10 +225,13 @@ static void follow_import(Loader *L, uint32_t importer, Node *imp)
     if (!text) {
         free(key);
         free(found);
+        free(std_name);
         return;
     }
     uint32_t f = diag_add_file(L->d, found, text, (uint32_t)len);
+    diag_set_name(L->d, f, std_name);
     free(found);
+    free(std_name);
     load_file(L, f, key, imp->loc);
 }
 

@@ -7,10 +7,12 @@
  *
  * Each command parses its own options (getopt_long) with argv[0] = the command name and
  * returns the exit status: 0 ok, 1 errors in the input, 2 usage. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmds.h"
+#include "diag.h"
 #include "driver.h"
 #include "util.h"
 
@@ -44,6 +46,7 @@ static void usage(FILE *out)
             fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nOptions every command takes:\n"
                  "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n"
+                 "  -Werror             treat warnings as errors\n"
                  "\n`pipec help COMMAND` shows a command's options. Docs: docs/*.md.\n");
 }
 
@@ -55,6 +58,70 @@ static int find_command(const char *name)
     return -1;
 }
 
+/* ", did you mean 'sim'?" for an unknown command, or "". */
+static char *suggest_command(char *buf, size_t len, const char *name)
+{
+    const char *names[ARRAY_LEN(commands)];
+    for (size_t i = 0; i < ARRAY_LEN(commands); i++)
+        names[i] = commands[i].name;
+    return diag_suggest(buf, len, name, names, ARRAY_LEN(commands));
+}
+
+/* The long options cmd documents: every "--NAME" in its usage text, plus --help. */
+static size_t documented_options(const char *cmd, char names[][24], size_t max)
+{
+    size_t n = 0;
+    snprintf(names[n++], 24, "help");
+    const char *t = driver_usage_text(cmd);
+    for (const char *s = t ? strstr(t, "--") : NULL; s && n < max; s = strstr(s, "--")) {
+        s += 2;
+        size_t k = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        if (k && k < 24) {
+            bool dup = false;
+            for (size_t i = 0; i < n; i++)
+                dup |= strlen(names[i]) == k && !strncmp(names[i], s, k);
+            if (!dup)
+                snprintf(names[n++], 24, "%.*s", (int)k, s);
+        }
+        s += k;
+    }
+    return n;
+}
+
+/* Every "--NAME" argument of cmd (before "--") must be an option its usage text
+ * documents, or a prefix of one (getopt_long's abbreviations); else a usage error with
+ * the closest documented option. Returns 0 or 2. */
+static int check_options(const char *cmd, int argc, char **argv)
+{
+    char names[64][24];
+    size_t n = documented_options(cmd, names, 64);
+    const char *ptr[64];
+    for (size_t i = 0; i < n; i++)
+        ptr[i] = names[i];
+    for (int a = 0; a < argc; a++) {
+        const char *arg = argv[a];
+        if (!strcmp(arg, "--"))
+            break;
+        if (strncmp(arg, "--", 2) || !arg[2])
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+        bool known = false;
+        for (size_t i = 0; i < n && !known; i++)
+            known = !strncmp(names[i], name, strlen(name));
+        if (known)
+            continue;
+        const char *c = diag_closest(name, ptr, n);
+        fprintf(stderr, "pipec %s: unknown option '--%s'", cmd, name);
+        if (c)
+            fprintf(stderr, ", did you mean '--%s'?", c);
+        fputc('\n', stderr);
+        driver_usage(stderr, cmd);
+        return 2;
+    }
+    return 0;
+}
+
 static int help(const char *name)
 {
     if (!name) {
@@ -62,7 +129,9 @@ static int help(const char *name)
         return 0;
     }
     if (find_command(name) < 0) {
-        fprintf(stderr, "pipec: unknown command '%s'\n", name);
+        char hint[64];
+        fprintf(stderr, "pipec: unknown command '%s'%s\n", name,
+                suggest_command(hint, sizeof hint, name));
         usage(stderr);
         return 2;
     }
@@ -92,7 +161,11 @@ int main(int argc, char **argv)
     }
     int i = find_command(cmd);
     if (i < 0) {
-        fprintf(stderr, "pipec: %s '%s'\n", cmd[0] == '-' ? "unknown option" : "unknown command", cmd);
+        char hint[64] = "";
+        if (cmd[0] != '-')
+            suggest_command(hint, sizeof hint, cmd);
+        fprintf(stderr, "pipec: %s '%s'%s\n", cmd[0] == '-' ? "unknown option" : "unknown command",
+                cmd, hint);
         usage(stderr);
         return 2;
     }
@@ -104,5 +177,7 @@ int main(int argc, char **argv)
             return 0;
         }
     }
+    if (check_options(cmd, argc - 2, argv + 2))
+        return 2;
     return commands[i].fn(argc - 1, argv + 1);
 }

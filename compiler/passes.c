@@ -49,8 +49,17 @@ int run_pass(Diag *d, Pipeline *p, const PassCall *call)
 {
     const PassInfo *pi = pass_lookup(call->name);
     if (!pi) {
-        diag_error(d, call->loc, DIAG_NAME, "unknown pass '%s'", call->name);
-        diag_note(d, call->loc, "see docs/passes.md or `pipec help opt` for the passes");
+        const char *names[ARRAY_LEN(passes)];
+        StrBuf all = {0};
+        for (size_t i = 0; i < ARRAY_LEN(passes); i++) {
+            names[i] = passes[i].name;
+            sb_printf(&all, "%s%s", i ? " " : "", passes[i].name);
+        }
+        char hint[96];
+        diag_error(d, call->loc, DIAG_NAME, "unknown pass '%s'%s", call->name,
+                   diag_suggest(hint, sizeof hint, call->name, names, ARRAY_LEN(passes)));
+        diag_note(d, call->loc, "passes: %s (docs/passes.md, `pipec opt --list`)", all.s);
+        sb_free(&all);
         return 1;
     }
     int err = 0;

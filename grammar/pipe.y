@@ -30,6 +30,7 @@ typedef struct PipeParse {
     const char *pending_kw; /* the last block keyword, for "unterminated 'stage' block" */
     int last_tok;
     uint32_t tok_end;       /* where the last token ended */
+    uint32_t word_off, word_end; /* the last identifier or keyword, for "did you mean" */
     struct { uint32_t off; const char *kw; char ch; } *open; /* open brackets */
     int nopen, opencap;
     bool eof_reported;      /* an "unexpected end of file" was reported */
@@ -66,6 +67,8 @@ static Node *mk_name(PipeParse *ps, NodeKind k, PipeLoc l, const char *name);
 static Node *mk_expr(PipeParse *ps, NodeKind k, int op, PipeLoc l, Node *a, Node *b);
 static Node *mk_num(PipeParse *ps, PipeLoc l, Num n, bool neg);
 static void note_require(PipeParse *ps, PipeLoc l);
+/* The keyword closest to the n bytes at s by edit distance, or NULL (pipe.l). */
+const char *pipe_keyword_closest(const char *s, size_t n);
 static NodeList one(Node *n) { NodeList l = {0, 0}; ast_list_push(&l, n); return l; }
 static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
 }
@@ -421,6 +424,20 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
     }
     diag_error(ps->d, L(*tl), DIAG_SYNTAX, "%s", b.s);
     sb_free(&b);
+    /* A misspelt keyword reads as a name: `microbatch 4`, `stagess 4`. The word is the
+     * unexpected token itself or the one just before it. */
+    const SrcFile *f = &ps->d->files[ps->file];
+    bool just_before = ps->word_end <= tl->off && tl->off <= f->len;
+    for (uint32_t i = ps->word_end; just_before && i < tl->off; i++)
+        just_before = f->text[i] == ' ' || f->text[i] == '\t' || f->text[i] == '\n' ||
+                      f->text[i] == '\r';
+    if (tok == YYSYMBOL_IDENT || just_before) {
+        uint32_t wo = tok == YYSYMBOL_IDENT ? tl->off : ps->word_off;
+        uint32_t we = tok == YYSYMBOL_IDENT ? tl->end : ps->word_end;
+        const char *kw = we > wo && we <= f->len ? pipe_keyword_closest(f->text + wo, we - wo) : NULL;
+        if (kw)
+            diag_note(ps->d, (Loc){wo, ps->file}, "did you mean '%s'?", kw);
+    }
     if (tok == YYSYMBOL_YYEOF) {
         ps->eof_reported = true;
         note_unterminated(ps);

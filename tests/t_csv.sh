@@ -109,7 +109,7 @@ pipeline r {
 }
 EOF
 "$PIPEC" export-csv "$tmp/r.pipe" -o "$tmp/r.csv" 2>"$tmp/r.err"; rc=$?
-if [ "$rc" = 0 ] && [ "$(cat "$tmp/r.csv")" = "0F0,0F1,0B0,0B1" ] && [ "$(grep -c 'warning: R ops have no PyTorch' "$tmp/r.err")" = 1 ]; then ok
+if [ "$rc" = 0 ] && [ "$(cat "$tmp/r.csv")" = "0F0,0F1,0B0,0B1" ] && [ "$(grep -cF 'warning[csv]: R ops have no PyTorch' "$tmp/r.err")" = 1 ]; then ok
 else bad "export drops R" "rc=$rc $(cat "$tmp/r.err")"; fi
 
 # --- bad CSVs -----------------------------------------------------------------------

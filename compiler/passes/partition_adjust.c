@@ -70,7 +70,8 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
     if (err)
         return err;
     if (!p->model) {
-        diag_warning(d, call->loc, "partition_adjust needs a model to move layers; nothing moved");
+        diag_warning(d, call->loc, WARN_MODEL,
+                     "partition_adjust needs a model to move layers; nothing moved");
         return 0;
     }
     if (p->V != 1) {

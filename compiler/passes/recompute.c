@@ -122,8 +122,10 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
             pol = (RecomputePolicy)i;
     if (pol == POLICY_N) {
         const Field *f = field_find(call->args, call->nargs, "policy");
+        char hint[96];
         diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
-                   "unknown recomputation policy '%s' (none, full, selective, cmb, mlp)", pname);
+                   "unknown recomputation policy '%s'%s (none, full, selective, cmb, mlp)", pname,
+                   diag_suggest(hint, sizeof hint, pname, policy_name, POLICY_N));
         return 1;
     }
     if (hi == INT32_MAX) /* stages=all */
@@ -140,7 +142,7 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
         return 1;
     }
     if (!p->model && (pol == POLICY_SELECTIVE || pol == POLICY_CMB || pol == POLICY_MLP) && hi > lo)
-        diag_warning(d, call->loc,
+        diag_warning(d, call->loc, WARN_MODEL,
                      "policy '%s' needs a model to size its savings; without one it is costed "
                      "as full recomputation (r = f) unless the costs set r and ckpt",
                      policy_name[pol]);

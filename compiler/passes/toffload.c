@@ -147,7 +147,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
         }
         double cool = sr->makespan_ms - last_b, warm = isfinite(first_f) ? first_f : 0;
         if (move + cpu_step > cool + 1e-9 || move > warm + 1e-9) {
-            diag_warning(d, call->loc,
+            diag_warning(d, call->loc, WARN_PASS,
                          "toffload: stage %d keeps its model states: offload + CPU step %.3f ms "
                          "vs a cool-down bubble of %.3f ms, reload %.3f ms vs a warm-up bubble "
                          "of %.3f ms (TPipe Appendix D)",
@@ -175,7 +175,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
     if (changed) {
         sr = simulate(p);
         if (!sr->stuck && sr->makespan_ms > before * (1 + 1e-9) + 1e-9)
-            diag_warning(d, call->loc,
+            diag_warning(d, call->loc, WARN_PASS,
                          "toffload: the model-state transfers lengthen the makespan from %.3f "
                          "to %.3f ms (they share the host link with swaps)",
                          before, sr->makespan_ms);

@@ -288,7 +288,7 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
     }
     sim_scratch_free(scratch);
     if (best_delay != delay)
-        diag_warning(d, call->loc,
+        diag_warning(d, call->loc, WARN_PASS,
                      "trecomp_blockwise: a delay of %lld rounds leaves the schedule stuck; "
                      "applied without delay",
                      (long long)delay);

@@ -1,0 +1,59 @@
+/* human.c - see human.h. */
+#include "human.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Three significant digits, at least none and at most two decimals. */
+static int decimals(double a)
+{
+    return a >= 100 ? 0 : a >= 10 ? 1 : 2;
+}
+
+char *human_ms(char *buf, size_t n, double ms)
+{
+    double a = fabs(ms);
+    if (!isfinite(ms))
+        snprintf(buf, n, "-");
+    else if (a == 0)
+        snprintf(buf, n, "0 ms");
+    else if (a < 1)
+        snprintf(buf, n, "%.*f us", decimals(a * 1000), ms * 1000);
+    else if (a < 1000)
+        snprintf(buf, n, "%.*f ms", decimals(a), ms);
+    else
+        snprintf(buf, n, "%.*f s", decimals(a / 1000), ms / 1000);
+    return buf;
+}
+
+char *human_size(char *buf, size_t n, double bytes)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    double x = bytes;
+    while (fabs(x) >= 1024 && u < 5) {
+        x /= 1024;
+        u++;
+    }
+    if (!isfinite(bytes))
+        snprintf(buf, n, "-");
+    else if (u == 0)
+        snprintf(buf, n, "%.0f B", x);
+    else
+        snprintf(buf, n, "%.1f %s", x, unit[u]);
+    return buf;
+}
+
+char *human_num(char *buf, size_t n, double x)
+{
+    double a = fabs(x);
+    if (!isfinite(x))
+        snprintf(buf, n, "-");
+    else if (a >= 100 || a == 0)
+        snprintf(buf, n, "%.0f", x);
+    else if (a >= 0.001)
+        snprintf(buf, n, "%.*f", a >= 10 ? 1 : a >= 1 ? 2 : 3, x);
+    else
+        snprintf(buf, n, "%.3g", x);
+    return buf;
+}

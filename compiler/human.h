@@ -1,0 +1,22 @@
+/* human.h - numbers for people: the one place that rounds times and sizes in text
+ * tables, summaries, diagnostics and picture labels. JSON and `pipec print` never use
+ * it (they keep full precision: DESIGN.md "Command line"). */
+#ifndef PIPEC_HUMAN_H
+#define PIPEC_HUMAN_H
+
+#include <stddef.h>
+
+/* A duration given in ms, with a unit chosen for its size and three significant digits
+ * (at least one decimal below 100): "500 us", "1.83 ms", "31.0 ms", "126 ms", "18.3 s",
+ * "1234 s". "-" when not finite. Returns buf (32 bytes are enough). */
+char *human_ms(char *buf, size_t n, double ms);
+
+/* A byte count in binary units with one decimal: "512 B", "3.6 GiB". "-" when not
+ * finite. Returns buf (32 bytes are enough). */
+char *human_size(char *buf, size_t n, double bytes);
+
+/* A plain number with three significant digits and no exponent for people: 0.273,
+ * 31.0, 18280. Returns buf. */
+char *human_num(char *buf, size_t n, double x);
+
+#endif
