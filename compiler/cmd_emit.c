@@ -64,8 +64,19 @@ static int parse_target(Target *t, int opt_backend, int c, const char *arg)
     return 2;
 }
 
-/* Compiles and emits FILE into memory; *nranks = P. Returns 0, 1 (input errors) or 2. */
-static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int *nranks)
+/* What `pipec run` tells before it starts: the rank count, and whether the mlp
+ * workload can run the file (and why not). */
+typedef struct RunInfo {
+    int nranks;
+    bool mlp_ok;
+    char why[256];        /* mlp_shape's reason when !mlp_ok */
+    char model[64];       /* the model's name, "" without one */
+} RunInfo;
+
+/* Compiles and emits FILE into memory; *nranks = P; info (may be NULL) gets what `run`
+ * reports. Returns 0, 1 (input errors) or 2. */
+static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int *nranks,
+                    RunInfo *info)
 {
     memset(out, 0, sizeof *out);
     Diag d = {0};
@@ -87,6 +98,14 @@ static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int 
         rc = 0;
         if (nranks)
             *nranks = (int)p->P;
+        if (info) {
+            MlpShape shape;
+            info->nranks = (int)p->P;
+            info->mlp_ok = mlp_shape(p, &shape, info->why, sizeof info->why) == 0;
+            if (info->mlp_ok)
+                mlp_shape_free(&shape);
+            snprintf(info->model, sizeof info->model, "%s", p->model ? p->model->name : "");
+        }
     }
     pipeline_free(p);
     diag_free(&d);
@@ -495,7 +514,7 @@ static int emit_or_compile(int argc, char **argv, bool compile)
         return 2;
     }
     EmitOut out;
-    int rc = generate(&dopt, argv[optind], &out, NULL);
+    int rc = generate(&dopt, argv[optind], &out, NULL, NULL);
     if (rc == 0 && emit_write(&out, outdir) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", outdir, strerror(errno));
         rc = 1;
@@ -641,6 +660,48 @@ static int run_mpi(char **argv, int P)
     return rc;
 }
 
+/* Says, before a run starts, which workload it uses and why (the program picks mlp when
+ * the file's model can run on the CPU, else synthetic), and warns about more rank
+ * threads than cores. Returns 0, or 1 after an error (--check that cannot be met, or a
+ * warning under -Werror). */
+static int announce(const DriverOpts *dopt, const RunInfo *info, const char *workload,
+                    bool check, bool quiet, Target t, const char *data)
+{
+    Diag d = {.werror = dopt->werror};
+    bool mlp = workload ? !strcmp(workload, "mlp") : info->mlp_ok;
+    if ((check || mlp) && !info->mlp_ok) {
+        fprintf(stderr, "pipec run: %s needs the mlp workload, which cannot run this file: %s\n",
+                check ? "--check" : "--workload mlp", info->why);
+        if (!info->model[0])
+            fprintf(stderr, "pipec run: add `model tiny` (import \"std/models.pipe\") to the "
+                            "pipeline to train a real model, or run without --check\n");
+        else
+            fprintf(stderr, "pipec run: use a smaller model (e.g. `model tiny`) to train for "
+                            "real, or run --workload synthetic without --check\n");
+        return 1;
+    }
+    if (!quiet) {
+        if (mlp)
+            fprintf(stderr, "pipec run: workload mlp: model %s really trains%s\n", info->model,
+                    workload ? " (--workload mlp)" : " (its shape fits the CPU mlp workload)");
+        else
+            fprintf(stderr, "pipec run: workload synthetic: ops busy-wait their cost-model times "
+                            "and touch scaled-down arenas%s%s%s\n",
+                    workload ? " (--workload synthetic)" : "; the mlp workload cannot run this "
+                                                           "file: ",
+                    workload ? "" : info->why, data && !mlp ? "; --data is ignored" : "");
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!t.mpi && cores > 0 && info->nranks > cores)
+        diag_warning(&d, LOC_NONE, WARN_OVERSUBSCRIBED,
+                     "%d rank threads on %ld cores: ranks share cores, so measured times are "
+                     "longer than simulated ones (--launcher mpi spreads ranks over machines)",
+                     info->nranks, cores);
+    int rc = d.nerr ? 1 : 0;
+    diag_free(&d);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     DriverOpts dopt = {0};
@@ -670,7 +731,8 @@ int cmd_run(int argc, char **argv)
     /* Options for the program, passed through as given. */
     char **pass = xcalloc((size_t)argc * 2 + 8, sizeof *pass);
     int np = 1, nranks = 1;
-    bool synthetic = false;
+    bool synthetic = false, check = false, quiet = false;
+    const char *workload = NULL;
     int c, rc = 2;
     optind = 1;
     while ((c = getopt_long(argc, argv, DRIVER_SHORTOPTS "o:", longopts, NULL)) != -1) {
@@ -688,6 +750,8 @@ int cmd_run(int argc, char **argv)
         case O_CACHE: cache = optarg; break;
         case O_DATA: data = optarg; break;
         case O_CHECK: case O_JSON: case O_PROFILE: case O_QUIET: case O_REF:
+            check |= c == O_CHECK;
+            quiet |= c == O_QUIET;
             pass[np++] = xasprintf("--%s", name);
             break;
         case 'o':
@@ -696,6 +760,7 @@ int cmd_run(int argc, char **argv)
             break;
         case O_WORKLOAD:
             synthetic = !strcmp(optarg, "synthetic");
+            workload = optarg;
             /* fall through */
         case O_ITERS: case O_TRACE: case O_SCALE: case O_TIMEOUT: case O_LR: case O_SEED:
             pass[np++] = xasprintf("--%s", name);
@@ -712,9 +777,15 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     EmitOut eo;
-    rc = generate(&dopt, argv[optind], &eo, &nranks);
+    RunInfo info = {0};
+    rc = generate(&dopt, argv[optind], &eo, &nranks, &info);
     if (rc != 0)
         goto out;
+    if (announce(&dopt, &info, workload, check, quiet, t, data) != 0) {
+        emit_out_free(&eo);
+        rc = 1;
+        goto out;
+    }
     char *root = cache_root(cache);
     char *dir = xasprintf("%s/%016llx", root, (unsigned long long)hash_out(&eo, t));
     char *exe = xasprintf("%s/%s", dir, eo.progname);
@@ -723,6 +794,9 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "pipec: cannot create the cache folder %s: %s\n", dir, strerror(errno));
         rc = 1;
     } else if (!exists(exe)) {
+        if (!quiet)
+            fprintf(stderr, "pipec run: building %s (%d rank%s) in %s\n", eo.progname, nranks,
+                    nranks == 1 ? "" : "s", dir);
         if (emit_write(&eo, dir) != 0) {
             fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
             rc = 1;
@@ -730,8 +804,11 @@ int cmd_run(int argc, char **argv)
             rc = build(&eo, dir, t);
     }
     char *dd = NULL;
-    if (!rc && !data && !synthetic)
+    if (!rc && !data && !synthetic && info.mlp_ok)
         dd = default_data(root);
+    if (!rc && !quiet && !data && !synthetic && info.mlp_ok)
+        fprintf(stderr, "pipec run: training text: %s (--data FILE for another)\n",
+                dd ? "the project's README and docs" : "the program's short built-in text");
     if (!rc) {
         pass[0] = xstrdup(exe);
         if (data || dd) {

@@ -55,8 +55,6 @@ extern const char *const diag_code_name[DIAG_NCODES];
     X(EMPTY, "empty", "a virtual stage without layers: its ops cost nothing") \
     X(SPLIT, "split", "a stage splits some backwards with W and leaves others whole") \
     X(OVERSUBSCRIBED, "oversubscribed", "more rank threads than cores") \
-    X(WORKLOAD, "workload", "the run cannot use the workload the file suggests") \
-    X(NOOP, "noop", "a directive or pass that changes nothing") \
     X(MODEL, "model", "a policy or pass that needs a model to size its effect") \
     X(PASS, "pass", "a pass that fell back or lengthened the schedule") \
     X(CSV, "csv", "a CSV action or dependency that was dropped")

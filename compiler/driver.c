@@ -7,6 +7,7 @@
  *     recompute           one pass call per `recompute` directive (passes.h)
  *     apply passes        in the order written                    (passes.h)
  *     check_pipeline      structure and dependencies              (check.h)
+ *     lint_pipeline       warnings: legal but suspicious            (lint.h)
  */
 #include "driver.h"
 
@@ -20,6 +21,7 @@
 #include "costmodel.h"
 #include "frontend.h"
 #include "human.h"
+#include "lint.h"
 #include "memory.h"
 #include "passes.h"
 #include "sim.h"
@@ -58,6 +60,9 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
                 goto fail;
     }
     if (check_pipeline(d, p, CHECK_STRUCTURE | CHECK_DEPS) || d->nerr > nerr0)
+        goto fail;
+    lint_pipeline(d, p);
+    if (d->nerr > nerr0) /* -Werror */
         goto fail;
     return p;
 fail:
