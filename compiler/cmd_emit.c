@@ -662,7 +662,7 @@ static int run_mpi(char **argv, int P)
 
 /* Says, before a run starts, which workload it uses and why (the program picks mlp when
  * the file's model can run on the CPU, else synthetic), and warns about more rank
- * threads than cores. Returns 0, or 1 after an error (--check that cannot be met, or a
+ * threads than cores; quiet (--quiet, --json) keeps only errors. Returns 0, or 1 after an error (--check that cannot be met, or a
  * warning under -Werror). */
 static int announce(const DriverOpts *dopt, const RunInfo *info, const char *workload,
                     bool check, bool quiet, Target t, const char *data)
@@ -692,7 +692,7 @@ static int announce(const DriverOpts *dopt, const RunInfo *info, const char *wor
                     workload ? "" : info->why, data && !mlp ? "; --data is ignored" : "");
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (!t.mpi && cores > 0 && info->nranks > cores)
+    if (!quiet && !t.mpi && cores > 0 && info->nranks > cores)
         diag_warning(&d, LOC_NONE, WARN_OVERSUBSCRIBED,
                      "%d rank threads on %ld cores: ranks share cores, so measured times are "
                      "longer than simulated ones (--launcher mpi spreads ranks over machines)",
@@ -751,7 +751,7 @@ int cmd_run(int argc, char **argv)
         case O_DATA: data = optarg; break;
         case O_CHECK: case O_JSON: case O_PROFILE: case O_QUIET: case O_REF:
             check |= c == O_CHECK;
-            quiet |= c == O_QUIET;
+            quiet |= c == O_QUIET || c == O_JSON; /* JSON output: no chatter beside it */
             pass[np++] = xasprintf("--%s", name);
             break;
         case 'o':

@@ -144,11 +144,18 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 }
 
 /* Prints one error or warning; inside a template expansion the primary location is the
- * `schedule` line and the template line follows as a note. */
+ * `schedule` line and the template line follows as a note. A syntax-class error is about
+ * the template's text itself: it stays at the template, with a note at the `schedule`
+ * line. */
 static void vprimary(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 {
     if (!in_expansion(d, loc)) {
         vreport(d, loc, kind, fmt, ap);
+        return;
+    }
+    if (!strncmp(kind, "error[syntax]", 13)) {
+        vreport(d, loc, kind, fmt, ap);
+        diag_note(d, d->expand_at, "the template is expanded here");
         return;
     }
     vreport(d, d->expand_at, kind, fmt, ap);

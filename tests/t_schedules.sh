@@ -57,7 +57,7 @@ if [ "$rc" = 0 ] && [ "$nok" = "$ndef" ]; then ok; else
 fi
 
 (cd "$tmp/undef" && "$PIPEC" check ./*.pipe) >"$tmp/undef.out" 2>&1; rc=$?
-nval=$(grep -c 'schedules.pipe:[0-9]*:[0-9]*: error\[value\]: ' "$tmp/undef.out")
+nval=$(grep -c '_[0-9]*\.pipe:7:12: error\[value\]: ' "$tmp/undef.out")
 nerr=$(grep -c 'error\[' "$tmp/undef.out")
 none=$(grep -c '\.pipe: 1 error$' "$tmp/undef.out")
 if [ "$rc" = 1 ] && [ "$nval" = "$nundef" ] && [ "$nerr" = "$nundef" ] && [ "$none" = "$nundef" ]; then ok; else
@@ -66,9 +66,9 @@ if [ "$rc" = 1 ] && [ "$nval" = "$nundef" ] && [ "$nerr" = "$nundef" ] && [ "$no
 fi
 
 # The exact diagnostics of every undefined grid point: the message of the template's
-# `require` (written out here, one per template) at the line of that `require` in
-# stdlib/schedules.pipe, column 3, then the note at line 7, column 12 of the pipeline
-# (mkpipe's `  schedule NAME`).
+# `require` (written out here, one per template) at line 7, column 12 of the pipeline
+# (mkpipe's `  schedule NAME`), then the note at the line of that `require` in
+# std/schedules.pipe, column 3.
 why() { # NAME: the message its require gives
     case $1 in
     gpipe) echo "gpipe is defined for chunks 1 only" ;;
@@ -85,8 +85,8 @@ for s in $SCHEDS; do
     if [ -z "$line" ]; then bad "require for $s" "no require with \"$msg\" in stdlib/schedules.pipe"; continue; fi
     for f in "$tmp"/undef/"$s"_*.pipe; do
         b=$(basename "$f" .pipe); IFS=_ read -r _ P M V <<<"$b"
-        printf '%s\t%s\n' "schedules.pipe:$line:3: error[value]: $msg" \
-            "./$b.pipe:7:12: note: in 'schedule $s' here (stages $P, microbatches $M, chunks $V)" >>"$tmp/want.txt"
+        printf '%s\t%s\n' "$b.pipe:7:12: error[value]: $msg" \
+            "std/schedules.pipe:$line:3: note: expanded from template '$s' (stages $P, microbatches $M, chunks $V)" >>"$tmp/want.txt"
     done
 done
 # Each error line (its folder dropped) with the note line after it.

@@ -517,7 +517,11 @@ static void test_template_language(void **state)
     done(&r);
     expect_error("template t { stage 0 { F(k) } }\n"
                  "pipeline x { stages 2 microbatches 2 let k = 1 schedule t }",
-                 "t.pipe:1:26: error[name]: unknown name 'k'");
+                 "t.pipe:2:57: error[name]: unknown name 'k'");
+    /* the template's line is a note (the error is reported at the `schedule` line) */
+    expect_error("template t { stage 0 { F(k) } }\n"
+                 "pipeline x { stages 2 microbatches 2 let k = 1 schedule t }",
+                 "t.pipe:1:26: note: expanded from template 't' (stages 2, microbatches 2, chunks 1)");
 }
 
 /* `require COND "message"`: a template's precondition (docs/language.md section 6). */
@@ -535,15 +539,17 @@ static void test_require(void **state)
     /* holds: the template runs (and so reaches its out-of-range F(M)) */
     snprintf(src, sizeof src, "%spipeline x { stages 2 microbatches 4 schedule t }", tmpl);
     assert_null(load(&r, src));
-    assert_has(r.out, "t.pipe:4:13: error[value]: micro-batch 4 is out of range (microbatches 4)");
+    assert_has(r.out, "t.pipe:6:47: error[value]: micro-batch 4 is out of range (microbatches 4)");
+    assert_has(r.out, "t.pipe:4:13: note: F(4, 0) (stage 0, micro-batch 4) is expanded from "
+                      "template 't' (stages 2, microbatches 4, chunks 1)");
     assert_int_equal(r.d.nerr, 1);
     done(&r);
-    /* fails: one `value` error at the statement with the message (escapes undone), a
-     * note at the pipeline's `schedule` line, and nothing after the require runs */
+    /* fails: one `value` error at the pipeline's `schedule` line with the message
+     * (escapes undone), a note at the statement, and nothing after the require runs */
     snprintf(src, sizeof src, "%spipeline x {\n  stages 2 microbatches 3\n  schedule t\n}", tmpl);
     assert_null(load(&r, src));
-    assert_has(r.out, "t.pipe:2:3: error[value]: t needs \"M\" to be a multiple of P\n");
-    assert_has(r.out, "t.pipe:8:12: note: in 'schedule t' here (stages 2, microbatches 3, chunks 1)\n");
+    assert_has(r.out, "t.pipe:8:12: error[value]: t needs \"M\" to be a multiple of P\n");
+    assert_has(r.out, "t.pipe:2:3: note: expanded from template 't' (stages 2, microbatches 3, chunks 1)\n");
     assert_int_equal(r.d.nerr, 1);
     assert_int_equal(r.d.ncode[DIAG_VALUE], 1);
     done(&r);
@@ -560,14 +566,15 @@ static void test_require(void **state)
     p = load(&r, "template u { for s in 0 .. P { require s < 2 \"at most 2\" stage s { F(0) } } }\n"
                  "pipeline x { stages 5 microbatches 1 schedule u }");
     assert_null(p);
-    assert_has(r.out, "t.pipe:1:32: error[value]: at most 2\n");
+    assert_has(r.out, "t.pipe:2:47: error[value]: at most 2\n");
+    assert_has(r.out, "t.pipe:1:32: note: expanded from template 'u'");
     assert_int_equal(r.d.nerr, 1);
     done(&r);
 
     /* it ends the template, not the pipeline: the body after `schedule` still runs */
     assert_null(load(&r, "template u { require 0 \"never\" }\n"
                          "pipeline x { stages 1 microbatches 1 schedule u stage 0 { F7 } }"));
-    assert_has(r.out, "t.pipe:1:14: error[value]: never\n");
+    assert_has(r.out, "t.pipe:2:47: error[value]: never\n");
     assert_has(r.out, "t.pipe:2:59: error[value]: micro-batch 7 is out of range (microbatches 1)");
     assert_int_equal(r.d.nerr, 2);
     done(&r);
@@ -582,7 +589,7 @@ static void test_require(void **state)
     /* a condition that cannot be evaluated is reported and also ends the template */
     assert_null(load(&r, "template u { require zz \"x\" stage 0 { F9 } }\n"
                          "pipeline x { stages 1 microbatches 1 schedule u }"));
-    assert_has(r.out, "t.pipe:1:22: error[name]: unknown name 'zz'");
+    assert_has(r.out, "t.pipe:2:47: error[name]: unknown name 'zz'");
     assert_int_equal(r.d.nerr, 1);
     done(&r);
 
