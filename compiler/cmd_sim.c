@@ -328,25 +328,79 @@ static void row_size(StrBuf *out, const char *name, double a, double b)
               sim_fmt_size(sb2, sizeof sb2, b), sd2, ra);
 }
 
-/* The metrics table of `pipec diff`, then the per-stage op-order diffs. */
-static void write_diff(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *na,
+/* A note, in the metrics header, when A and B differ in stages, micro-batches or chunks:
+ * their metrics then compare different work. */
+static bool write_shape_note(StrBuf *out, const Pipeline *a, const Pipeline *b)
+{
+    if (a->P == b->P && a->M == b->M && a->V == b->V)
+        return false;
+    sb_puts(out, "note: A and B differ in shape:");
+    const char *sep = " ";
+    if (a->P != b->P)
+        sb_printf(out, "%sstages %d vs %d", sep, a->P, b->P), sep = ", ";
+    if (a->M != b->M)
+        sb_printf(out, "%smicrobatches %d vs %d (compare micro-batches/s, not makespan)", sep,
+                  a->M, b->M), sep = ", ";
+    if (a->V != b->V)
+        sb_printf(out, "%schunks %d vs %d", sep, a->V, b->V);
+    sb_puts(out, "\n");
+    return true;
+}
+
+/* Per stage, A and B side by side: busy, idle and its two bubbles (DESIGN.md "Time"),
+ * in ms; "-" for a stage only one of them has. */
+static void write_stage_rows(StrBuf *out, const Pipeline *a, const SimResult *ra,
+                             const Pipeline *b, const SimResult *rb)
+{
+    static const char *const head[8] = {"busy A", "busy B", "idle A", "idle B",
+                                        "fwd bub A", "fwd bub B", "bwd bub A", "bwd bub B"};
+    int32_t P = a->P > b->P ? a->P : b->P;
+    sb_printf(out, "\n%5s", "stage");
+    for (int k = 0; k < 8; k++)
+        sb_printf(out, " %10s", head[k]);
+    sb_puts(out, "   (ms)\n");
+    for (int32_t s = 0; s < P; s++) {
+        const SimStage *x = s < a->P ? &ra->stage[s] : NULL, *y = s < b->P ? &rb->stage[s] : NULL;
+        const SimStage *of[8] = {x, y, x, y, x, y, x, y};
+        sb_printf(out, "%5d", s);
+        for (int k = 0; k < 8; k++) {
+            const SimStage *t = of[k];
+            double v = !t ? 0 : k < 2 ? t->busy_ms : k < 4 ? t->idle_ms : k < 6 ? t->fwd_bubble_ms
+                                                                                 : t->bwd_bubble_ms;
+            if (t)
+                sb_printf(out, " %10.3f", v);
+            else
+                sb_printf(out, " %10s", "-");
+        }
+        sb_putc(out, '\n');
+    }
+}
+
+/* The metrics table of `pipec diff`, then the per-stage rows and op-order diffs.
+ * Returns whether A and B differ (shape, op order or any metric). */
+static bool write_diff(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *na,
                        const Pipeline *b, const SimResult *rb, const char *nb)
 {
-    sb_printf(out, "A: %s (%s)\nB: %s (%s)\n\n", na, a->name ? a->name : "", nb,
+    sb_printf(out, "A: %s (%s)\nB: %s (%s)\n", na, a->name ? a->name : "", nb,
               b->name ? b->name : "");
-    sb_printf(out, "%-18s %14s %14s %14s %8s\n", "", "A", "B", "B - A", "B / A");
+    bool differ = write_shape_note(out, a, b);
+    sb_printf(out, "\n%-18s %14s %14s %14s %8s\n", "", "A", "B", "B - A", "B / A");
     row_num(out, "makespan ms", ra->makespan_ms, rb->makespan_ms, 3);
     double ta = ra->makespan_ms > 0 ? a->M / (ra->makespan_ms / 1000) : 0;
     double tb = rb->makespan_ms > 0 ? b->M / (rb->makespan_ms / 1000) : 0;
     row_num(out, "micro-batches/s", ta, tb, 2);
     row_num(out, "bubble ratio", ra->bubble_ratio, rb->bubble_ratio, 4);
+    differ |= ra->makespan_ms != rb->makespan_ms || ra->bubble_ratio != rb->bubble_ratio;
     int32_t P = a->P > b->P ? a->P : b->P;
     char name[48];
     for (int32_t s = 0; s < P; s++) {
         snprintf(name, sizeof name, "peak mem stage %d", s);
-        row_size(out, name, s < a->P ? ra->stage[s].peak_mem_bytes : 0,
-                 s < b->P ? rb->stage[s].peak_mem_bytes : 0);
+        double pa = s < a->P ? ra->stage[s].peak_mem_bytes : 0;
+        double pb = s < b->P ? rb->stage[s].peak_mem_bytes : 0;
+        row_size(out, name, pa, pb);
+        differ |= pa != pb;
     }
+    write_stage_rows(out, a, ra, b, rb);
     if (ra->stuck || rb->stuck)
         sb_printf(out, "warning: %s cannot run to the end; its numbers are partial\n",
                   ra->stuck ? na : nb);
@@ -356,21 +410,60 @@ static void write_diff(StrBuf *out, const Pipeline *a, const SimResult *ra, cons
         ndiff += diff_ops(out, s < a->P ? &a->stages[s] : NULL, s < b->P ? &b->stages[s] : NULL,
                           na, nb, s) != 0;
     if (ndiff == 0)
-        sb_printf(out, "op order: the same on all %d stages\n", P);
+        sb_printf(out, "op order: the same on all %d stage%s\n", P, P == 1 ? "" : "s");
     else
         sb_printf(out, "op order: %d of %d stage%s differ\n", ndiff, P, P == 1 ? "" : "s");
+    return differ || ndiff;
+}
+
+/* `pipec diff --json`: {"a": SIM, "b": SIM, "shape_differs": bool, "stages_differ":
+ * [stage numbers whose op order differs], "differ": bool}, SIM being `pipec sim --json`'s
+ * object. */
+static bool write_diff_json(StrBuf *out, const Pipeline *a, const SimResult *ra,
+                            const Pipeline *b, const SimResult *rb)
+{
+    StrBuf ja = {0}, jb = {0}, scratch = {0};
+    sim_write_json(&ja, a, ra);
+    sim_write_json(&jb, b, rb);
+    while (ja.len && ja.s[ja.len - 1] == '\n')
+        ja.s[--ja.len] = 0;
+    while (jb.len && jb.s[jb.len - 1] == '\n')
+        jb.s[--jb.len] = 0;
+    bool shape = a->P != b->P || a->M != b->M || a->V != b->V;
+    bool differ = shape || ra->makespan_ms != rb->makespan_ms;
+    sb_printf(out, "{\"a\": %s, \"b\": %s, \"shape_differs\": %s, \"stages_differ\": [", ja.s,
+              jb.s, shape ? "true" : "false");
+    int32_t P = a->P > b->P ? a->P : b->P;
+    int n = 0;
+    for (int32_t s = 0; s < P; s++) {
+        double pa = s < a->P ? ra->stage[s].peak_mem_bytes : 0;
+        double pb = s < b->P ? rb->stage[s].peak_mem_bytes : 0;
+        differ |= pa != pb;
+        scratch.len = 0;
+        if (diff_ops(&scratch, s < a->P ? &a->stages[s] : NULL, s < b->P ? &b->stages[s] : NULL,
+                     "a", "b", s) != 0)
+            sb_printf(out, "%s%d", n++ ? ", " : "", s);
+    }
+    differ |= n > 0;
+    sb_printf(out, "], \"differ\": %s}\n", differ ? "true" : "false");
+    sb_free(&ja);
+    sb_free(&jb);
+    sb_free(&scratch);
+    return differ;
 }
 
 int cmd_diff(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"svg", required_argument, NULL, OPT_SVG},
+        {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     DriverOpts o = {0};
     const char *svg = NULL;
+    bool json = false;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
@@ -378,6 +471,7 @@ int cmd_diff(int argc, char **argv)
             continue;
         switch (opt) {
         case OPT_SVG: svg = optarg; break;
+        case OPT_JSON: json = true; break;
         case 'h':
         case OPT_HELP:
             driver_usage(stdout, "diff");
@@ -401,12 +495,13 @@ int cmd_diff(int argc, char **argv)
     driver_opts_free(&o);
     int rc = 0;
     if (!a || !b) {
-        rc = 1;
+        rc = 2; /* as diff(1): 0 the same, 1 different, 2 trouble */
         goto out;
     }
     SimResult *ra = simulate(a), *rb = simulate(b);
     StrBuf s = {0};
-    write_diff(&s, a, ra, fa, b, rb, fb);
+    bool differ = json ? write_diff_json(&s, a, ra, b, rb) : write_diff(&s, a, ra, fa, b, rb, fb);
+    rc = differ ? 1 : 0;
     fputs(s.s ? s.s : "", stdout);
     sb_free(&s);
     if (svg) {
@@ -416,7 +511,7 @@ int cmd_diff(int argc, char **argv)
         free(la);
         free(lb);
         if (write_out(svg, &t))
-            rc = 1;
+            rc = 2;
         sb_free(&t);
     }
     sim_free(ra);

@@ -124,9 +124,13 @@ static const struct {
      "  -o, --output OUT    write OUT atomically instead of standard output\n"
      "  --list              list the passes and their arguments\n" COMMON_OPTS},
     {"diff",
-     "usage: pipec diff [options] A B [--svg OUT.svg]\n"
-     "Simulates both schedules and prints their metrics side by side, then each stage's\n"
-     "op-order difference as a unified diff.\n" COMMON_OPTS},
+     "usage: pipec diff [options] A B [--json] [--svg OUT.svg]\n"
+     "Simulates both schedules and prints their metrics side by side (with a note when\n"
+     "their stages, micro-batches or chunks differ), each stage's busy, idle and bubble\n"
+     "times, then each stage's op-order difference as a unified diff. Exit 0 when A and B\n"
+     "are the same, 1 when they differ, 2 on errors (as diff(1)).\n"
+     "  --json              one JSON object: both `sim --json` objects and what differs\n"
+     "  --svg OUT.svg       both timelines, A above B, on one time axis\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"

@@ -131,7 +131,7 @@ check "svg: swap rows" python3 "$tmp/check_svg.py" "$tmp/s.svg" 6 "swap out" "sw
 
 # --- diff --------------------------------------------------------------------------------
 "$P" diff $G/tiny_1f1b.pipe $G/tiny_gpipe.pipe --svg "$tmp/d.svg" >"$tmp/d" 2>"$tmp/d.err"
-check "diff exits 0" test $? = 0
+check "diff exits 1 when the schedules differ (as diff(1))" test $? = 1
 check "diff: makespan row" grep -qE '^makespan ms +33.000 +33.000 +\+0.000 +1.000$' "$tmp/d"
 check "diff: peak memory stage 0" grep -qE '^peak mem stage 0 +36.0 GiB +68.0 GiB +\+32.0 GiB +1.889$' "$tmp/d"
 check "diff: every stage differs" grep -q '^op order: 4 of 4 stages differ$' "$tmp/d"
@@ -152,8 +152,39 @@ for s in 0 1 2 3; do
     fi
 done
 "$P" diff $G/tiny_1f1b.pipe $G/tiny_1f1b.pipe >"$tmp/same"
+check "diff: same file exits 0" test $? = 0
 check "diff: same file" grep -q '^op order: the same on all 4 stages$' "$tmp/same"
 check "diff: same file, no hunks" test "$(grep -c '^@@' "$tmp/same")" = 0
+check "diff: no shape note for the same shape" bash -c "! grep -q '^note:' '$tmp/same'"
+# Per-stage rows: A's busy and idle are sim's numbers for stage 0 (24 and 9 ms for tiny_1f1b).
+check "diff: per-stage rows" grep -qE '^ +0 +24\.000 +24\.000 +9\.000 +9\.000 ' "$tmp/same"
+# Different micro-batches: a note says so; the exit status is 1.
+"$P" diff $G/tiny_1f1b.pipe examples/demo.pipe >"$tmp/shape" 2>&1
+check "diff: different costs differ" test $? = 1
+printf 'pipeline m4 {\n stages 4 microbatches 4\n costs { f 1ms b 2ms }\n' >"$tmp/m4.pipe"
+for s in 0 1 2 3; do printf ' stage %d { F0 F1 F2 F3 B0 B1 B2 B3 }\n' $s >>"$tmp/m4.pipe"; done
+echo '}' >>"$tmp/m4.pipe"
+"$P" diff $G/tiny_1f1b.pipe "$tmp/m4.pipe" >"$tmp/shape" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q '^note: A and B differ in shape: microbatches 8 vs 4' "$tmp/shape"; then ok
+else bad "diff: shape note" "rc=$rc $(head -5 "$tmp/shape")"; fi
+# --json: one object holding both sim objects and what differs.
+"$P" diff --json $G/tiny_1f1b.pipe $G/tiny_gpipe.pipe >"$tmp/dj"
+rc=$?
+check "diff --json" python3 -c "
+import json, sys
+d = json.load(open('$tmp/dj'))
+assert $rc == 1 and d['differ'] is True and d['shape_differs'] is False, d
+assert d['stages_differ'] == [0, 1, 2, 3], d['stages_differ']
+assert d['a']['makespan_ms'] == 33.0 and d['a']['pipeline'] == 'tiny_1f1b'
+assert len(d['b']['per_stage']) == 4
+"
+"$P" diff --json $G/tiny_1f1b.pipe $G/tiny_1f1b.pipe >"$tmp/dj2"
+check "diff --json, same: exit 0, differ false" python3 -c "
+import json; d = json.load(open('$tmp/dj2')); assert d['differ'] is False and d['stages_differ'] == []"
+"$P" diff $G/tiny_1f1b.pipe "$tmp/nonexistent.pipe" >/dev/null 2>&1
+check "diff: an input error exits 2" test $? = 2
+check "diff help lists --json and --svg" bash -c "'$P' help diff | grep -q -- --json && '$P' help diff | grep -q -- --svg"
 
 # --- errors ------------------------------------------------------------------------------
 "$P" sim >/dev/null 2>&1
