@@ -45,6 +45,7 @@
 #include "costmodel.h"
 #include "driver.h"
 #include "frontend.h"
+#include "human.h"
 #include "memory.h"
 #include "passes.h"
 #include "print.h"
@@ -57,6 +58,8 @@ typedef struct Variant {
     double makespan;   /* ms */
     double *peak;      /* [P] bytes, weights included */
     uint32_t order;    /* evaluation order, the tie-break */
+    uint64_t hash;     /* of the op lists and per-virtual-stage costs: equal schedules */
+    uint32_t nsame;    /* later variants with the same schedule, not listed */
 } Variant;
 
 typedef struct Tuner {
@@ -172,6 +175,32 @@ static int run(Tuner *t, Pipeline *q, const char *name, const char *key, int64_t
     return run_pass(&t->quiet, q, &call) || t->quiet.nerr;
 }
 
+/* FNV-1a over every rank's op list and the costs every op reads: two variants with the
+ * same hash, makespan and peaks are the same schedule reached two ways (a pass that
+ * changed nothing), listed once. */
+static uint64_t schedule_hash(const Pipeline *q)
+{
+    uint64_t h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
+    MIX(q->P), MIX(q->M), MIX(q->V);
+    for (int32_t s = 0; s < q->P; s++) {
+        MIX(q->stages[s].n);
+        for (uint32_t i = 0; i < q->stages[s].n; i++) {
+            const Op *o = &q->stages[s].ops[i];
+            MIX(o->kind), MIX(o->mb), MIX(o->chunk);
+        }
+        for (int32_t c = 0; c < q->V; c++)
+            for (int f = 0; f < COST_NFIELDS; f++) {
+                double v = ir_cost(q, s, c, (CostField)f);
+                uint64_t bits;
+                memcpy(&bits, &v, sizeof bits);
+                MIX(bits);
+            }
+    }
+#undef MIX
+    return h;
+}
+
 /* Checks and simulates q; records it when it passes, unless its makespan equals
  * same_as (a pass that changed nothing: the row would repeat its parent's). Returns true
  * when it fits; *ms (may be NULL) gets the makespan (+inf when it does not fit). */
@@ -192,7 +221,8 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
         ok = false, ms = INFINITY; /* identical to its parent: not a new row */
     else if (ok && isfinite(ms)) {
         t->fit++;
-        Variant v = {.desc = xstrdup(desc), .makespan = ms, .order = t->tried};
+        Variant v = {.desc = xstrdup(desc), .makespan = ms, .order = t->tried,
+                     .hash = schedule_hash(q)};
         v.peak = xmalloc((size_t)q->P * sizeof *v.peak);
         MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
         mem_walk(q, mr);
@@ -438,6 +468,209 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
     pipeline_free(q);
 }
 
+/* ---- the source form of a variant (tune -o) ------------------------------------- */
+
+static void put_value(StrBuf *b, const Value *v)
+{
+    char x[PRINT_NUM_MAX + 8];
+    switch (v->kind) {
+    case VAL_NUM:
+        if (v->unit == UNIT_TIME)
+            sb_puts(b, print_time(x, sizeof x, v->num));
+        else if (v->unit == UNIT_SIZE)
+            sb_puts(b, print_size(x, sizeof x, v->num));
+        else if (v->unit == UNIT_BW)
+            sb_puts(b, print_bw(x, sizeof x, v->num));
+        else
+            sb_puts(b, print_decimal(x, sizeof x, v->num));
+        break;
+    case VAL_IDENT:
+        sb_puts(b, v->str);
+        break;
+    case VAL_STRING:
+        sb_printf(b, "\"%s\"", v->str);
+        break;
+    case VAL_RANGE:
+        sb_printf(b, "%lld..%lld", (long long)v->lo, (long long)v->hi);
+        break;
+    case VAL_LIST:
+        sb_putc(b, '[');
+        for (uint32_t i = 0; i < (uint32_t)v->hi; i++)
+            sb_printf(b, "%s%s", i ? ", " : "", print_decimal(x, sizeof x, v->list[i]));
+        sb_putc(b, ']');
+        break;
+    }
+}
+
+/* `model NAME { k v ... }` / `device NAME { ... }` at the top level, every field of the
+ * merged entity: the written file is self-contained and means exactly what the variant
+ * was evaluated with (no stdlib models or devices import, so no name clash). */
+static void put_entity(StrBuf *b, const char *what, const Entity *e)
+{
+    sb_printf(b, "%s %s {", what, e->name);
+    for (uint32_t i = 0; i < e->nfields; i++) {
+        sb_printf(b, "%s%s ", i % 6 ? "  " : "\n  ", e->fields[i].key);
+        put_value(b, &e->fields[i].val);
+    }
+    sb_puts(b, "\n}\n");
+}
+
+/* The costs the source wrote (not derived) of one block, " f 1ms b 2ms". */
+static bool put_written_costs(StrBuf *b, const CostBlock *c)
+{
+    char x[PRINT_NUM_MAX + 8];
+    bool any = false;
+    for (int f = 0; f < COST_NFIELDS; f++)
+        if ((c->set & ~c->derived & (1u << f)) && isfinite(c->v[f])) {
+            sb_printf(b, " %s %s", cost_field_name[f],
+                      print_cost_value(x, sizeof x, (CostField)f, c->v[f]));
+            any = true;
+        }
+    return any;
+}
+
+/* Writes the variant described by desc ("TEMPLATE | STEP | STEP ...", as evaluate
+ * recorded it) as a source file that `pipec check` accepts and that simulates to the
+ * same makespan: the base's model, device, partition, budget and written costs, then
+ * `schedule TEMPLATE`, a `recompute` line per recompute step and an `apply` line per
+ * pass, in the order tune ran them. `written` is the file as written (its own schedule,
+ * recompute and apply lines, for the "as written" row). Returns false when the variant
+ * has no source form (an explicit file as written: the caller prints it instead). */
+static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
+                         const Variant *v, uint32_t rank, uint32_t nrows)
+{
+    const Pipeline *b = t->base;
+    char tmpl[64] = "";
+    int V = b->V;
+    const char *rest = strstr(v->desc, " | ");
+    size_t head = rest ? (size_t)(rest - v->desc) : strlen(v->desc);
+    bool as_written = !strncmp(v->desc, "as written", 10);
+    if (as_written) {
+        if (!written->schedule)
+            return false;
+        snprintf(tmpl, sizeof tmpl, "%s", written->schedule);
+    } else if (sscanf(v->desc, "interleaved V=%d", &V) == 1) {
+        snprintf(tmpl, sizeof tmpl, "interleaved");
+    } else {
+        snprintf(tmpl, sizeof tmpl, "%.*s", (int)(head < 63 ? head : 63), v->desc);
+    }
+    char ms[32], pk[32], x[PRINT_NUM_MAX + 8];
+    double mx = 0;
+    int32_t at = 0;
+    for (int32_t s = 0; s < b->P; s++)
+        if (v->peak[s] > mx)
+            mx = v->peak[s], at = s;
+    sb_printf(out, "# %s - variant %u of %u found by `pipec tune %s`:\n#   %s\n", b->name, rank,
+              nrows, t->path, v->desc);
+    sb_printf(out, "# makespan %s (%.3f micro-batches/s), peak %s on stage %d\n",
+              human_ms(ms, sizeof ms, v->makespan), b->M / (v->makespan / 1000.0),
+              human_size(pk, sizeof pk, mx), at);
+    sb_printf(out, "import \"std/%s.pipe\"\n",
+              strcmp(tmpl, "tpipe") == 0 ? "tpipe" : "schedules");
+    if (b->model)
+        put_entity(out, "model", b->model);
+    if (b->device)
+        put_entity(out, "device", b->device);
+    sb_printf(out, "\npipeline %s {\n  stages %d  microbatches %d", b->name, b->P, b->M);
+    if (V != 1)
+        sb_printf(out, "  chunks %d%s", V, b->placement == PLACE_VSHAPE ? " vshape" : "");
+    sb_puts(out, "\n");
+    if (b->has_memory)
+        sb_printf(out, "  memory %s\n", print_size(x, sizeof x, b->memory));
+    if (b->model)
+        sb_printf(out, "  model %s", b->model->name);
+    if (b->device)
+        sb_printf(out, "%sdevice %s", b->model ? "  " : "  ", b->device->name);
+    if (b->model || b->device)
+        sb_puts(out, "\n");
+    if (b->tensor_parallel > 1)
+        sb_printf(out, "  tensor_parallel %d\n", b->tensor_parallel);
+    if (b->partition_set && !b->partition_even &&
+        (V == b->V || b->npartition == (uint32_t)b->P)) {
+        sb_puts(out, "  partition [");
+        for (uint32_t i = 0; i < b->npartition; i++)
+            sb_printf(out, "%s%s", i ? ", " : "", print_decimal(x, sizeof x, b->partition[i]));
+        sb_puts(out, "]\n");
+    } else if (b->partition_set) {
+        sb_puts(out, "  partition even\n");
+    }
+    StrBuf c = {0};
+    if (put_written_costs(&c, &b->costs))
+        sb_printf(out, "  costs {%s }\n", c.s);
+    for (int32_t s = 0; b->stage_costs && s < b->P; s++) {
+        c.len = 0;
+        if (put_written_costs(&c, &b->stage_costs[s]))
+            sb_printf(out, "  costs stage %d {%s }\n", s, c.s);
+    }
+    for (int32_t vs = 0; V == b->V && b->vstage_costs && vs < b->P * b->V; vs++) {
+        c.len = 0;
+        if (put_written_costs(&c, &b->vstage_costs[vs]))
+            sb_printf(out, "  costs vstage %d {%s }\n", vs, c.s);
+    }
+    sb_free(&c);
+    sb_printf(out, "  schedule %s\n", tmpl);
+    if (as_written) {
+        for (uint32_t i = 0; i < written->nrecompute; i++) {
+            const RecomputeDir *r = &written->recompute[i];
+            sb_printf(out, "  recompute stages %d..%d policy %s\n", r->lo, r->hi,
+                      policy_name[r->policy]);
+        }
+        for (uint32_t i = 0; i < written->npasses; i++) {
+            const PassCall *pc = &written->passes[i];
+            sb_printf(out, "  apply %s", pc->name);
+            for (uint32_t k = 0; k < pc->nargs; k++) {
+                sb_printf(out, "%s%s=", k ? ", " : "(", pc->args[k].key);
+                put_value(out, &pc->args[k].val);
+            }
+            sb_puts(out, pc->nargs ? ")\n" : "\n");
+        }
+    }
+    /* The steps tune ran, as evaluate's description lists them. */
+    for (const char *p = rest; p && !as_written; p = strstr(p + 3, " | ")) {
+        const char *e = strstr(p + 3, " | ");
+        char step[256];
+        snprintf(step, sizeof step, "%.*s", (int)(e ? e - (p + 3) : (long)strlen(p + 3)), p + 3);
+        int lo, hi, lambda, n;
+        char pol[32];
+        if (!strncmp(step, "recompute ", 10)) {
+            for (const char *q = step + 10; sscanf(q, "%d..=%d %31[a-z]%n", &lo, &hi, pol, &n) == 3;) {
+                sb_printf(out, "  recompute stages %d..=%d policy %s\n", lo, hi, pol);
+                q += n;
+                q += strspn(q, ", ");
+            }
+        } else if (sscanf(step, "swap lambda=%d %d..=%d", &lambda, &lo, &hi) == 3) {
+            sb_printf(out, "  apply swap(lambda=%d, stages=%d..=%d)\n", lambda, lo, hi);
+        } else {
+            sb_printf(out, "  apply %s\n", step);
+        }
+    }
+    sb_puts(out, "}\n");
+    return true;
+}
+
+/* Drops, from the sorted rows, each variant equal to an earlier one (same hash, makespan
+ * and peaks), counting it in the earlier one's nsame. Returns the new count. */
+static uint32_t dedupe(Variant *v, uint32_t n, int32_t P)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = k;
+        for (uint32_t m = k; m-- > 0 && v[m].makespan == v[i].makespan;)
+            if (v[m].hash == v[i].hash && !memcmp(v[m].peak, v[i].peak, (size_t)P * sizeof *v[i].peak)) {
+                j = m;
+                break;
+            }
+        if (j < k) {
+            v[j].nsame++;
+            free(v[i].desc);
+            free(v[i].peak);
+            continue;
+        }
+        v[k++] = v[i];
+    }
+    return k;
+}
+
 static int cmp_variant(const void *a, const void *b)
 {
     const Variant *x = a, *y = b;
@@ -520,7 +753,6 @@ int cmd_tune(int argc, char **argv)
     sb_printf(&desc, "as written (%s%s)", base->schedule ? "schedule " : "explicit",
               base->schedule ? base->schedule : "");
     evaluate(&t, written, desc.s, NAN, NULL);
-    pipeline_free(written);
     for (int i = 0; i < NTEMPLATES && t.tried < t.budget; i++) {
         if (template_v[i] != base->V && !base->model)
             continue;
@@ -539,6 +771,7 @@ int cmd_tune(int argc, char **argv)
             t.fit, isfinite(t.best_ms) ? t.best_ms : 0.0);
 
     qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
+    t.nv = dedupe(t.v, t.nv, base->P);
     char b1[64];
     printf("# %s: %d stages, %d micro-batches, budget %s; %u variants tried, %u pass check\n",
            path, base->P, base->M, base->has_memory ? sim_fmt_size(b1, sizeof b1, base->memory) : "none",
@@ -553,16 +786,27 @@ int cmd_tune(int argc, char **argv)
             mx = fmax(mx, v->peak[s]);
             sb_printf(&ps, "%s%.1f", s ? " " : "", v->peak[s] / 1073741824.0);
         }
-        printf("%4u %12.1f %10.3f %9.1f  %-*s  %s\n", i + 1, v->makespan,
-               base->M / (v->makespan / 1000.0), mx / 1073741824.0, base->P * 5, ps.s, v->desc);
+        char same[48] = "";
+        if (v->nsame)
+            snprintf(same, sizeof same, "  (and %u identical variant%s)", v->nsame,
+                     v->nsame == 1 ? "" : "s");
+        printf("%4u %12.1f %10.3f %9.1f  %-*s  %s%s\n", i + 1, v->makespan,
+               base->M / (v->makespan / 1000.0), mx / 1073741824.0, base->P * 5, ps.s, v->desc,
+               same);
         sb_free(&ps);
     }
     int rc = t.nv ? 0 : 1;
     if (!t.nv)
         fprintf(stderr, "pipec tune: no variant of %s passes check\n", path);
-    if (t.best && out) {
+    if (t.best && out && t.nv) {
         StrBuf pb = {0};
-        print_pipeline(&pb, t.best);
+        if (!write_source(&pb, &t, written, &t.v[0], 1, t.nv)) {
+            char ms[32];
+            sb_printf(&pb, "# %s - variant 1 of %u found by `pipec tune %s`: %s\n"
+                           "# makespan %s; the explicit form (the file has no schedule template)\n",
+                      base->name, t.nv, path, t.v[0].desc, human_ms(ms, sizeof ms, t.v[0].makespan));
+            print_pipeline(&pb, t.best);
+        }
         if (write_file_atomic(out, pb.s, pb.len) != 0) {
             fprintf(stderr, "pipec tune: cannot write %s\n", out);
             rc = 1;
@@ -574,6 +818,7 @@ int cmd_tune(int argc, char **argv)
         free(t.v[i].peak);
     }
     free(t.v);
+    pipeline_free(written);
     sb_free(&desc);
     pipeline_free(t.best);
     sim_scratch_free(t.scratch);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_tune.sh - `pipec tune`: it finds, under the same memory budget, a schedule at least
 # as fast as each paper's technique (Obscura §9.2, TPipe §6), writes the best as a
-# checked explicit .pipe, stays within its time limit, and is deterministic.
+# checked source form (-o), lists each schedule once, stays within its time limit, and is
+# deterministic.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
@@ -104,6 +105,27 @@ check "tune without a model: best checks" q "$PIPEC" check "$tmp/plain.best.pipe
 # gpipe holds 8 x 3 GiB = 24 GiB > 20 GiB; 1F1B holds 4 x 3 = 12 GiB: 6(8+4-1) = 33 ms.
 b=$(best "$tmp/plain.tab")
 expect "tune without a model: 1F1B's 33 ms found ($b)" "abs($b - 33) < 1e-9"
+
+# -o writes the source form: the model and device, `schedule`, `recompute` and `apply`
+# lines, and a header naming the variant and its figures; it checks and simulates to
+# the table's best (tpipe_llama48: interleaved with recomputation and a pass).
+"$PIPEC" tune examples/tpipe_llama48_1f1b.pipe -o "$tmp/src.pipe" >"$tmp/src.tab" 2>/dev/null
+b=$(best "$tmp/src.tab"); o=$(makespan "$tmp/src.pipe")
+check "tune -o: checks" q "$PIPEC" check "$tmp/src.pipe"
+expect "tune -o: source form simulates to the best row ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
+check "tune -o: header names the variant" grep -q "^# .* variant 1 of [0-9]* found by \`pipec tune" "$tmp/src.pipe"
+check "tune -o: header gives the figures" grep -q "^# makespan .* micro-batches/s), peak " "$tmp/src.pipe"
+desc=$(awk '$1 == "1" { s = ""; for (i = 13; i <= NF && $i != "(and"; i++) s = s (s ? " " : "") $i; print s; exit }' "$tmp/src.tab")
+check "tune -o: header quotes the row ($desc)" grep -qF "#   $desc" "$tmp/src.pipe"
+for want in '^model llama' '^device ' '^  model .*  device ' '^  schedule ' '^  recompute stages ' '^  apply '; do
+    check "tune -o: $want" grep -q "$want" "$tmp/src.pipe"
+done
+check "tune -o: no explicit stage lists" bash -c "! grep -q '^  stage [0-9]' '$tmp/src.pipe'"
+# No duplicate rows: no two rows with the same makespan and per-stage peaks.
+"$PIPEC" tune --top 1000 examples/llama2_13b_1f1b.pipe >"$tmp/dup.tab" 2>/dev/null
+dups=$(awk '$1 ~ /^[0-9]+$/ { k = $2; for (i = 5; i <= 12; i++) k = k " " $i; if (seen[k]++) print }' "$tmp/dup.tab")
+check "tune: no duplicate rows" test -z "$dups"
+check "tune: duplicates counted on the row kept" grep -q "(and [0-9]* identical variant" "$tmp/dup.tab"
 
 # Usage and input errors.
 "$PIPEC" tune >/dev/null 2>&1; check "tune without FILE: exit 2" test $? = 2
