@@ -489,7 +489,25 @@ done:
     return p;
 }
 
+/* The dialect the actions are spelt in: legacy when a full backward is BW, or when
+ * backwards are split by W without any I (older releases' B is the input half). */
+static CsvFormat dialect_of(const Reader *r)
+{
+    bool bw = false, i = false, w = false;
+    for (size_t k = 0; k < r->nacts; k++) {
+        bw |= r->acts[k].kind == ACT_BW;
+        i |= r->acts[k].kind == ACT_I;
+        w |= r->acts[k].kind == ACT_W;
+    }
+    return bw || (w && !i) ? CSV_LEGACY : CSV_CURRENT;
+}
+
 Pipeline *csv_import(Diag *d, uint32_t file, const char *name)
+{
+    return csv_import_dialect(d, file, name, NULL);
+}
+
+Pipeline *csv_import_dialect(Diag *d, uint32_t file, const char *name, CsvFormat *fmt)
 {
     Reader r = {0};
     r.d = d;
@@ -498,6 +516,8 @@ Pipeline *csv_import(Diag *d, uint32_t file, const char *name)
     r.len = d->files[file].len;
     int nerr0 = d->nerr;
     read_rows(&r);
+    if (fmt)
+        *fmt = dialect_of(&r);
     Pipeline *p = d->nerr == nerr0 ? build(&r, name) : NULL;
     free(r.acts);
     free(r.row_loc);
@@ -662,13 +682,16 @@ int cmd_import_csv(int argc, char **argv)
     Diag d = {0};
     uint32_t file = diag_add_file(&d, path, text, (uint32_t)len);
     char *autoname = name ? NULL : csv_name_from_path(path);
-    Pipeline *p = csv_import(&d, file, name ? name : autoname);
+    CsvFormat fmt = CSV_CURRENT;
+    Pipeline *p = csv_import_dialect(&d, file, name ? name : autoname, &fmt);
     int rc = 1;
     if (p) {
         StrBuf b = {0};
         const char *base = strrchr(path, '/');
         sb_printf(&b, "# imported from %s (PyTorch pipelining schedule CSV) by pipec import-csv\n",
                   base ? base + 1 : path);
+        if (fmt == CSV_LEGACY) /* export-csv writes this dialect back by default */
+            sb_puts(&b, CSV_LEGACY_MARK "\n");
         print_pipeline(&b, p);
         rc = emit(out, &b);
         sb_free(&b);
@@ -679,18 +702,20 @@ int cmd_import_csv(int argc, char **argv)
     return rc;
 }
 
-/* pipec export-csv FILE.pipe [-o OUT.csv] [--legacy] [-I DIR] */
+/* pipec export-csv FILE.pipe [-o OUT.csv] [--legacy | --current] [-I DIR] */
 int cmd_export_csv(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"legacy", no_argument, NULL, 'L'},
+        {"current", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     const char *out = NULL;
     CsvFormat fmt = CSV_CURRENT;
+    bool chosen = false;
     DriverOpts o = {0};
     int opt;
     optind = 1;
@@ -702,7 +727,9 @@ int cmd_export_csv(int argc, char **argv)
             out = optarg;
             break;
         case 'L':
-            fmt = CSV_LEGACY;
+        case 'C':
+            fmt = opt == 'L' ? CSV_LEGACY : CSV_CURRENT;
+            chosen = true;
             break;
         case 'h':
             driver_usage(stdout, "export-csv");
@@ -723,6 +750,11 @@ int cmd_export_csv(int argc, char **argv)
     Pipeline *p = driver_compile(&d, &o, argv[optind]);
     int rc = 1;
     if (p) {
+        /* The dialect a file was imported in, unless an option chose one. */
+        const char *mark = d.nfiles ? strstr(d.files[0].text, "\n" CSV_LEGACY_MARK) : NULL;
+        if (!chosen && d.nfiles &&
+            (mark || !strncmp(d.files[0].text, CSV_LEGACY_MARK, strlen(CSV_LEGACY_MARK))))
+            fmt = CSV_LEGACY;
         StrBuf b = {0};
         csv_export(&d, p, fmt, &b);
         rc = emit(out, &b);

@@ -44,6 +44,15 @@ Pipeline *csv_import(Diag *d, uint32_t file, const char *name);
  * (B = backward input, BW = full backward). Import reads both. */
 typedef enum CsvFormat { CSV_CURRENT, CSV_LEGACY } CsvFormat;
 
+/* The comment line import-csv writes after its header when the CSV was in the legacy
+ * dialect; export-csv then writes that dialect back unless --current or --legacy says
+ * otherwise. */
+#define CSV_LEGACY_MARK "# pipec: csv dialect legacy (B = input gradients, BW = full backward)"
+
+/* csv_import, also telling the dialect the actions were spelt in (fmt may be NULL):
+ * legacy when a full backward is spelt BW, or when W splits backwards and no I appears. */
+Pipeline *csv_import_dialect(Diag *d, uint32_t file, const char *name, CsvFormat *fmt);
+
 /* Appends the compute-only CSV of p to out: one line per rank ("\n" endings), actions
  * in listed order, F -> F, W -> W, and B -> the input-gradient spelling when a W of the
  * same (virtual stage, micro-batch) exists, else the full-backward spelling of fmt. No

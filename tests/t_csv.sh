@@ -68,8 +68,9 @@ artifact dualpipev_4rank_10mb "" "stages 4" "microbatches 10" "chunks 2 vshape"
 if [ "$(tr -d -c , <"$A/zb1p_2rank_2stagep_compute.csv" | wc -c)" = \
      "$(($(tr -d -c , <"$tmp/zb1p_2rank_2stagep_compute.csv" | wc -c) + 2))" ]; then ok
 else bad "zb1p: exactly the two bubble cells dropped"; fi
-# Current spelling of the same schedule: I for the split backward.
-"$PIPEC" export-csv "$tmp/zb1p_2rank_2stagep_compute.pipe" >"$tmp/cur.csv"
+# Current spelling of the same schedule: I for the split backward (--current: the file
+# was imported from a legacy CSV, so that dialect is the default).
+"$PIPEC" export-csv --current "$tmp/zb1p_2rank_2stagep_compute.pipe" >"$tmp/cur.csv"
 if [ "$(head -c 27 "$tmp/cur.csv")" = "0F0,0F1,2F0,2F1,2I0,2W0,0F2" ]; then ok; else bad "current spelling" "$(head -c 40 "$tmp/cur.csv")"; fi
 
 # CRLF line ends and a header-free quoted cell read the same.
@@ -77,10 +78,11 @@ sed 's/$/\r/; s/^0F0,/"0F0",/' "$A/dualpipev_4rank_10mb.csv" >"$tmp/crlf.csv"
 "$PIPEC" import-csv "$tmp/crlf.csv" -o "$tmp/crlf.pipe"
 if [ "$(ops_of <"$tmp/crlf.pipe")" = "$(ops_of <"$tmp/dualpipev_4rank_10mb.pipe")" ]; then ok; else bad "CRLF + quotes"; fi
 
-# --name and the header comment; stdout without -o.
+# --name and the header comment (and the legacy-dialect mark); stdout without -o.
 out=$("$PIPEC" import-csv --name my_zb "$A/zb1p_2rank_2stagep_compute.csv")
 if [ "$(echo "$out" | sed -n 1p)" = "# imported from zb1p_2rank_2stagep_compute.csv (PyTorch pipelining schedule CSV) by pipec import-csv" ] &&
-   [ "$(echo "$out" | sed -n 2p)" = "pipeline my_zb {" ] &&
+   [ "$(echo "$out" | sed -n 2p)" = "# pipec: csv dialect legacy (B = input gradients, BW = full backward)" ] &&
+   [ "$(echo "$out" | sed -n 3p)" = "pipeline my_zb {" ] &&
    echo "$out" | grep -qx "    w 1ms"; then ok; else bad "--name / header" "$(echo "$out" | head -3)"; fi
 
 # --- stdlib schedules: export, import back, same ops ------------------------------------
@@ -111,6 +113,22 @@ EOF
 "$PIPEC" export-csv "$tmp/r.pipe" -o "$tmp/r.csv" 2>"$tmp/r.err"; rc=$?
 if [ "$rc" = 0 ] && [ "$(cat "$tmp/r.csv")" = "0F0,0F1,0B0,0B1" ] && [ "$(grep -cF 'warning[csv]: R ops have no PyTorch' "$tmp/r.err")" = 1 ]; then ok
 else bad "export drops R" "rc=$rc $(cat "$tmp/r.err")"; fi
+
+# --- dialects ---------------------------------------------------------------------------
+# export-csv writes back the dialect a file was imported in: the legacy zb1p artifact
+# (B = input half, BW = full) round-trips with its own spelling; --current forces I/W;
+# a current-dialect CSV (DualPipeV, with I) stays current and carries no legacy mark.
+"$PIPEC" import-csv tests/csv/zb1p_2rank_2stagep_compute.csv -o "$tmp/zbl.pipe"
+check "import marks the legacy dialect" grep -q '^# pipec: csv dialect legacy' "$tmp/zbl.pipe"
+"$PIPEC" export-csv "$tmp/zbl.pipe" -o "$tmp/zbl.csv"
+if [ "$(sed 's/,,*/,/g; s/^,//; s/,$//' tests/csv/zb1p_2rank_2stagep_compute.csv)" = "$(cat "$tmp/zbl.csv")" ]; then ok
+else bad "legacy CSV round-trips in its dialect" "$(head -c 200 "$tmp/zbl.csv")"; fi
+"$PIPEC" export-csv --current "$tmp/zbl.pipe" -o "$tmp/zbc.csv"
+check "--current spells the input half I" grep -q '[0-9]I[0-9]' "$tmp/zbc.csv"
+"$PIPEC" import-csv tests/csv/dualpipev_4rank_10mb.csv -o "$tmp/dv.pipe"
+check "a current CSV has no legacy mark" bash -c "! grep -q 'csv dialect' '$tmp/dv.pipe'"
+"$PIPEC" export-csv "$tmp/dv.pipe" -o "$tmp/dv.csv"
+check "a current CSV exports current (I)" grep -q '[0-9]I[0-9]' "$tmp/dv.csv"
 
 # --- bad CSVs -----------------------------------------------------------------------
 expect() { # FILE EXPECTED-STDERR
