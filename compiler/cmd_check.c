@@ -89,12 +89,13 @@ int cmd_check(int argc, char **argv)
             check_mem_table(stdout, p);
             arena_plan_report(stdout, p);
         }
+        const char *shown = strcmp(argv[i], "-") ? argv[i] : "<stdin>";
         if (d.nerr) {
-            fprintf(stderr, "%s: %d error%s\n", argv[i], d.nerr, d.nerr == 1 ? "" : "s");
+            fprintf(stderr, "%s: %d error%s\n", shown, d.nerr, d.nerr == 1 ? "" : "s");
             status = 1;
         } else if (!quiet) {
             printf("%s: ok: pipeline %s, %d stage%s, %d micro-batch%s, %d chunk%s, %llu ops\n",
-                   argv[i], p->name, (int)p->P, p->P == 1 ? "" : "s", (int)p->M,
+                   shown, p->name, (int)p->P, p->P == 1 ? "" : "s", (int)p->M,
                    p->M == 1 ? "" : "es", (int)p->V, p->V == 1 ? "" : "s",
                    (unsigned long long)pipeline_nops(p));
         }

@@ -6,6 +6,7 @@
  * the common prefix and suffix; it keeps one diagonal row per edit step (O(D^2) ints),
  * so it gives up, saying so, beyond DIFF_MAX_EDITS differences in one stage. */
 #define _DEFAULT_SOURCE  /* TIOCGWINSZ */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,10 +25,12 @@
 
 enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP };
 
+/* Writes b to path ("-": standard output). */
 static int write_out(const char *path, const StrBuf *b)
 {
     if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
-        perror(path);
+        fprintf(stderr, "pipec: cannot write %s: %s\n", strcmp(path, "-") ? path : "standard output",
+                strerror(errno));
         return -1;
     }
     return 0;
@@ -115,7 +118,9 @@ int cmd_sim(int argc, char **argv)
         }
         sb_free(&g);
     }
-    fputs(out.s ? out.s : "", stdout);
+    /* `--svg -` or `--trace -` make standard output that file: the summary goes to stderr. */
+    bool to_stdout = !(trace && !strcmp(trace, "-")) && !(svg && !strcmp(svg, "-"));
+    fputs(out.s ? out.s : "", to_stdout ? stdout : stderr);
     sb_free(&out);
     if (trace) {
         StrBuf t = {0};

@@ -680,8 +680,11 @@ int cmd_import_csv(int argc, char **argv)
         return 1;
     }
     Diag d = {0};
+    bool std_in = strcmp(path, "-") == 0;
     uint32_t file = diag_add_file(&d, path, text, (uint32_t)len);
-    char *autoname = name ? NULL : csv_name_from_path(path);
+    if (std_in)
+        diag_set_name(&d, file, "<stdin>");
+    char *autoname = name ? NULL : csv_name_from_path(std_in ? "stdin" : path);
     CsvFormat fmt = CSV_CURRENT;
     Pipeline *p = csv_import_dialect(&d, file, name ? name : autoname, &fmt);
     int rc = 1;
@@ -689,7 +692,7 @@ int cmd_import_csv(int argc, char **argv)
         StrBuf b = {0};
         const char *base = strrchr(path, '/');
         sb_printf(&b, "# imported from %s (PyTorch pipelining schedule CSV) by pipec import-csv\n",
-                  base ? base + 1 : path);
+                  std_in ? "standard input" : base ? base + 1 : path);
         if (fmt == CSV_LEGACY) /* export-csv writes this dialect back by default */
             sb_puts(&b, CSV_LEGACY_MARK "\n");
         print_pipeline(&b, p);

@@ -154,6 +154,18 @@ static void load_file(Loader *L, uint32_t file, char *key, Loc at);
  * Returns the text (NUL-terminated) or NULL after reporting. */
 static char *read_source(Loader *L, const char *path, Loc at, size_t *len)
 {
+    if (at.file == LOC_NONE_FILE && strcmp(path, "-") == 0) { /* the main file, from stdin */
+        char *text = read_file(path, len);
+        if (!text)
+            diag_error(L->d, at, DIAG_NAME, "cannot read standard input: %s", strerror(errno));
+        else if (*len > frontend_limits.max_file_bytes) {
+            diag_error(L->d, at, DIAG_LIMIT, "standard input is larger than %zu bytes",
+                       frontend_limits.max_file_bytes);
+            free(text);
+            text = NULL;
+        }
+        return text;
+    }
     struct stat st;
     if (stat(path, &st) != 0) {
         diag_error(L->d, at, DIAG_NAME, "cannot read '%s': %s", path, strerror(errno));
@@ -308,6 +320,8 @@ Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path)
     if (!text)
         return NULL;
     uint32_t f = diag_add_file(d, path, text, (uint32_t)len);
+    if (strcmp(path, "-") == 0)
+        diag_set_name(d, f, "<stdin>");
     return load_main(d, o, f, file_key(path));
 }
 

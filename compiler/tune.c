@@ -773,10 +773,12 @@ int cmd_tune(int argc, char **argv)
     qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
     t.nv = dedupe(t.v, t.nv, base->P);
     char b1[64];
-    printf("# %s: %d stages, %d micro-batches, budget %s; %u variants tried, %u pass check\n",
+    /* `-o -` makes standard output the variant's source: the table goes to stderr. */
+    FILE *tab = out && !strcmp(out, "-") ? stderr : stdout;
+    fprintf(tab, "# %s: %d stages, %d micro-batches, budget %s; %u variants tried, %u pass check\n",
            path, base->P, base->M, base->has_memory ? sim_fmt_size(b1, sizeof b1, base->memory) : "none",
            t.tried, t.fit);
-    printf("%4s %12s %10s %9s  %-*s  %s\n", "rank", "makespan_ms", "mb_per_s", "peak_GiB",
+    fprintf(tab, "%4s %12s %10s %9s  %-*s  %s\n", "rank", "makespan_ms", "mb_per_s", "peak_GiB",
            base->P * 5, "peak GiB per stage", "variant");
     for (uint32_t i = 0; i < t.nv && i < (uint32_t)top; i++) {
         const Variant *v = &t.v[i];
@@ -790,7 +792,7 @@ int cmd_tune(int argc, char **argv)
         if (v->nsame)
             snprintf(same, sizeof same, "  (and %u identical variant%s)", v->nsame,
                      v->nsame == 1 ? "" : "s");
-        printf("%4u %12.1f %10.3f %9.1f  %-*s  %s%s\n", i + 1, v->makespan,
+        fprintf(tab, "%4u %12.1f %10.3f %9.1f  %-*s  %s%s\n", i + 1, v->makespan,
                base->M / (v->makespan / 1000.0), mx / 1073741824.0, base->P * 5, ps.s, v->desc,
                same);
         sb_free(&ps);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,8 @@ void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap)
 
 char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    bool std_in = strcmp(path, "-") == 0;
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f)
         return NULL;
     StrBuf b = {0};
@@ -101,7 +103,8 @@ char *read_file(const char *path, size_t *len)
         b.len += n;
     }
     int err = ferror(f);
-    fclose(f);
+    if (!std_in)
+        fclose(f);
     if (err) {
         free(b.s);
         errno = EIO;
@@ -116,6 +119,14 @@ char *read_file(const char *path, size_t *len)
 
 int write_file_atomic(const char *path, const char *data, size_t len)
 {
+    if (strcmp(path, "-") == 0) {
+        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
+            if (!errno)
+                errno = EIO;
+            return -1;
+        }
+        return 0;
+    }
     char *tmp = xasprintf("%s.tmpXXXXXX", path);
     int fd = mkstemp(tmp);
     if (fd < 0) {

@@ -35,11 +35,12 @@ void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap);
 #define VEC_PUSH(p, n, cap, v) (VEC_RESERVE(p, (size_t)(n) + 1, cap), (p)[(n)++] = (v))
 
 /* Reads a whole file into a NUL-terminated heap buffer; *len gets its size in bytes.
- * Returns NULL (errno set) when it cannot be read. */
+ * Path "-" is standard input. Returns NULL (errno set) when it cannot be read. */
 char *read_file(const char *path, size_t *len);
 
 /* Writes len bytes to path atomically: a temporary file in the same folder, fsync-free
- * rename over the target. Returns 0, or -1 with errno set (the target is untouched). */
+ * rename over the target. Path "-" is standard output (written and flushed). Returns 0,
+ * or -1 with errno set (the target is untouched). */
 int write_file_atomic(const char *path, const char *data, size_t len);
 
 /* A growable string buffer for printers. */
