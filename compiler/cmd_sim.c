@@ -18,12 +18,27 @@
 #include "cmds.h"
 #include "driver.h"
 #include "sim.h"
+#include "svg.h"
 #include "util.h"
 
 #define DIFF_MAX_EDITS 4000
 #define DIFF_CONTEXT 3
 
-enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP };
+enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH };
+
+/* --width PX for the SVG: a whole number of pixels; returns false on a bad value. */
+static bool parse_width(const char *arg, SvgOpts *so)
+{
+    char *e;
+    long w = strtol(arg, &e, 10);
+    if (!*arg || *e || w < 300 || w > SVG_MAX_WIDTH) {
+        fprintf(stderr, "pipec: --width wants a whole number of pixels in 300..%d, not '%s'\n",
+                SVG_MAX_WIDTH, arg);
+        return false;
+    }
+    so->width = (int)w;
+    return true;
+}
 
 /* Writes b to path ("-": standard output). */
 static int write_out(const char *path, const StrBuf *b)
@@ -59,11 +74,13 @@ int cmd_sim(int argc, char **argv)
         {"trace", required_argument, NULL, OPT_TRACE},
         {"svg", required_argument, NULL, OPT_SVG},
         {"gantt", no_argument, NULL, OPT_GANTT},
+        {"width", required_argument, NULL, OPT_WIDTH},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     DriverOpts o = {0};
+    SvgOpts so = {0};
     bool json = false, gantt = false;
     const char *trace = NULL, *svg = NULL;
     int opt;
@@ -76,6 +93,12 @@ int cmd_sim(int argc, char **argv)
         case OPT_GANTT: gantt = true; break;
         case OPT_TRACE: trace = optarg; break;
         case OPT_SVG: svg = optarg; break;
+        case OPT_WIDTH:
+            if (!parse_width(optarg, &so)) {
+                driver_opts_free(&o);
+                return 2;
+            }
+            break;
         case 'h':
         case OPT_HELP:
             driver_usage(stdout, "sim");
@@ -131,7 +154,7 @@ int cmd_sim(int argc, char **argv)
     }
     if (svg) {
         StrBuf t = {0};
-        sim_write_svg(&t, p, r);
+        svg_write(&t, p, r, &so);
         if (write_out(svg, &t))
             rc = 1;
         sb_free(&t);
@@ -462,11 +485,13 @@ int cmd_diff(int argc, char **argv)
     static const struct option longopts[] = {
         {"svg", required_argument, NULL, OPT_SVG},
         {"json", no_argument, NULL, OPT_JSON},
+        {"width", required_argument, NULL, OPT_WIDTH},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     DriverOpts o = {0};
+    SvgOpts so = {0};
     const char *svg = NULL;
     bool json = false;
     int opt;
@@ -477,6 +502,12 @@ int cmd_diff(int argc, char **argv)
         switch (opt) {
         case OPT_SVG: svg = optarg; break;
         case OPT_JSON: json = true; break;
+        case OPT_WIDTH:
+            if (!parse_width(optarg, &so)) {
+                driver_opts_free(&o);
+                return 2;
+            }
+            break;
         case 'h':
         case OPT_HELP:
             driver_usage(stdout, "diff");
@@ -512,7 +543,7 @@ int cmd_diff(int argc, char **argv)
     if (svg) {
         StrBuf t = {0};
         char *la = xasprintf("A: %s", fa), *lb = xasprintf("B: %s", fb);
-        sim_write_svg_pair(&t, a, ra, la, b, rb, lb);
+        svg_write_pair(&t, a, ra, la, b, rb, lb, &so);
         free(la);
         free(lb);
         if (write_out(svg, &t))

@@ -113,8 +113,11 @@ static const struct {
      "Simulates one iteration under the cost model: makespan, bubbles, peak memory.\n"
      "  --json              one JSON object instead of the summary\n"
      "  --trace T.json      write a Chrome trace (chrome://tracing, Perfetto)\n"
-     "  --svg T.svg         write an SVG timeline\n"
-     "  --gantt             print an ASCII timeline\n" COMMON_OPTS},
+     "  --svg T.svg         write an SVG timeline (with each stage's memory over time)\n"
+     "  --width PX          the SVG's width (default: from the schedule, >= 1200)\n"
+     "  --gantt             print an ASCII timeline, as wide as the terminal ($COLUMNS)\n"
+     "A file argument `-` is standard input; `--svg -` and `--trace -` write to standard\n"
+     "output (the summary then goes to standard error).\n" COMMON_OPTS},
     {"opt",
      "usage: pipec opt [options] FILE --pass a,b(k=v),... [-o OUT]\n"
      "Runs the given passes in order on the compiled pipeline, checking it after each,\n"
@@ -130,7 +133,8 @@ static const struct {
      "times, then each stage's op-order difference as a unified diff. Exit 0 when A and B\n"
      "are the same, 1 when they differ, 2 on errors (as diff(1)).\n"
      "  --json              one JSON object: both `sim --json` objects and what differs\n"
-     "  --svg OUT.svg       both timelines, A above B, on one time axis\n" COMMON_OPTS},
+     "  --svg OUT.svg       both timelines, A above B, on one time axis\n"
+     "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"

@@ -1,11 +1,13 @@
 /* gantt.c - `pipec sim --gantt`: an ASCII timeline, one row per stage (plus a row per
- * swap stream a stage uses), scaled so the makespan fills the given width.
+ * swap stream a stage uses), scaled so the makespan fills the given width (the
+ * terminal's, or $COLUMNS).
  *
- *     stage 0 |F0-F1-F2-F3-B0===F4-B1===...
+ *     stage 0 |F0-F1-F2-F3-B0===F4-B1===  F5-...
  *
  * An op is drawn from round(start/scale) to round(end/scale) columns (at least one when
- * it takes time): its name, then a fill character of its kind, cut to the box width;
- * idle time is '.'. */
+ * it takes time): its whole name ("F3", "B3.1") then the fill character of its kind when
+ * the box holds the name, else the fill character only — never a cut name, which could
+ * read as another op (F1 for F12). Idle time is blank, a character no op uses. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +26,13 @@ static double nice_step(double span, int n)
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
 }
 
-static void draw_row(StrBuf *out, const char *label, int lw, const StageOps *so, int stream,
-                     const double *start, const double *end, double scale, int cols)
+/* Draws one row; returns the number of ops drawn without their name (box too short). */
+static uint32_t draw_row(StrBuf *out, const char *label, int lw, const StageOps *so, int stream,
+                         const double *start, const double *end, double scale, int cols)
 {
+    uint32_t unnamed = 0;
     char *line = xmalloc((size_t)cols + 1);
-    memset(line, '.', (size_t)cols);
+    memset(line, ' ', (size_t)cols);
     line[cols] = 0;
     char name[48];
     for (uint32_t i = 0; i < so->n; i++) {
@@ -46,6 +50,10 @@ static void draw_row(StrBuf *out, const char *label, int lw, const StageOps *so,
             continue;
         op_name(name, sizeof name, (OpKind)o->kind, o->mb, o->chunk);
         size_t nl = strlen(name);
+        if ((size_t)(c1 - c0) < nl) { /* no room for the whole name: the kind's fill only */
+            nl = 0;
+            unnamed++;
+        }
         for (long c = c0; c < c1; c++) {
             size_t j = (size_t)(c - c0);
             line[c] = j < nl ? name[j] : fill_of[o->kind];
@@ -53,6 +61,7 @@ static void draw_row(StrBuf *out, const char *label, int lw, const StageOps *so,
     }
     sb_printf(out, "%*s |%s\n", lw, label, line);
     free(line);
+    return unnamed;
 }
 
 void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int width)
@@ -71,6 +80,7 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
         cols = 10;
     double span = r->makespan_ms;
     double scale = span > 0 ? cols / span : 0;  /* columns per ms */
+    uint32_t unnamed = 0;
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *so = &p->stages[s];
         bool has[STREAM_N] = {false, false, false};
@@ -78,14 +88,14 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
             if (so->ops[i].kind < OP_NKINDS)
                 has[op_stream((OpKind)so->ops[i].kind)] = true;
         snprintf(label, sizeof label, "stage %d", s);
-        draw_row(out, label, lw, so, STREAM_COMPUTE, r->start[s], r->end[s], scale, cols);
+        unnamed += draw_row(out, label, lw, so, STREAM_COMPUTE, r->start[s], r->end[s], scale, cols);
         if (has[STREAM_D2H]) {
             snprintf(label, sizeof label, "stage %d out", s);
-            draw_row(out, label, lw, so, STREAM_D2H, r->start[s], r->end[s], scale, cols);
+            unnamed += draw_row(out, label, lw, so, STREAM_D2H, r->start[s], r->end[s], scale, cols);
         }
         if (has[STREAM_H2D]) {
             snprintf(label, sizeof label, "stage %d in", s);
-            draw_row(out, label, lw, so, STREAM_H2D, r->start[s], r->end[s], scale, cols);
+            unnamed += draw_row(out, label, lw, so, STREAM_H2D, r->start[s], r->end[s], scale, cols);
         }
     }
     /* The axis: '+' at each tick, the tick's time under it when there is room. */
@@ -124,12 +134,15 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     for (int32_t s = 0; s < p->P && !offload; s++)
         for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
             offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
-    const char *items[] = {"F forward", "B backward", "W weight grad", "R recompute",
-                           "SO swap out", "SI swap in", "OG grad offload + host step",
-                           "LW weight load", ". idle", scl};
+    char more[96] = "";
+    if (unnamed)
+        snprintf(more, sizeof more, "(%u ops too short to name: fill only)", unnamed);
+    const char *items[] = {"F- forward", "B= backward", "W~ weight grad", "R+ recompute",
+                           "SO> swap out", "SI< swap in", "OG} grad offload + host step",
+                           "LW{ weight load", "blank: idle", scl, more};
     int col = width;  /* forces a new line first */
     for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
-        if (!offload && (i == 6 || i == 7))
+        if ((!offload && (i == 6 || i == 7)) || !*items[i])
             continue;
         int len = (int)strlen(items[i]);
         if (col + 2 + len > width) {

@@ -1,15 +1,22 @@
 /* svg.c - `pipec sim --svg` and `pipec diff --svg`: a self-contained SVG timeline for
  * papers. Stages are rows (a thin sub-row under a stage for each swap stream it uses);
  * F/B/W/R/SO/SI/OG/LW boxes in distinct colours with the micro-batch number ("m" or "m.c") on
- * them; the row background is hatched, so every bubble shows as hatching; an axis in ms
- * with "nice" ticks (1, 2, 5 x 10^k) and grid lines; the peak memory of each stage (and
- * its budget) at the right of its row. No scripts, no external fonts or images. */
+ * them; the row background is hatched, so every bubble shows as hatching; under each
+ * stage a strip with its live memory over time (DESIGN.md "Memory", replayed over the
+ * simulated times) and a dashed budget line; an axis in ms with "nice" ticks (1, 2, 5 x
+ * 10^k) and grid lines; the peak memory of each stage (and its budget) at the right of
+ * its row. The plot is as wide as the schedule needs (SVG_MIN_OP_PX per op of the
+ * busiest rank, between the default width and SVG_MAX_WIDTH) unless a width is given;
+ * a box's label shrinks to fit it and is left out below a readable size, so labels never
+ * overlap. No scripts, no external fonts or images. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "human.h"
 #include "sim.h"
+#include "svg.h"
 
 /* Colours per kind (colour-blind-safe "deep" palette). */
 static const char *const kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",
@@ -19,18 +26,34 @@ static const char *const kind_label[OP_NKINDS] = {
     "OG grad offload + host step", "LW weight load"};
 
 enum {
-    WIDTH = 1200,
+    WIDTH = SVG_DEFAULT_WIDTH,
     LEFT = 78,          /* stage labels */
     RIGHT = 150,        /* peak memory column */
     ROW_H = 26,         /* compute row */
     SUB_H = 12,         /* swap sub-row */
     ROW_GAP = 8,
+    MEM_H = 18,         /* memory strip under a stage */
 };
 
 typedef struct Frame {
     double x0, pw;      /* plot left edge and width, px */
     double tmax;        /* ms at the right edge */
+    int width;          /* the picture's width, px */
 } Frame;
+
+/* The picture's width for schedules ps: opts->width, else wide enough for
+ * SVG_MIN_OP_PX per op of the busiest rank, within [WIDTH, SVG_MAX_WIDTH]. */
+static int picture_width(const Pipeline *const *ps, int np, const SvgOpts *opts)
+{
+    if (opts && opts->width > 0)
+        return opts->width < LEFT + RIGHT + 100 ? LEFT + RIGHT + 100 : opts->width;
+    double need = 0;
+    for (int k = 0; k < np; k++)
+        for (int32_t s = 0; s < ps[k]->P; s++)
+            need = fmax(need, (double)ps[k]->stages[s].n * SVG_MIN_OP_PX);
+    double w = need + LEFT + RIGHT;
+    return w < WIDTH ? WIDTH : w > SVG_MAX_WIDTH ? SVG_MAX_WIDTH : (int)ceil(w);
+}
 
 static double xpos(const Frame *f, double ms)
 {
@@ -76,9 +99,56 @@ static double panel_height(const Pipeline *p)
     for (int32_t s = 0; s < p->P; s++) {
         bool has[STREAM_N];
         streams_used(&p->stages[s], has);
-        h += ROW_H + (has[1] ? SUB_H + 1 : 0) + (has[2] ? SUB_H + 1 : 0) + ROW_GAP;
+        h += ROW_H + (has[1] ? SUB_H + 1 : 0) + (has[2] ? SUB_H + 1 : 0) + MEM_H + 2 + ROW_GAP;
     }
     return h;
+}
+
+/* The memory strip: live bytes of rank s over the simulated times as a step line,
+ * scaled to max(budget, peak); the budget as a dashed red line. */
+typedef struct MemPath {
+    StrBuf *out;
+    const Frame *f;
+    double y, h, scale, last_y;
+    bool started;
+} MemPath;
+
+static void mem_point(void *ctx, double t_ms, double bytes)
+{
+    MemPath *m = ctx;
+    double x = xpos(m->f, t_ms), y = m->y + m->h - bytes * m->scale;
+    if (!m->started)
+        sb_printf(m->out, "M%.2f %.2f", x, y);
+    else
+        sb_printf(m->out, "H%.2fV%.2f", x, y);
+    m->started = true;
+    m->last_y = y;
+}
+
+static void draw_memory(StrBuf *out, const Pipeline *p, const SimResult *r, double *const *delta,
+                        int32_t s, const Frame *f, double y)
+{
+    const SimStage *S = &r->stage[s];
+    double top = fmax(S->peak_mem_bytes, p->has_memory ? p->memory : 0);
+    if (!(top > 0))
+        return;
+    MemPath m = {.out = out, .f = f, .y = y, .h = MEM_H, .scale = MEM_H / top};
+    sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" class=\"memb\"/>\n",
+              f->x0, y, xpos(f, r->makespan_ms) - f->x0, MEM_H);
+    sb_puts(out, "<path class=\"memc\" d=\"");
+    mem_point(&m, 0, S->static_mem_bytes);
+    sim_mem_replay(p, r, delta, s, mem_point, &m);
+    sb_printf(out, "H%.2f\"><title>stage %d memory: peak ", xpos(f, r->makespan_ms), s);
+    char a[32];
+    sb_puts(out, human_size(a, sizeof a, S->peak_mem_bytes));
+    if (p->has_memory)
+        sb_printf(out, " of %s", human_size(a, sizeof a, p->memory));
+    sb_puts(out, "</title></path>\n");
+    if (p->has_memory) {
+        double yb = y + MEM_H - p->memory * m.scale;
+        sb_printf(out, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" class=\"budget\"/>\n",
+                  f->x0, yb, xpos(f, r->makespan_ms), yb);
+    }
 }
 
 static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream,
@@ -118,6 +188,10 @@ static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, con
                          double y)
 {
     char a[64], b[64];
+    double **delta = xmalloc(((size_t)p->P ? (size_t)p->P : 1) * sizeof *delta);
+    for (int32_t s = 0; s < p->P; s++)
+        delta[s] = xcalloc(p->stages[s].n ? p->stages[s].n : 1, sizeof **delta);
+    sim_mem_deltas(p, delta);
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *so = &p->stages[s];
         bool has[STREAM_N], offload = false;
@@ -153,8 +227,12 @@ static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, con
         if (p->has_memory)
             sb_printf(out, " / %s", sim_fmt_size(b, sizeof b, p->memory));
         sb_puts(out, "</text>\n");
-        y += h + ROW_GAP;
+        draw_memory(out, p, r, delta, s, f, y + h + 1);
+        y += h + MEM_H + 2 + ROW_GAP;
     }
+    for (int32_t s = 0; s < p->P; s++)
+        free(delta[s]);
+    free(delta);
     return y;
 }
 
@@ -177,7 +255,7 @@ static void draw_axis(StrBuf *out, const Frame *f, double ytop, double ybot)
               f->x0 + f->pw / 2, ybot + 36);
 }
 
-static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y)
+static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y, int width)
 {
     bool used[OP_NKINDS] = {false};
     for (int k = 0; k < np; k++)
@@ -198,11 +276,16 @@ static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y)
                    "stroke=\"#bbb\" stroke-width=\"0.5\"/><text x=\"%.1f\" y=\"%.1f\" "
                    "class=\"leg\">idle (bubble)</text>\n",
               x, y - 10, x + 16, y);
+    x += 16 + 13 * 6.6 + 18;
+    sb_printf(out, "<path d=\"M%.1f %.1fH%.1f\" class=\"memc\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "class=\"leg\">memory</text><path d=\"M%.1f %.1fH%.1f\" class=\"budget\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" class=\"leg\">budget</text>\n",
+              x, y - 4, x + 14, x + 18, y, x + 70, y - 4, x + 84, x + 88, y);
     sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"leg\">peak memory</text>\n",
-              WIDTH - RIGHT + 10, y);
+              width - RIGHT + 10, y);
 }
 
-static void header(StrBuf *out, double height)
+static void header(StrBuf *out, int width, double height)
 {
     sb_printf(out,
               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -220,9 +303,11 @@ static void header(StrBuf *out, double height)
               ".leg{font-size:11px;fill:#222}"
               ".title{font-size:14px;font-weight:600;fill:#111}"
               ".grid{stroke:#000;stroke-opacity:0.08;stroke-width:1}"
-              ".axis{stroke:#333;stroke-width:1}</style>\n"
+              ".axis{stroke:#333;stroke-width:1}"
+              ".memb{fill:#f7f7f7}.memc{fill:none;stroke:#4C72B0;stroke-width:1.2}"
+              ".budget{stroke:#C44E52;stroke-width:1;stroke-dasharray:4 3}</style>\n"
               "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
-              WIDTH, height, WIDTH, height);
+              width, height, width, height);
 }
 
 static void title(StrBuf *out, const Pipeline *p, const SimResult *r, const char *tag, double y)
@@ -237,41 +322,50 @@ static void title(StrBuf *out, const Pipeline *p, const SimResult *r, const char
               p->M, p->M == 1 ? "" : "es");
     if (p->V > 1)
         sb_printf(out, ", %d chunks", p->V);
-    sb_printf(out, "; makespan %.4g ms, bubble ratio %.4f%s</text>\n", r->makespan_ms,
-              r->bubble_ratio, r->stuck ? " (stuck: partial)" : "");
+    char ms[32];
+    sb_printf(out, "; makespan %s, bubble ratio %.1f%%%s</text>\n",
+              human_ms(ms, sizeof ms, r->makespan_ms), 100 * r->bubble_ratio,
+              r->stuck ? " (stuck: partial)" : "");
 }
 
-void sim_write_svg(StrBuf *out, const Pipeline *p, const SimResult *r)
+void svg_write(StrBuf *out, const Pipeline *p, const SimResult *r, const SvgOpts *opts)
 {
-    Frame f = {LEFT, WIDTH - LEFT - RIGHT, r->makespan_ms};
-    double top = 58, rows = panel_height(p), height = top + rows + 48;
-    header(out, height);
-    title(out, p, r, NULL, 22);
     const Pipeline *ps[1] = {p};
-    legend(out, ps, 1, 44);
+    int width = picture_width(ps, 1, opts);
+    Frame f = {LEFT, width - LEFT - RIGHT, r->makespan_ms, width};
+    double top = 58, rows = panel_height(p), height = top + rows + 48;
+    header(out, width, height);
+    title(out, p, r, NULL, 22);
+    legend(out, ps, 1, 44, width);
     draw_panel(out, p, r, &f, top);
     draw_axis(out, &f, top - 4, top + rows - ROW_GAP + 4);
     sb_puts(out, "</svg>\n");
 }
 
-void sim_write_svg_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *la,
-                        const Pipeline *b, const SimResult *rb, const char *lb)
+void sim_write_svg(StrBuf *out, const Pipeline *p, const SimResult *r)
+{
+    svg_write(out, p, r, NULL);
+}
+
+void svg_write_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *la,
+                    const Pipeline *b, const SimResult *rb, const char *lb, const SvgOpts *opts)
 {
     double tmax = fmax(ra->makespan_ms, rb->makespan_ms);
-    Frame f = {LEFT, WIDTH - LEFT - RIGHT, tmax};
+    const Pipeline *ps[2] = {a, b};
+    int width = picture_width(ps, 2, opts);
+    Frame f = {LEFT, width - LEFT - RIGHT, tmax, width};
     double top = 58, ha = panel_height(a), hb = panel_height(b), gap = 34;
     double height = top + ha + gap + hb + 48;
-    header(out, height);
-    const Pipeline *ps[2] = {a, b};
+    header(out, width, height);
     title(out, a, ra, la ? la : "A", 22);
-    legend(out, ps, 2, 44);
+    legend(out, ps, 2, 44, width);
     double y = draw_panel(out, a, ra, &f, top);
     double yb = y + gap;
     title(out, b, rb, lb ? lb : "B", yb - 10);
-    /* The makespan of each as a dashed marker across both panels. */
     draw_panel(out, b, rb, &f, yb);
     double ybot = yb + hb - ROW_GAP + 4;
     draw_axis(out, &f, top - 4, ybot);
+    /* The makespan of each as a dashed marker across both panels. */
     const SimResult *rs[2] = {ra, rb};
     for (int k = 0; k < 2; k++) {
         double x = xpos(&f, rs[k]->makespan_ms);
@@ -280,4 +374,10 @@ void sim_write_svg_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, con
                   x, top - 4, x, ybot, k ? "#C44E52" : "#4C72B0");
     }
     sb_puts(out, "</svg>\n");
+}
+
+void sim_write_svg_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *la,
+                        const Pipeline *b, const SimResult *rb, const char *lb)
+{
+    svg_write_pair(out, a, ra, la, b, rb, lb, NULL);
 }

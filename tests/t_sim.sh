@@ -69,7 +69,24 @@ check "gantt: one row per stage" test "$(grep -c '^ *stage [0-3] |' "$tmp/gantt"
 check "gantt: fits COLUMNS" test "$(awk '/stage 0 \|/{on=1} on && length($0) > 72' "$tmp/gantt" | wc -l)" = 0
 check "summary fits 80 columns" test "$(awk 'length($0) > 80' "$tmp/gantt" | wc -l)" = 0
 check "gantt: stage 0 starts with F0, stage 3 idles first" grep -q '^ *stage 0 |F0' "$tmp/gantt"
-check "gantt: stage 3 waits for F0" grep -q '^ *stage 3 |\.\.*F0' "$tmp/gantt"
+check "gantt: stage 3 waits for F0 (idle is blank)" grep -q '^ *stage 3 |  *F0' "$tmp/gantt"
+# A box too short for its whole name shows its kind's fill only, never a cut name: in an
+# interleaved schedule (names like B3.1) drawn at 60 and 400 columns, no name is cut
+# after its '.', and the names drawn at 60 columns are a subset of those drawn at 400
+# that the schedule has (a cut "F1" of "F12" would be a name in its own right, so the
+# check is on chunk suffixes: at 60 columns every chunk-1 op drawn by name keeps ".1").
+sed 's/schedule onef1b/chunks 2  schedule interleaved/' examples/llama2_13b_1f1b.pipe >"$tmp/il.pipe"
+COLUMNS=60 "$P" sim --gantt "$tmp/il.pipe" >"$tmp/gantt3"
+check "gantt: no cut names" python3 -c "
+import re
+rows = [l for l in open('$tmp/gantt3') if re.match(r'^ *stage \d+ \|', l)]
+assert rows
+for l in rows:
+    body = l.split('|', 1)[1]
+    assert not re.search(r'[FBWR]\d+\.(?!\d)', body), l
+    assert '.' not in re.sub(r'[FBWR]\d+\.\d+', '', body), l
+"
+check "gantt: narrow boxes are counted in the legend" grep -q 'ops too short to name: fill only' "$tmp/gantt3"
 COLUMNS=200 "$P" sim --gantt $G/swap.pipe >"$tmp/gantt2"
 check "gantt: swap streams get rows" grep -q '^stage 0 out |.*SO0' "$tmp/gantt2"
 check "gantt: SI row" grep -q 'stage 0 in |.*SI0' "$tmp/gantt2"
@@ -128,6 +145,33 @@ for want in sys.argv[3:]:
 EOF
 check "svg: well-formed, 64 boxes, labels" python3 "$tmp/check_svg.py" "$tmp/t.svg" 64 "stage 3" "36.0 GiB / 40.0 GiB" "time (ms)"
 check "svg: swap rows" python3 "$tmp/check_svg.py" "$tmp/s.svg" 6 "swap out" "swap in" "2.8 GiB"
+# A memory curve per stage with the budget line; the curve of stage 0 climbs from its
+# weights (4 GiB) to its peak (36 GiB), on an 18 px strip scaled to the 40 GiB budget.
+cat >"$tmp/check_mem.py" <<'EOF'
+import re, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+curves = [p for p in root.iter(ns + "path") if p.get("class") == "memc" and "V" in p.get("d", "")]
+budgets = [l for l in root.iter(ns + "line") if l.get("class") == "budget"]
+assert len(curves) == 4, len(curves)
+assert len(budgets) == 4, len(budgets)
+ys = [float(v) for v in re.findall(r"V([0-9.]+)", curves[0].get("d"))]
+y0 = float(re.match(r"M[0-9.]+ ([0-9.]+)", curves[0].get("d")).group(1))
+assert abs((y0 - min(ys)) - 18 * (36 - 4) / 40) < 0.05, (y0, min(ys))
+title = " ".join(t.text or "" for t in root.iter(ns + "title") if "memory" in (t.text or ""))
+assert "stage 0 memory: peak 36.0 GiB of 40.0 GiB" in title, title
+EOF
+check "svg: memory curve and budget line per stage" python3 "$tmp/check_mem.py" "$tmp/t.svg"
+# Width from the schedule: 14 px per op of the busiest rank unless --width.
+"$P" sim examples/tpipe_llama48_tpipe.pipe --svg "$tmp/big.svg" >/dev/null
+w=$(sed -n 's/^<svg [^>]* width="\([0-9]*\)".*/\1/p' "$tmp/big.svg")
+check "svg: width from the schedule ($w px)" test "$w" -gt 3000
+"$P" sim examples/tpipe_llama48_tpipe.pipe --svg "$tmp/w.svg" --width 1500 >/dev/null
+check "svg: --width" grep -q '^<svg [^>]* width="1500"' "$tmp/w.svg"
+"$P" sim examples/tpipe_llama48_tpipe.pipe --svg "$tmp/w.svg" --width 12 >/dev/null 2>&1
+check "svg: --width 12 is a usage error" test $? = 2
+# Numbers for people in the title: seconds with three digits, the bubble ratio in %.
+check "svg: title numbers" grep -qE 'class="title">.*makespan [0-9]+\.[0-9] s, bubble ratio [0-9]+\.[0-9]%' "$tmp/big.svg"
 
 # --- diff --------------------------------------------------------------------------------
 "$P" diff $G/tiny_1f1b.pipe $G/tiny_gpipe.pipe --svg "$tmp/d.svg" >"$tmp/d" 2>"$tmp/d.err"
