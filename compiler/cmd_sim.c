@@ -125,10 +125,14 @@ int cmd_sim(int argc, char **argv)
     SimResult *r = simulate(p);
     int rc = 0;
     StrBuf out = {0};
-    if (json)
+    if (json) {
         sim_write_json(&out, p, r);
-    else
+    } else {
         sim_write_summary(&out, p, r);
+        /* What the columns add up to (DESIGN.md "Time"). */
+        sb_puts(&out, "idle = makespan - busy = fwd bubble (first F to first B) + bwd bubble "
+                      "(first B to\nlast B) + the idle before the first F and after the last B\n");
+    }
     if (gantt) {
         StrBuf g = {0};
         sim_write_gantt(&g, p, r, term_width());
