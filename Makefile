@@ -7,12 +7,13 @@
 #   make demo       the main job on a shipped example
 #   make bench      benchmarks (not tests)
 #   make fuzz       libFuzzer on the front end (clang)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
+#                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
 
 # Every Debian package the project needs, in one place.
 DEB_PACKAGES = make gcc clang flex bison libcmocka-dev libopenblas-dev pkg-config \
-               libclang-rt-14-dev openmpi-bin libopenmpi-dev
+               libclang-rt-14-dev openmpi-bin libopenmpi-dev chromium
 
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -38,11 +39,11 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi cuda-mpi
+.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
-all: bin/pipec build/libpiperun.a
+all: bin/pipec build/libpiperun.a build/pipec.1 editors
 
 # --- dependencies -----------------------------------------------------------------
 # Installs only when something is missing, so it is cheap to run before every target.
@@ -121,6 +122,17 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
 	  build/asan/libpipec.a build/asan/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
 
+# --- documentation and editor support ------------------------------------------------
+# The man page is generated from the usage texts the binary prints; the Vim syntax and
+# the VS Code grammar from editors/pipe-syntax.txt and the lexer's keywords.
+build/pipec.1: bin/pipec tools/mkman.sh
+	@mkdir -p build
+	sh tools/mkman.sh bin/pipec >$@.tmp && mv $@.tmp $@
+
+editors: build/editors/vim/syntax/pipe.vim
+build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l
+	sh tools/mksyntax.sh . build/editors
+
 # --- targets ------------------------------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN)
@@ -142,11 +154,27 @@ fuzz: deps build/gen/pipe.tab.c build/gen/lex.yy.c
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pipec/stdlib \
-	  $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	  $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/doc/pipec/docs \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/vim/vimfiles/syntax $(DESTDIR)$(PREFIX)/share/vim/vimfiles/ftdetect \
+	  $(DESTDIR)$(PREFIX)/share/pipec/vscode/syntaxes
 	install -m 755 bin/pipec $(DESTDIR)$(PREFIX)/bin/pipec
 	install -m 644 stdlib/*.pipe $(DESTDIR)$(PREFIX)/share/pipec/stdlib/
-	install -m 644 build/libpiperun.a $(DESTDIR)$(PREFIX)/lib/
+	for lib in build/libpiperun*.a; do install -m 644 $$lib $(DESTDIR)$(PREFIX)/lib/; done
 	install -m 644 runtime/piperun.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 build/pipec.1 $(DESTDIR)$(PREFIX)/share/man/man1/pipec.1
+	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/pipec/
+	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pipec/docs/
+	install -m 644 completions/pipec.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/pipec
+	install -m 644 completions/_pipec $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_pipec
+	install -m 644 build/editors/vim/syntax/pipe.vim $(DESTDIR)$(PREFIX)/share/vim/vimfiles/syntax/
+	install -m 644 build/editors/vim/ftdetect/pipe.vim $(DESTDIR)$(PREFIX)/share/vim/vimfiles/ftdetect/
+	install -m 644 build/editors/vscode/package.json build/editors/vscode/language-configuration.json \
+	  $(DESTDIR)$(PREFIX)/share/pipec/vscode/
+	install -m 644 build/editors/vscode/syntaxes/pipe.tmLanguage.json \
+	  $(DESTDIR)$(PREFIX)/share/pipec/vscode/syntaxes/
 
 # --- CUDA backend and MPI transport (docs/cuda.md) ---------------------------------
 # `make cuda` builds build/libpiperun_cuda.a with nvcc (runtime/cuda/*.cu plus the CPU

@@ -605,8 +605,9 @@ static char *cache_root(const char *opt)
     return xstrdup(".cache/pipec");
 }
 
-/* The default training text: README.md and the docs/ pages of the tree pipec runs from,
- * concatenated into the cache. NULL when none is found (the program's built-in text). */
+/* The default training text: README.md and the docs/ pages of the tree pipec runs from
+ * (bin/..), or of an installation (bin/../share/doc/pipec), concatenated into the cache.
+ * NULL when none is found (the program's built-in text). */
 static char *default_data(const char *root)
 {
     char *bin = self_dir();
@@ -616,16 +617,20 @@ static char *default_data(const char *root)
     const char *names[] = {"README.md", "docs/language.md", "docs/runtime.md", "docs/model.md",
                            "docs/semantics.md", "docs/cost-model.md", "docs/simulator.md",
                            "docs/passes.md", "docs/architecture.md"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *path = xasprintf("%s/../%s", bin, names[i]);
-        size_t len;
-        char *t = read_file(path, &len);
-        if (t) {
-            sb_puts(&text, t);
-            sb_putc(&text, '\n');
+    static const char *const trees[] = {"..", "../share/doc/pipec"};
+    for (size_t k = 0; k < 2 && text.len < 4096; k++) {
+        text.len = 0;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            char *path = xasprintf("%s/%s/%s", bin, trees[k], names[i]);
+            size_t len;
+            char *t = read_file(path, &len);
+            if (t) {
+                sb_puts(&text, t);
+                sb_putc(&text, '\n');
+            }
+            free(t);
+            free(path);
         }
-        free(t);
-        free(path);
     }
     free(bin);
     if (text.len < 4096) {
