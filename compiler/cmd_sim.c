@@ -17,6 +17,7 @@
 
 #include "cmds.h"
 #include "driver.h"
+#include "html.h"
 #include "sim.h"
 #include "svg.h"
 #include "util.h"
@@ -24,7 +25,7 @@
 #define DIFF_MAX_EDITS 4000
 #define DIFF_CONTEXT 3
 
-enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH };
+enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH, OPT_HTML };
 
 /* --width PX for the SVG: a whole number of pixels; returns false on a bad value. */
 static bool parse_width(const char *arg, SvgOpts *so)
@@ -75,6 +76,7 @@ int cmd_sim(int argc, char **argv)
         {"svg", required_argument, NULL, OPT_SVG},
         {"gantt", no_argument, NULL, OPT_GANTT},
         {"width", required_argument, NULL, OPT_WIDTH},
+        {"html", required_argument, NULL, OPT_HTML},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -82,7 +84,7 @@ int cmd_sim(int argc, char **argv)
     DriverOpts o = {0};
     SvgOpts so = {0};
     bool json = false, gantt = false;
-    const char *trace = NULL, *svg = NULL;
+    const char *trace = NULL, *svg = NULL, *html = NULL;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
@@ -93,6 +95,7 @@ int cmd_sim(int argc, char **argv)
         case OPT_GANTT: gantt = true; break;
         case OPT_TRACE: trace = optarg; break;
         case OPT_SVG: svg = optarg; break;
+        case OPT_HTML: html = optarg; break;
         case OPT_WIDTH:
             if (!parse_width(optarg, &so)) {
                 driver_opts_free(&o);
@@ -146,7 +149,8 @@ int cmd_sim(int argc, char **argv)
         sb_free(&g);
     }
     /* `--svg -` or `--trace -` make standard output that file: the summary goes to stderr. */
-    bool to_stdout = !(trace && !strcmp(trace, "-")) && !(svg && !strcmp(svg, "-"));
+    bool to_stdout = !(trace && !strcmp(trace, "-")) && !(svg && !strcmp(svg, "-")) &&
+                     !(html && !strcmp(html, "-"));
     fputs(out.s ? out.s : "", to_stdout ? stdout : stderr);
     sb_free(&out);
     if (trace) {
@@ -160,6 +164,14 @@ int cmd_sim(int argc, char **argv)
         StrBuf t = {0};
         svg_write(&t, p, r, &so);
         if (write_out(svg, &t))
+            rc = 1;
+        sb_free(&t);
+    }
+    if (html) {
+        StrBuf t = {0};
+        HtmlVariant hv = {p->name, p, r};
+        html_write(&t, &hv, 1);
+        if (write_out(html, &t))
             rc = 1;
         sb_free(&t);
     }
@@ -490,13 +502,14 @@ int cmd_diff(int argc, char **argv)
         {"svg", required_argument, NULL, OPT_SVG},
         {"json", no_argument, NULL, OPT_JSON},
         {"width", required_argument, NULL, OPT_WIDTH},
+        {"html", required_argument, NULL, OPT_HTML},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     DriverOpts o = {0};
     SvgOpts so = {0};
-    const char *svg = NULL;
+    const char *svg = NULL, *html = NULL;
     bool json = false;
     int opt;
     optind = 1;
@@ -505,6 +518,7 @@ int cmd_diff(int argc, char **argv)
             continue;
         switch (opt) {
         case OPT_SVG: svg = optarg; break;
+        case OPT_HTML: html = optarg; break;
         case OPT_JSON: json = true; break;
         case OPT_WIDTH:
             if (!parse_width(optarg, &so)) {
@@ -551,6 +565,17 @@ int cmd_diff(int argc, char **argv)
         free(la);
         free(lb);
         if (write_out(svg, &t))
+            rc = 2;
+        sb_free(&t);
+    }
+    if (html) {
+        StrBuf t = {0};
+        char *la = xasprintf("A: %s", fa), *lb = xasprintf("B: %s", fb);
+        HtmlVariant hv[2] = {{la, a, ra}, {lb, b, rb}};
+        html_write(&t, hv, 2);
+        free(la);
+        free(lb);
+        if (write_out(html, &t))
             rc = 2;
         sb_free(&t);
     }

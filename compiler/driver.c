@@ -109,15 +109,18 @@ static const struct {
      "passes applied, costs derived). print(parse(print(x))) == print(x).\n"
      "  -o, --output OUT    write OUT atomically instead of standard output\n" COMMON_OPTS},
     {"sim",
-     "usage: pipec sim [options] FILE [--json] [--trace T.json] [--svg T.svg] [--gantt]\n"
+     "usage: pipec sim [options] FILE [--json] [--trace T.json] [--svg T.svg] [--html T.html]\n"
+     "                 [--gantt]\n"
      "Simulates one iteration under the cost model: makespan, bubbles, peak memory.\n"
      "  --json              one JSON object instead of the summary\n"
      "  --trace T.json      write a Chrome trace (chrome://tracing, Perfetto)\n"
      "  --svg T.svg         write an SVG timeline (with each stage's memory over time)\n"
      "  --width PX          the SVG's width (default: from the schedule, >= 1200)\n"
+     "  --html OUT.html     write an interactive timeline: one self-contained page with\n"
+     "                      zoom, pan, hover details of every op and the memory curves\n"
      "  --gantt             print an ASCII timeline, as wide as the terminal ($COLUMNS)\n"
-     "A file argument `-` is standard input; `--svg -` and `--trace -` write to standard\n"
-     "output (the summary then goes to standard error).\n" COMMON_OPTS},
+     "A file argument `-` is standard input; `--svg -`, `--html -` and `--trace -` write to\n"
+     "standard output (the summary then goes to standard error).\n" COMMON_OPTS},
     {"opt",
      "usage: pipec opt [options] FILE --pass a,b(k=v),... [-o OUT]\n"
      "Runs the given passes in order on the compiled pipeline, checking it after each,\n"
@@ -127,14 +130,15 @@ static const struct {
      "  -o, --output OUT    write OUT atomically instead of standard output\n"
      "  --list              list the passes and their arguments\n" COMMON_OPTS},
     {"diff",
-     "usage: pipec diff [options] A B [--json] [--svg OUT.svg]\n"
+     "usage: pipec diff [options] A B [--json] [--svg OUT.svg] [--html OUT.html]\n"
      "Simulates both schedules and prints their metrics side by side (with a note when\n"
      "their stages, micro-batches or chunks differ), each stage's busy, idle and bubble\n"
      "times, then each stage's op-order difference as a unified diff. Exit 0 when A and B\n"
      "are the same, 1 when they differ, 2 on errors (as diff(1)).\n"
      "  --json              one JSON object: both `sim --json` objects and what differs\n"
      "  --svg OUT.svg       both timelines, A above B, on one time axis\n"
-     "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n" COMMON_OPTS},
+     "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n"
+     "  --html OUT.html     an interactive page with both timelines and a picker\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"

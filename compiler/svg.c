@@ -18,10 +18,10 @@
 #include "sim.h"
 #include "svg.h"
 
-/* Colours per kind (colour-blind-safe "deep" palette). */
-static const char *const kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",
+/* Colours per kind (colour-blind-safe "deep" palette); the HTML timeline uses them too. */
+const char *const svg_kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",
                                                  "#DD8452", "#937860", "#DA8BC3", "#8C8C8C"};
-static const char *const kind_label[OP_NKINDS] = {
+const char *const svg_kind_label[OP_NKINDS] = {
     "F forward",   "B backward", "W weight grad", "R recompute", "SO swap out", "SI swap in",
     "OG grad offload + host step", "LW weight load"};
 
@@ -166,7 +166,7 @@ static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream
         sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s "
                        "class=\"op\">"
                        "<title>%s: %.6g-%.6g ms</title></rect>\n",
-                  x0, y, w, h, kind_fill[o->kind], o->chunk & 1 ? " fill-opacity=\"0.72\"" : "",
+                  x0, y, w, h, svg_kind_fill[o->kind], o->chunk & 1 ? " fill-opacity=\"0.72\"" : "",
                   op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk), start[i], end[i]);
         char lab[32];
         if (OP_IS_CHUNKWIDE(o->kind)) /* chunk-wide: the kind and chunk, no micro-batch */
@@ -269,8 +269,8 @@ static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y, int
             continue;
         sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                        "<text x=\"%.1f\" y=\"%.1f\" class=\"leg\">%s</text>\n",
-                  x, y - 10, kind_fill[k], x + 16, y, kind_label[k]);
-        x += 16 + strlen(kind_label[k]) * 6.6 + 18;
+                  x, y - 10, svg_kind_fill[k], x + 16, y, svg_kind_label[k]);
+        x += 16 + strlen(svg_kind_label[k]) * 6.6 + 18;
     }
     sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"url(#idle)\" "
                    "stroke=\"#bbb\" stroke-width=\"0.5\"/><text x=\"%.1f\" y=\"%.1f\" "
