@@ -133,8 +133,8 @@ int cmd_sim(int argc, char **argv)
     } else {
         sim_write_summary(&out, p, r);
         /* What the columns add up to (DESIGN.md "Time"). */
-        sb_puts(&out, "idle = makespan - busy = fwd bubble (first F to first B) + bwd bubble "
-                      "(first B to\nlast B) + the idle before the first F and after the last B\n");
+        sb_puts(&out, "idle = makespan - busy = fwd bubble (first F to first B)\n"
+                      "       + bwd bubble (first B to last B) + idle before 1st F, after last B\n");
     }
     if (gantt) {
         StrBuf g = {0};

@@ -682,6 +682,19 @@ static Node *find_def(Node **defs, size_t n, const char *name)
     return NULL;
 }
 
+/* A note listing every definition of defs ("templates: gpipe onef1b ..."), for a name
+ * with no close match. */
+static void note_defs(Diag *d, Loc at, Node **defs, size_t n, const char *what)
+{
+    if (!n)
+        return;
+    StrBuf b = {0};
+    for (size_t i = 0; i < n; i++)
+        sb_printf(&b, "%s%s", i ? " " : "", defs[i]->name);
+    diag_note(d, at, "%s: %s", what, b.s);
+    sb_free(&b);
+}
+
 /* ", did you mean 'NAME'?" for the definition closest to name, or "" (diag_suggest). */
 static char *suggest_def(char *buf, size_t len, Node **defs, size_t n, const char *name)
 {
@@ -701,6 +714,8 @@ static void exec_schedule(Elab *e, const Node *n)
         char hint[96];
         diag_error(e->d, n->loc, DIAG_NAME, "unknown schedule template '%s'%s", n->name,
                    suggest_def(hint, sizeof hint, e->templates, e->ntemplates, n->name));
+        if (!hint[0])
+            note_defs(e->d, n->loc, e->templates, e->ntemplates, "templates");
         if (!e->ntemplates)
             diag_note(e->d, n->loc, "no templates are defined; the stdlib's are in \"std/schedules.pipe\"");
         return;
@@ -774,6 +789,8 @@ static Entity *resolve_entity(Elab *e, const Node *ref, Node **defs, size_t ndef
         char hint[96];
         diag_error(e->d, ref->loc, DIAG_NAME, "unknown %s '%s'%s", what, ref->name,
                    suggest_def(hint, sizeof hint, defs, ndefs, ref->name));
+        if (!hint[0])
+            note_defs(e->d, ref->loc, defs, ndefs, !strcmp(what, "model") ? "models" : "devices");
         if (!ndefs)
             diag_note(e->d, ref->loc, "no %ss are defined; the stdlib's are in \"std/%ss.pipe\"", what, what);
         return NULL;

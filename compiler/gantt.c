@@ -137,9 +137,10 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     char more[96] = "";
     if (unnamed)
         snprintf(more, sizeof more, "(%u ops too short to name: fill only)", unnamed);
-    const char *items[] = {"F- forward", "B= backward", "W~ weight grad", "R+ recompute",
-                           "SO> swap out", "SI< swap in", "OG} grad offload + host step",
-                           "LW{ weight load", "blank: idle", scl, more};
+    const char *items[] = {"F forward (-)", "B backward (=)", "W weight grad (~)",
+                           "R recompute (+)", "SO swap out (>)", "SI swap in (<)",
+                           "OG grad offload + host step (})", "LW weight load ({)",
+                           "blank: idle", scl, more};
     int col = width;  /* forces a new line first */
     for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
         if ((!offload && (i == 6 || i == 7)) || !*items[i])

@@ -65,8 +65,16 @@ int run_pass(Diag *d, Pipeline *p, const PassCall *call)
     int err = 0;
     for (uint32_t i = 0; i < call->nargs; i++)
         if (!arg_listed(pi->args, call->args[i].key)) {
-            diag_error(d, call->args[i].loc, DIAG_NAME, "pass '%s' takes no argument '%s' (it takes: %s)",
-                       pi->name, call->args[i].key, *pi->args ? pi->args : "none");
+            char list[256], hint[96];
+            const char *names[16];
+            size_t n = 0;
+            snprintf(list, sizeof list, "%s", pi->args);
+            for (char *t = strtok(list, ","); t && n < 16; t = strtok(NULL, ","))
+                names[n++] = t;
+            diag_suggest(hint, sizeof hint, call->args[i].key, names, n);
+            diag_error(d, call->args[i].loc, DIAG_NAME,
+                       "pass '%s' takes no argument '%s'%s (it takes: %s)", pi->name,
+                       call->args[i].key, hint, *pi->args ? pi->args : "none");
             err++;
         }
     if (err)

@@ -301,11 +301,11 @@ static void test_export_drops(void **state)
     assert_int_equal(csv_export(&c.d, p, CSV_CURRENT, &out), 4);
     assert_string_equal(out.s, "0F0,0F1,0B0,0B1\n");
     assert_string_equal(cap_text(&c),
-                        "pipec: warning: SO ops have no PyTorch pipelining action; SO0 and "
+                        "pipec: warning[csv]: SO ops have no PyTorch pipelining action; SO0 and "
                         "the other SO ops are left out of the CSV\n"
-                        "pipec: warning: SI ops have no PyTorch pipelining action; SI0 and "
+                        "pipec: warning[csv]: SI ops have no PyTorch pipelining action; SI0 and "
                         "the other SI ops are left out of the CSV\n"
-                        "pipec: warning: R ops have no PyTorch pipelining action; R0 and the "
+                        "pipec: warning[csv]: R ops have no PyTorch pipelining action; R0 and the "
                         "other R ops are left out of the CSV\n");
     sb_free(&out);
     pipeline_free(p);
