@@ -8,10 +8,6 @@
 
 #define NONE UINT32_MAX
 
-/* The smallest micro-batch >= from for which (kind, v, mb) is indexed, or NONE.
- * Dense index: a scan; sparse index: a binary search. */
-uint32_t opindex_next(const OpIndex *idx, OpKind kind, int32_t v, uint32_t from);
-
 /* Why one op waits for another (an edge of the wait graph, docs/semantics.md). */
 typedef enum WaitWhy {
     WAIT_STREAM, /* the previous op on the same stream of the same rank */
@@ -72,10 +68,6 @@ int check_waitgraph(Diag *d, const Graph *g);
 
 /* Runs the send/recv lowering (comm.h) and reports a hang as `deadlock`. */
 int check_comm(Diag *d, const Pipeline *p, const Graph *g);
-
-/* mem_live_at (memory.h) with an op index already built. */
-uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
-                      double *held, uint32_t cap);
 
 /* "stage 1 B3"-style name of node u into buf. */
 char *node_name(const Graph *g, uint32_t u, char *buf, size_t n);
