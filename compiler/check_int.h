@@ -12,7 +12,7 @@
 typedef enum WaitWhy {
     WAIT_STREAM, /* the previous op on the same stream of the same rank */
     WAIT_DATA,   /* a data dependency of DESIGN.md "Dependencies" */
-    WAIT_SWAP,   /* an allocating op waits for the last SO listed before it */
+    WAIT_MEMORY, /* an allocating op waits for a freeing op listed before it (opsem.h) */
     WAIT_DEP     /* a `dep` line */
 } WaitWhy;
 
@@ -23,7 +23,7 @@ typedef struct Pred {
 } Pred;
 
 /* The wait graph, implicit: ops are numbered rank by rank (node = off[s] + pos) and
- * their predecessors computed on demand from the op index. 14 bytes per op plus 8 per
+ * their predecessors computed on demand from the op index. 18 bytes per op plus 8 per
  * dep. */
 typedef struct Graph {
     const Pipeline *p;
@@ -32,7 +32,8 @@ typedef struct Graph {
     uint32_t *off;        /* [P+1] first node of each rank */
     uint16_t *rank;       /* [N] */
     uint32_t *sprev;      /* [N] previous op on the same stream, or NONE */
-    uint32_t *swprev;     /* [N] allocating ops: last SO listed before, or NONE */
+    uint32_t (*mprev)[STREAM_N - 1]; /* [N] allocating ops: the last op listed before
+                                      * on each other stream that frees memory, or NONE */
     uint32_t *dstart;     /* [N+1] CSR of dep predecessors */
     uint32_t *dfrom;      /* [ndeps] pred node */
     uint32_t *ddep;       /* [ndeps] index into p->deps */
