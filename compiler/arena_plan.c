@@ -10,11 +10,12 @@
 #define NONE UINT32_MAX
 
 /* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
- * ARENA_GREEDY_MAX, the exact search up to ARENA_EXACT_MAX within ARENA_EXACT_NODES
- * nodes. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
+ * ARENA_GREEDY_MAX, ARENA_SHUFFLES shuffled greedy orders and the exact search (within
+ * ARENA_EXACT_NODES nodes) up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
-#define ARENA_EXACT_MAX 40
-#define ARENA_EXACT_NODES 4000L
+#define ARENA_EXACT_MAX 64
+#define ARENA_EXACT_NODES 20000L
+#define ARENA_SHUFFLES 2000
 
 static int64_t align_up(int64_t n)
 {
@@ -407,6 +408,25 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
             memcpy(off, tmp, n * sizeof *off);
         }
     }
+    /* Shuffled orders (seeded: plans are deterministic), for small ranks. */
+    uint64_t rs = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k < ARENA_SHUFFLES && best > peak && n <= ARENA_EXACT_MAX; k++) {
+        order_by(incs, n, (OrdKind)(k % ORD_N), ord);
+        for (size_t i = n; i > 1; i--) { /* a partial shuffle keeps some of the order */
+            rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+            if (rs % 3 == 0) {
+                size_t j = (size_t)(rs >> 8) % i;
+                uint32_t t = ord[i - 1];
+                ord[i - 1] = ord[j];
+                ord[j] = t;
+            }
+        }
+        int64_t a = place_greedy(incs, n, ord, best - 1, tmp);
+        if (a < best) {
+            best = a;
+            memcpy(off, tmp, n * sizeof *off);
+        }
+    }
     if (best > peak && n <= ARENA_EXACT_MAX) {
         Dfs s = {incs, n, peak, xmalloc((2 * n + 1) * sizeof(Placed)), 0, xcalloc(n, 1), tmp,
                  NULL, 0, ARENA_EXACT_NODES};
@@ -743,7 +763,7 @@ static void fmt_bytes(char *buf, size_t n, double b)
 void arena_plan_report(FILE *out, const Pipeline *p)
 {
     ArenaPlan *a = arena_plan(p, NULL, 0);
-    fprintf(out, "arena plan (static, first fit; fragmentation = arena / peak live):\n");
+    fprintf(out, "arena plan (static; fragmentation = arena / peak live, 1.000 = none):\n");
     fprintf(out, "%5s %12s %12s %8s %12s %12s %12s\n", "rank", "arena", "peak live",
             "frag", "weights", "total", "budget");
     for (int32_t s = 0; s < p->P; s++) {
@@ -783,10 +803,20 @@ int arena_check(Diag *d, const Pipeline *p)
         fmt_bytes(ba, sizeof ba, (double)r->size);
         fmt_bytes(bw, sizeof bw, w);
         Loc loc = p->stages[s].loc.file != LOC_NONE_FILE ? p->stages[s].loc : p->loc;
-        diag_error(d, loc, DIAG_MEMORY,
-                   "stage %d: static arena %s + weights %s = %s exceeds the budget %s by %s",
-                   s, ba, bw, bt, bb, bo);
         double frag = r->peak_live > 0 ? (double)r->size / (double)r->peak_live : 1.0;
+        char bp[32], bf[32];
+        fmt_bytes(bp, sizeof bp, (double)r->peak_live);
+        fmt_bytes(bf, sizeof bf, (double)(r->size - r->peak_live));
+        if (r->size > r->peak_live && w + (double)r->peak_live <= p->memory)
+            diag_error(d, loc, DIAG_MEMORY,
+                       "stage %d: no packing of its activations within the budget was found: "
+                       "static arena %s for a walk peak of %s (fragmentation %.3f, %s lost) + "
+                       "weights %s = %s exceeds the budget %s by %s",
+                       s, ba, bp, frag, bf, bw, bt, bb, bo);
+        else
+            diag_error(d, loc, DIAG_MEMORY,
+                       "stage %d: static arena %s + weights %s = %s exceeds the budget %s by %s",
+                       s, ba, bw, bt, bb, bo);
         if (r->peak_op < p->stages[s].n) {
             char nm[32];
             const Op *o = &p->stages[s].ops[r->peak_op];
