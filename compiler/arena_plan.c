@@ -10,12 +10,14 @@
 #define NONE UINT32_MAX
 
 /* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
- * ARENA_GREEDY_MAX, ARENA_SHUFFLES shuffled greedy orders and the exact search (within
- * ARENA_EXACT_NODES nodes) up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
+ * ARENA_GREEDY_MAX, up to ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks:
+ * about ARENA_SHUFFLE_WORK / n^2) and the exact search (within ARENA_EXACT_NODES nodes)
+ * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
 #define ARENA_EXACT_MAX 64
 #define ARENA_EXACT_NODES 20000L
 #define ARENA_SHUFFLES 2000
+#define ARENA_SHUFFLE_WORK 4000000u
 
 static int64_t align_up(int64_t n)
 {
@@ -157,20 +159,29 @@ static void gaps_free(Gaps *z, int64_t lo, int64_t hi)
     }
 }
 
-/* First fit: the lowest free range of `size` bytes, taken. */
-static int64_t gaps_take(Gaps *z, int64_t size)
+/* The lowest free range of `size` bytes (first fit), or with best set the smallest one
+ * that fits (best fit, lowest on ties), taken. */
+static int64_t gaps_take(Gaps *z, int64_t size, bool best)
 {
+    size_t pick = z->n;
     for (size_t i = 0; i < z->n; i++)
         if (z->g[i][1] - z->g[i][0] >= size) {
-            int64_t off = z->g[i][0];
-            z->g[i][0] += size;
-            if (z->g[i][0] == z->g[i][1]) {
-                memmove(&z->g[i], &z->g[i + 1], (z->n - i - 1) * sizeof *z->g);
-                z->n--;
+            if (!best) {
+                pick = i;
+                break;
             }
-            return off;
+            if (pick == z->n || z->g[i][1] - z->g[i][0] < z->g[pick][1] - z->g[pick][0])
+                pick = i;
         }
-    unreachable(); /* the last gap is unbounded */
+    if (pick == z->n)
+        unreachable(); /* the last gap is unbounded */
+    int64_t off = z->g[pick][0];
+    z->g[pick][0] += size;
+    if (z->g[pick][0] == z->g[pick][1]) {
+        memmove(&z->g[pick], &z->g[pick + 1], (z->n - pick - 1) * sizeof *z->g);
+        z->n--;
+    }
+    return off;
 }
 
 /* An event of the online allocator: at list time t, incarnation inc allocates
@@ -194,7 +205,7 @@ static int cmp_pev(const void *a, const void *b)
 /* The fast plan: the incarnations allocated and freed in list-time order by a first-fit
  * allocator, as a real allocator would at run time, but with every free known in
  * advance. O(n log n + n * gaps). Writes off[]; returns the arena size. */
-static int64_t place_online(const Inc *incs, size_t n, int64_t *off)
+static int64_t place_online(const Inc *incs, size_t n, bool best, int64_t *off)
 {
     PEv *ev = xmalloc((3 * n + 1) * sizeof *ev);
     size_t ne = 0;
@@ -213,7 +224,7 @@ static int64_t place_online(const Inc *incs, size_t n, int64_t *off)
         int64_t o = off[ev[e].inc];
         switch (ev[e].what) {
         case 0:
-            o = off[ev[e].inc] = gaps_take(&z, in->size);
+            o = off[ev[e].inc] = gaps_take(&z, in->size, best);
             if (o + in->size > arena)
                 arena = o + in->size;
             break;
@@ -395,11 +406,20 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
 {
     if (!n)
         return 0;
-    int64_t best = place_online(incs, n, off);
-    if (best <= peak || n > ARENA_GREEDY_MAX)
+    int64_t best = place_online(incs, n, false, off);
+    if (best <= peak)
         return best;
-    uint32_t *ord = xmalloc(n * sizeof *ord);
     int64_t *tmp = xmalloc(n * sizeof *tmp);
+    int64_t bf = place_online(incs, n, true, tmp);
+    if (bf < best) {
+        best = bf;
+        memcpy(off, tmp, n * sizeof *off);
+    }
+    if (best <= peak || n > ARENA_GREEDY_MAX) {
+        free(tmp);
+        return best;
+    }
+    uint32_t *ord = xmalloc(n * sizeof *ord);
     for (int k = 0; k < ORD_N && best > peak; k++) {
         order_by(incs, n, (OrdKind)k, ord);
         int64_t a = place_greedy(incs, n, ord, best - 1, tmp);
@@ -410,7 +430,10 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
     }
     /* Shuffled orders (seeded: plans are deterministic), for small ranks. */
     uint64_t rs = 0x9E3779B97F4A7C15ull;
-    for (int k = 0; k < ARENA_SHUFFLES && best > peak && n <= ARENA_EXACT_MAX; k++) {
+    size_t shuffles = ARENA_SHUFFLE_WORK / (n * n);
+    if (shuffles > ARENA_SHUFFLES)
+        shuffles = ARENA_SHUFFLES;
+    for (size_t k = 0; k < shuffles && best > peak; k++) {
         order_by(incs, n, (OrdKind)(k % ORD_N), ord);
         for (size_t i = n; i > 1; i--) { /* a partial shuffle keeps some of the order */
             rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
