@@ -23,6 +23,7 @@
 #include "human.h"
 #include "lint.h"
 #include "memory.h"
+#include "opsem.h"
 #include "passes.h"
 #include "sim.h"
 #include "util.h"
@@ -47,6 +48,8 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
     if (!p || d->nerr > nerr0)
         goto fail;
     if (derive_costs(d, p) || d->nerr > nerr0)
+        goto fail;
+    if (opsem_check_costs(d, p))
         goto fail;
     if (!(o && o->no_passes)) {
         for (uint32_t i = 0; i < p->nrecompute; i++) {
