@@ -128,4 +128,14 @@ check "print -o exits 0" test $? = 0
 check "print -o writes nothing on stdout" test ! -s "$tmp/stdout"
 check "print -o writes the print" cmp -s "$tmp/o.pipe" tests/golden/print/wrap.expected
 
+# Derived costs are printed rounded to 1 ns and whole bytes (no float noise such as
+# 1.6777216000000001ms); costs the source wrote are printed exactly.
+"$PIPEC_ASAN" print examples/demo.pipe >"$tmp/demo.pipe" 2>/dev/null
+check "print: derived times at 1 ns" bash -c "! grep -Eq '[0-9]\.[0-9]{7,}ms' '$tmp/demo.pipe'"
+check "print: derived times present" grep -q ' f 1.677722ms ' "$tmp/demo.pipe"
+check "print: derived sizes whole bytes" bash -c "! grep -Eq '(act|ckpt|weights) [0-9]+\.[0-9]+(B|KiB|MiB|GiB)' '$tmp/demo.pipe'"
+printf 'pipeline exact { stages 1 microbatches 1 costs { f 1.23456789ms act 1.5KiB } stage 0 { F0 B0 } }\n' >"$tmp/exact.pipe"
+"$PIPEC_ASAN" print "$tmp/exact.pipe" >"$tmp/exact.out"
+check "print: written costs exactly" bash -c "grep -qx '    f 1.23456789ms' '$tmp/exact.out' && grep -qx '    act 1.5KiB' '$tmp/exact.out'"
+
 finish
