@@ -136,6 +136,6 @@ check "print: derived times present" grep -q ' f 1.677722ms ' "$tmp/demo.pipe"
 check "print: derived sizes whole bytes" bash -c "! grep -Eq '(act|ckpt|weights) [0-9]+\.[0-9]+(B|KiB|MiB|GiB)' '$tmp/demo.pipe'"
 printf 'pipeline exact { stages 1 microbatches 1 costs { f 1.23456789ms act 1.5KiB } stage 0 { F0 B0 } }\n' >"$tmp/exact.pipe"
 "$PIPEC_ASAN" print "$tmp/exact.pipe" >"$tmp/exact.out"
-check "print: written costs exactly" bash -c "grep -qx '    f 1.23456789ms' '$tmp/exact.out' && grep -qx '    act 1.5KiB' '$tmp/exact.out'"
+check "print: written costs exactly" bash -c "grep -qx '    f 1.23456789ms' '$tmp/exact.out' && grep -qx '    act 1536B' '$tmp/exact.out'"
 
 finish
