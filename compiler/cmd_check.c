@@ -24,11 +24,8 @@ static int write_output(const char *path, const StrBuf *out)
 {
     const char *s = out->s ? out->s : "";
     if (!path || !strcmp(path, "-")) {
-        if (fwrite(s, 1, out->len, stdout) != out->len || fflush(stdout) != 0) {
-            fprintf(stderr, "pipec: cannot write standard output: %s\n", strerror(errno));
-            return 1;
-        }
-        return 0;
+        fwrite(s, 1, out->len, stdout);
+        return flush_stdout();
     }
     if (write_file_atomic(path, s, out->len) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
@@ -101,7 +98,8 @@ int cmd_check(int argc, char **argv)
         pipeline_free(p);
         diag_free(&d);
     }
-    fflush(stdout);
+    if (flush_stdout() != 0)
+        status = 1;
     driver_opts_free(&o);
     return status;
 }

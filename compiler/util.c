@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,34 @@ fail:;
     free(tmp);
     errno = e;
     return -1;
+}
+
+static bool stdout_reported;
+
+static int stdout_error(int err)
+{
+    if (!stdout_reported)
+        fprintf(stderr, "pipec: error writing standard output: %s\n", strerror(err));
+    stdout_reported = true;
+    return 1;
+}
+
+int flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout))
+        /* A failed write earlier may have left errno behind; EIO when nothing says why. */
+        return stdout_error(errno ? errno : EIO);
+    return stdout_reported;
+}
+
+int close_stdout(void)
+{
+    int st = flush_stdout();
+    errno = 0;
+    if (fclose(stdout) != 0 && !st)
+        st = stdout_error(errno ? errno : EIO);
+    return st;
 }
 
 void sb_printf(StrBuf *b, const char *fmt, ...)

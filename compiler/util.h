@@ -42,6 +42,16 @@ char *read_file(const char *path, size_t *len);
  * rename over the target. Returns 0, or -1 with errno set (the target is untouched). */
 int write_file_atomic(const char *path, const char *data, size_t len);
 
+/* Flushes standard output. On a write error (a full disk, /dev/full, a closed pipe)
+ * prints "pipec: error writing standard output: REASON" to stderr, once per process,
+ * and returns 1; else returns 0. Commands that report on stdout call it (or leave it
+ * to close_stdout) so that a lost report is never an exit status of 0. */
+int flush_stdout(void);
+
+/* flush_stdout, then closes standard output and reports a close error the same way.
+ * Called once, by main, after the command ran; returns 0 or 1. */
+int close_stdout(void);
+
 /* A growable string buffer for printers. */
 typedef struct StrBuf {
     char *s;       /* NUL-terminated contents */
