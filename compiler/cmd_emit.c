@@ -477,29 +477,36 @@ static bool replaceable(const char *dir, const char *name)
     return generated || (st.st_mode & S_IXUSR);
 }
 
-/* Removes dir and the regular files in it (an old output folder). Returns 0 or -1. */
-static int remove_folder(const char *dir)
+/* A folder being written or replaced, and the names of the files in it: everything
+ * needed to remove it again without allocating (so out_of_memory can). */
+typedef struct Folder {
+    char *path;
+    const char **names;   /* [n] file names in it */
+    uint32_t n;
+} Folder;
+
+/* Removes the files named in f and then the folder. Returns 0 or -1. Allocates
+ * nothing: it runs on the out-of-memory path too. */
+static int folder_remove(const Folder *f)
 {
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return -1;
+    char path[PATH_MAX];
     int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(dp)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char *path = xasprintf("%s/%s", dir, e->d_name);
-        if (unlink(path) != 0)
+    for (uint32_t i = 0; i < f->n; i++) {
+        int k = snprintf(path, sizeof path, "%s/%s", f->path, f->names[i]);
+        if (k < 0 || (size_t)k >= sizeof path || (unlink(path) != 0 && errno != ENOENT))
             rc = -1;
-        free(path);
     }
-    closedir(dp);
-    return rmdir(dir) != 0 ? -1 : rc;
+    return rmdir(f->path) != 0 ? -1 : rc;
 }
 
-/* Checks that an existing folder dir holds only files pipec writes. Returns 0, or 1
- * after a message naming the first entry that is not. */
-static int check_replaceable(const char *dir)
+static void folder_remove_cb(void *f)
+{
+    folder_remove(f);
+}
+
+/* Lists an existing folder dir into *f, checking that it holds only files pipec
+ * writes. Returns 0, or 1 after a message naming the first entry that is not. */
+static int folder_list(const char *dir, Folder *f, size_t *cap)
 {
     DIR *dp = opendir(dir);
     if (!dp) {
@@ -515,19 +522,21 @@ static int check_replaceable(const char *dir)
             fprintf(stderr, "pipec: %s/%s is not a file pipec writes: leaving %s as it is "
                             "(give -o a new folder or one pipec wrote)\n", dir, e->d_name, dir);
             rc = 1;
+        } else {
+            VEC_PUSH(f->names, f->n, *cap, xstrdup(e->d_name));
         }
     }
     closedir(dp);
     return rc;
 }
 
-/* Writes every file of out into the folder dir so that, whatever fails (a full disk,
- * an I/O error, out of memory), dir is either as it was or holds exactly the new files:
- * the files go into a fresh folder beside dir (DIR.tmpXXXXXX), which then takes dir's
- * place in one rename (renameat2 RENAME_EXCHANGE; where the file system lacks it, two
- * renames that put the old folder back on failure). An existing dir must hold only
- * files pipec writes (check_replaceable). Returns 0, or 1 after a message that names
- * the file or folder that failed. */
+/* Writes every file of out into the folder outdir so that, whatever fails (a full
+ * disk, an I/O error, out of memory), the folder is either as it was or holds exactly
+ * the new files: they go into a fresh folder beside it (DIR.tmpXXXXXX), which then
+ * takes its place in one rename (renameat2 RENAME_EXCHANGE; where the file system
+ * lacks it, two renames that put the old folder back on failure). An existing folder
+ * must hold only files pipec writes (replaceable). Returns 0, or 1 after a message
+ * that names the file or folder that failed. */
 static int write_output_folder(const EmitOut *out, const char *outdir)
 {
     char *dir = xstrdup(outdir);
@@ -535,7 +544,11 @@ static int write_output_folder(const EmitOut *out, const char *outdir)
         dir[l - 1] = 0;
     const char *base = strrchr(dir, '/');
     base = base ? base + 1 : dir;
-    char *tmp = NULL, *old = NULL;
+    Folder fresh = {0}, old = {0};
+    size_t oldcap = 0;
+    const char **names = xcalloc(out->n + 1, sizeof *names);
+    for (uint32_t i = 0; i < out->n; i++)
+        names[i] = out->files[i].name;
     int rc = 1;
     struct stat st;
     bool exists_before = lstat(dir, &st) == 0;
@@ -547,15 +560,16 @@ static int write_output_folder(const EmitOut *out, const char *outdir)
         fprintf(stderr, "pipec: cannot write %s: it exists and is not a folder\n", dir);
         goto done;
     }
-    if (exists_before && check_replaceable(dir) != 0)
+    if (exists_before && folder_list(dir, &old, &oldcap) != 0)
         goto done;
-    tmp = xasprintf("%s.tmpXXXXXX", dir);
+    char *tmp = xasprintf("%s.tmpXXXXXX", dir);
     if (!mkdtemp(tmp)) {
         fprintf(stderr, "pipec: cannot create a folder beside %s: %s\n", dir, strerror(errno));
         free(tmp);
-        tmp = NULL;
         goto done;
     }
+    fresh = (Folder){tmp, names, out->n};
+    set_fatal_cleanup(folder_remove_cb, &fresh);
     if (chmod(tmp, 0755) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
         goto done;
@@ -571,52 +585,53 @@ static int write_output_folder(const EmitOut *out, const char *outdir)
             goto done;
         }
     }
+    char *aside = exists_before ? xasprintf("%s.oldXXXXXX", dir) : NULL;
     if (!exists_before) {
         if (rename(tmp, dir) != 0) {
             fprintf(stderr, "pipec: cannot create %s: %s\n", dir, strerror(errno));
             goto done;
         }
-        free(tmp);
-        tmp = NULL;
-        rc = 0;
-        goto done;
-    }
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
-        /* tmp now holds the old files */
-        if (remove_folder(tmp) != 0)
+    } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
+        old.path = tmp; /* tmp now holds the old files */
+        if (folder_remove(&old) != 0)
             fprintf(stderr, "pipec: warning: cannot remove the old files in %s\n", tmp);
-        free(tmp);
-        tmp = NULL;
-        rc = 0;
-        goto done;
-    }
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+    } else if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
         fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
+        free(aside);
         goto done;
+    } else {
+        /* No exchange here: move the old folder aside (onto an empty one), the new in. */
+        bool made = mkdtemp(aside) != NULL;
+        if (!made || rename(dir, aside) != 0) {
+            fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
+            if (made)
+                rmdir(aside);
+            free(aside);
+            goto done;
+        }
+        if (rename(tmp, dir) != 0) {
+            fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
+            if (rename(aside, dir) != 0)
+                fprintf(stderr, "pipec: the old files of %s are in %s\n", dir, aside);
+            free(aside);
+            goto done;
+        }
+        old.path = aside;
+        if (folder_remove(&old) != 0)
+            fprintf(stderr, "pipec: warning: cannot remove the old files in %s\n", aside);
     }
-    /* No exchange here: move the old folder aside (onto an empty one), then the new in. */
-    old = xasprintf("%s.oldXXXXXX", dir);
-    bool made = mkdtemp(old) != NULL;
-    if (!made || rename(dir, old) != 0) {
-        fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
-        if (made)
-            rmdir(old);
-        goto done;
-    }
-    if (rename(tmp, dir) != 0) {
-        fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
-        if (rename(old, dir) != 0)
-            fprintf(stderr, "pipec: the old files of %s are in %s\n", dir, old);
-        goto done;
-    }
-    if (remove_folder(old) != 0)
-        fprintf(stderr, "pipec: warning: cannot remove the old files in %s\n", old);
+    free(aside);
+    fresh.n = 0; /* committed: nothing of it to remove */
     rc = 0;
 done:
-    if (tmp && remove_folder(tmp) != 0)
-        fprintf(stderr, "pipec: warning: cannot remove %s\n", tmp);
-    free(tmp);
-    free(old);
+    set_fatal_cleanup(NULL, NULL);
+    if (fresh.path && fresh.n && folder_remove(&fresh) != 0)
+        fprintf(stderr, "pipec: warning: cannot remove %s\n", fresh.path);
+    free(fresh.path);
+    for (uint32_t i = 0; i < old.n; i++)
+        free((char *)old.names[i]);
+    free(old.names);
+    free(names);
     free(dir);
     return rc;
 }

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-P=$PIPEC_ASAN
+P=$(realpath "$PIPEC_ASAN")
 E=examples/tiny_1f1b.pipe
 D=examples/demo.pipe
 
