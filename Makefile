@@ -7,6 +7,7 @@
 #   make demo       the main job on a shipped example
 #   make bench      benchmarks (not tests)
 #   make fuzz       libFuzzer on the front end (clang)
+#   make fault      the full allocation and I/O fault sweep (tests/fault/; make test runs a sample)
 #   make install PREFIX=/usr/local
 #   make clean
 
@@ -38,7 +39,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi cuda-mpi
+.PHONY: all deps test demo bench fuzz fault install clean check-deps test-gpu cuda mpi cuda-mpi
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -123,7 +124,7 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 
 # --- targets ------------------------------------------------------------------------
 test: deps
-	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN)
+	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) build/fault/faultinject.so
 	@PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec tests/run.sh $(UNIT_BIN)
 
 demo: deps all
@@ -131,6 +132,14 @@ demo: deps all
 
 bench: deps all
 	@bench/run.sh
+
+# The fault campaign's LD_PRELOAD shim (tests/fault/faultinject.c) and the full sweep.
+build/fault/faultinject.so: tests/fault/faultinject.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra $(EXTRA_CFLAGS) -O1 -g -fPIC -shared -o $@ $< -ldl
+
+fault: deps all build/fault/faultinject.so
+	@PIPEC=$(CURDIR)/bin/pipec tests/fault/run.sh build/fault/faultinject.so
 
 FUZZ_SRC = tests/fuzz/fuzz_frontend.c
 fuzz: deps build/gen/pipe.tab.c build/gen/lex.yy.c
