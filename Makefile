@@ -1,6 +1,8 @@
 # pipec - the only build entry point.
 #
-#   make            build bin/pipec and the runtime library
+#   make            build bin/pipec and the runtime libraries: the CPU one always, the MPI
+#                   one when mpicc is installed, the CUDA ones when nvcc (and NCCL) are;
+#                   it says which it skipped and why
 #   make deps       install what is missing (apt-get; the package list is DEB_PACKAGES)
 #   make test       build and run every test (unit tests under ASan+UBSan, golden,
 #                   bad-input corpus, end-to-end); the last line reads "N passed, N failed"
@@ -39,11 +41,11 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all deps test demo bench fuzz fault install clean check-deps test-gpu cuda mpi cuda-mpi
+.PHONY: all runtimes deps test demo bench fuzz fault install clean check-deps test-gpu cuda mpi cuda-mpi
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
-all: bin/pipec build/libpiperun.a
+all: bin/pipec build/libpiperun.a runtimes
 
 # --- dependencies -----------------------------------------------------------------
 # Installs only when something is missing, so it is cheap to run before every target.
@@ -155,6 +157,10 @@ install: all
 	install -m 755 bin/pipec $(DESTDIR)$(PREFIX)/bin/pipec
 	install -m 644 stdlib/*.pipe $(DESTDIR)$(PREFIX)/share/pipec/stdlib/
 	install -m 644 build/libpiperun.a $(DESTDIR)$(PREFIX)/lib/
+	@for l in $(OPTIONAL_LIBS); do \
+	  if [ -f build/$$l ]; then echo "install -m 644 build/$$l $(DESTDIR)$(PREFIX)/lib/"; \
+	    install -m 644 build/$$l $(DESTDIR)$(PREFIX)/lib/ || exit 1; fi; \
+	done
 	install -m 644 runtime/piperun.h $(DESTDIR)$(PREFIX)/include/
 
 # --- CUDA backend and MPI transport (docs/cuda.md) ---------------------------------
@@ -217,6 +223,25 @@ build/libpiperun_cuda_mpi.a: build/mpi/piperun_cuda_mpi.o
 	ar rcs $@ $^
 
 cuda-mpi: cuda build/libpiperun_cuda_mpi.a
+
+# What plain `make` adds to bin/pipec and build/libpiperun.a: each optional runtime whose
+# compiler is installed (`make install` installs those that were built). A missing one
+# is a line saying so, not an error: `pipec` then names the library it cannot find.
+OPTIONAL_LIBS = libpiperun_mpi.a libpiperun_cuda.a libpiperun_cuda_mpi.a
+NCCL_H = $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+runtimes: build/libpiperun.a
+	@if command -v $(MPICC) >/dev/null 2>&1; then \
+	  { $(MAKE) -q --no-print-directory build/libpiperun_mpi.a 2>/dev/null || $(MAKE) --no-print-directory build/libpiperun_mpi.a || exit 1; }; \
+	else echo "make: skipped the MPI runtime (build/libpiperun_mpi.a): $(MPICC) not found (Debian: libopenmpi-dev)"; fi
+	@if [ -z "$(NVCC)" ]; then \
+	  echo "make: skipped the CUDA runtime (build/libpiperun_cuda.a): nvcc not found (install the CUDA toolkit or set CUDA_HOME)"; \
+	elif [ -z "$(NCCL_H)" ]; then \
+	  echo "make: skipped the CUDA runtime (build/libpiperun_cuda.a): nccl.h not found in $(CUDA_HOME)/include or /usr/include (install NCCL)"; \
+	else \
+	  { $(MAKE) -q --no-print-directory build/libpiperun_cuda.a 2>/dev/null || $(MAKE) --no-print-directory build/libpiperun_cuda.a || exit 1; }; \
+	  if command -v $(MPICC) >/dev/null 2>&1; then { $(MAKE) -q --no-print-directory build/libpiperun_cuda_mpi.a 2>/dev/null || $(MAKE) --no-print-directory build/libpiperun_cuda_mpi.a || exit 1; }; \
+	  else echo "make: skipped the CUDA MPI runtime (build/libpiperun_cuda_mpi.a): $(MPICC) not found"; fi; \
+	fi
 
 test-gpu: all
 	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo "SKIP: no GPU"; exit 0; fi; \
