@@ -126,7 +126,8 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 
 # --- targets ------------------------------------------------------------------------
 test: deps
-	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) build/fault/faultinject.so
+	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
+	  build/fault/faultinject.so build/tests/deadlock_agree
 	@PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec tests/run.sh $(UNIT_BIN)
 
 demo: deps all
@@ -134,6 +135,11 @@ demo: deps all
 
 bench: deps all
 	@bench/run.sh
+
+# The deadlock agreement test's generator and check-free emitter (tests/t_deadlock_agree.sh).
+build/tests/deadlock_agree: tests/deadlock/agree.c build/libpipec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< build/libpipec.a $(LDLIBS)
 
 # The fault campaign's LD_PRELOAD shim (tests/fault/faultinject.c) and the full sweep.
 build/fault/faultinject.so: tests/fault/faultinject.c
