@@ -149,13 +149,31 @@ build/fault/faultinject.so: tests/fault/faultinject.c
 fault: deps all build/fault/faultinject.so
 	@PIPEC=$(CURDIR)/bin/pipec tests/fault/run.sh build/fault/faultinject.so
 
-FUZZ_SRC = tests/fuzz/fuzz_frontend.c
-fuzz: deps build/gen/pipe.tab.c build/gen/lex.yy.c
-	@mkdir -p build/fuzz/corpus
+# libFuzzer targets (tests/fuzz/fuzz_NAME.c), each with its seed corpus and dictionary;
+# `make fuzz` builds all and runs each for FUZZ_SECONDS (default 60), new inputs going to
+# build/fuzz/corpus_NAME. tests/t_fuzz_replay.sh replays the seed corpora in `make test`.
+FUZZ_TARGETS = frontend csv passes
+FUZZ_CORPUS_frontend = tests/fuzz/corpus
+FUZZ_CORPUS_csv      = tests/fuzz/csv_corpus
+FUZZ_CORPUS_passes   = tests/fuzz/pass_corpus
+FUZZ_DICT_frontend   = tests/fuzz/pipe.dict
+FUZZ_DICT_csv        = tests/fuzz/csv.dict
+FUZZ_DICT_passes     = tests/fuzz/passes.dict
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMP_SRC) $(GEN_SRC) $(GEN_HDR)
+	@mkdir -p $(dir $@)
 	clang $(CPPFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined $(WARN) -Wno-sign-compare \
-	  -o build/fuzz/fuzz_frontend $(FUZZ_SRC) $(COMP_SRC) $(GEN_SRC) $(LDLIBS)
-	build/fuzz/fuzz_frontend -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
-	  -dict=tests/fuzz/pipe.dict build/fuzz/corpus tests/fuzz/corpus
+	  -o $@ $< $(COMP_SRC) $(GEN_SRC) $(LDLIBS)
+
+fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	  case $$t in frontend) c=$(FUZZ_CORPUS_frontend) d=$(FUZZ_DICT_frontend);; \
+	    csv) c=$(FUZZ_CORPUS_csv) d=$(FUZZ_DICT_csv);; passes) c=$(FUZZ_CORPUS_passes) d=$(FUZZ_DICT_passes);; esac; \
+	  mkdir -p build/fuzz/corpus_$$t; \
+	  echo "== fuzz_$$t: $${FUZZ_SECONDS:-60} s, seeds $$c"; \
+	  build/fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 -print_final_stats=1 \
+	    -dict=$$d build/fuzz/corpus_$$t $$c || exit 1; \
+	done
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pipec/stdlib \

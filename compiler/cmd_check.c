@@ -351,7 +351,7 @@ static bool pl_value(PassLexer *l, Value *v)
     return false;
 }
 
-static void free_calls(PassCall *calls, uint32_t n)
+void pass_calls_free(PassCall *calls, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         free(calls[i].name);
@@ -365,7 +365,7 @@ static void free_calls(PassCall *calls, uint32_t n)
 }
 
 /* Parses the whole list; returns the calls (*n of them) or NULL with errors reported. */
-static PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint32_t *n)
+PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint32_t *n)
 {
     PassLexer l = {.d = d, .file = file, .s = text};
     PassCall *calls = NULL;
@@ -411,7 +411,7 @@ static PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint3
     if (!l.nerr && l.s[l.pos])
         pl_error(&l, l.pos, DIAG_SYNTAX, "expected ',' between passes");
     if (l.nerr) {
-        free_calls(calls, *n);
+        pass_calls_free(calls, *n);
         *n = 0;
         return NULL;
     }
@@ -490,7 +490,7 @@ int cmd_opt(int argc, char **argv)
             sb_free(&out);
         }
     }
-    free_calls(calls, ncalls);
+    pass_calls_free(calls, ncalls);
     pipeline_free(p);
     diag_free(&d);
     driver_opts_free(&o);
