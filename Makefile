@@ -10,12 +10,14 @@
 #   make bench      benchmarks (not tests)
 #   make fuzz       libFuzzer on the front end (clang)
 #   make fault      the full allocation and I/O fault sweep (tests/fault/; make test runs a sample)
+#   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
+#   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
 #   make install PREFIX=/usr/local
 #   make clean
 
 # Every Debian package the project needs, in one place.
 DEB_PACKAGES = make gcc clang flex bison libcmocka-dev libopenblas-dev pkg-config \
-               libclang-rt-14-dev openmpi-bin libopenmpi-dev
+               libclang-rt-14-dev openmpi-bin libopenmpi-dev lcov
 
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -41,7 +43,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all runtimes deps test demo bench fuzz fault install clean check-deps test-gpu cuda mpi cuda-mpi
+.PHONY: all runtimes deps test demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu cuda mpi cuda-mpi
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -127,7 +129,7 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 # --- targets ------------------------------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
-	  build/fault/faultinject.so build/tests/deadlock_agree
+	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
 	@PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec tests/run.sh $(UNIT_BIN)
 
 demo: deps all
@@ -174,6 +176,86 @@ fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	  build/fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 -print_final_stats=1 \
 	    -dict=$$d build/fuzz/corpus_$$t $$c || exit 1; \
 	done
+
+# --- ThreadSanitizer (tests/t_tsan.sh) -------------------------------------------------
+# The threaded runtime built with -fsanitize=thread; tests/t_tsan.sh compiles the
+# generated programs of the examples with it and runs them (make test runs it too).
+TSAN     = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+RT_TOBJ  = $(RT_SRC:%.c=build/tsan/%.o)
+
+build/tsan/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -c $< -o $@
+
+build/tsan/libpiperun.a: $(RT_TOBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+test-tsan: deps all build/tsan/libpiperun.a
+	@PIPEC=$(CURDIR)/bin/pipec tests/t_tsan.sh --all
+
+# --- coverage (docs/reliability.md) ----------------------------------------------------
+# `make coverage`: pipec, its unit tests and libpiperun built with --coverage under
+# build/cov/, the whole test suite run against them, then lcov's line and branch
+# figures for compiler/ and runtime/ (build/cov/summary.txt, HTML in build/cov/html;
+# the figures of a run are recorded in docs/reliability.md).
+# Generated programs link build/cov/lib/libpiperun.a, a linker script naming the
+# instrumented runtime and libgcov, so the runtime's coverage counts too.
+COV      = -O0 -g --coverage
+COBJ     = $(COMP_SRC:%.c=build/cov/%.o) $(GEN_SRC:build/gen/%.c=build/cov/gen/%.o)
+RT_COBJ  = $(RT_SRC:%.c=build/cov/%.o)
+COV_UNIT = $(UNIT_SRC:tests/unit/%.c=build/cov/tests/%)
+LCOV     = lcov --quiet --rc lcov_branch_coverage=1
+
+build/cov/gen/%.o: build/gen/%.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c $< -o $@
+
+build/cov/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -c $< -o $@
+
+build/cov/%.o: %.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(COV) $(WARN) -c $< -o $@
+
+build/cov/libpipec.a: $(COBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/cov/libpiperun_cov.a: $(RT_COBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/cov/lib/libpiperun.a: build/cov/libpiperun_cov.a
+	@mkdir -p $(dir $@)
+	echo "INPUT($(CURDIR)/build/cov/libpiperun_cov.a $$($(CC) -print-file-name=libgcov.a))" >$@
+
+build/cov/bin/pipec: build/cov/compiler/main.o build/cov/libpipec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(COV) -o $@ $^ $(LDLIBS)
+
+build/cov/tests/%: tests/unit/%.c tests/unit/testutil.h build/cov/libpipec.a build/cov/libpiperun_cov.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit $(COV) $(WARN) -o $@ $< \
+	  build/cov/libpipec.a build/cov/libpiperun_cov.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
+
+coverage: deps all
+	@$(MAKE) --no-print-directory build/cov/bin/pipec build/cov/lib/libpiperun.a $(COV_UNIT) \
+	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
+	@for l in $(OPTIONAL_LIBS); do [ ! -f build/$$l ] || cp build/$$l build/cov/lib/; done
+	@find build/cov -name '*.gcda' -delete
+	-@PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
+	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \
+	  >build/cov/tests.log 2>&1; tail -n 1 build/cov/tests.log
+	@$(LCOV) --capture --directory build/cov --output-file build/cov/all.info
+	@$(LCOV) --extract build/cov/all.info '$(CURDIR)/compiler/*' --output-file build/cov/compiler.info
+	@$(LCOV) --extract build/cov/all.info '$(CURDIR)/runtime/*' --output-file build/cov/runtime.info
+	@for part in compiler runtime; do echo "$$part/:"; \
+	  lcov --rc lcov_branch_coverage=1 --summary build/cov/$$part.info 2>&1 | grep -E 'lines|branches'; \
+	done | tee build/cov/summary.txt
+	@genhtml --quiet --branch-coverage --output-directory build/cov/html build/cov/all.info \
+	  && echo "HTML: build/cov/html/index.html"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pipec/stdlib \
