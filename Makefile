@@ -248,7 +248,7 @@ coverage: deps all
 	-@PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
 	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \
 	  >build/cov/tests.log 2>&1; tail -n 1 build/cov/tests.log
-	@$(LCOV) --capture --directory build/cov --output-file build/cov/all.info
+	@$(LCOV) --ignore-errors gcov --capture --directory build/cov --output-file build/cov/all.info
 	@$(LCOV) --extract build/cov/all.info '$(CURDIR)/compiler/*' --output-file build/cov/compiler.info
 	@$(LCOV) --extract build/cov/all.info '$(CURDIR)/runtime/*' --output-file build/cov/runtime.info
 	@for part in compiler runtime; do echo "$$part/:"; \
