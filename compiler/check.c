@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_int.h"
+#include "comm.h"
+#include "waitgraph.h"
 #include "memory.h"
 #include "opsem.h"
 #include "util.h"
