@@ -1,22 +1,27 @@
-/* check_int.h - internals shared by check.c, waitgraph.c and comm.c (not for other
- * modules: use check.h and comm.h). */
-#ifndef PIPEC_CHECK_INT_H
-#define PIPEC_CHECK_INT_H
+/* waitgraph.h - the wait graph of all ranks (who waits for whom: DESIGN.md
+ * "Dependencies" and "Time", one row of compiler/opsem.h per rule) and the `deadlock`
+ * check over it. Used by the checker (check.c) and the comm lowering's check (comm.c);
+ * below both, above the op index. */
+#ifndef PIPEC_WAITGRAPH_H
+#define PIPEC_WAITGRAPH_H
 
-#include "check.h"
-#include "comm.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
+#include "diag.h"
+#include "ir.h"
+#include "opindex.h"
+
+#ifndef NONE
 #define NONE UINT32_MAX
-
-/* The smallest micro-batch >= from for which (kind, v, mb) is indexed, or NONE.
- * Dense index: a scan; sparse index: a binary search. */
-uint32_t opindex_next(const OpIndex *idx, OpKind kind, int32_t v, uint32_t from);
+#endif
 
 /* Why one op waits for another (an edge of the wait graph, docs/semantics.md). */
 typedef enum WaitWhy {
     WAIT_STREAM, /* the previous op on the same stream of the same rank */
     WAIT_DATA,   /* a data dependency of DESIGN.md "Dependencies" */
-    WAIT_SWAP,   /* an allocating op waits for the last SO listed before it */
+    WAIT_MEMORY, /* an allocating op waits for a freeing op listed before it (opsem.h) */
     WAIT_DEP     /* a `dep` line */
 } WaitWhy;
 
@@ -27,7 +32,7 @@ typedef struct Pred {
 } Pred;
 
 /* The wait graph, implicit: ops are numbered rank by rank (node = off[s] + pos) and
- * their predecessors computed on demand from the op index. 14 bytes per op plus 8 per
+ * their predecessors computed on demand from the op index. 18 bytes per op plus 8 per
  * dep. */
 typedef struct Graph {
     const Pipeline *p;
@@ -36,7 +41,8 @@ typedef struct Graph {
     uint32_t *off;        /* [P+1] first node of each rank */
     uint16_t *rank;       /* [N] */
     uint32_t *sprev;      /* [N] previous op on the same stream, or NONE */
-    uint32_t *swprev;     /* [N] allocating ops: last SO listed before, or NONE */
+    uint32_t (*mprev)[STREAM_N - 1]; /* [N] allocating ops: the last op listed before
+                                      * on each other stream that frees memory, or NONE */
     uint32_t *dstart;     /* [N+1] CSR of dep predecessors */
     uint32_t *dfrom;      /* [ndeps] pred node */
     uint32_t *ddep;       /* [ndeps] index into p->deps */
@@ -69,13 +75,6 @@ uint32_t graph_ref(const Graph *g, OpRef r);
 /* Reports `deadlock` for every cycle of the wait graph (the smallest cycle of each
  * strongly connected component, walked as a chain). Returns errors reported. */
 int check_waitgraph(Diag *d, const Graph *g);
-
-/* Runs the send/recv lowering (comm.h) and reports a hang as `deadlock`. */
-int check_comm(Diag *d, const Pipeline *p, const Graph *g);
-
-/* mem_live_at (memory.h) with an op index already built. */
-uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
-                      double *held, uint32_t cap);
 
 /* "stage 1 B3"-style name of node u into buf. */
 char *node_name(const Graph *g, uint32_t u, char *buf, size_t n);
