@@ -670,7 +670,7 @@ static Node *find_def(Node **defs, size_t n, const char *name)
     return NULL;
 }
 
-/* `schedule NAME`: runs template NAME with only P, M and V bound. */
+/* `schedule NAME`: runs template NAME with only P, M, V and VSHAPE bound. */
 static void exec_schedule(Elab *e, const Node *n)
 {
     Node *t = find_def(e->templates, e->ntemplates, n->name);
