@@ -129,6 +129,22 @@ compare trecomp_p2 2
 pipe swap_p4 4 8 1 onef1b "apply swap(lambda=2, stages=0..=1)"
 compare swap_p4 4
 
+# --- the documented command line, with no extra environment (docs/cuda.md): every
+# process sends its gradients for --check, not only when PIPERUN_GRAD_DUMP is set
+if [ -x "$T/onef1b_p2/prog" ]; then
+    start=$(date +%s)
+    if (cd "$T" && env -u PIPERUN_GRAD_DUMP -u OMPI_MCA_btl -u OMPI_MCA_btl_tcp_if_include \
+            -u OMPI_MCA_btl_vader_single_copy_mechanism -u OMPI_MCA_rmaps_base_oversubscribe \
+            XDG_CACHE_HOME="$T/xdg" timeout 60 "$PIPEC" run onef1b_p2.pipe --launcher mpi --check \
+            >"$T/doc_out" 2>"$T/doc_err"); then
+        grep -q '^max relative gradient error: ' "$T/doc_out" && ok ||
+            bad mpi_check_documented "no gradient report: $(tail -n 3 "$T/doc_out")"
+    else
+        bad mpi_check_documented "$(grep -v '^\s*$' "$T/doc_err" | head -n 3)"
+    fi
+    [ $(($(date +%s) - start)) -lt 20 ] && ok || bad mpi_check_time "took $(($(date +%s) - start)) s"
+fi
+
 # --- the synthetic workload over MPI -------------------------------------------------------
 d="$T/onef1b_p4"
 if [ -x "$d/prog" ]; then

@@ -71,6 +71,8 @@ static struct {
     atomic_int local_done;     /* iteration + 1 when rank me's program and copies ended */
     atomic_int ranks_done;     /* one process: ranks that ended iteration 1 */
     const char *dump;          /* PIPERUN_GRAD_DUMP */
+    bool check;                /* --check as given: every process sends its gradients to
+                                  process 0, although only process 0 compares them */
 } G;
 
 static double rank_now(const PrRun *run)
@@ -148,7 +150,7 @@ static int grad_dump(PrRun *run)
 
 static bool want_grads(const PrRun *run)
 {
-    return run->opt.workload == PR_MLP && (run->opt.check || G.dump);
+    return run->opt.workload == PR_MLP && (G.check || G.dump);
 }
 
 /* ---- the local rank ------------------------------------------------------------------ */
@@ -560,6 +562,7 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         return 1;
     }
     G.orig = prog;
+    G.check = o->check;
     G.dump = getenv("PIPERUN_GRAD_DUMP");
     if (G.dump && !*G.dump)
         G.dump = NULL;
