@@ -436,28 +436,50 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
 void pr_chan_put(PrRun *run, int src, int dst, PrNode *nd)
 {
     PrChan *c = &run->chan[(size_t)src * (size_t)run->P + (size_t)dst];
-    pthread_mutex_lock(&run->mu);
-    if (c->tail)
-        c->tail->next = nd;
-    else
-        c->head = nd;
+    atomic_store_explicit(&nd->next, NULL, memory_order_relaxed);
+    atomic_store_explicit(&c->tail->next, nd, memory_order_release);
     c->tail = nd;
     atomic_fetch_add(&c->count, 1);
-    pthread_mutex_unlock(&run->mu);
     /* Pairs with the receiver's store to sleeping before its last look at count (both
      * sequentially consistent): either it sees the node or this sees it sleeping. */
     PrRank *d = &run->rank[dst];
     if (atomic_load(&d->sleeping)) {
+        /* taking the mutex orders this after the receiver's wait began; signalling
+         * after releasing it spares the woken receiver a second wait, on the mutex */
         pthread_mutex_lock(&d->bell_mu);
-        pthread_cond_signal(&d->bell_cv);
         pthread_mutex_unlock(&d->bell_mu);
+        pthread_cond_signal(&d->bell_cv);
     }
+}
+
+/* The watchdog of a receive fired on rank r: reports the rank whose receive deadline
+ * passed first (when several ranks wait on each other, the one that waited longest,
+ * whichever thread the scheduler woke first). */
+static void watchdog_fire(PrRun *run, PrRank *r, double now)
+{
+    PrRank *w = r;
+    long long best = atomic_load(&r->wd_deadline_us);
+    for (int s = 0; s < run->P; s++) {
+        long long d = atomic_load(&run->rank[s].wd_deadline_us);
+        if (d > 0 && d < best && d <= (long long)(now * 1e3)) {
+            best = d;
+            w = &run->rank[s];
+        }
+    }
+    uint32_t msg = atomic_load(&w->wd_msg);
+    const PrMsg *m = &run->prog->msgs[msg];
+    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
+    pr_fail(run, w->id, (int64_t)atomic_load(&w->wd_op),
+            "watchdog: stuck %.1f s in the receive of message %u (%s%d of virtual "
+            "stage %d on rank %d)",
+            run->opt.timeout_s, msg, m->from_kind < PR_NKINDS ? kn[m->from_kind] : "?",
+            m->from_mb, m->from_v, m->src);
 }
 
 /* Waits until channel c holds a message, the run fails (-1) or the watchdog fires
  * (-1, pr_fail called): spins up to run->spin_ms, then blocks on the rank's bell,
  * checking every PR_LIVE_CHECK_S that the sending rank is alive. */
-static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg, const PrMsg *m)
+static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg)
 {
     PrRun *run = r->run;
     double now = pr_now_ms(), spin_end = now + r->spin_ms;
@@ -478,6 +500,9 @@ static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg, const PrMsg *
     double next_live = now + PR_LIVE_CHECK_S * 1e3;
     Live l;
     live_start(&l, peer, now);
+    atomic_store(&r->wd_msg, msg);
+    atomic_store(&r->wd_op, r->next_op);
+    atomic_store(&r->wd_deadline_us, (long long)(deadline * 1e3));
     atomic_store(&r->in_wait, 1);
     int rc = 0;
     for (;;) {
@@ -495,12 +520,7 @@ static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg, const PrMsg *
         }
         now = pr_now_ms();
         if (now > deadline) {
-            static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
-            pr_fail(run, r->id, (int64_t)r->next_op,
-                    "watchdog: stuck %.1f s in the receive of message %u (%s%d of virtual "
-                    "stage %d on rank %d)",
-                    run->opt.timeout_s, msg, m->from_kind < PR_NKINDS ? kn[m->from_kind] : "?",
-                    m->from_mb, m->from_v, peer);
+            watchdog_fire(run, r, now);
             rc = -1;
             break;
         }
@@ -513,6 +533,7 @@ static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg, const PrMsg *
         }
     }
     atomic_store(&r->in_wait, 0);
+    atomic_store(&r->wd_deadline_us, 0);
     return rc;
 }
 
@@ -528,7 +549,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         return -1;
     }
     const PrMsg *m = &run->prog->msgs[msg];
-    PrNode *nd, remote;
+    PrNode *nd, remote;   /* the message, moved out of its queue node */
     if (pr_transport && pr_transport->remote(peer)) {
         remote = (PrNode){msg, NULL, 0, NULL};
         if (pr_transport->recv(r, peer, msg, &remote.payload, &remote.t_send) != 0)
@@ -536,21 +557,21 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         nd = &remote;
     } else {
         PrChan *c = &run->chan[(size_t)peer * (size_t)run->P + (size_t)r->id];
-        if (chan_wait(r, c, peer, msg, m) != 0)
+        if (chan_wait(r, c, peer, msg) != 0)
             return -1;
-        pthread_mutex_lock(&run->mu);
-        nd = c->head;
-        c->head = nd->next;
-        if (!c->head)
-            c->tail = NULL;
+        /* the successor of the dummy head becomes the new dummy; its message moves out */
+        PrNode *next = atomic_load_explicit(&c->head->next, memory_order_acquire);
+        if (c->head != &c->stub)
+            free(c->head);
+        c->head = next;
         atomic_fetch_sub(&c->count, 1);
-        pthread_mutex_unlock(&run->mu);
+        remote = (PrNode){next->msg, next->payload, next->t_send, NULL};
+        next->payload = NULL;
+        nd = &remote;
     }
     if (nd->msg != msg) {
         free(nd->payload);
         uint32_t got = nd->msg;
-        if (nd != &remote)
-            free(nd);
         pr_fail(run, r->id, (int64_t)r->next_op,
                 "message order: expected message %u from rank %d, got %u", msg, peer, got);
         return -1;
@@ -568,8 +589,6 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         if (ready > now)
             pr_spin_ms(ready - now);
     }
-    if (nd != &remote)
-        free(nd);
     return 0;
 }
 
@@ -767,6 +786,11 @@ static int wait_copies(PrRank *r, uint32_t op, uint32_t so_done, size_t si_k, in
     pthread_mutex_unlock(&r->mu);
     atomic_store(&r->in_wait, 0);
     return atomic_load(&run->failed) ? -1 : 0;
+}
+
+int pr_drain_copies(PrRank *r)
+{
+    return wait_copies(r, 0, 0, SIZE_MAX, 1);
 }
 
 /* Waits until this iteration's LW of virtual stage v has finished (F of an offloaded
@@ -1193,6 +1217,8 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     atomic_init(&run->failed, 0);
     run->rank = calloc((size_t)run->P, sizeof *run->rank);
     run->chan = calloc((size_t)run->P * (size_t)run->P, sizeof *run->chan);
+    for (int c = 0; run->chan && c < run->P * run->P; c++)
+        run->chan[c].head = run->chan[c].tail = &run->chan[c].stub;
     run->live = calloc((size_t)run->P, sizeof *run->live);
     run->spin_ms = pr_spin_budget_ms(run);
     res->iters = o->iters;
@@ -1294,12 +1320,15 @@ done:
     g_run = NULL;
     for (int s = 0; s < ranks_init; s++)
         rank_free(&run->rank[s]);
-    for (int c = 0; run->chan && c < run->P * run->P; c++)
-        for (PrNode *nd = run->chan[c].head, *nx; nd; nd = nx) {
-            nx = nd->next;
+    for (int c = 0; run->chan && c < run->P * run->P; c++) {
+        PrChan *ch = &run->chan[c];
+        for (PrNode *nd = ch->head, *nx; nd; nd = nx) {
+            nx = atomic_load(&nd->next);
             free(nd->payload);
-            free(nd);
+            if (nd != &ch->stub)
+                free(nd);
         }
+    }
     if (o->workload == PR_MLP)
         pr_mlp_teardown(run);
     pthread_mutex_destroy(&run->mu);

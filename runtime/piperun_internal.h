@@ -19,13 +19,17 @@ typedef struct PrNode {
     uint32_t msg;
     void *payload;       /* an io buffer (mlp) or NULL */
     double t_send;       /* ms since the run started */
-    struct PrNode *next;
+    _Atomic(struct PrNode *) next;
 } PrNode;
 
-/* The FIFO of one (src, dst) pair. head/tail are guarded by PrRun.mu; count mirrors the
- * number of nodes so that a receiver can spin on it without the lock. */
+/* The FIFO of one (src, dst) pair: a lock-free single-producer single-consumer queue
+ * (only rank src's thread sends on it, only rank dst's thread receives). head is the
+ * consumer's dummy node (its successor is the oldest message), tail the producer's last
+ * node; both start at stub. count is the number of messages queued: a receiver spins on
+ * it, and it pairs with PrRank.sleeping for the wake-up. */
 typedef struct PrChan {
     PrNode *head, *tail;
+    PrNode stub;
     atomic_uint count;
 } PrChan;
 
@@ -95,6 +99,10 @@ struct PrRank {
     atomic_int running;        /* 1 while op cur_op runs */
     atomic_int started;        /* cpu is valid */
     clockid_t cpu;             /* the rank thread's CPU-time clock */
+    /* the receive this rank waits in, for the watchdog: its deadline (us on the
+     * monotonic clock, 0 = none), message and op */
+    atomic_llong wd_deadline_us;
+    atomic_uint wd_msg, wd_op;
     PrRingEntry ring[PR_RING]; /* the flight recorder, ring[nring % PR_RING] next */
     atomic_uint nring;
 };
@@ -148,7 +156,7 @@ extern const PrTransport *pr_transport;
  * run: a rank thread that uses no CPU outside a runtime wait, or a process whose
  * heartbeats stop. Checked every PR_LIVE_CHECK_S by the waiting side, so a dead or
  * stopped peer is noticed within PR_PEER_SILENCE_S + PR_LIVE_CHECK_S < 10 s. */
-#define PR_PEER_SILENCE_S 8.0
+#define PR_PEER_SILENCE_S 6.0
 #define PR_LIVE_CHECK_S 0.5
 
 /* Milliseconds on the monotonic clock. */
@@ -167,6 +175,9 @@ double pr_peer_silence_ms(const PrRun *run);
 double pr_spin_budget_ms(const PrRun *run);
 /* Queues node on the channel src -> dst and wakes dst's rank thread if it sleeps. */
 void pr_chan_put(PrRun *run, int src, int dst, PrNode *node);
+/* Waits until rank r's copy threads have run every SO/SI/OG/LW queued this iteration.
+ * Returns 0, or -1 when the run failed or the watchdog fired. */
+int pr_drain_copies(PrRank *r);
 /* Writes rank s's flight recorder (its last ops, oldest first) to f; nothing when it
  * ran no op. */
 void pr_flight_print(const PrRun *run, int s, FILE *f);

@@ -199,7 +199,7 @@ peer() {
     elif [ $(( (t1 - t0) / 1000000 )) -ge 10000 ]; then bad "$name" "took $(( (t1 - t0) / 1000000 )) ms"
     else ok; fi
 }
-peer peer_stop 'piperun: rank 1, op B0 (#2, line [0-9]*): peer failure: no progress for 8.0 s in this op' \
+peer peer_stop 'piperun: rank 1, op B0 (#2, line [0-9]*): peer failure: no progress for 6.0 s in this op' \
     PIPERUN_FAULT=1:2:stop
 peer peer_die "piperun: rank 1, op B0 (#2, line [0-9]*): peer failure: the rank's thread is gone" \
     PIPERUN_FAULT=1:2:die
