@@ -27,6 +27,11 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 BLAS_CFLAGS=$(pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+if python3 -c "import os, sys; sys.exit(not os.getloadavg()[0] > 0.5 * os.cpu_count())"; then
+    echo "note: the load average exceeds half the CPUs: other processes take CPU time from both"
+    echo "      sides at random, so the ratios and spreads below measure that competition too;"
+    echo "      the targets hold for an otherwise idle machine (docs/performance.md)"
+fi
 
 mk() { # NAME P M BODY...: a pipeline importing the stdlib
     local name=$1 P=$2 M=$3; shift 3
