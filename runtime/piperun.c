@@ -832,7 +832,8 @@ int pr_op(PrRank *r, uint32_t i)
     const PrOp *o = &r->d->ops[i];
     atomic_store(&r->cur_op, i);
     atomic_store_explicit(&r->running, 1, memory_order_relaxed);
-    ring_start(r, i, pr_now_ms());
+    double t_issue = pr_now_ms();
+    ring_start(r, i, t_issue);
     tl_op = o;
     tl_opi = i;
     int w = run->opt.workload;
@@ -877,17 +878,19 @@ int pr_op(PrRank *r, uint32_t i)
         pthread_mutex_unlock(&r->mu);
         tl_op = NULL;
         r->next_op = i + 1;
-        ring_end(r, pr_now_ms());
+        ring_end(r, t_issue);
         atomic_store_explicit(&r->running, 0, memory_order_relaxed);
         return 0;
     }
+    bool waits = (allocates && o->nso_before) || needs_si ||
+                 (o->kind == PR_F && (o->flags & PR_HAS_LW));
     if ((allocates && o->nso_before) || needs_si)
         if (wait_copies(r, i, allocates ? o->nso_before : 0, needs_si ? k : SIZE_MAX, 0))
             return -1;
     if (o->kind == PR_F && (o->flags & PR_HAS_LW) && wait_lw(r, i, o->vstage))
         return -1;
 
-    double t0 = pr_now_ms();
+    double t0 = waits ? pr_now_ms() : t_issue;
     /* Live bytes, as the planner counts them: allocations at the start. */
     pthread_mutex_lock(&r->mu);
     if (o->kind == PR_F || o->kind == PR_R) {
@@ -927,9 +930,11 @@ int pr_op(PrRank *r, uint32_t i)
 /* ---- barrier between the main thread and the ranks ---------------------------------- */
 
 /* Every rank (me) and the main thread (me = NULL) call it; returns -1 when the run
- * failed. Waiters spin up to run->spin_ms, then block on run->cv. The main thread
- * checks every PR_LIVE_CHECK_S that each rank is alive (a rank that dies or stops
- * while no other rank waits for it). */
+ * failed. Waiters block on run->cv at once: three barriers per iteration cost a few
+ * wake-ups, while a thread spinning there would take a CPU from a rank that computes
+ * (the stand-in ranks of an MPI process arrive as the iteration starts). The main
+ * thread checks every PR_LIVE_CHECK_S that each rank is alive (a rank that dies or
+ * stops while no other rank waits for it). */
 static int barrier(PrRun *run, PrRank *me)
 {
     pthread_mutex_lock(&run->mu);
@@ -944,13 +949,7 @@ static int barrier(PrRun *run, PrRank *me)
     pthread_mutex_unlock(&run->mu);
     if (me)
         atomic_store(&me->in_wait, 1);
-    /* the main thread blocks at once: it waits the whole iteration */
-    double now = pr_now_ms(), spin_end = now + (me ? me->spin_ms : 0);
-    for (unsigned k = 1; atomic_load(&run->bar_seq) == gen && !atomic_load(&run->failed); k++) {
-        if (!(k & 15) && pr_now_ms() > spin_end)
-            break;
-        cpu_relax();
-    }
+    double now = pr_now_ms();
     if (!me)
         for (int s = 0; s < run->P; s++)
             live_start(&run->live[s], s, now);

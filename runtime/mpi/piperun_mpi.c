@@ -185,12 +185,13 @@ static bool want_grads(const PrRun *run)
 /* Publishes rank r's current op for the heartbeats (the rank thread, at every message). */
 static void publish(PrRank *r)
 {
-    if (atomic_load(&r->nring)) {
-        atomic_store(&G.my_op, atomic_load(&r->cur_op));
-        atomic_store(&G.my_has_op, 1);
+    if (atomic_load_explicit(&r->nring, memory_order_relaxed)) {
+        atomic_store_explicit(&G.my_op, atomic_load(&r->cur_op), memory_order_relaxed);
+        atomic_store_explicit(&G.my_has_op, 1, memory_order_relaxed);
     }
-    atomic_store(&G.my_iter, r->iter);
-    atomic_store(&G.my_running, atomic_load(&r->running));
+    atomic_store_explicit(&G.my_iter, r->iter, memory_order_relaxed);
+    atomic_store_explicit(&G.my_running, atomic_load_explicit(&r->running, memory_order_relaxed),
+                          memory_order_relaxed);
 }
 
 static void heard(int j)
@@ -330,7 +331,7 @@ static int wait_req(PrRank *r, MPI_Request *req, MPI_Status *st, int j, const ch
             rc = -1;
             break;
         }
-        if (k & 15)
+        if (k & 63)
             continue;
         now = pr_now_ms();
         if (now > spin_end)
@@ -350,8 +351,6 @@ static int wait_req(PrRank *r, MPI_Request *req, MPI_Status *st, int j, const ch
         }
     }
     atomic_store(&r->in_wait, 0);
-    if (rc == 0)
-        heard(j);
     /* a request left behind on failure is dropped with the job (MPI_Abort) */
     return rc;
 }
