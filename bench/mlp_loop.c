@@ -73,7 +73,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mlp_loop: out of memory\n");
         return 1;
     }
-    float loss_sum = 0;
+    double loss_sum = 0; /* summed in double, as the runtime sums its micro-batch losses */
     for (int it = 0; it < iters; it++) {
         mlp_zero_grad(m, &s);
         loss_sum = 0;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
         mlp_sgd_step(m, &s, 0.05f);
         printf("iter %d: time %.3f ms\n", it + 1, t1 - t0);
     }
-    printf("loss %.4f\n", loss_sum / (float)cfg.M);
+    printf("loss %.4f\n", loss_sum / cfg.M);
     free(act);
     free(tokens);
     free(targets);
