@@ -10,7 +10,8 @@
 #     zero_grad, no SGD step); the first iteration of each process is dropped. Min and
 #     median per side; target: median ratio within 3%, spread under 10%.
 #  2. Threaded runtime, `--workload synthetic`, P = 2, M = 256, 1F1B, f = b = 10 us:
-#     measured over simulated iteration time (target <= 1.5).
+#     measured over simulated iteration time (target <= 1.5); the same with the MPI
+#     launcher beside it.
 #  3. Zero costs, P = 2, M = 256, 1F1B: the MPI launcher (`pipec run --launcher mpi`)
 #     against the threaded one, ABAB (target <= 3x); and its time per message (the
 #     iteration over the 2M messages of its critical path: in 1F1B with P = 2 every
@@ -100,6 +101,15 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 echo "P=2 M=256 1F1B synthetic f=b=10us, threaded: measured vs simulated:"
 stats "$T/sa" "$T/sb" "measured" "simulated" "target: <= 1.5"
+if command -v mpirun >/dev/null && make -s mpi >/dev/null 2>&1; then
+    : >"$T/sm"
+    for r in $(seq 1 "$ROUNDS"); do
+        "$PIPEC" run "$T/syn.pipe" --launcher mpi --workload synthetic --iters "$ITERS" --json \
+            --cache "$T/c" | iters_of >>"$T/sm" || exit 1
+    done
+    echo "  the same with the MPI launcher (one process per rank), for comparison:"
+    stats "$T/sm" "$T/sb" "measured" "simulated" "target: <= 1.5" | sed -n 's/^  ratio/  mpi: ratio/p'
+fi
 
 # --- 3. MPI launcher against threaded, and against an MPI ping-pong -------------------
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null && make -s mpi >/dev/null 2>&1; then
