@@ -860,8 +860,8 @@ static void test_vshape_constant(void **state)
     /* the default placement: VSHAPE is 0 and the require fails with its message */
     snprintf(src, sizeof src, "%spipeline x { stages 2 microbatches 1 chunks 2 schedule v }", tmpl);
     assert_null(load(&r, src));
-    assert_has(r.out, "t.pipe:2:3: error[value]: v needs chunks 2 vshape\n");
-    assert_has(r.out, "note: in 'schedule v' here (stages 2, microbatches 1, chunks 2)");
+    assert_has(r.out, "t.pipe:5:56: error[value]: v needs chunks 2 vshape\n");
+    assert_has(r.out, "t.pipe:2:3: note: expanded from template 'v' (stages 2, microbatches 1, chunks 2)");
     assert_int_equal(r.d.nerr, 1);
     done(&r);
 
