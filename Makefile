@@ -73,27 +73,27 @@ build/gen/lex.yy.c build/gen/lex.yy.h: grammar/pipe.l build/gen/pipe.tab.h
 # --- objects ----------------------------------------------------------------------
 build/obj/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(EXTRA_CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
 
 build/asan/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -MP -c $< -o $@
 
 build/obj/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/asan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
 
 build/obj/%.o: %.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build/asan/%.o: %.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) $(SAN) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) $(SAN) -MMD -MP -c $< -o $@
 
 -include $(OBJ:.o=.d) $(AOBJ:.o=.d) $(RT_OBJ:.o=.d) $(RT_AOBJ:.o=.d)
 
@@ -185,7 +185,9 @@ RT_TOBJ  = $(RT_SRC:%.c=build/tsan/%.o)
 
 build/tsan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -MMD -MP -c $< -o $@
+
+-include $(RT_TOBJ:.o=.d)
 
 build/tsan/libpiperun.a: $(RT_TOBJ)
 	@rm -f $@
@@ -209,15 +211,17 @@ LCOV     = lcov --quiet --rc lcov_branch_coverage=1
 
 build/cov/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c $< -o $@
+	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 build/cov/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -MMD -MP -c $< -o $@
 
 build/cov/%.o: %.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(COV) $(WARN) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(COV) $(WARN) -MMD -MP -c $< -o $@
+
+-include $(COBJ:.o=.d) $(RT_COBJ:.o=.d)
 
 build/cov/libpipec.a: $(COBJ)
 	@rm -f $@
@@ -298,7 +302,7 @@ build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h 
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@
