@@ -150,8 +150,8 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
                            3.0 * C * out->ffn + 8 * C + 3.0 * out->ffn) +
                  2 * V * C + (double)out->T * C + 2 * C;
     if (params * 8 > (double)MLP_MAX_PARAM_BYTES) {
-        snprintf(why, why_n, "model %s is too large for the CPU mlp workload (%.3g parameters)",
-                 m->name, params);
+        snprintf(why, why_n, "model %s is too large for the CPU %s workload (%.3g parameters)",
+                 m->name, out->arch ? arch : "mlp", params);
         goto fail;
     }
     out->sizes = xcalloc((size_t)PV, sizeof *out->sizes);
@@ -506,6 +506,8 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
         sb_puts(b, "    .mlp_unavailable = ");
         put_cstr(b, why);
         sb_puts(b, ",\n");
+        if (mlp.arch) /* the workload's name in messages */
+            sb_printf(b, "    .model_arch = %d,\n", mlp.arch);
     }
     sb_puts(b, "    .synthetic_scale = ");
     put_double(b, scale);
