@@ -137,6 +137,12 @@ double pr_mlp_reference_ms(PrRun *run);   /* mean ms per reference iteration, or
 /* Loads the training text (--data, else the built-in paragraph) into run->data and checks
  * it holds seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
 int pr_text_setup(PrRun *run);
+/* The model workload's gradient tensors, whatever its arch (mlp, gpt, llama): count,
+ * tensor i's name, gradient and floats (outputs may be NULL), and whether it belongs to
+ * virtual stage v. For transports that move gradients (--check over several processes). */
+int pr_model_tensor_count(const PrRun *run);
+void pr_model_tensor(const PrRun *run, int i, const char **name, float **grad, size_t *n);
+bool pr_model_tensor_in_slice(const PrRun *run, int i, int v);
 /* workload_tf.c: the gpt and llama workloads behind the pr_mlp_* entry points, which
  * hand over when PrProgram.model_arch != 0. Same contracts. */
 int pr_tf_setup(PrRun *run);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "piperun_internal.h"
+#include "transformer.h"
 
 /* Used when no --data file is given (pipec run passes the project's docs instead). */
 static const char builtin_text[] =
@@ -130,6 +131,32 @@ int pr_mlp_load(PrRank *r, const PrOp *o)
             at += k;
         }
     return 0;
+}
+
+int pr_model_tensor_count(const PrRun *run)
+{
+    return run->tf ? run->tf->ntensors : run->model ? mlp_param_count(run->model) : 0;
+}
+
+void pr_model_tensor(const PrRun *run, int i, const char **name, float **grad, size_t *n)
+{
+    if (!run->tf) {
+        mlp_param(run->model, i, name, NULL, grad, n);
+        return;
+    }
+    const TfTensor *t = &run->tf->tensors[i];
+    if (name)
+        *name = t->name;
+    if (grad)
+        *grad = run->tf->grad_mem + t->off;
+    if (n)
+        *n = t->n;
+}
+
+bool pr_model_tensor_in_slice(const PrRun *run, int i, int v)
+{
+    return run->tf ? tf_param_in_slice(run->tf, i, &run->slice[v])
+                   : mlp_param_in_slice(run->model, i, &run->slice[v]);
 }
 
 int pr_text_setup(PrRun *run)
