@@ -6,7 +6,8 @@
 #
 # Each configuration: run ITERS iterations with --profile -o costs; paste the block into
 # the pipeline (it overrides the cost model's derived values); run ITERS iterations
-# again; print measured, simulated and their ratio. Shapes as examples/*_tiny.pipe
+# again; print the measured mean and median iteration, the simulated one, and median /
+# simulated. Shapes as examples/*_tiny.pipe
 # (4 layers, hidden 64, seq 64, micro-batch 4), 8 micro-batches.
 cd "$(dirname "$0")/.." || exit 1
 PIPEC=${PIPEC:-bin/pipec}
@@ -25,8 +26,10 @@ mk() { # NAME ARCH SCHEDULE CHUNKS [COSTS_FILE]
     } >"$T/$1.pipe"
 }
 json() { python3 -c "import json,sys; j=json.load(sys.stdin); print(j['$1'])"; }
+# the median iteration after the first: on a shared machine a few iterations stall
+median() { python3 -c "import json,sys,statistics as st; print(st.median(json.load(sys.stdin)['iter_ms'][1:]))"; }
 status=0
-printf "%-6s %-12s %12s %12s %8s\n" arch schedule measured_ms simulated_ms ratio
+printf "%-6s %-12s %12s %12s %12s %8s\n" arch schedule mean_ms median_ms simulated_ms ratio
 for arch in gpt llama; do
     for cfg in "gpipe 1" "onef1b 1" "zbh1 1" "interleaved 2"; do
         set -- $cfg
@@ -39,7 +42,9 @@ for arch in gpt llama; do
         out=$("$PIPEC" run "$T/${arch}_$1_prof.pipe" --iters "$ITERS" --json --cache "$T/c") ||
             { echo "$arch $1: run failed"; status=1; continue; }
         m=$(echo "$out" | json measured_ms); s=$(echo "$out" | json simulated_ms)
-        printf "%-6s %-12s %12.3f %12.3f %8.3f\n" "$arch" "$1" "$m" "$s" "$(echo "$m / $s" | bc -l)"
+        md=$(echo "$out" | median)
+        printf "%-6s %-12s %12.3f %12.3f %12.3f %8.3f\n" "$arch" "$1" "$m" "$md" "$s" \
+            "$(echo "$md / $s" | bc -l)"
     done
 done
 exit $status
