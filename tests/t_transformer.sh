@@ -70,6 +70,18 @@ for arch in gpt llama; do
     sed -i 's/chunks 2/chunks 2 vshape/' "$T/${arch}_vshape.pipe"
     if "$PIPEC" check "$T/${arch}_vshape.pipe" >/dev/null 2>&1; then run_check "${arch}_vshape"
     else skip "${arch}_vshape" "interleaved template not valid under vshape"; fi
+    # V-shape placement with an explicit schedule (a stage's two chunks hand over
+    # without messages on the last rank)
+    {
+        echo 'import "std/models.pipe"'
+        echo "pipeline ${arch}_vexplicit {"
+        echo "  stages 2  microbatches 2  chunks 2 vshape"
+        if [ "$arch" = gpt ]; then echo "  $GPT"; else echo "  $LLAMA"; fi
+        echo "  stage 0 { F0 F1 F0.1 F1.1 B0.1 B1.1 B0 B1 }"
+        echo "  stage 1 { F0 F1 F0.1 F1.1 B0.1 B1.1 B0 B1 }"
+        echo "}"
+    } >"$T/${arch}_vexplicit.pipe"
+    run_check "${arch}_vexplicit"
     # an uneven partition with an empty middle stage
     pipe "${arch}_partition" $arch 3 4 1 onef1b "partition [3, 0, 1]"
     run_check "${arch}_partition"
