@@ -177,7 +177,7 @@ build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h 
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
 
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@

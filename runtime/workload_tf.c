@@ -98,6 +98,14 @@ int pr_tf_setup(PrRun *run)
         pr_fail(run, -1, -1, "%s model: %s", g->model_arch == TF_GPT ? "gpt" : "llama", why);
         return -1;
     }
+#ifdef PIPERUN_CUDA
+    /* Built into the CUDA backend (Makefile: -DPIPERUN_CUDA), which has kernels for the
+     * mlp workload only so far: refuse at start-up. */
+    pr_fail(run, -1, -1, "the CUDA backend has no %s workload yet: run it on the CPU "
+            "backend, or replay its costs with --workload synthetic",
+            g->model_arch == TF_GPT ? "gpt" : "llama");
+    return -1;
+#endif
     /* The MPI transport gathers --check's gradients through runtime/mlp.h's tensors (not
      * yet through pr_model_tensor): refuse at once rather than hang on a lost rank. */
     const char *np = getenv("OMPI_COMM_WORLD_SIZE");
