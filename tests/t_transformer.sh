@@ -150,6 +150,18 @@ else
     check mpi_check_reason grep -q "check of the gpt workload over several MPI processes is not supported yet" <<<"$out"
 fi
 
+# --- generated C of a transformer program: warning-free with gcc and clang --------------
+if "$PIPEC" emit examples/llama_tiny.pipe -o "$T/gen" >/dev/null 2>&1; then
+    check emit_arch grep -q '\.model_arch = 2, \.model_heads = 4, \.model_kv_heads = 2, \.model_ffn = 176' "$T/gen/main.c"
+    for cc in gcc clang; do
+        command -v $cc >/dev/null || { skip "emit_$cc" "$cc missing"; continue; }
+        if (cd "$T/gen" && for f in *.c; do $cc -std=c11 -Wall -Wextra -Werror -I"$OLDPWD/runtime" -fsyntax-only "$f" || exit 1; done) 2>"$T/err"; then ok
+        else bad "emit_$cc" "$(head -n 5 "$T/err")"; fi
+    done
+else
+    bad emit "pipec emit examples/llama_tiny.pipe failed"
+fi
+
 # --- a model too large for the CPU: the synthetic workload, and the reason on request ----
 cat >"$T/big.pipe" <<'EOF'
 import "std/models.pipe"
