@@ -3,9 +3,10 @@
 # is a GPT or Llama shape (shrunk by a model block) generates programs that train that
 # transformer (docs/model.md).
 #
-#   - every stdlib schedule and the passes that add R, W, SO/SI, OG/LW ops, for both
-#     archs, through `pipec run --check`: max relative gradient error < 1e-5 against the
-#     sequential reference (the program exits 1 above it; we also read the number);
+#   - every stdlib schedule (the peers' V-shape and looped ones included) and the passes
+#     that add R, W, SO/SI, OG/LW ops, for both archs, through `pipec run --check`: max
+#     relative gradient error < 1e-5 against the sequential reference (the program exits
+#     1 above it; we also read the number);
 #   - the summary names the workload by the arch; the measured arena peak of every rank
 #     equals the static plan; the loss falls over 50 iterations on the default text;
 #   - with MPI (one process per rank), the same losses and arena peaks as with threads;
@@ -64,12 +65,16 @@ for arch in gpt llama; do
             run_check "${arch}_${s}_p$1_m$2"
         done
     done
+    # the peers' schedules: split backwards, W ops, V-shape and looped placements
+    for cfg in "zbh2 3 5 1" "interleaved_zb 2 4 2" "looped_bfs 2 3 2" "zbv 2 4 2" \
+        "dualpipev 2 4 2" "vhalf 2 4 2" "vmin 2 4 2"; do
+        set -- $cfg
+        pipe "${arch}_$1" $arch "$2" "$3" "$4" "$1"
+        case $1 in zbv | dualpipev | vhalf | vmin) sed -i 's/chunks 2/chunks 2 vshape/' "$T/${arch}_$1.pipe" ;; esac
+        run_check "${arch}_$1"
+    done
     pipe "${arch}_interleaved" $arch 2 4 2 interleaved
     run_check "${arch}_interleaved"
-    pipe "${arch}_vshape" $arch 2 4 2 interleaved
-    sed -i 's/chunks 2/chunks 2 vshape/' "$T/${arch}_vshape.pipe"
-    if "$PIPEC" check "$T/${arch}_vshape.pipe" >/dev/null 2>&1; then run_check "${arch}_vshape"
-    else skip "${arch}_vshape" "interleaved template not valid under vshape"; fi
     # V-shape placement with an explicit schedule (a stage's two chunks hand over
     # without messages on the last rank)
     {
