@@ -119,7 +119,8 @@ bool tf_param_in_slice(const TfModel *m, int i, const MlpSlice *s);
  * memory. */
 float tf_reference_iteration(TfModel *m, int M, const int *tokens, const int *targets);
 
-/* Per-layer and head forward bytes, for the comparison with the cost model. */
+/* Bytes one layer adds to what F keeps (tf_layer_fwd_bytes): what the unit test holds
+ * equal to the cost model's per-layer activation bytes at fp32 (docs/model.md). */
 size_t tf_layer_act_bytes(const TfConfig *c);
 
 #endif
