@@ -288,7 +288,7 @@ CU_SRC     = $(wildcard runtime/cuda/*.cu)
 CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
              $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c))
 CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
-             runtime/workload_mlp.c
+             runtime/workload_mlp.c runtime/workload_tf.c runtime/transformer.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
@@ -302,7 +302,7 @@ build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h 
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@
