@@ -106,15 +106,6 @@ int pr_tf_setup(PrRun *run)
             g->model_arch == TF_GPT ? "gpt" : "llama");
     return -1;
 #endif
-    /* The MPI transport gathers --check's gradients through runtime/mlp.h's tensors (not
-     * yet through pr_model_tensor): refuse at once rather than hang on a lost rank. */
-    const char *np = getenv("OMPI_COMM_WORLD_SIZE");
-    if (run->opt.check && np && atoi(np) > 1) {
-        pr_fail(run, -1, -1, "--check of the %s workload over several MPI processes is not "
-                "supported yet; run it with the threads launcher",
-                g->model_arch == TF_GPT ? "gpt" : "llama");
-        return -1;
-    }
     run->slice = calloc((size_t)run->PV, sizeof *run->slice);
     int *layers = calloc((size_t)run->PV, sizeof *layers);
     if (!run->slice || !layers) {

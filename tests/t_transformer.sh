@@ -9,7 +9,8 @@
 #     1 above it; we also read the number);
 #   - the summary names the workload by the arch; the measured arena peak of every rank
 #     equals the static plan; the loss falls over 50 iterations on the default text;
-#   - with MPI (one process per rank), the same losses and arena peaks as with threads;
+#   - with MPI (one process per rank), the same losses and arena peaks as with threads,
+#     and `run --launcher mpi --check` within 1e-5;
 #     --check over several processes is refused with its reason (not yet gathered);
 #   - `--profile` writes a costs block with the workload's real region bytes;
 #   - a model too large for the CPU workload runs the synthetic one; asked for, the gpt
@@ -149,10 +150,14 @@ else
         [ -n "$(peaks "$T/oP")" ] && [ "$(peaks "$T/o1")" = "$(peaks "$T/oP")" ] && ok ||
             bad "${arch}_mpi_peaks" "threads $(peaks "$T/o1"), mpi $(peaks "$T/oP")"
     done
-    # --check gathers gradients through runtime/mlp.h's tensors over MPI: refused, not hung
-    out=$(timeout 60 "$PIPEC" run --launcher mpi "$T/gpt_mpi.pipe" --check --quiet --cache "$CACHE" 2>&1)
-    check mpi_check_exit test $? = 1
-    check mpi_check_reason grep -q "check of the gpt workload over several MPI processes is not supported yet" <<<"$out"
+    # --check over MPI: the transport gathers every arch's gradients (pr_model_tensor)
+    for arch in gpt llama; do
+        out=$(timeout 120 "$PIPEC" run --launcher mpi "$T/${arch}_mpi.pipe" --check --quiet --cache "$CACHE" 2>&1)
+        rc=$?
+        check "${arch}_mpi_check_exit" test $rc = 0
+        err=$(sed -n 's/^max relative gradient error: //p' <<<"$out")
+        check "${arch}_mpi_check_err (${err:-none})" python3 -c "import sys; sys.exit(not (0 <= float('${err:--1}') < 1e-5))"
+    done
 fi
 
 # --- generated C of a transformer program: warning-free with gcc and clang --------------
