@@ -38,6 +38,7 @@
 #include "cmds.h"
 #include "driver.h"
 #include "emit_c.h"
+#include "stream_check.h"
 
 /* What the generated program is built for. */
 typedef struct Target {
@@ -64,8 +65,31 @@ static int parse_target(Target *t, int opt_backend, int c, const char *arg)
     return 2;
 }
 
-/* Compiles and emits FILE into memory; *nranks = P. Returns 0, 1 (input errors) or 2. */
-static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int *nranks)
+/* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out. */
+static void add_stream_plan(EmitOut *out, const Pipeline *p)
+{
+    size_t cap = out->cap;
+    VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
+    out->cap = (uint32_t)cap;
+    EmitFile *f = &out->files[out->n++];
+    f->name = xstrdup("streams.json");
+    memset(&f->text, 0, sizeof f->text);
+    CommPlan *cp = comm_plan(p);
+    StreamInBuf b;
+    stream_in_build(&b, p, cp);
+    StreamPlan *sp = stream_plan(&b.in);
+    if (!sp)
+        die("out of memory");
+    stream_plan_json(&f->text, p, sp);
+    stream_plan_free(sp);
+    stream_in_free(&b);
+    comm_plan_free(cp);
+}
+
+/* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = P.
+ * Returns 0, 1 (input errors) or 2. */
+static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut *out,
+                    int *nranks)
 {
     memset(out, 0, sizeof *out);
     Diag d = {0};
@@ -85,6 +109,8 @@ static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int 
     }
     if (p && emit_c(&d, p, file, out) == 0) {
         rc = 0;
+        if (cuda)
+            add_stream_plan(out, p);
         if (nranks)
             *nranks = (int)p->P;
     }
@@ -495,7 +521,7 @@ static int emit_or_compile(int argc, char **argv, bool compile)
         return 2;
     }
     EmitOut out;
-    int rc = generate(&dopt, argv[optind], &out, NULL);
+    int rc = generate(&dopt, argv[optind], t.cuda, &out, NULL);
     if (rc == 0 && emit_write(&out, outdir) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", outdir, strerror(errno));
         rc = 1;
@@ -712,7 +738,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     EmitOut eo;
-    rc = generate(&dopt, argv[optind], &eo, &nranks);
+    rc = generate(&dopt, argv[optind], t.cuda, &eo, &nranks);
     if (rc != 0)
         goto out;
     char *root = cache_root(cache);

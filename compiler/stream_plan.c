@@ -1,0 +1,206 @@
+/* stream_plan.c - the CUDA backend's stream plan; see stream_plan.h and docs/cuda.md
+ * "The stream plan". One walk over each rank's list keeps, per stream, the last op and
+ * the last op that frees arena memory, per (v,m) its last op, and per virtual stage
+ * its last B/W, OG and LW; each op's waits are read off those. */
+#include "stream_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The op kind facts the plan reads: stream, allocates arena memory, frees it (DESIGN.md
+ * "Dependencies", "Memory", "Time"). */
+typedef struct KindFacts {
+    uint8_t stream;
+    bool allocates, frees, chunkwide, grads;
+} KindFacts;
+
+static KindFacts kind_facts(unsigned k)
+{
+    KindFacts f = {STREAM_COMPUTE, false, false, false, false};
+    switch (k) {
+    case OP_F: f.allocates = true; break;
+    case OP_R: f.allocates = true; break;
+    case OP_B: f.frees = f.grads = true; break;
+    case OP_W: f.frees = f.grads = true; break;
+    case OP_SO: f.stream = STREAM_D2H; f.frees = true; break;
+    case OP_SI: f.stream = STREAM_H2D; f.allocates = true; break;
+    case OP_OG: f.stream = STREAM_D2H; f.chunkwide = true; break;
+    case OP_LW: f.stream = STREAM_H2D; f.chunkwide = true; break;
+    default: break;
+    }
+    return f;
+}
+
+const char *stream_name(unsigned s)
+{
+    static const char *const n[STREAM_N] = {"compute", "d2h", "h2d"};
+    return s < STREAM_N ? n[s] : "?";
+}
+
+void stream_plan_free(StreamPlan *sp)
+{
+    if (!sp)
+        return;
+    for (uint32_t r = 0; sp->rank && r < sp->P; r++) {
+        StreamRank *k = &sp->rank[r];
+        free(k->stream);
+        free(k->wstart);
+        free(k->waits);
+        free(k->rstart);
+        free(k->recvs);
+    }
+    free(sp->rank);
+    free(sp->send_after);
+    free(sp);
+}
+
+/* Adds op w to the waits of op i (stream si) when it is another stream's, earlier op. */
+static void add_wait(uint32_t *w, uint32_t *n, uint32_t i, uint32_t dep, uint8_t si,
+                     const uint8_t *stream)
+{
+    if (dep == SP_NONE || dep >= i || stream[dep] == si)
+        return;
+    for (uint32_t k = 0; k < *n; k++)
+        if (w[k] == dep)
+            return;
+    w[(*n)++] = dep;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define MAX_WAITS (STREAM_N * 2 + 4)
+
+/* The waits of one rank (rules 1-3 of stream_plan.h). Returns 0 or -1 (memory). */
+static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
+{
+    const SpOp *ops = in->ops[r];
+    uint32_t n = in->nops[r];
+    size_t PV = in->PV > 0 ? (size_t)in->PV : 1, nvm = PV * (in->M > 0 ? (size_t)in->M : 1);
+    uint32_t *last_vm = malloc(nvm * sizeof *last_vm);
+    uint32_t *last_grad = malloc(PV * sizeof *last_grad), *og = malloc(PV * sizeof *og);
+    uint32_t *lw = malloc(PV * sizeof *lw);
+    k->nops = n;
+    k->stream = malloc((n ? n : 1) * sizeof *k->stream);
+    k->wstart = malloc(((size_t)n + 1) * sizeof *k->wstart);
+    k->waits = malloc(((size_t)n * MAX_WAITS + 1) * sizeof *k->waits);
+    int rc = -1;
+    if (!last_vm || !last_grad || !og || !lw || !k->stream || !k->wstart || !k->waits)
+        goto out;
+    memset(last_vm, 0xff, nvm * sizeof *last_vm);
+    memset(last_grad, 0xff, PV * sizeof *last_grad);
+    memset(og, 0xff, PV * sizeof *og);
+    memset(lw, 0xff, PV * sizeof *lw);
+    uint32_t last_free[STREAM_N] = {SP_NONE, SP_NONE, SP_NONE}, nw = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const SpOp *o = &ops[i];
+        bool known = o->kind < OP_NKINDS && o->vstage >= 0 && o->vstage < in->PV && o->mb >= 0 &&
+                     o->mb < in->M;
+        KindFacts f = kind_facts(o->kind);
+        uint8_t s = f.stream;
+        k->stream[i] = s;
+        k->wstart[i] = nw;
+        if (!known)
+            continue;
+        uint32_t *w = k->waits + nw, m = 0;
+        size_t v = (size_t)o->vstage, vmk = v * (size_t)in->M + (size_t)o->mb;
+        if (!f.chunkwide) {                                   /* 1. the (v,m) chain */
+            add_wait(w, &m, i, last_vm[vmk], s, k->stream);
+            last_vm[vmk] = i;
+        }
+        if (f.allocates)                                      /* 2. memory order */
+            for (unsigned t = 0; t < STREAM_N; t++)
+                add_wait(w, &m, i, last_free[t], s, k->stream);
+        if (o->kind == OP_OG) {                               /* 3. model states */
+            add_wait(w, &m, i, last_grad[v], s, k->stream);
+            og[v] = i;
+        } else if (o->kind == OP_LW) {
+            add_wait(w, &m, i, og[v], s, k->stream);
+            lw[v] = i;
+        } else if (o->kind == OP_F) {
+            add_wait(w, &m, i, lw[v], s, k->stream);
+        }
+        if (f.grads)
+            last_grad[v] = i;
+        if (f.frees)
+            last_free[s] = i;
+        /* on one stream, the latest wait implies the earlier ones */
+        uint32_t keep = 0;
+        for (uint32_t a = 0; a < m; a++) {
+            bool later = false;
+            for (uint32_t c = 0; c < m; c++)
+                later |= c != a && k->stream[w[c]] == k->stream[w[a]] && w[c] > w[a];
+            if (!later)
+                w[keep++] = w[a];
+        }
+        qsort(w, keep, sizeof *w, cmp_u32);
+        nw += keep;
+    }
+    k->wstart[n] = nw;
+    rc = 0;
+out:
+    free(last_vm);
+    free(last_grad);
+    free(og);
+    free(lw);
+    return rc;
+}
+
+/* The receives each op waits for (rule 4): a counting sort of the messages by consumer. */
+static int plan_recvs(const StreamIn *in, StreamPlan *sp)
+{
+    for (uint32_t r = 0; r < in->P; r++) {
+        StreamRank *k = &sp->rank[r];
+        k->rstart = calloc((size_t)k->nops + 2, sizeof *k->rstart);
+        if (!k->rstart)
+            return -1;
+    }
+    for (uint32_t j = 0; j < in->nmsgs; j++) {
+        const SpMsg *m = &in->msgs[j];
+        if (m->dst < in->P && m->dst_pos < sp->rank[m->dst].nops)
+            sp->rank[m->dst].rstart[m->dst_pos + 2]++;
+    }
+    for (uint32_t r = 0; r < in->P; r++) {
+        StreamRank *k = &sp->rank[r];
+        for (uint32_t i = 0; i < k->nops; i++)
+            k->rstart[i + 2] += k->rstart[i + 1];
+        k->recvs = malloc(((size_t)k->rstart[k->nops + 1] + 1) * sizeof *k->recvs);
+        if (!k->recvs)
+            return -1;
+    }
+    for (uint32_t j = 0; j < in->nmsgs; j++) {
+        const SpMsg *m = &in->msgs[j];
+        if (m->dst < in->P && m->dst_pos < sp->rank[m->dst].nops) {
+            StreamRank *k = &sp->rank[m->dst];
+            k->recvs[k->rstart[m->dst_pos + 1]++] = j;
+        }
+    }
+    return 0;
+}
+
+StreamPlan *stream_plan(const StreamIn *in)
+{
+    StreamPlan *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return NULL;
+    sp->P = in->P;
+    sp->nmsgs = in->nmsgs;
+    sp->rank = calloc(in->P ? in->P : 1, sizeof *sp->rank);
+    sp->send_after = malloc(((size_t)in->nmsgs + 1) * sizeof *sp->send_after);
+    if (!sp->rank || !sp->send_after)
+        goto fail;
+    for (uint32_t r = 0; r < in->P; r++)
+        if (plan_rank(in, r, &sp->rank[r]) != 0)
+            goto fail;
+    if (plan_recvs(in, sp) != 0)
+        goto fail;
+    for (uint32_t j = 0; j < in->nmsgs; j++)
+        sp->send_after[j] = in->msgs[j].src_pos;
+    return sp;
+fail:
+    stream_plan_free(sp);
+    return NULL;
+}
