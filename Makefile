@@ -121,6 +121,9 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
 	  build/asan/libpipec.a build/asan/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
 
+# The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
+build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
+
 # --- targets ------------------------------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN)
@@ -161,7 +164,8 @@ NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HO
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
 CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
-             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c))
+             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c)) \
+             build/cuda/stream_plan.o
 CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
              runtime/workload_mlp.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
@@ -171,9 +175,14 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h compiler/stream_plan.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+
+# The stream plan the CUDA runtime enqueues from: the compiler's own file, linked as is.
+build/cuda/stream_plan.o: compiler/stream_plan.c compiler/stream_plan.h compiler/ir.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
