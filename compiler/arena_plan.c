@@ -9,6 +9,16 @@
 
 #define NONE UINT32_MAX
 
+/* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
+ * ARENA_GREEDY_MAX, up to ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks:
+ * about ARENA_SHUFFLE_WORK / n^2) and the exact search (within ARENA_EXACT_NODES nodes)
+ * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
+#define ARENA_GREEDY_MAX 8192
+#define ARENA_EXACT_MAX 64
+#define ARENA_EXACT_NODES 20000L
+#define ARENA_SHUFFLES 2000
+#define ARENA_SHUFFLE_WORK 4000000u
+
 static int64_t align_up(int64_t n)
 {
     if (n <= 0)
@@ -60,12 +70,6 @@ typedef struct Pos {
     uint32_t at[OP_NKINDS];
 } Pos;
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -111,6 +115,359 @@ static bool fits(const Inc *in, int64_t off, const Placed *act, size_t nact)
                 return false;
         }
     return true;
+}
+
+/* ---- placement ------------------------------------------------------------------- */
+
+/* Free address ranges [lo, hi) of the online allocator, sorted by lo, disjoint and not
+ * adjacent. */
+typedef struct Gaps {
+    int64_t (*g)[2];
+    size_t n, cap;
+} Gaps;
+
+static void gaps_free(Gaps *z, int64_t lo, int64_t hi)
+{
+    if (hi <= lo)
+        return;
+    size_t a = 0, b = z->n;
+    while (a < b) { /* first gap with lo > the freed lo */
+        size_t mid = (a + b) / 2;
+        if (z->g[mid][0] <= lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    bool left = a > 0 && z->g[a - 1][1] == lo, right = a < z->n && z->g[a][0] == hi;
+    if (left && right) {
+        z->g[a - 1][1] = z->g[a][1];
+        memmove(&z->g[a], &z->g[a + 1], (z->n - a - 1) * sizeof *z->g);
+        z->n--;
+    } else if (left) {
+        z->g[a - 1][1] = hi;
+    } else if (right) {
+        z->g[a][0] = lo;
+    } else {
+        if (z->n == z->cap) {
+            z->cap = z->cap ? 2 * z->cap : 16;
+            z->g = xrealloc(z->g, z->cap * sizeof *z->g);
+        }
+        memmove(&z->g[a + 1], &z->g[a], (z->n - a) * sizeof *z->g);
+        z->g[a][0] = lo;
+        z->g[a][1] = hi;
+        z->n++;
+    }
+}
+
+/* The lowest free range of `size` bytes (first fit), or with best set the smallest one
+ * that fits (best fit, lowest on ties), taken. */
+static int64_t gaps_take(Gaps *z, int64_t size, bool best)
+{
+    size_t pick = z->n;
+    for (size_t i = 0; i < z->n; i++)
+        if (z->g[i][1] - z->g[i][0] >= size) {
+            if (!best) {
+                pick = i;
+                break;
+            }
+            if (pick == z->n || z->g[i][1] - z->g[i][0] < z->g[pick][1] - z->g[pick][0])
+                pick = i;
+        }
+    if (pick == z->n)
+        unreachable(); /* the last gap is unbounded */
+    int64_t off = z->g[pick][0];
+    z->g[pick][0] += size;
+    if (z->g[pick][0] == z->g[pick][1]) {
+        memmove(&z->g[pick], &z->g[pick + 1], (z->n - pick - 1) * sizeof *z->g);
+        z->n--;
+    }
+    return off;
+}
+
+/* An event of the online allocator: at list time t, incarnation inc allocates
+ * (what 0), frees its top piece (1) or frees its bottom piece (2). */
+typedef struct PEv {
+    uint64_t t;
+    uint32_t inc;
+    uint8_t what;
+} PEv;
+
+static int cmp_pev(const void *a, const void *b)
+{
+    const PEv *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    if (x->what != y->what) /* frees first */
+        return x->what > y->what ? -1 : 1;
+    return x->inc < y->inc ? -1 : x->inc > y->inc;
+}
+
+/* The fast plan: the incarnations allocated and freed in list-time order by a first-fit
+ * allocator, as a real allocator would at run time, but with every free known in
+ * advance. O(n log n + n * gaps). Writes off[]; returns the arena size. */
+static int64_t place_online(const Inc *incs, size_t n, bool best, int64_t *off)
+{
+    PEv *ev = xmalloc((3 * n + 1) * sizeof *ev);
+    size_t ne = 0;
+    for (size_t i = 0; i < n; i++) {
+        ev[ne++] = (PEv){incs[i].t0, (uint32_t)i, 0};
+        if (incs[i].keep < incs[i].size && incs[i].keep > 0)
+            ev[ne++] = (PEv){incs[i].tk + 1, (uint32_t)i, 1};
+        ev[ne++] = (PEv){incs[i].t1 + 1, (uint32_t)i, 2};
+    }
+    qsort(ev, ne, sizeof *ev, cmp_pev);
+    Gaps z = {NULL, 0, 0};
+    gaps_free(&z, 0, INT64_MAX);
+    int64_t arena = 0;
+    for (size_t e = 0; e < ne; e++) {
+        const Inc *in = &incs[ev[e].inc];
+        int64_t o = off[ev[e].inc];
+        switch (ev[e].what) {
+        case 0:
+            o = off[ev[e].inc] = gaps_take(&z, in->size, best);
+            if (o + in->size > arena)
+                arena = o + in->size;
+            break;
+        case 1:
+            gaps_free(&z, o + in->keep, o + in->size);
+            break;
+        default:
+            if (in->keep < in->size && in->keep > 0)
+                gaps_free(&z, o, o + in->keep);
+            else
+                gaps_free(&z, o, o + in->size);
+            break;
+        }
+    }
+    free(z.g);
+    free(ev);
+    return arena;
+}
+
+/* The lowest 0-based offset at which incarnation `in` overlaps (in address and list
+ * time) none of the placed pieces pl[0..npl). cand is scratch. */
+static int64_t lowest_fit(const Inc *in, const Placed *pl, size_t npl, int64_t **cand,
+                          size_t *capcand)
+{
+    Placed pc[2];
+    int np = inc_pieces(in, pc);
+    size_t nc = 0;
+    VEC_PUSH(*cand, nc, *capcand, 0);
+    for (size_t k = 0; k < npl; k++)
+        for (int g = 0; g < np; g++)
+            if (!(pl[k].t1 < pc[g].t0 || pc[g].t1 < pl[k].t0) && pl[k].hi - pc[g].lo >= 0)
+                VEC_PUSH(*cand, nc, *capcand, pl[k].hi - pc[g].lo);
+    qsort(*cand, nc, sizeof **cand, cmp_i64);
+    for (size_t k = 0; k < nc; k++) {
+        if (k && (*cand)[k] == (*cand)[k - 1])
+            continue;
+        if (fits(in, (*cand)[k], pl, npl))
+            return (*cand)[k];
+    }
+    unreachable(); /* above every placed piece it always fits */
+}
+
+/* Places the incarnations in the order ord[] (a permutation), each at its lowest fit.
+ * Stops early, returning INT64_MAX, once the arena would exceed `limit`. */
+static int64_t place_greedy(const Inc *incs, size_t n, const uint32_t *ord, int64_t limit,
+                            int64_t *off)
+{
+    Placed *pl = xmalloc((2 * n + 1) * sizeof *pl);
+    size_t npl = 0, capcand = 0;
+    int64_t *cand = NULL, arena = 0;
+    for (size_t oi = 0; oi < n; oi++) {
+        const Inc *in = &incs[ord[oi]];
+        int64_t o = lowest_fit(in, pl, npl, &cand, &capcand);
+        if (o + in->size > limit) {
+            arena = INT64_MAX;
+            break;
+        }
+        off[ord[oi]] = o;
+        Placed pc[2];
+        int np = inc_pieces(in, pc);
+        for (int g = 0; g < np; g++)
+            pl[npl++] = (Placed){o + pc[g].lo, o + pc[g].hi, pc[g].t0, pc[g].t1, ord[oi]};
+        if (o + in->size > arena)
+            arena = o + in->size;
+    }
+    free(cand);
+    free(pl);
+    return arena;
+}
+
+/* Orders for the offline greedy plans (the "greedy by size" family of TensorFlow Lite's
+ * and TelaMalloc's planners, Maas et al., ASPLOS'23 §3): a key each, larger first;
+ * ties by size (larger first), then first allocation, then creation. */
+typedef enum { ORD_SIZE, ORD_SPAN, ORD_AREA, ORD_START, ORD_N } OrdKind;
+
+typedef struct OrdEnt {
+    double key;
+    int64_t size;
+    uint64_t t0;
+    uint32_t i;
+} OrdEnt;
+
+static int cmp_ord(const void *a, const void *b)
+{
+    const OrdEnt *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key > y->key ? -1 : 1;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    if (x->t0 != y->t0)
+        return x->t0 < y->t0 ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static void order_by(const Inc *incs, size_t n, OrdKind k, uint32_t *ord)
+{
+    OrdEnt *e = xmalloc(n * sizeof *e);
+    for (size_t i = 0; i < n; i++) {
+        const Inc *in = &incs[i];
+        double span = (double)(in->t1 - in->t0 + 1);
+        double key = k == ORD_SIZE ? (double)in->size
+                   : k == ORD_SPAN ? span
+                   : k == ORD_AREA ? (double)in->size * span
+                                   : -(double)in->t0;
+        e[i] = (OrdEnt){key, in->size, in->t0, (uint32_t)i};
+    }
+    qsort(e, n, sizeof *e, cmp_ord);
+    for (size_t i = 0; i < n; i++)
+        ord[i] = e[i].i;
+    free(e);
+}
+
+/* The bounded exact search (MiniMalloc's idea, Moffitt, ASPLOS'23: build the packing
+ * bottom up, always filling the lowest hole, and cut a branch as soon as a block would
+ * rise above the target). At each node every unplaced incarnation is tried at its
+ * lowest fit, lowest offsets first; `budget` counts the nodes left. */
+typedef struct Dfs {
+    const Inc *incs;
+    size_t n;
+    int64_t target;
+    Placed *pl;
+    size_t npl;
+    uint8_t *done;
+    int64_t *off;
+    int64_t *cand;
+    size_t capcand;
+    long budget;
+} Dfs;
+
+static bool dfs(Dfs *s, size_t depth)
+{
+    if (depth == s->n)
+        return true;
+    if (--s->budget < 0)
+        return false;
+    /* candidates: (offset, index), lowest offset first, larger first on ties */
+    size_t nc = 0;
+    int64_t (*c)[2] = xmalloc(s->n * sizeof *c);
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->done[i])
+            continue;
+        int64_t o = lowest_fit(&s->incs[i], s->pl, s->npl, &s->cand, &s->capcand);
+        if (o + s->incs[i].size > s->target) {
+            free(c);
+            return false; /* it can only rise: the branch is dead */
+        }
+        size_t j = nc++;
+        for (; j > 0 && (c[j - 1][0] > o || (c[j - 1][0] == o &&
+                                             s->incs[c[j - 1][1]].size < s->incs[i].size)); j--) {
+            c[j][0] = c[j - 1][0];
+            c[j][1] = c[j - 1][1];
+        }
+        c[j][0] = o;
+        c[j][1] = (int64_t)i;
+    }
+    bool ok = false;
+    for (size_t k = 0; k < nc && !ok && s->budget >= 0; k++) {
+        size_t i = (size_t)c[k][1];
+        Placed pc[2];
+        int np = inc_pieces(&s->incs[i], pc);
+        size_t npl0 = s->npl;
+        for (int g = 0; g < np; g++)
+            s->pl[s->npl++] = (Placed){c[k][0] + pc[g].lo, c[k][0] + pc[g].hi, pc[g].t0,
+                                       pc[g].t1, (uint32_t)i};
+        s->done[i] = 1;
+        s->off[i] = c[k][0];
+        ok = dfs(s, depth + 1);
+        s->done[i] = 0;
+        s->npl = npl0;
+    }
+    free(c);
+    return ok;
+}
+
+/* Plans offsets for the incarnations: the fast online plan; where it leaves a gap
+ * above `peak` (the walk's peak), the offline greedy orders; where they still do and
+ * the rank is small, the bounded exact search. Writes off[]; returns the arena. */
+static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
+{
+    if (!n)
+        return 0;
+    int64_t best = place_online(incs, n, false, off);
+    if (best <= peak)
+        return best;
+    int64_t *tmp = xmalloc(n * sizeof *tmp);
+    int64_t bf = place_online(incs, n, true, tmp);
+    if (bf < best) {
+        best = bf;
+        memcpy(off, tmp, n * sizeof *off);
+    }
+    if (best <= peak || n > ARENA_GREEDY_MAX) {
+        free(tmp);
+        return best;
+    }
+    uint32_t *ord = xmalloc(n * sizeof *ord);
+    for (int k = 0; k < ORD_N && best > peak; k++) {
+        order_by(incs, n, (OrdKind)k, ord);
+        int64_t a = place_greedy(incs, n, ord, best - 1, tmp);
+        if (a < best) {
+            best = a;
+            memcpy(off, tmp, n * sizeof *off);
+        }
+    }
+    /* Shuffled orders (seeded: plans are deterministic), for small ranks. */
+    uint64_t rs = 0x9E3779B97F4A7C15ull;
+    size_t shuffles = ARENA_SHUFFLE_WORK / (n * n);
+    if (shuffles > ARENA_SHUFFLES)
+        shuffles = ARENA_SHUFFLES;
+    for (size_t k = 0; k < shuffles && best > peak; k++) {
+        order_by(incs, n, (OrdKind)(k % ORD_N), ord);
+        for (size_t i = n; i > 1; i--) { /* a partial shuffle keeps some of the order */
+            rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+            if (rs % 3 == 0) {
+                size_t j = (size_t)(rs >> 8) % i;
+                uint32_t t = ord[i - 1];
+                ord[i - 1] = ord[j];
+                ord[j] = t;
+            }
+        }
+        int64_t a = place_greedy(incs, n, ord, best - 1, tmp);
+        if (a < best) {
+            best = a;
+            memcpy(off, tmp, n * sizeof *off);
+        }
+    }
+    if (best > peak && n <= ARENA_EXACT_MAX) {
+        Dfs s = {incs, n, peak, xmalloc((2 * n + 1) * sizeof(Placed)), 0, xcalloc(n, 1), tmp,
+                 NULL, 0, ARENA_EXACT_NODES};
+        if (dfs(&s, 0)) {
+            best = 0;
+            for (size_t i = 0; i < n; i++) {
+                off[i] = tmp[i];
+                if (tmp[i] + incs[i].size > best)
+                    best = tmp[i] + incs[i].size;
+            }
+        }
+        free(s.pl);
+        free(s.done);
+        free(s.cand);
+    }
+    free(ord);
+    free(tmp);
+    return best;
 }
 
 /* Builder state of plan_rank. */
@@ -336,74 +693,9 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
             }
         }
 
-    /* Place the incarnations in order of first allocation (ties: creation order). */
+    /* Peak of live bytes: a sweep over piece starts and ends. */
     size_t ninc = b.n;
     Inc *incs = b.incs;
-    uint32_t *order = xmalloc((ninc ? ninc : 1) * sizeof *order);
-    for (size_t i = 0; i < ninc; i++)
-        order[i] = (uint32_t)i;
-    {
-        uint64_t *key = xmalloc((ninc ? ninc : 1) * sizeof *key);
-        for (size_t i = 0; i < ninc; i++)
-            key[i] = incs[i].t0 * (uint64_t)(ninc + 1) + i;
-        qsort(key, ninc, sizeof *key, cmp_u64);
-        for (size_t i = 0; i < ninc; i++)
-            order[i] = (uint32_t)(key[i] % (uint64_t)(ninc + 1));
-        free(key);
-    }
-    Placed *act = NULL;
-    size_t nact = 0, capact = 0;
-    int64_t *cand = NULL;
-    size_t capcand = 0;
-    int64_t arena = 0;
-    for (size_t oi = 0; oi < ninc; oi++) {
-        Inc *in = &incs[order[oi]];
-        /* Drop pieces that ended before this incarnation starts. */
-        size_t keep = 0;
-        for (size_t k = 0; k < nact; k++)
-            if (act[k].t1 >= in->t0)
-                act[keep++] = act[k];
-        nact = keep;
-        int64_t off = -1;
-        if (off < 0) {
-            Placed pc[2];
-            int np = inc_pieces(in, pc);
-            size_t ncand = 0;
-            VEC_PUSH(cand, ncand, capcand, 0);
-            int64_t top = 0;
-            for (size_t k = 0; k < nact; k++) {
-                if (act[k].hi > top)
-                    top = act[k].hi;
-                for (int g = 0; g < np; g++)
-                    if (act[k].hi - pc[g].lo >= 0)
-                        VEC_PUSH(cand, ncand, capcand, act[k].hi - pc[g].lo);
-            }
-            qsort(cand, ncand, sizeof *cand, cmp_i64);
-            off = top;
-            size_t tried = 0;
-            for (size_t k = 0; k < ncand && tried < ARENA_MAX_CANDIDATES; k++) {
-                if (k && cand[k] == cand[k - 1])
-                    continue;
-                tried++;
-                if (fits(in, cand[k], act, nact)) {
-                    off = cand[k];
-                    break;
-                }
-            }
-        }
-        in->off = off;
-        Placed pc[2];
-        int np = inc_pieces(in, pc);
-        for (int g = 0; g < np; g++) {
-            Placed pl = {off + pc[g].lo, off + pc[g].hi, pc[g].t0, pc[g].t1, order[oi]};
-            VEC_PUSH(act, nact, capact, pl);
-            if (pl.hi > arena)
-                arena = pl.hi;
-        }
-    }
-    r->size = arena;
-
-    /* Peak of live bytes: a sweep over piece starts and ends. */
     Ev *ev = xmalloc((4 * ninc + 1) * sizeof *ev);
     size_t ne = 0;
     for (size_t i = 0; i < ninc; i++) {
@@ -425,6 +717,14 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
             r->peak_op = (uint32_t)(ev[e].t / 2);
         }
     }
+    free(ev);
+
+    /* Place them: the arena is the highest end placed. */
+    int64_t *ioff = xmalloc((ninc ? ninc : 1) * sizeof *ioff);
+    r->size = place_all(incs, ninc, r->peak_live, ioff);
+    for (size_t i = 0; i < ninc; i++)
+        incs[i].off = ioff[i];
+    free(ioff);
 
     /* Offsets per op. */
     for (uint32_t i = 0; i < n; i++) {
@@ -435,10 +735,6 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
             r->split[i] = splitat[i];
         }
     }
-    free(ev);
-    free(act);
-    free(cand);
-    free(order);
     free(incs);
     free(opinc);
     free(splitop);
@@ -490,7 +786,7 @@ static void fmt_bytes(char *buf, size_t n, double b)
 void arena_plan_report(FILE *out, const Pipeline *p)
 {
     ArenaPlan *a = arena_plan(p, NULL, 0);
-    fprintf(out, "arena plan (static, first fit; fragmentation = arena / peak live):\n");
+    fprintf(out, "arena plan (static; fragmentation = arena / peak live, 1.000 = none):\n");
     fprintf(out, "%5s %12s %12s %8s %12s %12s %12s\n", "rank", "arena", "peak live",
             "frag", "weights", "total", "budget");
     for (int32_t s = 0; s < p->P; s++) {
@@ -530,10 +826,20 @@ int arena_check(Diag *d, const Pipeline *p)
         fmt_bytes(ba, sizeof ba, (double)r->size);
         fmt_bytes(bw, sizeof bw, w);
         Loc loc = p->stages[s].loc.file != LOC_NONE_FILE ? p->stages[s].loc : p->loc;
-        diag_error(d, loc, DIAG_MEMORY,
-                   "stage %d: static arena %s + weights %s = %s exceeds the budget %s by %s",
-                   s, ba, bw, bt, bb, bo);
         double frag = r->peak_live > 0 ? (double)r->size / (double)r->peak_live : 1.0;
+        char bp[32], bf[32];
+        fmt_bytes(bp, sizeof bp, (double)r->peak_live);
+        fmt_bytes(bf, sizeof bf, (double)(r->size - r->peak_live));
+        if (r->size > r->peak_live && w + (double)r->peak_live <= p->memory)
+            diag_error(d, loc, DIAG_MEMORY,
+                       "stage %d: no packing of its activations within the budget was found: "
+                       "static arena %s for a walk peak of %s (fragmentation %.3f, %s lost) + "
+                       "weights %s = %s exceeds the budget %s by %s",
+                       s, ba, bp, frag, bf, bw, bt, bb, bo);
+        else
+            diag_error(d, loc, DIAG_MEMORY,
+                       "stage %d: static arena %s + weights %s = %s exceeds the budget %s by %s",
+                       s, ba, bw, bt, bb, bo);
         if (r->peak_op < p->stages[s].n) {
             char nm[32];
             const Op *o = &p->stages[s].ops[r->peak_op];

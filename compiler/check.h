@@ -13,6 +13,7 @@
 
 #include "diag.h"
 #include "ir.h"
+#include "opindex.h"
 
 enum { CHECK_STRUCTURE = 1u, CHECK_DEPS = 2u, CHECK_MEMORY = 4u, CHECK_ALL = 7u };
 
@@ -30,28 +31,5 @@ int check_pipeline(Diag *d, const Pipeline *p, unsigned what);
  * column adds the model states LW had loaded at the peak (docs/semantics.md). */
 void check_mem_table(FILE *out, const Pipeline *p);
 
-/* The op index: for every (kind, virtual stage, micro-batch) the rank and position of
- * the op in that rank's list, built once in O(ops) time and memory and shared by the
- * checker, the memory walk, the comm lowering, the simulator and the passes.
- *
- * Dense tables indexed by (kind, v, m) when P*V*M is at most a small multiple of the
- * op count (every complete schedule), else a sorted array searched in O(log ops).
- * Ops with a kind, chunk or micro-batch out of range are not indexed. When an op
- * appears twice, the index keeps the first occurrence (ranks in order, then list
- * order). The index is a snapshot: rebuild it after changing the IR. */
-typedef struct OpIndex OpIndex;
-
-OpIndex *opindex_build(const Pipeline *p);
-
-/* Finds op (kind, v, mb). Returns true and sets *rank and *pos (index into
- * p->stages[*rank].ops) when present; false when absent or out of range. Either
- * output pointer may be NULL. */
-bool opindex_find(const OpIndex *idx, OpKind kind, int32_t v, uint32_t mb, int32_t *rank,
-                  uint32_t *pos);
-
-/* Number of ops the index holds (duplicates and out-of-range ops excluded). */
-uint64_t opindex_count(const OpIndex *idx);
-
-void opindex_free(OpIndex *idx);
 
 #endif

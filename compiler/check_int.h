@@ -8,15 +8,11 @@
 
 #define NONE UINT32_MAX
 
-/* The smallest micro-batch >= from for which (kind, v, mb) is indexed, or NONE.
- * Dense index: a scan; sparse index: a binary search. */
-uint32_t opindex_next(const OpIndex *idx, OpKind kind, int32_t v, uint32_t from);
-
 /* Why one op waits for another (an edge of the wait graph, docs/semantics.md). */
 typedef enum WaitWhy {
     WAIT_STREAM, /* the previous op on the same stream of the same rank */
     WAIT_DATA,   /* a data dependency of DESIGN.md "Dependencies" */
-    WAIT_SWAP,   /* an allocating op waits for the last SO listed before it */
+    WAIT_MEMORY, /* an allocating op waits for a freeing op listed before it (opsem.h) */
     WAIT_DEP     /* a `dep` line */
 } WaitWhy;
 
@@ -27,7 +23,7 @@ typedef struct Pred {
 } Pred;
 
 /* The wait graph, implicit: ops are numbered rank by rank (node = off[s] + pos) and
- * their predecessors computed on demand from the op index. 14 bytes per op plus 8 per
+ * their predecessors computed on demand from the op index. 18 bytes per op plus 8 per
  * dep. */
 typedef struct Graph {
     const Pipeline *p;
@@ -36,7 +32,8 @@ typedef struct Graph {
     uint32_t *off;        /* [P+1] first node of each rank */
     uint16_t *rank;       /* [N] */
     uint32_t *sprev;      /* [N] previous op on the same stream, or NONE */
-    uint32_t *swprev;     /* [N] allocating ops: last SO listed before, or NONE */
+    uint32_t (*mprev)[STREAM_N - 1]; /* [N] allocating ops: the last op listed before
+                                      * on each other stream that frees memory, or NONE */
     uint32_t *dstart;     /* [N+1] CSR of dep predecessors */
     uint32_t *dfrom;      /* [ndeps] pred node */
     uint32_t *ddep;       /* [ndeps] index into p->deps */
@@ -72,10 +69,6 @@ int check_waitgraph(Diag *d, const Graph *g);
 
 /* Runs the send/recv lowering (comm.h) and reports a hang as `deadlock`. */
 int check_comm(Diag *d, const Pipeline *p, const Graph *g);
-
-/* mem_live_at (memory.h) with an op index already built. */
-uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
-                      double *held, uint32_t cap);
 
 /* "stage 1 B3"-style name of node u into buf. */
 char *node_name(const Graph *g, uint32_t u, char *buf, size_t n);

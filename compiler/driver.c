@@ -18,6 +18,7 @@
 #include "check.h"
 #include "costmodel.h"
 #include "frontend.h"
+#include "opsem.h"
 #include "passes.h"
 #include "util.h"
 
@@ -40,6 +41,8 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
     if (!p || d->nerr > nerr0)
         goto fail;
     if (derive_costs(d, p) || d->nerr > nerr0)
+        goto fail;
+    if (opsem_check_costs(d, p))
         goto fail;
     if (!(o && o->no_passes)) {
         for (uint32_t i = 0; i < p->nrecompute; i++) {

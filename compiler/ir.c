@@ -1,6 +1,8 @@
 /* ir.c - see ir.h. */
 #include "ir.h"
 
+#include "opsem.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,16 +42,7 @@ const char *const policy_name[POLICY_N] = {
 
 Stream op_stream(OpKind k)
 {
-    switch (k) {
-    case OP_SO:
-    case OP_OG:
-        return STREAM_D2H;
-    case OP_SI:
-    case OP_LW:
-        return STREAM_H2D;
-    default:
-        return STREAM_COMPUTE;
-    }
+    return (unsigned)k < OP_NKINDS ? op_sem[k].stream : STREAM_COMPUTE;
 }
 
 Pipeline *pipeline_new(void)

@@ -51,7 +51,7 @@ extern const char *const op_kind_name[OP_NKINDS];
 
 typedef enum Stream { STREAM_COMPUTE, STREAM_D2H, STREAM_H2D, STREAM_N } Stream;
 
-/* The stream an op kind runs on. */
+/* The stream an op kind runs on (op_sem[k].stream of opsem.h). */
 Stream op_stream(OpKind k);
 
 /* One op of one rank's list: `KIND mb.chunk`. 16 bytes. */

@@ -9,19 +9,21 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "check.h"
-#include "check_int.h"
+#include "opindex.h"
+#include "opsem.h"
 #include "util.h"
 
+#define NONE UINT32_MAX
 
-/* Per-rank walk state. held and host are indexed by slot. */
+
+/* Per-rank walk state, indexed by slot. */
 typedef struct Walk {
     const Pipeline *p;
-    const OpIndex *idx;
     int32_t s;
-    double *held;     /* [n] bytes on the device for the (v,m) whose slot this is */
-    double *host;     /* [n] bytes swapped out to the host */
+    VmMem *vm;        /* [n] what the (v,m) whose slot this is holds */
     uint32_t *slot;   /* [n] slot of op i */
+    uint8_t *has;     /* [n] VM_HAS_* of op i's (v,m) */
+    OpCosts *cost;    /* [V] costs of each chunk of the rank */
 } Walk;
 
 /* The slot of (v,m): the smallest position of any of its ops on this rank. */
@@ -38,81 +40,66 @@ static uint32_t slot_of(const OpIndex *idx, int32_t v, uint32_t mb, uint32_t sel
     return best;
 }
 
-static bool has_op(const OpIndex *idx, OpKind k, int32_t v, uint32_t mb)
+static bool op_ok(const Pipeline *p, const Op *op)
 {
-    return opindex_find(idx, k, v, mb, NULL, NULL);
+    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
 }
 
-/* Applies op i: *alloc gets the bytes allocated at its start, *freed those freed at its
- * end (SO: freed at its position; SI: allocated at its position). */
+/* Applies op i (the rule is opsem_mem_step): *alloc gets the bytes allocated at its
+ * start, *freed those freed at its end. */
 static void step(Walk *w, uint32_t i, double *alloc, double *freed)
 {
-    const Pipeline *p = w->p;
-    const Op *op = &p->stages[w->s].ops[i];
+    const Op *op = &w->p->stages[w->s].ops[i];
     *alloc = *freed = 0;
-    if (op->kind >= OP_NKINDS || op->chunk >= (uint32_t)p->V || op->mb >= (uint32_t)p->M)
+    if (!op_ok(w->p, op))
         return;
-    int32_t c = op->chunk, v = ir_vstage(p, w->s, c);
-    uint32_t sl = w->slot[i];
-    double *held = &w->held[sl], *host = &w->host[sl];
-    switch ((OpKind)op->kind) {
-    case OP_F:
-        *alloc = has_op(w->idx, OP_R, v, op->mb) ? ir_cost(p, w->s, c, COST_CKPT)
-                                                  : ir_cost(p, w->s, c, COST_ACT);
-        break;
-    case OP_R:
-        *alloc = ir_cost(p, w->s, c, COST_ACT) - ir_cost(p, w->s, c, COST_CKPT);
-        break;
-    case OP_B: {
-        double keep = has_op(w->idx, OP_W, v, op->mb) ? ir_cost(p, w->s, c, COST_WACT) : 0;
-        if (keep > *held)
-            keep = *held;
-        *freed = *held - keep;
-        break;
-    }
-    case OP_W:
-        *freed = *held;
-        break;
-    case OP_SO: {
-        double moved = ir_cost(p, w->s, c, COST_SWAP_FRACTION) * *held;
-        *freed = moved;
-        *host += moved;
-        break;
-    }
-    case OP_SI:
-        *alloc = *host;
-        *host = 0;
-        break;
-    default:
-        break;
-    }
-    *held += *alloc;
+    VmMem *st = OP_IS_CHUNKWIDE(op->kind) ? NULL : &w->vm[w->slot[i]];
+    opsem_mem_step((OpKind)op->kind, &w->cost[op->chunk], w->has[i], st, alloc, freed);
 }
 
 static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
 {
     const StageOps *st = &p->stages[s];
+    size_t n1 = st->n ? st->n : 1;
     w->p = p;
-    w->idx = idx;
     w->s = s;
-    w->held = xcalloc(st->n, sizeof *w->held);
-    w->host = xcalloc(st->n, sizeof *w->host);
-    w->slot = xmalloc((st->n ? st->n : 1) * sizeof *w->slot);
+    w->vm = xcalloc(n1, sizeof *w->vm);
+    w->slot = xmalloc(n1 * sizeof *w->slot);
+    w->has = xcalloc(n1, sizeof *w->has);
+    w->cost = xmalloc((p->V > 0 ? (size_t)p->V : 1) * sizeof *w->cost);
+    for (int32_t c = 0; c < p->V; c++)
+        opsem_costs(p, s, c, &w->cost[c]);
     for (uint32_t i = 0; i < st->n; i++) {
         const Op *op = &st->ops[i];
-        if (op->kind >= OP_NKINDS || op->chunk >= (uint32_t)p->V || op->mb >= (uint32_t)p->M ||
-            OP_IS_CHUNKWIDE(op->kind))
-            w->slot[i] = i;
-        else
-            w->slot[i] = slot_of(idx, ir_vstage(p, s, op->chunk), op->mb, i);
+        w->slot[i] = i;
+        if (!op_ok(p, op) || OP_IS_CHUNKWIDE(op->kind))
+            continue;
+        int32_t v = ir_vstage(p, s, op->chunk);
+        unsigned has = 0;
+        for (int k = 0; k < OP_NKINDS; k++)
+            if (opsem_has_bit((OpKind)k) && opindex_find(idx, (OpKind)k, v, op->mb, NULL, NULL))
+                has |= opsem_has_bit((OpKind)k);
+        w->has[i] = (uint8_t)has;
+        w->slot[i] = slot_of(idx, v, op->mb, i);
     }
 }
 
 static void walk_free(Walk *w)
 {
-    free(w->held);
-    free(w->host);
+    free(w->vm);
     free(w->slot);
+    free(w->has);
+    free(w->cost);
+}
+
+void mem_walk_ops(const Pipeline *p, const OpIndex *idx, int32_t s, double *alloc,
+                  double *freed)
+{
+    Walk w;
+    walk_init(&w, p, idx, s);
+    for (uint32_t i = 0; i < p->stages[s].n; i++)
+        step(&w, i, &alloc[i], &freed[i]);
+    walk_free(&w);
 }
 
 static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank *out)
@@ -126,27 +113,16 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
     const StageOps *st = &p->stages[s];
     for (uint32_t i = 0; i < st->n; i++) {
         const Op *op = &st->ops[i];
-        if (op->kind == OP_LW && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M) {
-            /* The chunk's model states come back; OG's free is not counted (see memory.h). */
-            double a = ir_cost(p, s, op->chunk, COST_GRADS) + ir_cost(p, s, op->chunk, COST_WLOAD);
-            cur += a;
-            states += a;
-            if (a > 0 && cur > r.peak) {
-                r.peak = cur;
-                r.peak_op = i;
-                r.live_at_peak = live;
-                r.states = states;
-            }
-            continue;
-        }
-        if (OP_IS_CHUNKWIDE(op->kind))
-            continue;
-        uint32_t sl = w.slot[i];
-        bool was = w.held[sl] > 0;
+        bool wide = OP_IS_CHUNKWIDE(op->kind);
+        VmMem *vm = wide ? NULL : &w.vm[w.slot[i]];
+        bool was = vm && vm->held > 0;
         double alloc, freed;
         step(&w, i, &alloc, &freed);
         cur += alloc;
-        bool mid = w.held[sl] > 0;
+        if (wide)
+            states += alloc;
+        /* step left held at "after the op"; at its start the frees are still held */
+        bool mid = vm && vm->held + freed > 0;
         live += !was && mid;
         if (alloc > 0 && cur > r.peak) {
             r.peak = cur;
@@ -154,9 +130,8 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
             r.live_at_peak = live;
             r.states = states;
         }
-        w.held[sl] -= freed;
         cur -= freed;
-        live -= mid && !(w.held[sl] > 0);
+        live -= mid && !(vm->held > 0);
     }
     *out = r;
     walk_free(&w);
@@ -189,14 +164,14 @@ uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t
     for (uint32_t i = 0; i < st->n && i <= upto; i++) {
         double alloc, freed;
         step(&w, i, &alloc, &freed);
-        if (i < upto)
-            w.held[w.slot[i]] -= freed;
+        if (i == upto && !OP_IS_CHUNKWIDE(st->ops[i].kind) && op_ok(p, &st->ops[i]))
+            w.vm[w.slot[i]].held += freed; /* its frees happen at its end */
     }
     uint32_t n = 0;
     for (uint32_t i = 0; i < st->n; i++)
-        if (w.slot[i] == i && w.held[i] > 0) {
+        if (w.slot[i] == i && w.vm[i].held > 0 && !OP_IS_CHUNKWIDE(st->ops[i].kind)) {
             if (n < cap)
-                held[n] = w.held[i];
+                held[n] = w.vm[i].held;
             n++;
         }
     walk_free(&w);

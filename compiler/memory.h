@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "opindex.h"
 
 typedef struct MemRank {
     double peak;        /* bytes, weights included */
@@ -38,5 +39,16 @@ void mem_walk(const Pipeline *p, MemRank *out);
  * up to cap values (largest first is not guaranteed) and returns how many (v,m) are
  * live. Used to explain a peak ("8 micro-batches x 3.6 GiB"). */
 uint32_t mem_live_at(const Pipeline *p, int32_t s, uint32_t upto, double *held, uint32_t cap);
+
+/* mem_live_at with an op index already built. */
+uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
+                      double *held, uint32_t cap);
+
+/* The walk of rank s op by op: alloc[i] bytes op i allocates at its start, freed[i]
+ * bytes it frees at its end (both >= 0; arrays of p->stages[s].n, caller-allocated).
+ * The one source of the per-op amounts the simulator, the code generator and the
+ * runtime use (opsem_mem_step applied in list order). */
+void mem_walk_ops(const Pipeline *p, const OpIndex *idx, int32_t s, double *alloc,
+                  double *freed);
 
 #endif

@@ -2,10 +2,13 @@
  * (DESIGN.md "Dependencies"; docs/semantics.md "The wait graph").
  *
  * Nodes are ops. u waits for w when w is the previous op of u's stream on u's rank,
- * a data dependency of u, the last SO listed before u when u allocates (F, R, SI, LW),
- * or the source of a `dep` line into u. OG(c) waits for every B and W of chunk c on its
- * rank; they run in listed order on one stream, so its edge goes to the last-listed one. The graph is implicit: predecessors come from the
- * op index, so building it is linear and needs 14 bytes per op (plus about 10 while looking for a cycle).
+ * a data dependency of u, when u allocates (F, R, SI, LW) the last op listed before u
+ * on each other stream of its rank that frees memory (B, W, SO: DESIGN.md "Time"), or
+ * the source of a `dep` line into u. OG(c) waits for every B and W of chunk c on its
+ * rank; they run in listed order on one stream, so its edge goes to the last-listed
+ * one. Every rule but the `dep` lines is a row of the op semantics table (opsem.h).
+ * The graph is implicit: predecessors come from the op index, so building it is
+ * linear and needs 18 bytes per op (plus about 10 while looking for a cycle).
  *
  * A cycle is found in linear time (Kahn's algorithm, run backwards from the sinks, no
  * recursion). Only then are the strongly connected components of what remains
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "check_int.h"
+#include "opsem.h"
 #include "util.h"
 
 /* ---- building -------------------------------------------------------------------- */
@@ -51,20 +55,24 @@ void graph_build(Graph *g, const Pipeline *p, const OpIndex *idx)
     size_t N1 = n ? n : 1;
     g->rank = xmalloc(N1 * sizeof *g->rank);
     g->sprev = xmalloc(N1 * sizeof *g->sprev);
-    g->swprev = xmalloc(N1 * sizeof *g->swprev);
+    g->mprev = xmalloc(N1 * sizeof *g->mprev);
     for (int32_t s = 0; s < p->P; s++) {
-        uint32_t last[STREAM_N] = {NONE, NONE, NONE}, lastso = NONE;
+        uint32_t last[STREAM_N] = {NONE, NONE, NONE}, lastfree[STREAM_N] = {NONE, NONE, NONE};
         const StageOps *st = &p->stages[s];
         for (uint32_t i = 0; i < st->n; i++) {
             uint32_t u = g->off[s] + i;
             OpKind k = (OpKind)st->ops[i].kind;
-            Stream sm = k < OP_NKINDS ? op_stream(k) : STREAM_COMPUTE;
+            const OpSem *sem = k < OP_NKINDS ? &op_sem[k] : NULL;
+            Stream sm = sem ? sem->stream : STREAM_COMPUTE;
             g->rank[u] = (uint16_t)s;
             g->sprev[u] = last[sm];
             last[sm] = u;
-            g->swprev[u] = (k == OP_F || k == OP_R || k == OP_SI || k == OP_LW) ? lastso : NONE;
-            if (k == OP_SO)
-                lastso = u;
+            /* the frees of its own stream precede it through sprev */
+            for (int j = 0, o = 0; j < STREAM_N; j++)
+                if (j != (int)sm)
+                    g->mprev[u][o++] = sem && sem->mem == MEM_ALLOC ? lastfree[j] : NONE;
+            if (sem && sem->mem == MEM_FREE)
+                lastfree[sm] = u;
         }
     }
     /* dep predecessors as CSR by target */
@@ -95,7 +103,7 @@ void graph_build(Graph *g, const Pipeline *p, const OpIndex *idx)
     }
     free(fill);
     free(to);
-    g->maxpred = 6 + maxd;
+    g->maxpred = 2 + (STREAM_N - 1) + OPSEM_MAX_WAITS + 1 + maxd;
 }
 
 void graph_free(Graph *g)
@@ -103,7 +111,7 @@ void graph_free(Graph *g)
     free(g->off);
     free(g->rank);
     free(g->sprev);
-    free(g->swprev);
+    free(g->mprev);
     free(g->dstart);
     free(g->dfrom);
     free(g->ddep);
@@ -112,7 +120,7 @@ void graph_free(Graph *g)
 
 typedef struct PredCtx {
     const Graph *g;
-    uint32_t u, s, pos;
+    uint32_t s, pos;
     bool all;
     Pred *buf;
     uint32_t n;
@@ -153,47 +161,23 @@ static void add_last_bw(PredCtx *c, int32_t v)
 uint32_t graph_preds(const Graph *g, uint32_t u, Pred *buf, bool all)
 {
     const Pipeline *p = g->p;
-    PredCtx c = {g, u, g->rank[u], graph_pos(g, u), all, buf, 0};
+    PredCtx c = {g, g->rank[u], graph_pos(g, u), all, buf, 0};
     const Op *op = graph_op(g, u);
     if (g->sprev[u] != NONE)
         c.buf[c.n++] = (Pred){g->sprev[u], WAIT_STREAM, 0};
-    if (g->swprev[u] != NONE)
-        c.buf[c.n++] = (Pred){g->swprev[u], WAIT_SWAP, 0};
-    if (op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V) {
+    for (int j = 0; j < STREAM_N - 1; j++)
+        if (g->mprev[u][j] != NONE)
+            c.buf[c.n++] = (Pred){g->mprev[u][j], WAIT_MEMORY, 0};
+    if (op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M) {
+        const OpSem *sem = &op_sem[op->kind];
         int32_t v = ir_vstage(p, (int32_t)c.s, op->chunk), PV = p->P * p->V;
-        uint32_t m = op->mb;
-        switch ((OpKind)op->kind) {
-        case OP_F:
-            if (v > 0)
-                add_data(&c, OP_F, v - 1, m);
-            add_data(&c, OP_LW, v, 0);
-            break;
-        case OP_B:
-            if (v < PV - 1)
-                add_data(&c, OP_B, v + 1, m);
-            add_data(&c, OP_F, v, m);
-            add_data(&c, OP_R, v, m);
-            add_data(&c, OP_SI, v, m);
-            break;
-        case OP_W:
-            add_data(&c, OP_B, v, m);
-            break;
-        case OP_R:
-            add_data(&c, OP_F, v, m);
-            add_data(&c, OP_SI, v, m);
-            break;
-        case OP_SO:
-            add_data(&c, OP_F, v, m);
-            break;
-        case OP_SI:
-            add_data(&c, OP_SO, v, m);
-            break;
-        case OP_OG:
-            add_last_bw(&c, v);
-            break;
-        default:
-            break;
+        for (int i = 0; i < sem->nwait; i++) {
+            const OpWaitRule *w = &sem->wait[i];
+            if (v + w->dv >= 0 && v + w->dv < PV)
+                add_data(&c, (OpKind)w->kind, v + w->dv, OP_IS_CHUNKWIDE(w->kind) ? 0 : op->mb);
         }
+        if (sem->waits_last_bw)
+            add_last_bw(&c, v);
     }
     for (uint32_t k = g->dstart[u]; k < g->dstart[u + 1]; k++)
         add_pred(&c, g->dfrom[k], WAIT_DEP, g->ddep[k]);

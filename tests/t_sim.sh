@@ -18,7 +18,7 @@ GiB=1073741824
 "$P" sim --json $G/tiny_1f1b.pipe >"$tmp/j" 2>"$tmp/err"
 check "sim --json exits 0" test $? = 0
 check "sim --json writes nothing on stderr" test ! -s "$tmp/err"
-want='{"pipeline": "tiny_1f1b", "stages": 4, "microbatches": 8, "chunks": 1, "makespan_ms": 33.0, "bubble_ratio": 0.2727, "per_stage": ['
+want='{"pipeline": "tiny_1f1b", "stages": 4, "microbatches": 8, "chunks": 1, "makespan_ms": 33.0, "bubble_ratio": 0.2727272727272727, "per_stage": ['
 # Stage s: busy M(f+b) = 24, idle (P-1)(f+b) = 9, bubbles 2(P-s-1) and (P-s-1),
 # peak 4GiB + (P-s) * 8GiB (M >= P - s).
 for s in 0 1 2 3; do
@@ -41,10 +41,10 @@ check "summary: stage 0 row" grep -qE '^ +0 +24.000 +9.000 +6.000 +3.000 +36.0 G
 
 # --- other closed forms ---------------------------------------------------------------
 "$P" sim --json $G/tiny_gpipe.pipe >"$tmp/g"
-check "gpipe: makespan 33, ratio 3/11" grep -qF '"makespan_ms": 33.0, "bubble_ratio": 0.2727' "$tmp/g"
+check "gpipe: makespan 33, ratio 3/11" grep -qF '"makespan_ms": 33.0, "bubble_ratio": 0.2727272727272727' "$tmp/g"
 check "gpipe: stage 0 bubbles 9 and 0, peak 4 + 8*8 GiB" grep -qF "{\"stage\": 0, \"busy_ms\": 24.0, \"idle_ms\": 9.0, \"fwd_bubble_ms\": 9.0, \"bwd_bubble_ms\": 0.0, \"peak_mem_bytes\": $((68 * GiB))," "$tmp/g"
 "$P" sim --json $G/swap.pipe >"$tmp/w"
-check "swap: hand-timed makespan and bubbles" grep -qF '"makespan_ms": 23.0, "bubble_ratio": 0.7391, "per_stage": [{"stage": 0, "busy_ms": 6.0, "idle_ms": 17.0, "fwd_bubble_ms": 10.0, "bwd_bubble_ms": 7.0, "peak_mem_bytes": 3000000000, "budget_bytes": null, "static_mem_bytes": 1000000000, "peak_act_bytes": 2000000000}' "$tmp/w"
+check "swap: hand-timed makespan and bubbles" grep -qF '"makespan_ms": 23.0, "bubble_ratio": 0.7391304347826086, "per_stage": [{"stage": 0, "busy_ms": 6.0, "idle_ms": 17.0, "fwd_bubble_ms": 10.0, "bwd_bubble_ms": 7.0, "peak_mem_bytes": 3000000000, "budget_bytes": null, "static_mem_bytes": 1000000000, "peak_act_bytes": 2000000000}' "$tmp/w"
 "$P" sim --json $G/interleaved.pipe >"$tmp/i"
 check "interleaved: makespan M t + (P-1) t / V" grep -qF '"makespan_ms": 7.5, "bubble_ratio": 0.2,' "$tmp/i"
 check "interleaved: idle (P-1)/V * t per rank" test "$(grep -o '"idle_ms": 1.5,' "$tmp/i" | wc -l)" = 2

@@ -1,0 +1,153 @@
+/* opsem.c - the one table of op semantics (see opsem.h). */
+#include "opsem.h"
+
+#include <math.h>
+
+#include "util.h"
+
+/* DESIGN.md "Dependencies", one row per kind; the OG/LW rows are docs/semantics.md
+ * "Model-state offload" (TPipe's T-Offload, §5). */
+const OpSem op_sem[OP_NKINDS] = {
+    [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, 2, {{OP_F, -1}, {OP_LW, 0}}},
+    [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, 4,
+              {{OP_B, +1}, {OP_F, 0}, {OP_R, 0}, {OP_SI, 0}}},
+    [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, 1, {{OP_B, 0}}},
+    [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, 2, {{OP_F, 0}, {OP_SI, 0}}},
+    [OP_SO] = {STREAM_D2H, MEM_FREE, false, 1, {{OP_F, 0}}},
+    [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, 1, {{OP_SO, 0}}},
+    [OP_OG] = {STREAM_D2H, MEM_NONE, true, 0, {{0, 0}}},
+    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, 0, {{0, 0}}},
+};
+
+unsigned opsem_has_bit(OpKind k)
+{
+    switch (k) {
+    case OP_R: return VM_HAS_R;
+    case OP_W: return VM_HAS_W;
+    case OP_SO: return VM_HAS_SO;
+    case OP_SI: return VM_HAS_SI;
+    default: return 0;
+    }
+}
+
+void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
+{
+    c->f = ir_cost(p, s, chunk, COST_F);
+    c->b = ir_cost(p, s, chunk, COST_B);
+    c->w = ir_cost(p, s, chunk, COST_W);
+    c->r = ir_cost(p, s, chunk, COST_R);
+    c->act = ir_cost(p, s, chunk, COST_ACT);
+    c->ckpt = ir_cost(p, s, chunk, COST_CKPT);
+    c->wact = ir_cost(p, s, chunk, COST_WACT);
+    c->grads = ir_cost(p, s, chunk, COST_GRADS);
+    c->wload = ir_cost(p, s, chunk, COST_WLOAD);
+    c->opt_host = ir_cost(p, s, chunk, COST_OPT_HOST);
+    c->frac = ir_cost(p, s, chunk, COST_SWAP_FRACTION);
+    double bw = ir_cost(p, s, chunk, COST_HOST_BW);
+    c->ms_per_byte = (bw > 0 && isfinite(bw)) ? 1000.0 / bw : 0;
+}
+
+void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double *alloc,
+                    double *freed)
+{
+    static VmMem none;
+    double a = 0, f = 0;
+    if (!st) {
+        none = (VmMem){0, 0};
+        st = &none;
+    }
+    switch (k) {
+    case OP_F:
+        a = (has & VM_HAS_R) ? c->ckpt : c->act;
+        break;
+    case OP_R:
+        a = c->act - c->ckpt;
+        break;
+    case OP_B: {
+        double keep = (has & VM_HAS_W) ? fmin(c->wact, st->held) : 0;
+        f = st->held - keep;
+        break;
+    }
+    case OP_W:
+        f = st->held;
+        break;
+    case OP_SO:
+        f = c->frac * st->held;
+        st->host += f;
+        break;
+    case OP_SI:
+        a = st->host;
+        st->host = 0;
+        break;
+    case OP_LW:
+        a = c->grads + c->wload;
+        break;
+    case OP_OG:
+        break;
+    default:
+        unreachable();
+    }
+    if (a < 0)
+        a = 0;
+    if (f < 0)
+        f = 0;
+    st->held += a - f;
+    *alloc = a;
+    *freed = f;
+}
+
+double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
+{
+    double d = 0;
+    switch (k) {
+    case OP_F: d = c->f; break;
+    case OP_B: d = (has & VM_HAS_W) ? c->b - c->w : c->b; break;
+    case OP_W: d = c->w; break;
+    case OP_R: d = c->r; break;
+    case OP_SO:
+    case OP_SI: d = moved * c->ms_per_byte; break;
+    case OP_OG: d = c->grads * c->ms_per_byte + c->opt_host; break;
+    case OP_LW: d = c->wload * c->ms_per_byte; break;
+    default: unreachable();
+    }
+    return d > 0 ? d : 0;
+}
+
+/* The block that gives field f its value for chunk c of rank s (DESIGN.md "Cost
+ * lookup"), or NULL when none sets it. */
+static const CostBlock *setter(const Pipeline *p, int32_t s, int32_t c, CostField f)
+{
+    const CostBlock *vb = &p->vstage_costs[ir_vstage(p, s, c)];
+    if (vb->set & (1u << f))
+        return vb;
+    if (p->stage_costs[s].set & (1u << f))
+        return &p->stage_costs[s];
+    if (p->costs.set & (1u << f))
+        return &p->costs;
+    return NULL;
+}
+
+int opsem_check_costs(Diag *d, const Pipeline *p)
+{
+    if (!p->vstage_costs || !p->stage_costs)
+        return 0;
+    int n = 0;
+    const CostBlock *last = NULL;
+    for (int32_t s = 0; s < p->P; s++)
+        for (int32_t c = 0; c < p->V; c++) {
+            double b = ir_cost(p, s, c, COST_B), w = ir_cost(p, s, c, COST_W);
+            if (!(w > b))
+                continue;
+            const CostBlock *bw = setter(p, s, c, COST_W), *bb = setter(p, s, c, COST_B);
+            const CostBlock *at = bw && bw->loc.file != LOC_NONE_FILE ? bw : bb;
+            if (at && at == last)
+                continue; /* one error per block, not per virtual stage it covers */
+            last = at;
+            diag_error(d, at ? at->loc : p->loc, DIAG_VALUE,
+                       "weight-gradient time w (%g ms) exceeds the whole backward b (%g ms) "
+                       "of stage %d chunk %d: b includes w",
+                       w, b, s, c);
+            n++;
+        }
+    return n;
+}

@@ -1,0 +1,97 @@
+/* opsem.h - the one table of op semantics: for every op kind, the stream it runs on,
+ * the ops it waits for, what it allocates and frees, and how long it takes. The wait
+ * graph (waitgraph.c), the simulator (sim.c), the memory walk (memory.c), the arena
+ * planner (arena_plan.c), the code generator (emit_c.c) and, through the generated
+ * tables, the runtime all read it; none of them states a rule of its own. A new op
+ * kind is one row in OP_KINDS (ir.h), one row in op_sem[] and one case in each of
+ * opsem_mem_step / opsem_duration, plus its runtime kernel.
+ *
+ * The rules are DESIGN.md "Dependencies", "Memory" and "Time"; the OG/LW rows extend
+ * them (docs/semantics.md "Model-state offload").
+ *
+ * Legend: v = virtual stage, m = micro-batch, PV = P*V virtual stages. Times are
+ * milliseconds, sizes bytes. */
+#ifndef PIPEC_OPSEM_H
+#define PIPEC_OPSEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+/* An op's part in the memory walk of DESIGN.md "Memory". An allocating op allocates
+ * at its start; a freeing op frees at its end. DESIGN.md "Time": an allocating op also
+ * waits for every op listed before it on its rank that frees memory, so list order is
+ * memory order and the memory in use never exceeds the walk's peak. */
+typedef enum OpMemRole { MEM_NONE, MEM_ALLOC, MEM_FREE } OpMemRole;
+
+/* A data dependency: the op waits for op `kind` of virtual stage v + dv and the same
+ * micro-batch (micro-batch 0 when that kind is chunk-wide: OP_IS_CHUNKWIDE of ir.h), when that op exists.
+ * dv = -1 applies only when v > 0, dv = +1 only when v < PV - 1; a dependency on
+ * another virtual stage may cross ranks (the waiting rank's `p2p` is added). */
+typedef struct OpWaitRule {
+    uint8_t kind;   /* OpKind */
+    int8_t dv;      /* -1, 0 or +1 */
+} OpWaitRule;
+
+#define OPSEM_MAX_WAITS 4
+
+/* One row of the table. */
+typedef struct OpSem {
+    Stream stream;          /* the per-rank stream it runs on, in listed order */
+    uint8_t mem;            /* OpMemRole */
+    bool waits_last_bw;     /* also waits for the last-listed B or W of its chunk */
+    uint8_t nwait;
+    OpWaitRule wait[OPSEM_MAX_WAITS];
+} OpSem;
+
+extern const OpSem op_sem[OP_NKINDS];
+
+/* Which optional ops of one (v,m) exist (bits), the facts the memory and duration
+ * rules depend on. */
+enum { VM_HAS_R = 1u, VM_HAS_W = 2u, VM_HAS_SO = 4u, VM_HAS_SI = 8u };
+
+/* The VM_HAS_* bit of an op kind, 0 for F/B and the chunk-wide kinds. */
+unsigned opsem_has_bit(OpKind k);
+
+/* The costs the rules read for one (rank, chunk), looked up once (ir_cost is not
+ * free). ms_per_byte is 1000 / host_bw, 0 when the bandwidth is unlimited. */
+typedef struct OpCosts {
+    double f, b, w, r;            /* ms */
+    double act, ckpt, wact;       /* bytes */
+    double grads, wload;          /* bytes OG moves out / LW brings back */
+    double opt_host;              /* ms: OG's host optimizer step */
+    double frac;                  /* swap_fraction of the rank */
+    double ms_per_byte;           /* ms per byte over the host link */
+} OpCosts;
+
+/* Fills *c for chunk c of rank s from the pipeline's costs (DESIGN.md "Cost lookup"). */
+void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c);
+
+/* What one (v,m) holds during the walk: bytes on the device and bytes swapped out. */
+typedef struct VmMem {
+    double held, host;
+} VmMem;
+
+/* The memory rule of DESIGN.md "Memory" for one op of kind k on a (v,m) whose optional
+ * ops are `has` (VM_HAS_*), walked in list order: *alloc gets the bytes allocated at
+ * the op's start, *freed the bytes freed at its end, and *st is updated. F adds `act`,
+ * or `ckpt` when R exists; R adds act - ckpt; B frees all but `wact` when W exists
+ * (never more than is held), W the rest; SO frees swap_fraction of what is held and
+ * keeps it on the host; SI brings it back. LW adds its chunk's grads + wload (st may
+ * be NULL); OG's free is not counted: the walk keeps the model states to the end of
+ * the list (docs/semantics.md "Model-state offload"). */
+void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double *alloc,
+                    double *freed);
+
+/* The duration of an op (DESIGN.md "Time"), ms: F f; B b, or b - w when W exists; W w;
+ * R r; SO/SI the bytes moved / host_bw (moved = what opsem_mem_step freed or
+ * allocated); OG grads / host_bw + opt_host; LW wload / host_bw. Never negative. */
+double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved);
+
+/* Reports a `value` error for every (rank, chunk) whose weight-gradient time exceeds
+ * its whole backward (w > b; DESIGN.md "Time"), located at the cost block that set w
+ * (or b, when only b was written there). Returns the errors reported. */
+int opsem_check_costs(Diag *d, const Pipeline *p);
+
+#endif
