@@ -165,7 +165,10 @@ CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
 CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
              $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c)) \
-             build/cuda/stream_plan.o
+             $(CU_COMP_SRC:compiler/%.c=build/cuda/compiler/%.o)
+# The stream plan the CUDA runtime enqueues from, and the op kind table it reads: the
+# compiler's own files, linked as they are.
+CU_COMP_SRC = compiler/stream_plan.c compiler/opsem.c compiler/ir.c compiler/diag.c compiler/util.c
 CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
              runtime/workload_mlp.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
@@ -179,8 +182,7 @@ build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
-# The stream plan the CUDA runtime enqueues from: the compiler's own file, linked as is.
-build/cuda/stream_plan.o: compiler/stream_plan.c compiler/stream_plan.h compiler/ir.h
+build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

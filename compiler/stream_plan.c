@@ -1,35 +1,14 @@
 /* stream_plan.c - the CUDA backend's stream plan; see stream_plan.h and docs/cuda.md
- * "The stream plan". One walk over each rank's list keeps, per stream, the last op and
- * the last op that frees arena memory, per (v,m) its last op, and per virtual stage
- * its last B/W, OG and LW; each op's waits are read off those. */
+ * "The stream plan". One walk over each rank's list keeps, per stream, the last op that
+ * frees arena memory, per (v,m) and kind the op listed so far, per (v,m) its last op,
+ * and per virtual stage its last B/W and last chunk-wide op; each op's waits are read
+ * off those and the op kind table (opsem.h). */
 #include "stream_plan.h"
+
+#include "opsem.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* The op kind facts the plan reads: stream, allocates arena memory, frees it (DESIGN.md
- * "Dependencies", "Memory", "Time"). */
-typedef struct KindFacts {
-    uint8_t stream;
-    bool allocates, frees, chunkwide, grads;
-} KindFacts;
-
-static KindFacts kind_facts(unsigned k)
-{
-    KindFacts f = {STREAM_COMPUTE, false, false, false, false};
-    switch (k) {
-    case OP_F: f.allocates = true; break;
-    case OP_R: f.allocates = true; break;
-    case OP_B: f.frees = f.grads = true; break;
-    case OP_W: f.frees = f.grads = true; break;
-    case OP_SO: f.stream = STREAM_D2H; f.frees = true; break;
-    case OP_SI: f.stream = STREAM_H2D; f.allocates = true; break;
-    case OP_OG: f.stream = STREAM_D2H; f.chunkwide = true; break;
-    case OP_LW: f.stream = STREAM_H2D; f.chunkwide = true; break;
-    default: break;
-    }
-    return f;
-}
 
 const char *stream_name(unsigned s)
 {
@@ -72,60 +51,70 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-#define MAX_WAITS (STREAM_N * 2 + 4)
+#define MAX_WAITS (OPSEM_MAX_WAITS + STREAM_N + 2)
 
-/* The waits of one rank (rules 1-3 of stream_plan.h). Returns 0 or -1 (memory). */
+/* The waits of one rank (rules 1-4 of stream_plan.h). Returns 0 or -1 (memory). */
 static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
 {
     const SpOp *ops = in->ops[r];
     uint32_t n = in->nops[r];
-    size_t PV = in->PV > 0 ? (size_t)in->PV : 1, nvm = PV * (in->M > 0 ? (size_t)in->M : 1);
+    size_t PV = in->PV > 0 ? (size_t)in->PV : 1, M = in->M > 0 ? (size_t)in->M : 1;
+    size_t nvm = PV * M;
+    uint32_t *at = malloc(nvm * OP_NKINDS * sizeof *at);   /* op of (v,m,kind) so far */
     uint32_t *last_vm = malloc(nvm * sizeof *last_vm);
-    uint32_t *last_grad = malloc(PV * sizeof *last_grad), *og = malloc(PV * sizeof *og);
-    uint32_t *lw = malloc(PV * sizeof *lw);
+    uint32_t *last_bw = malloc(PV * sizeof *last_bw), *last_cw = malloc(PV * sizeof *last_cw);
     k->nops = n;
     k->stream = malloc((n ? n : 1) * sizeof *k->stream);
     k->wstart = malloc(((size_t)n + 1) * sizeof *k->wstart);
     k->waits = malloc(((size_t)n * MAX_WAITS + 1) * sizeof *k->waits);
     int rc = -1;
-    if (!last_vm || !last_grad || !og || !lw || !k->stream || !k->wstart || !k->waits)
+    if (!at || !last_vm || !last_bw || !last_cw || !k->stream || !k->wstart || !k->waits)
         goto out;
+    memset(at, 0xff, nvm * OP_NKINDS * sizeof *at);
     memset(last_vm, 0xff, nvm * sizeof *last_vm);
-    memset(last_grad, 0xff, PV * sizeof *last_grad);
-    memset(og, 0xff, PV * sizeof *og);
-    memset(lw, 0xff, PV * sizeof *lw);
+    memset(last_bw, 0xff, PV * sizeof *last_bw);
+    memset(last_cw, 0xff, PV * sizeof *last_cw);
     uint32_t last_free[STREAM_N] = {SP_NONE, SP_NONE, SP_NONE}, nw = 0;
     for (uint32_t i = 0; i < n; i++) {
         const SpOp *o = &ops[i];
         bool known = o->kind < OP_NKINDS && o->vstage >= 0 && o->vstage < in->PV && o->mb >= 0 &&
                      o->mb < in->M;
-        KindFacts f = kind_facts(o->kind);
-        uint8_t s = f.stream;
+        const OpSem *sem = o->kind < OP_NKINDS ? &op_sem[o->kind] : NULL;
+        uint8_t s = sem ? (uint8_t)sem->stream : STREAM_COMPUTE;
         k->stream[i] = s;
         k->wstart[i] = nw;
         if (!known)
             continue;
         uint32_t *w = k->waits + nw, m = 0;
-        size_t v = (size_t)o->vstage, vmk = v * (size_t)in->M + (size_t)o->mb;
-        if (!f.chunkwide) {                                   /* 1. the (v,m) chain */
+        size_t v = (size_t)o->vstage, vmk = v * M + (size_t)o->mb;
+        /* 1. the table's data dependencies that live on this rank */
+        for (unsigned d = 0; d < sem->nwait; d++) {
+            const OpWaitRule *rule = &sem->wait[d];
+            int64_t v2 = (int64_t)v + rule->dv;
+            if (v2 < 0 || v2 >= in->PV)
+                continue;
+            size_t m2 = OP_IS_CHUNKWIDE(rule->kind) ? 0 : (size_t)o->mb;
+            add_wait(w, &m, i, at[((size_t)v2 * M + m2) * OP_NKINDS + rule->kind], s, k->stream);
+        }
+        if (sem->waits_last_bw)
+            add_wait(w, &m, i, last_bw[v], s, k->stream);
+        /* 2. memory order (DESIGN.md "Time") */
+        if (sem->mem == MEM_ALLOC)
+            for (unsigned t = 0; t < STREAM_N; t++)
+                add_wait(w, &m, i, last_free[t], s, k->stream);
+        /* 3. the bytes: the op before it on the same region or model states */
+        if (OP_IS_CHUNKWIDE(o->kind)) {
+            add_wait(w, &m, i, last_cw[v], s, k->stream);
+            last_cw[v] = i;
+        } else {
             add_wait(w, &m, i, last_vm[vmk], s, k->stream);
             last_vm[vmk] = i;
         }
-        if (f.allocates)                                      /* 2. memory order */
-            for (unsigned t = 0; t < STREAM_N; t++)
-                add_wait(w, &m, i, last_free[t], s, k->stream);
-        if (o->kind == OP_OG) {                               /* 3. model states */
-            add_wait(w, &m, i, last_grad[v], s, k->stream);
-            og[v] = i;
-        } else if (o->kind == OP_LW) {
-            add_wait(w, &m, i, og[v], s, k->stream);
-            lw[v] = i;
-        } else if (o->kind == OP_F) {
-            add_wait(w, &m, i, lw[v], s, k->stream);
-        }
-        if (f.grads)
-            last_grad[v] = i;
-        if (f.frees)
+        if (at[vmk * OP_NKINDS + o->kind] == SP_NONE)
+            at[vmk * OP_NKINDS + o->kind] = i;
+        if (o->kind == OP_B || o->kind == OP_W)
+            last_bw[v] = i;
+        if (sem->mem == MEM_FREE)
             last_free[s] = i;
         /* on one stream, the latest wait implies the earlier ones */
         uint32_t keep = 0;
@@ -142,10 +131,10 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
     k->wstart[n] = nw;
     rc = 0;
 out:
+    free(at);
     free(last_vm);
-    free(last_grad);
-    free(og);
-    free(lw);
+    free(last_bw);
+    free(last_cw);
     return rc;
 }
 

@@ -8,22 +8,26 @@
  * runtime links it as it is; the compiler's adapter, the JSON writer and the verifier
  * are in stream_check.h.
  *
- * The waits (DESIGN.md "Dependencies" and "Time"), each only when the op it names is
- * listed earlier on the same rank and runs on another stream (ops on one stream run in
- * list order, so a wait on a same-stream op is implied):
- *   1. chain: an op of (v,m) waits for the op of (v,m) listed right before it (F, SO,
- *      SI, R, B, W: what each one reads the one before it wrote or moved);
- *   2. memory: an op that allocates arena memory (F, R, SI) waits for the last op listed
- *      before it that frees arena memory (B, W, SO) on each other stream: list order is
- *      memory order, the arena plan may give it what those ops freed;
- *   3. model states: OG(v) waits for the last B/W of virtual stage v listed before it
- *      (the gradients it offloads); LW(v) waits for OG(v) when listed after it; an F of
- *      v waits for LW(v) listed before it (the weights it reads);
+ * The waits, each only when the op it names is listed earlier on the same rank and runs
+ * on another stream (ops on one stream run in list order, so a wait on a same-stream
+ * op is implied, and of several waits on one stream only the latest is kept):
+ *   1. dependencies: the op kind table's data dependencies (opsem.h op_sem[].wait,
+ *      DESIGN.md "Dependencies": B on F, R and SI of its (v,m), R on F and SI, SO on F,
+ *      SI on SO, W on B, F on its chunk's LW; waits_last_bw: OG on the last B/W of its
+ *      chunk) whose op is on the same rank;
+ *   2. memory order (DESIGN.md "Time"): an op the table marks MEM_ALLOC (F, R, SI, LW)
+ *      waits for the last op listed before it that the table marks MEM_FREE (B, W, SO)
+ *      on each other stream: list order is memory order, and the arena plan may give it
+ *      what those ops freed (finding 1 of the CUDA review: an SI that waited only for the
+ *      last SO could land in a region a listed-earlier B still read);
+ *   3. the bytes: an op of (v,m) waits for the op of (v,m) listed right before it (an SO
+ *      after an R reads what R rebuilt, not only what F wrote), a chunk-wide op (OG, LW)
+ *      for the chunk-wide op of its virtual stage listed before it (OG writes the host
+ *      weights LW reads);
  *   4. messages: the send of a message waits for the end of its producing op (whatever
- *      stream that op runs on); the consuming op's stream waits for its receive.
- * What a kind allocates, frees and which stream it runs on comes from the op kind
- * table (ir.h OP_KINDS / op_stream); this file adds no rule of its own beyond the four
- * above. */
+ *      stream that op runs on: an SO or OG too); the consuming op's stream (an SI or LW
+ *      too) waits for its receive.
+ * Streams come from the table (op_sem[].stream). */
 #ifndef PIPEC_STREAM_PLAN_H
 #define PIPEC_STREAM_PLAN_H
 
