@@ -6,7 +6,8 @@
 # one entry per op of every rank in program order, with exactly those keys; streams are
 # compute (F B W R), d2h (SO OG) or h2d (SI LW); each wait is an earlier op on another
 # stream. The CPU backend writes no streams.json. (The verifier itself runs over every
-# example in tests/unit/test_stream_plan.c.)
+# example in tests/unit/test_stream_plan.c.) docs/cuda.md's plan of demo rank 1 is the
+# one streams.json gives.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -50,6 +51,18 @@ ops = json.load(open(sys.argv[1]))["ranks"][1]["ops"]
 si1 = next(o for o in ops if o["op"] == "SI1")
 b0 = next(o for o in ops if o["op"] == "B0")
 assert b0["i"] < si1["i"] and b0["i"] in si1["waits"], si1
+PY
+
+# docs/cuda.md shows demo rank 1's plan: the block must be what streams.json says
+python3 - "$T/demo/streams.json" docs/cuda.md <<'PY' && ok || bad docs_plan "docs/cuda.md's plan of demo rank 1 differs from streams.json"
+import json, sys
+ops = json.load(open(sys.argv[1]))["ranks"][1]["ops"]
+want = ["    %-3d %-4s %-8s %s" % (o["i"], o["op"], o["stream"],
+        ", ".join("%s (#%d)" % (ops[x]["op"], x) for x in o["waits"]) or "-") for o in ops]
+doc = open(sys.argv[2]).read()
+a = doc.index("<!-- streams: examples/demo.pipe rank 1 -->\n") + len("<!-- streams: examples/demo.pipe rank 1 -->\n")
+got = doc[a:doc.index("<!-- end streams -->")].rstrip("\n").split("\n")
+assert [g.rstrip() for g in got] == [w.rstrip() for w in want], (got[:3], want[:3])
 PY
 
 "$PIPEC" emit examples/tiny_1f1b.pipe -o "$T/cpu" >/dev/null 2>&1 && [ ! -e "$T/cpu/streams.json" ] &&
