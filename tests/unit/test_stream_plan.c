@@ -373,6 +373,49 @@ static void test_message_shapes(void **state)
     pipeline_free(p);
 }
 
+/* Fix 2's shape: every send waits for its own producer only (stage 0 of 1F1B sends
+ * F0's activation after F0, not after the warm-up's last F), and an op waits for the
+ * receives of its own messages only. */
+static void test_send_at_producer(void **state)
+{
+    (void)state;
+    for (int V = 1; V <= 2; V++) {
+        Pipeline *p = mk(4, 8, V);
+        if (V == 1)
+            gen_1f1b(p);
+        else
+            gen_interleaved(p);
+        CommPlan *cp = comm_plan(p);
+        StreamInBuf b;
+        stream_in_build(&b, p, cp);
+        StreamPlan *sp = stream_plan(&b.in);
+        assert_true(cp->nmsgs > 0);
+        for (uint32_t j = 0; j < cp->nmsgs; j++) {
+            const CommMsg *m = &cp->msgs[j];
+            assert_int_equal(sp->send_after[j], m->src_pos);
+            const StreamRank *k = &sp->rank[m->dst];
+            uint32_t hits = 0;
+            for (uint32_t i = 0; i < k->nops; i++)
+                for (uint32_t x = k->rstart[i]; x < k->rstart[i + 1]; x++)
+                    if (k->recvs[x] == j) {
+                        assert_int_equal(i, m->dst_pos);
+                        hits++;
+                    }
+            assert_int_equal(hits, 1);
+        }
+        /* stage 0's first message goes out after F0 (position 0) */
+        bool first = false;
+        for (uint32_t j = 0; j < cp->nmsgs; j++)
+            if (cp->msgs[j].src == 0 && cp->msgs[j].src_pos == 0)
+                first = sp->send_after[j] == 0;
+        assert_true(first);
+        stream_plan_free(sp);
+        stream_in_free(&b);
+        comm_plan_free(cp);
+        pipeline_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_finding1_small),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_message_shapes),
+        cmocka_unit_test(test_send_at_producer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
