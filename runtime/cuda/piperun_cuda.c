@@ -1023,24 +1023,34 @@ static int setup_pairs(PrRun *run)
                 cu_error(__FILE__, __LINE__, "bcast", "cannot broadcast the NCCL unique id");
                 return -1;
             }
-            /* no early return between Start and End (fix of the review's NCCL_CHECK note) */
-            ncclResult_t e = ncclSuccess;
-            const char *call = "ncclGroupStart";
-            if ((e = ncclGroupStart()) != ncclSuccess)
-                goto fail;
             for (int side = 0; side < 2; side++) {
                 int s = side ? b : a;
                 if (!CU.r[s].local)
                     continue;
                 CUDA_CHECK(cudaSetDevice(CU.r[s].dev));
+                cudaStream_t *st = side ? &CU.r[b].recvst[a] : &CU.r[a].sendst[b];
+                CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+            }
+            /* no early return between Start and End (fix of the review's NCCL_CHECK note) */
+            ncclResult_t e = ncclSuccess;
+            const char *call = "ncclGroupStart";
+            if ((e = ncclGroupStart()) != ncclSuccess)
+                goto fail;
+            for (int side = 0; side < 2 && e == ncclSuccess; side++) {
+                int s = side ? b : a;
+                if (!CU.r[s].local)
+                    continue;
+                if (cudaSetDevice(CU.r[s].dev) != cudaSuccess) {
+                    e = ncclUnhandledCudaError;
+                    call = "cudaSetDevice";
+                    break;
+                }
                 ncclComm_t *cm = &CU.comms[2 * ((size_t)a * P + (size_t)b) + side];
                 ncclResult_t ei = ncclCommInitRankConfig(cm, 2, id, side, &cfg);
-                if (ei != ncclSuccess && ei != ncclInProgress && e == ncclSuccess) {
+                if (ei != ncclSuccess && ei != ncclInProgress) {
                     e = ei;
                     call = "ncclCommInitRankConfig";
                 }
-                cudaStream_t *st = side ? &CU.r[b].recvst[a] : &CU.r[a].sendst[b];
-                CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
             }
             ncclResult_t ee = ncclGroupEnd();
             if (e == ncclSuccess && ee != ncclSuccess && ee != ncclInProgress) {
@@ -1070,8 +1080,8 @@ static int setup_pairs(PrRun *run)
                 if (!cm)
                     continue;
                 CuRank *c = &CU.r[side ? b : a];
-                cudaSetDevice(c->dev);
-                ncclResult_t ei = side ? ncclRecv(c->dummy, 1, ncclChar, 0, cm, c->recvst[a])
+                ncclResult_t ei = cudaSetDevice(c->dev) != cudaSuccess ? ncclUnhandledCudaError
+                                : side ? ncclRecv(c->dummy, 1, ncclChar, 0, cm, c->recvst[a])
                                        : ncclSend(c->dummy, 1, ncclChar, 1, cm, c->sendst[b]);
                 if (ei != ncclSuccess && ei != ncclInProgress && e == ncclSuccess)
                     e = ei;
@@ -1090,12 +1100,7 @@ static int setup_pairs(PrRun *run)
                             nccl_settle(run, CU.comms[k], st, "connect the pairs")))
             return -1;
     }
-    for (int s = 0; s < P; s++)
-        if (CU.r[s].local) {
-            CUDA_CHECK(cudaSetDevice(CU.r[s].dev));
-            CUDA_CHECK(cudaDeviceSynchronize());
-        }
-    return 0;
+    return 0;   /* the exchange itself completes on the pairs' streams, before any message */
 }
 
 /* NCCL over one GPU per rank, or the copy fallback. Returns 0 or -1. */
