@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opsem.h"
 #include "util.h"
 
 #define NONE UINT32_MAX
@@ -74,20 +75,6 @@ static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
-}
-
-typedef struct Ev {
-    uint64_t t;
-    int64_t delta;
-} Ev;
-
-static int cmp_ev(const void *a, const void *b)
-{
-    const Ev *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    /* frees first: a free at t is the end of the op before the one allocating at t */
-    return x->delta < y->delta ? -1 : x->delta > y->delta ? 1 : 0;
 }
 
 /* The (at most two) pieces of an incarnation, relative to its offset. */
@@ -504,6 +491,8 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     r->rest = xmalloc((n ? n : 1) * sizeof *r->rest);
     r->split = xcalloc(n ? n : 1, sizeof *r->split);
     r->held = xcalloc(n ? n : 1, sizeof *r->held);
+    r->alloc = xcalloc(n ? n : 1, sizeof *r->alloc);
+    r->freed = xcalloc(n ? n : 1, sizeof *r->freed);
     for (uint32_t i = 0; i < n; i++)
         r->off[i] = r->rest[i] = -1;
     if (!n || !V || !M)
@@ -655,6 +644,9 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
                             if (keep == 0) {
                                 end_inc(&b, cur, 2 * t + 1);
                                 cur = NONE;
+                            } else if (keep < in->size && in->keep == in->size) {
+                                in->keep = keep; /* W needs only [0, wact) */
+                                in->tk = 2 * t + 1;
                             }
                         } else if (keep == 0) {
                             end_inc(&b, cur, 2 * t + 1);
@@ -693,33 +685,48 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
             }
         }
 
-    /* Peak of live bytes: a sweep over piece starts and ends. */
-    size_t ninc = b.n;
-    Inc *incs = b.incs;
-    Ev *ev = xmalloc((4 * ninc + 1) * sizeof *ev);
-    size_t ne = 0;
-    for (size_t i = 0; i < ninc; i++) {
-        Placed pc[2];
-        int np = inc_pieces(&incs[i], pc);
-        for (int g = 0; g < np; g++) {
-            ev[ne++] = (Ev){pc[g].t0, pc[g].hi - pc[g].lo};
-            ev[ne++] = (Ev){pc[g].t1 + 1, -(pc[g].hi - pc[g].lo)};
-        }
+    /* What each op allocates and frees: the walk of DESIGN.md "Memory" (the one rule,
+     * opsem_mem_step) over the aligned region sizes; its peak is what the arena
+     * should be. */
+    OpCosts *cc = xcalloc(V, sizeof *cc);
+    for (size_t c = 0; c < V; c++) {
+        const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
+        int64_t a = align_up(z->act);
+        cc[c].act = (double)a;
+        cc[c].ckpt = (double)align_up(z->ckpt < z->act ? z->ckpt : z->act);
+        cc[c].wact = (double)align_up(z->wact < z->act ? z->wact : z->act);
+        cc[c].frac = swap_frees ? 1.0 : frac;
     }
-    qsort(ev, ne, sizeof *ev, cmp_ev);
-    int64_t live = 0;
-    r->peak_live = 0;
+    VmMem *vmst = xcalloc(V * M, sizeof *vmst);
+    double live = 0, peak = 0;
     r->peak_op = 0;
-    for (size_t e = 0; e < ne; e++) {
-        live += ev[e].delta;
-        if (live > r->peak_live) {
-            r->peak_live = live;
-            r->peak_op = (uint32_t)(ev[e].t / 2);
+    for (uint32_t i = 0; i < n; i++) {
+        const Op *o = &so->ops[i];
+        if (o->chunk >= V || o->mb >= M || o->kind >= OP_NKINDS || OP_IS_CHUNKWIDE(o->kind))
+            continue;
+        const Pos *q = &pos[o->chunk * M + o->mb];
+        unsigned has = 0;
+        for (int k = 0; k < OP_NKINDS; k++)
+            if (q->at[k] != NONE)
+                has |= opsem_has_bit((OpKind)k);
+        double al, fr;
+        opsem_mem_step((OpKind)o->kind, &cc[o->chunk], has, &vmst[o->chunk * M + o->mb], &al, &fr);
+        r->alloc[i] = (int64_t)al;
+        r->freed[i] = (int64_t)fr;
+        live += al;
+        if (live > peak) {
+            peak = live;
+            r->peak_op = i;
         }
+        live -= fr;
     }
-    free(ev);
+    r->peak_live = (int64_t)peak;
+    free(vmst);
+    free(cc);
 
     /* Place them: the arena is the highest end placed. */
+    size_t ninc = b.n;
+    Inc *incs = b.incs;
     int64_t *ioff = xmalloc((ninc ? ninc : 1) * sizeof *ioff);
     r->size = place_all(incs, ninc, r->peak_live, ioff);
     for (size_t i = 0; i < ninc; i++)
@@ -765,6 +772,8 @@ void arena_plan_free(ArenaPlan *a)
         free(a->rank[s].held);
         free(a->rank[s].rest);
         free(a->rank[s].split);
+        free(a->rank[s].alloc);
+        free(a->rank[s].freed);
     }
     free(a->rank);
     free(a);

@@ -55,8 +55,8 @@ typedef struct ArenaSizes {
 /* The plan of one rank. */
 typedef struct ArenaRank {
     int64_t size;        /* arena bytes */
-    int64_t peak_live;   /* peak over the list of the bytes of live regions: the
-                          * DESIGN.md walk over the 64-aligned sizes */
+    int64_t peak_live;   /* the peak of alloc/freed over the list: the DESIGN.md walk
+                          * over the 64-aligned sizes */
     uint32_t peak_op;    /* list index of the op at which the peak is first reached */
     uint32_t nops;
     int64_t *off;        /* [nops] offset of the region op i works on; -1 for none
@@ -69,6 +69,10 @@ typedef struct ArenaRank {
                           * -1 when it is contiguous at off */
     int64_t *split;      /* [nops] bytes of the region at off when rest >= 0 (the
                           * checkpoint), else 0 */
+    int64_t *alloc;      /* [nops] bytes op i allocates at its start, and */
+    int64_t *freed;      /* [nops] bytes it frees at its end: the walk of DESIGN.md
+                          * "Memory" (opsem_mem_step) over the aligned sizes, the
+                          * amounts the runtime counts live bytes with */
 } ArenaRank;
 
 typedef struct ArenaPlan {

@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 
 #include "comm.h"
+#include "memory.h"
+#include "opindex.h"
+#include "opsem.h"
 #include "sim.h"
 
 /* Limits of the CPU mlp workload (docs/runtime.md): a model whose parameters or whose
@@ -236,6 +239,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
         diag_error(d, p->loc, DIAG_VALUE, "nothing to generate: the pipeline has no ops");
         return 1;
     }
+    OpIndex *idx = opindex_build(p);
     /* Which kinds exist for each (v,m). */
     VmFacts *vmf = xcalloc((size_t)PV * (size_t)M, sizeof *vmf);
     for (int32_t s = 0; s < P; s++)
@@ -296,10 +300,17 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
         sb_printf(b, "/* Ops of rank %d in program order: kind, chunk, flags, vstage, mb, SOs "
                      "before,\n * arena offset {mlp, synthetic}, bytes {mlp, synthetic}, cost ms, "
                      "cost bytes, line,\n * offset of the part after the split {mlp, "
-                     "synthetic}, split bytes {mlp, synthetic}. */\n", s);
+                     "synthetic}, split bytes {mlp, synthetic},\n * bytes allocated at the "
+                     "start {mlp, synthetic}, bytes freed at the end {mlp, synthetic}. */\n",
+                  s);
         sb_printf(b, "const PrOp pr_rank_%d_ops[%u] = {\n", s, so->n ? so->n : 1);
         uint32_t nso = 0;
-        double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
+        double *walk_alloc = xmalloc((so->n ? so->n : 1) * sizeof *walk_alloc);
+        double *walk_freed = xmalloc((so->n ? so->n : 1) * sizeof *walk_freed);
+        mem_walk_ops(p, idx, s, walk_alloc, walk_freed);
+        OpCosts *occ = xmalloc((size_t)V * sizeof *occ);
+        for (int32_t c = 0; c < V; c++)
+            opsem_costs(p, s, c, &occ[c]);
         for (uint32_t i = 0; i < so->n; i++) {
             const Op *o = &so->ops[i];
             int32_t v = ir_vstage(p, s, o->chunk);
@@ -307,39 +318,14 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             unsigned flags = (f->has[OP_R] ? 1u : 0) | (f->has[OP_W] ? 2u : 0) |
                              (f->has[OP_SO] && f->has[OP_SI] ? 4u : 0) |
                              (o->kind == OP_F && vmf[(size_t)v * M].has[OP_LW] ? 8u : 0);
-            double ms = 0, bytes = 0;
-            double bw = ir_cost(p, s, 0, COST_HOST_BW);
-            double ms_per_byte = isfinite(bw) && bw > 0 ? 1000.0 / bw : 0;
-            switch (o->kind) {
-            case OP_OG: /* gradients out, then the host optimizer step */
-                bytes = ir_cost(p, s, o->chunk, COST_GRADS);
-                ms = bytes * ms_per_byte + ir_cost(p, s, o->chunk, COST_OPT_HOST);
-                break;
-            case OP_LW: /* the updated weights back */
-                bytes = ir_cost(p, s, o->chunk, COST_WLOAD);
-                ms = bytes * ms_per_byte;
-                break;
-            case OP_F:
-                ms = ir_cost(p, s, o->chunk, COST_F);
-                bytes = (double)plan_cost->rank[s].held[i];
-                break;
-            case OP_B:
-                ms = ir_cost(p, s, o->chunk, COST_B) -
-                     (f->has[OP_W] ? ir_cost(p, s, o->chunk, COST_W) : 0);
-                break;
-            case OP_W:
-                ms = ir_cost(p, s, o->chunk, COST_W);
-                break;
-            case OP_R:
-                ms = ir_cost(p, s, o->chunk, COST_R);
-                bytes = (double)plan_cost->rank[s].held[i];
-                break;
-            default:
-                bytes = (double)plan_cost->rank[s].held[i] * frac;
-                break;
-            }
-            if (ms < 0)
-                ms = 0;
+            /* Duration and cost-model bytes: the op semantics table (opsem.h) over the
+             * walk's amounts (memory.h), as the simulator computes them. */
+            unsigned has = (f->has[OP_R] ? VM_HAS_R : 0) | (f->has[OP_W] ? VM_HAS_W : 0) |
+                           (f->has[OP_SO] ? VM_HAS_SO : 0) | (f->has[OP_SI] ? VM_HAS_SI : 0);
+            const OpCosts *oc = &occ[o->chunk];
+            double moved = opsem_moved((OpKind)o->kind, oc, walk_alloc[i], walk_freed[i]);
+            double ms = opsem_duration((OpKind)o->kind, oc, has, moved);
+            double bytes = moved > 0 ? moved : walk_alloc[i];
             uint32_t line = 0, col = 0;
             diag_linecol(d, o->loc, &line, &col);
             int64_t om = plan_mlp ? plan_mlp->rank[s].off[i] : -1;
@@ -354,13 +340,21 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             put_double(b, ms);
             sb_puts(b, ", ");
             put_double(b, bytes);
-            sb_printf(b, ", %u, {%lld, %lld}, {%lld, %lld}}, /* %u: %s */\n", line,
+            sb_printf(b, ", %u, {%lld, %lld}, {%lld, %lld}, {%lld, %lld}, {%lld, %lld}}, "
+                         "/* %u: %s */\n", line,
                       (long long)rm, (long long)plan_syn->rank[s].rest[i], (long long)sm,
-                      (long long)plan_syn->rank[s].split[i], i,
+                      (long long)plan_syn->rank[s].split[i],
+                      (long long)(plan_mlp ? plan_mlp->rank[s].alloc[i] : 0),
+                      (long long)plan_syn->rank[s].alloc[i],
+                      (long long)(plan_mlp ? plan_mlp->rank[s].freed[i] : 0),
+                      (long long)plan_syn->rank[s].freed[i], i,
                       op_name(nm, sizeof nm, o->kind, o->mb, o->chunk));
             if (o->kind == OP_SO)
                 nso++;
         }
+        free(walk_alloc);
+        free(walk_freed);
+        free(occ);
         if (!so->n)
             sb_puts(b, "    {0},\n");
         sb_puts(b, "};\n\n");
@@ -480,6 +474,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
               out->progname);
 
     free(vmf);
+    opindex_free(idx);
     free(cost);
     free(scaled);
     if (plan_syn != plan_cost)

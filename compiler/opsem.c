@@ -96,6 +96,17 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
     *freed = f;
 }
 
+double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed)
+{
+    switch (k) {
+    case OP_SO: return freed;
+    case OP_SI: return alloc;
+    case OP_OG: return c->grads;
+    case OP_LW: return c->wload;
+    default: return 0;
+    }
+}
+
 double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
 {
     double d = 0;
@@ -105,9 +116,9 @@ double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
     case OP_W: d = c->w; break;
     case OP_R: d = c->r; break;
     case OP_SO:
-    case OP_SI: d = moved * c->ms_per_byte; break;
-    case OP_OG: d = c->grads * c->ms_per_byte + c->opt_host; break;
-    case OP_LW: d = c->wload * c->ms_per_byte; break;
+    case OP_SI:
+    case OP_LW: d = moved * c->ms_per_byte; break;
+    case OP_OG: d = moved * c->ms_per_byte + c->opt_host; break;
     default: unreachable();
     }
     return d > 0 ? d : 0;

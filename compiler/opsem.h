@@ -84,9 +84,14 @@ typedef struct VmMem {
 void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double *alloc,
                     double *freed);
 
+/* The bytes an op moves over the host link: SO what it freed, SI what it allocated
+ * (the amounts of opsem_mem_step), OG the chunk's grads, LW its wload; 0 for the
+ * compute kinds. */
+double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed);
+
 /* The duration of an op (DESIGN.md "Time"), ms: F f; B b, or b - w when W exists; W w;
- * R r; SO/SI the bytes moved / host_bw (moved = what opsem_mem_step freed or
- * allocated); OG grads / host_bw + opt_host; LW wload / host_bw. Never negative. */
+ * R r; SO, SI and LW the bytes moved (opsem_moved) / host_bw; OG the same plus
+ * opt_host. Never negative. */
 double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved);
 
 /* Reports a `value` error for every (rank, chunk) whose weight-gradient time exceeds

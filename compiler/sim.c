@@ -229,7 +229,9 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
                 s->lastbw[(size_t)r * V + op->chunk] = gi;
             int32_t v = s->vst[(size_t)r * V + op->chunk];
             unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : vm_has(s, v, op->mb);
-            s->dur[gi] = opsem_duration((OpKind)op->kind, &cost[op->chunk], has, a + f);
+            const OpCosts *k = &cost[op->chunk];
+            s->dur[gi] = opsem_duration((OpKind)op->kind, k, has,
+                                        opsem_moved((OpKind)op->kind, k, a, f));
         }
         s->smask[r] = (uint8_t)mask;
     }

@@ -390,6 +390,13 @@ static int copy_op(PrRank *r, uint32_t i)
             return -1;
         t0 = pr_now_ms();
     }
+    if (o->mem_alloc[w] > 0) { /* live bytes as the compiler's walk counts them */
+        pthread_mutex_lock(&r->mu);
+        r->live += o->mem_alloc[w];
+        if (r->live > r->peak)
+            r->peak = r->live;
+        pthread_mutex_unlock(&r->mu);
+    }
     if (bytes > 0 && (o->off[w] >= 0 || o->rest[w] >= 0)) {
         if (o->kind == PR_SO) {
             if (grow_host(r, k, bytes) != 0) {
@@ -415,8 +422,8 @@ static int copy_op(PrRank *r, uint32_t i)
             memcpy(r->arena + o->off[w], r->host[k], (size_t)bytes);
         }
     }
-    if (w == PR_SYNTHETIC && r->d->host_bw > 0) {
-        double ms = o->cost_bytes / r->d->host_bw * 1e3 * run->opt.time_scale;
+    if (w == PR_SYNTHETIC) {
+        double ms = o->cost_ms * run->opt.time_scale;
         double left = t0 + ms - pr_now_ms();
         if (left > 0) {
             struct timespec ts = {(time_t)(left / 1e3), (long)(fmod(left, 1e3) * 1e6)};
@@ -428,16 +435,9 @@ static int copy_op(PrRank *r, uint32_t i)
     sp->t0 = t0 - run->t_start;
     sp->t1 = t1 - run->t_start;
     pthread_mutex_lock(&r->mu);
-    if (o->kind == PR_SO) {
-        r->held[k] -= bytes;
-        r->live -= bytes;
-    } else {
-        r->held[k] += bytes;
-        r->live += bytes;
-        if (r->live > r->peak)
-            r->peak = r->live;
+    r->live -= o->mem_free[w];
+    if (o->kind == PR_SI)
         r->si_done[k] = (uint32_t)r->iter + 1;
-    }
     size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
     r->kind_ms[kk] += t1 - t0;
     r->kind_n[kk]++;
@@ -584,27 +584,19 @@ int pr_op(PrRank *r, uint32_t i)
         return -1;
 
     double t0 = pr_now_ms();
-    /* Live bytes, as the planner counts them: allocations at the start. */
+    /* Live bytes, as the compiler's walk counts them: allocations at the start, frees
+     * at the end (PrOp.mem_alloc, mem_free). */
     pthread_mutex_lock(&r->mu);
-    if (o->kind == PR_F || o->kind == PR_R) {
-        r->held[k] += o->held[w];
-        r->live += o->held[w];
-        if (r->live > r->peak)
-            r->peak = r->live;
-    }
+    r->live += o->mem_alloc[w];
+    if (r->live > r->peak)
+        r->peak = r->live;
     pthread_mutex_unlock(&r->mu);
 
     int rc = w == PR_MLP ? pr_mlp_op(r, i, o) : pr_synthetic_op(r, o);
 
     double t1 = pr_now_ms();
     pthread_mutex_lock(&r->mu);
-    if (o->kind == PR_B || o->kind == PR_W) {
-        int64_t keep = o->kind == PR_B ? o->held[w] : 0;
-        if (keep > r->held[k])
-            keep = r->held[k];
-        r->live -= r->held[k] - keep;
-        r->held[k] = keep;
-    }
+    r->live -= o->mem_free[w];
     size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
     r->kind_ms[kk] += t1 - t0;
     r->kind_n[kk]++;
@@ -715,7 +707,6 @@ static void rank_free(PrRank *r)
     free(r->out_b);
     free(r->host);
     free(r->host_cap);
-    free(r->held);
     free(r->si_done);
     free(r->lw_done);
     free(r->tokens);
@@ -741,7 +732,6 @@ static int rank_init(PrRun *run, int s)
     r->out_b = calloc(nvm, sizeof(void *));
     r->host = calloc(nvm, sizeof(void *));
     r->host_cap = calloc(nvm, sizeof(int64_t));
-    r->held = calloc(nvm, sizeof(int64_t));
     r->si_done = calloc(nvm, sizeof(uint32_t));
     r->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
     r->q[0].op = calloc(nops, sizeof(uint32_t));
@@ -754,7 +744,7 @@ static int rank_init(PrRun *run, int s)
     size_t asz = (size_t)(ab > 0 ? (ab + 63) / 64 * 64 : 64);
     r->arena = aligned_alloc(64, asz);
     if (!r->in_f || !r->in_b || !r->out_f || !r->out_b || !r->host || !r->host_cap ||
-        !r->held || !r->si_done || !r->lw_done || !r->q[0].op || !r->q[1].op || !r->kind_ms ||
+        !r->si_done || !r->lw_done || !r->q[0].op || !r->q[1].op || !r->kind_ms ||
         !r->kind_n || !r->span || !r->arena) {
         pr_fail(run, s, -1, "out of memory allocating the rank (arena %lld bytes)",
                 (long long)ab);

@@ -103,6 +103,10 @@ typedef struct PrOp {
                                      rebuilt is here): offset of the region's bytes
                                      [split, ...); -1 when it is contiguous at off */
     int64_t split[PR_NWORKLOADS]; /* bytes of the region at off when rest >= 0 */
+    int64_t mem_alloc[PR_NWORKLOADS]; /* bytes this op allocates at its start, and */
+    int64_t mem_free[PR_NWORKLOADS];  /* bytes it frees at its end: the compiler's memory
+                                         walk (opsem.h), which the runtime's live-byte
+                                         count follows without a rule of its own */
 } PrOp;
 
 /* One cross-rank message: the dependency from op `from` on rank src to op `to` on rank

@@ -49,7 +49,6 @@ struct PrRank {
     void **out_f, **out_b;     /* [nvm] by producer (v,m): outputs awaiting a send */
     void **host;               /* [nvm] host copies for SO/SI */
     int64_t *host_cap;         /* [nvm] */
-    int64_t *held;             /* [nvm] live region bytes of (v,m) */
     int64_t live, peak;        /* live arena bytes now, measured peak */
     uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
     uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
@@ -58,7 +57,7 @@ struct PrRank {
     pthread_t copy_th[2];
     int copy_started;
     PrCopyQ q[2];              /* 0: device-to-host (SO), 1: host-to-device (SI) */
-    pthread_mutex_t mu;        /* guards q, held/live/peak, si_done */
+    pthread_mutex_t mu;        /* guards q, live/peak, si_done */
     pthread_cond_t cv;
     int stop;
     /* current state */

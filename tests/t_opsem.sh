@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# t_opsem.sh - one model of op semantics (compiler/opsem.h), through the commands as
+# users run them:
+#   - DESIGN.md "Time": an allocating op waits for every listed-earlier free, so `sim`
+#     reports the walk's peak: `stage 0 { F0 SO0 F1 B1 SI0 B0 }` peaks at 1 GiB (SI0
+#     waits for B1), which `check` accepts against a 1 GiB budget;
+#   - the arena packs to the walk's peak where a first fit would not: F0 F1 B0 R1 W0 B1
+#     with act 4, wact 3, ckpt 1 GiB fits in 7 GiB (walk peak 7 GiB);
+#   - the runtime obeys the same waits: the swap case trains with the mlp workload and
+#     its gradients match the sequential reference (`run --check`), and the runtime's
+#     measured arena peak is the plan's;
+#   - `w > b` is a `value` error; `sim --json` prints every number at full precision.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+GiB=1073741824
+
+cat >"$T/swap.pipe" <<'EOF'
+pipeline swap1 {
+  stages 1  microbatches 2
+  memory 1GiB
+  costs { f 1ms b 2ms act 1GiB }
+  stage 0 { F0 SO0 F1 B1 SI0 B0 }
+}
+EOF
+"$PIPEC" check "$T/swap.pipe" >"$T/out" 2>&1
+check "swap: check accepts the 1 GiB walk" test $? = 0
+"$PIPEC" sim --json "$T/swap.pipe" >"$T/j" 2>&1
+check "swap: sim peak is the walk's 1 GiB" grep -qF "\"peak_mem_bytes\": $GiB, \"budget_bytes\": $GiB" "$T/j"
+"$PIPEC" sim "$T/swap.pipe" >"$T/s" 2>&1
+check "swap: the summary shows 100% of the budget, not over it" grep -qE '^ +0 .* 1\.0 GiB +1\.0 GiB +100\.0%$' "$T/s"
+
+cat >"$T/frag.pipe" <<'EOF'
+pipeline frag7 {
+  stages 1  microbatches 2
+  memory 7GiB
+  costs { f 1ms b 2ms w 1ms r 1ms act 4GiB wact 3GiB ckpt 1GiB }
+  stage 0 { F0 F1 B0 R1 W0 B1 }
+}
+EOF
+"$PIPEC" check "$T/frag.pipe" >"$T/out" 2>&1
+check "frag7: check accepts the 7 GiB packing" test $? = 0
+"$PIPEC" check --mem "$T/frag.pipe" >"$T/mem" 2>&1
+check "frag7: arena 7 GiB, fragmentation 1.000" grep -qE '^ +0 +7\.0 GiB +7\.0 GiB +1\.000 ' "$T/mem"
+sed 's/memory 7GiB/memory 6GiB/' "$T/frag.pipe" >"$T/frag6.pipe"
+"$PIPEC" check "$T/frag6.pipe" >"$T/out" 2>&1
+rc=$?
+check "frag7 at 6 GiB: the walk overflows, exit 1" test $rc = 1
+check "frag7 at 6 GiB: a walk error, not a packing one" grep -qF 'stage 0 needs 7.0 GiB at R1' "$T/out"
+
+# The mlp workload under the swap schedule: the runtime's waits keep SI0 out of the
+# memory B1 frees, and the gradients match the sequential reference.
+cat >"$T/swapmlp.pipe" <<'EOF'
+import "std/models.pipe"
+pipeline swapmlp {
+  stages 1  microbatches 2
+  model tiny { layers 4  hidden 16  seq 8  mbs 2 }
+  stage 0 { F0 SO0 F1 B1 SI0 B0 }
+}
+EOF
+timeout 60 "$PIPEC" run "$T/swapmlp.pipe" --check --quiet --json >"$T/run.json" 2>"$T/run.err"
+rc=$?
+check "swap mlp: run --check passes" test $rc = 0
+read -r err peak planned < <(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+s = d["per_stage"][0]
+print(d["max_grad_error"], s["peak_arena_bytes"], s["planned_peak_bytes"])' "$T/run.json" 2>/dev/null)
+check "swap mlp: gradient error below 1e-5 (${err:-none})" python3 -c "import sys; sys.exit(not (0 <= float('${err:--1}') < 1e-5))"
+check "swap mlp: measured arena peak is the plan's (${peak:-none} = ${planned:-none})" test -n "$peak" -a "$peak" = "$planned"
+
+# w > b
+cat >"$T/wb.pipe" <<'EOF'
+pipeline wb {
+  stages 1  microbatches 1
+  costs { f 1ms b 1ms w 2ms act 1GiB }
+  stage 0 { F0 B0 W0 }
+}
+EOF
+"$PIPEC" check "$T/wb.pipe" >"$T/out" 2>&1
+rc=$?
+check "w > b: exit 1" test $rc = 1
+check "w > b: a value error at the costs block" grep -qF 'wb.pipe:3:3: error[value]: weight-gradient time w (2 ms) exceeds the whole backward b (1 ms)' "$T/out"
+"$PIPEC" sim "$T/wb.pipe" >"$T/out" 2>&1
+check "w > b: sim refuses it too" test $? = 1
+
+# Full precision in JSON: 1F1B with P = 3, M = 4, f = b = 1: bubble ratio 2/6 x ... = 1/3
+# exactly representable only to 17 digits.
+cat >"$T/third.pipe" <<'EOF'
+pipeline third {
+  stages 3  microbatches 1
+  costs { f 1ms b 1ms act 1GiB }
+  stage 0 { F0 B0 }
+  stage 1 { F0 B0 }
+  stage 2 { F0 B0 }
+}
+EOF
+"$PIPEC" sim --json "$T/third.pipe" >"$T/j" 2>&1
+want=$(python3 -c 'print(repr(4 * 3 / (3 * 6)))')
+check "json: bubble_ratio at full precision ($want)" grep -qF "\"bubble_ratio\": $want," "$T/j"
+finish
