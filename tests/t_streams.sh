@@ -17,14 +17,18 @@ for ex in examples/*.pipe; do
     if ! "$PIPEC" emit --backend cuda "$ex" -o "$T/$name" >/dev/null 2>"$T/$name.err"; then
         bad "$name" "emit failed: $(head -n 2 "$T/$name.err")"; continue
     fi
-    "$PIPEC" print "$ex" >"$T/$name.print" 2>/dev/null
-    if out=$(python3 - "$T/$name/streams.json" "$T/$name.print" <<'PY'
-import json, re, sys
+    if out=$(python3 - "$T/$name/streams.json" "$T/$name" <<'PY'
+import json, os, re, sys
 j = json.load(open(sys.argv[1]))
 assert list(j) == ["ranks"], list(j)
-# the ops of every stage, as `pipec print` lists them
-text = open(sys.argv[2]).read()
-stages = {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^  stage (\d+) \{([^}]*)\}", text, re.M)}
+# the ops of every rank, as the generated program runs them (rank_R.c: pr_op(r, I); /* OP */)
+stages = {}
+for f in os.listdir(sys.argv[2]):
+    m = re.fullmatch(r"rank_(\d+)\.c", f)
+    if m:
+        calls = re.findall(r"pr_op\(r, (\d+)\)\); /\* (\S+) \*/", open(os.path.join(sys.argv[2], f)).read())
+        assert [int(i) for i, _ in calls] == list(range(len(calls))), f
+        stages[int(m.group(1))] = [n for _, n in calls]
 kind_stream = {"F": "compute", "B": "compute", "W": "compute", "R": "compute",
                "SO": "d2h", "OG": "d2h", "SI": "h2d", "LW": "h2d"}
 assert [r["rank"] for r in j["ranks"]] == list(range(len(stages))), "ranks"

@@ -353,9 +353,8 @@ static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
             CUDA_CHECK(cudaMemcpyAsync(c->arena + o->off[w], c->host[k], (size_t)bytes,
                                        cudaMemcpyHostToDevice, st));
     }
-    /* synthetic: the cost model's copy time at host_bw (the scaled copy is shorter) */
-    if (w == PR_SYNTHETIC && r->d->host_bw > 0 &&
-        cu_spin(st, o->cost_bytes / r->d->host_bw * 1e3 * run->opt.time_scale, c->spin_ms))
+    /* synthetic: the compiler's duration of the copy (the scaled copy is shorter) */
+    if (w == PR_SYNTHETIC && cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms))
         return -1;
     return 0;
 }
@@ -394,29 +393,15 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
     return 0;
 }
 
-/* Live bytes as the planner counts them (allocations at the start, in program order). */
+/* Live bytes as the compiler's walk counts them (PrOp.mem_alloc at the op's start,
+ * mem_free at its end), in program order: the runtime states no memory rule of its own. */
 static void account(PrRank *r, const PrOp *o)
 {
-    PrRun *run = r->run;
-    if (o->kind == PR_OG || o->kind == PR_LW)
-        return; /* model states live outside the arena */
-    size_t k = vm(run, o->vstage, o->mb);
-    int64_t b = o->held[run->opt.workload];
-    if (o->kind == PR_F || o->kind == PR_R || o->kind == PR_SI) {
-        r->held[k] += b;
-        r->live += b;
-    } else if (o->kind == PR_SO) {
-        r->held[k] -= b;
-        r->live -= b;
-    } else {
-        int64_t keep = o->kind == PR_B ? b : 0;
-        if (keep > r->held[k])
-            keep = r->held[k];
-        r->live -= r->held[k] - keep;
-        r->held[k] = keep;
-    }
+    int w = r->run->opt.workload;
+    r->live += o->mem_alloc[w];
     if (r->live > r->peak)
         r->peak = r->live;
+    r->live -= o->mem_free[w];
 }
 
 int pr_op(PrRank *r, uint32_t i)
@@ -836,7 +821,6 @@ static int rank_setup(PrRun *run, int s, int ngpu)
         return -1;
     }
     r->nvm = nvm;
-    r->held = calloc(nvm, sizeof *r->held);
     r->kind_ms = calloc((size_t)run->PV * PR_NKINDS, sizeof(double));
     r->kind_n = calloc((size_t)run->PV * PR_NKINDS, sizeof(uint32_t));
     r->span = calloc((size_t)run->opt.iters * nops, sizeof(PrSpan));
@@ -851,7 +835,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     c->in_b = calloc(nvm, sizeof(float *));
     c->out_f = calloc(nvm, sizeof(float *));
     c->out_b = calloc(nvm, sizeof(float *));
-    if (!r->held || !r->kind_ms || !r->kind_n || !r->span || !c->t0 || !c->t1 || !c->host ||
+    if (!r->kind_ms || !r->kind_n || !r->span || !c->t0 || !c->t1 || !c->host ||
         !c->pinned || !c->sendst || !c->recvst || !c->og || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
         pr_fail(run, s, -1, "out of host memory");
         return -1;
@@ -983,7 +967,6 @@ static void rank_teardown(PrRun *run, int s)
     free(c->in_b);
     free(c->out_f);
     free(c->out_b);
-    free(r->held);
     free(r->kind_ms);
     free(r->kind_n);
     free(r->span);
