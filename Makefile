@@ -1,18 +1,23 @@
 # pipec - the only build entry point.
 #
-#   make            build bin/pipec and the runtime library
+#   make            build bin/pipec and the runtime libraries: the CPU one always, the MPI
+#                   one when mpicc is installed, the CUDA ones when nvcc (and NCCL) are;
+#                   it says which it skipped and why
 #   make deps       install what is missing (apt-get; the package list is DEB_PACKAGES)
 #   make test       build and run every test (unit tests under ASan+UBSan, golden,
 #                   bad-input corpus, end-to-end); the last line reads "N passed, N failed"
 #   make demo       the main job on a shipped example
 #   make bench      benchmarks (not tests)
 #   make fuzz       libFuzzer on the front end (clang)
+#   make fault      the full allocation and I/O fault sweep (tests/fault/; make test runs a sample)
+#   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
+#   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
 #   make install PREFIX=/usr/local
 #   make clean
 
 # Every Debian package the project needs, in one place.
 DEB_PACKAGES = make gcc clang flex bison libcmocka-dev libopenblas-dev pkg-config \
-               libclang-rt-14-dev openmpi-bin libopenmpi-dev
+               libclang-rt-14-dev openmpi-bin libopenmpi-dev lcov
 
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -38,11 +43,11 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all deps test demo bench fuzz install clean check-deps test-gpu cuda mpi cuda-mpi
+.PHONY: all runtimes deps test demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu cuda mpi cuda-mpi
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
-all: bin/pipec build/libpiperun.a
+all: bin/pipec build/libpiperun.a runtimes
 
 # --- dependencies -----------------------------------------------------------------
 # Installs only when something is missing, so it is cheap to run before every target.
@@ -126,7 +131,8 @@ build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
 
 # --- targets ------------------------------------------------------------------------
 test: deps
-	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN)
+	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
+	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
 	@PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec tests/run.sh $(UNIT_BIN)
 
 demo: deps all
@@ -135,13 +141,124 @@ demo: deps all
 bench: deps all
 	@bench/run.sh
 
-FUZZ_SRC = tests/fuzz/fuzz_frontend.c
-fuzz: deps build/gen/pipe.tab.c build/gen/lex.yy.c
-	@mkdir -p build/fuzz/corpus
+# The deadlock agreement test's generator and check-free emitter (tests/t_deadlock_agree.sh).
+build/tests/deadlock_agree: tests/deadlock/agree.c build/libpipec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< build/libpipec.a $(LDLIBS)
+
+# The fault campaign's LD_PRELOAD shim (tests/fault/faultinject.c) and the full sweep.
+build/fault/faultinject.so: tests/fault/faultinject.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra $(EXTRA_CFLAGS) -O1 -g -fPIC -shared -o $@ $< -ldl
+
+fault: deps all build/fault/faultinject.so
+	@PIPEC=$(CURDIR)/bin/pipec tests/fault/run.sh build/fault/faultinject.so
+
+# libFuzzer targets (tests/fuzz/fuzz_NAME.c), each with its seed corpus and dictionary;
+# `make fuzz` builds all and runs each for FUZZ_SECONDS (default 60), new inputs going to
+# build/fuzz/corpus_NAME. tests/t_fuzz_replay.sh replays the seed corpora in `make test`.
+FUZZ_TARGETS = frontend csv passes
+FUZZ_CORPUS_frontend = tests/fuzz/corpus
+FUZZ_CORPUS_csv      = tests/fuzz/csv_corpus
+FUZZ_CORPUS_passes   = tests/fuzz/pass_corpus
+FUZZ_DICT_frontend   = tests/fuzz/pipe.dict
+FUZZ_DICT_csv        = tests/fuzz/csv.dict
+FUZZ_DICT_passes     = tests/fuzz/passes.dict
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMP_SRC) $(GEN_SRC) $(GEN_HDR)
+	@mkdir -p $(dir $@)
 	clang $(CPPFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined $(WARN) -Wno-sign-compare \
-	  -o build/fuzz/fuzz_frontend $(FUZZ_SRC) $(COMP_SRC) $(GEN_SRC) $(LDLIBS)
-	build/fuzz/fuzz_frontend -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
-	  -dict=tests/fuzz/pipe.dict build/fuzz/corpus tests/fuzz/corpus
+	  -o $@ $< $(COMP_SRC) $(GEN_SRC) $(LDLIBS)
+
+fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	  case $$t in frontend) c=$(FUZZ_CORPUS_frontend) d=$(FUZZ_DICT_frontend);; \
+	    csv) c=$(FUZZ_CORPUS_csv) d=$(FUZZ_DICT_csv);; passes) c=$(FUZZ_CORPUS_passes) d=$(FUZZ_DICT_passes);; esac; \
+	  mkdir -p build/fuzz/corpus_$$t; \
+	  echo "== fuzz_$$t: $${FUZZ_SECONDS:-60} s, seeds $$c"; \
+	  build/fuzz/fuzz_$$t -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 -print_final_stats=1 \
+	    -dict=$$d build/fuzz/corpus_$$t $$c || exit 1; \
+	done
+
+# --- ThreadSanitizer (tests/t_tsan.sh) -------------------------------------------------
+# The threaded runtime built with -fsanitize=thread; tests/t_tsan.sh compiles the
+# generated programs of the examples with it and runs them (make test runs it too).
+TSAN     = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+RT_TOBJ  = $(RT_SRC:%.c=build/tsan/%.o)
+
+build/tsan/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -c $< -o $@
+
+build/tsan/libpiperun.a: $(RT_TOBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+test-tsan: deps all build/tsan/libpiperun.a
+	@PIPEC=$(CURDIR)/bin/pipec tests/t_tsan.sh --all
+
+# --- coverage (docs/reliability.md) ----------------------------------------------------
+# `make coverage`: pipec, its unit tests and libpiperun built with --coverage under
+# build/cov/, the whole test suite run against them, then lcov's line and branch
+# figures for compiler/ and runtime/ (build/cov/summary.txt, HTML in build/cov/html;
+# the figures of a run are recorded in docs/reliability.md).
+# Generated programs link build/cov/lib/libpiperun.a, a linker script naming the
+# instrumented runtime and libgcov, so the runtime's coverage counts too.
+COV      = -O0 -g --coverage
+COBJ     = $(COMP_SRC:%.c=build/cov/%.o) $(GEN_SRC:build/gen/%.c=build/cov/gen/%.o)
+RT_COBJ  = $(RT_SRC:%.c=build/cov/%.o)
+COV_UNIT = $(UNIT_SRC:tests/unit/%.c=build/cov/tests/%)
+LCOV     = lcov --quiet --rc lcov_branch_coverage=1
+
+build/cov/gen/%.o: build/gen/%.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c $< -o $@
+
+build/cov/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -c $< -o $@
+
+build/cov/%.o: %.c $(GEN_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(COV) $(WARN) -c $< -o $@
+
+build/cov/libpipec.a: $(COBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/cov/libpiperun_cov.a: $(RT_COBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/cov/lib/libpiperun.a: build/cov/libpiperun_cov.a
+	@mkdir -p $(dir $@)
+	echo "INPUT($(CURDIR)/build/cov/libpiperun_cov.a $$($(CC) -print-file-name=libgcov.a))" >$@
+
+build/cov/bin/pipec: build/cov/compiler/main.o build/cov/libpipec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(COV) -o $@ $^ $(LDLIBS)
+
+build/cov/tests/%: tests/unit/%.c tests/unit/testutil.h build/cov/libpipec.a build/cov/libpiperun_cov.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit $(COV) $(WARN) -o $@ $< \
+	  build/cov/libpipec.a build/cov/libpiperun_cov.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
+
+coverage: deps all
+	@$(MAKE) --no-print-directory build/cov/bin/pipec build/cov/lib/libpiperun.a $(COV_UNIT) \
+	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
+	@for l in $(OPTIONAL_LIBS); do [ ! -f build/$$l ] || cp build/$$l build/cov/lib/; done
+	@find build/cov -name '*.gcda' -delete
+	-@PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
+	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \
+	  >build/cov/tests.log 2>&1; tail -n 1 build/cov/tests.log
+	@$(LCOV) --ignore-errors gcov --capture --directory build/cov --output-file build/cov/all.info
+	@$(LCOV) --extract build/cov/all.info '$(CURDIR)/compiler/*' --output-file build/cov/compiler.info
+	@$(LCOV) --extract build/cov/all.info '$(CURDIR)/runtime/*' --output-file build/cov/runtime.info
+	@for part in compiler runtime; do echo "$$part/:"; \
+	  lcov --rc lcov_branch_coverage=1 --summary build/cov/$$part.info 2>&1 | grep -E 'lines|branches'; \
+	done | tee build/cov/summary.txt
+	@genhtml --quiet --branch-coverage --output-directory build/cov/html build/cov/all.info \
+	  && echo "HTML: build/cov/html/index.html"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/pipec/stdlib \
@@ -149,6 +266,10 @@ install: all
 	install -m 755 bin/pipec $(DESTDIR)$(PREFIX)/bin/pipec
 	install -m 644 stdlib/*.pipe $(DESTDIR)$(PREFIX)/share/pipec/stdlib/
 	install -m 644 build/libpiperun.a $(DESTDIR)$(PREFIX)/lib/
+	@for l in $(OPTIONAL_LIBS); do \
+	  if [ -f build/$$l ]; then echo "install -m 644 build/$$l $(DESTDIR)$(PREFIX)/lib/"; \
+	    install -m 644 build/$$l $(DESTDIR)$(PREFIX)/lib/ || exit 1; fi; \
+	done
 	install -m 644 runtime/piperun.h $(DESTDIR)$(PREFIX)/include/
 
 # --- CUDA backend and MPI transport (docs/cuda.md) ---------------------------------
@@ -219,6 +340,25 @@ build/libpiperun_cuda_mpi.a: build/mpi/piperun_cuda_mpi.o
 	ar rcs $@ $^
 
 cuda-mpi: cuda build/libpiperun_cuda_mpi.a
+
+# What plain `make` adds to bin/pipec and build/libpiperun.a: each optional runtime whose
+# compiler is installed (`make install` installs those that were built). A missing one
+# is a line saying so, not an error: `pipec` then names the library it cannot find.
+OPTIONAL_LIBS = libpiperun_mpi.a libpiperun_cuda.a libpiperun_cuda_mpi.a
+NCCL_H = $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+runtimes: build/libpiperun.a
+	@if command -v $(MPICC) >/dev/null 2>&1; then \
+	  { $(MAKE) -q --no-print-directory build/libpiperun_mpi.a 2>/dev/null || $(MAKE) --no-print-directory build/libpiperun_mpi.a || exit 1; }; \
+	else echo "make: skipped the MPI runtime (build/libpiperun_mpi.a): $(MPICC) not found (Debian: libopenmpi-dev)"; fi
+	@if [ -z "$(NVCC)" ]; then \
+	  echo "make: skipped the CUDA runtime (build/libpiperun_cuda.a): nvcc not found (install the CUDA toolkit or set CUDA_HOME)"; \
+	elif [ -z "$(NCCL_H)" ]; then \
+	  echo "make: skipped the CUDA runtime (build/libpiperun_cuda.a): nccl.h not found in $(CUDA_HOME)/include or /usr/include (install NCCL)"; \
+	else \
+	  { $(MAKE) -q --no-print-directory build/libpiperun_cuda.a 2>/dev/null || $(MAKE) --no-print-directory build/libpiperun_cuda.a || exit 1; }; \
+	  if command -v $(MPICC) >/dev/null 2>&1; then { $(MAKE) -q --no-print-directory build/libpiperun_cuda_mpi.a 2>/dev/null || $(MAKE) --no-print-directory build/libpiperun_cuda_mpi.a || exit 1; }; \
+	  else echo "make: skipped the CUDA MPI runtime (build/libpiperun_cuda_mpi.a): $(MPICC) not found"; fi; \
+	fi
 
 test-gpu: all
 	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo "SKIP: no GPU"; exit 0; fi; \

@@ -16,7 +16,7 @@
  * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
 #define ARENA_EXACT_MAX 64
-#define ARENA_EXACT_NODES 20000L
+#define ARENA_EXACT_NODES 3000L
 #define ARENA_SHUFFLES 2000
 #define ARENA_SHUFFLE_WORK 4000000u
 
@@ -389,7 +389,7 @@ static bool dfs(Dfs *s, size_t depth)
 /* Plans offsets for the incarnations: the fast online plan; where it leaves a gap
  * above `peak` (the walk's peak), the offline greedy orders; where they still do and
  * the rank is small, the bounded exact search. Writes off[]; returns the arena. */
-static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
+static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, int64_t *off)
 {
     if (!n)
         return 0;
@@ -417,7 +417,7 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
     }
     /* Shuffled orders (seeded: plans are deterministic), for small ranks. */
     uint64_t rs = 0x9E3779B97F4A7C15ull;
-    size_t shuffles = ARENA_SHUFFLE_WORK / (n * n);
+    size_t shuffles = quick ? 0 : ARENA_SHUFFLE_WORK / (n * n);
     if (shuffles > ARENA_SHUFFLES)
         shuffles = ARENA_SHUFFLES;
     for (size_t k = 0; k < shuffles && best > peak; k++) {
@@ -437,7 +437,7 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, int64_t *off)
             memcpy(off, tmp, n * sizeof *off);
         }
     }
-    if (best > peak && n <= ARENA_EXACT_MAX) {
+    if (best > peak && n <= ARENA_EXACT_MAX && !quick) {
         Dfs s = {incs, n, peak, xmalloc((2 * n + 1) * sizeof(Placed)), 0, xcalloc(n, 1), tmp,
                  NULL, 0, ARENA_EXACT_NODES};
         if (dfs(&s, 0)) {
@@ -481,7 +481,7 @@ static void end_inc(Build *b, uint32_t ix, uint64_t t)
 
 /* Plans rank s into r. */
 static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
-                      ArenaRank *r)
+                      double budget, bool quick, ArenaRank *r)
 {
     const StageOps *so = &p->stages[s];
     uint32_t n = so->n;
@@ -728,7 +728,14 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     size_t ninc = b.n;
     Inc *incs = b.incs;
     int64_t *ioff = xmalloc((ninc ? ninc : 1) * sizeof *ioff);
-    r->size = place_all(incs, ninc, r->peak_live, ioff);
+    /* Within a budget, any plan that fits it will do: the search stops there. */
+    int64_t enough = r->peak_live;
+    if (budget > 0) {
+        double room = budget - ir_cost(p, s, 0, COST_WEIGHTS);
+        if (room > (double)enough)
+            enough = room > 4.0e18 ? INT64_MAX / 2 : (int64_t)room;
+    }
+    r->size = place_all(incs, ninc, enough, quick, ioff);
     for (size_t i = 0; i < ninc; i++)
         incs[i].off = ioff[i];
     free(ioff);
@@ -751,6 +758,12 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
 
 ArenaPlan *arena_plan(const Pipeline *p, const ArenaSizes *sz, int full_swap)
 {
+    return arena_plan_within(p, sz, full_swap, 0, false);
+}
+
+ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_swap,
+                             double budget, bool quick)
+{
     ArenaPlan *a = xcalloc(1, sizeof *a);
     a->P = p->P;
     a->rank = xcalloc(p->P > 0 ? (size_t)p->P : 1, sizeof *a->rank);
@@ -758,7 +771,7 @@ ArenaPlan *arena_plan(const Pipeline *p, const ArenaSizes *sz, int full_swap)
     if (!sz)
         sz = own = arena_sizes_from_costs(p);
     for (int32_t s = 0; s < p->P; s++)
-        plan_rank(p, s, sz, full_swap, &a->rank[s]);
+        plan_rank(p, s, sz, full_swap, budget, quick, &a->rank[s]);
     free(own);
     return a;
 }
@@ -820,7 +833,7 @@ int arena_check(Diag *d, const Pipeline *p)
 {
     if (!p->has_memory)
         return 0;
-    ArenaPlan *a = arena_plan(p, NULL, 0);
+    ArenaPlan *a = arena_plan_within(p, NULL, 0, p->memory, false);
     int nerr = 0;
     for (int32_t s = 0; s < p->P; s++) {
         const ArenaRank *r = &a->rank[s];

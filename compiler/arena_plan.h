@@ -92,6 +92,14 @@ ArenaSizes *arena_sizes_from_costs(const Pipeline *p);
  * without a region (off = -1), never a crash. Linear in ops apart from the bounded
  * candidate search. */
 ArenaPlan *arena_plan(const Pipeline *p, const ArenaSizes *sz, int full_swap);
+
+/* arena_plan for a budget check: the search for a tighter packing stops as soon as a
+ * rank's weights + arena fit within `budget` bytes (0: no budget, as arena_plan), so
+ * the verdict "fits" is arena_plan's and sizes can be larger. quick skips the shuffled
+ * orders and the exact search (the fast plans and the greedy orders only): for search
+ * loops (passes, tune), whose winners `pipec check` plans again in full. */
+ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_swap,
+                             double budget, bool quick);
 void arena_plan_free(ArenaPlan *a);
 
 /* Prints the arena table of `pipec check --mem`: per rank the arena size, the peak of

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_int.h"
+#include "comm.h"
+#include "waitgraph.h"
 #include "memory.h"
+#include "opsem.h"
 #include "util.h"
 
 /* ---- sizes and names ---------------------------------------------------------- */
@@ -194,25 +196,10 @@ static void check_structure(Diag *d, const Pipeline *p, const OpIndex *idx)
 
 /* ---- same-rank order (DESIGN.md "Dependencies"; code `order`) ------------------ */
 
+/* The rule broken, in words: a row of the op semantics table (opsem.h). */
 static const char *order_reason(OpKind u, OpKind w)
 {
-    switch (u * OP_NKINDS + w) {
-    case OP_F * OP_NKINDS + OP_F: return "a forward needs the forward of the previous virtual stage";
-    case OP_B * OP_NKINDS + OP_B: return "a backward needs the backward of the next virtual stage";
-    case OP_B * OP_NKINDS + OP_F: return "a backward needs its forward";
-    case OP_B * OP_NKINDS + OP_R: return "a recompute must come before its backward";
-    case OP_B * OP_NKINDS + OP_SI: return "a swap-in must come before its backward";
-    case OP_W * OP_NKINDS + OP_B: return "a weight-gradient op must come after its backward";
-    case OP_R * OP_NKINDS + OP_F: return "a recompute must come after its forward";
-    case OP_R * OP_NKINDS + OP_SI: return "a swap-in must come before its recompute";
-    case OP_SO * OP_NKINDS + OP_F: return "a swap-out must come after its forward";
-    case OP_SI * OP_NKINDS + OP_SO: return "a swap-in must come after its swap-out";
-    case OP_F * OP_NKINDS + OP_LW: return "a forward of an offloaded chunk needs its weights loaded";
-    case OP_OG * OP_NKINDS + OP_B:
-    case OP_OG * OP_NKINDS + OP_W:
-        return "a gradient offload must come after every backward of its chunk";
-    default: return "it depends on it";
-    }
+    return opsem_why(u, w);
 }
 
 static void check_order(Diag *d, const Graph *g)

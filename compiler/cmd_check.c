@@ -24,11 +24,8 @@ static int write_output(const char *path, const StrBuf *out)
 {
     const char *s = out->s ? out->s : "";
     if (!path || !strcmp(path, "-")) {
-        if (fwrite(s, 1, out->len, stdout) != out->len || fflush(stdout) != 0) {
-            fprintf(stderr, "pipec: cannot write standard output: %s\n", strerror(errno));
-            return 1;
-        }
-        return 0;
+        fwrite(s, 1, out->len, stdout);
+        return flush_stdout();
     }
     if (write_file_atomic(path, s, out->len) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
@@ -101,7 +98,8 @@ int cmd_check(int argc, char **argv)
         pipeline_free(p);
         diag_free(&d);
     }
-    fflush(stdout);
+    if (flush_stdout() != 0)
+        status = 1;
     driver_opts_free(&o);
     return status;
 }
@@ -353,7 +351,7 @@ static bool pl_value(PassLexer *l, Value *v)
     return false;
 }
 
-static void free_calls(PassCall *calls, uint32_t n)
+void pass_calls_free(PassCall *calls, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         free(calls[i].name);
@@ -367,7 +365,7 @@ static void free_calls(PassCall *calls, uint32_t n)
 }
 
 /* Parses the whole list; returns the calls (*n of them) or NULL with errors reported. */
-static PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint32_t *n)
+PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint32_t *n)
 {
     PassLexer l = {.d = d, .file = file, .s = text};
     PassCall *calls = NULL;
@@ -413,7 +411,7 @@ static PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint3
     if (!l.nerr && l.s[l.pos])
         pl_error(&l, l.pos, DIAG_SYNTAX, "expected ',' between passes");
     if (l.nerr) {
-        free_calls(calls, *n);
+        pass_calls_free(calls, *n);
         *n = 0;
         return NULL;
     }
@@ -492,7 +490,7 @@ int cmd_opt(int argc, char **argv)
             sb_free(&out);
         }
     }
-    free_calls(calls, ncalls);
+    pass_calls_free(calls, ncalls);
     pipeline_free(p);
     diag_free(&d);
     driver_opts_free(&o);

@@ -25,8 +25,10 @@
  * installed ($PIPERUN_INC / $PIPERUN_LIB override). nvcc is found on PATH, else as
  * $CUDA_HOME/bin/nvcc (CUDA_HOME defaults to /usr/local/cuda); its libraries are in
  * $CUDA_HOME/lib64. mpirun is $MPIRUN, else mpirun. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* renameat2 (Linux): swap the output folder in one step */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -482,6 +484,184 @@ static int build(const EmitOut *out, const char *dir, Target t)
     return rc ? 1 : 0;
 }
 
+/* --- the output folder: all old or all new ------------------------------------------- */
+
+/* Whether an entry of an existing output folder is one pipec may replace: a regular
+ * file that an emit or a compile writes (sources, headers, objects, the Makefile, the
+ * program). Anything else (a subfolder, a link, notes.txt) keeps the folder as it is. */
+static bool replaceable(const char *dir, const char *name)
+{
+    char *path = xasprintf("%s/%s", dir, name);
+    struct stat st;
+    bool ok = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+    free(path);
+    if (!ok)
+        return false;
+    size_t l = strlen(name);
+    bool generated = !strcmp(name, "Makefile") ||
+                     (l > 2 && name[l - 2] == '.' && strchr("cho", name[l - 1]));
+    return generated || (st.st_mode & S_IXUSR);
+}
+
+/* A folder being written or replaced, and the names of the files in it: everything
+ * needed to remove it again without allocating (so out_of_memory can). */
+typedef struct Folder {
+    char *path;
+    const char **names;   /* [n] file names in it */
+    uint32_t n;
+} Folder;
+
+/* Removes the files named in f and then the folder. Returns 0 or -1. Allocates
+ * nothing: it runs on the out-of-memory path too. */
+static int folder_remove(const Folder *f)
+{
+    char path[PATH_MAX];
+    int rc = 0;
+    for (uint32_t i = 0; i < f->n; i++) {
+        int k = snprintf(path, sizeof path, "%s/%s", f->path, f->names[i]);
+        if (k < 0 || (size_t)k >= sizeof path || (unlink(path) != 0 && errno != ENOENT))
+            rc = -1;
+    }
+    return rmdir(f->path) != 0 ? -1 : rc;
+}
+
+static void folder_remove_cb(void *f)
+{
+    folder_remove(f);
+}
+
+/* Lists an existing folder dir into *f, checking that it holds only files pipec
+ * writes. Returns 0, or 1 after a message naming the first entry that is not. */
+static int folder_list(const char *dir, Folder *f, size_t *cap)
+{
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        fprintf(stderr, "pipec: cannot read %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(dp)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (!replaceable(dir, e->d_name)) {
+            fprintf(stderr, "pipec: %s/%s is not a file pipec writes: leaving %s as it is "
+                            "(give -o a new folder or one pipec wrote)\n", dir, e->d_name, dir);
+            rc = 1;
+        } else {
+            VEC_PUSH(f->names, f->n, *cap, xstrdup(e->d_name));
+        }
+    }
+    closedir(dp);
+    return rc;
+}
+
+/* Writes every file of out into the folder outdir so that, whatever fails (a full
+ * disk, an I/O error, out of memory), the folder is either as it was or holds exactly
+ * the new files: they go into a fresh folder beside it (DIR.tmpXXXXXX), which then
+ * takes its place in one rename (renameat2 RENAME_EXCHANGE; where the file system
+ * lacks it, two renames that put the old folder back on failure). An existing folder
+ * must hold only files pipec writes (replaceable). Returns 0, or 1 after a message
+ * that names the file or folder that failed. */
+static int write_output_folder(const EmitOut *out, const char *outdir)
+{
+    char *dir = xstrdup(outdir);
+    for (size_t l = strlen(dir); l > 1 && dir[l - 1] == '/'; l--)
+        dir[l - 1] = 0;
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    Folder fresh = {0}, old = {0};
+    size_t oldcap = 0;
+    const char **names = xcalloc(out->n + 1, sizeof *names);
+    for (uint32_t i = 0; i < out->n; i++)
+        names[i] = out->files[i].name;
+    int rc = 1;
+    struct stat st;
+    bool exists_before = lstat(dir, &st) == 0;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+        fprintf(stderr, "pipec: -o %s: name the output folder itself (not '.' or '..')\n", outdir);
+        goto done;
+    }
+    if (exists_before && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "pipec: cannot write %s: it exists and is not a folder\n", dir);
+        goto done;
+    }
+    if (exists_before && folder_list(dir, &old, &oldcap) != 0)
+        goto done;
+    char *tmp = xasprintf("%s.tmpXXXXXX", dir);
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "pipec: cannot create a folder beside %s: %s\n", dir, strerror(errno));
+        free(tmp);
+        goto done;
+    }
+    fresh = (Folder){tmp, names, out->n};
+    set_fatal_cleanup(folder_remove_cb, &fresh);
+    if (chmod(tmp, 0755) != 0) {
+        fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
+        goto done;
+    }
+    for (uint32_t i = 0; i < out->n; i++) {
+        char *path = xasprintf("%s/%s", tmp, out->files[i].name);
+        const StrBuf *t = &out->files[i].text;
+        int w = write_file_atomic(path, t->s ? t->s : "", t->len);
+        free(path);
+        if (w != 0) {
+            fprintf(stderr, "pipec: cannot write %s/%s: %s\n", dir, out->files[i].name,
+                    strerror(errno));
+            goto done;
+        }
+    }
+    char *aside = exists_before ? xasprintf("%s.oldXXXXXX", dir) : NULL;
+    if (!exists_before) {
+        if (rename(tmp, dir) != 0) {
+            fprintf(stderr, "pipec: cannot create %s: %s\n", dir, strerror(errno));
+            goto done;
+        }
+    } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
+        old.path = tmp; /* tmp now holds the old files */
+        if (folder_remove(&old) != 0)
+            fprintf(stderr, "pipec: warning: cannot remove the old files in %s\n", tmp);
+    } else if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+        fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
+        free(aside);
+        goto done;
+    } else {
+        /* No exchange here: move the old folder aside (onto an empty one), the new in. */
+        bool made = mkdtemp(aside) != NULL;
+        if (!made || rename(dir, aside) != 0) {
+            fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
+            if (made)
+                rmdir(aside);
+            free(aside);
+            goto done;
+        }
+        if (rename(tmp, dir) != 0) {
+            fprintf(stderr, "pipec: cannot replace %s: %s\n", dir, strerror(errno));
+            if (rename(aside, dir) != 0)
+                fprintf(stderr, "pipec: the old files of %s are in %s\n", dir, aside);
+            free(aside);
+            goto done;
+        }
+        old.path = aside;
+        if (folder_remove(&old) != 0)
+            fprintf(stderr, "pipec: warning: cannot remove the old files in %s\n", aside);
+    }
+    free(aside);
+    fresh.n = 0; /* committed: nothing of it to remove */
+    rc = 0;
+done:
+    set_fatal_cleanup(NULL, NULL);
+    if (fresh.path && fresh.n && folder_remove(&fresh) != 0)
+        fprintf(stderr, "pipec: warning: cannot remove %s\n", fresh.path);
+    free(fresh.path);
+    for (uint32_t i = 0; i < old.n; i++)
+        free((char *)old.names[i]);
+    free(old.names);
+    free(names);
+    free(dir);
+    return rc;
+}
+
 enum { O_BACKEND = 300, O_LAUNCHER, O_ITERS, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE,
        O_TIMEOUT, O_PROFILE, O_LR, O_SEED, O_QUIET, O_CACHE, O_REF };
 
@@ -522,10 +702,8 @@ static int emit_or_compile(int argc, char **argv, bool compile)
     }
     EmitOut out;
     int rc = generate(&dopt, argv[optind], t.cuda, &out, NULL);
-    if (rc == 0 && emit_write(&out, outdir) != 0) {
-        fprintf(stderr, "pipec: cannot write %s: %s\n", outdir, strerror(errno));
+    if (rc == 0 && write_output_folder(&out, outdir) != 0)
         rc = 1;
-    }
     if (rc == 0 && compile)
         rc = build(&out, outdir, t);
     if (rc == 0 && compile)

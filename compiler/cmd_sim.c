@@ -6,6 +6,7 @@
  * the common prefix and suffix; it keeps one diagonal row per edit step (O(D^2) ints),
  * so it gives up, saying so, beyond DIFF_MAX_EDITS differences in one stage. */
 #define _DEFAULT_SOURCE  /* TIOCGWINSZ */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP };
 static int write_out(const char *path, const StrBuf *b)
 {
     if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
-        perror(path);
+        fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
     return 0;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_int.h"
+#include "waitgraph.h"
 #include "util.h"
 
 /* The lowering over a built wait graph. */

@@ -21,7 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "diag.h"
 #include "ir.h"
+#include "waitgraph.h"
 
 typedef enum CommKind { COMM_RECV = 0, COMM_SEND = 1 } CommKind;
 
@@ -84,5 +86,9 @@ typedef struct CommHang {
  * stream parallelism is ignored on purpose: a rank's host program issues its list in
  * order, so a blocking call stops everything listed after it. */
 CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode);
+
+/* Runs the send/recv lowering over the wait graph and reports a hang as `deadlock`
+ * (naming both blocked ranks and the send each waits for). Returns errors reported. */
+int check_comm(Diag *d, const Pipeline *p, const Graph *g);
 
 #endif

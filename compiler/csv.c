@@ -606,7 +606,7 @@ static int emit(const char *path, const StrBuf *buf)
     const char *s = buf->s ? buf->s : "";
     if (!path || strcmp(path, "-") == 0) {
         fwrite(s, 1, buf->len, stdout);
-        return fflush(stdout) == 0 ? 0 : 1;
+        return flush_stdout();
     }
     if (write_file_atomic(path, s, buf->len) != 0) {
         fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));

@@ -28,6 +28,10 @@ typedef struct Var {
     int64_t val;
 } Var;
 
+/* The constants every template and pipeline body sees, bound first and in this order:
+ * P, M, V (the shape) and VSHAPE (1 with `chunks N vshape`, else 0). */
+enum { NCONST = 4 };
+
 typedef struct Elab {
     Diag *d;
     const Program *prog;
@@ -38,7 +42,7 @@ typedef struct Elab {
     /* The running program. */
     Var *vars;
     size_t nvars, varcap;
-    const char *sP, *sM, *sV, *smin, *smax;
+    const char *sP, *sM, *sV, *sVSHAPE, *smin, *smax;
     int32_t cur_stage;     /* -1 outside a stage block */
     uint64_t iterations;   /* loop iterations so far */
     uint64_t nops;         /* ops emitted so far */
@@ -666,7 +670,7 @@ static Node *find_def(Node **defs, size_t n, const char *name)
     return NULL;
 }
 
-/* `schedule NAME`: runs template NAME with only P, M and V bound. */
+/* `schedule NAME`: runs template NAME with only P, M, V and VSHAPE bound. */
 static void exec_schedule(Elab *e, const Node *n)
 {
     Node *t = find_def(e->templates, e->ntemplates, n->name);
@@ -678,11 +682,11 @@ static void exec_schedule(Elab *e, const Node *n)
     }
     size_t mark = e->nvars;
     int32_t stage = e->cur_stage;
-    e->nvars = 3; /* P, M, V */
+    e->nvars = NCONST; /* P, M, V, VSHAPE */
     Var *saved = NULL;
-    if (mark > 3) { /* pipeline-level lets are not visible inside the template */
-        saved = xmalloc((mark - 3) * sizeof *saved);
-        memcpy(saved, e->vars + 3, (mark - 3) * sizeof *saved);
+    if (mark > NCONST) { /* pipeline-level lets are not visible inside the template */
+        saved = xmalloc((mark - NCONST) * sizeof *saved);
+        memcpy(saved, e->vars + NCONST, (mark - NCONST) * sizeof *saved);
     }
     e->cur_stage = -1;
     e->schedule = n;
@@ -696,9 +700,9 @@ static void exec_schedule(Elab *e, const Node *n)
     e->schedule = NULL;
     e->halt = false; /* a failed `require` ends the template, not the pipeline */
     e->cur_stage = stage;
-    e->nvars = 3;
-    for (size_t i = 3; i < mark; i++)
-        bind(e, saved[i - 3].name, saved[i - 3].val);
+    e->nvars = NCONST;
+    for (size_t i = NCONST; i < mark; i++)
+        bind(e, saved[i - NCONST].name, saved[i - NCONST].val);
     free(saved);
 }
 
@@ -943,6 +947,7 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     e->sP = ast_intern(c, "P", 1);
     e->sM = ast_intern(c, "M", 1);
     e->sV = ast_intern(c, "V", 1);
+    e->sVSHAPE = ast_intern(c, "VSHAPE", 6);
     e->smin = ast_intern(c, "min", 3);
     e->smax = ast_intern(c, "max", 3);
     collect_defs(e);
@@ -1027,6 +1032,7 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     bind(e, e->sP, P);
     bind(e, e->sM, M);
     bind(e, e->sV, V);
+    bind(e, e->sVSHAPE, p->placement == PLACE_VSHAPE);
 
     /* 3. Costs, partition, recomputation and passes (need the shape). */
     for (const Node *n = pl->body; n; n = n->next)

@@ -6,7 +6,8 @@
  *     pipec COMMAND --help         the same
  *
  * Each command parses its own options (getopt_long) with argv[0] = the command name and
- * returns the exit status: 0 ok, 1 errors in the input, 2 usage. */
+ * returns the exit status: 0 ok, 1 errors in the input, 2 usage. main then closes
+ * standard output (util.h close_stdout): a write error there is exit status 1. */
 #include <stdio.h>
 #include <string.h>
 
@@ -70,7 +71,7 @@ static int help(const char *name)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -105,4 +106,14 @@ int main(int argc, char **argv)
         }
     }
     return commands[i].fn(argc - 1, argv + 1);
+}
+
+/* Every command reports on stdout: a write error there (a full disk, /dev/full) makes
+ * the exit status 1 with a message, whatever the command returned. */
+int main(int argc, char **argv)
+{
+    int status = dispatch(argc, argv);
+    if (close_stdout() != 0 && status == 0)
+        status = 1;
+    return status;
 }

@@ -8,16 +8,40 @@
 /* DESIGN.md "Dependencies", one row per kind; the OG/LW rows are docs/semantics.md
  * "Model-state offload" (TPipe's T-Offload, §5). */
 const OpSem op_sem[OP_NKINDS] = {
-    [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, 2, {{OP_F, -1}, {OP_LW, 0}}},
-    [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, 4,
-              {{OP_B, +1}, {OP_F, 0}, {OP_R, 0}, {OP_SI, 0}}},
-    [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, 1, {{OP_B, 0}}},
-    [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, 2, {{OP_F, 0}, {OP_SI, 0}}},
-    [OP_SO] = {STREAM_D2H, MEM_FREE, false, 1, {{OP_F, 0}}},
-    [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, 1, {{OP_SO, 0}}},
-    [OP_OG] = {STREAM_D2H, MEM_NONE, true, 0, {{0, 0}}},
-    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, 0, {{0, 0}}},
+    [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, 2,
+              {{OP_F, -1, "a forward needs the forward of the previous virtual stage"},
+               {OP_LW, 0, "a forward of an offloaded chunk needs its weights loaded"}}},
+    [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, NULL, 4,
+              {{OP_B, +1, "a backward needs the backward of the next virtual stage"},
+               {OP_F, 0, "a backward needs its forward"},
+               {OP_R, 0, "a recompute must come before its backward"},
+               {OP_SI, 0, "a swap-in must come before its backward"}}},
+    [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, NULL, 1,
+              {{OP_B, 0, "a weight-gradient op must come after its backward"}}},
+    [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, 2,
+              {{OP_F, 0, "a recompute must come after its forward"},
+               {OP_SI, 0, "a swap-in must come before its recompute"}}},
+    [OP_SO] = {STREAM_D2H, MEM_FREE, false, NULL, 1,
+               {{OP_F, 0, "a swap-out must come after its forward"}}},
+    [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, NULL, 1,
+               {{OP_SO, 0, "a swap-in must come after its swap-out"}}},
+    [OP_OG] = {STREAM_D2H, MEM_NONE, true,
+               "a gradient offload must come after every backward of its chunk", 0, {{0}}},
+    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, NULL, 0, {{0}}},
 };
+
+const char *opsem_why(OpKind u, OpKind w)
+{
+    if ((unsigned)u >= OP_NKINDS)
+        return "it depends on it";
+    const OpSem *s = &op_sem[u];
+    for (int i = 0; i < s->nwait; i++)
+        if (s->wait[i].kind == w)
+            return s->wait[i].why;
+    if (s->waits_last_bw && (w == OP_B || w == OP_W))
+        return s->why_last_bw;
+    return "it depends on it";
+}
 
 unsigned opsem_has_bit(OpKind k)
 {

@@ -30,8 +30,10 @@ typedef enum OpMemRole { MEM_NONE, MEM_ALLOC, MEM_FREE } OpMemRole;
  * dv = -1 applies only when v > 0, dv = +1 only when v < PV - 1; a dependency on
  * another virtual stage may cross ranks (the waiting rank's `p2p` is added). */
 typedef struct OpWaitRule {
-    uint8_t kind;   /* OpKind */
-    int8_t dv;      /* -1, 0 or +1 */
+    uint8_t kind;       /* OpKind */
+    int8_t dv;          /* -1, 0 or +1 */
+    const char *why;    /* the rule in words, for `order` errors ("a backward needs its
+                         * forward") */
 } OpWaitRule;
 
 #define OPSEM_MAX_WAITS 4
@@ -41,11 +43,16 @@ typedef struct OpSem {
     Stream stream;          /* the per-rank stream it runs on, in listed order */
     uint8_t mem;            /* OpMemRole */
     bool waits_last_bw;     /* also waits for the last-listed B or W of its chunk */
+    const char *why_last_bw; /* that rule in words */
     uint8_t nwait;
     OpWaitRule wait[OPSEM_MAX_WAITS];
 } OpSem;
 
 extern const OpSem op_sem[OP_NKINDS];
+
+/* The words of the rule by which an op of kind u waits for one of kind w (for `order`
+ * errors), or a generic phrase when no data rule links them (a `dep` line). */
+const char *opsem_why(OpKind u, OpKind w);
 
 /* Which optional ops of one (v,m) exist (bits), the facts the memory and duration
  * rules depend on. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,34 @@ noreturn void die_at(const char *file, int line, const char *fmt, ...)
     abort();
 }
 
+static void (*fatal_cleanup)(void *);
+static void *fatal_cleanup_arg;
+
+void set_fatal_cleanup(void (*fn)(void *arg), void *arg)
+{
+    fatal_cleanup = fn;
+    fatal_cleanup_arg = arg;
+}
+
+noreturn void out_of_memory(void)
+{
+    static const char msg[] = "pipec: out of memory\n";
+    /* write(2), not stdio: stderr's buffer may be what could not be allocated. */
+    if (write(2, msg, sizeof msg - 1) < 0) {
+        /* nothing left to report it with */
+    }
+    void (*fn)(void *) = fatal_cleanup;
+    fatal_cleanup = NULL;
+    if (fn)
+        fn(fatal_cleanup_arg);
+    _exit(1);
+}
+
 void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
     if (!p)
-        die("out of memory (%zu bytes)", n);
+        out_of_memory();
     return p;
 }
 
@@ -33,7 +57,7 @@ void *xcalloc(size_t count, size_t size)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p)
-        die("out of memory (%zu x %zu bytes)", count, size);
+        out_of_memory();
     return p;
 }
 
@@ -41,7 +65,7 @@ void *xrealloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);
     if (!p)
-        die("out of memory (%zu bytes)", n);
+        out_of_memory();
     return p;
 }
 
@@ -80,7 +104,7 @@ void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap)
     size_t c = *cap ? *cap : 8;
     while (c < need) {
         if (c > SIZE_MAX / 2 / esz)
-            die("array too large");
+            out_of_memory();
         c *= 2;
     }
     *pp = xrealloc(*pp, c * esz);
@@ -150,6 +174,34 @@ fail:;
     free(tmp);
     errno = e;
     return -1;
+}
+
+static bool stdout_reported;
+
+static int stdout_error(int err)
+{
+    if (!stdout_reported)
+        fprintf(stderr, "pipec: error writing standard output: %s\n", strerror(err));
+    stdout_reported = true;
+    return 1;
+}
+
+int flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout))
+        /* A failed write earlier may have left errno behind; EIO when nothing says why. */
+        return stdout_error(errno ? errno : EIO);
+    return stdout_reported;
+}
+
+int close_stdout(void)
+{
+    int st = flush_stdout();
+    errno = 0;
+    if (fclose(stdout) != 0 && !st)
+        st = stdout_error(errno ? errno : EIO);
+    return st;
 }
 
 void sb_printf(StrBuf *b, const char *fmt, ...)

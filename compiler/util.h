@@ -1,7 +1,8 @@
 /* util.h - allocation, growable arrays and internal-bug aborts shared by every module.
  *
- * Allocation failure and internal bugs are not user errors: they abort with the file
- * and line (die / unreachable). User-facing problems go through diag.h instead. */
+ * Internal bugs are not user errors: they abort with the file and line (die /
+ * unreachable). Allocation failure exits 1 with "pipec: out of memory"
+ * (out_of_memory). User-facing problems go through diag.h instead. */
 #ifndef PIPEC_UTIL_H
 #define PIPEC_UTIL_H
 
@@ -19,7 +20,16 @@ noreturn void die_at(const char *file, int line, const char *fmt, ...)
 #define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
 #define unreachable() die_at(__FILE__, __LINE__, "unreachable")
 
-/* malloc/calloc/realloc/strdup that die on exhaustion. */
+/* Out of memory is an environment error, not a bug: prints "pipec: out of memory" to
+ * stderr, runs the cleanup set by set_fatal_cleanup (a half-written output folder is
+ * removed) and exits with status 1 without flushing stdout (no half report, no abort). */
+noreturn void out_of_memory(void);
+
+/* Sets (fn != NULL) or clears the one cleanup out_of_memory runs before exiting: the
+ * code that owns a temporary output registers how to remove it. */
+void set_fatal_cleanup(void (*fn)(void *arg), void *arg);
+
+/* malloc/calloc/realloc/strdup that call out_of_memory on exhaustion. */
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
@@ -41,6 +51,16 @@ char *read_file(const char *path, size_t *len);
 /* Writes len bytes to path atomically: a temporary file in the same folder, fsync-free
  * rename over the target. Returns 0, or -1 with errno set (the target is untouched). */
 int write_file_atomic(const char *path, const char *data, size_t len);
+
+/* Flushes standard output. On a write error (a full disk, /dev/full, a closed pipe)
+ * prints "pipec: error writing standard output: REASON" to stderr, once per process,
+ * and returns 1; else returns 0. Commands that report on stdout call it (or leave it
+ * to close_stdout) so that a lost report is never an exit status of 0. */
+int flush_stdout(void);
+
+/* flush_stdout, then closes standard output and reports a close error the same way.
+ * Called once, by main, after the command ran; returns 0 or 1. */
+int close_stdout(void);
 
 /* A growable string buffer for printers. */
 typedef struct StrBuf {

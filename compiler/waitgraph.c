@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_int.h"
+#include "waitgraph.h"
 #include "opsem.h"
 #include "util.h"
 

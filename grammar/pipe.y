@@ -438,7 +438,7 @@ void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
     int before = d->nerr;
     void *scanner;
     if (pipe_yylex_init_extra(&ps, &scanner))
-        die("cannot initialise the scanner");
+        out_of_memory(); /* its only failure: the scanner's state could not be allocated */
     const SrcFile *f = &d->files[file];
     pipe_yy_scan_bytes(f->text, (int)f->len, scanner);
     pipe_yyparse(scanner, &ps);

@@ -194,12 +194,14 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
         {"reference", no_argument, NULL, O_REF},
         {NULL, 0, NULL, 0},
     };
-    int c;
+    int c, li = -1;
     double v;
+    const char *want = NULL; /* what the option takes, for the message of a bad value */
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:", longopts, &li)) != -1) {
         switch (c) {
         case O_ITERS:
+            want = "an integer from 1 to 1000000";
             if (!num(optarg, &v) || v < 1 || v > 1000000 || v != floor(v))
                 goto bad;
             o.iters = (int)v;
@@ -212,16 +214,20 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
                 o.workload = PR_MLP;
             else if (!strcmp(optarg, "synthetic"))
                 o.workload = PR_SYNTHETIC;
-            else
+            else {
+                want = "mlp or synthetic";
                 goto bad;
+            }
             break;
         case O_DATA: o.data = optarg; break;
         case O_SCALE:
+            want = "a number from 0 to 1e6";
             if (!num(optarg, &v) || v < 0 || v > 1e6)
                 goto bad;
             o.time_scale = v;
             break;
         case O_TIMEOUT:
+            want = "seconds, more than 0 and at most 1e6";
             if (!num(optarg, &v) || !(v > 0) || v > 1e6)
                 goto bad;
             o.timeout_s = v;
@@ -229,11 +235,13 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
         case O_PROFILE: o.profile = true; break;
         case 'o': o.profile_out = optarg; break;
         case O_LR:
+            want = "a number from 0 to 1000";
             if (!num(optarg, &v) || v < 0 || v > 1e3)
                 goto bad;
             o.lr = v;
             break;
         case O_SEED:
+            want = "an integer from 0 to 2^53";
             if (!num(optarg, &v) || v < 0 || v > 9007199254740992.0 || v != floor(v))
                 goto bad;
             o.seed = (uint64_t)v;
@@ -274,7 +282,9 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     pr_result_free(&res);
     return rc;
 bad:
-    fprintf(stderr, "%s: bad value '%s' for an option\n", argv[0], optarg);
+    /* every bad value comes from a long option: li is its index in longopts */
+    fprintf(stderr, "%s: bad value '%s' for --%s (%s)\n", argv[0], optarg,
+            li >= 0 ? longopts[li].name : "?", want ? want : "see --help");
     usage(stderr, argv[0]);
     return 2;
 }

@@ -2,7 +2,8 @@
 # t_e2e.sh - end to end: .pipe -> generated C per rank -> libpiperun -> a real training
 # iteration whose gradients must match the sequential single-rank reference.
 #
-#   - every stdlib schedule (gpipe onef1b interleaved zbh1 eager1f1b tpipe) on small
+#   - every stdlib schedule (gpipe onef1b interleaved zbh1 eager1f1b tpipe, and zbh2 zbv
+#     dualpipev interleaved_zb looped_bfs vhalf vmin) on small
 #     shapes (P 1..4, M 1..8, V 1..2 where the schedule is defined), with and without
 #     every pass, through `pipec run --check`: max relative gradient error < 1e-5
 #     (the program itself exits 1 above that; we also read the number it prints);
@@ -63,11 +64,16 @@ for cfg in "1 2" "2 2" "2 4" "4 4" "4 8"; do
     pipe "interleaved_p$1_m$2_v2" "$1" "$2" 2 interleaved
     run_check "interleaved_p$1_m$2_v2"
 done
-# vshape placement: consecutive virtual stages on one rank hand over without messages
-pipe vshape_p2_m4 2 4 2 interleaved
-sed -i 's/chunks 2/chunks 2 vshape/' "$T/vshape_p2_m4.pipe"
-if "$PIPEC" check "$T/vshape_p2_m4.pipe" >/dev/null 2>&1; then run_check vshape_p2_m4
-else skip vshape_p2_m4 "interleaved template not valid under vshape"; fi
+# the peers' schedules (split backwards, W ops, V-shape and looped placements); under
+# vshape, consecutive virtual stages on one rank hand over without messages
+for cfg in "zbh2 1 3 1" "zbh2 3 5 1" "interleaved_zb 2 4 2" "interleaved_zb 3 4 2" \
+    "looped_bfs 2 3 2" "looped_bfs 3 2 1" "zbv 1 2 2" "zbv 2 4 2" "dualpipev 2 4 2" \
+    "dualpipev 2 5 2" "vhalf 2 4 2" "vhalf 3 2 2" "vmin 2 3 2" "vmin 2 4 2"; do
+    set -- $cfg
+    pipe "$1_p$2_m$3" "$2" "$3" "$4" "$1"
+    case $1 in zbv | dualpipev | vhalf | vmin) sed -i 's/chunks 2/chunks 2 vshape/' "$T/$1_p$2_m$3.pipe" ;; esac
+    run_check "$1_p$2_m$3"
+done
 # the passes that exist: recomputation on some stages (R really recomputes)
 for cfg in "2 4 0..=0" "4 8 0..=3" "3 5 1..=2"; do
     set -- $cfg

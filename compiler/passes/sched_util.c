@@ -307,7 +307,7 @@ bool sched_fits(const Pipeline *p, uint8_t *over)
     if (!ok)
         return false;
     /* the static arena packs the same regions and can need more than the walk's peak */
-    ArenaPlan *a = arena_plan(p, NULL, 0);
+    ArenaPlan *a = arena_plan_within(p, NULL, 0, p->memory, true);
     for (int32_t s = 0; s < p->P; s++)
         if (ir_cost(p, s, 0, COST_WEIGHTS) + (double)a->rank[s].size > p->memory) {
             ok = false;

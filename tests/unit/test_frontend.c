@@ -830,10 +830,49 @@ static void test_import_errors(void **state)
 }
 
 /* The stdlib ships the schedules DESIGN.md names; each expands for a small shape. */
+/* VSHAPE: 1 under `chunks V vshape`, else 0, in templates and in the pipeline body; a
+ * template's pipeline-level name is not shadowed by it (docs/language.md section 6). */
+static void test_vshape_constant(void **state)
+{
+    (void)state;
+    Run r;
+    static const char *tmpl =
+        "template v {\n"
+        "  require V == 2 && VSHAPE \"v needs chunks 2 vshape\"\n"
+        "  for s in 0 .. P { stage s { F(0) F(0, 1) B(0, 1) B(0) } }\n"
+        "}\n";
+    char src[512];
+    snprintf(src, sizeof src, "%spipeline x { stages 2 microbatches 1 chunks 2 vshape schedule v }", tmpl);
+    Pipeline *p = load(&r, src);
+    assert_non_null(p);
+    assert_string_equal(r.out, "");
+    assert_int_equal(p->placement, PLACE_VSHAPE);
+    assert_ops(p, 1, "F0 F0.1 B0.1 B0");
+    done(&r);
+
+    /* the default placement: VSHAPE is 0 and the require fails with its message */
+    snprintf(src, sizeof src, "%spipeline x { stages 2 microbatches 1 chunks 2 schedule v }", tmpl);
+    assert_null(load(&r, src));
+    assert_has(r.out, "t.pipe:2:3: error[value]: v needs chunks 2 vshape\n");
+    assert_has(r.out, "note: in 'schedule v' here (stages 2, microbatches 1, chunks 2)");
+    assert_int_equal(r.d.nerr, 1);
+    done(&r);
+
+    /* visible in a pipeline body too, and a `let` may shadow it there */
+    p = load(&r, "pipeline x { stages 1 microbatches 2 chunks 1 vshape\n"
+                 "  stage 0 { F(VSHAPE) B(VSHAPE) }\n"
+                 "  let VSHAPE = 0\n"
+                 "  stage 0 { F(VSHAPE) B(VSHAPE) } }");
+    assert_non_null(p);
+    assert_ops(p, 0, "F1 B1 F0 B0");
+    done(&r);
+}
+
 static void test_stdlib_schedules(void **state)
 {
     (void)state;
-    static const char *names[] = {"gpipe", "onef1b", "interleaved", "zbh1", "eager1f1b"};
+    static const char *names[] = {"gpipe", "onef1b", "interleaved", "zbh1", "eager1f1b",
+                                  "zbh2", "looped_bfs", "interleaved_zb"};
     setenv("PIPEC_STDLIB", "stdlib", 1);
     for (size_t i = 0; i < ARRAY_LEN(names); i++) {
         char src[256];
@@ -894,6 +933,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_explicit_form),
+        cmocka_unit_test(test_vshape_constant),
         cmocka_unit_test(test_separators_and_comments),
         cmocka_unit_test(test_units),
         cmocka_unit_test(test_unit_errors),

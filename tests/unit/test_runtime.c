@@ -98,6 +98,10 @@ static int setup(void **st)
             q->rest[PR_SYNTHETIC] = as->rank[s].rest[i];
             q->split[PR_MLP] = am->rank[s].split[i];
             q->split[PR_SYNTHETIC] = as->rank[s].split[i];
+            q->mem_alloc[PR_MLP] = am->rank[s].alloc[i];
+            q->mem_alloc[PR_SYNTHETIC] = as->rank[s].alloc[i];
+            q->mem_free[PR_MLP] = am->rank[s].freed[i];
+            q->mem_free[PR_SYNTHETIC] = as->rank[s].freed[i];
             q->cost_ms = o->kind == OP_F || o->kind == OP_R ? 0.2 : o->kind == OP_B ? 0.4 : 0;
             q->cost_bytes = (double)as->rank[s].held[i];
             nso += o->kind == OP_SO;

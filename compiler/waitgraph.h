@@ -1,12 +1,21 @@
-/* check_int.h - internals shared by check.c, waitgraph.c and comm.c (not for other
- * modules: use check.h and comm.h). */
-#ifndef PIPEC_CHECK_INT_H
-#define PIPEC_CHECK_INT_H
+/* waitgraph.h - the wait graph of all ranks (who waits for whom: DESIGN.md
+ * "Dependencies" and "Time", one row of compiler/opsem.h per rule) and the `deadlock`
+ * check over it. Used by the checker (check.c) and the comm lowering's check (comm.c);
+ * below both, above the op index. */
+#ifndef PIPEC_WAITGRAPH_H
+#define PIPEC_WAITGRAPH_H
 
-#include "check.h"
-#include "comm.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
+#include "diag.h"
+#include "ir.h"
+#include "opindex.h"
+
+#ifndef NONE
 #define NONE UINT32_MAX
+#endif
 
 /* Why one op waits for another (an edge of the wait graph, docs/semantics.md). */
 typedef enum WaitWhy {
@@ -66,9 +75,6 @@ uint32_t graph_ref(const Graph *g, OpRef r);
 /* Reports `deadlock` for every cycle of the wait graph (the smallest cycle of each
  * strongly connected component, walked as a chain). Returns errors reported. */
 int check_waitgraph(Diag *d, const Graph *g);
-
-/* Runs the send/recv lowering (comm.h) and reports a hang as `deadlock`. */
-int check_comm(Diag *d, const Pipeline *p, const Graph *g);
 
 /* "stage 1 B3"-style name of node u into buf. */
 char *node_name(const Graph *g, uint32_t u, char *buf, size_t n);

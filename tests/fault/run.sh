@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# tests/fault/run.sh - the allocation and I/O fault campaign.
+#
+#   tests/fault/run.sh [--sample K] SHIM
+#
+# SHIM is the LD_PRELOAD library built from tests/fault/faultinject.c. For each
+# scenario (check of three examples; sim --json --svg --trace; emit over a folder an
+# older emit wrote; print -o), a clean run counts the calls of every intercepted
+# function (malloc calloc realloc fopen fwrite rename renameat2 fclose write); then the
+# N-th call of one function fails, for every N (the full sweep) or, with --sample K,
+# for K values of N spread over the range (always the first and the last). Every
+# injected run must:
+#   - end without a signal and without hanging (20 s), with exit status 0 or 1;
+#   - with exit status 1, say what failed on stderr (a line starting "pipec: " or a
+#     located "error[");
+#   - with exit status 0, produce exactly the outputs of the clean run (the fault was
+#     one pipec may survive, such as a failed fclose of a file it only read);
+#   - leave every output all old or all new: stdout empty or complete (for check, whole
+#     lines of the clean run: one per file checked), each -o/--svg/
+#     --trace file absent (or as before) or complete, the emit folder exactly the old
+#     emit or exactly the new one, and no temporary file or folder beside them.
+# The last lines are "fault: R runs, F faults injected, E errors reported, S survived"
+# and "N passed, N failed, N skipped" (tests/lib.sh).
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib.sh
+sample=0
+if [ "${1:-}" = --sample ]; then
+    sample=$2
+    shift 2
+fi
+shim=$(realpath "${1:?usage: tests/fault/run.sh [--sample K] SHIM}")
+P=$(realpath "${PIPEC:-bin/pipec}")
+export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write"
+runs=0 injected=0 reported=0 survived=0
+
+# scenario NAME: sets up $T/w (the work folder, cleared) and runs the command there.
+setup() {
+    rm -rf "$T/w"
+    mkdir -p "$T/w"
+    case $1 in
+    emit) cp -r "$T/ref_old_gen" "$T/w/gen" ;;
+    print) cp "$T/ref_old_print" "$T/w/out.pipe" ;;
+    esac
+}
+command_of() {
+    case $1 in
+    check) echo check examples/demo.pipe examples/tiny_1f1b.pipe examples/obscura_llama2_18b_gb16.pipe ;;
+    sim) echo sim examples/demo.pipe --json --svg "$T/w/t.svg" --trace "$T/w/t.json" ;;
+    emit) echo emit examples/demo.pipe -o "$T/w/gen" ;;
+    print) echo print examples/obscura_llama2_18b_gb16.pipe -o "$T/w/out.pipe" ;;
+    esac
+}
+
+# The old contents the emit and print scenarios overwrite.
+"$P" emit examples/tiny_1f1b.pipe -o "$T/ref_old_gen" >/dev/null || exit 1
+"$P" print examples/tiny_1f1b.pipe -o "$T/ref_old_print" || exit 1
+
+# outputs_ok NAME RC: whether $T/w and $T/out are all old or all new (against the clean
+# run's copy in $T/ref_NAME); with RC 0 they must be all new.
+outputs_ok() {
+    local name=$1 rc=$2 ref=$T/ref_$name
+    if [ -s "$T/out" ] && ! cmp -s "$T/out" "$ref/out"; then
+        # check reports each file on its own line: a failure in a later file keeps
+        # the complete lines of the earlier ones
+        if [ "$name" != check ] || [ -n "$(tail -c 1 "$T/out")" ] ||
+           grep -qvxF -f "$ref/out" "$T/out"; then
+            echo "stdout is neither empty nor complete"
+            return 1
+        fi
+    fi
+    if [ "$rc" = 0 ] && ! cmp -s "$T/out" "$ref/out"; then
+        echo "exit 0 with a different stdout"
+        return 1
+    fi
+    local f
+    for f in $(cd "$ref/w" && find . -type f); do
+        if [ -e "$T/w/$f" ] && ! cmp -s "$T/w/$f" "$ref/w/$f" && ! cmp -s "$T/w/$f" "$ref/w0/$f" 2>/dev/null; then
+            echo "$f is half-written"
+            return 1
+        fi
+    done
+    case $name in
+    emit)
+        if ! diff -rq "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1 && ! diff -rq "$T/w/gen" "$T/ref_old_gen" >/dev/null 2>&1; then
+            echo "the emit folder is a mix of old and new: $(diff -rq "$T/w/gen" "$T/ref_old_gen" 2>&1 | head -3 | tr '\n' ' ')"
+            return 1
+        fi
+        ;;
+    esac
+    if [ "$rc" = 0 ] && ! diff -rq "$T/w" "$ref/w" >/dev/null; then
+        echo "exit 0 with different outputs"
+        return 1
+    fi
+    local extra
+    extra=$(cd "$T/w" && find . | grep -E '\.(tmp|old)[A-Za-z0-9]{6}' | head -1)
+    if [ -n "$extra" ]; then
+        echo "left a temporary behind: $extra"
+        return 1
+    fi
+    return 0
+}
+
+for name in check sim emit print; do
+    # the clean run: reference outputs and call counts
+    setup $name
+    mkdir -p "$T/ref_$name"
+    cp -r "$T/w" "$T/ref_$name/w0"
+    rm -f "$T/count"
+    # shellcheck disable=SC2046
+    FAULT_COUNT="$T/count" LD_PRELOAD=$shim "$P" $(command_of $name) >"$T/ref_$name/out" 2>"$T/err"
+    rc=$?
+    if [ $rc != 0 ]; then
+        bad "$name: clean run" "exit $rc: $(head -c 300 "$T/err")"
+        continue
+    fi
+    cp -r "$T/w" "$T/ref_$name/w"
+    for fn in $funcs; do
+        n=$(awk -v f="$fn" '$1 == f { print $2 }' "$T/count")
+        [ "${n:-0}" -gt 0 ] || continue
+        if [ "$sample" -gt 0 ] && [ "$n" -gt "$sample" ]; then
+            points=$(awk -v n="$n" -v k="$sample" 'BEGIN { for (i = 0; i < k; i++) print 1 + int(i * (n - 1) / (k - 1)) }' | sort -nu)
+        else
+            points=$(seq 1 "$n")
+        fi
+        for k in $points; do
+            setup $name
+            # shellcheck disable=SC2046
+            FAULT_FUNC=$fn FAULT_N=$k LD_PRELOAD=$shim timeout 20 "$P" $(command_of $name) >"$T/out" 2>"$T/err"
+            rc=$?
+            runs=$((runs + 1))
+            injected=$((injected + 1))
+            what="$name, $fn #$k of $n"
+            if [ $rc -ge 124 ]; then
+                bad "$what" "exit $rc (signal or timeout): $(head -c 300 "$T/err")"
+            elif [ $rc != 0 ] && [ $rc != 1 ]; then
+                bad "$what" "exit $rc"
+            elif [ $rc = 1 ] && ! grep -qE '^pipec: |error\[' "$T/err"; then
+                bad "$what" "exit 1 without a message: $(head -c 300 "$T/err")"
+            elif ! why=$(outputs_ok $name $rc); then
+                bad "$what" "$why"
+            else
+                ok
+                if [ $rc = 1 ]; then reported=$((reported + 1)); else survived=$((survived + 1)); fi
+            fi
+        done
+    done
+done
+echo "fault: $runs runs, $injected faults injected, $reported errors reported, $survived survived"
+finish
