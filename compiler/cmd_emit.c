@@ -67,25 +67,45 @@ static int parse_target(Target *t, int opt_backend, int c, const char *arg)
     return 2;
 }
 
-/* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out. */
-static void add_stream_plan(EmitOut *out, const Pipeline *p)
+/* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out, after
+ * the verifier passed it against the arena plans the program uses (cost model and, when
+ * it runs, mlp). Returns 0, or 1 with a message (a plan that fails is pipec's bug). */
+static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
 {
-    size_t cap = out->cap;
-    VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
-    out->cap = (uint32_t)cap;
-    EmitFile *f = &out->files[out->n++];
-    f->name = xstrdup("streams.json");
-    memset(&f->text, 0, sizeof f->text);
     CommPlan *cp = comm_plan(p);
     StreamInBuf b;
     stream_in_build(&b, p, cp);
     StreamPlan *sp = stream_plan(&b.in);
     if (!sp)
         die("out of memory");
-    stream_plan_json(&f->text, p, sp);
+    char why[400] = "";
+    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+    arena_plan_free(ap);
+    MlpShape mlp;
+    char mwhy[200];
+    if (!nbad && mlp_shape(p, &mlp, mwhy, sizeof mwhy) == 0) {
+        ap = arena_plan(p, mlp.sizes, 1);
+        nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+        arena_plan_free(ap);
+        mlp_shape_free(&mlp);
+    }
+    if (nbad)
+        fprintf(stderr, "%s: internal error: the CUDA stream plan fails its verifier (%d "
+                        "violation%s): %s\n", file, nbad, nbad == 1 ? "" : "s", why);
+    else {
+        size_t cap = out->cap;
+        VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
+        out->cap = (uint32_t)cap;
+        EmitFile *f = &out->files[out->n++];
+        f->name = xstrdup("streams.json");
+        memset(&f->text, 0, sizeof f->text);
+        stream_plan_json(&f->text, p, sp);
+    }
     stream_plan_free(sp);
     stream_in_free(&b);
     comm_plan_free(cp);
+    return nbad ? 1 : 0;
 }
 
 /* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = P.
@@ -110,9 +130,9 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
                     file, d.nwarn, d.nwarn == 1 ? "" : "s");
     }
     if (p && emit_c(&d, p, file, out) == 0) {
-        rc = 0;
-        if (cuda)
-            add_stream_plan(out, p);
+        rc = cuda ? add_stream_plan(out, p, file) : 0;
+        if (rc)
+            emit_out_free(out);   /* nothing is written */
         if (nranks)
             *nranks = (int)p->P;
     }

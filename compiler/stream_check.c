@@ -123,28 +123,40 @@ static void bad(Verify *v, const char *msg)
         snprintf(v->why, v->why_n, "rank %u: %s", v->rank, msg);
 }
 
-/* Op i touches [lo, hi) of (space, key): check it against every earlier access. */
+/* Op i touches [lo, hi) of (space, key): check it against every earlier access that
+ * still matters. An earlier access that op i covers and that ends before i starts is
+ * dropped (a read by a later read or write, a write by a later write): whatever must
+ * come after it must come after op i too, and that is checked against op i. This keeps
+ * the records about as many as the live regions, so the check is near linear. */
 static void touch(Verify *v, uint32_t i, int write, int space, uint64_t key, int64_t lo,
                   int64_t hi)
 {
     if (hi <= lo)
         return;
-    for (size_t a = 0; a < v->nacc; a++) {
+    for (size_t a = 0; a < v->nacc;) {
         const Access *e = &v->acc[a];
-        if (e->op == i || e->space != space || e->key != key || e->hi <= lo || hi <= e->lo ||
-            (!write && !e->write) || hb(v, e->op, i))
+        if (e->op == i || e->space != space || e->key != key || e->hi <= lo || hi <= e->lo) {
+            a++;
             continue;
-        if (v->nbad++ == 0 && v->why_n) {
-            char x[48], y[48];
-            opnm(v, v->rank, i, x, sizeof x);
-            opnm(v, v->rank, e->op, y, sizeof y);
-            snprintf(v->why, v->why_n, "rank %u: %s (#%u) may %s %s bytes [%lld, %lld) that %s "
-                     "(#%u) %s before %s ends: no wait orders them", v->rank, x, i,
-                     write ? "overwrite" : "read", space == SPACE_ARENA ? "arena" : "model-state",
-                     (long long)(lo > e->lo ? lo : e->lo), (long long)(hi < e->hi ? hi : e->hi),
-                     y, e->op, e->write ? "writes" : "reads", y);
         }
-        return;
+        bool before = hb(v, e->op, i);
+        if ((write || e->write) && !before) {
+            if (v->nbad++ == 0 && v->why_n) {
+                char x[48], y[48];
+                opnm(v, v->rank, i, x, sizeof x);
+                opnm(v, v->rank, e->op, y, sizeof y);
+                snprintf(v->why, v->why_n, "rank %u: %s (#%u) may %s %s bytes [%lld, %lld) that %s "
+                         "(#%u) %s before %s ends: no wait orders them", v->rank, x, i,
+                         write ? "overwrite" : "read", space == SPACE_ARENA ? "arena" : "model-state",
+                         (long long)(lo > e->lo ? lo : e->lo), (long long)(hi < e->hi ? hi : e->hi),
+                         y, e->op, e->write ? "writes" : "reads", y);
+            }
+            return;
+        }
+        if (before && lo <= e->lo && e->hi <= hi && (write || !e->write))
+            v->acc[a] = v->acc[--v->nacc];   /* covered: op i stands for it */
+        else
+            a++;
     }
     Access n = {i, (uint8_t)write, (uint8_t)space, key, lo, hi};
     VEC_PUSH(v->acc, v->nacc, v->cap, n);
@@ -172,7 +184,17 @@ static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32
 {
     const StreamRank *k = v->k;
     uint32_t n = k->nops;
-    size_t PV = (size_t)(in->PV > 0 ? in->PV : 1), nvm = PV * (size_t)(in->M > 0 ? in->M : 1);
+    size_t PV = (size_t)(in->PV > 0 ? in->PV : 1), M = (size_t)(in->M > 0 ? in->M : 1);
+    /* the virtual stages of this rank, numbered 0..nv-1: region tables are V*M */
+    int32_t *local = xmalloc(PV * sizeof *local);
+    memset(local, 0xff, PV * sizeof *local);
+    size_t nv = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t vs = in->ops[r][i].vstage;
+        if (vs >= 0 && (size_t)vs < PV && local[vs] < 0)
+            local[vs] = (int32_t)nv++;
+    }
+    size_t nvm = (nv ? nv : 1) * M;
     Piece(*pcs)[2] = xcalloc(nvm, sizeof *pcs);
     int *npc = xcalloc(nvm, sizeof *npc);
     int64_t last[STREAM_N] = {-1, -1, -1};
@@ -206,7 +228,7 @@ static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32
         if (o->kind >= OP_NKINDS || o->vstage < 0 || o->vstage >= in->PV || o->mb < 0 ||
             o->mb >= in->M)
             continue;
-        size_t vmk = (size_t)o->vstage * (size_t)in->M + (size_t)o->mb;
+        size_t vmk = (size_t)local[o->vstage] * M + (size_t)o->mb;
         uint64_t vs = (uint64_t)o->vstage;
         Piece *pc = pcs[vmk];
         int64_t off = ar && i < ar->nops ? ar->off[i] : -1, held = ar && i < ar->nops ? ar->held[i] : 0;
@@ -279,6 +301,7 @@ static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32
             break;
         }
     }
+    free(local);
     free(pcs);
     free(npc);
     return 0;
@@ -303,6 +326,13 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
         check_rank(&v, in, ap && r < (uint32_t)ap->P ? &ap->rank[r] : NULL, r);
     }
     /* messages: produced before sent, received before consumed */
+    uint32_t *cons = xmalloc(((size_t)sp->nmsgs + 1) * sizeof *cons); /* op that waits for j */
+    memset(cons, 0xff, ((size_t)sp->nmsgs + 1) * sizeof *cons);
+    for (uint32_t r = 0; r < sp->P; r++)
+        for (uint32_t c = 0; c < sp->rank[r].nops; c++)
+            for (uint32_t x = sp->rank[r].rstart[c]; x < sp->rank[r].rstart[c + 1]; x++)
+                if (sp->rank[r].recvs[x] < sp->nmsgs)
+                    cons[sp->rank[r].recvs[x]] = c;
     for (uint32_t j = 0; j < in->nmsgs && j < sp->nmsgs; j++) {
         const SpMsg *m = &in->msgs[j];
         if (m->src >= sp->P || m->dst >= sp->P)
@@ -322,11 +352,9 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
         v.rank = m->dst;
         v.k = &sp->rank[m->dst];
         v.fr = fr[m->dst];
-        bool got = false;
-        for (uint32_t c = 0; c < v.k->nops && !got; c++)
-            for (uint32_t x = v.k->rstart[c]; x < v.k->rstart[c + 1]; x++)
-                if (v.k->recvs[x] == j && (c == m->dst_pos || hb(&v, c, m->dst_pos)))
-                    got = true;
+        uint32_t c = cons[j];
+        bool got = c < v.k->nops && m->dst_pos < v.k->nops &&
+                   (c == m->dst_pos || (c < m->dst_pos && hb(&v, c, m->dst_pos)));
         if (!got) {
             opnm(&v, m->dst, m->dst_pos, x, sizeof x);
             opnm(&v, m->src, m->src_pos, y, sizeof y);
@@ -335,6 +363,7 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
             bad(&v, msg);
         }
     }
+    free(cons);
     for (uint32_t r = 0; r < sp->P; r++)
         free(fr[r]);
     free(fr);

@@ -59,21 +59,32 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
     const SpOp *ops = in->ops[r];
     uint32_t n = in->nops[r];
     size_t PV = in->PV > 0 ? (size_t)in->PV : 1, M = in->M > 0 ? (size_t)in->M : 1;
-    size_t nvm = PV * M;
+    /* the virtual stages this rank's ops act on, numbered 0..nv-1 (V of them when the
+     * placement is right), so the tables are V*M, not P*V*M */
+    int32_t *local = malloc(PV * sizeof *local);
+    size_t nv = 0;
+    if (local) {
+        memset(local, 0xff, PV * sizeof *local);
+        for (uint32_t i = 0; i < n; i++)
+            if (ops[i].vstage >= 0 && (size_t)ops[i].vstage < PV && local[ops[i].vstage] < 0)
+                local[ops[i].vstage] = (int32_t)nv++;
+    }
+    size_t nvm = (nv ? nv : 1) * M, nvs = nv ? nv : 1;
     uint32_t *at = malloc(nvm * OP_NKINDS * sizeof *at);   /* op of (v,m,kind) so far */
     uint32_t *last_vm = malloc(nvm * sizeof *last_vm);
-    uint32_t *last_bw = malloc(PV * sizeof *last_bw), *last_cw = malloc(PV * sizeof *last_cw);
+    uint32_t *last_bw = malloc(nvs * sizeof *last_bw), *last_cw = malloc(nvs * sizeof *last_cw);
     k->nops = n;
     k->stream = malloc((n ? n : 1) * sizeof *k->stream);
     k->wstart = malloc(((size_t)n + 1) * sizeof *k->wstart);
     k->waits = malloc(((size_t)n * MAX_WAITS + 1) * sizeof *k->waits);
     int rc = -1;
-    if (!at || !last_vm || !last_bw || !last_cw || !k->stream || !k->wstart || !k->waits)
+    if (!local || !at || !last_vm || !last_bw || !last_cw || !k->stream || !k->wstart ||
+        !k->waits)
         goto out;
     memset(at, 0xff, nvm * OP_NKINDS * sizeof *at);
     memset(last_vm, 0xff, nvm * sizeof *last_vm);
-    memset(last_bw, 0xff, PV * sizeof *last_bw);
-    memset(last_cw, 0xff, PV * sizeof *last_cw);
+    memset(last_bw, 0xff, nvs * sizeof *last_bw);
+    memset(last_cw, 0xff, nvs * sizeof *last_cw);
     uint32_t last_free[STREAM_N] = {SP_NONE, SP_NONE, SP_NONE}, nw = 0;
     for (uint32_t i = 0; i < n; i++) {
         const SpOp *o = &ops[i];
@@ -86,15 +97,16 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
         if (!known)
             continue;
         uint32_t *w = k->waits + nw, m = 0;
-        size_t v = (size_t)o->vstage, vmk = v * M + (size_t)o->mb;
+        size_t v = (size_t)local[o->vstage], vmk = v * M + (size_t)o->mb;
         /* 1. the table's data dependencies that live on this rank */
         for (unsigned d = 0; d < sem->nwait; d++) {
             const OpWaitRule *rule = &sem->wait[d];
-            int64_t v2 = (int64_t)v + rule->dv;
-            if (v2 < 0 || v2 >= in->PV)
-                continue;
+            int64_t v2 = (int64_t)o->vstage + rule->dv;
+            if (v2 < 0 || v2 >= in->PV || local[v2] < 0)
+                continue;   /* on another rank: a message */
             size_t m2 = OP_IS_CHUNKWIDE(rule->kind) ? 0 : (size_t)o->mb;
-            add_wait(w, &m, i, at[((size_t)v2 * M + m2) * OP_NKINDS + rule->kind], s, k->stream);
+            add_wait(w, &m, i, at[((size_t)local[v2] * M + m2) * OP_NKINDS + rule->kind], s,
+                     k->stream);
         }
         if (sem->waits_last_bw)
             add_wait(w, &m, i, last_bw[v], s, k->stream);
@@ -131,6 +143,7 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
     k->wstart[n] = nw;
     rc = 0;
 out:
+    free(local);
     free(at);
     free(last_vm);
     free(last_bw);

@@ -5,9 +5,11 @@
 #                                   "waits": [I, ...]}, ...]}, ...]}
 # one entry per op of every rank in program order, with exactly those keys; streams are
 # compute (F B W R), d2h (SO OG) or h2d (SI LW); each wait is an earlier op on another
-# stream. The CPU backend writes no streams.json. (The verifier itself runs over every
-# example in tests/unit/test_stream_plan.c.) docs/cuda.md's plan of demo rank 1 is the
-# one streams.json gives.
+# stream. emit writes streams.json only after the verifier (compiler/stream_check.h)
+# passed the plan against the program's arena plans, so every example's emit
+# succeeding is every example's plan verified; tests/unit/test_stream_plan.c runs the
+# verifier itself and shows it rejects bad plans. docs/cuda.md's plan of demo rank 1 is
+# the one streams.json gives. The CPU backend writes no streams.json.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT

@@ -3,7 +3,7 @@
  * teardown order (rank threads joined before the communicators are aborted and freed,
  * with a fake communicator layer that real threads poll), and the runtime's stream plan
  * built from a generated program's tables equal to the compiler's (streams.json) for
- * the examples (but the paper-scale Obscura plans, slow to compile under ASan). */
+ * every example. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,10 +220,6 @@ static void test_runtime_plan_is_compilers(void **state)
     while ((e = readdir(dir))) {
         size_t len = strlen(e->d_name);
         if (len < 6 || strcmp(e->d_name + len - 5, ".pipe"))
-            continue;
-        /* the paper-scale Obscura plans take seconds to compile under ASan; their plans
-         * are verified in test_stream_plan.c, the builders compared on the others */
-        if (!strncmp(e->d_name, "obscura_llama2_", 15))
             continue;
         char path[512];
         snprintf(path, sizeof path, "examples/%s", e->d_name);
