@@ -73,27 +73,27 @@ build/gen/lex.yy.c build/gen/lex.yy.h: grammar/pipe.l build/gen/pipe.tab.h
 # --- objects ----------------------------------------------------------------------
 build/obj/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(EXTRA_CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
 
 build/asan/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -MP -c $< -o $@
 
 build/obj/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/asan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
 
 build/obj/%.o: %.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build/asan/%.o: %.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) $(SAN) -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) -O1 -g $(WARN) $(SAN) -MMD -MP -c $< -o $@
 
 -include $(OBJ:.o=.d) $(AOBJ:.o=.d) $(RT_OBJ:.o=.d) $(RT_AOBJ:.o=.d)
 
@@ -309,7 +309,7 @@ build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h)
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@

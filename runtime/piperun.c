@@ -14,12 +14,47 @@
 
 #include "piperun_internal.h"
 
-/* Waits are cut into slices so that a failure elsewhere is noticed quickly. */
-#define WAIT_SLICE_MS 50.0
+/* How long a waiter spins on the awaited state before it blocks on a condition
+ * variable (when the ranks do not outnumber the CPUs). A wake-up from a blocked wait
+ * costs a futex call on each side and a context switch (tens of microseconds on a busy
+ * machine); most waits of a pipeline with short ops end sooner than this. A receiver
+ * adapts its own budget between SPIN_MIN_MS and SPIN_MS, as glibc's adaptive mutexes
+ * do: it doubles after a wait that ended while spinning and halves after one that had
+ * to block, so that on a machine whose CPUs are taken by others (where the awaited rank
+ * is not running and spinning only delays it) the waits become plain blocking ones. */
+#define SPIN_MS 0.05
+#define SPIN_MIN_MS 0.001
 
 static _Thread_local int tl_rank = -1;
 static _Thread_local const PrOp *tl_op;
 static _Thread_local uint32_t tl_opi;
+
+const PrTransport *pr_transport;
+
+/* The run in progress, for the fatal-signal handler's flight recorder. */
+static PrRun *volatile g_run;
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+double pr_peer_silence_ms(const PrRun *run)
+{
+    double s = PR_PEER_SILENCE_S;
+    if (run->opt.timeout_s < s)
+        s = run->opt.timeout_s;
+    return s * 1e3;
+}
+
+double pr_spin_budget_ms(const PrRun *run)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* a spinning waiter would take the CPU the rank it waits for needs */
+    return ncpu >= run->P ? SPIN_MS : 0.0;
+}
 
 double pr_now_ms(void)
 {
@@ -74,35 +109,127 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
     pthread_cond_broadcast(&run->cv);
     pthread_mutex_unlock(&run->mu);
     for (int s = 0; run->rank && s < run->ranks_ready; s++) {
-        pthread_mutex_lock(&run->rank[s].mu);
-        pthread_cond_broadcast(&run->rank[s].cv);
-        pthread_mutex_unlock(&run->rank[s].mu);
+        PrRank *r = &run->rank[s];
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        pthread_mutex_lock(&r->bell_mu);
+        pthread_cond_broadcast(&r->bell_cv);
+        pthread_mutex_unlock(&r->bell_mu);
     }
 }
 
-/* Waits on cv (mutex mu held) for at most one slice, or until deadline (ms on the
- * monotonic clock) when that comes first, so the earliest deadline fires first. */
+/* Blocks on cv (mutex mu held) until it is signalled or until deadline (ms on the
+ * monotonic clock). Not a sleep: every state change a waiter waits for signals cv. */
 static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 {
-    double ms = WAIT_SLICE_MS, left = deadline - pr_now_ms();
-    if (left < ms)
-        ms = left > 0 ? left : 0;
+    double ms = deadline - pr_now_ms();
+    if (ms < 0)
+        ms = 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    long ns = ts.tv_nsec + (long)(ms * 1e6);
-    ts.tv_sec += ns / 1000000000L;
-    ts.tv_nsec = ns % 1000000000L;
+    long long ns = (long long)ts.tv_nsec + (long long)(ms * 1e6);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-static void wait_slice(pthread_cond_t *cv, pthread_mutex_t *mu)
+/* ---- liveness of the rank threads (peer failure) ------------------------------------ */
+
+/* What a waiter knows about a rank it watches. */
+typedef struct PrLive {
+    int s;                 /* the watched rank */
+    double seen;           /* ms: the last sign of life */
+    struct timespec cpu;   /* its thread's CPU time then */
+} Live;
+
+static void live_start(Live *l, int s, double now)
 {
-    wait_until(cv, mu, pr_now_ms() + WAIT_SLICE_MS);
+    memset(l, 0, sizeof *l);
+    l->s = s;
+    l->seen = now;
+}
+
+/* Fails the run naming rank l->s when its thread has ended (killed) or has used no CPU
+ * outside a runtime wait for pr_peer_silence_ms() (stopped or hung): a healthy rank
+ * either computes or waits in the runtime. watcher: the rank that noticed (-1: the
+ * main thread). Returns 0 or -1. */
+static int live_check(PrRun *run, Live *l, int watcher, double now)
+{
+    PrRank *p = &run->rank[l->s];
+    char by[40] = "the main thread";
+    if (watcher >= 0)
+        snprintf(by, sizeof by, "rank %d", watcher);
+    int64_t op = atomic_load(&p->nring) ? (int64_t)atomic_load(&p->cur_op) : -1;
+    if (atomic_load(&p->gone)) {
+        pr_fail(run, l->s, op, "peer failure: the rank's thread is gone (killed), noticed by %s",
+                by);
+        return -1;
+    }
+    struct timespec ts;
+    if (atomic_load(&p->in_wait) || !atomic_load(&p->started) ||
+        clock_gettime(p->cpu, &ts) != 0) {
+        l->seen = now;
+        return 0;
+    }
+    if (ts.tv_sec != l->cpu.tv_sec || ts.tv_nsec != l->cpu.tv_nsec) {
+        l->cpu = ts;
+        l->seen = now;
+        return 0;
+    }
+    double silence = pr_peer_silence_ms(run);
+    if (now - l->seen < silence)
+        return 0;
+    pr_fail(run, l->s, op, "peer failure: no progress for %.1f s %s (stopped or hung), "
+            "noticed by %s", silence / 1e3,
+            atomic_load(&p->running) ? "in this op" : "after this op", by);
+    return -1;
+}
+
+/* ---- the flight recorder ------------------------------------------------------------- */
+
+static void ring_start(PrRank *r, uint32_t i, double t0)
+{
+    unsigned n = atomic_load_explicit(&r->nring, memory_order_relaxed);
+    PrRingEntry *e = &r->ring[n % PR_RING];
+    e->op = i;
+    e->iter = r->iter;
+    e->t0 = t0 - r->run->t_start;
+    e->t1 = 0;
+    atomic_store_explicit(&r->nring, n + 1, memory_order_release);
+}
+
+static void ring_end(PrRank *r, double t1)
+{
+    unsigned n = atomic_load_explicit(&r->nring, memory_order_relaxed);
+    if (n)
+        r->ring[(n - 1) % PR_RING].t1 = t1 - r->run->t_start;
+}
+
+void pr_flight_print(const PrRun *run, int s, FILE *f)
+{
+    const PrRank *r = &run->rank[s];
+    unsigned n = atomic_load(&r->nring), k = n < PR_RING ? n : PR_RING;
+    if (!k)
+        return;
+    fprintf(f, "piperun: rank %d, its last %u ops (oldest first):\n", s, k);
+    for (unsigned j = n - k; j < n; j++) {
+        const PrRingEntry *e = &r->ring[j % PR_RING];
+        char nm[32] = "?";
+        if (e->op < r->d->nops)
+            pr_op_name(nm, sizeof nm, &r->d->ops[e->op]);
+        if (e->t1 > 0)
+            fprintf(f, "  iter %d  #%-5u %-8s %10.3f ms .. %10.3f ms\n", e->iter + 1, e->op,
+                    nm, e->t0, e->t1);
+        else
+            fprintf(f, "  iter %d  #%-5u %-8s %10.3f ms .. (not finished)\n", e->iter + 1,
+                    e->op, nm, e->t0);
+    }
 }
 
 /* ---- faults (testing aid) ------------------------------------------------------ */
 
-enum { FAULT_NONE, FAULT_FAIL, FAULT_SEGV, FAULT_ALLOC, FAULT_DROP };
+enum { FAULT_NONE, FAULT_FAIL, FAULT_SEGV, FAULT_ALLOC, FAULT_DROP, FAULT_STOP, FAULT_DIE };
 
 static void parse_fault(PrRun *run)
 {
@@ -122,9 +249,12 @@ static void parse_fault(PrRun *run)
             : !strcmp(what, "segv")  ? FAULT_SEGV
             : !strcmp(what, "alloc") ? FAULT_ALLOC
             : !strcmp(what, "drop")  ? FAULT_DROP
+            : !strcmp(what, "stop")  ? FAULT_STOP
+            : !strcmp(what, "die")   ? FAULT_DIE
                                      : FAULT_NONE;
     if (w == FAULT_NONE) {
-        fprintf(stderr, "piperun: ignoring PIPERUN_FAULT=%s (what: fail segv alloc drop)\n", f);
+        fprintf(stderr, "piperun: ignoring PIPERUN_FAULT=%s (what: fail segv alloc drop stop "
+                "die)\n", f);
         return;
     }
     run->rank[rank].fault_op = op;
@@ -190,7 +320,65 @@ static void on_signal(int sig)
     put_str(buf, &n, "; stopping every rank\n");
     ssize_t w = write(2, buf, n);
     (void)w;
+    pr_flight_write_signal(2);
     _exit(1);
+}
+
+/* One rank's flight recorder, formatted with put_* only. */
+static void flight_write_rank(int fd, const PrRun *run, int s)
+{
+    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
+    const PrRank *r = &run->rank[s];
+    unsigned n = atomic_load(&r->nring), k = n < PR_RING ? n : PR_RING;
+    if (!k)
+        return;
+    char buf[256];
+    size_t len = 0;
+    put_str(buf, &len, "piperun: rank ");
+    put_int(buf, &len, s);
+    put_str(buf, &len, ", its last ops (oldest first; iteration, #op, op, start and end us):\n");
+    ssize_t w = write(fd, buf, len);
+    for (unsigned j = n - k; j < n; j++) {
+        const PrRingEntry *e = &r->ring[j % PR_RING];
+        len = 0;
+        put_str(buf, &len, "  iter ");
+        put_int(buf, &len, e->iter + 1);
+        put_str(buf, &len, "  #");
+        put_int(buf, &len, (long)e->op);
+        put_str(buf, &len, " ");
+        if (e->op < r->d->nops) {
+            const PrOp *o = &r->d->ops[e->op];
+            put_str(buf, &len, o->kind < PR_NKINDS ? kn[o->kind] : "?");
+            put_int(buf, &len, o->mb);
+            if (o->chunk) {
+                put_str(buf, &len, ".");
+                put_int(buf, &len, o->chunk);
+            }
+        }
+        put_str(buf, &len, "  ");
+        put_int(buf, &len, (long)(e->t0 * 1e3));
+        put_str(buf, &len, " .. ");
+        if (e->t1 > 0)
+            put_int(buf, &len, (long)(e->t1 * 1e3));
+        else
+            put_str(buf, &len, "(not finished)");
+        put_str(buf, &len, "\n");
+        w = write(fd, buf, len);
+    }
+    (void)w;
+}
+
+void pr_flight_write_signal(int fd)
+{
+    const PrRun *run = g_run;
+    if (!run || !run->rank)
+        return;
+    if (tl_rank >= 0 && tl_rank < run->ranks_ready) {
+        flight_write_rank(fd, run, tl_rank);
+        return;
+    }
+    for (int s = 0; s < run->ranks_ready; s++)
+        flight_write_rank(fd, run, s);
 }
 
 void pr_install_signals(void)
@@ -232,6 +420,8 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
         payload = *slot;
         *slot = NULL;
     }
+    if (pr_transport && pr_transport->remote(peer))
+        return pr_transport->send(r, peer, msg, payload);
     PrNode *nd = malloc(sizeof *nd);
     if (!nd) {
         free(payload);
@@ -239,16 +429,112 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
         return -1;
     }
     *nd = (PrNode){msg, payload, pr_now_ms() - run->t_start, NULL};
-    pthread_mutex_lock(&run->mu);
-    PrChan *c = &run->chan[(size_t)r->id * (size_t)run->P + (size_t)peer];
-    if (c->tail)
-        c->tail->next = nd;
-    else
-        c->head = nd;
-    c->tail = nd;
-    pthread_cond_broadcast(&run->cv);
-    pthread_mutex_unlock(&run->mu);
+    pr_chan_put(run, r->id, peer, nd);
     return 0;
+}
+
+void pr_chan_put(PrRun *run, int src, int dst, PrNode *nd)
+{
+    PrChan *c = &run->chan[(size_t)src * (size_t)run->P + (size_t)dst];
+    atomic_store_explicit(&nd->next, NULL, memory_order_relaxed);
+    atomic_store_explicit(&c->tail->next, nd, memory_order_release);
+    c->tail = nd;
+    atomic_fetch_add(&c->count, 1);
+    /* Pairs with the receiver's store to sleeping before its last look at count (both
+     * sequentially consistent): either it sees the node or this sees it sleeping. */
+    PrRank *d = &run->rank[dst];
+    if (atomic_load(&d->sleeping)) {
+        /* taking the mutex orders this after the receiver's wait began; signalling
+         * after releasing it spares the woken receiver a second wait, on the mutex */
+        pthread_mutex_lock(&d->bell_mu);
+        pthread_mutex_unlock(&d->bell_mu);
+        pthread_cond_signal(&d->bell_cv);
+    }
+}
+
+/* The watchdog of a receive fired on rank r: reports the rank whose receive deadline
+ * passed first (when several ranks wait on each other, the one that waited longest,
+ * whichever thread the scheduler woke first). */
+static void watchdog_fire(PrRun *run, PrRank *r, double now)
+{
+    PrRank *w = r;
+    long long best = atomic_load(&r->wd_deadline_us);
+    for (int s = 0; s < run->P; s++) {
+        long long d = atomic_load(&run->rank[s].wd_deadline_us);
+        if (d > 0 && d < best && d <= (long long)(now * 1e3)) {
+            best = d;
+            w = &run->rank[s];
+        }
+    }
+    uint32_t msg = atomic_load(&w->wd_msg);
+    const PrMsg *m = &run->prog->msgs[msg];
+    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
+    pr_fail(run, w->id, (int64_t)atomic_load(&w->wd_op),
+            "watchdog: stuck %.1f s in the receive of message %u (%s%d of virtual "
+            "stage %d on rank %d)",
+            run->opt.timeout_s, msg, m->from_kind < PR_NKINDS ? kn[m->from_kind] : "?",
+            m->from_mb, m->from_v, m->src);
+}
+
+/* Waits until channel c holds a message, the run fails (-1) or the watchdog fires
+ * (-1, pr_fail called): spins up to run->spin_ms, then blocks on the rank's bell,
+ * checking every PR_LIVE_CHECK_S that the sending rank is alive. */
+static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg)
+{
+    PrRun *run = r->run;
+    double now = pr_now_ms(), spin_end = now + r->spin_ms;
+    for (unsigned k = 1; !atomic_load(&c->count) && !atomic_load(&run->failed); k++) {
+        if (!(k & 15) && pr_now_ms() > spin_end)
+            break;
+        cpu_relax();
+    }
+    if (atomic_load(&c->count) || atomic_load(&run->failed)) {
+        if (r->spin_ms < run->spin_ms)
+            r->spin_ms = r->spin_ms * 2 < run->spin_ms ? r->spin_ms * 2 : run->spin_ms;
+        return atomic_load(&run->failed) ? -1 : 0;
+    }
+    if (r->spin_ms > SPIN_MIN_MS)
+        r->spin_ms /= 2;
+    now = pr_now_ms();
+    double deadline = now + run->opt.timeout_s * 1e3;
+    double next_live = now + PR_LIVE_CHECK_S * 1e3;
+    Live l;
+    live_start(&l, peer, now);
+    atomic_store(&r->wd_msg, msg);
+    atomic_store(&r->wd_op, r->next_op);
+    atomic_store(&r->wd_deadline_us, (long long)(deadline * 1e3));
+    atomic_store(&r->in_wait, 1);
+    int rc = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->bell_mu);
+        atomic_store(&r->sleeping, 1);
+        if (!atomic_load(&c->count) && !atomic_load(&run->failed))
+            wait_until(&r->bell_cv, &r->bell_mu, next_live < deadline ? next_live : deadline);
+        atomic_store(&r->sleeping, 0);
+        pthread_mutex_unlock(&r->bell_mu);
+        if (atomic_load(&c->count))
+            break;
+        if (atomic_load(&run->failed)) {
+            rc = -1;
+            break;
+        }
+        now = pr_now_ms();
+        if (now > deadline) {
+            watchdog_fire(run, r, now);
+            rc = -1;
+            break;
+        }
+        if (now >= next_live) {
+            if (live_check(run, &l, r->id, now) != 0) {
+                rc = -1;
+                break;
+            }
+            next_live = now + PR_LIVE_CHECK_S * 1e3;
+        }
+    }
+    atomic_store(&r->in_wait, 0);
+    atomic_store(&r->wd_deadline_us, 0);
+    return rc;
 }
 
 int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
@@ -263,35 +549,29 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         return -1;
     }
     const PrMsg *m = &run->prog->msgs[msg];
-    double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
-    PrChan *c = &run->chan[(size_t)peer * (size_t)run->P + (size_t)r->id];
-    pthread_mutex_lock(&run->mu);
-    while (!c->head && !atomic_load(&run->failed)) {
-        if (pr_now_ms() > deadline) {
-            pthread_mutex_unlock(&run->mu);
-            static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
-            pr_fail(run, r->id, (int64_t)r->next_op,
-                    "watchdog: stuck %.1f s in the receive of message %u (%s%d of virtual "
-                    "stage %d on rank %d)",
-                    run->opt.timeout_s, msg, m->from_kind < PR_NKINDS ? kn[m->from_kind] : "?",
-                    m->from_mb, m->from_v, peer);
+    PrNode *nd, remote;   /* the message, moved out of its queue node */
+    if (pr_transport && pr_transport->remote(peer)) {
+        remote = (PrNode){msg, NULL, 0, NULL};
+        if (pr_transport->recv(r, peer, msg, &remote.payload, &remote.t_send) != 0)
             return -1;
-        }
-        wait_until(&run->cv, &run->mu, deadline);
+        nd = &remote;
+    } else {
+        PrChan *c = &run->chan[(size_t)peer * (size_t)run->P + (size_t)r->id];
+        if (chan_wait(r, c, peer, msg) != 0)
+            return -1;
+        /* the successor of the dummy head becomes the new dummy; its message moves out */
+        PrNode *next = atomic_load_explicit(&c->head->next, memory_order_acquire);
+        if (c->head != &c->stub)
+            free(c->head);
+        c->head = next;
+        atomic_fetch_sub(&c->count, 1);
+        remote = (PrNode){next->msg, next->payload, next->t_send, NULL};
+        next->payload = NULL;
+        nd = &remote;
     }
-    if (atomic_load(&run->failed)) {
-        pthread_mutex_unlock(&run->mu);
-        return -1;
-    }
-    PrNode *nd = c->head;
-    c->head = nd->next;
-    if (!c->head)
-        c->tail = NULL;
-    pthread_mutex_unlock(&run->mu);
     if (nd->msg != msg) {
         free(nd->payload);
         uint32_t got = nd->msg;
-        free(nd);
         pr_fail(run, r->id, (int64_t)r->next_op,
                 "message order: expected message %u from rank %d, got %u", msg, peer, got);
         return -1;
@@ -309,7 +589,6 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         if (ready > now)
             pr_spin_ms(ready - now);
     }
-    free(nd);
     return 0;
 }
 
@@ -383,7 +662,7 @@ static int copy_op(PrRank *r, uint32_t i)
                         run->opt.timeout_s);
                 return -1;
             }
-            wait_slice(&r->cv, &r->mu);
+            wait_until(&r->cv, &r->mu, deadline);
         }
         pthread_mutex_unlock(&r->mu);
         if (atomic_load(&run->failed))
@@ -456,7 +735,7 @@ static void *copy_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&r->mu);
         while (q->head == q->tail && !r->stop && !atomic_load(&r->run->failed))
-            wait_slice(&r->cv, &r->mu);
+            pthread_cond_wait(&r->cv, &r->mu);
         if (r->stop || atomic_load(&r->run->failed)) {
             pthread_mutex_unlock(&r->mu);
             return NULL;
@@ -482,6 +761,7 @@ static int wait_copies(PrRank *r, uint32_t op, uint32_t so_done, size_t si_k, in
 {
     PrRun *run = r->run;
     double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
+    atomic_store(&r->in_wait, 1);
     pthread_mutex_lock(&r->mu);
     for (;;) {
         bool ok = r->q[0].done >= so_done;
@@ -493,6 +773,7 @@ static int wait_copies(PrRank *r, uint32_t op, uint32_t so_done, size_t si_k, in
             break;
         if (pr_now_ms() > deadline) {
             pthread_mutex_unlock(&r->mu);
+            atomic_store(&r->in_wait, 0);
             pr_fail(run, r->id, all ? -1 : (int64_t)op,
                     "watchdog: stuck %.1f s waiting for %s", run->opt.timeout_s,
                     all ? "the copy streams at the end of the iteration"
@@ -500,10 +781,16 @@ static int wait_copies(PrRank *r, uint32_t op, uint32_t so_done, size_t si_k, in
                                        : "earlier swap-outs");
             return -1;
         }
-        wait_slice(&r->cv, &r->mu);
+        wait_until(&r->cv, &r->mu, deadline);
     }
     pthread_mutex_unlock(&r->mu);
+    atomic_store(&r->in_wait, 0);
     return atomic_load(&run->failed) ? -1 : 0;
+}
+
+int pr_drain_copies(PrRank *r)
+{
+    return wait_copies(r, 0, 0, SIZE_MAX, 1);
 }
 
 /* Waits until this iteration's LW of virtual stage v has finished (F of an offloaded
@@ -514,17 +801,20 @@ static int wait_lw(PrRank *r, uint32_t op, int32_t v)
     if (v < 0 || v >= run->PV)
         return 0;
     double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
+    atomic_store(&r->in_wait, 1);
     pthread_mutex_lock(&r->mu);
     while (r->lw_done[v] != (uint32_t)r->iter + 1 && !atomic_load(&run->failed)) {
         if (pr_now_ms() > deadline) {
             pthread_mutex_unlock(&r->mu);
+            atomic_store(&r->in_wait, 0);
             pr_fail(run, r->id, (int64_t)op, "watchdog: stuck %.1f s waiting for the LW of its chunk",
                     run->opt.timeout_s);
             return -1;
         }
-        wait_slice(&r->cv, &r->mu);
+        wait_until(&r->cv, &r->mu, deadline);
     }
     pthread_mutex_unlock(&r->mu);
+    atomic_store(&r->in_wait, 0);
     return atomic_load(&run->failed) ? -1 : 0;
 }
 
@@ -541,6 +831,9 @@ int pr_op(PrRank *r, uint32_t i)
     }
     const PrOp *o = &r->d->ops[i];
     atomic_store(&r->cur_op, i);
+    atomic_store_explicit(&r->running, 1, memory_order_relaxed);
+    double t_issue = pr_now_ms();
+    ring_start(r, i, t_issue);
     tl_op = o;
     tl_opi = i;
     int w = run->opt.workload;
@@ -560,6 +853,16 @@ int pr_op(PrRank *r, uint32_t i)
         case FAULT_DROP:
             r->dropping = 1;
             break;
+        case FAULT_STOP:
+            /* like a stopped process: no CPU, no progress, until the run is aborted */
+            pthread_mutex_lock(&r->bell_mu);
+            while (!atomic_load(&run->failed))
+                pthread_cond_wait(&r->bell_cv, &r->bell_mu);
+            pthread_mutex_unlock(&r->bell_mu);
+            return -1;
+        case FAULT_DIE:
+            /* like a killed process: the thread ends without a word */
+            pthread_exit(NULL);
         }
     }
 
@@ -575,15 +878,19 @@ int pr_op(PrRank *r, uint32_t i)
         pthread_mutex_unlock(&r->mu);
         tl_op = NULL;
         r->next_op = i + 1;
+        ring_end(r, t_issue);
+        atomic_store_explicit(&r->running, 0, memory_order_relaxed);
         return 0;
     }
+    bool waits = (allocates && o->nso_before) || needs_si ||
+                 (o->kind == PR_F && (o->flags & PR_HAS_LW));
     if ((allocates && o->nso_before) || needs_si)
         if (wait_copies(r, i, allocates ? o->nso_before : 0, needs_si ? k : SIZE_MAX, 0))
             return -1;
     if (o->kind == PR_F && (o->flags & PR_HAS_LW) && wait_lw(r, i, o->vstage))
         return -1;
 
-    double t0 = pr_now_ms();
+    double t0 = waits ? pr_now_ms() : t_issue;
     /* Live bytes, as the compiler's walk counts them: allocations at the start, frees
      * at the end (PrOp.mem_alloc, mem_free). */
     pthread_mutex_lock(&r->mu);
@@ -606,37 +913,74 @@ int pr_op(PrRank *r, uint32_t i)
     PrSpan *sp = &r->span[(size_t)r->iter * r->d->nops + i];
     sp->t0 = t0 - run->t_start;
     sp->t1 = t1 - run->t_start;
+    ring_end(r, t1);
+    atomic_store_explicit(&r->running, 0, memory_order_relaxed);
     tl_op = NULL;
     return rc;
 }
 
 /* ---- barrier between the main thread and the ranks ---------------------------------- */
 
-/* Every rank and the main thread call it; returns -1 when the run failed. */
-static int barrier(PrRun *run)
+/* Every rank (me) and the main thread (me = NULL) call it; returns -1 when the run
+ * failed. Waiters block on run->cv at once: three barriers per iteration cost a few
+ * wake-ups, while a thread spinning there would take a CPU from a rank that computes
+ * (the stand-in ranks of an MPI process arrive as the iteration starts). The main
+ * thread checks every PR_LIVE_CHECK_S that each rank is alive (a rank that dies or
+ * stops while no other rank waits for it). */
+static int barrier(PrRun *run, PrRank *me)
 {
     pthread_mutex_lock(&run->mu);
-    int gen = run->bar_gen;
+    int gen = atomic_load(&run->bar_seq);
     if (++run->bar_count == run->P + 1) {
         run->bar_count = 0;
-        run->bar_gen++;
+        atomic_store(&run->bar_seq, gen + 1);
         pthread_cond_broadcast(&run->cv);
-    } else {
-        while (gen == run->bar_gen && !atomic_load(&run->failed))
-            wait_slice(&run->cv, &run->mu);
+        pthread_mutex_unlock(&run->mu);
+        return atomic_load(&run->failed) ? -1 : 0;
     }
     pthread_mutex_unlock(&run->mu);
+    if (me)
+        atomic_store(&me->in_wait, 1);
+    double now = pr_now_ms();
+    if (!me)
+        for (int s = 0; s < run->P; s++)
+            live_start(&run->live[s], s, now);
+    pthread_mutex_lock(&run->mu);
+    while (atomic_load(&run->bar_seq) == gen && !atomic_load(&run->failed)) {
+        if (me) {
+            pthread_cond_wait(&run->cv, &run->mu);
+            continue;
+        }
+        wait_until(&run->cv, &run->mu, pr_now_ms() + PR_LIVE_CHECK_S * 1e3);
+        if (atomic_load(&run->bar_seq) != gen || atomic_load(&run->failed))
+            break;
+        pthread_mutex_unlock(&run->mu);
+        now = pr_now_ms();
+        for (int s = 0; s < run->P; s++)
+            if (live_check(run, &run->live[s], -1, now) != 0)
+                break;
+        pthread_mutex_lock(&run->mu);
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (me)
+        atomic_store(&me->in_wait, 0);
     return atomic_load(&run->failed) ? -1 : 0;
 }
 
-static void *rank_main(void *arg)
+/* The thread of a rank that ends early (PIPERUN_FAULT die, as a killed process would):
+ * marked gone for the peers' liveness checks. */
+static void rank_gone(void *arg)
 {
     PrRank *r = arg;
+    atomic_store(&r->gone, 1);
+}
+
+static void rank_iterations(PrRank *r)
+{
     PrRun *run = r->run;
-    tl_rank = r->id;
     for (int it = 0; it < run->opt.iters; it++) {
-        if (barrier(run)) /* start of iteration it */
-            return NULL;
+        if (barrier(run, r)) /* start of iteration it */
+            return;
         r->iter = it;
         r->dropping = 0;
         r->next_op = 0;
@@ -649,11 +993,22 @@ static void *rank_main(void *arg)
             rc = wait_copies(r, 0, 0, SIZE_MAX, 1);
         if (rc != 0 && !atomic_load(&run->failed))
             pr_fail(run, r->id, -1, "the rank program failed");
-        if (barrier(run)) /* end of iteration it */
-            return NULL;
-        if (barrier(run)) /* the main thread has stepped the optimizer */
-            return NULL;
+        if (barrier(run, r)) /* end of iteration it */
+            return;
+        if (barrier(run, r)) /* the main thread has stepped the optimizer */
+            return;
     }
+}
+
+static void *rank_main(void *arg)
+{
+    PrRank *r = arg;
+    tl_rank = r->id;
+    if (pthread_getcpuclockid(pthread_self(), &r->cpu) == 0)
+        atomic_store(&r->started, 1);
+    pthread_cleanup_push(rank_gone, r);
+    rank_iterations(r);
+    pthread_cleanup_pop(0);
     return NULL;
 }
 
@@ -719,6 +1074,8 @@ static void rank_free(PrRank *r)
     free(r->arena);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->bell_mu);
+    pthread_cond_destroy(&r->bell_cv);
 }
 
 static int rank_init(PrRun *run, int s)
@@ -849,6 +1206,10 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     atomic_init(&run->failed, 0);
     run->rank = calloc((size_t)run->P, sizeof *run->rank);
     run->chan = calloc((size_t)run->P * (size_t)run->P, sizeof *run->chan);
+    for (int c = 0; run->chan && c < run->P * run->P; c++)
+        run->chan[c].head = run->chan[c].tail = &run->chan[c].stub;
+    run->live = calloc((size_t)run->P, sizeof *run->live);
+    run->spin_ms = pr_spin_budget_ms(run);
     res->iters = o->iters;
     res->loss = calloc((size_t)o->iters, sizeof(double));
     res->iter_ms = calloc((size_t)o->iters, sizeof(double));
@@ -857,7 +1218,7 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     run->mb_loss = calloc((size_t)run->M, sizeof(double));
     int started = 0, ranks_init = 0;
     pthread_t *th = calloc((size_t)run->P, sizeof *th);
-    if (!run->rank || !run->chan || !res->loss || !res->iter_ms || !res->busy_ms ||
+    if (!run->rank || !run->chan || !run->live || !res->loss || !res->iter_ms || !res->busy_ms ||
         !res->peak_arena || !run->mb_loss || !th) {
         pr_fail(run, -1, -1, "out of memory");
         goto done;
@@ -869,7 +1230,10 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         r->d = &prog->ranks[s];
         pthread_mutex_init(&r->mu, NULL);
         pthread_cond_init(&r->cv, NULL);
+        pthread_mutex_init(&r->bell_mu, NULL);
+        pthread_cond_init(&r->bell_cv, NULL);
         atomic_init(&r->cur_op, 0);
+        r->spin_ms = run->spin_ms;
     }
     ranks_init = run->ranks_ready = run->P;
     parse_fault(run);
@@ -879,6 +1243,7 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         if (rank_init(run, s) != 0)
             goto done;
     run->t_start = pr_now_ms();
+    g_run = run;
     for (; started < run->P; started++)
         if (pthread_create(&th[started], NULL, rank_main, &run->rank[started]) != 0) {
             pr_fail(run, -1, -1, "cannot start rank thread %d", started);
@@ -893,9 +1258,9 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                 memset(run->rank[s].kind_n, 0, (size_t)run->PV * PR_NKINDS * sizeof(uint32_t));
             }
         double t0 = pr_now_ms();
-        if (barrier(run))
+        if (barrier(run, NULL))
             break;
-        if (barrier(run))
+        if (barrier(run, NULL))
             break;
         res->iter_ms[it] = pr_now_ms() - t0;
         double l = 0;
@@ -914,7 +1279,7 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                 printf("iter %d: time %.3f ms\n", it + 1, res->iter_ms[it]);
             fflush(stdout);
         }
-        if (barrier(run))
+        if (barrier(run, NULL))
             break;
     }
 done:
@@ -936,16 +1301,23 @@ done:
             pr_fail(run, -1, -1, "cannot write the costs block");
     }
     int rc = atomic_load(&run->failed) ? 1 : 0;
-    if (rc)
+    if (rc) {
         snprintf(res->error, sizeof res->error, "%s", run->error);
+        for (int s = 0; s < ranks_init; s++)
+            pr_flight_print(run, s, stderr);
+    }
+    g_run = NULL;
     for (int s = 0; s < ranks_init; s++)
         rank_free(&run->rank[s]);
-    for (int c = 0; run->chan && c < run->P * run->P; c++)
-        for (PrNode *nd = run->chan[c].head, *nx; nd; nd = nx) {
-            nx = nd->next;
+    for (int c = 0; run->chan && c < run->P * run->P; c++) {
+        PrChan *ch = &run->chan[c];
+        for (PrNode *nd = ch->head, *nx; nd; nd = nx) {
+            nx = atomic_load(&nd->next);
             free(nd->payload);
-            free(nd);
+            if (nd != &ch->stub)
+                free(nd);
         }
+    }
     if (o->workload == PR_MLP)
         pr_mlp_teardown(run);
     pthread_mutex_destroy(&run->mu);
@@ -953,6 +1325,7 @@ done:
     free(th);
     free(run->rank);
     free(run->chan);
+    free(run->live);
     free(run->mb_loss);
     free(run);
     if (res == &dummy)

@@ -37,9 +37,11 @@
  *   matching receive is posted (PR_SEND_RENDEZVOUS, NCCL-like) or at once
  *   (PR_SEND_EAGER), as the program's send_mode says.
  * - Failures (an op error, a failed allocation, a fatal signal, a receive stuck past the
- *   watchdog timeout) stop every rank: every blocking call returns -1, the generated
- *   functions return through PR_CHECK, and the run exits non-zero with one message
- *   naming the rank and the op.
+ *   watchdog timeout, a peer rank that died or stopped: no CPU progress or heartbeat
+ *   for 6 s, checked twice a second by the waiting side) stop every rank: every
+ *   blocking call returns -1, the generated functions return through PR_CHECK, and the
+ *   run exits non-zero with one message naming the rank and the op, after printing
+ *   each rank's last 16 ops (the flight recorder).
  *
  * Thread-safety: every pr_* call takes the calling rank's PrRank and must be made from
  * that rank's thread.
@@ -223,6 +225,8 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg); /* receive message msg from 
  *     PIPERUN_FAULT=rank:op:what
  * injects a fault on rank `rank` at its op index `op`: what = fail (the op reports an
  * error), segv (a SIGSEGV), alloc (a failed allocation), drop (the op's sends after it
- * are skipped, so the receiver is stuck until the watchdog fires). */
+ * are skipped, so the receiver is stuck until the watchdog fires), stop (the rank's
+ * thread stops without using CPU, like a process under SIGSTOP), die (the thread ends
+ * without a word, like a killed process). */
 
 #endif

@@ -19,12 +19,28 @@ typedef struct PrNode {
     uint32_t msg;
     void *payload;       /* an io buffer (mlp) or NULL */
     double t_send;       /* ms since the run started */
-    struct PrNode *next;
+    _Atomic(struct PrNode *) next;
 } PrNode;
 
+/* The FIFO of one (src, dst) pair: a lock-free single-producer single-consumer queue
+ * (only rank src's thread sends on it, only rank dst's thread receives). head is the
+ * consumer's dummy node (its successor is the oldest message), tail the producer's last
+ * node; both start at stub. count is the number of messages queued: a receiver spins on
+ * it, and it pairs with PrRank.sleeping for the wake-up. */
 typedef struct PrChan {
     PrNode *head, *tail;
+    PrNode stub;
+    atomic_uint count;
 } PrChan;
+
+/* The flight recorder: each rank keeps its last PR_RING ops (the idea of PyTorch's NCCL
+ * watchdog flight recorder) and prints them when the run aborts. t1 = 0: still running. */
+#define PR_RING 16
+typedef struct PrRingEntry {
+    uint32_t op;         /* op index on the rank */
+    int32_t iter;        /* 0-based iteration */
+    double t0, t1;       /* ms since the run started */
+} PrRingEntry;
 
 /* The queue of one copy thread (SO or SI ops of the current iteration). */
 typedef struct PrCopyQ {
@@ -70,6 +86,24 @@ struct PrRank {
     uint32_t *kind_n;          /* [PV * PR_NKINDS] */
     PrSpan *span;              /* [iters * nops] */
     int fault_op, fault_what;  /* PIPERUN_FAULT on this rank, fault_op -1 = none */
+    /* waking the rank thread in a receive: it spins briefly on the channel, then sets
+     * sleeping and blocks on bell_cv; a sender signals only a sleeping receiver */
+    pthread_mutex_t bell_mu;
+    pthread_cond_t bell_cv;
+    atomic_int sleeping;
+    double spin_ms;            /* this rank's adaptive spin budget (piperun.c) */
+    /* liveness (peer failure): what another thread may read about this rank's thread */
+    atomic_int in_wait;        /* blocked in a runtime wait (receive, copies, barrier) */
+    atomic_int gone;           /* the thread ended before the run did (killed) */
+    atomic_int running;        /* 1 while op cur_op runs */
+    atomic_int started;        /* cpu is valid */
+    clockid_t cpu;             /* the rank thread's CPU-time clock */
+    /* the receive this rank waits in, for the watchdog: its deadline (us on the
+     * monotonic clock, 0 = none), message and op */
+    atomic_llong wd_deadline_us;
+    atomic_uint wd_msg, wd_op;
+    PrRingEntry ring[PR_RING]; /* the flight recorder, ring[nring % PR_RING] next */
+    atomic_uint nring;
 };
 
 struct PrRun {
@@ -96,7 +130,33 @@ struct PrRun {
     float **host_w;            /* [PV] host copy of v's parameters (the master weights) */
     float **host_g;            /* [PV] host copy of v's gradients (what OG moved) */
     double t_start;            /* ms, monotonic */
+    double spin_ms;            /* pr_spin_budget_ms() */
+    struct PrLive *live;       /* [P] the main thread's view of each rank (piperun.c) */
+    atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
 };
+
+/* A transport for ranks that live in other processes (runtime/mpi/piperun_mpi.c).
+ * pr_send and pr_recv hand a message whose peer is remote(peer) to it; everything
+ * else (local ranks, waits, failures) stays in piperun.c. NULL: every rank is a thread
+ * of this process. */
+typedef struct PrTransport {
+    bool (*remote)(int rank);
+    /* sends message msg of rank r to peer; takes payload (io_bytes, or NULL for a
+     * token). Returns 0 or -1 (pr_fail called). */
+    int (*send)(PrRank *r, int32_t peer, uint32_t msg, void *payload);
+    /* waits for message msg from peer; *payload: a malloc'd io_bytes buffer or NULL;
+     * *t_send: when the peer sent it, ms since this run started, clamped to no later
+     * than now. Returns 0 or -1 (pr_fail called). */
+    int (*recv)(PrRank *r, int32_t peer, uint32_t msg, void **payload, double *t_send);
+} PrTransport;
+extern const PrTransport *pr_transport;
+
+/* A peer that shows no sign of life for this long (or --timeout when shorter) fails the
+ * run: a rank thread that uses no CPU outside a runtime wait, or a process whose
+ * heartbeats stop. Checked every PR_LIVE_CHECK_S by the waiting side, so a dead or
+ * stopped peer is noticed within PR_PEER_SILENCE_S + PR_LIVE_CHECK_S < 10 s. */
+#define PR_PEER_SILENCE_S 6.0
+#define PR_LIVE_CHECK_S 0.5
 
 /* Milliseconds on the monotonic clock. */
 double pr_now_ms(void);
@@ -108,6 +168,21 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* "F3.1" */
 void pr_op_name(char *buf, size_t n, const PrOp *o);
+/* The peer silence that fails a run, ms: min(PR_PEER_SILENCE_S, --timeout). */
+double pr_peer_silence_ms(const PrRun *run);
+/* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */
+double pr_spin_budget_ms(const PrRun *run);
+/* Queues node on the channel src -> dst and wakes dst's rank thread if it sleeps. */
+void pr_chan_put(PrRun *run, int src, int dst, PrNode *node);
+/* Waits until rank r's copy threads have run every SO/SI/OG/LW queued this iteration.
+ * Returns 0, or -1 when the run failed or the watchdog fired. */
+int pr_drain_copies(PrRank *r);
+/* Writes rank s's flight recorder (its last ops, oldest first) to f; nothing when it
+ * ran no op. */
+void pr_flight_print(const PrRun *run, int s, FILE *f);
+/* The same from a signal handler (async-signal-safe), for the rank of the calling
+ * thread or, when it is none, for every rank of the current run. */
+void pr_flight_write_signal(int fd);
 
 /* The relative bound of --check, max |g - ref| / max |ref| per tensor: 1e-5 on the CPU
  * (run_main.c, weak), 1e-4 on the GPU (piperun_cuda.c; issue 7). */

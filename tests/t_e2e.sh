@@ -188,4 +188,25 @@ fault fault_segv 'piperun: rank 0, op F1 (#1): fatal signal SIGSEGV' PIPERUN_FAU
 # first names its rank and the op it waits for)
 fault fault_stuck 'piperun: rank [0-2], op [FB][01] (#[0-9]*, line [0-9]*): watchdog: stuck 1.0 s in the receive of message' \
     PIPERUN_FAULT=0:1:drop --timeout 1
+
+# --- peer failure (docs/runtime.md "Failures"): a rank that stops (like SIGSTOP: no CPU,
+# no progress) or dies (its thread ends without a word, like kill -9) under the default
+# --timeout of 30 s: the others notice within 10 s, name it and its last op, and print
+# the flight recorder of every rank
+peer() {
+    local name=$1 pat=$2 env=$3; shift 3
+    local t0 t1 out rc
+    t0=$(date +%s%N)
+    out=$(env "$env" timeout 30 "$PIPEC" run "$T/fault_p3.pipe" --quiet --cache "$CACHE" "$@" 2>&1); rc=$?
+    t1=$(date +%s%N)
+    if [ $rc = 0 ] || [ $rc = 124 ]; then bad "$name" "exit $rc: $out"
+    elif ! echo "$out" | grep -q "$pat"; then bad "$name" "no '$pat' in: $out"
+    elif ! echo "$out" | grep -q "^piperun: rank 1, its last [0-9]* ops"; then bad "${name}_ring" "$out"
+    elif [ $(( (t1 - t0) / 1000000 )) -ge 10000 ]; then bad "$name" "took $(( (t1 - t0) / 1000000 )) ms"
+    else ok; fi
+}
+peer peer_stop 'piperun: rank 1, op B0 (#2, line [0-9]*): peer failure: no progress for 6.0 s in this op' \
+    PIPERUN_FAULT=1:2:stop
+peer peer_die "piperun: rank 1, op B0 (#2, line [0-9]*): peer failure: the rank's thread is gone" \
+    PIPERUN_FAULT=1:2:die
 finish

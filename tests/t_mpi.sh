@@ -129,6 +129,22 @@ compare trecomp_p2 2
 pipe swap_p4 4 8 1 onef1b "apply swap(lambda=2, stages=0..=1)"
 compare swap_p4 4
 
+# --- the documented command line, with no extra environment (docs/cuda.md): every
+# process sends its gradients for --check, not only when PIPERUN_GRAD_DUMP is set
+if [ -x "$T/onef1b_p2/prog" ]; then
+    start=$(date +%s)
+    if (cd "$T" && env -u PIPERUN_GRAD_DUMP -u OMPI_MCA_btl -u OMPI_MCA_btl_tcp_if_include \
+            -u OMPI_MCA_btl_vader_single_copy_mechanism -u OMPI_MCA_rmaps_base_oversubscribe \
+            XDG_CACHE_HOME="$T/xdg" timeout 60 "$PIPEC" run onef1b_p2.pipe --launcher mpi --check \
+            >"$T/doc_out" 2>"$T/doc_err"); then
+        grep -q '^max relative gradient error: ' "$T/doc_out" && ok ||
+            bad mpi_check_documented "no gradient report: $(tail -n 3 "$T/doc_out")"
+    else
+        bad mpi_check_documented "$(grep -v '^\s*$' "$T/doc_err" | head -n 3)"
+    fi
+    [ $(($(date +%s) - start)) -lt 20 ] && ok || bad mpi_check_time "took $(($(date +%s) - start)) s"
+fi
+
 # --- the synthetic workload over MPI -------------------------------------------------------
 d="$T/onef1b_p4"
 if [ -x "$d/prog" ]; then
@@ -162,4 +178,42 @@ if [ -x "$d/prog" ]; then
             bad np_mismatch "$(grep -v '^\s*$' "$d/en" | head -n 3)"
     fi
 fi
+
+# --- peer failure: kill -9 or SIGSTOP of one process of a running job. Under the default
+# --timeout (30 s) the job ends within 10 s, and the runtime (not only mpirun) names the
+# failed rank and its last op.
+pipe trial 2 8 1 onef1b
+sed -i 's/^  model .*/  costs { f 1ms  b 1ms  act 1MiB  weights 1MiB }/' "$T/trial.pipe"
+# trial NAME SIGNAL PATTERN
+trial() {
+    local name=$1 sig=$2 pat=$3 pid mp r1="" t0 t1 k
+    "$PIPEC" run --launcher mpi "$T/trial.pipe" --cache "$CACHE" --workload synthetic \
+        --iters 1000000 --quiet >/dev/null 2>"$T/$name.err" &
+    pid=$!
+    for k in $(seq 1 100); do   # the rank-1 process of the job, once it runs
+        mp=$(pgrep -P "$pid" mpirun) || { sleep 0.2; continue; }
+        for c in $(pgrep -P "${mp:-0}"); do
+            tr '\0' '\n' 2>/dev/null <"/proc/$c/environ" | grep -qx 'OMPI_COMM_WORLD_RANK=1' && r1=$c
+        done
+        [ -n "$r1" ] && break
+        sleep 0.2
+    done
+    if [ -z "$r1" ]; then bad "$name" "no rank-1 process"; kill "$pid"; wait "$pid"; return; fi
+    sleep 2
+    t0=$(date +%s%N)
+    kill "-$sig" "$r1"
+    for k in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    t1=$(date +%s%N)
+    if kill -0 "$pid" 2>/dev/null; then
+        bad "$name" "still running $(( (t1 - t0) / 1000000 )) ms after SIG$sig"
+        kill -9 "$r1" 2>/dev/null; kill "$pid"; wait "$pid"; return
+    fi
+    wait "$pid" && bad "$name" "exit 0 after SIG$sig" && return
+    kill -9 "$r1" 2>/dev/null   # a stopped process the launcher left behind
+    if ! grep -q "$pat" "$T/$name.err"; then bad "$name" "no '$pat' in: $(grep -v '^  ' "$T/$name.err" | head -n 8)"
+    elif [ $(( (t1 - t0) / 1000000 )) -ge 10000 ]; then bad "$name" "took $(( (t1 - t0) / 1000000 )) ms"
+    else ok; fi
+}
+trial mpi_kill9 KILL 'piperun: rank 1, op [A-Z]*[0-9]* (#[0-9]*, line [0-9]*): peer failure: process 1 (pid [0-9]*) is gone'
+trial mpi_sigstop STOP 'piperun: rank 1, op [A-Z]*[0-9]* (#[0-9]*, line [0-9]*): peer failure: no heartbeat for 6.0 s'
 finish

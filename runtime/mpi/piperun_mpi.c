@@ -7,48 +7,63 @@
  *           <lib>/libpiperun_mpi.a <lib>/libpiperun.a -lopenblas -lpthread -lm
  *     mpirun -np P ./NAME [options]
  *
- * __wrap_pr_main initialises MPI (MPI_THREAD_SERIALIZED), silences stdout on every
- * process but 0, runs the real pr_main and finalises (or MPI_Abort on a failure, so a
- * failing rank stops the whole job). __wrap_pr_run runs the real threaded runtime
- * (piperun.c) with a copy of the program in which, on process k:
- *   - rank k runs its generated function (wrapped: afterwards it waits for its copy
- *     threads and tells the proxy that the iteration's program is over);
- *   - every other rank is a stand-in without arena; the thread of the first of them
- *     (the proxy) is the only thread that calls MPI. Each iteration it moves what rank
- *     k's pr_send put on the in-process channel k->j to process j (MPI_Isend: header +
- *     payload), receives what process j sends (MPI_Iprobe/MPI_Recv per source, so
- *     MPI's non-overtaking order keeps the per-pair issue order of the comm lowering)
- *     onto channel j->k for rank k's pr_recv, and gathers on process 0 what the
- *     summary needs: busy time, measured peak, per-(vstage, kind) op times, the head's
- *     micro-batch losses and, in iteration 1 with --check, the gradients of every
- *     slice. Process 0 therefore prints the same summary as the threaded run.
+ * __wrap_pr_main initialises MPI (MPI_THREAD_MULTIPLE: the rank thread and the heartbeat
+ * thread both call MPI), silences stdout on every process but 0, runs the real pr_main
+ * and finalises (or MPI_Abort on a failure, so a failing rank stops the whole job).
+ * __wrap_pr_run runs the real threaded runtime (piperun.c) with a copy of the program in
+ * which, on process k, rank k runs its generated function and every other rank is a
+ * stand-in without arena that does nothing. The runtime hands every message between
+ * rank k and another rank to this file's PrTransport, on rank k's own thread:
+ *   - pr_send: MPI_Isend of a header (message id, send time) + payload; completed sends
+ *     are reaped at the next call, and all of them at the end of the iteration;
+ *   - pr_recv: MPI_Irecv from that rank (MPI's non-overtaking order per source keeps the
+ *     per-pair issue order of the comm lowering), then MPI_Test in a loop: spinning for
+ *     the rank's spin budget, then yielding the CPU between tests (no timed sleep), with
+ *     the watchdog and the peer's liveness checked twice a second;
+ *   - at the end of each iteration process k sends process 0 what the summary needs (busy
+ *     time, measured peak, per-(vstage, kind) op times, the head's micro-batch losses
+ *     and, in iteration 1 with --check, the gradients of its slices); process 0 receives
+ *     them on its rank thread, so it prints the same summary as the threaded run.
  * With one process (no mpirun, or -np 1) the run is the plain threaded one.
+ *
+ * Peer failure (docs/runtime.md "Failures"): every process runs a heartbeat thread that
+ * sends its rank's last op to every other process once a second (on a duplicate of
+ * MPI_COMM_WORLD) and takes theirs. A rank waiting for a peer fails the run naming that
+ * peer and its last op when the peer's process is gone (its pid, on the same machine) or
+ * when no heartbeat or message has come from it for PR_PEER_SILENCE_S (or --timeout):
+ * a killed or stopped process is reported by the runtime, within 10 s. SIGTERM (the
+ * launcher stopping the job) prints the processes found gone and the flight recorder.
  *
  * Options that write files or compare gradients act on process 0 only: the others run
  * without --check, --reference and --profile, and write --trace T as T.rankK (their own
  * rank's ops; the trace of process 0 shows rank 0's). The synthetic workload's p2p time
- * counts from the arrival at the receiving process.
+ * counts from the send time on the sender's clock (CLOCK_MONOTONIC, exact on one
+ * machine), never later than the receipt.
  *
  * Testing aid: PIPERUN_GRAD_DUMP=FILE writes, after iteration 1, every gradient tensor
  * as text ("name count" then one %.9g value a line) from process 0 (or the single
  * process), so that tests can compare a multi-process run with the threaded one.
  *
- * Errors: a peer that sends nothing for --timeout seconds fails the run with a
- * watchdog message naming the rank it waits for; a message that does not fit the
- * program fails it too ("MPI message ..."). One run per process (state is global). */
+ * Errors: a receive that waits --timeout seconds fails the run with a watchdog message
+ * naming the rank it waits for; a message that does not fit the program fails it too
+ * ("MPI message ..."). One run per process (state is global). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <mpi.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "piperun_internal.h"
 
 enum { TAG_DATA = 1, TAG_STATS = 2, TAG_GRAD = 3 };
 
-/* Header in front of every data message: the message id, checked on receipt. */
-#define HDR 8
+/* Header in front of every data message: the message id (checked on receipt) at 0, the
+ * sender's CLOCK_MONOTONIC send time in ms (a double) at 8. */
+#define HDR 16
 
 int __real_pr_main(const PrProgram *prog, int argc, char **argv);
 int __real_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
@@ -59,30 +74,44 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
 typedef struct Pending {
     MPI_Request req;
     void *buf;
+    int dst;
 } Pending;
+
+/* A heartbeat: what the sending process's rank is doing (its last op). */
+typedef struct Beat {
+    int32_t iter;      /* 0-based iteration */
+    uint32_t op;       /* the last op it started */
+    int32_t has_op;    /* it has started an op */
+    int32_t running;   /* that op has not finished */
+} Beat;
 
 static struct {
     int me, np;                /* MPI rank and size */
     const PrProgram *orig;     /* the generated program */
     PrProgram prog;            /* its copy with the run functions replaced */
     PrRankDesc *ranks;         /* [P] */
-    int proxy;                 /* the stand-in rank whose thread calls MPI, or -1 */
-    int *out_n, *in_n;         /* [P] messages per iteration me -> j, j -> me */
-    atomic_int local_done;     /* iteration + 1 when rank me's program and copies ended */
     atomic_int ranks_done;     /* one process: ranks that ended iteration 1 */
+    Pending *pend;             /* sends of rank me not yet complete */
+    int npend, cap;
+    /* peers */
+    int *pid;                  /* [np] process ids */
+    bool *same_host;           /* [np] on this machine (pid is meaningful) */
+    _Atomic long long *last_heard; /* [np] us on the monotonic clock: last beat or message */
+    Beat *peer_beat;           /* [np] the last heartbeat of each process */
+    MPI_Comm beat_comm;        /* MPI_COMM_WORLD's duplicate for heartbeats */
+    pthread_t beat_th;
+    bool beat_started;
+    pthread_mutex_t beat_mu;
+    pthread_cond_t beat_cv;
+    int beat_stop;
+    /* what this process's rank does, for its heartbeats */
+    atomic_int my_iter, my_has_op, my_running;
+    atomic_uint my_op;
     const char *dump;          /* PIPERUN_GRAD_DUMP */
+    bool check;                /* --check as given: every process sends its gradients to
+                                  process 0, although only process 0 compares them */
 } G;
 
-static double rank_now(const PrRun *run)
-{
-    return pr_now_ms() - run->t_start;
-}
-
-static void nap_us(long us)
-{
-    struct timespec ts = {0, us * 1000L};
-    nanosleep(&ts, NULL);
-}
 
 static bool head_on(const PrProgram *g, int rank)
 {
@@ -148,182 +177,305 @@ static int grad_dump(PrRun *run)
 
 static bool want_grads(const PrRun *run)
 {
-    return run->opt.workload == PR_MLP && (run->opt.check || G.dump);
+    return run->opt.workload == PR_MLP && (G.check || G.dump);
 }
 
-/* ---- the local rank ------------------------------------------------------------------ */
+/* ---- peers: heartbeats and liveness --------------------------------------------------- */
 
-/* Waits until rank r's copy threads have drained their queues. Returns 0 or -1. */
-static int drain_copies(PrRank *r)
+/* Publishes rank r's current op for the heartbeats (the rank thread, at every message). */
+static void publish(PrRank *r)
+{
+    if (atomic_load_explicit(&r->nring, memory_order_relaxed)) {
+        atomic_store_explicit(&G.my_op, atomic_load(&r->cur_op), memory_order_relaxed);
+        atomic_store_explicit(&G.my_has_op, 1, memory_order_relaxed);
+    }
+    atomic_store_explicit(&G.my_iter, r->iter, memory_order_relaxed);
+    atomic_store_explicit(&G.my_running, atomic_load_explicit(&r->running, memory_order_relaxed),
+                          memory_order_relaxed);
+}
+
+static void heard(int j)
+{
+    atomic_store(&G.last_heard[j], (long long)(pr_now_ms() * 1e3));
+}
+
+/* The heartbeat thread: every PR_BEAT_S sends this process's Beat to every other process
+ * and takes theirs (G.beat_comm, so data messages never mix with them). It waits on a
+ * condition variable between beats, so it stops at once when told. */
+#define PR_BEAT_S 1.0
+static void *beat_main(void *arg)
+{
+    (void)arg;
+    Pending *pend = NULL;
+    int npend = 0, cap = 0;
+    pthread_mutex_lock(&G.beat_mu);
+    while (!G.beat_stop) {
+        pthread_mutex_unlock(&G.beat_mu);
+        Beat b = {atomic_load(&G.my_iter), atomic_load(&G.my_op), atomic_load(&G.my_has_op),
+                  atomic_load(&G.my_running)};
+        for (int j = 0; j < G.np; j++) {
+            if (j == G.me)
+                continue;
+            if (npend == cap) {
+                int nc = cap ? 2 * cap : 16;
+                Pending *np2 = realloc(pend, (size_t)nc * sizeof *np2);
+                if (!np2)
+                    break;
+                pend = np2;
+                cap = nc;
+            }
+            Beat *buf = malloc(sizeof *buf);
+            if (!buf)
+                break;
+            *buf = b;
+            pend[npend].buf = buf;
+            if (MPI_Isend(buf, (int)sizeof *buf, MPI_BYTE, j, 0, G.beat_comm,
+                          &pend[npend].req) != MPI_SUCCESS) {
+                free(buf);
+                break;
+            }
+            npend++;
+        }
+        for (int i = 0; i < npend;) {
+            int flag = 0;
+            MPI_Test(&pend[i].req, &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+                free(pend[i].buf);
+                pend[i] = pend[--npend];
+            } else {
+                i++;
+            }
+        }
+        for (;;) {
+            int flag = 0;
+            MPI_Status st;
+            MPI_Iprobe(MPI_ANY_SOURCE, 0, G.beat_comm, &flag, &st);
+            if (!flag)
+                break;
+            Beat in;
+            MPI_Recv(&in, (int)sizeof in, MPI_BYTE, st.MPI_SOURCE, 0, G.beat_comm,
+                     MPI_STATUS_IGNORE);
+            int j = st.MPI_SOURCE;
+            if (j >= 0 && j < G.np) {
+                pthread_mutex_lock(&G.beat_mu);
+                G.peer_beat[j] = in;
+                pthread_mutex_unlock(&G.beat_mu);
+                heard(j);
+            }
+        }
+        pthread_mutex_lock(&G.beat_mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)PR_BEAT_S;
+        if (!G.beat_stop)
+            pthread_cond_timedwait(&G.beat_cv, &G.beat_mu, &ts);
+    }
+    pthread_mutex_unlock(&G.beat_mu);
+    /* beats are small (eager): those still pending are dropped with their requests */
+    for (int i = 0; i < npend; i++) {
+        MPI_Request_free(&pend[i].req);
+    }
+    free(pend);
+    return NULL;
+}
+
+/* Is process j gone? Only known for a process on this machine (its pid). */
+static bool peer_gone(int j)
+{
+    return G.same_host && G.same_host[j] && G.pid[j] > 0 && kill((pid_t)G.pid[j], 0) != 0 &&
+           errno == ESRCH;
+}
+
+/* Fails the run naming process j (= rank j) when it is gone or silent for
+ * pr_peer_silence_ms(). Returns 0 or -1. */
+static int peer_check(PrRank *r, int j)
 {
     PrRun *run = r->run;
-    double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
-    for (;;) {
-        pthread_mutex_lock(&r->mu);
-        bool idle = r->q[0].head == r->q[0].tail && r->q[1].head == r->q[1].tail;
-        pthread_mutex_unlock(&r->mu);
-        if (idle)
-            return 0;
-        if (atomic_load(&run->failed))
-            return -1;
-        if (pr_now_ms() > deadline) {
-            pr_fail(run, r->id, -1, "watchdog: stuck %.1f s waiting for the copy streams",
-                    run->opt.timeout_s);
-            return -1;
-        }
-        nap_us(100);
-    }
+    double silence = pr_peer_silence_ms(run);
+    double quiet = pr_now_ms() - (double)atomic_load(&G.last_heard[j]) / 1e3;
+    bool gone = peer_gone(j);
+    if (!gone && quiet < silence)
+        return 0;
+    pthread_mutex_lock(&G.beat_mu);
+    Beat b = G.peer_beat[j];
+    pthread_mutex_unlock(&G.beat_mu);
+    int64_t op = b.has_op ? (int64_t)b.op : -1;
+    if (gone)
+        pr_fail(run, j, op, "peer failure: process %d (pid %d) is gone (killed), noticed by "
+                "rank %d", j, G.pid[j], r->id);
+    else
+        pr_fail(run, j, op, "peer failure: no heartbeat for %.1f s (stopped or hung, %s), "
+                "noticed by rank %d", silence / 1e3,
+                b.running ? "last seen in this op" : "last seen after this op", r->id);
+    return -1;
 }
 
-/* The generated function of a rank this process runs, then the hand-over to the proxy
- * (several processes) or the gradient dump (one process, the last rank to finish). */
-static int local_run(PrRank *r)
+/* Waits for request req on behalf of rank r: MPI_Test in a loop (spinning for the
+ * rank's budget, then yielding the CPU between tests: no timed sleeps), watching peer
+ * j's liveness every PR_LIVE_CHECK_S and the watchdog. what: for the watchdog message.
+ * Returns 0 or -1 (pr_fail called, or the run failed elsewhere). */
+static int wait_req(PrRank *r, MPI_Request *req, MPI_Status *st, int j, const char *what)
 {
-    int rc = G.orig->ranks[r->id].run(r);
-    if (rc == 0)
-        rc = drain_copies(r);
-    if (G.np > 1) {
-        atomic_store(&G.local_done, r->iter + 1);
-    } else if (rc == 0 && r->iter == 0 && G.dump && r->run->opt.workload == PR_MLP &&
-               atomic_fetch_add(&G.ranks_done, 1) + 1 == r->run->P) {
-        if (grad_dump(r->run) != 0)
-            pr_fail(r->run, r->id, -1, "cannot write %s: %s", G.dump, strerror(errno));
+    PrRun *run = r->run;
+    double now = pr_now_ms(), spin_end = now + r->spin_ms;
+    double deadline = now + run->opt.timeout_s * 1e3;
+    double next_live = now + PR_LIVE_CHECK_S * 1e3;
+    int rc = 0;
+    atomic_store(&r->in_wait, 1);
+    for (unsigned k = 1;; k++) {
+        int flag = 0;
+        MPI_Test(req, &flag, st);
+        if (flag)
+            break;
+        if (atomic_load(&run->failed)) {
+            rc = -1;
+            break;
+        }
+        if (k & 63)
+            continue;
+        now = pr_now_ms();
+        if (now > spin_end)
+            sched_yield();
+        if (now > deadline) {
+            pr_fail(run, r->id, (int64_t)r->next_op, "watchdog: stuck %.1f s waiting for MPI %s "
+                    "from rank %d (iteration %d)", run->opt.timeout_s, what, j, r->iter + 1);
+            rc = -1;
+            break;
+        }
+        if (now >= next_live) {
+            if (peer_check(r, j) != 0) {
+                rc = -1;
+                break;
+            }
+            next_live = now + PR_LIVE_CHECK_S * 1e3;
+        }
     }
+    atomic_store(&r->in_wait, 0);
+    /* a request left behind on failure is dropped with the job (MPI_Abort) */
     return rc;
 }
 
-/* ---- the proxy ------------------------------------------------------------------------- */
+/* ---- the transport: rank me's messages to and from other processes ------------------- */
 
-typedef struct Proxy {
-    PrRun *run;
-    Pending *pend;
-    int npend, cap;
-    int *out_left, *in_left;   /* [P] */
-    bool *stats_left, *grads_left; /* [P] process 0: what it still waits for */
-    bool sent_stats;
-    double last_progress;
-} Proxy;
-
-static int isend(Proxy *x, void *buf, int bytes, int dst, int tag)
+static bool mpi_remote(int rank)
 {
-    if (x->npend == x->cap) {
-        int cap = x->cap ? 2 * x->cap : 16;
-        Pending *p = realloc(x->pend, (size_t)cap * sizeof *p);
+    return G.np > 1 && rank != G.me;
+}
+
+/* Completes finished sends of the rank thread. */
+static void reap(void)
+{
+    for (int i = 0; i < G.npend;) {
+        int flag = 0;
+        MPI_Test(&G.pend[i].req, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            free(G.pend[i].buf);
+            G.pend[i] = G.pend[--G.npend];
+        } else {
+            i++;
+        }
+    }
+}
+
+static int isend(void *buf, int bytes, int dst, int tag)
+{
+    if (G.npend == G.cap) {
+        int cap = G.cap ? 2 * G.cap : 16;
+        Pending *p = realloc(G.pend, (size_t)cap * sizeof *p);
         if (!p) {
             free(buf);
             return -1;
         }
-        x->pend = p;
-        x->cap = cap;
+        G.pend = p;
+        G.cap = cap;
     }
-    Pending *p = &x->pend[x->npend];
+    Pending *p = &G.pend[G.npend];
     p->buf = buf;
+    p->dst = dst;
     if (MPI_Isend(buf, bytes, MPI_BYTE, dst, tag, MPI_COMM_WORLD, &p->req) != MPI_SUCCESS) {
         free(buf);
         return -1;
     }
-    x->npend++;
+    G.npend++;
     return 0;
 }
 
-/* Moves what rank me queued for rank j onto MPI. Returns messages moved, or -1. */
-static int pump_out(Proxy *x, int j)
+/* pr_send to a rank in another process: header (id, send time) + payload, MPI_Isend. */
+static int mpi_send(PrRank *r, int32_t peer, uint32_t msg, void *payload)
 {
-    PrRun *run = x->run;
-    int moved = 0;
-    for (;;) {
-        pthread_mutex_lock(&run->mu);
-        PrChan *c = &run->chan[(size_t)G.me * (size_t)run->P + (size_t)j];
-        PrNode *nd = c->head;
-        if (nd) {
-            c->head = nd->next;
-            if (!c->head)
-                c->tail = NULL;
-        }
-        pthread_mutex_unlock(&run->mu);
-        if (!nd)
-            return moved;
-        size_t pay = nd->payload ? run->io_bytes : 0;
-        unsigned char *buf = malloc(HDR + pay);
-        if (!buf || HDR + pay > (size_t)INT32_MAX) {
-            free(buf);
-            free(nd->payload);
-            free(nd);
-            pr_fail(run, G.me, -1, "out of memory sending message to rank %d over MPI", j);
-            return -1;
-        }
-        uint32_t id = nd->msg;
-        memset(buf, 0, HDR);
-        memcpy(buf, &id, sizeof id);
-        if (pay)
-            memcpy(buf + HDR, nd->payload, pay);
-        free(nd->payload);
-        free(nd);
-        if (isend(x, buf, (int)(HDR + pay), j, TAG_DATA) != 0) {
-            pr_fail(run, G.me, -1, "MPI_Isend of message %u to rank %d failed", id, j);
-            return -1;
-        }
-        x->out_left[j]--;
-        moved++;
+    PrRun *run = r->run;
+    publish(r);
+    size_t pay = payload ? run->io_bytes : 0;
+    unsigned char *buf = malloc(HDR + pay);
+    if (!buf || HDR + pay > (size_t)INT32_MAX) {
+        free(buf);
+        free(payload);
+        pr_fail(run, r->id, -1, "out of memory sending message %u to rank %d over MPI", msg,
+                peer);
+        return -1;
     }
+    double t = pr_now_ms();
+    memset(buf, 0, HDR);
+    memcpy(buf, &msg, sizeof msg);
+    memcpy(buf + 8, &t, sizeof t);
+    if (pay)
+        memcpy(buf + HDR, payload, pay);
+    free(payload);
+    if (isend(buf, (int)(HDR + pay), peer, TAG_DATA) != 0) {
+        pr_fail(run, r->id, -1, "MPI_Isend of message %u to rank %d failed", msg, peer);
+        return -1;
+    }
+    reap();
+    return 0;
 }
 
-/* Receives one message from process j onto the channel j -> me if one is there.
- * Returns 1, 0 (nothing yet) or -1. */
-static int pump_in(Proxy *x, int j)
+/* pr_recv from a rank in another process: MPI's non-overtaking rule per (source, tag)
+ * keeps the per-pair issue order of the comm lowering. */
+static int mpi_recv(PrRank *r, int32_t peer, uint32_t msg, void **payload, double *t_send)
 {
-    PrRun *run = x->run;
-    int flag = 0, n = 0;
+    PrRun *run = r->run;
+    publish(r);
+    const PrMsg *m = &run->prog->msgs[msg];
+    bool data = m->payload == PR_PAY_ACT || m->payload == PR_PAY_GRAD;
+    size_t pay = data ? run->io_bytes : 0;
+    unsigned char *buf = malloc(HDR + pay);
+    if (!buf) {
+        pr_fail(run, r->id, -1, "out of memory receiving from rank %d over MPI", peer);
+        return -1;
+    }
+    MPI_Request req;
     MPI_Status st;
-    MPI_Iprobe(j, TAG_DATA, MPI_COMM_WORLD, &flag, &st);
-    if (!flag)
-        return 0;
+    MPI_Irecv(buf, (int)(HDR + pay), MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD, &req);
+    if (wait_req(r, &req, &st, peer, "messages") != 0)
+        return -1;   /* buf stays with the pending request; the job is aborted */
+    int n = 0;
     MPI_Get_count(&st, MPI_BYTE, &n);
-    unsigned char *buf = malloc(n > HDR ? (size_t)n : HDR);
-    PrNode *nd = malloc(sizeof *nd);
-    if (!buf || !nd) {
+    uint32_t id = UINT32_MAX;
+    double t = 0;
+    if (n >= HDR) {
+        memcpy(&id, buf, sizeof id);
+        memcpy(&t, buf + 8, sizeof t);
+    }
+    if (id != msg || (size_t)n != HDR + pay) {
         free(buf);
-        free(nd);
-        pr_fail(run, G.me, -1, "out of memory receiving from rank %d over MPI", j);
+        pr_fail(run, r->id, (int64_t)r->next_op, "MPI message from rank %d (id %u, %d bytes) "
+                "does not fit the program (expected message %u)", peer, id, n, msg);
         return -1;
     }
-    MPI_Recv(buf, n, MPI_BYTE, j, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    uint32_t id;
-    memcpy(&id, buf, sizeof id);
-    const PrProgram *g = run->prog;
-    size_t pay = n > HDR ? (size_t)n - HDR : 0;
-    bool fits = n >= HDR && id < g->nmsgs && g->msgs[id].src == j && g->msgs[id].dst == G.me;
-    if (fits && pay) {
-        fits = (g->msgs[id].payload == PR_PAY_ACT || g->msgs[id].payload == PR_PAY_GRAD) &&
-               pay == run->io_bytes;
-    }
-    if (!fits) {
-        free(buf);
-        free(nd);
-        pr_fail(run, G.me, -1, "MPI message from rank %d (id %u, %d bytes) does not fit the "
-                "program", j, id, n);
-        return -1;
-    }
-    void *payload = NULL;
+    *payload = NULL;
     if (pay) {
         memmove(buf, buf + HDR, pay);   /* the runtime frees the payload with free() */
-        payload = buf;
+        *payload = buf;
     } else {
         free(buf);
     }
-    *nd = (PrNode){id, payload, rank_now(run), NULL};
-    pthread_mutex_lock(&run->mu);
-    PrChan *c = &run->chan[(size_t)j * (size_t)run->P + (size_t)G.me];
-    if (c->tail)
-        c->tail->next = nd;
-    else
-        c->head = nd;
-    c->tail = nd;
-    pthread_cond_broadcast(&run->cv);
-    pthread_mutex_unlock(&run->mu);
-    x->in_left[j]--;
-    return 1;
+    /* The sender's clock: the same CLOCK_MONOTONIC on one machine; never later than now. */
+    double now = pr_now_ms();
+    *t_send = (t > 0 && t < now ? t : now) - run->t_start;
+    return 0;
 }
+
+static const PrTransport mpi_transport = {mpi_remote, mpi_send, mpi_recv};
 
 /* Stats of rank me, as doubles: busy_ms, peak, M losses, PV*NK op times, PV*NK counts. */
 static size_t stats_len(const PrRun *run)
@@ -331,10 +483,10 @@ static size_t stats_len(const PrRun *run)
     return 2 + (size_t)run->M + 2 * (size_t)run->PV * PR_NKINDS;
 }
 
-static int send_stats(Proxy *x)
+/* Process k > 0: sends rank k's stats (and iteration 1's gradients) to process 0. */
+static int send_stats(PrRank *r)
 {
-    PrRun *run = x->run;
-    PrRank *r = &run->rank[G.me];
+    PrRun *run = r->run;
     size_t n = stats_len(run), nk = (size_t)run->PV * PR_NKINDS;
     double *d = calloc(n, sizeof *d);
     if (!d)
@@ -349,7 +501,7 @@ static int send_stats(Proxy *x)
         d[2 + (size_t)run->M + nk + k] = r->kind_n[k];
     }
     pthread_mutex_unlock(&r->mu);
-    if (isend(x, d, (int)(n * sizeof *d), 0, TAG_STATS) != 0)
+    if (isend(d, (int)(n * sizeof *d), 0, TAG_STATS) != 0)
         return -1;
     if (r->iter == 0 && want_grads(run)) {
         size_t nf = grad_floats(run, G.me);
@@ -359,158 +511,82 @@ static int send_stats(Proxy *x)
             return -1;
         }
         grad_copy(run, G.me, gb, true);
-        if (isend(x, gb, (int)(nf * sizeof *gb), 0, TAG_GRAD) != 0)
+        if (isend(gb, (int)(nf * sizeof *gb), 0, TAG_GRAD) != 0)
             return -1;
     }
     return 0;
 }
 
-/* Process 0: takes rank j's stats (tag TAG_STATS) or gradients if they are there.
- * Returns 1, 0 or -1. */
-static int recv_result(Proxy *x, int j, int tag)
+/* Process 0: receives rank j's stats (tag TAG_STATS) or gradients (TAG_GRAD). Returns 0
+ * or -1. */
+static int recv_result(PrRank *r, int j, int tag)
 {
-    PrRun *run = x->run;
-    int flag = 0, n = 0;
-    MPI_Status st;
-    MPI_Iprobe(j, tag, MPI_COMM_WORLD, &flag, &st);
-    if (!flag)
-        return 0;
-    MPI_Get_count(&st, MPI_BYTE, &n);
+    PrRun *run = r->run;
     size_t want = tag == TAG_STATS ? stats_len(run) * sizeof(double)
                                    : grad_floats(run, j) * sizeof(float);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf) {
+    void *buf = malloc(want ? want : 1);
+    if (!buf || want > (size_t)INT32_MAX) {
+        free(buf);
         pr_fail(run, G.me, -1, "out of memory receiving results of rank %d", j);
         return -1;
     }
-    MPI_Recv(buf, n, MPI_BYTE, j, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Request req;
+    MPI_Status st;
+    MPI_Irecv(buf, (int)want, MPI_BYTE, j, tag, MPI_COMM_WORLD, &req);
+    if (wait_req(r, &req, &st, j, "results") != 0)
+        return -1;
+    int n = 0;
+    MPI_Get_count(&st, MPI_BYTE, &n);
     if ((size_t)n != want) {
         free(buf);
         pr_fail(run, G.me, -1, "MPI results of rank %d have %d bytes, expected %zu", j, n,
                 want);
         return -1;
     }
-    PrRank *r = &run->rank[j];
+    PrRank *rj = &run->rank[j];
     if (tag == TAG_STATS) {
         const double *d = buf;
         size_t nk = (size_t)run->PV * PR_NKINDS;
-        r->busy_ms = d[0];
-        r->peak = (int64_t)d[1];
+        rj->busy_ms = d[0];
+        rj->peak = (int64_t)d[1];
         for (int m = 0; m < run->M && head_on(run->prog, j); m++)
             run->mb_loss[m] = d[2 + m];
         for (size_t k = 0; k < nk; k++) {
-            r->kind_ms[k] = d[2 + (size_t)run->M + k];
-            r->kind_n[k] = (uint32_t)d[2 + (size_t)run->M + nk + k];
+            rj->kind_ms[k] = d[2 + (size_t)run->M + k];
+            rj->kind_n[k] = (uint32_t)d[2 + (size_t)run->M + nk + k];
         }
-        x->stats_left[j] = false;
     } else {
         grad_copy(run, j, buf, false);
-        x->grads_left[j] = false;
     }
     free(buf);
-    return 1;
+    return 0;
 }
 
-/* Completes finished sends. Returns how many completed. */
-static int reap(Proxy *x)
+/* The end of rank me's iteration (several processes): its sends complete, its results
+ * go to process 0, which gathers every rank's. Returns 0 or -1. */
+static int finish_iteration(PrRank *r)
 {
-    int done = 0;
-    for (int i = 0; i < x->npend;) {
-        int flag = 0;
-        MPI_Test(&x->pend[i].req, &flag, MPI_STATUS_IGNORE);
-        if (flag) {
-            free(x->pend[i].buf);
-            x->pend[i] = x->pend[--x->npend];
-            done++;
-        } else {
-            i++;
-        }
+    PrRun *run = r->run;
+    publish(r);
+    if (G.me != 0 && send_stats(r) != 0) {
+        pr_fail(run, G.me, -1, "cannot send results to process 0 over MPI");
+        return -1;
     }
-    return done;
-}
-
-/* One iteration of the proxy. Returns 0 or -1. */
-static int proxy_iteration(Proxy *x, int it)
-{
-    PrRun *run = x->run;
-    int P = run->P;
-    for (int j = 0; j < P; j++) {
-        x->out_left[j] = G.out_n[j];
-        x->in_left[j] = G.in_n[j];
-        x->stats_left[j] = G.me == 0 && j != 0;
-        x->grads_left[j] = G.me == 0 && j != 0 && it == 0 && want_grads(run);
-    }
-    x->sent_stats = G.me == 0;
-    x->last_progress = pr_now_ms();
-    for (;;) {
-        if (atomic_load(&run->failed))
+    while (G.npend > 0) {
+        /* the receiver of a large message must post its receive: watch it */
+        Pending p = G.pend[--G.npend];
+        if (wait_req(r, &p.req, MPI_STATUS_IGNORE, p.dst, "send completions") != 0)
             return -1;
-        int progress = 0, left = 0;
-        bool local_over = atomic_load(&G.local_done) == it + 1;
-        for (int j = 0; j < P; j++) {
-            if (j == G.me)
-                continue;
-            int k = pump_out(x, j);
-            if (k < 0)
-                return -1;
-            progress += k;
-            /* a rank that stopped sending (PIPERUN_FAULT drop) sends no more */
-            if (local_over && x->out_left[j] > 0)
-                x->out_left[j] = 0;
-            while (x->in_left[j] > 0) {
-                int got = pump_in(x, j);
-                if (got < 0)
-                    return -1;
-                if (!got)
-                    break;
-                progress++;
-            }
-            for (int tag = TAG_STATS; tag <= TAG_GRAD; tag++) {
-                bool *flagp = tag == TAG_STATS ? &x->stats_left[j] : &x->grads_left[j];
-                if (!*flagp)
-                    continue;
-                int got = recv_result(x, j, tag);
-                if (got < 0)
-                    return -1;
-                progress += got;
-            }
-            left += x->out_left[j] + x->in_left[j] + x->stats_left[j] + x->grads_left[j];
-        }
-        if (!x->sent_stats && local_over) {
-            if (send_stats(x) != 0) {
-                pr_fail(run, G.me, -1, "cannot send results to process 0 over MPI");
-                return -1;
-            }
-            x->sent_stats = true;
-            progress++;
-        }
-        progress += reap(x);
-        left += x->npend + !local_over + !x->sent_stats;
-        if (!left)
-            break;
-        if (progress) {
-            x->last_progress = pr_now_ms();
-            continue;
-        }
-        if (pr_now_ms() - x->last_progress > run->opt.timeout_s * 1e3) {
-            int who = -1;
-            const char *what = "messages";
-            for (int j = 0; j < P && who < 0; j++)
-                if (x->in_left[j] > 0)
-                    who = j;
-                else if (x->stats_left[j] || x->grads_left[j])
-                    who = j, what = "results";
-            if (who >= 0)
-                pr_fail(run, G.me, -1, "watchdog: stuck %.1f s waiting for MPI %s from rank %d "
-                        "(iteration %d)", run->opt.timeout_s, what, who, it + 1);
-            else
-                pr_fail(run, G.me, -1, "watchdog: stuck %.1f s in MPI sends (iteration %d)",
-                        run->opt.timeout_s, it + 1);
-            return -1;
-        }
-        nap_us(50);
+        free(p.buf);
     }
-    if (G.me == 0 && it == 0 && G.dump && run->opt.workload == PR_MLP &&
+    if (G.me == 0)
+        for (int j = 1; j < run->P; j++) {
+            if (recv_result(r, j, TAG_STATS) != 0)
+                return -1;
+            if (r->iter == 0 && want_grads(run) && recv_result(r, j, TAG_GRAD) != 0)
+                return -1;
+        }
+    if (G.me == 0 && r->iter == 0 && G.dump && run->opt.workload == PR_MLP &&
         grad_dump(run) != 0) {
         pr_fail(run, G.me, -1, "cannot write %s: %s", G.dump, strerror(errno));
         return -1;
@@ -518,32 +594,32 @@ static int proxy_iteration(Proxy *x, int it)
     return 0;
 }
 
-/* The run function of every rank this process does not run. */
+/* The generated function of a rank this process runs, then (several processes) the end
+ * of its iteration, or (one process) the gradient dump by the last rank to finish. */
+static int local_run(PrRank *r)
+{
+    if (G.np > 1)
+        publish(r);
+    int rc = G.orig->ranks[r->id].run(r);
+    if (rc == 0)
+        rc = pr_drain_copies(r);
+    if (G.np > 1) {
+        if (rc == 0)
+            rc = finish_iteration(r);
+    } else if (rc == 0 && r->iter == 0 && G.dump && r->run->opt.workload == PR_MLP &&
+               atomic_fetch_add(&G.ranks_done, 1) + 1 == r->run->P) {
+        if (grad_dump(r->run) != 0)
+            pr_fail(r->run, r->id, -1, "cannot write %s: %s", G.dump, strerror(errno));
+    }
+    return rc;
+}
+
+/* The run function of every rank this process does not run: nothing (its ops run in
+ * its own process). */
 static int standin_run(PrRank *r)
 {
-    if (r->id != G.proxy)
-        return 0;
-    PrRun *run = r->run;
-    int P = run->P;
-    Proxy x = {.run = run};
-    x.out_left = calloc((size_t)P, sizeof *x.out_left);
-    x.in_left = calloc((size_t)P, sizeof *x.in_left);
-    x.stats_left = calloc((size_t)P, sizeof *x.stats_left);
-    x.grads_left = calloc((size_t)P, sizeof *x.grads_left);
-    int rc = -1;
-    if (!x.out_left || !x.in_left || !x.stats_left || !x.grads_left)
-        pr_fail(run, G.me, -1, "out of memory in the MPI proxy");
-    else
-        rc = proxy_iteration(&x, r->iter);
-    /* On failure the job is aborted; sends still in flight are left to MPI_Abort. */
-    for (int i = 0; rc == 0 && i < x.npend; i++)
-        free(x.pend[i].buf);
-    free(x.pend);
-    free(x.out_left);
-    free(x.in_left);
-    free(x.stats_left);
-    free(x.grads_left);
-    return rc;
+    (void)r;
+    return 0;
 }
 
 /* ---- the wrapped entry points ----------------------------------------------------------- */
@@ -560,41 +636,26 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         return 1;
     }
     G.orig = prog;
+    G.check = o->check;
     G.dump = getenv("PIPERUN_GRAD_DUMP");
     if (G.dump && !*G.dump)
         G.dump = NULL;
     G.ranks = calloc((size_t)prog->P, sizeof *G.ranks);
-    G.out_n = calloc((size_t)prog->P, sizeof *G.out_n);
-    G.in_n = calloc((size_t)prog->P, sizeof *G.in_n);
-    if (!G.ranks || !G.out_n || !G.in_n) {
-        free(G.ranks);
-        free(G.out_n);
-        free(G.in_n);
+    if (!G.ranks) {
         if (res)
             snprintf(res->error, sizeof res->error, "out of memory");
         return 1;
     }
-    atomic_store(&G.local_done, 0);
     atomic_store(&G.ranks_done, 0);
-    G.proxy = -1;
     for (int s = 0; s < prog->P; s++) {
         G.ranks[s] = prog->ranks[s];
         bool local = G.np == 1 || s == G.me;
         G.ranks[s].run = local ? local_run : standin_run;
-        if (!local) {
+        if (!local)
             for (int w = 0; w < PR_NWORKLOADS; w++)
                 G.ranks[s].arena_bytes[w] = 0;
-            if (G.proxy < 0)
-                G.proxy = s;
-        }
     }
-    for (uint32_t i = 0; i < prog->nmsgs; i++) {
-        const PrMsg *m = &prog->msgs[i];
-        if (m->src == G.me && m->dst >= 0 && m->dst < prog->P)
-            G.out_n[m->dst]++;
-        if (m->dst == G.me && m->src >= 0 && m->src < prog->P)
-            G.in_n[m->src]++;
-    }
+    pr_transport = G.np > 1 ? &mpi_transport : NULL;
     G.prog = *prog;
     G.prog.ranks = G.ranks;
     PrOptions opt = *o;
@@ -610,25 +671,130 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         }
     }
     int rc = __real_pr_run(&G.prog, &opt, res);
+    pr_transport = NULL;
+    if (rc == 0) {
+        for (int i = 0; i < G.npend; i++)
+            free(G.pend[i].buf);
+        G.npend = 0;
+    }
     free(G.ranks);
-    free(G.out_n);
-    free(G.in_n);
     G.ranks = NULL;
-    G.out_n = G.in_n = NULL;
     return rc;
+}
+
+/* SIGTERM: the launcher stops the job, typically because a process died. Names the
+ * processes of this machine that are gone, prints the flight recorder, exits 1.
+ * Async-signal-safe: write, kill and pr_flight_write_signal only. */
+static void on_term(int sig)
+{
+    (void)sig;
+    char buf[160];
+    size_t n = 0;
+    const char *a = "piperun: process ";
+    while (*a)
+        buf[n++] = *a++;
+    char d[12];
+    int k = 0, v = G.me;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && k < 11);
+    while (k)
+        buf[n++] = d[--k];
+    a = " stopped by the launcher (SIGTERM)\n";
+    while (*a)
+        buf[n++] = *a++;
+    ssize_t w = write(2, buf, n);
+    for (int j = 0; j < G.np; j++)
+        if (j != G.me && peer_gone(j)) {
+            n = 0;
+            a = "piperun: peer failure: rank ";
+            while (*a)
+                buf[n++] = *a++;
+            k = 0, v = j;
+            do {
+                d[k++] = (char)('0' + v % 10);
+                v /= 10;
+            } while (v && k < 11);
+            while (k)
+                buf[n++] = d[--k];
+            a = " (its process) is gone (killed)\n";
+            while (*a)
+                buf[n++] = *a++;
+            w = write(2, buf, n);
+        }
+    (void)w;
+    pr_flight_write_signal(2);
+    _exit(1);
+}
+
+/* Exchanges pids and host names, starts the heartbeat thread. Returns 0 or -1. */
+static int peers_start(void)
+{
+    G.pid = calloc((size_t)G.np, sizeof *G.pid);
+    G.same_host = calloc((size_t)G.np, sizeof *G.same_host);
+    G.last_heard = calloc((size_t)G.np, sizeof *G.last_heard);
+    G.peer_beat = calloc((size_t)G.np, sizeof *G.peer_beat);
+    char (*hosts)[64] = calloc((size_t)G.np, sizeof *hosts);
+    char me[64] = "";
+    if (!G.pid || !G.same_host || !G.last_heard || !G.peer_beat || !hosts) {
+        free(hosts);
+        return -1;
+    }
+    gethostname(me, sizeof me - 1);
+    int pid = (int)getpid();
+    MPI_Allgather(&pid, 1, MPI_INT, G.pid, 1, MPI_INT, MPI_COMM_WORLD);
+    MPI_Allgather(me, 64, MPI_CHAR, hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
+    long long now = (long long)(pr_now_ms() * 1e3);
+    for (int j = 0; j < G.np; j++) {
+        G.same_host[j] = !strncmp(hosts[j], me, 64);
+        atomic_store(&G.last_heard[j], now);
+    }
+    free(hosts);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &G.beat_comm) != MPI_SUCCESS)
+        return -1;
+    pthread_mutex_init(&G.beat_mu, NULL);
+    pthread_cond_init(&G.beat_cv, NULL);
+    if (pthread_create(&G.beat_th, NULL, beat_main, NULL) != 0)
+        return -1;
+    G.beat_started = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    return 0;
+}
+
+static void peers_stop(void)
+{
+    if (G.beat_started) {
+        pthread_mutex_lock(&G.beat_mu);
+        G.beat_stop = 1;
+        pthread_cond_signal(&G.beat_cv);
+        pthread_mutex_unlock(&G.beat_mu);
+        pthread_join(G.beat_th, NULL);
+        G.beat_started = false;
+    }
 }
 
 int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
 {
     int provided = 0;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "piperun: MPI_Init_thread failed\n");
         return 1;
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &G.me);
     MPI_Comm_size(MPI_COMM_WORLD, &G.np);
-    if (provided < MPI_THREAD_SERIALIZED) {
-        fprintf(stderr, "piperun: this MPI does not support MPI_THREAD_SERIALIZED\n");
+    if (G.np > 1 && provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "piperun: this MPI does not support MPI_THREAD_MULTIPLE (the rank "
+                "and heartbeat threads both call MPI)\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    if (G.np > 1 && peers_start() != 0) {
+        fprintf(stderr, "piperun: cannot start the heartbeats of process %d\n", G.me);
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
@@ -640,6 +806,7 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
     int rc = __real_pr_main(prog, argc, argv);
     fflush(stdout);
     fflush(stderr);
+    peers_stop();
     if (rc == 1 && G.np > 1) {
         /* The others may wait for this rank: stop the whole job. */
         MPI_Abort(MPI_COMM_WORLD, 1);
