@@ -40,6 +40,7 @@
 #include "cmds.h"
 #include "driver.h"
 #include "emit_c.h"
+#include "stream_check.h"
 
 /* What the generated program is built for. */
 typedef struct Target {
@@ -66,8 +67,51 @@ static int parse_target(Target *t, int opt_backend, int c, const char *arg)
     return 2;
 }
 
-/* Compiles and emits FILE into memory; *nranks = P. Returns 0, 1 (input errors) or 2. */
-static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int *nranks)
+/* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out, after
+ * the verifier passed it against the arena plans the program uses (cost model and, when
+ * it runs, mlp). Returns 0, or 1 with a message (a plan that fails is pipec's bug). */
+static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
+{
+    CommPlan *cp = comm_plan(p);
+    StreamInBuf b;
+    stream_in_build(&b, p, cp);
+    StreamPlan *sp = stream_plan(&b.in);
+    if (!sp)
+        die("out of memory");
+    char why[400] = "";
+    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+    arena_plan_free(ap);
+    MlpShape mlp;
+    char mwhy[200];
+    if (!nbad && mlp_shape(p, &mlp, mwhy, sizeof mwhy) == 0) {
+        ap = arena_plan(p, mlp.sizes, 1);
+        nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+        arena_plan_free(ap);
+        mlp_shape_free(&mlp);
+    }
+    if (nbad)
+        fprintf(stderr, "%s: internal error: the CUDA stream plan fails its verifier (%d "
+                        "violation%s): %s\n", file, nbad, nbad == 1 ? "" : "s", why);
+    else {
+        size_t cap = out->cap;
+        VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
+        out->cap = (uint32_t)cap;
+        EmitFile *f = &out->files[out->n++];
+        f->name = xstrdup("streams.json");
+        memset(&f->text, 0, sizeof f->text);
+        stream_plan_json(&f->text, p, sp);
+    }
+    stream_plan_free(sp);
+    stream_in_free(&b);
+    comm_plan_free(cp);
+    return nbad ? 1 : 0;
+}
+
+/* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = P.
+ * Returns 0, 1 (input errors) or 2. */
+static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut *out,
+                    int *nranks)
 {
     memset(out, 0, sizeof *out);
     Diag d = {0};
@@ -86,7 +130,9 @@ static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int 
                     file, d.nwarn, d.nwarn == 1 ? "" : "s");
     }
     if (p && emit_c(&d, p, file, out) == 0) {
-        rc = 0;
+        rc = cuda ? add_stream_plan(out, p, file) : 0;
+        if (rc)
+            emit_out_free(out);   /* nothing is written */
         if (nranks)
             *nranks = (int)p->P;
     }
@@ -675,7 +721,7 @@ static int emit_or_compile(int argc, char **argv, bool compile)
         return 2;
     }
     EmitOut out;
-    int rc = generate(&dopt, argv[optind], &out, NULL);
+    int rc = generate(&dopt, argv[optind], t.cuda, &out, NULL);
     if (rc == 0 && write_output_folder(&out, outdir) != 0)
         rc = 1;
     if (rc == 0 && compile)
@@ -890,7 +936,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     EmitOut eo;
-    rc = generate(&dopt, argv[optind], &eo, &nranks);
+    rc = generate(&dopt, argv[optind], t.cuda, &eo, &nranks);
     if (rc != 0)
         goto out;
     char *root = cache_root(cache);
