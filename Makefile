@@ -138,6 +138,9 @@ editors: build/editors/vim/syntax/pipe.vim
 build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l
 	sh tools/mksyntax.sh . build/editors
 
+# The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
+build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
+
 # --- targets ------------------------------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
@@ -197,7 +200,9 @@ RT_TOBJ  = $(RT_SRC:%.c=build/tsan/%.o)
 
 build/tsan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -MMD -MP -c $< -o $@
+
+-include $(RT_TOBJ:.o=.d)
 
 build/tsan/libpiperun.a: $(RT_TOBJ)
 	@rm -f $@
@@ -221,15 +226,17 @@ LCOV     = lcov --quiet --rc lcov_branch_coverage=1
 
 build/cov/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -c $< -o $@
+	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 build/cov/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -MMD -MP -c $< -o $@
 
 build/cov/%.o: %.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(COV) $(WARN) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(COV) $(WARN) -MMD -MP -c $< -o $@
+
+-include $(COBJ:.o=.d) $(RT_COBJ:.o=.d)
 
 build/cov/libpipec.a: $(COBJ)
 	@rm -f $@
@@ -310,9 +317,13 @@ NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HO
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
 CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
-             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c))
+             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c)) \
+             $(CU_COMP_SRC:compiler/%.c=build/cuda/compiler/%.o)
+# The stream plan the CUDA runtime enqueues from, and the op kind table it reads: the
+# compiler's own files, linked as they are.
+CU_COMP_SRC = compiler/stream_plan.c compiler/opsem.c compiler/ir.c compiler/diag.c compiler/util.c
 CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
-             runtime/workload_mlp.c
+             runtime/workload_mlp.c runtime/workload_tf.c runtime/transformer.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
@@ -320,13 +331,17 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h compiler/stream_plan.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
+build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@

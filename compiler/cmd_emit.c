@@ -40,6 +40,7 @@
 #include "cmds.h"
 #include "driver.h"
 #include "emit_c.h"
+#include "stream_check.h"
 
 /* What the generated program is built for. */
 typedef struct Target {
@@ -73,12 +74,54 @@ typedef struct RunInfo {
     bool mlp_ok;
     char why[256];        /* mlp_shape's reason when !mlp_ok */
     char model[64];       /* the model's name, "" without one */
+    char arch[32];        /* the model's arch, which names its workload ("mlp") */
 } RunInfo;
 
-/* Compiles and emits FILE into memory; *nranks = P; info (may be NULL) gets what `run`
- * reports. Returns 0, 1 (input errors) or 2. */
-static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int *nranks,
-                    RunInfo *info)
+/* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out, after
+ * the verifier passed it against the arena plans the program uses (cost model and, when
+ * it runs, mlp). Returns 0, or 1 with a message (a plan that fails is pipec's bug). */
+static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
+{
+    CommPlan *cp = comm_plan(p);
+    StreamInBuf b;
+    stream_in_build(&b, p, cp);
+    StreamPlan *sp = stream_plan(&b.in);
+    if (!sp)
+        die("out of memory");
+    char why[400] = "";
+    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+    arena_plan_free(ap);
+    MlpShape mlp;
+    char mwhy[200];
+    if (!nbad && mlp_shape(p, &mlp, mwhy, sizeof mwhy) == 0) {
+        ap = arena_plan(p, mlp.sizes, 1);
+        nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+        arena_plan_free(ap);
+        mlp_shape_free(&mlp);
+    }
+    if (nbad)
+        fprintf(stderr, "%s: internal error: the CUDA stream plan fails its verifier (%d "
+                        "violation%s): %s\n", file, nbad, nbad == 1 ? "" : "s", why);
+    else {
+        size_t cap = out->cap;
+        VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
+        out->cap = (uint32_t)cap;
+        EmitFile *f = &out->files[out->n++];
+        f->name = xstrdup("streams.json");
+        memset(&f->text, 0, sizeof f->text);
+        stream_plan_json(&f->text, p, sp);
+    }
+    stream_plan_free(sp);
+    stream_in_free(&b);
+    comm_plan_free(cp);
+    return nbad ? 1 : 0;
+}
+
+/* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = P; info
+ * (may be NULL) gets what `run` reports. Returns 0, 1 (input errors) or 2. */
+static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut *out,
+                    int *nranks, RunInfo *info)
 {
     memset(out, 0, sizeof *out);
     Diag d = {0};
@@ -97,7 +140,9 @@ static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int 
                     file, d.nwarn, d.nwarn == 1 ? "" : "s");
     }
     if (p && emit_c(&d, p, file, out) == 0) {
-        rc = 0;
+        rc = cuda ? add_stream_plan(out, p, file) : 0;
+        if (rc)
+            emit_out_free(out);   /* nothing is written */
         if (nranks)
             *nranks = (int)p->P;
         if (info) {
@@ -107,6 +152,10 @@ static int generate(const DriverOpts *dopt, const char *file, EmitOut *out, int 
             if (info->mlp_ok)
                 mlp_shape_free(&shape);
             snprintf(info->model, sizeof info->model, "%s", p->model ? p->model->name : "");
+            const Field *a = p->model ? field_find(p->model->fields, p->model->nfields, "arch")
+                                      : NULL;
+            snprintf(info->arch, sizeof info->arch, "%s",
+                     a && a->val.kind == VAL_IDENT ? a->val.str : "mlp");
         }
     }
     pipeline_free(p);
@@ -694,7 +743,7 @@ static int emit_or_compile(int argc, char **argv, bool compile)
         return 2;
     }
     EmitOut out;
-    int rc = generate(&dopt, argv[optind], &out, NULL, NULL);
+    int rc = generate(&dopt, argv[optind], t.cuda, &out, NULL, NULL);
     if (rc == 0 && write_output_folder(&out, outdir) != 0)
         rc = 1;
     if (rc == 0 && compile)
@@ -851,7 +900,7 @@ static int announce(const DriverOpts *dopt, const RunInfo *info, const char *wor
                     bool check, bool quiet, Target t, const char *data)
 {
     Diag d = {.werror = dopt->werror};
-    bool mlp = workload ? !strcmp(workload, "mlp") : info->mlp_ok;
+    bool mlp = workload ? strcmp(workload, "synthetic") != 0 : info->mlp_ok;
     if ((check || mlp) && !info->mlp_ok) {
         fprintf(stderr, "pipec run: %s needs the mlp workload, which cannot run this file: %s\n",
                 check ? "--check" : "--workload mlp", info->why);
@@ -865,8 +914,8 @@ static int announce(const DriverOpts *dopt, const RunInfo *info, const char *wor
     }
     if (!quiet) {
         if (mlp)
-            fprintf(stderr, "pipec run: workload mlp: model %s really trains%s\n", info->model,
-                    workload ? " (--workload mlp)" : " (its shape fits the CPU mlp workload)");
+            fprintf(stderr, "pipec run: workload %s: model %s really trains%s\n", info->arch,
+                    info->model, workload ? "" : " (its shape fits the CPU workload)");
         else
             fprintf(stderr, "pipec run: workload synthetic: ops busy-wait their cost-model times "
                             "and touch scaled-down arenas%s%s%s\n",
@@ -961,7 +1010,7 @@ int cmd_run(int argc, char **argv)
     }
     EmitOut eo;
     RunInfo info = {0};
-    rc = generate(&dopt, argv[optind], &eo, &nranks, &info);
+    rc = generate(&dopt, argv[optind], t.cuda, &eo, &nranks, &info);
     if (rc != 0)
         goto out;
     if (announce(&dopt, &info, workload, check, quiet, t, data) != 0) {

@@ -13,6 +13,7 @@
 #include "opindex.h"
 #include "opsem.h"
 #include "sim.h"
+#include "tf_layout.h"
 
 /* Limits of the CPU mlp workload (docs/runtime.md): a model whose parameters or whose
  * per-rank arena exceed these is refused. */
@@ -81,6 +82,38 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
             return -1;
         }
     }
+    /* The arch picks the workload: gpt and llama run runtime/transformer.h (the cost
+     * model's default arch is gpt), mlp runtime/mlp.h. */
+    const Field *af = field_find(m->fields, m->nfields, "arch");
+    const char *arch = af && af->val.kind == VAL_IDENT ? af->val.str : "gpt";
+    out->arch = !strcmp(arch, "gpt") ? TF_GPT : !strcmp(arch, "llama") ? TF_LLAMA : 0;
+    if (out->arch) {
+        if (!model_int(m, "heads", 1, 1 << 24, &out->heads)) {
+            snprintf(why, why_n, "model %s: `heads` must be a whole number in 1..%d", m->name,
+                     1 << 24);
+            return -1;
+        }
+        out->kv_heads = out->heads;
+        if (field_find(m->fields, m->nfields, "kv_heads") &&
+            !model_int(m, "kv_heads", 1, 1 << 24, &out->kv_heads)) {
+            snprintf(why, why_n, "model %s: `kv_heads` must be a whole number", m->name);
+            return -1;
+        }
+        /* the cost model's default ffn (docs/cost-model.md "Notation") */
+        out->ffn = out->arch == TF_LLAMA ? 256 * (int)ceil(8.0 * out->C / 3.0 / 256.0)
+                                         : 4 * out->C;
+        if (field_find(m->fields, m->nfields, "ffn") &&
+            !model_int(m, "ffn", 1, 1 << 24, &out->ffn)) {
+            snprintf(why, why_n, "model %s: `ffn` must be a whole number", m->name);
+            return -1;
+        }
+        if (out->C % out->heads || out->heads % out->kv_heads ||
+            (out->arch == TF_LLAMA && (out->C / out->heads) % 2)) {
+            snprintf(why, why_n, "model %s: heads must divide hidden, kv_heads heads, and a "
+                     "llama head size must be even", m->name);
+            return -1;
+        }
+    }
     int32_t PV = p->P * p->V;
     out->layers = xcalloc((size_t)PV, sizeof *out->layers);
     if (p->partition_set && !p->partition_even) {
@@ -112,18 +145,36 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     /* Size limits: parameters and activations. */
     double C = out->C, V = out->vocab;
     double params = out->L * (2 * C + 8 * C * C + 5 * C) + 2 * V * C + V + 2 * C;
+    if (out->arch) /* qkv, proj, the MLP, norms and biases per layer; wte, wpe, head */
+        params = out->L * (C * (C + 2.0 * C * out->kv_heads / out->heads) + C * C +
+                           3.0 * C * out->ffn + 8 * C + 3.0 * out->ffn) +
+                 2 * V * C + (double)out->T * C + 2 * C;
     if (params * 8 > (double)MLP_MAX_PARAM_BYTES) {
-        snprintf(why, why_n, "model %s is too large for the CPU mlp workload (%.3g parameters)",
-                 m->name, params);
+        snprintf(why, why_n, "model %s is too large for the CPU %s workload (%.3g parameters)",
+                 m->name, out->arch ? arch : "mlp", params);
         goto fail;
     }
     out->sizes = xcalloc((size_t)PV, sizeof *out->sizes);
     for (int32_t v = 0; v < PV; v++) {
         double per = (double)out->B * out->T * (out->layers[v] * 20.0 * C + 8 * V + 8 * C);
-        if (per * 4 > (double)MLP_MAX_ARENA_BYTES) {
+        if (!out->arch && per * 4 > (double)MLP_MAX_ARENA_BYTES) {
             snprintf(why, why_n, "model %s: activations of one micro-batch are too large for "
                      "the CPU mlp workload", m->name);
             goto fail;
+        }
+        if (out->arch) {
+            TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
+                        out->T, out->B};
+            TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
+            if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
+                snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
+                         "for the CPU %s workload", m->name, arch);
+                goto fail;
+            }
+            out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
+                                         (int64_t)(a.ckpt * sizeof(float)),
+                                         (int64_t)(a.wact * sizeof(float))};
+            continue;
         }
         out->sizes[v] = mlp_region_sizes(out->vocab, out->C, out->T, out->B, out->layers[v],
                                          v == 0, v == PV - 1);
@@ -445,13 +496,18 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
     sb_printf(b, ",\n    .version = \"%s\",\n", PIPEC_VERSION);
     sb_printf(b, "    .P = %d, .M = %d, .V = %d,\n    .send_mode = PR_SEND_EAGER,\n", P, M, V);
     sb_printf(b, "    .ranks = ranks, .vstages = vstages, .msgs = msgs, .nmsgs = %u,\n", nmsgs);
-    if (have_mlp)
+    if (have_mlp) {
         sb_printf(b, "    .mlp_vocab = %d, .mlp_C = %d, .mlp_L = %d, .mlp_T = %d, .mlp_B = %d,\n",
                   mlp.vocab, mlp.C, mlp.L, mlp.T, mlp.B);
-    else {
+        if (mlp.arch)
+            sb_printf(b, "    .model_arch = %d, .model_heads = %d, .model_kv_heads = %d, "
+                         ".model_ffn = %d,\n", mlp.arch, mlp.heads, mlp.kv_heads, mlp.ffn);
+    } else {
         sb_puts(b, "    .mlp_unavailable = ");
         put_cstr(b, why);
         sb_puts(b, ",\n");
+        if (mlp.arch) /* the workload's name in messages */
+            sb_printf(b, "    .model_arch = %d,\n", mlp.arch);
     }
     sb_puts(b, "    .synthetic_scale = ");
     put_double(b, scale);

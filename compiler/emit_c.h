@@ -35,12 +35,14 @@ typedef struct EmitOut {
 /* The mlp workload's model shape and region sizes for a pipeline. */
 typedef struct MlpShape {
     int vocab, C, L, T, B;
+    int arch;             /* 0 mlp, TF_GPT or TF_LLAMA (runtime/tf_layout.h): the workload */
+    int heads, kv_heads, ffn;  /* gpt/llama only */
     int *layers;          /* [P*V] blocks per virtual stage */
     ArenaSizes *sizes;    /* [P*V] act/ckpt/wact bytes, as runtime/mlp.h computes them */
 } MlpShape;
 
-/* Derives the mlp shape from the pipeline's `model` (fields layers hidden vocab seq
- * mbs) and `partition` (even, or whole layers per virtual stage). Returns 0, or -1
+/* Derives the model workload's shape from the pipeline's `model` (fields layers hidden
+ * vocab seq mbs; arch, and for gpt/llama heads kv_heads ffn) and `partition` (even, or whole layers per virtual stage). Returns 0, or -1
  * with a one-line reason in why (no model, missing field, half-layer partition, too
  * large for the CPU workload). */
 int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n);

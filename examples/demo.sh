@@ -11,7 +11,7 @@ EXAMPLE=${EXAMPLE:-examples/tiny_1f1b.pipe}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-STEPS="check summary print opt sim run train"
+STEPS="check summary print opt sim run train transformers"
 failed=""
 
 say() { printf '\n== %s\n' "$*"; }
@@ -125,6 +125,20 @@ step_train() {
     needs run || return 0
     [ -f examples/demo.pipe ] || { echo "(skipped: examples/demo.pipe is not there yet)"; return 0; }
     "$PIPEC" run examples/demo.pipe --iters 15
+}
+
+# The transformers the `.pipe` names: a GPT and a Llama (stdlib shapes shrunk by a model
+# block) train for 50 iterations on the default text (the docs), and their pipelined
+# gradients match the sequential reference.
+step_transformers() {
+    needs run || return 0
+    local f
+    for f in examples/gpt_tiny.pipe examples/llama_tiny.pipe; do
+        say "pipec run $f --iters 50"
+        "$PIPEC" run "$f" --iters 50 --quiet || return 1
+        say "pipec run $f --check"
+        "$PIPEC" run "$f" --check | grep -E 'workload|max relative' || return 1
+    done
 }
 
 for s in $STEPS; do

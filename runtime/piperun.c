@@ -1284,7 +1284,8 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     }
 done:
     res->ref_ms = -1;
-    if (o->reference && o->workload == PR_MLP && !atomic_load(&run->failed) && run->model)
+    if (o->reference && o->workload == PR_MLP && !atomic_load(&run->failed) &&
+        (run->model || run->tf))
         res->ref_ms = pr_mlp_reference_ms(run);
     if (started < run->P && started > 0)
         pr_fail(run, -1, -1, "run aborted");

@@ -161,6 +161,11 @@ typedef struct PrProgram {
     double synthetic_scale;    /* synthetic arena bytes = cost-model bytes / this (>= 1) */
     double sim_ms;             /* simulated iteration time under the cost model, ms; < 0
                                   when unknown */
+    /* The model's arch: 0 mlp (runtime/mlp.h), else a transformer of runtime/
+     * transformer.h (1 gpt, 2 llama) with these attention and MLP widths; the mlp_*
+     * fields give its vocabulary, hidden size, layers, sequence and micro-batch size,
+     * and PrVstage its region sizes. */
+    int model_arch, model_heads, model_kv_heads, model_ffn;
 } PrProgram;
 
 /* Options of one run (what `pipec run` passes on the program's command line). */

@@ -129,6 +129,8 @@ struct PrRun {
     bool *offloaded;           /* [PV] v has an OG: its SGD step runs in OG, not at the end */
     float **host_w;            /* [PV] host copy of v's parameters (the master weights) */
     float **host_g;            /* [PV] host copy of v's gradients (what OG moved) */
+    /* the gpt and llama workloads (workload_tf.c), in the same slot: NULL for mlp */
+    struct TfModel *tf;
     double t_start;            /* ms, monotonic */
     double spin_ms;            /* pr_spin_budget_ms() */
     struct PrLive *live;       /* [P] the main thread's view of each rank (piperun.c) */
@@ -207,5 +209,24 @@ int pr_mlp_check(PrRun *run, PrResult *res);   /* reference iteration; fills gra
 void pr_mlp_step(PrRun *run);
 void pr_mlp_zero(PrRun *run);
 double pr_mlp_reference_ms(PrRun *run);   /* mean ms per reference iteration, or -1 */
+/* Loads the training text (--data, else the built-in paragraph) into run->data and checks
+ * it holds seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
+int pr_text_setup(PrRun *run);
+/* The model workload's gradient tensors, whatever its arch (mlp, gpt, llama): count,
+ * tensor i's name, gradient and floats (outputs may be NULL), and whether it belongs to
+ * virtual stage v. For transports that move gradients (--check over several processes). */
+int pr_model_tensor_count(const PrRun *run);
+void pr_model_tensor(const PrRun *run, int i, const char **name, float **grad, size_t *n);
+bool pr_model_tensor_in_slice(const PrRun *run, int i, int v);
+/* workload_tf.c: the gpt and llama workloads behind the pr_mlp_* entry points, which
+ * hand over when PrProgram.model_arch != 0. Same contracts. */
+int pr_tf_setup(PrRun *run);
+void pr_tf_teardown(PrRun *run);
+int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o);
+int pr_tf_state_op(PrRank *r, const PrOp *o);   /* OG or LW */
+int pr_tf_check(PrRun *run, PrResult *res);
+void pr_tf_step(PrRun *run);
+void pr_tf_zero(PrRun *run);
+double pr_tf_reference_ms(PrRun *run);
 
 #endif

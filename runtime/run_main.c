@@ -20,10 +20,19 @@ __attribute__((weak)) double pr_check_bound(void)
 static void usage(FILE *f, const char *argv0)
 {
     fprintf(f,
-            "usage: %s [--iters N] [--check] [--json] [--trace T.json] [--workload mlp|synthetic]\n"
+            "usage: %s [--iters N] [--check] [--json] [--trace T.json] [--workload mlp|gpt|llama|synthetic]\n"
             "          [--data FILE] [--time-scale X] [--timeout SECONDS] [--profile [-o FILE]]\n"
             "          [--lr X] [--seed N] [--quiet] [--reference]\n",
             argv0);
+}
+
+/* The workload's name: synthetic, or the model's arch (mlp, gpt, llama). */
+static const char *workload_name(const PrProgram *g, int w)
+{
+    static const char *const arch[3] = {"mlp", "gpt", "llama"};
+    if (w != PR_MLP)
+        return "synthetic";
+    return g->model_arch >= 0 && g->model_arch < 3 ? arch[g->model_arch] : "model";
 }
 
 /* Parses a number; false when not all of s is one. */
@@ -80,7 +89,7 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
     print_json_str(f, g->name);
     fprintf(f, ", \"workload\": \"%s\", \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
                "\"iters\": %d,\n \"losses\": [",
-            o->workload == PR_MLP ? "mlp" : "synthetic", g->P, g->M, g->V, res->iters);
+            workload_name(g, o->workload), g->P, g->M, g->V, res->iters);
     for (int i = 0; i < res->iters; i++) {
         fputs(i ? ", " : "", f);
         print_num(f, res->loss[i]);
@@ -139,7 +148,7 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
 {
     double meas = measured_ms(res);
     fprintf(f, "%s: %d stages, %d micro-batches, %d chunks, workload %s, %d iteration%s\n",
-            g->name, g->P, g->M, g->V, o->workload == PR_MLP ? "mlp" : "synthetic", res->iters,
+            g->name, g->P, g->M, g->V, workload_name(g, o->workload), res->iters,
             res->iters == 1 ? "" : "s");
     if (o->workload == PR_MLP && res->iters > 1)
         fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);
@@ -210,7 +219,9 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
         case O_JSON: o.json = true; break;
         case O_TRACE: o.trace = optarg; break;
         case O_WORKLOAD:
-            if (!strcmp(optarg, "mlp"))
+            /* the model workload: by the program's arch name (gpt, llama), or `mlp`,
+             * its name before gpt and llama existed */
+            if (!strcmp(optarg, workload_name(prog, PR_MLP)) || !strcmp(optarg, "mlp"))
                 o.workload = PR_MLP;
             else if (!strcmp(optarg, "synthetic"))
                 o.workload = PR_SYNTHETIC;
@@ -299,7 +310,7 @@ int pr_profile_write(const PrRun *run)
     if (run->opt.profile_out && !(f = fopen(run->opt.profile_out, "w")))
         return -1;
     fprintf(f, "# op costs measured by `pipec run --profile` (workload %s, %d iterations)\n",
-            run->opt.workload == PR_MLP ? "mlp" : "synthetic", run->opt.iters);
+            workload_name(g, run->opt.workload), run->opt.iters);
     fprintf(f, "costs { p2p 0ms }\n");
     for (int v = 0; v < run->PV; v++) {
         const PrRank *r = &run->rank[g->vstages[v].rank];

@@ -14,7 +14,10 @@
  * copies the slice's gradients to host_g and runs the SGD step on host_w; LW (host-to-
  * device copy thread, before the chunk's first F) copies host_w into the model's
  * parameters. The end-of-iteration step skips those slices, so the arithmetic is that of
- * mlp_sgd_step and a run matches one without offload bit for bit. */
+ * mlp_sgd_step and a run matches one without offload bit for bit.
+ *
+ * A model whose arch is gpt or llama (PrProgram.model_arch) runs the transformer
+ * workloads of workload_tf.c in this slot instead: every entry point below hands over. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "piperun_internal.h"
+#include "transformer.h"
 
 /* Used when no --data file is given (pipec run passes the project's docs instead). */
 static const char builtin_text[] =
@@ -84,6 +88,8 @@ static int offload_setup(PrRun *run)
 
 int pr_mlp_offload(PrRank *r, const PrOp *o)
 {
+    if (r->run->tf)
+        return pr_tf_state_op(r, o);
     PrRun *run = r->run;
     int v = o->vstage;
     if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
@@ -107,6 +113,8 @@ int pr_mlp_offload(PrRank *r, const PrOp *o)
 
 int pr_mlp_load(PrRank *r, const PrOp *o)
 {
+    if (r->run->tf)
+        return pr_tf_state_op(r, o);
     PrRun *run = r->run;
     int v = o->vstage;
     if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
@@ -125,9 +133,56 @@ int pr_mlp_load(PrRank *r, const PrOp *o)
     return 0;
 }
 
+int pr_model_tensor_count(const PrRun *run)
+{
+    return run->tf ? run->tf->ntensors : run->model ? mlp_param_count(run->model) : 0;
+}
+
+void pr_model_tensor(const PrRun *run, int i, const char **name, float **grad, size_t *n)
+{
+    if (!run->tf) {
+        mlp_param(run->model, i, name, NULL, grad, n);
+        return;
+    }
+    const TfTensor *t = &run->tf->tensors[i];
+    if (name)
+        *name = t->name;
+    if (grad)
+        *grad = run->tf->grad_mem + t->off;
+    if (n)
+        *n = t->n;
+}
+
+bool pr_model_tensor_in_slice(const PrRun *run, int i, int v)
+{
+    return run->tf ? tf_param_in_slice(run->tf, i, &run->slice[v])
+                   : mlp_param_in_slice(run->model, i, &run->slice[v]);
+}
+
+int pr_text_setup(PrRun *run)
+{
+    if (run->opt.data) {
+        if (data_load(&run->data, run->opt.data) != 0) {
+            pr_fail(run, -1, -1, "cannot read --data %s: %s", run->opt.data, strerror(errno));
+            return -1;
+        }
+    } else if (data_from_memory(&run->data, builtin_text, sizeof builtin_text - 1) != 0) {
+        pr_fail(run, -1, -1, "out of memory");
+        return -1;
+    }
+    if (!data_fits(&run->data, run->prog->mlp_T)) {
+        pr_fail(run, -1, -1, "the training text has %zu bytes, fewer than seq + 1 = %d",
+                run->data.n, run->prog->mlp_T + 1);
+        return -1;
+    }
+    return 0;
+}
+
 int pr_mlp_setup(PrRun *run)
 {
     const PrProgram *g = run->prog;
+    if (g->model_arch != 0)
+        return pr_tf_setup(run);
     MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
     char why[160];
     if (mlp_config_check(&c, why, sizeof why) != 0) {
@@ -169,20 +224,8 @@ int pr_mlp_setup(PrRun *run)
         pr_fail(run, -1, -1, "out of memory creating the mlp model");
         return -1;
     }
-    if (run->opt.data) {
-        if (data_load(&run->data, run->opt.data) != 0) {
-            pr_fail(run, -1, -1, "cannot read --data %s: %s", run->opt.data, strerror(errno));
-            return -1;
-        }
-    } else if (data_from_memory(&run->data, builtin_text, sizeof builtin_text - 1) != 0) {
-        pr_fail(run, -1, -1, "out of memory");
+    if (pr_text_setup(run) != 0)
         return -1;
-    }
-    if (!data_fits(&run->data, c.T)) {
-        pr_fail(run, -1, -1, "the training text has %zu bytes, fewer than seq + 1 = %d",
-                run->data.n, c.T + 1);
-        return -1;
-    }
     run->io_bytes = mlp_io_bytes(&c);
     if (offload_setup(run) != 0) {
         pr_fail(run, -1, -1, "out of memory for the offloaded model states");
@@ -194,6 +237,10 @@ int pr_mlp_setup(PrRun *run)
 
 void pr_mlp_teardown(PrRun *run)
 {
+    if (run->tf) {
+        pr_tf_teardown(run);
+        return;
+    }
     for (int v = 0; run->host_w && v < run->PV; v++) {
         free(run->host_w[v]);
         free(run->host_g[v]);
@@ -212,6 +259,10 @@ void pr_mlp_teardown(PrRun *run)
 
 void pr_mlp_zero(PrRun *run)
 {
+    if (run->tf) {
+        pr_tf_zero(run);
+        return;
+    }
     for (int v = 0; v < run->PV; v++)
         mlp_zero_grad(run->model, &run->slice[v]);
     for (int m = 0; m < run->M; m++)
@@ -220,6 +271,10 @@ void pr_mlp_zero(PrRun *run)
 
 void pr_mlp_step(PrRun *run)
 {
+    if (run->tf) {
+        pr_tf_step(run);
+        return;
+    }
     for (int v = 0; v < run->PV; v++)
         if (!run->offloaded || !run->offloaded[v]) /* an OG stepped it on the host */
             mlp_sgd_step(run->model, &run->slice[v], (float)run->opt.lr);
@@ -236,6 +291,8 @@ static int batch(PrRank *r, const PrOp *o)
 
 int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
 {
+    if (r->run->tf)
+        return pr_tf_op(r, i, o);
     PrRun *run = r->run;
     const MlpSlice *s = &run->slice[o->vstage];
     MlpModel *m = run->model;
@@ -334,6 +391,8 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
 
 int pr_mlp_check(PrRun *run, PrResult *res)
 {
+    if (run->prog->model_arch != 0)
+        return pr_tf_check(run, res);
     const PrProgram *g = run->prog;
     MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
     /* The reference starts from the same initial weights: a fresh model with the same
@@ -379,6 +438,8 @@ out:
 
 double pr_mlp_reference_ms(PrRun *run)
 {
+    if (run->prog->model_arch != 0)
+        return pr_tf_reference_ms(run);
     const PrProgram *g = run->prog;
     MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
     MlpModel *ref = mlp_create(&c, run->opt.seed);

@@ -7,7 +7,7 @@
 #     and NCCL; no warning may appear;
 #   - the CUDA program carries the GPU's --check bound (pr_check_bound), the CPU one not;
 #   - `pipec compile --backend cuda --launcher mpi` links the one-rank-per-process form
-#     (NCCL unique id over MPI_Bcast, ncclCommInitRank) when mpicc is there;
+#     (NCCL unique ids over MPI_Bcast, ncclCommInitRankConfig) when mpicc is there;
 #   - without a GPU, `pipec run --backend cuda` (threads and mpi) exits 1 saying no GPU
 #     was found, and without nvcc `pipec compile --backend cuda` exits 1 saying so.
 # Skips when nvcc is not installed.

@@ -64,11 +64,12 @@ int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
 int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst);
 
 /* Synthetic workload: a kernel that spins ms milliseconds on the device clock
- * (%globaltimer), minus the launch overhead measured by cu_spin_calibrate. */
-int cu_spin(cudaStream_t st, double ms);
-/* Measures the time of an empty spin launch on st (events) and keeps it as the overhead
- * that cu_spin subtracts. Returns 0 or -1. */
-int cu_spin_calibrate(cudaStream_t st);
+ * (%globaltimer), minus overhead_ms, the launch overhead cu_spin_calibrate measured on
+ * the calling rank's stream. */
+int cu_spin(cudaStream_t st, double ms, float overhead_ms);
+/* Measures the time of an empty spin launch on st (events, destroyed on every path)
+ * into *overhead_ms. Returns 0 or -1. */
+int cu_spin_calibrate(cudaStream_t st, float *overhead_ms);
 
 #ifdef __cplusplus
 }

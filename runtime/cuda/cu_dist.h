@@ -14,9 +14,10 @@
 
 typedef struct CuDist {
     int me, np;          /* this process's rank and the number of processes (== P) */
-    int local, nlocal;   /* index among the processes of this node, and their number:
-                            the process uses GPU local % #GPUs, one GPU per process */
-    /* Copies n bytes at buf from process 0 to every process (the NCCL unique id). */
+    int local, nlocal;   /* index among the processes of this node, and their number
+                            (the GPU: cu_host.h cu_pick_device), one GPU per process */
+    /* Copies n bytes at buf from process 0 to every process (an NCCL unique id: one
+     * call per ordered pair of ranks with messages, in the same order everywhere). */
     int (*bcast)(void *buf, size_t n);
     /* After iteration it (all local work done, results of this process in run):
      * gives every process the head's micro-batch losses (run->mb_loss) and, when

@@ -2,28 +2,33 @@
  * GPUs (docs/cuda.md). The generated program is the CPU backend's, linked against
  * build/libpiperun_cuda.a instead of libpiperun.a.
  *
- * One host thread per rank enqueues its program asynchronously:
- *   - per rank four streams: compute (F/B/W/R), d2h (SO, into pinned host buffers),
- *     h2d (SI) and p2p (messages); one event per op carries the waits the simulator
- *     assumes: an allocating op (F/R) waits for the SOs listed before it, B/R of (v,m)
- *     for SI(v,m), SI for the SOs before it, an SO for the compute op before it, a send
- *     for its producing op, the consuming op for its receive. So copies overlap compute.
- *   - OG/LW (model-state offload, TPipe's T-Offload): OG waits for the compute op before
- *     it (the chunk's last B/W), copies the slice's gradients into the host buffer with
- *     cudaMemcpyAsync on d2h and runs the SGD step on the host copy of the weights as a
- *     host function on that stream; LW copies those weights back on h2d, and every F of
- *     the chunk waits for it. The end-of-iteration step skips offloaded slices.
+ * One host thread per rank enqueues its program asynchronously, exactly as the stream
+ * plan says (compiler/stream_plan.h, computed once at start-up from the program's
+ * tables by cu_host.c; `pipec emit --backend cuda` writes the same plan to
+ * streams.json): every op runs on its stream (compute: F/B/W/R; d2h: SO, OG; h2d: SI,
+ * LW), first waiting for the end events of the ops the plan names and for the receive
+ * events of its messages. No ordering decision is made here.
+ *   - OG/LW (model-state offload, TPipe's T-Offload): OG copies the slice's gradients
+ *     into pinned host memory with cudaMemcpyAsync on d2h and runs the SGD step on the
+ *     host copy of the weights as a host function on that stream; LW copies those
+ *     weights back on h2d. The end-of-iteration step skips offloaded slices.
  *   - the arena is one cudaMalloc of the planned size; regions are arena + offset.
- *   - messages: NCCL point-to-point (ncclCommInitAll over one GPU per rank, in this
- *     process, or ncclCommInitRank across processes: cu_dist.h) where sends are held until the rank's next receive and issued with it in
- *     one ncclGroupStart/End (both directions of a pair meet in one group), or at the end
- *     of the iteration. With fewer GPUs than ranks NCCL cannot be used (one rank per
- *     GPU): the runtime says so and falls back to device-to-device copies
- *     (cudaMemcpyPeerAsync into the receiver's buffer, then an event the receiver's
- *     compute stream waits on); PIPERUN_CUDA_P2P=copy forces that path.
- *   - every iteration ends with a watchdog wait: streams are polled (cudaStreamQuery,
- *     ncclCommGetAsyncError); past --timeout the communicators are aborted
- *     (ncclCommAbort) and the run fails naming the first op that has not finished.
+ *   - messages: NCCL point-to-point over one communicator per ordered pair of ranks
+ *     that exchange messages (two members: sender 0, receiver 1; non-blocking, set up
+ *     and connected at start-up), each side on a stream of its own: a send is posted as
+ *     soon as its producer is enqueued, its stream waiting for the producer's end; the
+ *     receive is posted right before its consumer and records the event the
+ *     consumer's stream waits for. Each pair's messages match in issue order on both
+ *     sides, so no send or receive waits for another pair's. With fewer GPUs than ranks
+ *     NCCL cannot be used (one rank per GPU): the runtime says so and falls back to
+ *     device-to-device copies (cudaMemcpyPeerAsync into the receiver's buffer on the
+ *     sender's p2p stream, then an event the consumer waits on); PIPERUN_CUDA_P2P=copy
+ *     forces that path.
+ *   - the watchdog: every host wait polls the run's failure flag; NCCL calls that are
+ *     in progress and the end-of-iteration drain poll the communicators' asynchronous
+ *     errors and fail after --timeout seconds without progress, naming the first op
+ *     that has not finished. Rank threads are joined before the communicators are
+ *     aborted (failed run) or destroyed (cu_host.h cu_teardown).
  * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/mlp.h)
  * and synthetic (spin.cu). One run per process (the device state is global). */
 #define _POSIX_C_SOURCE 200809L
@@ -38,6 +43,7 @@
 
 #include "cu_api.h"
 #include "cu_dist.h"
+#include "cu_host.h"
 #include "piperun_internal.h"
 
 _Thread_local int cu_rank = -1;
@@ -48,7 +54,9 @@ CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL};
 typedef struct CuRank {
     bool local;                /* run by this process (always, unless one rank per process) */
     int dev;
-    cudaStream_t comp, d2h, h2d, p2p;
+    cudaStream_t comp, d2h, h2d, p2p; /* p2p: the copy fallback's messages */
+    cudaStream_t *sendst, *recvst;    /* [P] NCCL: the stream of the pair (me, peer) /
+                                         (peer, me), NULL when the pair has no message */
     cudaEvent_t *t0, *t1;      /* [nops] start and end of op i (timing) */
     cudaEvent_t ref;           /* timing origin, recorded at host time ref_ms */
     double ref_ms;
@@ -60,23 +68,23 @@ typedef struct CuRank {
     char *dummy;               /* 1 device byte: token messages */
     CuMlp mlp;
     bool has_mlp;
-    int last_comp, last_so;    /* op indices this iteration, -1 */
-    int *si_of;                /* [nvm] op index of SI(v,m) this iteration */
-    int *lw_of;                /* [PV] op index of LW of virtual stage v this iteration */
     struct OgStep *og;         /* [PV] arguments of OG's host SGD step */
-    uint32_t *pend;            /* NCCL sends held until the next receive */
-    int *pend_prod;
-    int npend;
+    bool *pinned;              /* [PV] host_w/host_g of v registered (cudaHostRegister) */
+    float spin_ms;             /* launch overhead of the spin kernel on this rank's GPU */
 } CuRank;
 
 static struct {
     PrRun *run;
     CuRank *r;                 /* [P] */
-    ncclComm_t *comms;         /* [P] or NULL (copy mode) */
+    StreamPlan *plan;          /* what every rank enqueues (cu_stream_plan) */
+    bool nccl;                 /* messages over NCCL (else the copy fallback) */
+    ncclComm_t *comms;         /* [2 * P * P] pair (a,b): [2(aP+b)] a's side, [+1] b's;
+                                  NULL where absent (or not in this process) */
     cudaEvent_t *msg_ev;       /* [nmsgs] */
     atomic_uint *msg_stamp;    /* [nmsgs] iteration + 1 when the copy was enqueued */
     char first_error[256];
 } CU;
+static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
@@ -86,8 +94,10 @@ void cu_error(const char *file, int line, const char *call, const char *what)
     const char *f = strrchr(file, '/');
     snprintf(msg, sizeof msg, "%s:%d: %.60s: %.80s", f ? f + 1 : file, line, call, what);
     fprintf(stderr, "piperun: rank %d: %s\n", cu_rank, msg);
+    pthread_mutex_lock(&err_mu);
     if (!CU.first_error[0])
         snprintf(CU.first_error, sizeof CU.first_error, "%s", msg);
+    pthread_mutex_unlock(&err_mu);
 }
 
 const char *cu_blas_str(cublasStatus_t s)
@@ -206,7 +216,11 @@ void pr_result_free(PrResult *res)
 /* A CUDA failure inside an op: record it with the op (cu_error printed the call). */
 static int op_fail(PrRank *r, uint32_t i)
 {
-    pr_fail(r->run, r->id, i, "CUDA/NCCL error: %s", CU.first_error);
+    char e[256];
+    pthread_mutex_lock(&err_mu);
+    snprintf(e, sizeof e, "%s", CU.first_error);
+    pthread_mutex_unlock(&err_mu);
+    pr_fail(r->run, r->id, i, "CUDA/NCCL error: %s", e);
     return -1;
 }
 
@@ -284,8 +298,11 @@ static int state_copy(PrRank *r, CuRank *c, int v, int dir, cudaStream_t st)
 {
     PrRun *run = r->run;
     const MlpModel *m = run->model;
-    if (!run->host_w || !run->host_w[v])
+    if (!run->host_w || !run->host_w[v] || !run->host_g || !run->host_g[v]) {
+        cu_error(__FILE__, __LINE__, dir == 0 ? "OG" : "LW",
+                 "no host copy of the virtual stage's weights (the slice is not offloaded)");
         return -1;
+    }
     size_t at = 0;
     for (int i = 0; i < mlp_param_count(m); i++) {
         if (!mlp_param_in_slice(m, i, &run->slice[v]))
@@ -308,79 +325,76 @@ static int state_copy(PrRank *r, CuRank *c, int v, int dir, cudaStream_t st)
     return 0;
 }
 
+static cudaStream_t stream_of(const CuRank *c, unsigned st)
+{
+    return st == STREAM_D2H ? c->d2h : st == STREAM_H2D ? c->h2d : c->comp;
+}
+
+/* SO (out) or SI (back) of the (v,m) region on st. */
+static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
+{
+    PrRun *run = r->run;
+    int w = run->opt.workload;
+    size_t k = vm(run, o->vstage, o->mb);
+    int64_t bytes = o->held[w];
+    if (bytes > 0 && (o->off[w] >= 0 || (o->kind == PR_SO && o->rest[w] >= 0))) {
+        if (o->kind == PR_SO) {
+            /* a region in two places (after an R) goes out as one, as on the CPU */
+            int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
+            if (first > bytes)
+                first = bytes;
+            if (first > 0 && o->off[w] >= 0)
+                CUDA_CHECK(cudaMemcpyAsync(c->host[k], c->arena + o->off[w], (size_t)first,
+                                           cudaMemcpyDeviceToHost, st));
+            if (first < bytes)
+                CUDA_CHECK(cudaMemcpyAsync((char *)c->host[k] + first, c->arena + o->rest[w],
+                                           (size_t)(bytes - first), cudaMemcpyDeviceToHost, st));
+        } else
+            CUDA_CHECK(cudaMemcpyAsync(c->arena + o->off[w], c->host[k], (size_t)bytes,
+                                       cudaMemcpyHostToDevice, st));
+    }
+    /* synthetic: the compiler's duration of the copy (the scaled copy is shorter) */
+    if (w == PR_SYNTHETIC && cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms))
+        return -1;
+    return 0;
+}
+
+/* Op i on the stream the plan gives it, after the plan's waits and its receives. */
 static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
 {
     PrRun *run = r->run;
     const PrOp *o = &r->d->ops[i];
+    const StreamRank *k = &CU.plan->rank[r->id];
     int w = run->opt.workload;
-    size_t k = vm(run, o->vstage, o->mb);
-    int64_t bytes = o->held[w];
-    if (o->kind == PR_OG || o->kind == PR_LW) {
-        cudaStream_t st = o->kind == PR_OG ? c->d2h : c->h2d;
-        if (o->kind == PR_OG && c->last_comp >= 0) /* after the chunk's last B/W */
-            CUDA_CHECK(cudaStreamWaitEvent(st, c->t1[c->last_comp], 0));
-        CUDA_CHECK(cudaEventRecord(c->t0[i], st));
-        if (w == PR_MLP && c->has_mlp) {
-            if (state_copy(r, c, o->vstage, o->kind == PR_OG ? 0 : 1, st))
-                return -1;
-        } else if (cu_spin(st, o->cost_ms * run->opt.time_scale)) {
-            return -1;
-        }
-        CUDA_CHECK(cudaEventRecord(c->t1[i], st));
-        if (o->kind == PR_LW)
-            c->lw_of[o->vstage] = (int)i;
-        return 0;
+    cudaStream_t st = stream_of(c, k->stream[i]);
+    for (uint32_t x = k->wstart[i]; x < k->wstart[i + 1]; x++)
+        CUDA_CHECK(cudaStreamWaitEvent(st, c->t1[k->waits[x]], 0));
+    for (uint32_t x = k->rstart[i]; x < k->rstart[i + 1]; x++)
+        CUDA_CHECK(cudaStreamWaitEvent(st, CU.msg_ev[k->recvs[x]], 0));
+    CUDA_CHECK(cudaEventRecord(c->t0[i], st));
+    int rc;
+    switch (o->kind) {
+    case PR_OG:
+    case PR_LW:
+        rc = w == PR_MLP && c->has_mlp
+                 ? state_copy(r, c, o->vstage, o->kind == PR_OG ? 0 : 1, st)
+                 : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
+        break;
+    case PR_SO:
+    case PR_SI:
+        rc = swap_copy(r, c, o, st);
+        break;
+    default:
+        rc = w == PR_MLP ? mlp_op(r, c, o) : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
     }
-    if (o->kind == PR_SO || o->kind == PR_SI) {
-        cudaStream_t st = o->kind == PR_SO ? c->d2h : c->h2d;
-        int dep = o->kind == PR_SO ? c->last_comp : c->last_so;
-        if (dep >= 0)
-            CUDA_CHECK(cudaStreamWaitEvent(st, c->t1[dep], 0));
-        CUDA_CHECK(cudaEventRecord(c->t0[i], st));
-        if (bytes > 0 && (o->off[w] >= 0 || (o->kind == PR_SO && o->rest[w] >= 0))) {
-            if (o->kind == PR_SO) {
-                /* a region in two places (after an R) goes out as one, as on the CPU */
-                int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
-                if (first > bytes)
-                    first = bytes;
-                if (first > 0 && o->off[w] >= 0)
-                    CUDA_CHECK(cudaMemcpyAsync(c->host[k], c->arena + o->off[w], (size_t)first,
-                                               cudaMemcpyDeviceToHost, st));
-                if (first < bytes)
-                    CUDA_CHECK(cudaMemcpyAsync((char *)c->host[k] + first, c->arena + o->rest[w],
-                                               (size_t)(bytes - first), cudaMemcpyDeviceToHost,
-                                               st));
-            } else
-                CUDA_CHECK(cudaMemcpyAsync(c->arena + o->off[w], c->host[k], (size_t)bytes,
-                                           cudaMemcpyHostToDevice, st));
-        }
-        /* synthetic: the cost model's copy time (the scaled copy is shorter) */
-        if (w == PR_SYNTHETIC && cu_spin(st, o->cost_ms * run->opt.time_scale))
-            return -1;
-        CUDA_CHECK(cudaEventRecord(c->t1[i], st));
-        if (o->kind == PR_SO)
-            c->last_so = (int)i;
-        else
-            c->si_of[k] = (int)i;
-        return 0;
-    }
-    bool allocates = o->kind == PR_F || o->kind == PR_R;
-    if (allocates && o->nso_before && c->last_so >= 0)
-        CUDA_CHECK(cudaStreamWaitEvent(c->comp, c->t1[c->last_so], 0));
-    if ((o->kind == PR_B || o->kind == PR_R) && (o->flags & PR_HAS_SI) && c->si_of[k] >= 0)
-        CUDA_CHECK(cudaStreamWaitEvent(c->comp, c->t1[c->si_of[k]], 0));
-    if (o->kind == PR_F && (o->flags & PR_HAS_LW) && c->lw_of[o->vstage] >= 0)
-        CUDA_CHECK(cudaStreamWaitEvent(c->comp, c->t1[c->lw_of[o->vstage]], 0));
-    CUDA_CHECK(cudaEventRecord(c->t0[i], c->comp));
-    if (w == PR_MLP ? mlp_op(r, c, o) : cu_spin(c->comp, o->cost_ms * run->opt.time_scale))
+    if (rc)
         return -1;
-    CUDA_CHECK(cudaEventRecord(c->t1[i], c->comp));
-    c->last_comp = (int)i;
+    CUDA_CHECK(cudaEventRecord(c->t1[i], st));
     return 0;
 }
 
-/* Live bytes as the compiler's walk counts them (PrOp.mem_alloc at the start, mem_free
- * at the end, in program order): no rule of its own. */
+/* Live bytes as the compiler's walk counts them (PrOp.mem_alloc at the op's start,
+ * mem_free at its end), in program order: the runtime states no memory rule of its own. */
 static void account(PrRank *r, const PrOp *o)
 {
     int w = r->run->opt.workload;
@@ -426,31 +440,33 @@ static size_t msg_bytes(const PrRun *run, const PrMsg *m)
     return run->opt.workload == PR_MLP && m->payload != PR_PAY_TOKEN ? run->io_bytes : 1;
 }
 
-/* NCCL: issues the held sends (and the receive recv_msg unless it is UINT32_MAX) in one
- * group on the p2p stream. */
-static int nccl_flush(PrRank *r, CuRank *c, uint32_t recv_msg)
+/* The communicator of pair (a,b) on side `side` (0: the sender a, 1: the receiver b). */
+static ncclComm_t pair_comm(int a, int b, int side)
 {
-    PrRun *run = r->run;
-    ncclComm_t comm = CU.comms[r->id];
-    for (int k = 0; k < c->npend; k++)
-        if (c->pend_prod[k] >= 0)
-            CUDA_CHECK(cudaStreamWaitEvent(c->p2p, c->t1[c->pend_prod[k]], 0));
-    NCCL_CHECK(ncclGroupStart());
-    for (int k = 0; k < c->npend; k++) {
-        const PrMsg *m = &run->prog->msgs[c->pend[k]];
-        NCCL_CHECK(ncclSend(msg_buf(r, c, m, true), msg_bytes(run, m), ncclChar, m->dst, comm,
-                            c->p2p));
+    return CU.comms ? CU.comms[2 * ((size_t)a * CU.run->P + (size_t)b) + side] : NULL;
+}
+
+/* An NCCL call on a non-blocking communicator returned e: polls until it is no longer
+ * in progress, failing on an error, on another rank's failure or after --timeout.
+ * Returns 0 or -1 (cu_error / pr_fail called). */
+static int nccl_settle(PrRun *run, ncclComm_t comm, ncclResult_t e, const char *call)
+{
+    double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
+    while (e == ncclInProgress) {
+        if (atomic_load(&run->failed))
+            return -1;
+        if (pr_now_ms() > deadline) {
+            cu_error(__FILE__, __LINE__, call, "still in progress after --timeout seconds");
+            return -1;
+        }
+        struct timespec ts = {0, 50000L};
+        nanosleep(&ts, NULL);
+        if (ncclCommGetAsyncError(comm, &e) != ncclSuccess)
+            break;
     }
-    if (recv_msg != UINT32_MAX) {
-        const PrMsg *m = &run->prog->msgs[recv_msg];
-        NCCL_CHECK(ncclRecv(msg_buf(r, c, m, false), msg_bytes(run, m), ncclChar, m->src, comm,
-                            c->p2p));
-    }
-    NCCL_CHECK(ncclGroupEnd());
-    c->npend = 0;
-    if (recv_msg != UINT32_MAX) {
-        CUDA_CHECK(cudaEventRecord(CU.msg_ev[recv_msg], c->p2p));
-        CUDA_CHECK(cudaStreamWaitEvent(c->comp, CU.msg_ev[recv_msg], 0));
+    if (e != ncclSuccess) {
+        cu_error(__FILE__, __LINE__, call, ncclGetErrorString(e));
+        return -1;
     }
     return 0;
 }
@@ -468,13 +484,20 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
     }
     CuRank *c = &CU.r[r->id];
     const PrMsg *m = &run->prog->msgs[msg];
-    if (CU.comms) {
-        c->pend[c->npend] = msg;
-        c->pend_prod[c->npend++] = c->last_comp;
+    uint32_t prod = CU.plan->send_after[msg];
+    if (CU.nccl) {
+        /* posted at once on the pair's stream, after the producer's end */
+        cudaStream_t st = c->sendst[peer];
+        ncclComm_t comm = pair_comm(r->id, peer, 0);
+        if (cudaStreamWaitEvent(st, c->t1[prod], 0) != cudaSuccess)
+            goto cuda;
+        if (nccl_settle(run, comm, ncclSend(msg_buf(r, c, m, true), msg_bytes(run, m), ncclChar,
+                                            1, comm, st), "ncclSend"))
+            return op_fail(r, prod);
         return 0;
     }
     /* copy mode: into the receiver's buffer, on this rank's p2p stream */
-    if (c->last_comp >= 0 && cudaStreamWaitEvent(c->p2p, c->t1[c->last_comp], 0) != cudaSuccess)
+    if (cudaStreamWaitEvent(c->p2p, c->t1[prod], 0) != cudaSuccess)
         goto cuda;
     if (run->opt.workload == PR_MLP && m->payload != PR_PAY_TOKEN) {
         CuRank *d = &CU.r[peer];
@@ -482,6 +505,10 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
                                 msg_buf(r, c, m, true), c->dev, run->io_bytes, c->p2p) != cudaSuccess)
             goto cuda;
     }
+    /* synthetic: the receiving rank's p2p time, before the message counts as arrived */
+    if (run->opt.workload == PR_SYNTHETIC && run->prog->ranks[peer].p2p_ms > 0 &&
+        cu_spin(c->p2p, run->prog->ranks[peer].p2p_ms * run->opt.time_scale, c->spin_ms))
+        return op_fail(r, prod);
     if (cudaEventRecord(CU.msg_ev[msg], c->p2p) != cudaSuccess)
         goto cuda;
     pthread_mutex_lock(&run->mu);
@@ -491,7 +518,7 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
     return 0;
 cuda:
     cu_error(__FILE__, __LINE__, "send", cudaGetErrorString(cudaGetLastError()));
-    return op_fail(r, r->next_op ? r->next_op - 1 : 0);
+    return op_fail(r, prod);
 }
 
 int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
@@ -506,66 +533,75 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         return -1;
     }
     CuRank *c = &CU.r[r->id];
-    if (CU.comms) {
-        if (nccl_flush(r, c, msg) != 0)
+    const PrMsg *m = &run->prog->msgs[msg];
+    if (CU.nccl) {
+        /* posted on the pair's stream; the consumer's stream waits for msg_ev (the plan) */
+        cudaStream_t st = c->recvst[peer];
+        ncclComm_t comm = pair_comm(peer, r->id, 1);
+        if (nccl_settle(run, comm, ncclRecv(msg_buf(r, c, m, false), msg_bytes(run, m), ncclChar,
+                                            0, comm, st), "ncclRecv"))
             return op_fail(r, r->next_op);
-    } else {
-        /* the sender's host thread must have enqueued the copy (host order only) */
-        double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
-        pthread_mutex_lock(&run->mu);
-        while (atomic_load(&CU.msg_stamp[msg]) != (unsigned)r->iter + 1 &&
-               !atomic_load(&run->failed)) {
-            if (pr_now_ms() > deadline) {
-                pthread_mutex_unlock(&run->mu);
-                pr_fail(run, r->id, r->next_op, "watchdog: stuck %.1f s in the receive of message "
-                        "%u from rank %d", run->opt.timeout_s, msg, peer);
-                return -1;
-            }
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 20000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&run->cv, &run->mu, &ts);
-        }
-        pthread_mutex_unlock(&run->mu);
-        if (atomic_load(&run->failed))
-            return -1;
-        if (cudaStreamWaitEvent(c->comp, CU.msg_ev[msg], 0) != cudaSuccess) {
-            cu_error(__FILE__, __LINE__, "cudaStreamWaitEvent", cudaGetErrorString(cudaGetLastError()));
+        if (run->opt.workload == PR_SYNTHETIC && r->d->p2p_ms > 0 &&
+            cu_spin(st, r->d->p2p_ms * run->opt.time_scale, c->spin_ms))
+            return op_fail(r, r->next_op);
+        if (cudaEventRecord(CU.msg_ev[msg], st) != cudaSuccess) {
+            cu_error(__FILE__, __LINE__, "cudaEventRecord", cudaGetErrorString(cudaGetLastError()));
             return op_fail(r, r->next_op);
         }
+        return 0;
     }
-    if (run->opt.workload == PR_SYNTHETIC && r->d->p2p_ms > 0 &&
-        cu_spin(c->comp, r->d->p2p_ms * run->opt.time_scale))
-        return op_fail(r, r->next_op);
-    return 0;
+    /* copy mode: the sender's host thread must have enqueued the copy (host order only) */
+    double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
+    pthread_mutex_lock(&run->mu);
+    while (atomic_load(&CU.msg_stamp[msg]) != (unsigned)r->iter + 1 && !atomic_load(&run->failed)) {
+        if (pr_now_ms() > deadline) {
+            pthread_mutex_unlock(&run->mu);
+            pr_fail(run, r->id, r->next_op, "watchdog: stuck %.1f s in the receive of message "
+                    "%u from rank %d", run->opt.timeout_s, msg, peer);
+            return -1;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&run->cv, &run->mu, &ts);
+    }
+    pthread_mutex_unlock(&run->mu);
+    return atomic_load(&run->failed) ? -1 : 0;
 }
 
 /* ---- iterations ----------------------------------------------------------------------------- */
 
-static void abort_comms(void)
+/* Ops of rank r that have finished on the GPU this iteration (end events). */
+static uint32_t ops_done(const PrRank *r, const CuRank *c)
 {
-    for (int s = 0; CU.comms && s < CU.run->P; s++)
-        if (CU.comms[s])
-            ncclCommAbort(CU.comms[s]);
-    free(CU.comms);
-    CU.comms = NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->d->nops; i++)
+        n += cudaEventQuery(c->t1[i]) == cudaSuccess;
+    return n;
 }
 
-/* Waits for the rank's streams, polling NCCL's asynchronous errors; past the timeout
- * names the first op that has not finished. Returns 0 or -1. */
+/* Waits for every stream of the rank, polling NCCL's asynchronous errors and the run's
+ * failure; --timeout seconds without an op finishing names the first op that has not
+ * finished. Returns 0 or -1. */
 static int drain(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
-    double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
-    cudaStream_t st[4] = {c->comp, c->d2h, c->h2d, c->p2p};
+    int P = run->P;
+    double now = pr_now_ms(), deadline = now + run->opt.timeout_s * 1e3, next_check = now + 50;
+    uint32_t done = ops_done(r, c);
     for (;;) {
         int busy = 0;
-        for (int k = 0; k < 4; k++) {
-            cudaError_t e = cudaStreamQuery(st[k]);
+        for (int k = 0; k < 4 + 2 * P; k++) {
+            cudaStream_t st = k == 0 ? c->comp : k == 1 ? c->d2h : k == 2 ? c->h2d : k == 3 ? c->p2p
+                              : k < 4 + P ? (c->sendst ? c->sendst[k - 4] : NULL)
+                                          : (c->recvst ? c->recvst[k - 4 - P] : NULL);
+            if (!st)
+                continue;
+            cudaError_t e = cudaStreamQuery(st);
             if (e == cudaErrorNotReady)
                 busy++;
             else if (e != cudaSuccess) {
@@ -575,25 +611,36 @@ static int drain(PrRank *r, CuRank *c)
         }
         if (!busy)
             return 0;
-        if (CU.comms) {
-            ncclResult_t ae = ncclSuccess;
-            if (ncclCommGetAsyncError(CU.comms[r->id], &ae) == ncclSuccess && ae != ncclSuccess &&
-                ae != ncclInProgress) {
-                pr_fail(run, r->id, -1, "NCCL asynchronous error: %s", ncclGetErrorString(ae));
-                return -1;
+        for (int q = 0; CU.comms && q < P; q++)
+            for (int side = 0; side < 2; side++) {
+                ncclComm_t comm = side ? pair_comm(q, r->id, 1) : pair_comm(r->id, q, 0);
+                ncclResult_t ae = ncclSuccess;
+                if (comm && ncclCommGetAsyncError(comm, &ae) == ncclSuccess && ae != ncclSuccess &&
+                    ae != ncclInProgress) {
+                    pr_fail(run, r->id, -1, "NCCL asynchronous error: %s", ncclGetErrorString(ae));
+                    return -1;
+                }
             }
-        }
         if (atomic_load(&run->failed))
             return -1;
-        if (pr_now_ms() > deadline) {
+        now = pr_now_ms();
+        if (now > next_check) {    /* progress resets the watchdog */
+            uint32_t d = ops_done(r, c);
+            if (d > done) {
+                done = d;
+                deadline = now + run->opt.timeout_s * 1e3;
+            }
+            next_check = now + 50;
+        }
+        if (now > deadline) {
             uint32_t stuck = 0;
             for (uint32_t i = 0; i < r->d->nops; i++)
                 if (cudaEventQuery(c->t1[i]) == cudaErrorNotReady) {
                     stuck = i;
                     break;
                 }
-            pr_fail(run, r->id, stuck, "watchdog: stuck %.1f s on the GPU (this op has not "
-                    "finished; communicators aborted)", run->opt.timeout_s);
+            pr_fail(run, r->id, stuck, "watchdog: no op finished on the GPU for %.1f s (this op "
+                    "has not finished; communicators aborted)", run->opt.timeout_s);
             return -1;
         }
         struct timespec ts = {0, 100000L};
@@ -614,8 +661,10 @@ static int collect(PrRank *r, CuRank *c)
         sp->t0 = c->ref_ms - run->t_start + a;
         sp->t1 = c->ref_ms - run->t_start + b;
         size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
-        r->kind_ms[kk] += b - a;
-        r->kind_n[kk]++;
+        if (r->iter > 0 || run->opt.iters == 1) { /* the first of several warms up (as on the CPU) */
+            r->kind_ms[kk] += b - a;
+            r->kind_n[kk]++;
+        }
         if (o->kind != PR_SO && o->kind != PR_SI && o->kind != PR_OG && o->kind != PR_LW)
             r->busy_ms += b - a;
     }
@@ -652,12 +701,6 @@ static int begin(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
     const PrProgram *g = run->prog;
-    c->last_comp = c->last_so = -1;
-    c->npend = 0;
-    for (size_t k = 0; k < r->nvm; k++)
-        c->si_of[k] = -1;
-    for (int v = 0; v < run->PV; v++)
-        c->lw_of[v] = -1;
     if (!c->has_mlp)
         return 0;
     size_t bt = (size_t)g->mlp_B * g->mlp_T;
@@ -727,8 +770,6 @@ static void *rank_main(void *arg)
         int rc = begin(r, c);
         if (rc == 0)
             rc = r->d->run(r);
-        if (rc == 0 && CU.comms && c->npend && nccl_flush(r, c, UINT32_MAX))
-            rc = op_fail(r, r->next_op ? r->next_op - 1 : 0);
         if (rc == 0)
             rc = drain(r, c);
         if (rc == 0 && (collect(r, c) || finish_iter(r, c)))
@@ -744,12 +785,25 @@ static void *rank_main(void *arg)
                 return NULL;
             }
     }
-    if (cudaStreamSynchronize(c->comp) != cudaSuccess)
+    if (drain(r, c) != 0 && !atomic_load(&run->failed))
         pr_fail(run, r->id, -1, "the last optimizer step failed on the GPU");
     return NULL;
 }
 
 /* ---- setup ------------------------------------------------------------------------------- */
+
+/* Floats of virtual stage v's parameters (= its gradients), as state_copy moves them. */
+static size_t slice_floats(const PrRun *run, int v)
+{
+    size_t n = 0;
+    for (int i = 0; i < mlp_param_count(run->model); i++)
+        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+            size_t k;
+            mlp_param(run->model, i, NULL, NULL, NULL, &k);
+            n += k;
+        }
+    return n;
+}
 
 static int rank_setup(PrRun *run, int s, int ngpu)
 {
@@ -760,7 +814,12 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     int w = run->opt.workload;
     cu_rank = s;
     c->local = cu_dist.np == 1 || s == cu_dist.me;
-    c->dev = cu_dist.np == 1 ? s % ngpu : cu_dist.local % ngpu;
+    char why[200];
+    if (cu_pick_device(cu_dist.np, cu_dist.local, cu_dist.nlocal, ngpu, s, &c->dev, why,
+                       sizeof why) != 0) {
+        pr_fail(run, s, -1, "%s", why);
+        return -1;
+    }
     r->nvm = nvm;
     r->kind_ms = calloc((size_t)run->PV * PR_NKINDS, sizeof(double));
     r->kind_n = calloc((size_t)run->PV * PR_NKINDS, sizeof(uint32_t));
@@ -768,17 +827,16 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     c->t0 = calloc(nops, sizeof *c->t0);
     c->t1 = calloc(nops, sizeof *c->t1);
     c->host = calloc(nvm, sizeof *c->host);
-    c->si_of = calloc(nvm, sizeof *c->si_of);
-    c->lw_of = calloc((size_t)run->PV, sizeof *c->lw_of);
+    c->pinned = calloc((size_t)run->PV, sizeof *c->pinned);
+    c->sendst = calloc((size_t)run->P, sizeof *c->sendst);
+    c->recvst = calloc((size_t)run->P, sizeof *c->recvst);
     c->og = calloc((size_t)run->PV, sizeof *c->og);
-    c->pend = calloc(g->nmsgs + 1, sizeof *c->pend);
-    c->pend_prod = calloc(g->nmsgs + 1, sizeof *c->pend_prod);
     c->in_f = calloc(nvm, sizeof(float *));
     c->in_b = calloc(nvm, sizeof(float *));
     c->out_f = calloc(nvm, sizeof(float *));
     c->out_b = calloc(nvm, sizeof(float *));
     if (!r->kind_ms || !r->kind_n || !r->span || !c->t0 || !c->t1 || !c->host ||
-        !c->si_of || !c->lw_of || !c->og || !c->pend || !c->pend_prod || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
+        !c->pinned || !c->sendst || !c->recvst || !c->og || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
         pr_fail(run, s, -1, "out of host memory");
         return -1;
     }
@@ -811,10 +869,22 @@ static int rank_setup(PrRun *run, int s, int ngpu)
             CUDA_CHECK(cudaMallocHost(&c->host[k], (size_t)o->held[w]));
     }
     if (w == PR_SYNTHETIC)
-        return cu_spin_calibrate(c->comp);
+        return cu_spin_calibrate(c->comp, &c->spin_ms);
     c->has_mlp = true;
     if (cu_mlp_init(&c->mlp, run->model))
         return -1;
+    /* OG/LW copy from and to these host copies asynchronously: pin them */
+    for (int v = 0; v < run->PV; v++)
+        if (owns(run, s, v) && run->offloaded && run->offloaded[v] && run->host_w[v]) {
+            size_t n = slice_floats(run, v) * sizeof(float);
+            CUDA_CHECK(cudaHostRegister(run->host_w[v], n ? n : 4, cudaHostRegisterPortable));
+            cudaError_t e = cudaHostRegister(run->host_g[v], n ? n : 4, cudaHostRegisterPortable);
+            if (e != cudaSuccess) {
+                cudaHostUnregister(run->host_w[v]);
+                CUDA_CHECK(e);
+            }
+            c->pinned[v] = true;
+        }
     size_t bt = (size_t)g->mlp_B * g->mlp_T;
     CUDA_CHECK(cudaMalloc((void **)&c->tok, (size_t)run->M * bt * sizeof(int)));
     CUDA_CHECK(cudaMalloc((void **)&c->tgt, (size_t)run->M * bt * sizeof(int)));
@@ -864,6 +934,11 @@ static void rank_teardown(PrRun *run, int s)
         }
         if (c->has_mlp)
             cu_mlp_free(&c->mlp);
+        for (int v = 0; c->pinned && v < run->PV; v++)
+            if (c->pinned[v]) {
+                cudaHostUnregister(run->host_w[v]);
+                cudaHostUnregister(run->host_g[v]);
+            }
         cudaFree(c->arena);
         cudaFree(c->dummy);
         cudaFree(c->tok);
@@ -874,15 +949,20 @@ static void rank_teardown(PrRun *run, int s)
         for (int k = 0; k < 4; k++)
             if (st[k])
                 cudaStreamDestroy(st[k]);
+        for (int q = 0; q < run->P; q++) {
+            if (c->sendst && c->sendst[q])
+                cudaStreamDestroy(c->sendst[q]);
+            if (c->recvst && c->recvst[q])
+                cudaStreamDestroy(c->recvst[q]);
+        }
     }
     free(c->t0);
     free(c->t1);
     free(c->host);
-    free(c->si_of);
-    free(c->lw_of);
+    free(c->pinned);
+    free(c->sendst);
+    free(c->recvst);
     free(c->og);
-    free(c->pend);
-    free(c->pend_prod);
     free(c->in_f);
     free(c->in_b);
     free(c->out_f);
@@ -892,37 +972,118 @@ static void rank_teardown(PrRun *run, int s)
     free(r->span);
 }
 
-/* One rank per process: process 0 creates the NCCL unique id, cu_dist.bcast hands it
- * to every process, each calls ncclCommInitRank with its rank (NCCL ranks = pipeline
- * ranks, so ncclSend/ncclRecv peers are the PrMsg ranks). Returns 0 or -1. */
-static int setup_transport_dist(PrRun *run)
+/* Whether ordered pair (a,b) has a message. */
+static bool has_pair(const PrProgram *g, int a, int b)
+{
+    for (uint32_t j = 0; j < g->nmsgs; j++)
+        if (g->msgs[j].src == a && g->msgs[j].dst == b)
+            return true;
+    return false;
+}
+
+/* Creates the NCCL communicator of every ordered pair (a,b) with messages, two members
+ * (a = 0, b = 1), non-blocking, and the pair's stream on each side; then connects
+ * every pair with one one-byte message in one group, so that no send or receive of an
+ * iteration waits for a connection (the host threads never wait for each other inside
+ * NCCL). One process for every rank: both sides here; one per rank (cu_dist): process 0
+ * makes each pair's unique id and cu_dist.bcast hands it to every process, in the same
+ * order everywhere. Returns 0 or -1. */
+static int setup_pairs(PrRun *run)
 {
     const PrProgram *g = run->prog;
-    int me = cu_dist.me;
-    CU.msg_ev = calloc(g->nmsgs + 1, sizeof *CU.msg_ev);
-    CU.msg_stamp = calloc(g->nmsgs + 1, sizeof *CU.msg_stamp);
-    CU.comms = calloc((size_t)run->P, sizeof *CU.comms);
-    if (!CU.msg_ev || !CU.msg_stamp || !CU.comms)
-        return -1;
-    CUDA_CHECK(cudaSetDevice(CU.r[me].dev));
-    for (uint32_t i = 0; i < g->nmsgs; i++)
-        if (g->msgs[i].dst == me)   /* recorded on the receiver's p2p stream */
-            CUDA_CHECK(cudaEventCreateWithFlags(&CU.msg_ev[i], cudaEventDisableTiming));
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    if (me == 0)
-        NCCL_CHECK(ncclGetUniqueId(&id));
-    if (!cu_dist.bcast || cu_dist.bcast(&id, sizeof id) != 0) {
-        cu_error(__FILE__, __LINE__, "bcast", "cannot broadcast the NCCL unique id");
-        return -1;
-    }
-    ncclResult_t e = ncclCommInitRank(&CU.comms[me], run->P, id, me);
+    int P = run->P;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    for (int a = 0; a < P; a++)
+        for (int b = 0; b < P; b++) {
+            if (a == b || !has_pair(g, a, b))
+                continue;
+            ncclUniqueId id;
+            memset(&id, 0, sizeof id);
+            if (cu_dist.np <= 1 || cu_dist.me == 0)
+                NCCL_CHECK(ncclGetUniqueId(&id));
+            if (cu_dist.np > 1 && (!cu_dist.bcast || cu_dist.bcast(&id, sizeof id) != 0)) {
+                cu_error(__FILE__, __LINE__, "bcast", "cannot broadcast the NCCL unique id");
+                return -1;
+            }
+            for (int side = 0; side < 2; side++) {
+                int s = side ? b : a;
+                if (!CU.r[s].local)
+                    continue;
+                CUDA_CHECK(cudaSetDevice(CU.r[s].dev));
+                cudaStream_t *st = side ? &CU.r[b].recvst[a] : &CU.r[a].sendst[b];
+                CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+            }
+            /* no early return between Start and End (fix of the review's NCCL_CHECK note) */
+            ncclResult_t e = ncclSuccess;
+            const char *call = "ncclGroupStart";
+            if ((e = ncclGroupStart()) != ncclSuccess)
+                goto fail;
+            for (int side = 0; side < 2 && e == ncclSuccess; side++) {
+                int s = side ? b : a;
+                if (!CU.r[s].local)
+                    continue;
+                if (cudaSetDevice(CU.r[s].dev) != cudaSuccess) {
+                    e = ncclUnhandledCudaError;
+                    call = "cudaSetDevice";
+                    break;
+                }
+                ncclComm_t *cm = &CU.comms[2 * ((size_t)a * P + (size_t)b) + side];
+                ncclResult_t ei = ncclCommInitRankConfig(cm, 2, id, side, &cfg);
+                if (ei != ncclSuccess && ei != ncclInProgress) {
+                    e = ei;
+                    call = "ncclCommInitRankConfig";
+                }
+            }
+            ncclResult_t ee = ncclGroupEnd();
+            if (e == ncclSuccess && ee != ncclSuccess && ee != ncclInProgress) {
+                e = ee;
+                call = "ncclGroupEnd";
+            }
+            if (e != ncclSuccess)
+                goto fail;
+            for (int side = 0; side < 2; side++) {
+                ncclComm_t cm = CU.comms[2 * ((size_t)a * P + (size_t)b) + side];
+                ncclResult_t st = ncclInProgress;
+                if (cm && (ncclCommGetAsyncError(cm, &st) != ncclSuccess ||
+                           nccl_settle(run, cm, st, "ncclCommInitRankConfig")))
+                    return -1;
+            }
+            continue;
+        fail:
+            cu_error(__FILE__, __LINE__, call, ncclGetErrorString(e));
+            return -1;
+        }
+    /* connect: every pair's first message, in one group */
+    ncclResult_t e = ncclGroupStart();
+    for (int a = 0; a < P && e == ncclSuccess; a++)
+        for (int b = 0; b < P; b++) {
+            for (int side = 0; side < 2; side++) {
+                ncclComm_t cm = pair_comm(a, b, side);
+                if (!cm)
+                    continue;
+                CuRank *c = &CU.r[side ? b : a];
+                ncclResult_t ei = cudaSetDevice(c->dev) != cudaSuccess ? ncclUnhandledCudaError
+                                : side ? ncclRecv(c->dummy, 1, ncclChar, 0, cm, c->recvst[a])
+                                       : ncclSend(c->dummy, 1, ncclChar, 1, cm, c->sendst[b]);
+                if (ei != ncclSuccess && ei != ncclInProgress && e == ncclSuccess)
+                    e = ei;
+            }
+        }
+    ncclResult_t ee = ncclGroupEnd();
+    if (e == ncclSuccess && ee != ncclInProgress)
+        e = ee;
     if (e != ncclSuccess) {
-        cu_error(__FILE__, __LINE__, "ncclCommInitRank", ncclGetErrorString(e));
-        CU.comms[me] = NULL;
+        cu_error(__FILE__, __LINE__, "connect the pairs", ncclGetErrorString(e));
         return -1;
     }
-    return 0;
+    for (size_t k = 0; k < 2 * (size_t)P * P; k++) {
+        ncclResult_t st = ncclInProgress;
+        if (CU.comms[k] && (ncclCommGetAsyncError(CU.comms[k], &st) != ncclSuccess ||
+                            nccl_settle(run, CU.comms[k], st, "connect the pairs")))
+            return -1;
+    }
+    return 0;   /* the exchange itself completes on the pairs' streams, before any message */
 }
 
 /* NCCL over one GPU per rank, or the copy fallback. Returns 0 or -1. */
@@ -930,10 +1091,8 @@ static int setup_transport(PrRun *run, int ngpu)
 {
     const PrProgram *g = run->prog;
     const char *force = getenv("PIPERUN_CUDA_P2P");
-    if (cu_dist.np > 1)
-        return setup_transport_dist(run);
-    bool copy = ngpu < run->P || (force && !strcmp(force, "copy"));
-    if (ngpu < run->P)
+    bool copy = cu_dist.np <= 1 && (ngpu < run->P || (force && !strcmp(force, "copy")));
+    if (cu_dist.np <= 1 && ngpu < run->P)
         fprintf(stderr, "piperun: %d ranks on %d GPU%s: NCCL needs one GPU per rank, so messages "
                 "are in-process device-to-device copies (rank s runs on GPU s %% %d)\n", run->P,
                 ngpu, ngpu == 1 ? "" : "s", ngpu);
@@ -943,30 +1102,67 @@ static int setup_transport(PrRun *run, int ngpu)
         return -1;
     for (uint32_t i = 0; i < g->nmsgs; i++) {
         /* the event lives on the stream that records it: the sender's (copies) or the
-         * receiver's (NCCL) */
+         * receiver's (NCCL); one rank per process: only this process's receives */
         int owner = copy ? g->msgs[i].src : g->msgs[i].dst;
+        if (!CU.r[owner].local)
+            continue;
         CUDA_CHECK(cudaSetDevice(CU.r[owner].dev));
         CUDA_CHECK(cudaEventCreateWithFlags(&CU.msg_ev[i], cudaEventDisableTiming));
     }
     if (copy)
         return 0;
-    CU.comms = calloc((size_t)run->P, sizeof *CU.comms);
-    int *devs = calloc((size_t)run->P, sizeof *devs);
-    if (!CU.comms || !devs) {
-        free(devs);
+    CU.nccl = true;
+    CU.comms = calloc(2 * (size_t)run->P * (size_t)run->P, sizeof *CU.comms);
+    if (!CU.comms)
         return -1;
+    return setup_pairs(run);
+}
+
+/* cu_teardown's callbacks: the rank threads and the pair communicators. */
+typedef struct Down {
+    pthread_t *th;
+    int ncomms;
+} Down;
+
+static void down_join(void *ctx, int t)
+{
+    pthread_join(((Down *)ctx)->th[t], NULL);
+}
+
+static void down_abort(void *ctx, int k)
+{
+    (void)ctx;
+    if (CU.comms[k])
+        ncclCommAbort(CU.comms[k]);
+}
+
+static void down_destroy(void *ctx, int k)
+{
+    (void)ctx;
+    if (CU.comms[k]) {
+        /* a non-blocking communicator: finalize, wait, then destroy */
+        ncclResult_t e = ncclCommFinalize(CU.comms[k]), st = e;
+        double deadline = pr_now_ms() + 10e3;
+        while (e == ncclInProgress || st == ncclInProgress) {
+            if (ncclCommGetAsyncError(CU.comms[k], &st) != ncclSuccess || pr_now_ms() > deadline)
+                break;
+            if (st != ncclInProgress)
+                break;
+            struct timespec ts = {0, 100000L};
+            nanosleep(&ts, NULL);
+        }
+        if (st == ncclSuccess)
+            ncclCommDestroy(CU.comms[k]);
+        else
+            ncclCommAbort(CU.comms[k]);
     }
-    for (int s = 0; s < run->P; s++)
-        devs[s] = CU.r[s].dev;
-    ncclResult_t e = ncclCommInitAll(CU.comms, run->P, devs);
-    free(devs);
-    if (e != ncclSuccess) {
-        cu_error(__FILE__, __LINE__, "ncclCommInitAll", ncclGetErrorString(e));
-        free(CU.comms);
-        CU.comms = NULL;
-        return -1;
-    }
-    return 0;
+}
+
+static void down_free(void *ctx)
+{
+    (void)ctx;
+    free(CU.comms);
+    CU.comms = NULL;
 }
 
 int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
@@ -990,7 +1186,7 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                  "has %d ranks; run `mpirun -np %d`", cu_dist.np, prog->P, prog->P);
         return 1;
     }
-    int ngpu = 0;
+    int ngpu = 0, dev = 0;
     cudaError_t ge = cudaGetDeviceCount(&ngpu);
     if (ge != cudaSuccess || ngpu < 1) {
         snprintf(res->error, sizeof res->error, "no GPU found: the CUDA backend needs a CUDA "
@@ -998,12 +1194,9 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                  : "0 devices");
         return 1;
     }
-    if (cu_dist.np > 1 && cu_dist.nlocal > ngpu) {
-        snprintf(res->error, sizeof res->error, "%d processes on this node but %d GPU%s: NCCL "
-                 "needs one GPU per process (one process can drive several ranks on one GPU: "
-                 "run without mpirun)", cu_dist.nlocal, ngpu, ngpu == 1 ? "" : "s");
+    if (cu_pick_device(cu_dist.np, cu_dist.local, cu_dist.nlocal, ngpu, cu_dist.me, &dev,
+                       res->error, sizeof res->error) != 0)
         return 1;
-    }
     PrRun *run = calloc(1, sizeof *run);
     if (!run) {
         snprintf(res->error, sizeof res->error, "out of memory");
@@ -1048,6 +1241,14 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                 pr_fail(run, ready - 1, -1, "setup failed: %s", CU.first_error);
             goto done;
         }
+    uint32_t bad_msg;
+    if (!(CU.plan = cu_stream_plan(prog, &bad_msg))) {
+        if (bad_msg != UINT32_MAX)
+            pr_fail(run, -1, -1, "message %u names an op that is not in the program", bad_msg);
+        else
+            pr_fail(run, -1, -1, "out of memory for the stream plan");
+        goto done;
+    }
     if (setup_transport(run, ngpu) != 0) {
         pr_fail(run, -1, -1, "cannot set up the messages: %s", CU.first_error);
         goto done;
@@ -1095,11 +1296,10 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         if (barrier(run))
             break;
     }
-done:
-    if (atomic_load(&run->failed))
-        abort_comms();
-    for (int s = 0; s < started; s++)
-        pthread_join(th[s], NULL);
+done:;
+    Down down = {th, CU.comms ? 2 * run->P * run->P : 0};
+    CuTeardown td = {&down, started, down_join, down.ncomms, down_abort, down_destroy, down_free};
+    cu_teardown(&td, atomic_load(&run->failed) != 0);
     if (!atomic_load(&run->failed) && cu_dist.np > 1 && started == run->P &&
         (!cu_dist.at_end || cu_dist.at_end(run) != 0))
         pr_fail(run, cu_dist.me, -1, "cannot gather the results of every rank");
@@ -1114,11 +1314,6 @@ done:
     int rc = atomic_load(&run->failed) ? 1 : 0;
     if (rc)
         snprintf(res->error, sizeof res->error, "%s", run->error);
-    for (int s = 0; CU.comms && s < run->P; s++)
-        if (CU.comms[s])
-            ncclCommDestroy(CU.comms[s]);
-    free(CU.comms);
-    CU.comms = NULL;
     for (uint32_t i = 0; CU.msg_ev && i < prog->nmsgs; i++)
         if (CU.msg_ev[i])
             cudaEventDestroy(CU.msg_ev[i]);
@@ -1129,6 +1324,8 @@ done:
     free(CU.msg_ev);
     free(CU.msg_stamp);
     free(CU.r);
+    stream_plan_free(CU.plan);
+    CU.plan = NULL;
     pthread_mutex_destroy(&run->mu);
     pthread_cond_destroy(&run->cv);
     free(th);

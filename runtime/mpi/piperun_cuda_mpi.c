@@ -9,16 +9,19 @@
  *     mpirun -np P ./NAME [options]           (one GPU per process)
  *
  * __wrap_pr_main initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI),
- * finds this process's index among the processes of its node (MPI_Comm_split_type, so
- * process k uses GPU local % #GPUs), fills the hooks of cu_dist.h, silences stdout on
+ * finds this process's index among the processes of its node (MPI_Comm_split_type; the
+ * GPU is chosen by cu_pick_device of runtime/cuda/cu_host.h: that index when the
+ * process sees the node's GPUs, GPU 0 when it sees one), fills the hooks of cu_dist.h,
+ * silences stdout on
  * every process but 0 and runs the real pr_main; a failure on any process aborts the
  * whole job (MPI_Abort), so no process waits forever in a collective.
  *
  * The hooks (called by piperun_cuda.c on the main thread, in the same order on every
  * process):
- *   - bcast: process 0's ncclGetUniqueId result goes to every process (MPI_Bcast), then
- *     each calls ncclCommInitRank(comm, P, id, rank) - the NCCL bootstrap of the
- *     NCCL documentation's "one device per process" example;
+ *   - bcast: for every ordered pair of ranks with messages, process 0's
+ *     ncclGetUniqueId result goes to every process (MPI_Bcast), then the pair's two
+ *     processes call ncclCommInitRankConfig(comm, 2, id, side) - the NCCL bootstrap of
+ *     the NCCL documentation's "one device per process" example, once per pair;
  *   - after_iter: the head rank's micro-batch losses to every process (MPI_Bcast from
  *     the head's process); in iteration 1 with --check, every rank's gradients to
  *     process 0 (MPI_Send/MPI_Recv, rank order), which compares them with the CPU

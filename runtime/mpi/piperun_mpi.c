@@ -127,10 +127,10 @@ static size_t grad_floats(const PrRun *run, int s)
     for (int v = 0; v < run->PV; v++) {
         if (run->prog->vstages[v].rank != s)
             continue;
-        for (int i = 0; i < mlp_param_count(run->model); i++)
-            if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+        for (int i = 0; i < pr_model_tensor_count(run); i++)
+            if (pr_model_tensor_in_slice(run, i, v)) {
                 size_t k;
-                mlp_param(run->model, i, NULL, NULL, NULL, &k);
+                pr_model_tensor(run, i, NULL, NULL, &k);
                 n += k;
             }
     }
@@ -143,11 +143,11 @@ static void grad_copy(PrRun *run, int s, float *buf, bool pack)
     for (int v = 0; v < run->PV; v++) {
         if (run->prog->vstages[v].rank != s)
             continue;
-        for (int i = 0; i < mlp_param_count(run->model); i++)
-            if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+        for (int i = 0; i < pr_model_tensor_count(run); i++)
+            if (pr_model_tensor_in_slice(run, i, v)) {
                 float *g;
                 size_t k;
-                mlp_param(run->model, i, NULL, NULL, &g, &k);
+                pr_model_tensor(run, i, NULL, &g, &k);
                 if (pack)
                     memcpy(buf, g, k * sizeof *g);
                 else
@@ -163,11 +163,11 @@ static int grad_dump(PrRun *run)
     FILE *f = fopen(G.dump, "w");
     if (!f)
         return -1;
-    for (int i = 0; i < mlp_param_count(run->model); i++) {
+    for (int i = 0; i < pr_model_tensor_count(run); i++) {
         const char *name;
         float *g;
         size_t k;
-        mlp_param(run->model, i, &name, NULL, &g, &k);
+        pr_model_tensor(run, i, &name, &g, &k);
         fprintf(f, "%s %zu\n", name, k);
         for (size_t j = 0; j < k; j++)
             fprintf(f, "%.9g\n", (double)g[j]);

@@ -1,0 +1,51 @@
+/* cu_host.h - the host-side decisions of the CUDA backend, in plain C without a CUDA
+ * header so that they are unit-tested on machines without a GPU
+ * (tests/unit/test_cuda_host.c): which GPU a rank uses, the stream plan of a generated
+ * program, and the order in which a run is torn down. piperun_cuda.c calls them. */
+#ifndef PIPERUN_CU_HOST_H
+#define PIPERUN_CU_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "piperun.h"
+#include "stream_plan.h"
+
+/* The GPU of pipeline rank `rank` (docs/cuda.md "Devices"). One process for every rank
+ * (np == 1): rank s uses GPU s % ngpu. One process per rank (np > 1, `local` = its index
+ * among the nlocal processes of its node): GPU local when the node's processes see all
+ * its GPUs (nlocal <= ngpu), GPU 0 when each process sees exactly one (ngpu == 1, as with
+ * a per-process CUDA_VISIBLE_DEVICES; processes that share one GPU are then NCCL's
+ * "duplicate GPU" error at communicator set-up). Returns 0 with *dev set, or -1 with a
+ * one-line reason in why (no GPU; more processes on the node than GPUs they see, with
+ * more than one GPU visible). */
+int cu_pick_device(int np, int local, int nlocal, int ngpu, int rank, int *dev, char *why,
+                   size_t why_n);
+
+/* The stream plan (compiler/stream_plan.h) of a generated program: its op lists and, for
+ * every message, the producing and consuming op found by (kind, virtual stage,
+ * micro-batch) on the sender and the receiver. The same input the compiler builds from
+ * the IR and the comm plan, so the runtime enqueues what streams.json says. Returns
+ * NULL when out of memory or when a message names an op that is not in the program
+ * (*bad_msg is then its index, else UINT32_MAX). */
+StreamPlan *cu_stream_plan(const PrProgram *g, uint32_t *bad_msg);
+
+/* The end of a run (fix of the CUDA review's finding 3: communicators were aborted and
+ * freed while rank threads could still be inside a call on them). Every rank thread
+ * returns by itself once the run has failed (each of its waits polls the failure flag),
+ * so: join every started thread first, then abort (failed run) or destroy (clean run)
+ * every communicator, then free them. The callbacks are the real NCCL and pthread calls
+ * in piperun_cuda.c and fakes in the unit test. */
+typedef struct CuTeardown {
+    void *ctx;
+    int nthreads;                          /* rank threads started */
+    void (*join)(void *ctx, int t);
+    int ncomms;                            /* communicators created */
+    void (*abort_comm)(void *ctx, int k);  /* ncclCommAbort */
+    void (*destroy_comm)(void *ctx, int k);/* ncclCommDestroy */
+    void (*free_comms)(void *ctx);
+} CuTeardown;
+
+void cu_teardown(const CuTeardown *t, bool failed);
+
+#endif

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# t_streams.sh - `pipec emit --backend cuda` writes DIR/streams.json, the CUDA backend's
+# stream plan (docs/cuda.md "The stream plan"), for every example:
+#   {"ranks": [{"rank": R, "ops": [{"i": I, "op": "SI1", "stream": "h2d",
+#                                   "waits": [I, ...]}, ...]}, ...]}
+# one entry per op of every rank in program order, with exactly those keys; streams are
+# compute (F B W R), d2h (SO OG) or h2d (SI LW); each wait is an earlier op on another
+# stream. emit writes streams.json only after the verifier (compiler/stream_check.h)
+# passed the plan against the program's arena plans, so every example's emit
+# succeeding is every example's plan verified; tests/unit/test_stream_plan.c runs the
+# verifier itself and shows it rejects bad plans. docs/cuda.md's plan of demo rank 1 is
+# the one streams.json gives. The CPU backend writes no streams.json.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+
+for ex in examples/*.pipe; do
+    name=$(basename "$ex" .pipe)
+    if ! "$PIPEC" emit --backend cuda "$ex" -o "$T/$name" >/dev/null 2>"$T/$name.err"; then
+        bad "$name" "emit failed: $(head -n 2 "$T/$name.err")"; continue
+    fi
+    if out=$(python3 - "$T/$name/streams.json" "$T/$name" <<'PY'
+import json, os, re, sys
+j = json.load(open(sys.argv[1]))
+assert list(j) == ["ranks"], list(j)
+# the ops of every rank, as the generated program runs them (rank_R.c: pr_op(r, I); /* OP */)
+stages = {}
+for f in os.listdir(sys.argv[2]):
+    m = re.fullmatch(r"rank_(\d+)\.c", f)
+    if m:
+        calls = re.findall(r"pr_op\(r, (\d+)\)\); /\* (\S+) \*/", open(os.path.join(sys.argv[2], f)).read())
+        assert [int(i) for i, _ in calls] == list(range(len(calls))), f
+        stages[int(m.group(1))] = [n for _, n in calls]
+kind_stream = {"F": "compute", "B": "compute", "W": "compute", "R": "compute",
+               "SO": "d2h", "OG": "d2h", "SI": "h2d", "LW": "h2d"}
+assert [r["rank"] for r in j["ranks"]] == list(range(len(stages))), "ranks"
+for r in j["ranks"]:
+    assert list(r) == ["rank", "ops"], list(r)
+    want = stages[r["rank"]]
+    assert [o["op"] for o in r["ops"]] == want, ("ops of rank", r["rank"])
+    for n, o in enumerate(r["ops"]):
+        assert list(o) == ["i", "op", "stream", "waits"], list(o)
+        assert o["i"] == n
+        kind = re.match(r"[A-Z]+", o["op"]).group(0)
+        assert o["stream"] == kind_stream[kind], (o, kind)
+        for w in o["waits"]:
+            assert 0 <= w < n and r["ops"][w]["stream"] != o["stream"], (r["rank"], o)
+        assert o["waits"] == sorted(set(o["waits"])), o
+PY
+    ); then ok; else bad "$name" "$out"; fi
+done
+
+# finding 1's wait is there: on the demo, rank 1's SI1 waits for the B0 listed before it
+python3 - "$T/demo/streams.json" <<'PY' && ok || bad demo_si_waits_b
+import json, sys
+ops = json.load(open(sys.argv[1]))["ranks"][1]["ops"]
+si1 = next(o for o in ops if o["op"] == "SI1")
+b0 = next(o for o in ops if o["op"] == "B0")
+assert b0["i"] < si1["i"] and b0["i"] in si1["waits"], si1
+PY
+
+# docs/cuda.md shows demo rank 1's plan: the block must be what streams.json says
+python3 - "$T/demo/streams.json" docs/cuda.md <<'PY' && ok || bad docs_plan "docs/cuda.md's plan of demo rank 1 differs from streams.json"
+import json, sys
+ops = json.load(open(sys.argv[1]))["ranks"][1]["ops"]
+want = ["    %-3d %-4s %-8s %s" % (o["i"], o["op"], o["stream"],
+        ", ".join("%s (#%d)" % (ops[x]["op"], x) for x in o["waits"]) or "-") for o in ops]
+doc = open(sys.argv[2]).read()
+a = doc.index("<!-- streams: examples/demo.pipe rank 1 -->\n") + len("<!-- streams: examples/demo.pipe rank 1 -->\n")
+got = doc[a:doc.index("<!-- end streams -->")].rstrip("\n").split("\n")
+assert [g.rstrip() for g in got] == [w.rstrip() for w in want], (got[:3], want[:3])
+PY
+
+"$PIPEC" emit examples/tiny_1f1b.pipe -o "$T/cpu" >/dev/null 2>&1 && [ ! -e "$T/cpu/streams.json" ] &&
+    ok || bad cpu_no_streams "the CPU backend wrote streams.json"
+finish

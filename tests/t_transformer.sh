@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# t_transformer.sh - the `gpt` and `llama` workloads end to end: a `.pipe` whose model
+# is a GPT or Llama shape (shrunk by a model block) generates programs that train that
+# transformer (docs/model.md).
+#
+#   - every stdlib schedule (the peers' V-shape and looped ones included) and the passes
+#     that add R, W, SO/SI, OG/LW ops, for both archs, through `pipec run --check`: max
+#     relative gradient error < 1e-5 against the sequential reference (the program exits
+#     1 above it; we also read the number);
+#   - the summary names the workload by the arch; the measured arena peak of every rank
+#     equals the static plan; the loss falls over 50 iterations on the default text;
+#   - with MPI (one process per rank), the same losses and arena peaks as with threads,
+#     and `run --launcher mpi --check` within 1e-5;
+#     --check over several processes is refused with its reason (not yet gathered);
+#   - `--profile` writes a costs block with the workload's real region bytes;
+#   - a model too large for the CPU workload runs the synthetic one; asked for, the gpt
+#     workload says why not.
+# Shapes are tiny (hidden 16, seq 8, mbs 2, 4 layers) so that the grid runs in about a
+# minute on 2 cores; compile time dominates.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+CACHE="$T/cache"
+
+GPT='model gpt_1_3b { layers 4  hidden 16  heads 2  vocab 256  seq 8  mbs 2  dtype fp32 }'
+LLAMA='model llama2_70b { layers 4  hidden 16  heads 4  kv_heads 2  ffn 24  vocab 256  seq 8  mbs 2  dtype fp32 }'
+
+# pipe NAME ARCH P M V SCHEDULE [EXTRA...]: writes $T/NAME.pipe
+pipe() {
+    local name=$1 arch=$2 P=$3 M=$4 V=$5 sched=$6; shift 6
+    {
+        echo 'import "std/models.pipe"'
+        echo 'import "std/schedules.pipe"'
+        echo 'import "std/tpipe.pipe"'
+        echo "pipeline $name {"
+        echo "  stages $P  microbatches $M  chunks $V"
+        if [ "$arch" = gpt ]; then echo "  $GPT"; else echo "  $LLAMA"; fi
+        echo "  schedule $sched"
+        for x in "$@"; do echo "  $x"; done
+        echo "}"
+    } >"$T/$name.pipe"
+}
+
+# run_check NAME: runs --check and asserts the printed max error is < 1e-5
+run_check() {
+    local name=$1 out err
+    if ! out=$(timeout 60 "$PIPEC" run "$T/$name.pipe" --check --quiet --cache "$CACHE" 2>&1); then
+        bad "$name" "run --check failed: $(echo "$out" | tail -n 3)"
+        return
+    fi
+    err=$(echo "$out" | sed -n 's/^max relative gradient error: //p')
+    if [ -z "$err" ]; then
+        bad "$name" "no gradient error printed"
+    elif awk -v e="$err" 'BEGIN { exit !(e < 1e-5) }'; then
+        ok
+    else
+        bad "$name" "max relative gradient error $err >= 1e-5"
+    fi
+}
+
+for arch in gpt llama; do
+    for cfg in "2 4" "4 8"; do
+        set -- $cfg
+        for s in gpipe onef1b eager1f1b zbh1; do
+            pipe "${arch}_${s}_p$1_m$2" $arch "$1" "$2" 1 "$s"
+            run_check "${arch}_${s}_p$1_m$2"
+        done
+    done
+    # the peers' schedules: split backwards, W ops, V-shape and looped placements
+    for cfg in "zbh2 3 5 1" "interleaved_zb 2 4 2" "looped_bfs 2 3 2" "zbv 2 4 2" \
+        "dualpipev 2 4 2" "vhalf 2 4 2" "vmin 2 4 2"; do
+        set -- $cfg
+        pipe "${arch}_$1" $arch "$2" "$3" "$4" "$1"
+        case $1 in zbv | dualpipev | vhalf | vmin) sed -i 's/chunks 2/chunks 2 vshape/' "$T/${arch}_$1.pipe" ;; esac
+        run_check "${arch}_$1"
+    done
+    pipe "${arch}_interleaved" $arch 2 4 2 interleaved
+    run_check "${arch}_interleaved"
+    # V-shape placement with an explicit schedule (a stage's two chunks hand over
+    # without messages on the last rank)
+    {
+        echo 'import "std/models.pipe"'
+        echo "pipeline ${arch}_vexplicit {"
+        echo "  stages 2  microbatches 2  chunks 2 vshape"
+        if [ "$arch" = gpt ]; then echo "  $GPT"; else echo "  $LLAMA"; fi
+        echo "  stage 0 { F0 F1 F0.1 F1.1 B0.1 B1.1 B0 B1 }"
+        echo "  stage 1 { F0 F1 F0.1 F1.1 B0.1 B1.1 B0 B1 }"
+        echo "}"
+    } >"$T/${arch}_vexplicit.pipe"
+    run_check "${arch}_vexplicit"
+    # an uneven partition with an empty middle stage
+    pipe "${arch}_partition" $arch 3 4 1 onef1b "partition [3, 0, 1]"
+    run_check "${arch}_partition"
+    # R (recompute from the checkpoint), also into a region split by the arena plan
+    pipe "${arch}_recompute" $arch 4 8 1 onef1b "recompute stages 0..=2 policy full"
+    run_check "${arch}_recompute"
+    pipe "${arch}_recompute_zb" $arch 2 4 1 zbh1 "apply recompute(stages=0..=1, policy=full)"
+    run_check "${arch}_recompute_zb"
+    # SO/SI (Obscura's swapping), T-Recomp and T-Offload (OG/LW)
+    pipe "${arch}_swap" $arch 4 8 1 onef1b "apply swap(lambda=2, stages=0..=1)"
+    run_check "${arch}_swap"
+    pipe "${arch}_trecomp" $arch 2 4 2 tpipe "apply trecomp_blockwise"
+    run_check "${arch}_trecomp"
+    pipe "${arch}_toffload" $arch 2 4 2 tpipe "apply toffload"
+    run_check "${arch}_toffload"
+done
+
+# --- the summary, the arena, the loss on the default text ------------------------------
+for arch in gpt llama; do
+    pipe "${arch}_train" $arch 4 8 1 onef1b "recompute stages 0..=0 policy full"
+    out=$(timeout 120 "$PIPEC" run "$T/${arch}_train.pipe" --iters 50 --lr 0.1 --json --cache "$CACHE" 2>&1)
+    if echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["workload"] == sys.argv[1], j["workload"]
+l = j["losses"]
+assert len(l) == 50 and 5.0 < l[0] < 6.2, l[:3]
+assert sum(l[-5:]) / 5 < l[0] - 1.0, (l[0], l[-5:])
+for s in j["per_stage"]:
+    # the measured live peak reaches the static plan and never exceeds the arena
+    assert s["peak_arena_bytes"] == s["planned_peak_bytes"], s
+    assert 0 < s["peak_arena_bytes"] <= s["arena_bytes"], s
+' "$arch" 2>"$T/err"; then ok; else bad "${arch}_train" "$(tail -n 2 "$T/err") $(echo "$out" | tail -n 2)"; fi
+done
+
+# --- --profile: measured times and the real region bytes ------------------------------
+pipe gpt_prof gpt 2 4 1 onef1b
+out=$(timeout 60 "$PIPEC" run "$T/gpt_prof.pipe" --iters 3 --profile --quiet --cache "$CACHE" 2>&1)
+check gpt_profile_header grep -q "^# op costs measured by .pipec run --profile. (workload gpt, 3 iterations)" <<<"$out"
+check gpt_profile_vstage grep -Eq "^costs vstage 1 \{ f [0-9.]+ms b [0-9.]+ms act [1-9][0-9]* ckpt [0-9]+ wact [1-9]" <<<"$out"
+
+# --- MPI: one process per rank trains the same (losses and peaks equal the threads') ----
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+    skip mpi "mpicc/mpirun not found (make deps installs openmpi-bin libopenmpi-dev)"
+elif ! make -s mpi >"$T/err" 2>&1; then
+    bad mpi_build "$(tail -n 5 "$T/err")"
+else
+    [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_btl="self,vader,tcp" OMPI_MCA_btl_tcp_if_include=lo \
+           OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    field() { sed -n "s/.*\"$2\": \(\[[^]]*\]\).*/\1/p" "$1" | head -n 1; }
+    peaks() { grep -o '"peak_arena_bytes": [0-9]*' "$1" | tr '\n' ' '; }
+    for arch in gpt llama; do
+        pipe "${arch}_mpi" $arch 4 8 1 zbh1 "apply recompute(stages=0..=1, policy=full)"
+        timeout 120 "$PIPEC" run "$T/${arch}_mpi.pipe" --iters 3 --json --cache "$CACHE" >"$T/o1" 2>&1
+        timeout 120 "$PIPEC" run --launcher mpi "$T/${arch}_mpi.pipe" --iters 3 --json --cache "$CACHE" >"$T/oP" 2>&1
+        [ "$(grep -c '"stage":' "$T/oP")" = 4 ] && ok || bad "${arch}_mpi_summary" "$(tail -n 3 "$T/oP")"
+        l1=$(field "$T/o1" losses) lP=$(field "$T/oP" losses)
+        [ -n "$l1" ] && [ "$l1" = "$lP" ] && ok || bad "${arch}_mpi_losses" "threads $l1, mpi $lP"
+        [ -n "$(peaks "$T/oP")" ] && [ "$(peaks "$T/o1")" = "$(peaks "$T/oP")" ] && ok ||
+            bad "${arch}_mpi_peaks" "threads $(peaks "$T/o1"), mpi $(peaks "$T/oP")"
+    done
+    # --check over MPI: the transport gathers every arch's gradients (pr_model_tensor)
+    for arch in gpt llama; do
+        out=$(timeout 120 "$PIPEC" run --launcher mpi "$T/${arch}_mpi.pipe" --check --quiet --cache "$CACHE" 2>&1)
+        rc=$?
+        check "${arch}_mpi_check_exit" test $rc = 0
+        err=$(sed -n 's/^max relative gradient error: //p' <<<"$out")
+        check "${arch}_mpi_check_err (${err:-none})" python3 -c "import sys; sys.exit(not (0 <= float('${err:--1}') < 1e-5))"
+    done
+fi
+
+# --- generated C of a transformer program: warning-free with gcc and clang --------------
+if "$PIPEC" emit examples/llama_tiny.pipe -o "$T/gen" >/dev/null 2>&1; then
+    check emit_arch grep -q '\.model_arch = 2, \.model_heads = 4, \.model_kv_heads = 2, \.model_ffn = 176' "$T/gen/main.c"
+    for cc in gcc clang; do
+        command -v $cc >/dev/null || { skip "emit_$cc" "$cc missing"; continue; }
+        if (cd "$T/gen" && for f in *.c; do $cc -std=c11 -Wall -Wextra -Werror -I"$OLDPWD/runtime" -fsyntax-only "$f" || exit 1; done) 2>"$T/err"; then ok
+        else bad "emit_$cc" "$(head -n 5 "$T/err")"; fi
+    done
+else
+    bad emit "pipec emit examples/llama_tiny.pipe failed"
+fi
+
+# --- a model too large for the CPU: the synthetic workload, and the reason on request ----
+cat >"$T/big.pipe" <<'EOF'
+import "std/models.pipe"
+import "std/schedules.pipe"
+pipeline big {
+  stages 2  microbatches 2
+  model gpt_1_3b
+  schedule onef1b
+}
+EOF
+out=$(timeout 60 "$PIPEC" run "$T/big.pipe" --workload gpt --quiet --cache "$CACHE" 2>&1)
+check big_exit test $? = 1
+check big_reason grep -q "model gpt_1_3b is too large for the CPU gpt workload" <<<"$out"
+finish
