@@ -1249,6 +1249,7 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
             pr_fail(run, -1, -1, "cannot start rank thread %d", started);
             goto done;
         }
+    double last_line = -1e300; /* when the last progress line was printed, ms */
     for (int it = 0; it < o->iters; it++) {
         if (o->workload == PR_MLP)
             pr_mlp_zero(run);
@@ -1271,7 +1272,12 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
             pr_fail(run, -1, -1, "the reference iteration failed (out of memory)");
         if (o->workload == PR_MLP)
             pr_mlp_step(run);
-        if (!o->quiet && !o->json && !o->profile) {
+        /* Progress: the first and the last iteration, and at most one line a second
+         * between them. */
+        double now = pr_now_ms();
+        if (!o->quiet && !o->json && !o->profile &&
+            (it == 0 || it == o->iters - 1 || now - last_line >= 1000.0)) {
+            last_line = now;
             if (o->workload == PR_MLP)
                 printf("iter %d: loss %.4f  time %.3f ms\n", it + 1, res->loss[it],
                        res->iter_ms[it]);

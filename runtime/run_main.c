@@ -147,8 +147,9 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
                          double sim)
 {
     double meas = measured_ms(res);
-    fprintf(f, "%s: %d stages, %d micro-batches, %d chunks, workload %s, %d iteration%s\n",
-            g->name, g->P, g->M, g->V, workload_name(g, o->workload), res->iters,
+    fprintf(f, "%s: %d stage%s, %d micro-batch%s, %d chunk%s, workload %s, %d iteration%s\n",
+            g->name, g->P, g->P == 1 ? "" : "s", g->M, g->M == 1 ? "" : "es", g->V,
+            g->V == 1 ? "" : "s", workload_name(g, o->workload), res->iters,
             res->iters == 1 ? "" : "s");
     if (o->workload == PR_MLP && res->iters > 1)
         fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);

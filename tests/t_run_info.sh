@@ -27,6 +27,22 @@ else
     check "not oversubscribed" bash -c "! grep -q oversubscribed '$tmp/err'"
 fi
 
+# Progress: the first and the last iteration, at most one line a second in between; the
+# summary's counts agree with their nouns ("1 chunk", not "1 chunks").
+cat >"$tmp/syn1.pipe" <<'EOF2'
+pipeline syn1 {
+  stages 1  microbatches 1
+  costs { f 0.2ms  b 0.4ms  act 1KiB }
+  stage 0 { F0 B0 }
+}
+EOF2
+"$PIPEC" run "$tmp/syn1.pipe" --iters 200 --cache "$tmp/cache3" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+lines=$(grep -c '^iter ' "$tmp/out")
+check "progress: the first and last iteration ($lines lines)" grep -q '^iter 200: ' "$tmp/out"
+check "progress: at most one line a second ($lines lines for 200 short iterations)" test "$rc" = 0 -a "$lines" -ge 2 -a "$lines" -le 4
+check "summary: 1 stage, 1 micro-batch, 1 chunk" grep -q '^syn1: 1 stage, 1 micro-batch, 1 chunk, workload synthetic, 200 iterations$' "$tmp/out"
+
 # --quiet says nothing before the run.
 "$PIPEC" run examples/tiny_1f1b.pipe --iters 1 --quiet --cache "$tmp/cache" >/dev/null 2>"$tmp/err3"
 check "quiet" bash -c "! grep -q 'pipec run:' '$tmp/err3'"
