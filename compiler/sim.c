@@ -30,6 +30,7 @@
  * docs/simulator.md states the readings chosen. */
 #include "sim.h"
 
+#include "human.h"
 #include "memory.h"
 #include "opsem.h"
 
@@ -631,20 +632,7 @@ char *sim_fmt_bytes(char *buf, size_t n, double x)
 
 char *sim_fmt_size(char *buf, size_t n, double bytes)
 {
-    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int u = 0;
-    double x = bytes;
-    while (fabs(x) >= 1024 && u < 5) {
-        x /= 1024;
-        u++;
-    }
-    if (!isfinite(bytes))
-        snprintf(buf, n, "-");
-    else if (u == 0)
-        snprintf(buf, n, "%.0f B", x);
-    else
-        snprintf(buf, n, "%.1f %s", x, unit[u]);
-    return buf;
+    return human_size(buf, n, bytes);
 }
 
 void sim_json_string(StrBuf *out, const char *s)
