@@ -805,10 +805,12 @@ static void fmt_bytes(char *buf, size_t n, double b)
         snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
 }
 
-void arena_plan_report(FILE *out, const Pipeline *p)
+void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what)
 {
-    ArenaPlan *a = arena_plan(p, NULL, 0);
-    fprintf(out, "arena plan (static; fragmentation = arena / peak live, 1.000 = none):\n");
+    ArenaPlan *a = arena_plan(p, sz, sz ? 1 : 0);
+    fprintf(out, "arena plan (static; fragmentation = arena / peak live, 1.000 = none)\n"
+                 "  sizes: %s\n",
+            what);
     fprintf(out, "%5s %12s %12s %8s %12s %12s %12s\n", "rank", "arena", "peak live",
             "frag", "weights", "total", "budget");
     for (int32_t s = 0; s < p->P; s++) {

@@ -102,10 +102,12 @@ ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_s
                              double budget, bool quick);
 void arena_plan_free(ArenaPlan *a);
 
-/* Prints the arena table of `pipec check --mem`: per rank the arena size, the peak of
+/* Prints an arena table of `pipec check --mem`: per rank the arena size, the peak of
  * live activation bytes, fragmentation, weights and arena + weights against the budget,
- * for the cost model's sizes. */
-void arena_plan_report(FILE *out, const Pipeline *p);
+ * under a line naming the sizes planned with (`what`). sz NULL: the cost model's sizes
+ * (the budget check's plan); else region sizes [P*V] planned as the runtime does (every
+ * SO moves the whole held prefix). */
+void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what);
 
 /* Reports a `memory` error for every rank whose weights + arena (cost-model sizes)
  * exceed the pipeline's budget (none without a budget). Returns the error count. */

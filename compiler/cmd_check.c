@@ -12,6 +12,7 @@
 
 #include "arena_plan.h"
 #include "check.h"
+#include "emit_c.h"
 #include "cmds.h"
 #include "driver.h"
 #include "passes.h"
@@ -84,7 +85,23 @@ int cmd_check(int argc, char **argv)
             driver_memory_remedy(&d, p, argv[i]);
         if (p && mem) {
             check_mem_table(stdout, p);
-            arena_plan_report(stdout, p);
+            arena_plan_report(stdout, p, NULL,
+                              "the cost model's act, ckpt and wact (what the budget is "
+                              "checked with)");
+            /* When the runtime implements the model's workload, also the arena the
+             * generated program really plans, with its real tensor sizes. */
+            MlpShape shape;
+            char why[200];
+            if (mlp_shape(p, &shape, why, sizeof why) == 0) {
+                static const char *const arch[] = {"mlp", "gpt", "llama"};
+                char what[160];
+                snprintf(what, sizeof what,
+                         "the %s workload's real region sizes (the arena `pipec run` "
+                         "allocates; weights are the cost model's)",
+                         arch[shape.arch >= 0 && shape.arch <= 2 ? shape.arch : 0]);
+                arena_plan_report(stdout, p, shape.sizes, what);
+                mlp_shape_free(&shape);
+            }
         }
         const char *shown = strcmp(argv[i], "-") ? argv[i] : "<stdin>";
         if (d.nerr) {

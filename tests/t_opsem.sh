@@ -68,6 +68,25 @@ print(d["max_grad_error"], s["peak_arena_bytes"], s["planned_peak_bytes"])' "$T/
 check "swap mlp: gradient error below 1e-5 (${err:-none})" python3 -c "import sys; sys.exit(not (0 <= float('${err:--1}') < 1e-5))"
 check "swap mlp: measured arena peak is the plan's (${peak:-none} = ${planned:-none})" test -n "$peak" -a "$peak" = "$planned"
 
+# `check --mem` says which sizes each arena table plans with; with a model the runtime
+# implements, the second table is the arena the generated program really allocates.
+"$PIPEC" check --mem examples/demo.pipe >"$T/mem" 2>&1
+check "check --mem: the cost-model table says so" grep -qF "sizes: the cost model's act, ckpt and wact" "$T/mem"
+check "check --mem: the runtime's table says so" grep -qF "sizes: the mlp workload's real region sizes" "$T/mem"
+timeout 120 "$PIPEC" run examples/demo.pipe --iters 1 --json >"$T/demo.json" 2>/dev/null
+want=$(python3 -c 'import json,sys
+def fmt(b):
+    if b < 1024: return "%.0f B" % b
+    if b < 1024 * 1024: return "%.1f KiB" % (b / 1024)
+    if b < 1024 ** 3: return "%.1f MiB" % (b / 1024 ** 2)
+    return "%.1f GiB" % (b / 1024 ** 3)
+d = json.load(open(sys.argv[1]))
+print(" ".join(fmt(s["arena_bytes"]) for s in d["per_stage"]))' "$T/demo.json" 2>/dev/null)
+got=$(awk '/real region sizes/{f=1; next} f && $1 ~ /^[0-9]+$/ {printf "%s%s %s", (n++ ? " " : ""), $2, $3}' "$T/mem")
+check "check --mem: the runtime's table is what run allocates ($got = $want)" test -n "$want" -a "$got" = "$want"
+"$PIPEC" check --mem "$T/swap.pipe" >"$T/mem2" 2>&1
+check "check --mem: no runtime table without a model" bash -c "! grep -q 'real region sizes' '$T/mem2'"
+
 # w > b
 cat >"$T/wb.pipe" <<'EOF'
 pipeline wb {
