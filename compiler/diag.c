@@ -48,14 +48,6 @@ const char *diag_file_name(const Diag *d, uint32_t file)
     return d->files[file].name ? d->files[file].name : d->files[file].path;
 }
 
-int diag_find_file(const Diag *d, const char *path)
-{
-    for (uint32_t i = 0; i < d->nfiles; i++)
-        if (strcmp(d->files[i].path, path) == 0)
-            return (int)i;
-    return -1;
-}
-
 static void build_lines(SrcFile *f)
 {
     size_t n = 0, cap = 0;

@@ -108,8 +108,6 @@ void diag_set_name(Diag *d, uint32_t file, const char *name);
 /* The name diagnostics print for file: its display name, else its path. */
 const char *diag_file_name(const Diag *d, uint32_t file);
 
-/* Finds an already registered file by path; returns its index or -1. */
-int diag_find_file(const Diag *d, const char *path);
 
 /* 1-based line and column of loc (columns count bytes). line = 0 for LOC_NONE. */
 void diag_linecol(Diag *d, Loc loc, uint32_t *line, uint32_t *col);
