@@ -239,9 +239,13 @@ static void test_budget(void **st)
     p->memory -= 1;
     assert_int_equal(arena_check(&d, p), 1);
     assert_int_equal(d.ncode[DIAG_MEMORY], 1);
-    FILE *f = fopen("/dev/null", "w");
-    arena_plan_report(f, p);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    arena_plan_report(f, p, NULL, "the cost model's act, ckpt and wact");
     fclose(f);
+    assert_non_null(strstr(text, "  sizes: the cost model's act, ckpt and wact\n"));
+    free(text);
     fclose(d.out);
     diag_free(&d);
     pipeline_free(p);
