@@ -366,9 +366,15 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             const Op *o = &so->ops[i];
             int32_t v = ir_vstage(p, s, o->chunk);
             const VmFacts *f = &vmf[(size_t)v * M + o->mb];
+            /* The waits the runtime obeys, from the op semantics table: its SI, its
+             * chunk's LW, and (allocating ops) every SO listed before it. */
+            OpKind ok = (OpKind)o->kind;
+            bool has_si = f->has[OP_SO] && f->has[OP_SI];
             unsigned flags = (f->has[OP_R] ? 1u : 0) | (f->has[OP_W] ? 2u : 0) |
-                             (f->has[OP_SO] && f->has[OP_SI] ? 4u : 0) |
-                             (o->kind == OP_F && vmf[(size_t)v * M].has[OP_LW] ? 8u : 0);
+                             (has_si ? 4u : 0) |
+                             (opsem_waits_on(ok, OP_LW) && vmf[(size_t)v * M].has[OP_LW] ? 8u : 0) |
+                             (opsem_waits_on(ok, OP_SI) && has_si ? 16u : 0);
+            uint32_t so_wait = op_sem[ok].mem == MEM_ALLOC ? nso : 0;
             /* Duration and cost-model bytes: the op semantics table (opsem.h) over the
              * walk's amounts (memory.h), as the simulator computes them. */
             unsigned has = (f->has[OP_R] ? VM_HAS_R : 0) | (f->has[OP_W] ? VM_HAS_W : 0) |
@@ -386,7 +392,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             int64_t sm = plan_mlp ? plan_mlp->rank[s].split[i] : 0;
             char nm[32];
             sb_printf(b, "    {%s, %u, %u, %d, %u, %u, {%lld, %lld}, {%lld, %lld}, ",
-                      kind_enum(o->kind), o->chunk, flags, v, o->mb, nso, (long long)om,
+                      kind_enum(o->kind), o->chunk, flags, v, o->mb, so_wait, (long long)om,
                       (long long)plan_syn->rank[s].off[i], (long long)hm, (long long)hs);
             put_double(b, ms);
             sb_puts(b, ", ");

@@ -43,6 +43,16 @@ const char *opsem_why(OpKind u, OpKind w)
     return "it depends on it";
 }
 
+bool opsem_waits_on(OpKind k, OpKind w)
+{
+    if ((unsigned)k >= OP_NKINDS)
+        return false;
+    for (int i = 0; i < op_sem[k].nwait; i++)
+        if (op_sem[k].wait[i].kind == w && op_sem[k].wait[i].dv == 0)
+            return true;
+    return false;
+}
+
 unsigned opsem_has_bit(OpKind k)
 {
     switch (k) {

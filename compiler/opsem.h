@@ -58,6 +58,10 @@ const char *opsem_why(OpKind u, OpKind w);
  * rules depend on. */
 enum { VM_HAS_R = 1u, VM_HAS_W = 2u, VM_HAS_SO = 4u, VM_HAS_SI = 8u };
 
+/* Whether an op of kind k waits for the op of kind w of its own (v,m) (or, w chunk-wide,
+ * of its own chunk) when that op exists: a dv = 0 row of op_sem[k].wait. */
+bool opsem_waits_on(OpKind k, OpKind w);
+
 /* The VM_HAS_* bit of an op kind, 0 for F/B and the chunk-wide kinds. */
 unsigned opsem_has_bit(OpKind k);
 

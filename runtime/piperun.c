@@ -645,21 +645,17 @@ static int copy_op(PrRank *r, uint32_t i)
 {
     PrRun *run = r->run;
     const PrOp *o = &r->d->ops[i];
-    if (o->kind == PR_OG || o->kind == PR_LW)
-        return state_op(r, i);
-    int w = run->opt.workload;
-    size_t k = vm(run, o->vstage, o->mb);
-    int64_t bytes = o->held[w];
     double t0 = pr_now_ms();
-    if (o->kind == PR_SI) {
-        /* SI waits for every SO listed before it (its own SO among them). */
+    if (o->nso_before) {
+        /* An allocating copy (SI, LW) waits for every SO listed before it (an SI's own SO
+         * among them): memory order (compiler/opsem.h). */
         double deadline = t0 + run->opt.timeout_s * 1e3;
         pthread_mutex_lock(&r->mu);
         while (r->q[0].done < o->nso_before && !atomic_load(&run->failed)) {
             if (pr_now_ms() > deadline) {
                 pthread_mutex_unlock(&r->mu);
-                pr_fail(run, r->id, i, "watchdog: SI stuck %.1f s waiting for its SO",
-                        run->opt.timeout_s);
+                pr_fail(run, r->id, i, "watchdog: %s stuck %.1f s waiting for an SO listed "
+                        "before it", o->kind == PR_SI ? "SI" : "LW", run->opt.timeout_s);
                 return -1;
             }
             wait_until(&r->cv, &r->mu, deadline);
@@ -669,6 +665,11 @@ static int copy_op(PrRank *r, uint32_t i)
             return -1;
         t0 = pr_now_ms();
     }
+    if (o->kind == PR_OG || o->kind == PR_LW)
+        return state_op(r, i);
+    int w = run->opt.workload;
+    size_t k = vm(run, o->vstage, o->mb);
+    int64_t bytes = o->held[w];
     if (o->mem_alloc[w] > 0) { /* live bytes as the compiler's walk counts them */
         pthread_mutex_lock(&r->mu);
         r->live += o->mem_alloc[w];
@@ -866,10 +867,9 @@ int pr_op(PrRank *r, uint32_t i)
         }
     }
 
-    /* Waits the simulator assumes: allocating ops wait for earlier SOs, B/R wait for
-     * their SI. */
-    bool allocates = o->kind == PR_F || o->kind == PR_R;
-    bool needs_si = (o->kind == PR_B || o->kind == PR_R) && (o->flags & PR_HAS_SI);
+    /* The waits the simulator assumes, as the compiler wrote them from its op table:
+     * the SOs listed before an allocating op, the op's SI, its chunk's LW. */
+    bool needs_si = (o->flags & PR_WAIT_SI) != 0;
     if (o->kind == PR_SO || o->kind == PR_SI || o->kind == PR_OG || o->kind == PR_LW) {
         int dir = o->kind == PR_SO || o->kind == PR_OG ? 0 : 1;
         pthread_mutex_lock(&r->mu);
@@ -882,12 +882,11 @@ int pr_op(PrRank *r, uint32_t i)
         atomic_store_explicit(&r->running, 0, memory_order_relaxed);
         return 0;
     }
-    bool waits = (allocates && o->nso_before) || needs_si ||
-                 (o->kind == PR_F && (o->flags & PR_HAS_LW));
-    if ((allocates && o->nso_before) || needs_si)
-        if (wait_copies(r, i, allocates ? o->nso_before : 0, needs_si ? k : SIZE_MAX, 0))
+    bool waits = o->nso_before || needs_si || (o->flags & PR_HAS_LW);
+    if (o->nso_before || needs_si)
+        if (wait_copies(r, i, o->nso_before, needs_si ? k : SIZE_MAX, 0))
             return -1;
-    if (o->kind == PR_F && (o->flags & PR_HAS_LW) && wait_lw(r, i, o->vstage))
+    if ((o->flags & PR_HAS_LW) && wait_lw(r, i, o->vstage))
         return -1;
 
     double t0 = waits ? pr_now_ms() : t_issue;

@@ -69,8 +69,9 @@ enum { PR_MLP, PR_SYNTHETIC, PR_NWORKLOADS };
 enum {
     PR_HAS_R = 1u,   /* an R(v,m) exists: F keeps only the checkpoint */
     PR_HAS_W = 2u,   /* a W(v,m) exists: B computes input gradients only */
-    PR_HAS_SI = 4u,  /* an SO/SI pair exists for (v,m): B/R wait for the SI */
-    PR_HAS_LW = 8u,  /* F of a chunk with an LW: waits for this iteration's LW */
+    PR_HAS_SI = 4u,  /* an SO/SI pair exists for (v,m) */
+    PR_HAS_LW = 8u,  /* this op waits for its chunk's LW of this iteration (F) */
+    PR_WAIT_SI = 16u, /* this op waits for the SI of its (v,m) (B, R) */
 };
 
 /* Message payloads. */
@@ -90,7 +91,9 @@ typedef struct PrOp {
     uint16_t flags;        /* PR_HAS_* of this op's (v,m) */
     int32_t vstage;        /* v = the virtual stage of (rank, chunk) */
     int32_t mb;            /* m, 0..M-1 */
-    uint32_t nso_before;   /* number of SOs listed before this op on the rank */
+    uint32_t nso_before;   /* SOs listed before this op that must end before it starts:
+                              the count listed before it when it allocates (F, R, SI, LW:
+                              memory order, compiler/opsem.h), else 0 */
     int64_t off[PR_NWORKLOADS];  /* arena offset of the (v,m) region this op uses
                                     (F/R/B/W/SO: its current place; SI: where it comes
                                     back to); bytes, 64-aligned */

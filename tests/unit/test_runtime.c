@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "arena_plan.h"
+#include "opsem.h"
 #include "comm.h"
 #include "emit_c.h"
 #include "ir.h"
@@ -96,7 +97,10 @@ static int setup(void **st)
             q->mb = (int32_t)o->mb;
             q->flags = (s == 1 && o->mb == 1 ? PR_HAS_R : 0) |
                        (s == 0 && o->mb == 0 ? PR_HAS_SI : 0);
-            q->nso_before = (uint32_t)nso;
+            /* the waits, as the code generator writes them from the op table */
+            if ((q->flags & PR_HAS_SI) && opsem_waits_on((OpKind)o->kind, OP_SI))
+                q->flags |= PR_WAIT_SI;
+            q->nso_before = op_sem[o->kind].mem == MEM_ALLOC ? (uint32_t)nso : 0;
             q->off[PR_MLP] = am->rank[s].off[i];
             q->off[PR_SYNTHETIC] = as->rank[s].off[i];
             q->held[PR_MLP] = am->rank[s].held[i];
