@@ -216,14 +216,31 @@ int pr_text_setup(PrRun *run);
  * tensor i's name, gradient and floats (outputs may be NULL), and whether it belongs to
  * virtual stage v. For transports that move gradients (--check over several processes). */
 int pr_model_tensor_count(const PrRun *run);
-void pr_model_tensor(const PrRun *run, int i, const char **name, float **grad, size_t *n);
+void pr_model_tensor(const PrRun *run, int i, const char **name, float **param, float **grad,
+                     size_t *n);
+/* The model-independent parts of a model workload's set-up and teardown
+ * (workload_mlp.c), which the mlp and the gpt/llama workloads share:
+ * pr_slices_setup allocates run->slice and fills it with init(cfg, PV, layers, slices)
+ * from the program's layers per virtual stage (L: the model's layers, for the message);
+ * pr_check_region_sizes checks that every slice's act/ckpt/wact (sizes) is what the
+ * arena was planned for; pr_model_ready loads the text, sets io_bytes, gives the
+ * offloaded virtual stages their host states and sets OpenBLAS's threads. Each returns
+ * 0 or -1 (pr_fail called). pr_model_states_free frees the host states, the slices and
+ * the text. */
+int pr_slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const int *layers,
+                                             MlpSlice *slices),
+                    const void *cfg, int L, const char *model);
+int pr_check_region_sizes(PrRun *run, void (*sizes)(const void *cfg, const MlpSlice *s,
+                                                    int64_t out[3]),
+                          const void *cfg);
+int pr_model_ready(PrRun *run, size_t io_bytes);
+void pr_model_states_free(PrRun *run);
 bool pr_model_tensor_in_slice(const PrRun *run, int i, int v);
 /* workload_tf.c: the gpt and llama workloads behind the pr_mlp_* entry points, which
  * hand over when PrProgram.model_arch != 0. Same contracts. */
 int pr_tf_setup(PrRun *run);
 void pr_tf_teardown(PrRun *run);
 int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o);
-int pr_tf_state_op(PrRank *r, const PrOp *o);   /* OG or LW */
 int pr_tf_check(PrRun *run, PrResult *res);
 void pr_tf_step(PrRun *run);
 void pr_tf_zero(PrRun *run);

@@ -36,14 +36,14 @@ static const char builtin_text[] =
     "over the micro-batches of one training iteration. pipec checks it, transforms it, "
     "simulates it and generates one C program per rank that really trains the model.\n";
 
-/* Elements of v's parameter tensors. */
+/* Elements of v's parameter tensors, whatever the model (pr_model_tensor). */
 static size_t slice_elems(const PrRun *run, int v)
 {
     size_t total = 0;
-    for (int i = 0; i < mlp_param_count(run->model); i++)
-        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+    for (int i = 0; i < pr_model_tensor_count(run); i++)
+        if (pr_model_tensor_in_slice(run, i, v)) {
             size_t n;
-            mlp_param(run->model, i, NULL, NULL, NULL, &n);
+            pr_model_tensor(run, i, NULL, NULL, NULL, &n);
             total += n;
         }
     return total;
@@ -68,17 +68,16 @@ static int offload_setup(PrRun *run)
     for (int v = 0; v < run->PV; v++) {
         if (!run->offloaded[v])
             continue;
-        size_t n = slice_elems(run, v);
+        size_t n = slice_elems(run, v), at = 0;
         run->host_w[v] = malloc((n ? n : 1) * sizeof(float));
         run->host_g[v] = malloc((n ? n : 1) * sizeof(float));
         if (!run->host_w[v] || !run->host_g[v])
             return -1;
-        size_t at = 0;
-        for (int i = 0; i < mlp_param_count(run->model); i++)
-            if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+        for (int i = 0; i < pr_model_tensor_count(run); i++)
+            if (pr_model_tensor_in_slice(run, i, v)) {
                 float *p;
                 size_t k;
-                mlp_param(run->model, i, NULL, &p, NULL, &k);
+                pr_model_tensor(run, i, NULL, &p, NULL, &k);
                 memcpy(run->host_w[v] + at, p, k * sizeof(float));
                 at += k;
             }
@@ -86,51 +85,44 @@ static int offload_setup(PrRun *run)
     return 0;
 }
 
-int pr_mlp_offload(PrRank *r, const PrOp *o)
+/* OG (gradients to the host, then the host optimizer step: the models' SGD) or LW (the
+ * weights back) of one virtual stage, whatever the model. Returns 0 or -1. */
+static int state_op(PrRank *r, const PrOp *o)
 {
-    if (r->run->tf)
-        return pr_tf_state_op(r, o);
     PrRun *run = r->run;
     int v = o->vstage;
     if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
-        pr_fail(run, r->id, -1, "OG of virtual stage %d without host model states", v);
+        pr_fail(run, r->id, -1, "%s of virtual stage %d without host model states",
+                o->kind == PR_OG ? "OG" : "LW", v);
         return -1;
     }
     float *hw = run->host_w[v], *hg = run->host_g[v], lr = (float)run->opt.lr;
     size_t at = 0;
-    for (int i = 0; i < mlp_param_count(run->model); i++)
-        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
-            float *gr;
+    for (int i = 0; i < pr_model_tensor_count(run); i++)
+        if (pr_model_tensor_in_slice(run, i, v)) {
+            float *p, *gr;
             size_t k;
-            mlp_param(run->model, i, NULL, NULL, &gr, &k);
-            memcpy(hg + at, gr, k * sizeof(float)); /* the gradients go to the host */
+            pr_model_tensor(run, i, NULL, &p, &gr, &k);
+            if (o->kind == PR_OG) /* the gradients go to the host */
+                memcpy(hg + at, gr, k * sizeof(float));
+            else /* LW: the weights come back */
+                memcpy(p, hw + at, k * sizeof(float));
             at += k;
         }
-    for (size_t j = 0; j < at; j++) /* the host optimizer step: mlp_sgd_step's SGD */
-        hw[j] -= lr * hg[j];
+    if (o->kind == PR_OG)
+        for (size_t j = 0; j < at; j++) /* the host optimizer step */
+            hw[j] -= lr * hg[j];
     return 0;
+}
+
+int pr_mlp_offload(PrRank *r, const PrOp *o)
+{
+    return state_op(r, o);
 }
 
 int pr_mlp_load(PrRank *r, const PrOp *o)
 {
-    if (r->run->tf)
-        return pr_tf_state_op(r, o);
-    PrRun *run = r->run;
-    int v = o->vstage;
-    if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
-        pr_fail(run, r->id, -1, "LW of virtual stage %d without host model states", v);
-        return -1;
-    }
-    size_t at = 0;
-    for (int i = 0; i < mlp_param_count(run->model); i++)
-        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
-            float *p;
-            size_t k;
-            mlp_param(run->model, i, NULL, &p, NULL, &k);
-            memcpy(p, run->host_w[v] + at, k * sizeof(float)); /* the weights come back */
-            at += k;
-        }
-    return 0;
+    return state_op(r, o);
 }
 
 int pr_model_tensor_count(const PrRun *run)
@@ -138,15 +130,18 @@ int pr_model_tensor_count(const PrRun *run)
     return run->tf ? run->tf->ntensors : run->model ? mlp_param_count(run->model) : 0;
 }
 
-void pr_model_tensor(const PrRun *run, int i, const char **name, float **grad, size_t *n)
+void pr_model_tensor(const PrRun *run, int i, const char **name, float **param, float **grad,
+                     size_t *n)
 {
     if (!run->tf) {
-        mlp_param(run->model, i, name, NULL, grad, n);
+        mlp_param(run->model, i, name, param, grad, n);
         return;
     }
     const TfTensor *t = &run->tf->tensors[i];
     if (name)
         *name = t->name;
+    if (param)
+        *param = run->tf->param_mem + t->off;
     if (grad)
         *grad = run->tf->grad_mem + t->off;
     if (n)
@@ -178,6 +173,91 @@ int pr_text_setup(PrRun *run)
     return 0;
 }
 
+int pr_slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const int *layers,
+                                             MlpSlice *slices),
+                    const void *cfg, int L, const char *model)
+{
+    const PrProgram *g = run->prog;
+    run->slice = calloc((size_t)run->PV, sizeof *run->slice);
+    int *layers = calloc((size_t)run->PV, sizeof *layers);
+    if (!run->slice || !layers) {
+        free(layers);
+        pr_fail(run, -1, -1, "out of memory");
+        return -1;
+    }
+    for (int v = 0; v < run->PV; v++)
+        layers[v] = g->vstages[v].layers;
+    int rc = init(cfg, run->PV, layers, run->slice);
+    free(layers);
+    if (rc != 0) {
+        pr_fail(run, -1, -1, "%s model: the partition does not sum to %d layers", model, L);
+        return -1;
+    }
+    return 0;
+}
+
+int pr_check_region_sizes(PrRun *run, void (*sizes)(const void *cfg, const MlpSlice *s,
+                                                    int64_t out[3]),
+                          const void *cfg)
+{
+    for (int v = 0; v < run->PV; v++) {
+        int64_t z[3];
+        sizes(cfg, &run->slice[v], z);
+        const PrVstage *pv = &run->prog->vstages[v];
+        if (z[0] != pv->act || z[1] != pv->ckpt || z[2] != pv->wact) {
+            pr_fail(run, -1, -1,
+                    "virtual stage %d: the arena was planned for act/ckpt/wact = "
+                    "%lld/%lld/%lld bytes but the model needs %lld/%lld/%lld; regenerate "
+                    "the program with this pipec",
+                    v, (long long)pv->act, (long long)pv->ckpt, (long long)pv->wact,
+                    (long long)z[0], (long long)z[1], (long long)z[2]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int pr_model_ready(PrRun *run, size_t io_bytes)
+{
+    if (pr_text_setup(run) != 0)
+        return -1;
+    run->io_bytes = io_bytes;
+    if (offload_setup(run) != 0) {
+        pr_fail(run, -1, -1, "out of memory for the offloaded model states");
+        return -1;
+    }
+    openblas_set_num_threads(run->opt.threads_blas > 0 ? run->opt.threads_blas : 1);
+    return 0;
+}
+
+void pr_model_states_free(PrRun *run)
+{
+    for (int v = 0; run->host_w && v < run->PV; v++) {
+        free(run->host_w[v]);
+        free(run->host_g[v]);
+    }
+    free(run->host_w);
+    free(run->host_g);
+    free(run->offloaded);
+    run->host_w = run->host_g = NULL;
+    run->offloaded = NULL;
+    free(run->slice);
+    run->slice = NULL;
+    data_free(&run->data);
+}
+
+static int mlp_init(const void *cfg, int nv, const int *layers, MlpSlice *slices)
+{
+    return mlp_slices_init(cfg, nv, layers, slices);
+}
+
+static void mlp_sizes(const void *cfg, const MlpSlice *s, int64_t out[3])
+{
+    out[0] = (int64_t)mlp_act_bytes(cfg, s);
+    out[1] = (int64_t)mlp_ckpt_bytes(cfg, s);
+    out[2] = (int64_t)mlp_wact_bytes(cfg, s);
+}
+
 int pr_mlp_setup(PrRun *run)
 {
     const PrProgram *g = run->prog;
@@ -189,50 +269,15 @@ int pr_mlp_setup(PrRun *run)
         pr_fail(run, -1, -1, "mlp model: %s", why);
         return -1;
     }
-    run->slice = calloc((size_t)run->PV, sizeof *run->slice);
-    int *layers = calloc((size_t)run->PV, sizeof *layers);
-    if (!run->slice || !layers) {
-        free(layers);
-        pr_fail(run, -1, -1, "out of memory");
+    if (pr_slices_setup(run, mlp_init, &c, c.L, "mlp") != 0 ||
+        pr_check_region_sizes(run, mlp_sizes, &c) != 0)
         return -1;
-    }
-    for (int v = 0; v < run->PV; v++)
-        layers[v] = g->vstages[v].layers;
-    int rc = mlp_slices_init(&c, run->PV, layers, run->slice);
-    free(layers);
-    if (rc != 0) {
-        pr_fail(run, -1, -1, "mlp model: the partition does not sum to %d layers", c.L);
-        return -1;
-    }
-    for (int v = 0; v < run->PV; v++) {
-        const MlpSlice *s = &run->slice[v];
-        int64_t a = (int64_t)mlp_act_bytes(&c, s), k = (int64_t)mlp_ckpt_bytes(&c, s),
-                w = (int64_t)mlp_wact_bytes(&c, s);
-        const PrVstage *pv = &g->vstages[v];
-        if (a != pv->act || k != pv->ckpt || w != pv->wact) {
-            pr_fail(run, -1, -1,
-                    "virtual stage %d: the arena was planned for act/ckpt/wact = "
-                    "%lld/%lld/%lld bytes but the model needs %lld/%lld/%lld; regenerate "
-                    "the program with this pipec",
-                    v, (long long)pv->act, (long long)pv->ckpt, (long long)pv->wact,
-                    (long long)a, (long long)k, (long long)w);
-            return -1;
-        }
-    }
     run->model = mlp_create(&c, run->opt.seed);
     if (!run->model) {
         pr_fail(run, -1, -1, "out of memory creating the mlp model");
         return -1;
     }
-    if (pr_text_setup(run) != 0)
-        return -1;
-    run->io_bytes = mlp_io_bytes(&c);
-    if (offload_setup(run) != 0) {
-        pr_fail(run, -1, -1, "out of memory for the offloaded model states");
-        return -1;
-    }
-    openblas_set_num_threads(run->opt.threads_blas > 0 ? run->opt.threads_blas : 1);
-    return 0;
+    return pr_model_ready(run, mlp_io_bytes(&c));
 }
 
 void pr_mlp_teardown(PrRun *run)
@@ -241,20 +286,9 @@ void pr_mlp_teardown(PrRun *run)
         pr_tf_teardown(run);
         return;
     }
-    for (int v = 0; run->host_w && v < run->PV; v++) {
-        free(run->host_w[v]);
-        free(run->host_g[v]);
-    }
-    free(run->host_w);
-    free(run->host_g);
-    free(run->offloaded);
-    run->host_w = run->host_g = NULL;
-    run->offloaded = NULL;
     mlp_free(run->model);
     run->model = NULL;
-    free(run->slice);
-    run->slice = NULL;
-    data_free(&run->data);
+    pr_model_states_free(run);
 }
 
 void pr_mlp_zero(PrRun *run)

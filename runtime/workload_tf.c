@@ -19,74 +19,16 @@ static TfConfig config_of(const PrProgram *g)
                       g->mlp_L, g->M};
 }
 
-/* Floats of v's parameter tensors. */
-static size_t slice_elems(const PrRun *run, int v)
+static int tf_init(const void *cfg, int nv, const int *layers, MlpSlice *slices)
 {
-    size_t n = 0;
-    for (int i = 0; i < run->tf->ntensors; i++)
-        if (tf_param_in_slice(run->tf, i, &run->slice[v]))
-            n += run->tf->tensors[i].n;
-    return n;
+    return tf_slices_init(cfg, nv, layers, slices);
 }
 
-/* Host copies of the parameters and gradients of every virtual stage with an OG
- * (TPipe's T-Offload), initialised from the model. Returns 0 or -1. */
-static int offload_setup(PrRun *run)
+static void tf_sizes(const void *cfg, const MlpSlice *s, int64_t out[3])
 {
-    const PrProgram *g = run->prog;
-    run->offloaded = calloc((size_t)run->PV, sizeof *run->offloaded);
-    run->host_w = calloc((size_t)run->PV, sizeof *run->host_w);
-    run->host_g = calloc((size_t)run->PV, sizeof *run->host_g);
-    if (!run->offloaded || !run->host_w || !run->host_g)
-        return -1;
-    for (int s = 0; s < g->P; s++)
-        for (uint32_t i = 0; i < g->ranks[s].nops; i++) {
-            const PrOp *o = &g->ranks[s].ops[i];
-            if (o->kind == PR_OG && o->vstage >= 0 && o->vstage < run->PV)
-                run->offloaded[o->vstage] = true;
-        }
-    for (int v = 0; v < run->PV; v++) {
-        if (!run->offloaded[v])
-            continue;
-        size_t n = slice_elems(run, v), at = 0;
-        run->host_w[v] = malloc((n ? n : 1) * sizeof(float));
-        run->host_g[v] = malloc((n ? n : 1) * sizeof(float));
-        if (!run->host_w[v] || !run->host_g[v])
-            return -1;
-        for (int i = 0; i < run->tf->ntensors; i++)
-            if (tf_param_in_slice(run->tf, i, &run->slice[v])) {
-                const TfTensor *t = &run->tf->tensors[i];
-                memcpy(run->host_w[v] + at, run->tf->param_mem + t->off, t->n * sizeof(float));
-                at += t->n;
-            }
-    }
-    return 0;
-}
-
-int pr_tf_state_op(PrRank *r, const PrOp *o)
-{
-    PrRun *run = r->run;
-    int v = o->vstage;
-    if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
-        pr_fail(run, r->id, -1, "%s of virtual stage %d without host model states",
-                o->kind == PR_OG ? "OG" : "LW", v);
-        return -1;
-    }
-    float *hw = run->host_w[v], *hg = run->host_g[v], lr = (float)run->opt.lr;
-    size_t at = 0;
-    for (int i = 0; i < run->tf->ntensors; i++)
-        if (tf_param_in_slice(run->tf, i, &run->slice[v])) {
-            const TfTensor *t = &run->tf->tensors[i];
-            if (o->kind == PR_OG) /* the gradients go to the host */
-                memcpy(hg + at, run->tf->grad_mem + t->off, t->n * sizeof(float));
-            else /* LW: the weights come back */
-                memcpy(run->tf->param_mem + t->off, hw + at, t->n * sizeof(float));
-            at += t->n;
-        }
-    if (o->kind == PR_OG)
-        for (size_t j = 0; j < at; j++) /* the host optimizer step: tf_sgd_step's SGD */
-            hw[j] -= lr * hg[j];
-    return 0;
+    out[0] = (int64_t)tf_act_bytes(cfg, s);
+    out[1] = (int64_t)tf_ckpt_bytes(cfg, s);
+    out[2] = (int64_t)tf_wact_bytes(cfg, s);
 }
 
 int pr_tf_setup(PrRun *run)
@@ -106,68 +48,23 @@ int pr_tf_setup(PrRun *run)
             g->model_arch == TF_GPT ? "gpt" : "llama");
     return -1;
 #endif
-    run->slice = calloc((size_t)run->PV, sizeof *run->slice);
-    int *layers = calloc((size_t)run->PV, sizeof *layers);
-    if (!run->slice || !layers) {
-        free(layers);
-        pr_fail(run, -1, -1, "out of memory");
+    const char *arch = g->model_arch == TF_GPT ? "gpt" : "llama";
+    if (pr_slices_setup(run, tf_init, &c, c.L, arch) != 0 ||
+        pr_check_region_sizes(run, tf_sizes, &c) != 0)
         return -1;
-    }
-    for (int v = 0; v < run->PV; v++)
-        layers[v] = g->vstages[v].layers;
-    int rc = tf_slices_init(&c, run->PV, layers, run->slice);
-    free(layers);
-    if (rc != 0) {
-        pr_fail(run, -1, -1, "the partition does not sum to %d layers", c.L);
-        return -1;
-    }
-    for (int v = 0; v < run->PV; v++) {
-        const MlpSlice *s = &run->slice[v];
-        int64_t a = (int64_t)tf_act_bytes(&c, s), k = (int64_t)tf_ckpt_bytes(&c, s),
-                w = (int64_t)tf_wact_bytes(&c, s);
-        const PrVstage *pv = &g->vstages[v];
-        if (a != pv->act || k != pv->ckpt || w != pv->wact) {
-            pr_fail(run, -1, -1,
-                    "virtual stage %d: the arena was planned for act/ckpt/wact = "
-                    "%lld/%lld/%lld bytes but the model needs %lld/%lld/%lld; regenerate "
-                    "the program with this pipec",
-                    v, (long long)pv->act, (long long)pv->ckpt, (long long)pv->wact,
-                    (long long)a, (long long)k, (long long)w);
-            return -1;
-        }
-    }
     run->tf = tf_create(&c, run->opt.seed);
     if (!run->tf) {
         pr_fail(run, -1, -1, "out of memory creating the model");
         return -1;
     }
-    if (pr_text_setup(run) != 0)
-        return -1;
-    run->io_bytes = tf_io_bytes(&c);
-    if (offload_setup(run) != 0) {
-        pr_fail(run, -1, -1, "out of memory for the offloaded model states");
-        return -1;
-    }
-    openblas_set_num_threads(run->opt.threads_blas > 0 ? run->opt.threads_blas : 1);
-    return 0;
+    return pr_model_ready(run, tf_io_bytes(&c));
 }
 
 void pr_tf_teardown(PrRun *run)
 {
-    for (int v = 0; run->host_w && v < run->PV; v++) {
-        free(run->host_w[v]);
-        free(run->host_g[v]);
-    }
-    free(run->host_w);
-    free(run->host_g);
-    free(run->offloaded);
-    run->host_w = run->host_g = NULL;
-    run->offloaded = NULL;
     tf_free(run->tf);
     run->tf = NULL;
-    free(run->slice);
-    run->slice = NULL;
-    data_free(&run->data);
+    pr_model_states_free(run);
 }
 
 void pr_tf_zero(PrRun *run)

@@ -130,7 +130,7 @@ static size_t grad_floats(const PrRun *run, int s)
         for (int i = 0; i < pr_model_tensor_count(run); i++)
             if (pr_model_tensor_in_slice(run, i, v)) {
                 size_t k;
-                pr_model_tensor(run, i, NULL, NULL, &k);
+                pr_model_tensor(run, i, NULL, NULL, NULL, &k);
                 n += k;
             }
     }
@@ -147,7 +147,7 @@ static void grad_copy(PrRun *run, int s, float *buf, bool pack)
             if (pr_model_tensor_in_slice(run, i, v)) {
                 float *g;
                 size_t k;
-                pr_model_tensor(run, i, NULL, &g, &k);
+                pr_model_tensor(run, i, NULL, NULL, &g, &k);
                 if (pack)
                     memcpy(buf, g, k * sizeof *g);
                 else
@@ -167,7 +167,7 @@ static int grad_dump(PrRun *run)
         const char *name;
         float *g;
         size_t k;
-        pr_model_tensor(run, i, &name, &g, &k);
+        pr_model_tensor(run, i, &name, NULL, &g, &k);
         fprintf(f, "%s %zu\n", name, k);
         for (size_t j = 0; j < k; j++)
             fprintf(f, "%.9g\n", (double)g[j]);
