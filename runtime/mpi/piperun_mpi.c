@@ -682,6 +682,28 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     return rc;
 }
 
+/* Appends s to buf at n (async-signal-safe); returns the new length. */
+static size_t sig_puts(char *buf, size_t n, const char *s)
+{
+    while (*s)
+        buf[n++] = *s++;
+    return n;
+}
+
+/* Appends v >= 0 in decimal to buf at n (async-signal-safe); returns the new length. */
+static size_t sig_putu(char *buf, size_t n, int v)
+{
+    char d[12];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && k < 11);
+    while (k)
+        buf[n++] = d[--k];
+    return n;
+}
+
 /* SIGTERM: the launcher stops the job, typically because a process died. Names the
  * processes of this machine that are gone, prints the flight recorder, exits 1.
  * Async-signal-safe: write, kill and pr_flight_write_signal only. */
@@ -689,38 +711,15 @@ static void on_term(int sig)
 {
     (void)sig;
     char buf[160];
-    size_t n = 0;
-    const char *a = "piperun: process ";
-    while (*a)
-        buf[n++] = *a++;
-    char d[12];
-    int k = 0, v = G.me;
-    do {
-        d[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v && k < 11);
-    while (k)
-        buf[n++] = d[--k];
-    a = " stopped by the launcher (SIGTERM)\n";
-    while (*a)
-        buf[n++] = *a++;
+    size_t n = sig_puts(buf, 0, "piperun: process ");
+    n = sig_putu(buf, n, G.me);
+    n = sig_puts(buf, n, " stopped by the launcher (SIGTERM)\n");
     ssize_t w = write(2, buf, n);
     for (int j = 0; j < G.np; j++)
         if (j != G.me && peer_gone(j)) {
-            n = 0;
-            a = "piperun: peer failure: rank ";
-            while (*a)
-                buf[n++] = *a++;
-            k = 0, v = j;
-            do {
-                d[k++] = (char)('0' + v % 10);
-                v /= 10;
-            } while (v && k < 11);
-            while (k)
-                buf[n++] = d[--k];
-            a = " (its process) is gone (killed)\n";
-            while (*a)
-                buf[n++] = *a++;
+            n = sig_puts(buf, 0, "piperun: peer failure: rank ");
+            n = sig_putu(buf, n, j);
+            n = sig_puts(buf, n, " (its process) is gone (killed)\n");
             w = write(2, buf, n);
         }
     (void)w;
