@@ -377,8 +377,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
             uint32_t so_wait = op_sem[ok].mem == MEM_ALLOC ? nso : 0;
             /* Duration and cost-model bytes: the op semantics table (opsem.h) over the
              * walk's amounts (memory.h), as the simulator computes them. */
-            unsigned has = (f->has[OP_R] ? VM_HAS_R : 0) | (f->has[OP_W] ? VM_HAS_W : 0) |
-                           (f->has[OP_SO] ? VM_HAS_SO : 0) | (f->has[OP_SI] ? VM_HAS_SI : 0);
+            unsigned has = OP_IS_CHUNKWIDE(o->kind) ? 0 : mem_vm_has(idx, v, o->mb);
             const OpCosts *oc = &occ[o->chunk];
             double moved = opsem_moved((OpKind)o->kind, oc, walk_alloc[i], walk_freed[i]);
             double ms = opsem_duration((OpKind)o->kind, oc, has, moved);

@@ -57,6 +57,17 @@ static void step(Walk *w, uint32_t i, double *alloc, double *freed)
     opsem_mem_step((OpKind)op->kind, &w->cost[op->chunk], w->has[i], st, alloc, freed);
 }
 
+unsigned mem_vm_has(const OpIndex *idx, int32_t v, uint32_t mb)
+{
+    unsigned has = 0;
+    for (int k = 0; k < OP_NKINDS; k++) {
+        unsigned bit = opsem_has_bit((OpKind)k);
+        if (bit && opindex_find(idx, (OpKind)k, v, mb, NULL, NULL))
+            has |= bit;
+    }
+    return has;
+}
+
 static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
 {
     const StageOps *st = &p->stages[s];
@@ -75,11 +86,7 @@ static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
         if (!op_ok(p, op) || OP_IS_CHUNKWIDE(op->kind))
             continue;
         int32_t v = ir_vstage(p, s, op->chunk);
-        unsigned has = 0;
-        for (int k = 0; k < OP_NKINDS; k++)
-            if (opsem_has_bit((OpKind)k) && opindex_find(idx, (OpKind)k, v, op->mb, NULL, NULL))
-                has |= opsem_has_bit((OpKind)k);
-        w->has[i] = (uint8_t)has;
+        w->has[i] = (uint8_t)mem_vm_has(idx, v, op->mb);
         w->slot[i] = slot_of(idx, v, op->mb, i);
     }
 }

@@ -44,6 +44,10 @@ uint32_t mem_live_at(const Pipeline *p, int32_t s, uint32_t upto, double *held, 
 uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t upto,
                       double *held, uint32_t cap);
 
+/* The VM_HAS_* facts (opsem.h) of (v, m): which of its optional ops (R, W, SO, SI) the
+ * index holds. */
+unsigned mem_vm_has(const OpIndex *idx, int32_t v, uint32_t mb);
+
 /* The walk of rank s op by op: alloc[i] bytes op i allocates at its start, freed[i]
  * bytes it frees at its end (both >= 0; arrays of p->stages[s].n, caller-allocated).
  * The one source of the per-op amounts the simulator, the code generator and the

@@ -137,17 +137,6 @@ static uint32_t lookup(const Sim *s, OpKind k, int32_t v, uint32_t m)
     return s->off[r] + pos;
 }
 
-/* The VM_HAS_* facts of (v, m). */
-static unsigned vm_has(const Sim *s, int32_t v, uint32_t m)
-{
-    unsigned has = 0;
-    for (int k = 0; k < OP_NKINDS; k++) {
-        unsigned bit = opsem_has_bit((OpKind)k);
-        if (bit && opindex_find(s->idx, (OpKind)k, v, m, NULL, NULL))
-            has |= bit;
-    }
-    return has;
-}
 
 /* The op index, the rank tables, per-op durations and memory changes (the walk of
  * DESIGN.md "Memory", mem_walk_ops) and the dep lists. Returns false when the pipeline
@@ -229,7 +218,7 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
             if (op->kind == OP_B || op->kind == OP_W)
                 s->lastbw[(size_t)r * V + op->chunk] = gi;
             int32_t v = s->vst[(size_t)r * V + op->chunk];
-            unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : vm_has(s, v, op->mb);
+            unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : mem_vm_has(s->idx, v, op->mb);
             const OpCosts *k = &cost[op->chunk];
             s->dur[gi] = opsem_duration((OpKind)op->kind, k, has,
                                         opsem_moved((OpKind)op->kind, k, a, f));
