@@ -1,4 +1,4 @@
-/* trace.c - `pipec sim --trace T.json`: the Chrome trace event format (JSON object
+/* sim_trace.c - `pipec sim --trace T.json`: the Chrome trace event format (JSON object
  * form), as read by Perfetto and chrome://tracing.
  *
  *   - one process per stage (pid = stage, "process_name" metadata "stage S"), one
