@@ -65,14 +65,17 @@ static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out
     return true;
 }
 
-int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+/* The model's `arch` (gpt when it names none: the cost model's default). */
+static const char *mlp_arch_name(const Entity *m)
 {
-    memset(out, 0, sizeof *out);
-    const Entity *m = p->model;
-    if (!m) {
-        snprintf(why, why_n, "the pipeline has no `model`");
-        return -1;
-    }
+    const Field *af = field_find(m->fields, m->nfields, "arch");
+    return af && af->val.kind == VAL_IDENT ? af->val.str : "gpt";
+}
+
+/* The model's shape fields (vocab hidden layers seq mbs; arch, and for gpt/llama heads
+ * kv_heads ffn) into out. Returns 0, or -1 with the reason in why. */
+static int mlp_read_model(const Entity *m, MlpShape *out, char *why, size_t why_n)
+{
     static const char *const keys[5] = {"vocab", "hidden", "layers", "seq", "mbs"};
     int *dst[5] = {&out->vocab, &out->C, &out->L, &out->T, &out->B};
     for (int i = 0; i < 5; i++) {
@@ -85,65 +88,77 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     }
     /* The arch picks the workload: gpt and llama run runtime/transformer.h (the cost
      * model's default arch is gpt), mlp runtime/mlp.h. */
-    const Field *af = field_find(m->fields, m->nfields, "arch");
-    const char *arch = af && af->val.kind == VAL_IDENT ? af->val.str : "gpt";
+    const char *arch = mlp_arch_name(m);
     out->arch = !strcmp(arch, "gpt") ? TF_GPT : !strcmp(arch, "llama") ? TF_LLAMA : 0;
-    if (out->arch) {
-        if (!model_int(m, "heads", 1, 1 << 24, &out->heads)) {
-            snprintf(why, why_n, "model %s: `heads` must be a whole number in 1..%d", m->name,
-                     1 << 24);
-            return -1;
-        }
-        out->kv_heads = out->heads;
-        if (field_find(m->fields, m->nfields, "kv_heads") &&
-            !model_int(m, "kv_heads", 1, 1 << 24, &out->kv_heads)) {
-            snprintf(why, why_n, "model %s: `kv_heads` must be a whole number", m->name);
-            return -1;
-        }
-        /* the cost model's default ffn (docs/cost-model.md "Notation") */
-        out->ffn = out->arch == TF_LLAMA ? 256 * (int)ceil(8.0 * out->C / 3.0 / 256.0)
-                                         : 4 * out->C;
-        if (field_find(m->fields, m->nfields, "ffn") &&
-            !model_int(m, "ffn", 1, 1 << 24, &out->ffn)) {
-            snprintf(why, why_n, "model %s: `ffn` must be a whole number", m->name);
-            return -1;
-        }
-        if (out->C % out->heads || out->heads % out->kv_heads ||
-            (out->arch == TF_LLAMA && (out->C / out->heads) % 2)) {
-            snprintf(why, why_n, "model %s: heads must divide hidden, kv_heads heads, and a "
-                     "llama head size must be even", m->name);
-            return -1;
-        }
+    if (!out->arch)
+        return 0;
+    if (!model_int(m, "heads", 1, 1 << 24, &out->heads)) {
+        snprintf(why, why_n, "model %s: `heads` must be a whole number in 1..%d", m->name,
+                 1 << 24);
+        return -1;
     }
+    out->kv_heads = out->heads;
+    if (field_find(m->fields, m->nfields, "kv_heads") &&
+        !model_int(m, "kv_heads", 1, 1 << 24, &out->kv_heads)) {
+        snprintf(why, why_n, "model %s: `kv_heads` must be a whole number", m->name);
+        return -1;
+    }
+    /* the cost model's default ffn (docs/cost-model.md "Notation") */
+    out->ffn = out->arch == TF_LLAMA ? 256 * (int)ceil(8.0 * out->C / 3.0 / 256.0) : 4 * out->C;
+    if (field_find(m->fields, m->nfields, "ffn") && !model_int(m, "ffn", 1, 1 << 24, &out->ffn)) {
+        snprintf(why, why_n, "model %s: `ffn` must be a whole number", m->name);
+        return -1;
+    }
+    if (out->C % out->heads || out->heads % out->kv_heads ||
+        (out->arch == TF_LLAMA && (out->C / out->heads) % 2)) {
+        snprintf(why, why_n, "model %s: heads must divide hidden, kv_heads heads, and a "
+                 "llama head size must be even", m->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Blocks per virtual stage (out->layers, allocated): the partition's whole layers, or
+ * an even split. Returns 0, or -1 with the reason in why. */
+static int mlp_layers(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+{
     int32_t PV = p->P * p->V;
     out->layers = xcalloc((size_t)PV, sizeof *out->layers);
-    if (p->partition_set && !p->partition_even) {
-        if ((int32_t)p->npartition != PV) {
-            snprintf(why, why_n, "the partition lists %u entries, the mlp workload needs one "
-                     "per virtual stage (%d)", p->npartition, PV);
-            goto fail;
-        }
-        long long sum = 0;
-        for (int32_t v = 0; v < PV; v++) {
-            double x = p->partition[v];
-            if (!(x >= 0) || x != floor(x) || x > 1 << 24) {
-                snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry "
-                         "%d is %g)", v, x);
-                goto fail;
-            }
-            out->layers[v] = (int)x;
-            sum += (long long)x;
-        }
-        if (sum != out->L) {
-            snprintf(why, why_n, "the partition sums to %lld layers, the model has %d", sum,
-                     out->L);
-            goto fail;
-        }
-    } else {
+    if (!p->partition_set || p->partition_even) {
         for (int32_t v = 0; v < PV; v++)
             out->layers[v] = (int)((long long)(v + 1) * out->L / PV - (long long)v * out->L / PV);
+        return 0;
     }
-    /* Size limits: parameters and activations. */
+    if ((int32_t)p->npartition != PV) {
+        snprintf(why, why_n, "the partition lists %u entries, the mlp workload needs one "
+                 "per virtual stage (%d)", p->npartition, PV);
+        return -1;
+    }
+    long long sum = 0;
+    for (int32_t v = 0; v < PV; v++) {
+        double x = p->partition[v];
+        if (!(x >= 0) || x != floor(x) || x > 1 << 24) {
+            snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry "
+                     "%d is %g)", v, x);
+            return -1;
+        }
+        out->layers[v] = (int)x;
+        sum += (long long)x;
+    }
+    if (sum != out->L) {
+        snprintf(why, why_n, "the partition sums to %lld layers, the model has %d", sum, out->L);
+        return -1;
+    }
+    return 0;
+}
+
+/* The size limits of the CPU workload, then each virtual stage's region sizes
+ * (out->sizes, allocated). Returns 0, or -1 with the reason in why. */
+static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *why,
+                     size_t why_n)
+{
+    int32_t PV = p->P * p->V;
+    const char *arch = mlp_arch_name(m);
     double C = out->C, V = out->vocab;
     double params = out->L * (2 * C + 8 * C * C + 5 * C) + 2 * V * C + V + 2 * C;
     if (out->arch) /* qkv, proj, the MLP, norms and biases per layer; wte, wpe, head */
@@ -153,7 +168,7 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     if (params * 8 > (double)MLP_MAX_PARAM_BYTES) {
         snprintf(why, why_n, "model %s is too large for the CPU %s workload (%.3g parameters)",
                  m->name, out->arch ? arch : "mlp", params);
-        goto fail;
+        return -1;
     }
     out->sizes = xcalloc((size_t)PV, sizeof *out->sizes);
     for (int32_t v = 0; v < PV; v++) {
@@ -161,29 +176,43 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
         if (!out->arch && per * 4 > (double)MLP_MAX_ARENA_BYTES) {
             snprintf(why, why_n, "model %s: activations of one micro-batch are too large for "
                      "the CPU mlp workload", m->name);
-            goto fail;
+            return -1;
         }
-        if (out->arch) {
-            TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
-                        out->T, out->B};
-            TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
-            if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
-                snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
-                         "for the CPU %s workload", m->name, arch);
-                goto fail;
-            }
-            out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
-                                         (int64_t)(a.ckpt * sizeof(float)),
-                                         (int64_t)(a.wact * sizeof(float))};
+        if (!out->arch) {
+            out->sizes[v] = mlp_region_sizes(out->vocab, out->C, out->T, out->B,
+                                             out->layers[v], v == 0, v == PV - 1);
             continue;
         }
-        out->sizes[v] = mlp_region_sizes(out->vocab, out->C, out->T, out->B, out->layers[v],
-                                         v == 0, v == PV - 1);
+        TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
+                    out->T, out->B};
+        TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
+        if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
+            snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
+                     "for the CPU %s workload", m->name, arch);
+            return -1;
+        }
+        out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
+                                     (int64_t)(a.ckpt * sizeof(float)),
+                                     (int64_t)(a.wact * sizeof(float))};
     }
     return 0;
-fail:
-    mlp_shape_free(out);
-    return -1;
+}
+
+int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+{
+    memset(out, 0, sizeof *out);
+    const Entity *m = p->model;
+    if (!m) {
+        snprintf(why, why_n, "the pipeline has no `model`");
+        return -1;
+    }
+    if (mlp_read_model(m, out, why, why_n) != 0)
+        return -1;
+    if (mlp_layers(p, out, why, why_n) != 0 || mlp_sizes(p, m, out, why, why_n) != 0) {
+        mlp_shape_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 void mlp_shape_free(MlpShape *s)
