@@ -921,7 +921,7 @@ static int announce(const DriverOpts *dopt, const RunInfo *info, const char *wor
                             "and touch scaled-down arenas%s%s%s\n",
                     workload ? " (--workload synthetic)" : "; the mlp workload cannot run this "
                                                            "file: ",
-                    workload ? "" : info->why, data && !mlp ? "; --data is ignored" : "");
+                    workload ? "" : info->why, data ? "; --data is ignored" : "");
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (!quiet && !t.mpi && cores > 0 && info->nranks > cores)
