@@ -1,4 +1,16 @@
-/* emit_c.c - C code generation for the CPU backend (see emit_c.h). */
+/* emit_c.c - C code generation (see emit_c.h), in two phases as QBE plans and then
+ * writes:
+ *
+ *   emit_plan    the IR -> EmitPlan: op index, the model workload's shape and arena
+ *                plan, the synthetic workload's scaled arena plan, the comm plan, the
+ *                simulated makespan, and every op's row (flags, waits, cost-model time
+ *                and bytes, source line);
+ *   write_*      one writer per generated file (program.h, rank_K.c, main.c,
+ *                Makefile), which only formats the plan: designated initialisers,
+ *                flags by their runtime/piperun.h names.
+ *
+ * The model workload's shape (mlp_shape) is here too: the runtime checks the region
+ * sizes the plan used at start-up. */
 #define _POSIX_C_SOURCE 200809L
 #include "emit_c.h"
 
@@ -12,8 +24,8 @@
 #include "memory.h"
 #include "opindex.h"
 #include "opsem.h"
-#include "sim.h"
 #include "piperun.h"
+#include "sim.h"
 #include "tf_layout.h"
 
 /* Limits of the CPU mlp workload (docs/runtime.md): a model whose parameters or whose
