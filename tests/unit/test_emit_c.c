@@ -31,6 +31,31 @@ static Pipeline *sample(void)
     return p;
 }
 
+/* The sample and what emit_c made of it, for every test (cmocka setup/teardown). */
+typedef struct Emitted {
+    Pipeline *p;
+    Diag d;
+    EmitOut out;
+} Emitted;
+
+static int emit_sample(void **state)
+{
+    Emitted *e = xcalloc(1, sizeof *e);
+    e->p = sample();
+    *state = e;
+    return emit_c(&e->d, e->p, "t.pipe", &e->out) == 0 ? 0 : -1;
+}
+
+static int free_sample(void **state)
+{
+    Emitted *e = *state;
+    emit_out_free(&e->out);
+    pipeline_free(e->p);
+    diag_free(&e->d);
+    free(e);
+    return 0;
+}
+
 static const char *file_text(const EmitOut *o, const char *name)
 {
     for (uint32_t i = 0; i < o->n; i++)
@@ -94,17 +119,14 @@ static unsigned want_flags(const Pipeline *p, int s, const Op *o)
 
 static void test_op_rows_designated_with_named_flags(void **state)
 {
-    (void)state;
-    Pipeline *p = sample();
-    Diag d = {0};
-    EmitOut out;
-    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    const Emitted *e = *state;
+    const Pipeline *p = e->p;
     static const char *const kind[] = {"PR_F", "PR_B", "PR_W", "PR_R", "PR_SO", "PR_SI"};
     int nwait_si = 0;
     for (int s = 0; s < p->P; s++) {
         char name[32], row[128];
         snprintf(name, sizeof name, "rank_%d.c", s);
-        const char *t = file_text(&out, name);
+        const char *t = file_text(&e->out, name);
         for (uint32_t i = 0; i < p->stages[s].n; i++) {
             const Op *o = &p->stages[s].ops[i];
             snprintf(row, sizeof row, "    [%u] = {.kind = %s, .chunk = 0, .flags = ", i,
@@ -126,19 +148,13 @@ static void test_op_rows_designated_with_named_flags(void **state)
                 fail_msg("rank %d: a row that is not designated: %.60s", s, l);
     }
     assert_int_equal(nwait_si, 1);  /* B0 of rank 0 waits for SI0 */
-    emit_out_free(&out);
-    pipeline_free(p);
-    diag_free(&d);
 }
 
 static void test_main_tables_designated(void **state)
 {
-    (void)state;
-    Pipeline *p = sample();
-    Diag d = {0};
-    EmitOut out;
-    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
-    const char *t = file_text(&out, "main.c");
+    const Emitted *e = *state;
+    const Pipeline *p = e->p;
+    const char *t = file_text(&e->out, "main.c");
     char want[128];
     for (int s = 0; s < p->P; s++) {
         snprintf(want, sizeof want, "    [%d] = {.run = pr_rank_%d, .ops = pr_rank_%d_ops, "
@@ -152,16 +168,14 @@ static void test_main_tables_designated(void **state)
                               ".payload = PR_PAY_ACT,"));
     assert_non_null(strstr(t, "{.src = 1, .dst = 0, .from_kind = PR_B, .to_kind = PR_B, "
                               ".payload = PR_PAY_GRAD,"));
-    emit_out_free(&out);
-    pipeline_free(p);
-    diag_free(&d);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_op_rows_designated_with_named_flags),
-        cmocka_unit_test(test_main_tables_designated),
+        cmocka_unit_test_setup_teardown(test_op_rows_designated_with_named_flags, emit_sample,
+                                        free_sample),
+        cmocka_unit_test_setup_teardown(test_main_tables_designated, emit_sample, free_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
