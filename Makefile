@@ -140,6 +140,7 @@ build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt gra
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
 build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
+build/tests/test_tf_cuda_host: runtime/cuda/tf_kernels.h runtime/cuda/tf_slice.h runtime/tf_layout.h
 
 # --- targets ------------------------------------------------------------------------
 test: deps
