@@ -1,7 +1,7 @@
 /* test_tf_cuda_host.c - the CUDA backend's gpt and llama workloads without a GPU: the
  * passes of runtime/cuda/tf_slice.h (what tf_cuda.cu enqueues: the call order, every
  * tensor's place in the region, the split region after an R, split B/W, the identity
- * slice) run on the host, with the kernel bodies of runtime/cuda/tf_kernels.h called in
+ * slice) run on the host, with the kernel bodies of runtime/tf_kernels.h called in
  * a loop over every index a GPU thread would take, and the layer functions the GPU
  * takes from the mlp's .cuh kernels and cuBLAS done by their CPU twins
  * (runtime/mlp_layers.h). The gradients of a pipelined iteration must match
