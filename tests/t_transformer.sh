@@ -128,6 +128,10 @@ pipe gpt_prof gpt 2 4 1 onef1b
 out=$(timeout 60 "$PIPEC" run "$T/gpt_prof.pipe" --iters 3 --profile --quiet --cache "$CACHE" 2>&1)
 check gpt_profile_header grep -q "^# op costs measured by .pipec run --profile. (workload gpt, 3 iterations)" <<<"$out"
 check gpt_profile_vstage grep -Eq "^costs vstage 1 \{ f [0-9.]+ms b [0-9.]+ms act [1-9][0-9]* ckpt [0-9]+ wact [1-9]" <<<"$out"
+# the measured p2p time (rank 1 waits for F0 of every iteration): a measurement, not the
+# constant 0ms of before, between 0 and far below a second
+p2p=$(sed -n 's/^costs { p2p \([0-9]*\.[0-9]\{6\}\)ms }$/\1/p' <<<"$out")
+check "gpt_profile_p2p (${p2p:-none} ms)" python3 -c "import sys; sys.exit(not (0 <= float('${p2p:--1}') < 1000))"
 
 # --- MPI: one process per rank trains the same (losses and peaks equal the threads') ----
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
