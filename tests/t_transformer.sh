@@ -22,41 +22,10 @@ cd "$(dirname "$0")/.." || exit 1
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 CACHE="$T/cache"
 
-GPT='model gpt_1_3b { layers 4  hidden 16  heads 2  vocab 256  seq 8  mbs 2  dtype fp32 }'
-LLAMA='model llama2_70b { layers 4  hidden 16  heads 4  kv_heads 2  ffn 24  vocab 256  seq 8  mbs 2  dtype fp32 }'
-
-# pipe NAME ARCH P M V SCHEDULE [EXTRA...]: writes $T/NAME.pipe
-pipe() {
-    local name=$1 arch=$2 P=$3 M=$4 V=$5 sched=$6; shift 6
-    {
-        echo 'import "std/models.pipe"'
-        echo 'import "std/schedules.pipe"'
-        echo 'import "std/tpipe.pipe"'
-        echo "pipeline $name {"
-        echo "  stages $P  microbatches $M  chunks $V"
-        if [ "$arch" = gpt ]; then echo "  $GPT"; else echo "  $LLAMA"; fi
-        echo "  schedule $sched"
-        for x in "$@"; do echo "  $x"; done
-        echo "}"
-    } >"$T/$name.pipe"
-}
-
+. tests/lib_tf.sh
+pipe() { tf_pipe "$@"; }
 # run_check NAME: runs --check and asserts the printed max error is < 1e-5
-run_check() {
-    local name=$1 out err
-    if ! out=$(timeout 60 "$PIPEC" run "$T/$name.pipe" --check --quiet --cache "$CACHE" 2>&1); then
-        bad "$name" "run --check failed: $(echo "$out" | tail -n 3)"
-        return
-    fi
-    err=$(echo "$out" | sed -n 's/^max relative gradient error: //p')
-    if [ -z "$err" ]; then
-        bad "$name" "no gradient error printed"
-    elif awk -v e="$err" 'BEGIN { exit !(e < 1e-5) }'; then
-        ok
-    else
-        bad "$name" "max relative gradient error $err >= 1e-5"
-    fi
-}
+run_check() { tf_check "$1" 1e-5 timeout 60 "$PIPEC" run --cache "$CACHE"; }
 
 for arch in gpt llama; do
     for cfg in "2 4" "4 8"; do

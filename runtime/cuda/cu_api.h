@@ -39,6 +39,12 @@ typedef struct CuMlp {
 
 /* Allocates on the current device and copies the host's parameters. */
 int cu_mlp_init(CuMlp *g, const MlpModel *host);
+/* What every model's init and free share: the device parameters (copied from
+ * host_params), zero gradients and losses (M), tmp_floats of scratch and the cuBLAS
+ * handle (pedantic fp32); release frees them and zeroes g. */
+int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
+                   size_t nparams, int M, size_t tmp_floats);
+void cu_model_release(CuMlp *g);
 void cu_mlp_free(CuMlp *g);
 /* Whether the act layout here gives the same byte sizes as runtime/mlp.c (act, ckpt,
  * wact) for slice s: the arena plan depends on it. */

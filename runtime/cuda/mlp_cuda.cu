@@ -121,26 +121,44 @@ static Acts in_region(const Region *g, const Layout *a)
     return A;
 }
 
+extern "C" int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
+                              size_t nparams, int M, size_t tmp_floats)
+{
+    g->host_params = host_params;
+    g->host_grads = host_grads;
+    g->tmp_floats = tmp_floats;
+    CUDA_CHECK(cudaMalloc((void **)&g->params, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->grads, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->tmp, (tmp_floats ? tmp_floats : 16) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)M * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(g->params, host_params, nparams * sizeof(float),
+                          cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(g->grads, 0, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)M * sizeof(float)));
+    CUBLAS_CHECK(cublasCreate(&g->blas));
+    CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH));
+    return 0;
+}
+
+extern "C" void cu_model_release(CuMlp *g)
+{
+    if (g->blas)
+        cublasDestroy(g->blas);
+    cudaFree(g->params);
+    cudaFree(g->grads);
+    cudaFree(g->tmp);
+    cudaFree(g->loss);
+    memset(g, 0, sizeof *g);
+}
+
 extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
 {
     const MlpConfig *c = &host->cfg;
     memset(g, 0, sizeof *g);
     g->host = host;
-    g->host_params = host->param_mem;
-    g->host_grads = host->grad_mem;
     size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
-    g->tmp_floats = 2 * btc + 4 * bt + 2 * bt * H + btc + bt * (size_t)c->vocab;
-    CUDA_CHECK(cudaMalloc((void **)&g->params, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->grads, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->tmp, g->tmp_floats * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)c->M * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(g->params, host->param_mem, host->nparams * sizeof(float),
-                          cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(g->grads, 0, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)c->M * sizeof(float)));
-    CUBLAS_CHECK(cublasCreate(&g->blas));
-    CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH));
-    return 0;
+    return cu_model_alloc(g, host->param_mem, host->grad_mem, host->nparams, c->M,
+                          2 * btc + 4 * bt + 2 * bt * H + btc + bt * (size_t)c->vocab);
 }
 
 extern "C" void cu_mlp_free(CuMlp *g)
@@ -149,13 +167,7 @@ extern "C" void cu_mlp_free(CuMlp *g)
         cu_tf_free(g);
         return;
     }
-    if (g->blas)
-        cublasDestroy(g->blas);
-    cudaFree(g->params);
-    cudaFree(g->grads);
-    cudaFree(g->tmp);
-    cudaFree(g->loss);
-    memset(g, 0, sizeof *g);
+    cu_model_release(g);
 }
 
 /* forward_into of mlp.c: xs[0] holds the slice input unless the slice embeds; the last

@@ -329,8 +329,6 @@ extern "C" int cu_tf_init(CuMlp *g, const TfModel *host, const MlpSlice *slices,
 {
     const TfConfig *c = &host->cfg;
     memset(g, 0, sizeof *g);
-    g->host_params = host->param_mem;
-    g->host_grads = host->grad_mem;
     if (!(g->tf = (CuTf *)calloc(1, sizeof *g->tf))) {
         cu_error(__FILE__, __LINE__, "calloc", "out of host memory");
         return -1;
@@ -342,39 +340,24 @@ extern "C" int cu_tf_init(CuMlp *g, const TfModel *host, const MlpSlice *slices,
         size_t a = tf_act_bytes(c, &slices[v]) / sizeof(float);
         x->tmp_floats = a > x->tmp_floats ? a : x->tmp_floats;
     }
-    size_t N = (size_t)c->d.B * c->d.T, tmp = x->tmp_floats ? x->tmp_floats : 16;
-    CUDA_CHECK(cudaMalloc((void **)&g->params, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->grads, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)c->M * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->tmp, tmp * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&x->stats, 2 * N * sizeof(float)));
-    g->tmp_floats = x->tmp_floats;
+    if (cu_model_alloc(g, host->param_mem, host->grad_mem, host->nparams, c->M, x->tmp_floats))
+        return -1;
+    CUDA_CHECK(cudaMalloc((void **)&x->stats, 2 * (size_t)c->d.B * c->d.T * sizeof(float)));
     x->params = g->params;
     x->grads = g->grads;
     x->loss = g->loss;
     x->tmp = g->tmp;
-    CUDA_CHECK(cudaMemcpy(g->params, host->param_mem, host->nparams * sizeof(float),
-                          cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(g->grads, 0, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)c->M * sizeof(float)));
-    CUBLAS_CHECK(cublasCreate(&g->blas));
-    CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH));
     g->tf->h = g->blas;
     return 0;
 }
 
 extern "C" void cu_tf_free(CuMlp *g)
 {
-    if (g->blas)
-        cublasDestroy(g->blas);
-    cudaFree(g->params);
-    cudaFree(g->grads);
-    cudaFree(g->tmp);
-    cudaFree(g->loss);
     if (g->tf)
         cudaFree(g->tf->dev.stats);
     free(g->tf);
-    memset(g, 0, sizeof *g);
+    g->tf = NULL;
+    cu_model_release(g);
 }
 
 extern "C" int cu_tf_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
