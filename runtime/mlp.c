@@ -7,6 +7,7 @@
  */
 #include "mlp.h"
 #include "mlp_layers.h"
+#include "mlp_layout.h"
 
 #include <assert.h>
 #include <math.h>
@@ -17,9 +18,6 @@
 /* ------------------------------------------------------------------------------------
  * Sizes
  */
-
-/* Floats rounded up to 16 (64 bytes), so every tensor of an act region is aligned. */
-static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 int mlp_config_check(const MlpConfig *c, char *why, size_t why_n)
 {
@@ -51,65 +49,16 @@ int mlp_config_check(const MlpConfig *c, char *why, size_t why_n)
     return msg ? -1 : 0;
 }
 
-/* Offsets (in floats) of the tensors of one (slice, micro-batch) act region, and of the
- * gradient buffers B writes there. Per-layer tensors are arrays over the slice's layers
- * with the given strides. xs[i] is the input of block i of the slice (i < nl) and, on
- * the head slice, xs[nl] is the input of the final layer norm: nres = nl + head. */
-typedef struct ActLayout {
-    size_t xs;          /* (nres,B,T,C) residual stream; xs[0] is the checkpoint */
-    size_t mean, rstd;  /* (nl,B,T) block layer norm statistics */
-    size_t ln_out;      /* (nl,B,T,C) block layer norm output */
-    size_t fch;         /* (nl,B,T,H) fc1 output before GELU; B turns it into its grad */
-    size_t gelu;        /* (nl,B,T,H) GELU output */
-    size_t lnf_mean, lnf_rstd; /* (B,T) final layer norm statistics */
-    size_t lnf_out;     /* (B,T,C) final layer norm output */
-    size_t probs;       /* (B,T,V) softmax output; B turns it into dlogits */
-    size_t dxs;         /* (ndxs,B,T,C) grads of xs[i], i = i0..nl (i0 = 0 on the
-                           embedding slice, else 1: dxs[0] is then din) */
-    size_t dln;         /* (nl,B,T,C) grads of the block layer norm outputs */
-    size_t dlnf;        /* (B,T,C) grad of the final layer norm output */
-    size_t dgelu;       /* (B,T,H) B's temporary: grad of the GELU output */
-    size_t ckpt, wact, act; /* prefix sizes in floats */
-    size_t sbt, sbtc, sbth; /* strides per layer: pad16(BT), pad16(BTC), pad16(BTH) */
-} ActLayout;
+/* The act region's layout (mlp_layout.h, shared with the GPU kernels and the code
+ * generator). */
+typedef MlpLayout ActLayout;
 
 static bool slice_empty(const MlpSlice *s) { return !s->embed && !s->head && s->nlayers == 0; }
 
 static ActLayout act_layout(const MlpConfig *c, const MlpSlice *s)
 {
-    ActLayout a;
-    memset(&a, 0, sizeof a);
-    size_t bt = (size_t)c->B * c->T;
-    a.sbt = pad16(bt);
-    a.sbtc = pad16(bt * c->C);
-    a.sbth = pad16(bt * 4 * (size_t)c->C);
-    size_t sbtv = pad16(bt * c->vocab);
-    size_t nl = (size_t)s->nlayers, nres = nl + (s->head ? 1 : 0);
-    if (slice_empty(s))
-        return a;
-    size_t o = 0;
-    a.xs = o;        o += nres * a.sbtc;
-    a.ckpt = (!s->embed && nres > 0) ? a.sbtc : 0;
-    a.mean = o;      o += nl * a.sbt;
-    a.rstd = o;      o += nl * a.sbt;
-    a.ln_out = o;    o += nl * a.sbtc;
-    a.fch = o;       o += nl * a.sbth;
-    a.gelu = o;      o += nl * a.sbth;
-    if (s->head) {
-        a.lnf_mean = o; o += a.sbt;
-        a.lnf_rstd = o; o += a.sbt;
-        a.lnf_out = o;  o += a.sbtc;
-        a.probs = o;    o += sbtv;
-    }
-    a.dxs = o;       o += (nl + (s->embed ? 1 : 0)) * a.sbtc;
-    a.dln = o;       o += nl * a.sbtc;
-    if (s->head) {
-        a.dlnf = o;  o += a.sbtc;
-    }
-    a.wact = o;
-    a.dgelu = o;     o += nl > 0 ? a.sbth : 0;
-    a.act = o;
-    return a;
+    return mlp_layout((size_t)c->vocab, (size_t)c->C, (size_t)c->T, (size_t)c->B,
+                      (size_t)s->nlayers, s->embed, s->head);
 }
 
 size_t mlp_io_bytes(const MlpConfig *c)

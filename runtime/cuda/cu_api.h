@@ -32,9 +32,6 @@ typedef struct CuMlp {
 /* Allocates on the current device and copies the host's parameters. */
 int cu_mlp_init(CuMlp *g, const MlpModel *host);
 void cu_mlp_free(CuMlp *g);
-/* Whether the act layout here gives the same byte sizes as runtime/mlp.c (act, ckpt,
- * wact) for slice s: the arena plan depends on it. */
-bool cu_mlp_layout_ok(const MlpConfig *c, const MlpSlice *s);
 
 /* The ops of runtime/mlp.h on the GPU, enqueued on stream st (asynchronous). Same
  * arguments as mlp_forward & co, all device pointers; the forward's loss goes to

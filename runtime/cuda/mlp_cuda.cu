@@ -12,60 +12,19 @@
 #include "gelu.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "mlp_layout.h"
 #include "residual.cuh"
 
-/* The act layout of runtime/mlp.c (act_layout), in floats; see mlp.h. */
-typedef struct Layout {
-    size_t xs, mean, rstd, ln_out, fch, gelu, lnf_mean, lnf_rstd, lnf_out, probs, dxs, dln,
-        dlnf, dgelu, ckpt, wact, act, sbt, sbtc, sbth;
-} Layout;
-
-static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+/* The act layout of runtime/mlp.c (mlp_layout.h: one definition for the CPU, the GPU
+ * and the code generator). */
+typedef MlpLayout Layout;
 
 static bool slice_empty(const MlpSlice *s) { return !s->embed && !s->head && s->nlayers == 0; }
 
 static Layout layout(const MlpConfig *c, const MlpSlice *s)
 {
-    Layout a;
-    memset(&a, 0, sizeof a);
-    size_t bt = (size_t)c->B * c->T;
-    a.sbt = pad16(bt);
-    a.sbtc = pad16(bt * c->C);
-    a.sbth = pad16(bt * 4 * (size_t)c->C);
-    size_t sbtv = pad16(bt * c->vocab), nl = (size_t)s->nlayers, nres = nl + (s->head ? 1 : 0);
-    if (slice_empty(s))
-        return a;
-    size_t o = 0;
-    a.xs = o;     o += nres * a.sbtc;
-    a.ckpt = (!s->embed && nres > 0) ? a.sbtc : 0;
-    a.mean = o;   o += nl * a.sbt;
-    a.rstd = o;   o += nl * a.sbt;
-    a.ln_out = o; o += nl * a.sbtc;
-    a.fch = o;    o += nl * a.sbth;
-    a.gelu = o;   o += nl * a.sbth;
-    if (s->head) {
-        a.lnf_mean = o; o += a.sbt;
-        a.lnf_rstd = o; o += a.sbt;
-        a.lnf_out = o;  o += a.sbtc;
-        a.probs = o;    o += sbtv;
-    }
-    a.dxs = o;    o += (nl + (s->embed ? 1 : 0)) * a.sbtc;
-    a.dln = o;    o += nl * a.sbtc;
-    if (s->head) {
-        a.dlnf = o; o += a.sbtc;
-    }
-    a.wact = o;
-    a.dgelu = o;  o += nl > 0 ? a.sbth : 0;
-    a.act = o;
-    return a;
-}
-
-extern "C" bool cu_mlp_layout_ok(const MlpConfig *c, const MlpSlice *s)
-{
-    Layout a = layout(c, s);
-    return a.act * sizeof(float) == mlp_act_bytes(c, s) &&
-           a.ckpt * sizeof(float) == mlp_ckpt_bytes(c, s) &&
-           a.wact * sizeof(float) == mlp_wact_bytes(c, s);
+    return mlp_layout((size_t)c->vocab, (size_t)c->C, (size_t)c->T, (size_t)c->B,
+                      (size_t)s->nlayers, s->embed, s->head);
 }
 
 /* Device twin of a host parameter/gradient pointer. */
