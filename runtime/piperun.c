@@ -43,29 +43,18 @@ double pr_spin_budget_ms(const PrRun *run)
 
 /* ---- messages -------------------------------------------------------------------- */
 
-static size_t vm(const PrRun *run, int v, int m)
-{
-    return (size_t)v * (size_t)run->M + (size_t)m;
-}
-
 int pr_send(PrRank *r, int32_t peer, uint32_t msg)
 {
     PrRun *run = r->run;
-    if (atomic_load(&run->failed))
+    if (pr_msg_check(r, peer, msg, true) != 0)
         return -1;
-    if (msg >= run->prog->nmsgs || run->prog->msgs[msg].src != r->id ||
-        run->prog->msgs[msg].dst != peer) {
-        pr_fail(run, r->id, -1, "send of message %u to rank %d does not match the program",
-                msg, peer);
-        return -1;
-    }
     if (r->dropping)
         return 0;
     const PrMsg *m = &run->prog->msgs[msg];
     void *payload = NULL;
     if (m->payload == PR_PAY_ACT || m->payload == PR_PAY_GRAD) {
-        void **slot = m->payload == PR_PAY_ACT ? &r->out_f[vm(run, m->from_v, m->from_mb)]
-                                               : &r->out_b[vm(run, m->from_v, m->from_mb)];
+        void **slot = m->payload == PR_PAY_ACT ? &r->out_f[pr_vm(run, m->from_v, m->from_mb)]
+                                               : &r->out_b[pr_vm(run, m->from_v, m->from_mb)];
         payload = *slot;
         *slot = NULL;
     }
@@ -188,14 +177,8 @@ static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg)
 int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
 {
     PrRun *run = r->run;
-    if (atomic_load(&run->failed))
+    if (pr_msg_check(r, peer, msg, false) != 0)
         return -1;
-    if (msg >= run->prog->nmsgs || run->prog->msgs[msg].dst != r->id ||
-        run->prog->msgs[msg].src != peer || peer < 0 || peer >= run->P) {
-        pr_fail(run, r->id, -1, "receive of message %u from rank %d does not match the program",
-                msg, peer);
-        return -1;
-    }
     const PrMsg *m = &run->prog->msgs[msg];
     PrNode *nd, remote;   /* the message, moved out of its queue node */
     if (pr_transport && pr_transport->remote(peer)) {
@@ -225,8 +208,8 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         return -1;
     }
     if (nd->payload) {
-        void **slot = m->payload == PR_PAY_ACT ? &r->in_f[vm(run, m->to_v, m->to_mb)]
-                                               : &r->in_b[vm(run, m->to_v, m->to_mb)];
+        void **slot = m->payload == PR_PAY_ACT ? &r->in_f[pr_vm(run, m->to_v, m->to_mb)]
+                                               : &r->in_b[pr_vm(run, m->to_v, m->to_mb)];
         free(*slot);
         *slot = nd->payload;
     }
@@ -316,7 +299,7 @@ static int copy_op(PrRank *r, uint32_t i)
     if (o->kind == PR_OG || o->kind == PR_LW)
         return state_op(r, i);
     int w = run->opt.workload;
-    size_t k = vm(run, o->vstage, o->mb);
+    size_t k = pr_vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
     if (o->mem_alloc[w] > 0) { /* live bytes as the compiler's walk counts them */
         pthread_mutex_lock(&r->mu);
@@ -472,21 +455,16 @@ static int wait_lw(PrRank *r, uint32_t op, int32_t v)
 int pr_op(PrRank *r, uint32_t i)
 {
     PrRun *run = r->run;
-    if (atomic_load(&run->failed))
+    if (pr_op_check(r, i) != 0)
         return -1;
-    if (i >= r->d->nops) {
-        pr_fail(run, r->id, -1, "op index %u out of range", i);
-        return -1;
-    }
     const PrOp *o = &r->d->ops[i];
-    atomic_store(&r->cur_op, i);
     atomic_store_explicit(&r->running, 1, memory_order_relaxed);
     double t_issue = pr_now_ms();
     pr_ring_start(r, i, t_issue);
     pr_tl_op = o;
     pr_tl_opi = i;
     int w = run->opt.workload;
-    size_t k = vm(run, o->vstage, o->mb);
+    size_t k = pr_vm(run, o->vstage, o->mb);
 
     if (pr_fault_inject(r, i) != 0)
         return -1;
@@ -561,19 +539,10 @@ static void rank_free(PrRank *r)
         free(r->out_b[k]);
         free(r->host[k]);
     }
-    free(r->in_f);
-    free(r->in_b);
-    free(r->out_f);
-    free(r->out_b);
-    free(r->host);
-    free(r->host_cap);
-    free(r->si_done);
-    free(r->lw_done);
-    free(r->tokens);
-    free(r->targets);
-    free(r->q[0].op);
-    free(r->q[1].op);
-    free(r->arena);
+    void *own[] = {r->in_f, r->in_b, r->out_f, r->out_b, r->host, r->host_cap, r->si_done,
+                   r->lw_done, r->tokens, r->targets, r->q[0].op, r->q[1].op, r->arena};
+    for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
+        free(own[j]);
 }
 
 static int rank_init(PrRun *run, int s)
@@ -705,16 +674,8 @@ static void cpu_teardown(PrRun *run)
     free(run->chan);
 }
 
-static const PrBackend cpu_backend = {
-    .setup = cpu_setup,
-    .rank_iteration = cpu_rank_iteration,
-    .iter_begin = cpu_iter_begin,
-    .step = cpu_step,
-    .teardown = cpu_teardown,
-    .reference = true,
+/* The CPU backend of the run core (pr_run, piperun_common.c). */
+const PrBackend pr_backend = {
+    .setup = cpu_setup, .rank_iteration = cpu_rank_iteration, .iter_begin = cpu_iter_begin,
+    .step = cpu_step, .teardown = cpu_teardown, .reference = true,
 };
-
-int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
-{
-    return pr_run_core(&cpu_backend, prog, o, res);
-}

@@ -291,6 +291,17 @@ static void put_int(char *buf, size_t *n, long v)
         buf[(*n)++] = d[--k];
 }
 
+/* "F3.1", as pr_op_name, with put_* only. */
+static void put_op(char *buf, size_t *n, const PrOp *o)
+{
+    put_str(buf, n, pr_kind_name(o->kind));
+    put_int(buf, n, o->mb);
+    if (o->chunk) {
+        put_str(buf, n, ".");
+        put_int(buf, n, o->chunk);
+    }
+}
+
 /* Async-signal-safe: formats with put_*, writes, exits. The process state may be
  * corrupt, so nothing else is attempted: every rank stops with the process. */
 static void on_signal(int sig)
@@ -303,12 +314,7 @@ static void on_signal(int sig)
         put_int(buf, &n, pr_tl_rank);
         if (pr_tl_op) {
             put_str(buf, &n, ", op ");
-            put_str(buf, &n, pr_kind_name(pr_tl_op->kind));
-            put_int(buf, &n, pr_tl_op->mb);
-            if (pr_tl_op->chunk) {
-                put_str(buf, &n, ".");
-                put_int(buf, &n, pr_tl_op->chunk);
-            }
+            put_op(buf, &n, pr_tl_op);
             put_str(buf, &n, " (#");
             put_int(buf, &n, (long)pr_tl_opi);
             put_str(buf, &n, ")");
@@ -350,15 +356,8 @@ static void flight_write_rank(int fd, const PrRun *run, int s)
         put_str(buf, &len, "  #");
         put_int(buf, &len, (long)e->op);
         put_str(buf, &len, " ");
-        if (e->op < r->d->nops) {
-            const PrOp *o = &r->d->ops[e->op];
-            put_str(buf, &len, pr_kind_name(o->kind));
-            put_int(buf, &len, o->mb);
-            if (o->chunk) {
-                put_str(buf, &len, ".");
-                put_int(buf, &len, o->chunk);
-            }
-        }
+        if (e->op < r->d->nops)
+            put_op(buf, &len, &r->d->ops[e->op]);
         put_str(buf, &len, "  ");
         put_int(buf, &len, (long)(e->t0 * 1e3));
         put_str(buf, &len, " .. ");
@@ -460,12 +459,10 @@ void pr_result_free(PrResult *res)
 {
     if (!res)
         return;
-    free(res->loss);
-    free(res->iter_ms);
-    free(res->busy_ms);
-    free(res->peak_arena);
-    free(res->grad_name);
-    free(res->grad_err);
+    void *own[] = {res->loss, res->iter_ms, res->busy_ms, res->peak_arena, res->grad_name,
+                   res->grad_err};
+    for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
+        free(own[j]);
     memset(res, 0, sizeof *res);
 }
 
@@ -506,6 +503,39 @@ static int validate(const PrProgram *prog, const PrOptions *o, char *why, size_t
     return 0;
 }
 
+
+/* ---- checks of the calls generated code makes ----------------------------------------- */
+
+int pr_msg_check(PrRank *r, int32_t peer, uint32_t msg, bool send)
+{
+    PrRun *run = r->run;
+    if (atomic_load(&run->failed))
+        return -1;
+    const PrMsg *m = msg < run->prog->nmsgs ? &run->prog->msgs[msg] : NULL;
+    if (peer < 0 || peer >= run->P || !m || (send ? m->src : m->dst) != r->id ||
+        (send ? m->dst : m->src) != peer) {
+        if (send)
+            pr_fail(run, r->id, -1, "send of message %u to rank %d does not match the program",
+                    msg, peer);
+        else
+            pr_fail(run, r->id, -1, "receive of message %u from rank %d does not match the "
+                    "program", msg, peer);
+        return -1;
+    }
+    return 0;
+}
+
+int pr_op_check(PrRank *r, uint32_t i)
+{
+    if (atomic_load(&r->run->failed))
+        return -1;
+    if (i >= r->d->nops) {
+        pr_fail(r->run, r->id, -1, "op index %u out of range", i);
+        return -1;
+    }
+    atomic_store(&r->cur_op, i);
+    return 0;
+}
 
 /* ---- the run loop ---------------------------------------------------------------------- */
 
@@ -782,4 +812,9 @@ void pr_process_options(PrOptions *o, int me, char *trace, size_t n)
         snprintf(trace, n, "%s.rank%d", o->trace, me);
         o->trace = trace;
     }
+}
+
+int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
+{
+    return pr_run_core(&pr_backend, prog, o, res);
 }

@@ -148,6 +148,12 @@ struct PrRun {
     atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
 };
 
+/* The index of (v,m) in a rank's [P*V*M] tables. */
+static inline size_t pr_vm(const PrRun *run, int v, int m)
+{
+    return (size_t)v * (size_t)run->M + (size_t)m;
+}
+
 /* A transport for ranks that live in other processes (runtime/mpi/piperun_mpi.c).
  * pr_send and pr_recv hand a message whose peer is remote(peer) to it; everything
  * else (local ranks, waits, failures) stays in piperun.c. NULL: every rank is a thread
@@ -298,6 +304,9 @@ struct PrBackend {
  * the backend, starts one thread per rank, runs the iterations, fills res (may be
  * NULL), frees everything. Returns 0, or 1 (res->error says why). */
 int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, PrResult *res);
+/* The backend this library was built with (piperun.c: threads; cuda/piperun_cuda.c:
+ * GPUs); pr_run is pr_run_core over it. */
+extern const PrBackend pr_backend;
 
 /* The thread's rank (-1: none) and the op it runs (NULL: none), for the fatal-signal
  * handler and the flight recorder. */
@@ -305,6 +314,11 @@ extern _Thread_local int pr_tl_rank;
 extern _Thread_local const PrOp *pr_tl_op;
 extern _Thread_local uint32_t pr_tl_opi;
 
+/* The checks at the start of pr_send (send) / pr_recv and of pr_op: -1 when the run
+ * has failed or the call does not fit the program (pr_fail called), else 0.
+ * pr_op_check also makes i the rank's current op (for failure messages). */
+int pr_msg_check(PrRank *r, int32_t peer, uint32_t msg, bool send);
+int pr_op_check(PrRank *r, uint32_t i);
 /* "F", "B", ... for PR_F, PR_B, ...; "?" for another value. */
 const char *pr_kind_name(int kind);
 /* Blocks on cv (mutex mu held) until it is signalled or until deadline (ms on the
