@@ -2,11 +2,7 @@
  * failure handling and the watchdog, iterations and the summary (piperun.h,
  * docs/runtime.md). */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <getopt.h>
 #include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

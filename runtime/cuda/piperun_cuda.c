@@ -32,14 +32,9 @@
  * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/mlp.h)
  * and synthetic (spin.cu). One run per process (the device state is global). */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cu_api.h"
 #include "cu_dist.h"
