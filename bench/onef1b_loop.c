@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -95,22 +96,17 @@ static void signal_done(int peer, atomic_int *x)
     }
 }
 
-static void op_f(int rank, int i)
+/* F (fwd) or B of micro-batch i on `rank`: F's output flows from rank 0 to rank 1,
+ * B's gradient back. */
+static void op(int rank, int i, bool fwd)
 {
-    if (rank == 1)
-        wait_for(1, &f_done, i + 1);
-    busy(F_MS);
-    if (rank == 0)
-        signal_done(1, &f_done);
-}
-
-static void op_b(int rank, int i)
-{
-    if (rank == 0)
-        wait_for(0, &b_done, i + 1);
-    busy(B_MS);
-    if (rank == 1)
-        signal_done(0, &b_done);
+    int src = fwd ? 0 : 1;
+    atomic_int *done = fwd ? &f_done : &b_done;
+    if (rank != src)
+        wait_for(rank, done, i + 1);
+    busy(fwd ? F_MS : B_MS);
+    if (rank == src)
+        signal_done(1 - src, done);
 }
 
 static void *rank_main(void *arg)
@@ -119,16 +115,16 @@ static void *rank_main(void *arg)
     for (int it = 0; it < ITERS; it++) {
         pthread_barrier_wait(&start);
         if (rank == 0) {
-            op_f(0, 0);
+            op(0, 0, true);
             for (int i = 0; i + 1 < M; i++) {
-                op_f(0, i + 1);
-                op_b(0, i);
+                op(0, i + 1, true);
+                op(0, i, false);
             }
-            op_b(0, M - 1);
+            op(0, M - 1, false);
         } else {
             for (int i = 0; i < M; i++) {
-                op_f(1, i);
-                op_b(1, i);
+                op(1, i, true);
+                op(1, i, false);
             }
         }
         pthread_barrier_wait(&end);
