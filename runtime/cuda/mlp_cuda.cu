@@ -37,27 +37,26 @@ static float *dg(const CuMlp *g, const float *host)
     return g->grads + (host - g->host->grad_mem);
 }
 
-extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
+extern "C" int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
+                              size_t nparams, int M, size_t tmp_floats)
 {
-    const MlpConfig *c = &host->cfg;
-    memset(g, 0, sizeof *g);
-    g->host = host;
-    g->tmp_floats = mlp_scratch_floats((size_t)c->vocab, (size_t)c->C, (size_t)c->T,
-                                       (size_t)c->B, true);
-    CUDA_CHECK(cudaMalloc((void **)&g->params, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->grads, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->tmp, g->tmp_floats * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)c->M * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(g->params, host->param_mem, host->nparams * sizeof(float),
+    g->host_params = host_params;
+    g->host_grads = host_grads;
+    g->tmp_floats = tmp_floats;
+    CUDA_CHECK(cudaMalloc((void **)&g->params, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->grads, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->tmp, (tmp_floats ? tmp_floats : 16) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)M * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(g->params, host_params, nparams * sizeof(float),
                           cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(g->grads, 0, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)c->M * sizeof(float)));
+    CUDA_CHECK(cudaMemset(g->grads, 0, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)M * sizeof(float)));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH));
     return 0;
 }
 
-extern "C" void cu_mlp_free(CuMlp *g)
+extern "C" void cu_model_release(CuMlp *g)
 {
     if (g->blas)
         cublasDestroy(g->blas);
@@ -66,6 +65,25 @@ extern "C" void cu_mlp_free(CuMlp *g)
     cudaFree(g->tmp);
     cudaFree(g->loss);
     memset(g, 0, sizeof *g);
+}
+
+extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
+{
+    const MlpConfig *c = &host->cfg;
+    memset(g, 0, sizeof *g);
+    g->host = host;
+    return cu_model_alloc(g, host->param_mem, host->grad_mem, host->nparams, c->M,
+                          mlp_scratch_floats((size_t)c->vocab, (size_t)c->C, (size_t)c->T,
+                                             (size_t)c->B, true));
+}
+
+extern "C" void cu_mlp_free(CuMlp *g)
+{
+    if (g->tf) {
+        cu_tf_free(g);
+        return;
+    }
+    cu_model_release(g);
 }
 
 /* forward_into of mlp.c: xs[0] holds the slice input unless the slice embeds; the last
@@ -124,6 +142,8 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
                               void *act, const float *in, const int *tok, const int *tgt,
                               bool keep_all)
 {
+    if (g->tf)
+        return cu_tf_forward(g, st, s, mb, out, act, in, tok, tgt, keep_all);
     const MlpConfig *c = &g->host->cfg;
     size_t btc = (size_t)c->B * c->T * c->C;
     if (slice_empty(s)) {
@@ -151,6 +171,8 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
 extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                 const int *tok)
 {
+    if (g->tf)
+        return cu_tf_recompute(g, st, s, act, NULL, tok);
     return cu_mlp_recompute_split(g, st, s, act,
                                   (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
 }
@@ -158,6 +180,8 @@ extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, vo
 extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
                                       void *rest, const int *tok)
 {
+    if (g->tf)
+        return cu_tf_recompute(g, st, s, ckpt, rest, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
@@ -213,6 +237,8 @@ static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpR
 extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
                                const float *dout, const int *tok, const int *tgt, bool split)
 {
+    if (g->tf)
+        return cu_tf_backward(g, st, s, din, act, NULL, dout, tok, tgt, split);
     return cu_mlp_backward_split(g, st, s, din, act,
                                  (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), dout, tok, tgt,
                                  split);
@@ -222,6 +248,8 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
                                      void *ckpt, void *rest, const float *dout, const int *tok,
                                      const int *tgt, bool split)
 {
+    if (g->tf)
+        return cu_tf_backward(g, st, s, din, ckpt, rest, dout, tok, tgt, split);
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *p = &g->host->params;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
@@ -272,6 +300,8 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
 extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                   const int *tok)
 {
+    if (g->tf)
+        return cu_tf_weight_grad(g, st, s, act, NULL, tok);
     return cu_mlp_weight_grad_split(g, st, s, act,
                                     (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
 }
@@ -279,6 +309,8 @@ extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, 
 extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
                                         void *rest, const int *tok)
 {
+    if (g->tf)
+        return cu_tf_weight_grad(g, st, s, ckpt, rest, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
@@ -295,6 +327,8 @@ __global__ void sgd_kernel(float *p, const float *gr, float lr, size_t n)
 
 extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 {
+    if (g->tf)
+        return cu_tf_zero_grad(g, st, s);
     for (int i = 0; i < mlp_param_count(g->host); i++)
         if (mlp_param_in_slice(g->host, i, s)) {
             float *hg;
@@ -307,6 +341,8 @@ extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 
 extern "C" int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr)
 {
+    if (g->tf)
+        return cu_tf_sgd(g, st, s, lr);
     for (int i = 0; i < mlp_param_count(g->host); i++)
         if (mlp_param_in_slice(g->host, i, s)) {
             float *hp, *hg;
