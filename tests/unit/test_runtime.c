@@ -202,13 +202,20 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void test_faults(void **st)
+/* The defaults with the synthetic workload, quiet. */
+static PrOptions quiet_synthetic(void)
 {
-    (void)st;
     PrOptions o;
     pr_options_default(&o, &prog_);
     o.workload = PR_SYNTHETIC;
     o.quiet = true;
+    return o;
+}
+
+static void test_faults(void **st)
+{
+    (void)st;
+    PrOptions o = quiet_synthetic();
     o.timeout_s = 0.3;
     PrResult res;
     /* rank 0 drops its sends after op 0 (F0): rank 1 waits for F0 before its op 0 */
@@ -252,10 +259,7 @@ static int bad_send(PrRank *r)
 static void test_core_checks(void **st)
 {
     (void)st;
-    PrOptions o;
-    pr_options_default(&o, &prog_);
-    o.workload = PR_SYNTHETIC;
-    o.quiet = true;
+    PrOptions o = quiet_synthetic();
     PrRankDesc bad[NR];
     memcpy(bad, ranks_, sizeof bad);
     bad[msgs_[0].src].run = bad_send;
