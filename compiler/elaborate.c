@@ -18,6 +18,7 @@
 
 #include "ast.h"
 #include "frontend.h"
+#include "units.h"
 #include "util.h"
 
 /* Reported errors beyond which expansion stops (each location is reported once). */
@@ -95,47 +96,6 @@ static bool first_at(Elab *e, Loc loc)
 
 /* ---- numbers and units ---------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    UnitClass cls;
-    double factor;     /* to ms, bytes, bytes per second */
-} units[] = {
-    {"us", UNIT_TIME, 1e-3}, {"ms", UNIT_TIME, 1.0}, {"s", UNIT_TIME, 1e3},
-    {"B", UNIT_SIZE, 1.0}, {"KiB", UNIT_SIZE, 1024.0}, {"MiB", UNIT_SIZE, 1048576.0},
-    {"GiB", UNIT_SIZE, 1073741824.0}, {"TiB", UNIT_SIZE, 1099511627776.0},
-    {"KB", UNIT_SIZE, 1e3}, {"MB", UNIT_SIZE, 1e6}, {"GB", UNIT_SIZE, 1e9},
-    {"TB", UNIT_SIZE, 1e12},
-};
-
-static const char *unit_class_name(UnitClass c)
-{
-    switch (c) {
-    case UNIT_TIME: return "a time";
-    case UNIT_SIZE: return "a size";
-    case UNIT_BW: return "a bandwidth";
-    case UNIT_FRACTION: return "a plain number";
-    default: return "a plain number";
-    }
-}
-
-/* The class and factor of a unit suffix ("ms", "GiB", "GB/s"); false if unknown. */
-static bool unit_lookup(const char *u, UnitClass *cls, double *factor)
-{
-    size_t n = strlen(u);
-    bool bw = n > 2 && strcmp(u + n - 2, "/s") == 0;
-    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
-        size_t m = strlen(units[i].name);
-        if (m == n - (bw ? 2 : 0) && strncmp(u, units[i].name, m) == 0) {
-            if (bw && units[i].cls != UNIT_SIZE)
-                return false;
-            *cls = bw ? UNIT_BW : units[i].cls;
-            *factor = units[i].factor;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Converts a NUM node to the unit class `want` (a bare number is ms / bytes / bytes
  * per second / itself). `what` names the field in messages. */
 static bool num_convert(Elab *e, const Node *n, UnitClass want, const char *what, double *out)
@@ -149,9 +109,9 @@ static bool num_convert(Elab *e, const Node *n, UnitClass want, const char *what
     if (x->unit) {
         UnitClass cls;
         if (!unit_lookup(x->unit, &cls, &f)) {
-            diag_error(e->d, n->loc, DIAG_VALUE,
-                       "unknown unit '%s' (times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; "
-                       "bandwidths: SIZE/s)", x->unit);
+            char known[160];
+            diag_error(e->d, n->loc, DIAG_VALUE, "unknown unit '%s' (%s)", x->unit,
+                       unit_list(known, sizeof known));
             return false;
         }
         if (cls != want) {
@@ -202,7 +162,7 @@ static bool make_value(Elab *e, const Node *n, Value *v)
             return false;
         }
         int64_t h = hi->ival;
-        if (n->op) {
+        if (n->op == RANGE_INCLUSIVE) {
             if (h == INT64_MAX) {
                 diag_error(e->d, n->loc, DIAG_VALUE, "number out of range");
                 return false;
@@ -562,7 +522,7 @@ static void exec(Elab *e, const Node *n, bool top)
         int64_t lo, hi;
         if (!eval(e, n->a, &lo) || !eval(e, n->b, &hi))
             return;
-        if (n->op) { /* ..= */
+        if (n->op == RANGE_INCLUSIVE) {
             if (hi == INT64_MAX) {
                 EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
                 return;
@@ -888,7 +848,7 @@ static void read_partition(Elab *e, const Node *n)
     Pipeline *p = e->p;
     p->partition_set = true;
     p->partition_loc = n->loc;
-    if (n->op) {
+    if (n->op == PARTITION_EVEN) {
         p->partition_even = true;
         return;
     }
@@ -957,14 +917,59 @@ static void read_recompute(Elab *e, const Node *n)
     VEC_PUSH(p->recompute, p->nrecompute, cap, dir);
 }
 
+/* One pass call (`apply` or `pipec opt --pass`); false when an argument's value was
+ * reported bad (the call keeps the good ones). */
+static bool make_pass_call(Elab *e, const Node *n, PassCall *c)
+{
+    bool ok = true;
+    *c = (PassCall){.name = xstrdup(n->name), .loc = n->loc};
+    c->args = make_fields(e, n->body, &c->nargs, &ok);
+    return ok;
+}
+
 static void read_apply(Elab *e, const Node *n)
 {
     Pipeline *p = e->p;
-    PassCall c = {.name = xstrdup(n->name), .loc = n->loc};
-    bool ok = true;
-    c.args = make_fields(e, n->body, &c.nargs, &ok);
+    PassCall c;
+    make_pass_call(e, n, &c);
     size_t cap = p->npasses;
     VEC_PUSH(p->passes, p->npasses, cap, c);
+}
+
+PassCall *parse_pass_list(Diag *d, uint32_t file, uint32_t *n)
+{
+    AstCtx c;
+    ast_init(&c);
+    Elab E = {.d = d};
+    PassCall *calls = NULL;
+    size_t cap = 0;
+    bool ok = true;
+    *n = 0;
+    for (const Node *x = ast_parse_pass_list(d, &c, file); x; x = x->next) {
+        PassCall call;
+        ok &= make_pass_call(&E, x, &call);
+        VEC_PUSH(calls, *n, cap, call);
+    }
+    ast_free(&c);
+    if (!ok || !calls) {
+        pass_calls_free(calls, *n);
+        *n = 0;
+        return NULL;
+    }
+    return calls;
+}
+
+void pass_calls_free(PassCall *calls, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        free(calls[i].name);
+        for (uint32_t j = 0; j < calls[i].nargs; j++) {
+            free(calls[i].args[j].key);
+            value_free(&calls[i].args[j].val);
+        }
+        free(calls[i].args);
+    }
+    free(calls);
 }
 
 static void collect_defs(Elab *e)

@@ -1,5 +1,5 @@
 /* fuzz_passes.c - libFuzzer target for `pipec opt --pass` lists: any bytes are read as
- * a pass list (parse_pass_list of passes.h) and, when they parse, the passes run in
+ * a pass list (parse_pass_list of frontend.h) and, when they parse, the passes run in
  * order on tests/fuzz/pass_base.pipe (1F1B of the `tiny` model, 3 stages, 4
  * micro-batches), with the structure and dependency checks after each, as `pipec opt`
  * does. A crash, a sanitizer report, a leak or a hang is a bug; so is a pass that
@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = 0;
     uint32_t file = diag_add_file(&d, "<--pass>", text, (uint32_t)size);
     uint32_t ncalls = 0;
-    PassCall *calls = parse_pass_list(&d, file, d.files[file].text, &ncalls);
+    PassCall *calls = parse_pass_list(&d, file, &ncalls);
     if (calls && d.nerr)
         abort(); /* a list is returned only without errors */
     Pipeline *p = NULL;
