@@ -995,6 +995,109 @@ static void collect_defs(Elab *e)
         }
 }
 
+/* Phase 1: the settings of the pipeline body, each at most once. */
+static void find_settings(Elab *e, const Node *pl, Settings *s)
+{
+    for (const Node *n = pl->body; n; n = n->next)
+        switch ((NodeKind)n->kind) {
+        case N_STAGES: set_once(e, &s->stages, n); break;
+        case N_MICROBATCHES: set_once(e, &s->microbatches, n); break;
+        case N_CHUNKS: set_once(e, &s->chunks, n); break;
+        case N_MEMORY: set_once(e, &s->memory, n); break;
+        case N_TP: set_once(e, &s->tp, n); break;
+        case N_MODEL: set_once(e, &s->model, n); break;
+        case N_DEVICE: set_once(e, &s->device, n); break;
+        case N_PARTITION: set_once(e, &s->partition, n); break;
+        case N_SCHEDULE: set_once(e, &s->schedule, n); break;
+        default: break;
+        }
+}
+
+/* Phase 2: P, M and V into *P, *M, *V (and the placement); false when one is missing,
+ * out of range or over the limit. Expressions here see no names: P, M and V are being
+ * defined. */
+static bool read_shape(Elab *e, const Node *pl, const Settings *s, int64_t *P, int64_t *M,
+                       int64_t *V)
+{
+    Pipeline *p = e->p;
+    bool shape_ok = true;
+    if (!s->stages) {
+        diag_error(e->d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'stages'", pl->name);
+        shape_ok = false;
+    } else {
+        shape_ok &= int_setting(e, s->stages, 1, IR_MAX_STAGES, P);
+        p->shape_loc[0] = s->stages->loc;
+    }
+    if (!s->microbatches) {
+        diag_error(e->d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'microbatches'", pl->name);
+        shape_ok = false;
+    } else {
+        shape_ok &= int_setting(e, s->microbatches, 1, IR_MAX_MICROBATCHES, M);
+        p->shape_loc[1] = s->microbatches->loc;
+    }
+    if (s->chunks) {
+        shape_ok &= int_setting(e, s->chunks, 1, IR_MAX_CHUNKS, V);
+        p->shape_loc[2] = s->chunks->loc;
+        if (s->chunks->op == PLACE_VSHAPE)
+            p->placement = PLACE_VSHAPE;
+    }
+    if (shape_ok && (uint64_t)*P * (uint64_t)*V > frontend_limits.max_vstages) {
+        diag_error(e->d, s->chunks ? s->chunks->loc : s->stages->loc, DIAG_LIMIT,
+                   "stages * chunks = %" PRId64 " virtual stages exceeds the limit of %" PRIu64,
+                   *P * *V, frontend_limits.max_vstages);
+        shape_ok = false;
+    }
+    return shape_ok;
+}
+
+/* Phase 3: the settings that do not need the shape: memory, tensor_parallel, model,
+ * device, schedule. */
+static void read_unshaped_settings(Elab *e, const Settings *s)
+{
+    Pipeline *p = e->p;
+    if (s->memory) {
+        double m;
+        p->shape_loc[3] = s->memory->loc;
+        if (num_convert(e, s->memory->a, UNIT_SIZE, "'memory'", &m)) {
+            if (m < 0)
+                diag_error(e->d, s->memory->a->loc, DIAG_VALUE, "'memory' must not be negative");
+            p->has_memory = true;
+            p->memory = m;
+        }
+    }
+    if (s->tp) {
+        int64_t tp;
+        if (int_setting(e, s->tp, 1, INT32_MAX, &tp))
+            p->tensor_parallel = (int32_t)tp;
+    }
+    if (s->model)
+        p->model = resolve_entity(e, s->model, e->models, e->nmodels, "model");
+    /* The device's memory (less what it reserves) becomes the budget when `memory` is
+     * not set: the cost model does that, as it reads the device's fields. */
+    if (s->device)
+        p->device = resolve_entity(e, s->device, e->devices, e->ndevices, "device");
+    if (s->schedule) {
+        p->schedule = xstrdup(s->schedule->name);
+        p->schedule_loc = s->schedule->loc;
+    }
+}
+
+/* Phase 4: costs, partition, recomputation and passes (they need the shape). */
+static void read_shaped_settings(Elab *e, const Node *pl, const Settings *s)
+{
+    for (const Node *n = pl->body; n; n = n->next)
+        switch ((NodeKind)n->kind) {
+        case N_COSTS: read_costs(e, n); break;
+        case N_PARTITION:
+            if (n == s->partition)
+                read_partition(e, n);
+            break;
+        case N_RECOMPUTE: read_recompute(e, n); break;
+        case N_APPLY: read_apply(e, n); break;
+        default: break;
+        }
+}
+
 Pipeline *elaborate(Diag *d, const Program *prog)
 {
     const Node *pl = prog->pipeline;
@@ -1016,102 +1119,23 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     p->name = xstrdup(pl->name);
     p->loc = pl->loc;
 
-    /* 1. Settings, in any order at the top of the body. */
     Settings s = {0};
-    for (const Node *n = pl->body; n; n = n->next)
-        switch ((NodeKind)n->kind) {
-        case N_STAGES: set_once(e, &s.stages, n); break;
-        case N_MICROBATCHES: set_once(e, &s.microbatches, n); break;
-        case N_CHUNKS: set_once(e, &s.chunks, n); break;
-        case N_MEMORY: set_once(e, &s.memory, n); break;
-        case N_TP: set_once(e, &s.tp, n); break;
-        case N_MODEL: set_once(e, &s.model, n); break;
-        case N_DEVICE: set_once(e, &s.device, n); break;
-        case N_PARTITION: set_once(e, &s.partition, n); break;
-        case N_SCHEDULE: set_once(e, &s.schedule, n); break;
-        default: break;
-        }
-
-    /* 2. The shape. Expressions here see no names: P, M and V are being defined. */
+    find_settings(e, pl, &s);
     int64_t P = 0, M = 0, V = 1;
-    bool shape_ok = true;
-    if (!s.stages) {
-        diag_error(d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'stages'", pl->name);
-        shape_ok = false;
-    } else {
-        shape_ok &= int_setting(e, s.stages, 1, IR_MAX_STAGES, &P);
-        p->shape_loc[0] = s.stages->loc;
+    bool shape_ok = read_shape(e, pl, &s, &P, &M, &V);
+    read_unshaped_settings(e, &s);
+    if (shape_ok) {
+        pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
+        bind(e, e->sP, P);
+        bind(e, e->sM, M);
+        bind(e, e->sV, V);
+        bind(e, e->sVSHAPE, p->placement == PLACE_VSHAPE);
+        read_shaped_settings(e, pl, &s);
+        /* Phase 5: the body as a program: stage blocks, deps, lets, loops, `schedule`. */
+        e->nexp_err = 0;
+        exec_list(e, pl->body, true);
     }
-    if (!s.microbatches) {
-        diag_error(d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'microbatches'", pl->name);
-        shape_ok = false;
-    } else {
-        shape_ok &= int_setting(e, s.microbatches, 1, IR_MAX_MICROBATCHES, &M);
-        p->shape_loc[1] = s.microbatches->loc;
-    }
-    if (s.chunks) {
-        shape_ok &= int_setting(e, s.chunks, 1, IR_MAX_CHUNKS, &V);
-        p->shape_loc[2] = s.chunks->loc;
-        if (s.chunks->op == PLACE_VSHAPE)
-            p->placement = PLACE_VSHAPE;
-    }
-    if (shape_ok && (uint64_t)P * (uint64_t)V > frontend_limits.max_vstages) {
-        diag_error(d, s.chunks ? s.chunks->loc : s.stages->loc, DIAG_LIMIT,
-                   "stages * chunks = %" PRId64 " virtual stages exceeds the limit of %" PRIu64, P * V,
-                   frontend_limits.max_vstages);
-        shape_ok = false;
-    }
-    if (s.memory) {
-        double m;
-        p->shape_loc[3] = s.memory->loc;
-        if (num_convert(e, s.memory->a, UNIT_SIZE, "'memory'", &m)) {
-            if (m < 0)
-                diag_error(d, s.memory->a->loc, DIAG_VALUE, "'memory' must not be negative");
-            p->has_memory = true;
-            p->memory = m;
-        }
-    }
-    if (s.tp) {
-        int64_t tp;
-        if (int_setting(e, s.tp, 1, INT32_MAX, &tp))
-            p->tensor_parallel = (int32_t)tp;
-    }
-    if (s.model)
-        p->model = resolve_entity(e, s.model, e->models, e->nmodels, "model");
-    /* The device's memory (less what it reserves) becomes the budget when `memory` is
-     * not set: the cost model does that, as it reads the device's fields. */
-    if (s.device)
-        p->device = resolve_entity(e, s.device, e->devices, e->ndevices, "device");
-    if (s.schedule) {
-        p->schedule = xstrdup(s.schedule->name);
-        p->schedule_loc = s.schedule->loc;
-    }
-    if (!shape_ok)
-        goto done;
-    pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
-    bind(e, e->sP, P);
-    bind(e, e->sM, M);
-    bind(e, e->sV, V);
-    bind(e, e->sVSHAPE, p->placement == PLACE_VSHAPE);
 
-    /* 3. Costs, partition, recomputation and passes (need the shape). */
-    for (const Node *n = pl->body; n; n = n->next)
-        switch ((NodeKind)n->kind) {
-        case N_COSTS: read_costs(e, n); break;
-        case N_PARTITION:
-            if (n == s.partition)
-                read_partition(e, n);
-            break;
-        case N_RECOMPUTE: read_recompute(e, n); break;
-        case N_APPLY: read_apply(e, n); break;
-        default: break;
-        }
-
-    /* 4. The body as a program: stage blocks, deps, lets, loops, `schedule`. */
-    e->nexp_err = 0;
-    exec_list(e, pl->body, true);
-
-done:
     free(e->templates);
     free(e->models);
     free(e->devices);
