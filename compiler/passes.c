@@ -82,16 +82,6 @@ int run_pass(Diag *d, Pipeline *p, const PassCall *call)
     return pi->fn(d, p, call);
 }
 
-int run_pipeline_passes(Diag *d, Pipeline *p)
-{
-    for (uint32_t i = 0; i < p->npasses; i++) {
-        int e = run_pass(d, p, &p->passes[i]);
-        if (e)
-            return e;
-    }
-    return 0;
-}
-
 static const Field *arg(const PassCall *c, const char *key)
 {
     return field_find(c->args, c->nargs, key);

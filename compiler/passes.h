@@ -32,9 +32,6 @@ const PassInfo *pass_list(int *n);
  * else the pass's own result. */
 int run_pass(Diag *d, Pipeline *p, const PassCall *call);
 
-/* Runs every `apply` of the pipeline in order; stops at the first pass with errors. */
-int run_pipeline_passes(Diag *d, Pipeline *p);
-
 /* Argument accessors for pass implementations. Each returns true when the argument is
  * present and well-formed, false when absent (out keeps the default); a present but
  * ill-typed argument reports `value` at its location and returns false, incrementing
