@@ -4,8 +4,8 @@
  *
  *     load_pipeline       parse, imports, templates, settings    (frontend.h)
  *     derive_costs        model + device -> costs                 (costmodel.h)
- *     recompute           one pass call per `recompute` directive (passes.h)
- *     apply passes        in the order written                    (passes.h)
+ *     recompute           one pass call per `recompute` directive (passes/passes.h)
+ *     apply passes        in the order written                    (passes/passes.h)
  *     check_pipeline      structure and dependencies              (check.h)
  *     lint_pipeline       warnings: legal but suspicious            (lint.h)
  */
@@ -24,7 +24,7 @@
 #include "lint.h"
 #include "memory.h"
 #include "opsem.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "sim.h"
 #include "util.h"
 

@@ -21,7 +21,7 @@ typedef struct DriverOpts {
 
 /* Loads FILE (load_pipeline of frontend.h), derives costs (derive_costs of costmodel.h),
  * runs the `recompute` pass for each `recompute` directive and then the `apply` passes
- * in order (run_pass of passes.h), then check_pipeline(d, p, CHECK_STRUCTURE|CHECK_DEPS)
+ * in order (run_pass of passes/passes.h), then check_pipeline(d, p, CHECK_STRUCTURE|CHECK_DEPS)
  * (check.h). Returns NULL when any step reported errors. Memory is not checked here. */
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path);
 

@@ -20,7 +20,7 @@
 #include "driver.h"
 #include "frontend.h"
 #include "ir.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "util.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -38,7 +38,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "memory.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "passes/sched_util.h"
 #include "print.h"
 #include "sim.h"

@@ -1,5 +1,5 @@
 /* passes.c - the pass registry and argument accessors; see passes.h. Each pass lives in
- * compiler/passes/NAME.c and is listed in passes/passes.def. */
+ * compiler/passes/NAME.c and is listed in passes.def (this folder). */
 #include "passes.h"
 
 #include <math.h>
@@ -8,12 +8,12 @@
 #include "util.h"
 
 #define PASS(name, args, summary) int pass_##name(Diag *d, Pipeline *p, const PassCall *call);
-#include "passes/passes.def"
+#include "passes.def"
 #undef PASS
 
 static const PassInfo passes[] = {
 #define PASS(name, args, summary) {#name, pass_##name, args, summary},
-#include "passes/passes.def"
+#include "passes.def"
 #undef PASS
 };
 
