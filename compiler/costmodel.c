@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "units.h"
 #include "util.h"
 
 /* ---- reading model and device blocks ------------------------------------------------ */
@@ -32,11 +33,10 @@ static int read_int(Diag *d, const Field *f, const char *what, double *out)
  * DESIGN.md "Units" says), >= lo (or > lo when strict). */
 static int read_num(Diag *d, const Field *f, UnitClass unit, double lo, bool strict, double *out)
 {
-    static const char *const unit_word[] = {"a number", "a time", "a size", "a bandwidth",
-                                            "a fraction"};
     const Value *v = &f->val;
     if (v->kind != VAL_NUM || (v->unit != UNIT_NONE && v->unit != unit) || !isfinite(v->num)) {
-        diag_error(d, f->loc, DIAG_VALUE, "device field '%s' must be %s", f->key, unit_word[unit]);
+        diag_error(d, f->loc, DIAG_VALUE, "device field '%s' must be %s", f->key,
+                   unit_class_name(unit));
         return 1;
     }
     if (strict ? !(v->num > lo) : !(v->num >= lo)) {
