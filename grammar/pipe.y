@@ -8,7 +8,12 @@
  * The same item list serves pipeline bodies, template bodies and the bodies of stage,
  * for and if; elaborate.c says which items are allowed where (settings only at the top
  * of a pipeline, ops only inside a stage). Errors recover at the enclosing block's '}'
- * and at file level at the next definition. */
+ * and at file level at the next definition.
+ *
+ * A second start symbol reads a pass list, the text of `pipec opt --pass`, with the
+ * rule `apply` uses (`passes`): the scanner returns PASS_LIST first when asked to
+ * (ast_parse_pass_list), so --pass and `apply` accept exactly the same texts. A pass
+ * list has no error recovery: its first error ends the parse. */
 
 %code requires {
 #include <stdbool.h>
@@ -73,6 +78,7 @@ static void note_require(PipeParse *ps, PipeLoc l);
 const char *pipe_keyword_closest(const char *s, size_t n);
 static NodeList one(Node *n) { NodeList l = {0, 0}; ast_list_push(&l, n); return l; }
 static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
+/* l followed by t (a list already chained). */
 static NodeList append(NodeList l, NodeList t)
 {
     if (!t.head)
