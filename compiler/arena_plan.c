@@ -15,8 +15,9 @@
  * about ARENA_SHUFFLE_WORK / n^2) and the exact search (within ARENA_EXACT_NODES nodes)
  * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
-#define ARENA_EXACT_MAX 64
-#define ARENA_EXACT_NODES 3000L
+#define ARENA_EXACT_MAX 4096
+#define ARENA_EXACT_NODES 400000L
+#define ARENA_EXACT_FIRST 1000L
 #define ARENA_SHUFFLES 2000
 #define ARENA_SHUFFLE_WORK 4000000u
 
@@ -324,65 +325,243 @@ static void order_by(const Inc *incs, size_t n, OrdKind k, uint32_t *ord)
     free(e);
 }
 
-/* The bounded exact search (MiniMalloc's idea, Moffitt, ASPLOS'23: build the packing
- * bottom up, always filling the lowest hole, and cut a branch as soon as a block would
- * rise above the target). At each node every unplaced incarnation is tried at its
- * lowest fit, lowest offsets first; `budget` counts the nodes left. */
-typedef struct Dfs {
-    const Inc *incs;
-    size_t n;
-    int64_t target;
-    Placed *pl;
-    size_t npl;
-    uint8_t *done;
-    int64_t *off;
-    int64_t *cand;
-    size_t capcand;
-    long budget;
-} Dfs;
+/* ---- the exact search ------------------------------------------------------------ */
 
-static bool dfs(Dfs *s, size_t depth)
+/* The bounded exact search, after MiniMalloc (Moffitt, ASPLOS'23, §4): it builds only
+ * canonical packings, in which every incarnation rests on the skyline of those placed
+ * before it (any packing can be pushed down into one, since an incarnation's bottom
+ * piece spans its whole life). List time is cut into sections at every event; the
+ * skyline is a floor per section. Each node takes the lowest section that still has
+ * unplaced bytes and branches on the incarnations that can rest exactly there (the
+ * sections they span all at that floor), larger first, one per set of identical ones,
+ * and last on leaving the hole empty (the run of sections at that floor rises to its
+ * lower neighbour). A branch dies as soon as a section's floor plus the unplaced bytes
+ * live in it exceed the target (MiniMalloc's inference). `nodes` counts what is left. */
+/* The orders in which the exact search tries the incarnations that can rest on the
+ * lowest floor (a portfolio: which one finds a packing soonest varies by schedule). */
+typedef enum { SKY_SIZE, SKY_SPAN, SKY_AREA, SKY_START, SKY_END, SKY_SHORT, SKY_NORDERS } SkyOrder;
+
+/* Whether x goes before y in order o. */
+static bool sky_before(SkyOrder o, const Inc *x, const Inc *y)
 {
-    if (depth == s->n)
+    uint64_t sx = x->t1 - x->t0, sy = y->t1 - y->t0;
+    switch (o) {
+    case SKY_SIZE:
+        return x->size > y->size || (x->size == y->size && sx >= sy);
+    case SKY_SPAN:
+        return sx > sy || (sx == sy && x->size >= y->size);
+    case SKY_AREA:
+        return (double)x->size * (double)sx >= (double)y->size * (double)sy;
+    case SKY_START:
+        return x->t0 < y->t0 || (x->t0 == y->t0 && x->size >= y->size);
+    case SKY_END:
+        return x->t1 > y->t1 || (x->t1 == y->t1 && x->size >= y->size);
+    default:
+        return x->size > y->size || (x->size == y->size && sx <= sy);
+    }
+}
+
+typedef struct Sky {
+    const Inc *incs;
+    size_t n, ns;       /* incarnations, sections */
+    int64_t target;
+    uint32_t (*sec)[3]; /* [n] first section, end of the top piece's, end of its life */
+    int64_t *h;         /* [ns] the skyline: floor of each section */
+    int64_t *rem;       /* [ns] bytes of unplaced incarnations live in each section */
+    uint8_t *done;      /* [n] */
+    int64_t *off;       /* [n] */
+    uint32_t *cand;     /* stack of the candidates of the nodes on the path */
+    size_t ncand, capcand;
+    int64_t *undo;      /* stack of saved floors */
+    size_t nundo, capundo;
+    long nodes;
+    SkyOrder order;
+} Sky;
+
+/* The height incarnation i occupies in section j (inside its life). */
+static int64_t sky_height(const Sky *k, size_t i, size_t j)
+{
+    return j < k->sec[i][1] ? k->incs[i].size : k->incs[i].keep;
+}
+
+/* Raises the floors of sections [a, b) to lv (placement: plus the incarnation's
+ * height), saving the old ones; false when a section would exceed the target. */
+static bool sky_raise(Sky *k, size_t a, size_t b, int64_t lv, size_t inc)
+{
+    bool ok = true;
+    for (size_t j = a; j < b; j++) {
+        int64_t nh = inc < k->n ? lv + sky_height(k, inc, j) : lv;
+        int64_t nr = inc < k->n ? k->rem[j] - sky_height(k, inc, j) : k->rem[j];
+        VEC_PUSH(k->undo, k->nundo, k->capundo, k->h[j]);
+        k->h[j] = nh;
+        k->rem[j] = nr;
+        if (nh + nr > k->target)
+            ok = false;
+    }
+    return ok;
+}
+
+static void sky_restore(Sky *k, size_t a, size_t b, size_t inc)
+{
+    for (size_t j = b; j-- > a;) {
+        k->h[j] = k->undo[--k->nundo];
+        if (inc < k->n)
+            k->rem[j] += sky_height(k, inc, j);
+    }
+}
+
+static bool same_shape(const Sky *k, size_t a, size_t b)
+{
+    const Inc *x = &k->incs[a], *y = &k->incs[b];
+    return x->size == y->size && x->keep == y->keep && k->sec[a][0] == k->sec[b][0] &&
+           k->sec[a][1] == k->sec[b][1] && k->sec[a][2] == k->sec[b][2];
+}
+
+static bool sky_dfs(Sky *k, size_t placed, int64_t lastfl, size_t pa, size_t pb, size_t last)
+{
+    if (placed == k->n)
         return true;
-    if (--s->budget < 0)
+    if (--k->nodes < 0)
         return false;
-    /* candidates: (offset, index), lowest offset first, larger first on ties */
-    size_t nc = 0;
-    int64_t (*c)[2] = xmalloc(s->n * sizeof *c);
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->done[i])
+    size_t lo = k->ns;
+    for (size_t j = 0; j < k->ns; j++)
+        if (k->rem[j] > 0 && (lo == k->ns || k->h[j] < k->h[lo]))
+            lo = j;
+    int64_t fl = k->h[lo];
+    size_t a = lo, b = lo + 1; /* the run of sections at floor fl around lo */
+    while (a > 0 && k->h[a - 1] == fl)
+        a--;
+    while (b < k->ns && k->h[b] == fl)
+        b++;
+    /* the incarnations that can rest at fl within the run, larger (then longer-lived)
+     * first; two that are disjoint in time commute, so after one the other comes only
+     * in index order */
+    size_t base = k->ncand, nc = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        if (k->done[i] || k->sec[i][0] < a || k->sec[i][2] > b)
             continue;
-        int64_t o = lowest_fit(&s->incs[i], s->pl, s->npl, &s->cand, &s->capcand);
-        if (o + s->incs[i].size > s->target) {
-            free(c);
-            return false; /* it can only rise: the branch is dead */
-        }
+        if (last < k->n && lastfl == fl && i < last && k->sec[i][0] >= pa &&
+            k->sec[i][2] <= pb &&
+            (k->sec[i][2] <= k->sec[last][0] || k->sec[last][2] <= k->sec[i][0]))
+            continue;
+        VEC_PUSH(k->cand, k->ncand, k->capcand, 0);
+        uint32_t *c = &k->cand[base];
         size_t j = nc++;
-        for (; j > 0 && (c[j - 1][0] > o || (c[j - 1][0] == o &&
-                                             s->incs[c[j - 1][1]].size < s->incs[i].size)); j--) {
-            c[j][0] = c[j - 1][0];
-            c[j][1] = c[j - 1][1];
+        for (; j > 0; j--) {
+            const Inc *x = &k->incs[c[j - 1]], *y = &k->incs[i];
+            if (sky_before(k->order, x, y))
+                break;
+            c[j] = c[j - 1];
         }
-        c[j][0] = o;
-        c[j][1] = (int64_t)i;
+        c[j] = (uint32_t)i;
     }
     bool ok = false;
-    for (size_t k = 0; k < nc && !ok && s->budget >= 0; k++) {
-        size_t i = (size_t)c[k][1];
-        Placed pc[2];
-        int np = inc_pieces(&s->incs[i], pc);
-        size_t npl0 = s->npl;
-        for (int g = 0; g < np; g++)
-            s->pl[s->npl++] = (Placed){c[k][0] + pc[g].lo, c[k][0] + pc[g].hi, pc[g].t0,
-                                       pc[g].t1, (uint32_t)i};
-        s->done[i] = 1;
-        s->off[i] = c[k][0];
-        ok = dfs(s, depth + 1);
-        s->done[i] = 0;
-        s->npl = npl0;
+    for (size_t ci = 0; ci < nc && !ok && k->nodes >= 0; ci++) {
+        size_t i = k->cand[base + ci];
+        bool dup = false;
+        for (size_t cj = 0; cj < ci && !dup; cj++)
+            dup = same_shape(k, k->cand[base + cj], i);
+        if (dup)
+            continue;
+        size_t s0 = k->sec[i][0], s1 = k->sec[i][2];
+        k->done[i] = 1;
+        k->off[i] = fl;
+        ok = sky_raise(k, s0, s1, fl, i) && sky_dfs(k, placed + 1, fl, a, b, i);
+        if (!ok) {
+            k->done[i] = 0;
+            sky_restore(k, s0, s1, i);
+        }
     }
-    free(c);
+    k->ncand = base;
+    if (ok || k->nodes < 0)
+        return ok;
+    /* leave the hole empty: the run rises to its lower neighbour (a neighbour below
+     * fl has no unplaced bytes: nothing can reach over it) */
+    int64_t up = INT64_MAX;
+    if (a > 0 && k->h[a - 1] > fl)
+        up = k->h[a - 1];
+    if (b < k->ns && k->h[b] > fl && k->h[b] < up)
+        up = k->h[b];
+    if (up == INT64_MAX)
+        return false;
+    ok = sky_raise(k, a, b, up, k->n) && sky_dfs(k, placed, up, 0, 0, k->n);
+    if (!ok)
+        sky_restore(k, a, b, k->n);
+    return ok;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t sec_of(const uint64_t *bd, size_t nb, uint64_t t)
+{
+    size_t a = 0, b = nb;
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (bd[m] < t)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return (uint32_t)a;
+}
+
+/* Searches for a packing of the incarnations within `target` bytes, visiting at most
+ * `nodes` nodes in all: every order of the portfolio in turn, with a node allowance
+ * that grows fourfold each round (restarts, as heavy-tailed searches want). Writes
+ * off[] and returns true when it finds one. */
+static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, int64_t *off)
+{
+    uint64_t *bd = xmalloc(3 * n * sizeof *bd);
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        bd[nb++] = incs[i].t0;
+        bd[nb++] = incs[i].tk + 1;
+        bd[nb++] = incs[i].t1 + 1;
+    }
+    qsort(bd, nb, sizeof *bd, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < nb; i++)
+        if (!u || bd[i] != bd[u - 1])
+            bd[u++] = bd[i];
+    Sky k = {incs, n, u - 1, target, xmalloc(n * sizeof *k.sec), xcalloc(u, sizeof *k.h),
+             xcalloc(u, sizeof *k.rem), xcalloc(n, 1), off, NULL, 0, 0, NULL, 0, 0, 0, 0};
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        k.sec[i][0] = sec_of(bd, u, incs[i].t0);
+        k.sec[i][1] = sec_of(bd, u, incs[i].tk + 1);
+        k.sec[i][2] = sec_of(bd, u, incs[i].t1 + 1);
+        for (size_t j = k.sec[i][0]; j < k.sec[i][2]; j++)
+            k.rem[j] += sky_height(&k, i, j);
+    }
+    for (size_t j = 0; j < k.ns; j++)
+        ok = ok && k.rem[j] <= target;
+    for (long per = ARENA_EXACT_FIRST; ok && nodes > 0; per *= 4) {
+        bool cut = false; /* some order ran out of nodes: a larger allowance may help */
+        for (int o = 0; o < SKY_NORDERS && nodes > 0; o++) {
+            k.order = (SkyOrder)o;
+            k.nodes = per < nodes ? per : nodes;
+            long given = k.nodes;
+            if (sky_dfs(&k, 0, -1, 0, 0, n))
+                goto found;
+            cut = cut || k.nodes < 0;
+            nodes -= given - (k.nodes > 0 ? k.nodes : 0);
+        }
+        if (!cut)
+            break;
+    }
+    ok = false;
+found:
+    free(bd);
+    free(k.sec);
+    free(k.h);
+    free(k.rem);
+    free(k.done);
+    free(k.cand);
+    free(k.undo);
     return ok;
 }
 
@@ -437,20 +616,14 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
             memcpy(off, tmp, n * sizeof *off);
         }
     }
-    if (best > peak && n <= ARENA_EXACT_MAX && !quick) {
-        Dfs s = {incs, n, peak, xmalloc((2 * n + 1) * sizeof(Placed)), 0, xcalloc(n, 1), tmp,
-                 NULL, 0, ARENA_EXACT_NODES};
-        if (dfs(&s, 0)) {
-            best = 0;
-            for (size_t i = 0; i < n; i++) {
-                off[i] = tmp[i];
-                if (tmp[i] + incs[i].size > best)
-                    best = tmp[i] + incs[i].size;
-            }
+    if (best > peak && n <= ARENA_EXACT_MAX && !quick &&
+        place_exact(incs, n, peak, ARENA_EXACT_NODES, tmp)) {
+        best = 0;
+        for (size_t i = 0; i < n; i++) {
+            off[i] = tmp[i];
+            if (tmp[i] + incs[i].size > best)
+                best = tmp[i] + incs[i].size;
         }
-        free(s.pl);
-        free(s.done);
-        free(s.cand);
     }
     free(ord);
     free(tmp);
