@@ -16,8 +16,9 @@
  * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
 #define ARENA_EXACT_MAX 4096
-#define ARENA_EXACT_NODES 400000L
-#define ARENA_EXACT_FIRST 1000L
+#define ARENA_EXACT_NODES 120000L
+#define ARENA_EXACT_FIRST 4000L
+#define ARENA_EXACT_RESTART 4000L
 #define ARENA_SHUFFLES 2000
 #define ARENA_SHUFFLE_WORK 4000000u
 
@@ -339,27 +340,7 @@ static void order_by(const Inc *incs, size_t n, OrdKind k, uint32_t *ord)
  * live in it exceed the target (MiniMalloc's inference). `nodes` counts what is left. */
 /* The orders in which the exact search tries the incarnations that can rest on the
  * lowest floor (a portfolio: which one finds a packing soonest varies by schedule). */
-typedef enum { SKY_SIZE, SKY_SPAN, SKY_AREA, SKY_START, SKY_END, SKY_SHORT, SKY_NORDERS } SkyOrder;
-
-/* Whether x goes before y in order o. */
-static bool sky_before(SkyOrder o, const Inc *x, const Inc *y)
-{
-    uint64_t sx = x->t1 - x->t0, sy = y->t1 - y->t0;
-    switch (o) {
-    case SKY_SIZE:
-        return x->size > y->size || (x->size == y->size && sx >= sy);
-    case SKY_SPAN:
-        return sx > sy || (sx == sy && x->size >= y->size);
-    case SKY_AREA:
-        return (double)x->size * (double)sx >= (double)y->size * (double)sy;
-    case SKY_START:
-        return x->t0 < y->t0 || (x->t0 == y->t0 && x->size >= y->size);
-    case SKY_END:
-        return x->t1 > y->t1 || (x->t1 == y->t1 && x->size >= y->size);
-    default:
-        return x->size > y->size || (x->size == y->size && sx <= sy);
-    }
-}
+typedef enum { SKY_SIZE, SKY_SPAN, SKY_AREA, SKY_START, SKY_END, SKY_SHORT, SKY_RANDOM, SKY_NORDERS } SkyOrder;
 
 typedef struct Sky {
     const Inc *incs;
@@ -376,7 +357,31 @@ typedef struct Sky {
     size_t nundo, capundo;
     long nodes;
     SkyOrder order;
+    uint64_t *key;      /* [n] SKY_RANDOM: a random key per incarnation */
 } Sky;
+
+/* Whether incarnation a goes before b in the search's current order. */
+static bool sky_before(const Sky *k, size_t a, size_t b)
+{
+    const Inc *x = &k->incs[a], *y = &k->incs[b];
+    uint64_t sx = x->t1 - x->t0, sy = y->t1 - y->t0;
+    switch (k->order) {
+    case SKY_SIZE:
+        return x->size > y->size || (x->size == y->size && sx >= sy);
+    case SKY_SPAN:
+        return sx > sy || (sx == sy && x->size >= y->size);
+    case SKY_AREA:
+        return (double)x->size * (double)sx >= (double)y->size * (double)sy;
+    case SKY_START:
+        return x->t0 < y->t0 || (x->t0 == y->t0 && x->size >= y->size);
+    case SKY_END:
+        return x->t1 > y->t1 || (x->t1 == y->t1 && x->size >= y->size);
+    case SKY_SHORT:
+        return x->size > y->size || (x->size == y->size && sx <= sy);
+    default:
+        return k->key[a] >= k->key[b];
+    }
+}
 
 /* The height incarnation i occupies in section j (inside its life). */
 static int64_t sky_height(const Sky *k, size_t i, size_t j)
@@ -448,8 +453,7 @@ static bool sky_dfs(Sky *k, size_t placed, int64_t lastfl, size_t pa, size_t pb,
         uint32_t *c = &k->cand[base];
         size_t j = nc++;
         for (; j > 0; j--) {
-            const Inc *x = &k->incs[c[j - 1]], *y = &k->incs[i];
-            if (sky_before(k->order, x, y))
+            if (sky_before(k, c[j - 1], i))
                 break;
             c[j] = c[j - 1];
         }
@@ -528,7 +532,8 @@ static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, i
         if (!u || bd[i] != bd[u - 1])
             bd[u++] = bd[i];
     Sky k = {incs, n, u - 1, target, xmalloc(n * sizeof *k.sec), xcalloc(u, sizeof *k.h),
-             xcalloc(u, sizeof *k.rem), xcalloc(n, 1), off, NULL, 0, 0, NULL, 0, 0, 0, 0};
+             xcalloc(u, sizeof *k.rem), xcalloc(n, 1), off, NULL, 0, 0, NULL, 0, 0, 0, 0,
+             xmalloc(n * sizeof *k.key)};
     bool ok = true;
     for (size_t i = 0; i < n; i++) {
         k.sec[i][0] = sec_of(bd, u, incs[i].t0);
@@ -539,19 +544,22 @@ static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, i
     }
     for (size_t j = 0; j < k.ns; j++)
         ok = ok && k.rem[j] <= target;
-    for (long per = ARENA_EXACT_FIRST; ok && nodes > 0; per *= 4) {
-        bool cut = false; /* some order ran out of nodes: a larger allowance may help */
-        for (int o = 0; o < SKY_NORDERS && nodes > 0; o++) {
-            k.order = (SkyOrder)o;
-            k.nodes = per < nodes ? per : nodes;
-            long given = k.nodes;
-            if (sky_dfs(&k, 0, -1, 0, 0, n))
-                goto found;
-            cut = cut || k.nodes < 0;
-            nodes -= given - (k.nodes > 0 ? k.nodes : 0);
-        }
-        if (!cut)
-            break;
+    uint64_t rs = 0x9E3779B97F4A7C15ull;
+    for (int o = 0; ok && nodes > 0; o = o + 1 < SKY_NORDERS ? o + 1 : SKY_RANDOM) {
+        k.order = (SkyOrder)o;
+        if (o == SKY_RANDOM)
+            for (size_t i = 0; i < n; i++) {
+                rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+                k.key[i] = rs;
+            }
+        long per = o == SKY_RANDOM ? ARENA_EXACT_RESTART : ARENA_EXACT_FIRST;
+        k.nodes = per < nodes ? per : nodes;
+        long given = k.nodes;
+        if (sky_dfs(&k, 0, -1, 0, 0, n))
+            goto found;
+        if (k.nodes >= 0)
+            break; /* searched to the end (within the commutation rule): none */
+        nodes -= given;
     }
     ok = false;
 found:
@@ -562,6 +570,7 @@ found:
     free(k.done);
     free(k.cand);
     free(k.undo);
+    free(k.key);
     return ok;
 }
 
