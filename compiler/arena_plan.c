@@ -639,10 +639,17 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
     return best;
 }
 
-/* Builder state of plan_rank. */
+/* ---- building the incarnations ---------------------------------------------------- */
+
+/* What plan_rank builds: the incarnations, and for each op the incarnation it works on
+ * (opinc) and, while its region is in two places, the one holding the region's bytes
+ * from splitat on (splitop). held is the plan's held[] (ArenaRank). */
 typedef struct Build {
     Inc *incs;
     size_t n, cap;
+    uint32_t *opinc, *splitop; /* [nops] NONE for none */
+    int64_t *splitat;          /* [nops] */
+    int64_t *held;             /* [nops] */
 } Build;
 
 static uint32_t new_inc(Build *b, int64_t size, uint64_t t0)
@@ -661,31 +668,222 @@ static void end_inc(Build *b, uint32_t ix, uint64_t t)
         in->tk = t;
 }
 
-/* Plans rank s into r. */
-static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
-                      double budget, bool quick, ArenaRank *r)
+/* One (v,m) region while its ops are walked in list order: cur holds its prefix
+ * [0, h) (or, split, its bottom part), top its part from byte topat on (after an R,
+ * or the piece a partial swap brings back); moved is what the SO moved out. The sizes
+ * are aligned: a = act, kk what F allocates, w what B keeps for W. */
+typedef struct VmBuild {
+    uint32_t cur, top;
+    int64_t h, moved, topat;
+    int64_t a, kk, w;
+    bool has_r, has_w;
+    bool swap_frees;  /* an SO frees the whole prefix (else the top frac of it) */
+    double frac;
+} VmBuild;
+
+static void vm_f(Build *b, VmBuild *v, uint32_t i)
 {
-    const StageOps *so = &p->stages[s];
-    uint32_t n = so->n;
-    size_t V = (size_t)p->V, M = (size_t)p->M;
+    v->h = v->kk;
+    v->cur = v->h > 0 ? new_inc(b, v->h, 2 * (uint64_t)i) : NONE;
+    b->held[i] = v->h;
+}
+
+/* R: what it rebuilds, [ckpt, act), gets a place of its own. */
+static void vm_r(Build *b, VmBuild *v, uint32_t i)
+{
+    if (v->a <= v->h)
+        return;
+    if (v->cur == NONE) {
+        /* F kept nothing (an empty checkpoint: the embedding slice of the mlp model):
+         * the whole region is R's, in one place */
+        v->cur = new_inc(b, v->a, 2 * (uint64_t)i);
+        b->held[i] = v->a;
+    } else {
+        v->top = new_inc(b, v->a - v->h, 2 * (uint64_t)i);
+        v->topat = v->h;
+        b->opinc[i] = v->cur;
+        b->held[i] = v->a - v->h;
+    }
+    v->h = v->a;
+}
+
+static void vm_so(Build *b, VmBuild *v, uint32_t i)
+{
+    uint64_t t = 2 * (uint64_t)i + 1;
+    b->opinc[i] = v->cur;
+    if (!v->swap_frees) {
+        /* moves the top swap_fraction of the prefix; the rest stays */
+        v->moved = (int64_t)(v->frac * (double)v->h) / ARENA_ALIGN * ARENA_ALIGN;
+        if (v->cur == NONE || v->moved <= 0 || v->top != NONE || v->has_r ||
+            b->incs[v->cur].keep < v->h) {
+            v->moved = 0; /* nothing to free (or already split by B) */
+        } else {
+            b->incs[v->cur].keep = v->h - v->moved;
+            b->incs[v->cur].tk = t;
+        }
+        b->held[i] = v->moved;
+        return;
+    }
+    if (v->cur != NONE)
+        end_inc(b, v->cur, t);
+    if (v->top != NONE) { /* split by an R: both parts go */
+        end_inc(b, v->top, t);
+        b->splitop[i] = v->top;
+        b->splitat[i] = v->topat;
+    }
+    v->moved = v->h;
+    v->h = 0;
+    v->cur = v->top = NONE;
+    b->held[i] = v->moved;
+}
+
+static void vm_si(Build *b, VmBuild *v, uint32_t i)
+{
+    if (!v->swap_frees) {
+        /* the moved top comes back as a piece of its own */
+        if (v->moved > 0) {
+            v->top = new_inc(b, v->moved, 2 * (uint64_t)i);
+            v->topat = v->h - v->moved;
+        }
+        b->held[i] = v->moved;
+        b->opinc[i] = v->top;
+        return;
+    }
+    v->h = v->moved;
+    v->cur = v->h > 0 ? new_inc(b, v->h, 2 * (uint64_t)i) : NONE;
+    b->held[i] = v->h;
+}
+
+/* B frees everything but what W needs, [0, wact). */
+static void vm_b(Build *b, VmBuild *v, uint32_t i)
+{
+    uint64_t t = 2 * (uint64_t)i + 1;
+    if (v->cur == NONE)
+        return;
+    Inc *in = &b->incs[v->cur];
+    int64_t keep = v->has_w ? (v->w < v->h ? v->w : v->h) : 0;
+    b->opinc[i] = v->cur;
+    b->held[i] = keep;
+    if (v->top != NONE) {
+        b->splitop[i] = v->top;
+        b->splitat[i] = v->topat;
+        /* split by a partial swap: the top part keeps what lies above its start; the
+         * bottom part stays whole to W */
+        Inc *tp = &b->incs[v->top];
+        if (keep <= v->topat) {
+            end_inc(b, v->top, t);
+            v->top = NONE;
+        } else if (keep - v->topat < tp->size) {
+            tp->keep = keep - v->topat;
+            tp->tk = t;
+        }
+        if (keep == 0) {
+            end_inc(b, v->cur, t);
+            v->cur = NONE;
+        } else if (keep < in->size && in->keep == in->size) {
+            in->keep = keep;
+            in->tk = t;
+        }
+    } else if (keep == 0) {
+        end_inc(b, v->cur, t);
+        v->cur = NONE;
+    } else if (in->keep == in->size) {
+        in->keep = keep;
+        in->tk = t;
+    }
+    v->h = keep;
+}
+
+static void vm_w(Build *b, VmBuild *v, uint32_t i)
+{
+    if (v->cur != NONE)
+        b->incs[v->cur].t1 = 2 * (uint64_t)i + 1;
+    if (v->top != NONE)
+        b->incs[v->top].t1 = 2 * (uint64_t)i + 1;
+}
+
+/* Builds the incarnations of one (v,m) whose ops sit at q (aligned sizes z), walking
+ * F, R, SO, SI, B and W in list order. A (v,m) without F or B, or with B before F,
+ * gets no region; a misordered R or W is planned as absent. */
+static void build_vm(Build *b, const Pos *q, const ArenaSizes *z, bool swap_frees, double frac)
+{
+    uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W], R = q->at[OP_R];
+    uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
+    VmBuild v = {NONE, NONE, 0, 0, 0, align_up(z->act), 0, 0, false, false, swap_frees, frac};
+    if (F == NONE || B == NONE || B < F || v.a == 0)
+        return;
+    if (R != NONE && (R < F || R > B))
+        R = NONE; /* misordered R: plan as if F kept everything */
+    if (W != NONE && W < B)
+        W = NONE;
+    v.has_r = R != NONE;
+    v.has_w = W != NONE;
+    v.kk = v.has_r ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : v.a;
+    v.w = v.has_w ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
+    uint32_t last = v.has_w ? W : B;
+    /* A swap moves the region out and back when nothing of (v,m) that needs the bytes
+     * (R, B, W) is listed between the SO and the SI. */
+    bool swap = SO != NONE && SI != NONE && SO > F && SI > SO && SI < last &&
+                !(v.has_r && R > SO && R < SI) && !(B > SO && B < SI);
+    static void (*const step[6])(Build *, VmBuild *, uint32_t) = {vm_f, vm_r, vm_so,
+                                                                    vm_si, vm_b, vm_w};
+    uint32_t ev[6] = {F, R, SO, SI, B, W};
+    uint32_t order[6];
+    int ne = 0;
+    for (int e = 0; e < 6; e++)
+        if (ev[e] != NONE && ev[e] <= last && (swap || (e != 2 && e != 3))) {
+            int j = ne++;
+            for (; j > 0 && ev[order[j - 1]] > ev[e]; j--)
+                order[j] = order[j - 1];
+            order[j] = (uint32_t)e;
+        }
+    for (int e = 0; e < ne; e++) {
+        uint32_t i = ev[order[e]];
+        step[order[e]](b, &v, i);
+        if (order[e] == 4)
+            continue; /* B names its places itself */
+        if (b->opinc[i] == NONE)
+            b->opinc[i] = v.cur;
+        if (v.top != NONE && b->splitop[i] == NONE && order[e] != 3) {
+            b->splitop[i] = v.top;
+            b->splitat[i] = v.topat;
+        }
+    }
+    /* SO/SI of a (v,m) that is not swapped: nothing moves; they name the place. */
+    if (!swap) {
+        if (SO != NONE && SO >= F)
+            b->opinc[SO] = b->opinc[F];
+        if (SI != NONE && SI >= F)
+            b->opinc[SI] = b->opinc[F];
+    }
+}
+
+/* ---- one rank ---------------------------------------------------------------------- */
+
+/* Allocates the per-op arrays of r (no region: off = rest = -1). */
+static void rank_init(ArenaRank *r, uint32_t n)
+{
+    size_t n1 = n ? n : 1;
     r->nops = n;
-    r->off = xmalloc((n ? n : 1) * sizeof *r->off);
-    r->rest = xmalloc((n ? n : 1) * sizeof *r->rest);
-    r->split = xcalloc(n ? n : 1, sizeof *r->split);
-    r->held = xcalloc(n ? n : 1, sizeof *r->held);
-    r->alloc = xcalloc(n ? n : 1, sizeof *r->alloc);
-    r->freed = xcalloc(n ? n : 1, sizeof *r->freed);
+    r->off = xmalloc(n1 * sizeof *r->off);
+    r->rest = xmalloc(n1 * sizeof *r->rest);
+    r->split = xcalloc(n1, sizeof *r->split);
+    r->held = xcalloc(n1, sizeof *r->held);
+    r->alloc = xcalloc(n1, sizeof *r->alloc);
+    r->freed = xcalloc(n1, sizeof *r->freed);
     for (uint32_t i = 0; i < n; i++)
         r->off[i] = r->rest[i] = -1;
-    if (!n || !V || !M)
-        return;
+}
 
-    /* Index the ops of each (chunk, mb) on this rank; the first occurrence wins. */
+/* The list positions of the ops of each (chunk, mb) of rank s ([V*M]); the first
+ * occurrence wins. */
+static Pos *index_ops(const StageOps *so, size_t V, size_t M)
+{
     Pos *pos = xmalloc(V * M * sizeof *pos);
     for (size_t k = 0; k < V * M; k++)
         for (int j = 0; j < OP_NKINDS; j++)
             pos[k].at[j] = NONE;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < so->n; i++) {
         const Op *o = &so->ops[i];
         if (o->chunk >= V || o->mb >= M || o->kind >= OP_NKINDS)
             continue;
@@ -693,196 +891,29 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
         if (q->at[o->kind] == NONE)
             q->at[o->kind] = i;
     }
-    double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
-    bool swap_frees = full_swap || frac >= 1.0;
+    return pos;
+}
 
-    /* Build the incarnations of every (chunk, mb), walking its ops in list order, and
-     * note for each op the incarnation it works on (opinc) and, while the region is in
-     * two places, the one holding its part from byte splitat on (splitop). */
-    Build b = {NULL, 0, 0};
-    uint32_t *opinc = xmalloc(n * sizeof *opinc), *splitop = xmalloc(n * sizeof *splitop);
-    int64_t *splitat = xcalloc(n, sizeof *splitat);
-    for (uint32_t i = 0; i < n; i++)
-        opinc[i] = splitop[i] = NONE;
-    for (size_t c = 0; c < V; c++)
-        for (size_t m = 0; m < M; m++) {
-            const Pos *q = &pos[c * M + m];
-            uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W], R = q->at[OP_R];
-            uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
-            if (F == NONE || B == NONE || B < F)
-                continue;
-            const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
-            int64_t a = align_up(z->act);
-            if (a == 0)
-                continue;
-            if (R != NONE && (R < F || R > B))
-                R = NONE; /* misordered R: plan as if F kept everything */
-            if (W != NONE && W < B)
-                W = NONE;
-            int64_t kk = R != NONE ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : a;
-            int64_t w = W != NONE ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
-            uint32_t last = W != NONE ? W : B;
-            /* A swap moves the region out and back when nothing of (v,m) that needs
-             * the bytes (R, B, W) is listed between the SO and the SI. */
-            bool swap = SO != NONE && SI != NONE && SO > F && SI > SO &&
-                        SI < last && !(R != NONE && R > SO && R < SI) && !(B > SO && B < SI);
-            uint32_t ev[6] = {F, R, SO, SI, B, W};
-            uint32_t order[6];
-            int ne = 0;
-            for (int e = 0; e < 6; e++)
-                if (ev[e] != NONE && ev[e] <= last && (swap || (e != 2 && e != 3))) {
-                    int j = ne++;
-                    for (; j > 0 && ev[order[j - 1]] > ev[e]; j--)
-                        order[j] = order[j - 1];
-                    order[j] = (uint32_t)e;
-                }
-            uint32_t cur = NONE, top = NONE;
-            int64_t h = 0, moved = 0, topat = 0;
-            for (int e = 0; e < ne; e++) {
-                uint32_t i = ev[order[e]];
-                uint64_t t = i;
-                switch (order[e]) {
-                case 0: /* F */
-                    h = kk;
-                    cur = h > 0 ? new_inc(&b, h, 2 * t) : NONE;
-                    r->held[i] = h;
-                    break;
-                case 1: /* R: what it rebuilds, [ckpt, act), gets a place of its own */
-                    if (a > h && cur == NONE) {
-                        /* F kept nothing (an empty checkpoint: the embedding slice of
-                         * the mlp model): the whole region is R's, in one place */
-                        cur = new_inc(&b, a, 2 * t);
-                        r->held[i] = a;
-                        h = a;
-                    } else if (a > h) {
-                        top = new_inc(&b, a - h, 2 * t);
-                        topat = h;
-                        opinc[i] = cur;
-                        r->held[i] = a - h;
-                        h = a;
-                    }
-                    break;
-                case 2: /* SO */
-                    opinc[i] = cur;
-                    if (!swap_frees) {
-                        /* moves the top swap_fraction of the prefix; the rest stays */
-                        moved = (int64_t)(frac * (double)h) / ARENA_ALIGN * ARENA_ALIGN;
-                        if (cur == NONE || moved <= 0 || top != NONE || R != NONE ||
-                            b.incs[cur].keep < h) {
-                            moved = 0; /* nothing to free (or already split by B) */
-                        } else {
-                            b.incs[cur].keep = h - moved;
-                            b.incs[cur].tk = 2 * t + 1;
-                        }
-                        r->held[i] = moved;
-                        break;
-                    }
-                    if (cur != NONE)
-                        end_inc(&b, cur, 2 * t + 1);
-                    if (top != NONE) { /* split by an R: both parts go */
-                        end_inc(&b, top, 2 * t + 1);
-                        splitop[i] = top;
-                        splitat[i] = topat;
-                    }
-                    moved = h;
-                    h = 0;
-                    cur = top = NONE;
-                    r->held[i] = moved;
-                    break;
-                case 3: /* SI */
-                    if (!swap_frees) {
-                        /* the moved top comes back as a piece of its own */
-                        if (moved > 0) {
-                            top = new_inc(&b, moved, 2 * t);
-                            topat = h - moved;
-                        }
-                        r->held[i] = moved;
-                        opinc[i] = top;
-                        break;
-                    }
-                    h = moved;
-                    cur = h > 0 ? new_inc(&b, h, 2 * t) : NONE;
-                    r->held[i] = h;
-                    break;
-                case 4: /* B */
-                    if (cur != NONE) {
-                        Inc *in = &b.incs[cur];
-                        int64_t keep = W != NONE ? (w < h ? w : h) : 0;
-                        opinc[i] = cur;
-                        r->held[i] = keep;
-                        if (top != NONE) {
-                            splitop[i] = top;
-                            splitat[i] = topat;
-                            /* split by a partial swap: the top part keeps what lies
-                             * above its start; the bottom part stays whole to W */
-                            Inc *tp = &b.incs[top];
-                            if (keep <= topat) {
-                                end_inc(&b, top, 2 * t + 1);
-                                top = NONE;
-                            } else if (keep - topat < tp->size) {
-                                tp->keep = keep - topat;
-                                tp->tk = 2 * t + 1;
-                            }
-                            if (keep == 0) {
-                                end_inc(&b, cur, 2 * t + 1);
-                                cur = NONE;
-                            } else if (keep < in->size && in->keep == in->size) {
-                                in->keep = keep; /* W needs only [0, wact) */
-                                in->tk = 2 * t + 1;
-                            }
-                        } else if (keep == 0) {
-                            end_inc(&b, cur, 2 * t + 1);
-                            cur = NONE;
-                        } else if (in->keep == in->size) {
-                            in->keep = keep;
-                            in->tk = 2 * t + 1;
-                        }
-                        h = keep;
-                    }
-                    continue;
-                case 5: /* W */
-                    if (cur != NONE) {
-                        Inc *in = &b.incs[cur];
-                        in->t1 = 2 * t + 1;
-                    }
-                    if (top != NONE) {
-                        Inc *in = &b.incs[top];
-                        in->t1 = 2 * t + 1;
-                    }
-                    break;
-                }
-                if (opinc[i] == NONE)
-                    opinc[i] = cur;
-                if (top != NONE && splitop[i] == NONE && order[e] != 3) {
-                    splitop[i] = top;
-                    splitat[i] = topat;
-                }
-            }
-            /* SO/SI of a (v,m) that is not swapped: nothing moves; they name the place. */
-            if (!swap) {
-                if (SO != NONE && SO >= F)
-                    opinc[SO] = opinc[F];
-                if (SI != NONE && SI >= F)
-                    opinc[SI] = opinc[F];
-            }
-        }
-
-    /* What each op allocates and frees: the walk of DESIGN.md "Memory" (the one rule,
-     * opsem_mem_step) over the aligned region sizes; its peak is what the arena
-     * should be. */
+/* What each op of rank s allocates and frees: the walk of DESIGN.md "Memory" (the one
+ * rule, opsem_mem_step) over the aligned region sizes, into r->alloc, r->freed; its
+ * peak (r->peak_live, r->peak_op) is what the arena should be. */
+static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const Pos *pos,
+                      double frac, ArenaRank *r)
+{
+    const StageOps *so = &p->stages[s];
+    size_t V = (size_t)p->V, M = (size_t)p->M;
     OpCosts *cc = xcalloc(V, sizeof *cc);
     for (size_t c = 0; c < V; c++) {
         const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
-        int64_t a = align_up(z->act);
-        cc[c].act = (double)a;
+        cc[c].act = (double)align_up(z->act);
         cc[c].ckpt = (double)align_up(z->ckpt < z->act ? z->ckpt : z->act);
         cc[c].wact = (double)align_up(z->wact < z->act ? z->wact : z->act);
-        cc[c].frac = swap_frees ? 1.0 : frac;
+        cc[c].frac = frac;
     }
     VmMem *vmst = xcalloc(V * M, sizeof *vmst);
     double live = 0, peak = 0;
     r->peak_op = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < so->n; i++) {
         const Op *o = &so->ops[i];
         if (o->chunk >= V || o->mb >= M || o->kind >= OP_NKINDS || OP_IS_CHUNKWIDE(o->kind))
             continue;
@@ -905,36 +936,60 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     r->peak_live = (int64_t)peak;
     free(vmst);
     free(cc);
+}
 
-    /* Place them: the arena is the highest end placed. */
-    size_t ninc = b.n;
-    Inc *incs = b.incs;
-    int64_t *ioff = xmalloc((ninc ? ninc : 1) * sizeof *ioff);
-    /* Within a budget, any plan that fits it will do: the search stops there. */
+/* Places the incarnations of b (the arena is the highest end placed, r->size) and
+ * writes each op's offsets. Within a budget any plan that fits it will do: the search
+ * stops there. */
+static void place_rank(const Pipeline *p, int32_t s, Build *b, double budget, bool quick,
+                       ArenaRank *r)
+{
+    int64_t *ioff = xmalloc((b->n ? b->n : 1) * sizeof *ioff);
     int64_t enough = r->peak_live;
     if (budget > 0) {
         double room = budget - ir_cost(p, s, 0, COST_WEIGHTS);
         if (room > (double)enough)
             enough = room > 4.0e18 ? INT64_MAX / 2 : (int64_t)room;
     }
-    r->size = place_all(incs, ninc, enough, quick, ioff);
-    for (size_t i = 0; i < ninc; i++)
-        incs[i].off = ioff[i];
-    free(ioff);
-
-    /* Offsets per op. */
-    for (uint32_t i = 0; i < n; i++) {
-        if (opinc[i] != NONE)
-            r->off[i] = incs[opinc[i]].off;
-        if (splitop[i] != NONE) {
-            r->rest[i] = incs[splitop[i]].off;
-            r->split[i] = splitat[i];
+    r->size = place_all(b->incs, b->n, enough, quick, ioff);
+    for (uint32_t i = 0; i < r->nops; i++) {
+        if (b->opinc[i] != NONE)
+            r->off[i] = ioff[b->opinc[i]];
+        if (b->splitop[i] != NONE) {
+            r->rest[i] = ioff[b->splitop[i]];
+            r->split[i] = b->splitat[i];
         }
     }
-    free(incs);
-    free(opinc);
-    free(splitop);
-    free(splitat);
+    free(ioff);
+}
+
+/* Plans rank s into r: index its ops, build the incarnations of every (chunk, mb),
+ * walk the memory rule for the peak, place. */
+static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
+                      double budget, bool quick, ArenaRank *r)
+{
+    const StageOps *so = &p->stages[s];
+    uint32_t n = so->n;
+    size_t V = (size_t)p->V, M = (size_t)p->M;
+    rank_init(r, n);
+    if (!n || !V || !M)
+        return;
+    Pos *pos = index_ops(so, V, M);
+    double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
+    bool swap_frees = full_swap || frac >= 1.0;
+    Build b = {NULL, 0, 0, xmalloc(n * sizeof *b.opinc), xmalloc(n * sizeof *b.splitop),
+               xcalloc(n, sizeof *b.splitat), r->held};
+    for (uint32_t i = 0; i < n; i++)
+        b.opinc[i] = b.splitop[i] = NONE;
+    for (size_t c = 0; c < V; c++)
+        for (size_t m = 0; m < M; m++)
+            build_vm(&b, &pos[c * M + m], &sz[ir_vstage(p, s, (int32_t)c)], swap_frees, frac);
+    walk_rank(p, s, sz, pos, swap_frees ? 1.0 : frac, r);
+    place_rank(p, s, &b, budget, quick, r);
+    free(b.incs);
+    free(b.opinc);
+    free(b.splitop);
+    free(b.splitat);
     free(pos);
 }
 
