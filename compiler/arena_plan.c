@@ -603,7 +603,17 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
             memcpy(off, tmp, n * sizeof *off);
         }
     }
-    /* Shuffled orders (seeded: plans are deterministic), for small ranks. */
+    if (best > peak && n <= ARENA_EXACT_MAX && !quick &&
+        place_exact(incs, n, peak, ARENA_EXACT_NODES, tmp)) {
+        best = 0;
+        for (size_t i = 0; i < n; i++) {
+            off[i] = tmp[i];
+            if (tmp[i] + incs[i].size > best)
+                best = tmp[i] + incs[i].size;
+        }
+    }
+    /* Shuffled greedy orders (seeded: plans are deterministic), for small ranks, where
+     * the exact search found nothing. */
     uint64_t rs = 0x9E3779B97F4A7C15ull;
     size_t shuffles = quick ? 0 : ARENA_SHUFFLE_WORK / (n * n);
     if (shuffles > ARENA_SHUFFLES)
@@ -623,15 +633,6 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
         if (a < best) {
             best = a;
             memcpy(off, tmp, n * sizeof *off);
-        }
-    }
-    if (best > peak && n <= ARENA_EXACT_MAX && !quick &&
-        place_exact(incs, n, peak, ARENA_EXACT_NODES, tmp)) {
-        best = 0;
-        for (size_t i = 0; i < n; i++) {
-            off[i] = tmp[i];
-            if (tmp[i] + incs[i].size > best)
-                best = tmp[i] + incs[i].size;
         }
     }
     free(ord);
@@ -1045,6 +1046,16 @@ static void fmt_bytes(char *buf, size_t n, double b)
 void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what)
 {
     ArenaPlan *a = arena_plan(p, sz, sz ? 1 : 0);
+    if (!sz && p->has_memory) {
+        /* the budget check's plan where it packs tighter (its search aims at the room
+         * the budget leaves, which can be easier to reach than the walk's peak), so
+         * the table and `pipec check` agree on what fits */
+        ArenaPlan *b = arena_plan_within(p, NULL, 0, p->memory, false);
+        for (int32_t s = 0; s < p->P; s++)
+            if (b->rank[s].size < a->rank[s].size)
+                a->rank[s].size = b->rank[s].size;
+        arena_plan_free(b);
+    }
     fprintf(out, "arena plan (static; fragmentation = arena / peak live, 1.000 = none)\n"
                  "  sizes: %s\n",
             what);
