@@ -11,14 +11,16 @@
 #define NONE UINT32_MAX
 
 /* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
- * ARENA_GREEDY_MAX, up to ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks:
- * about ARENA_SHUFFLE_WORK / n^2) and the exact search (within ARENA_EXACT_NODES nodes)
- * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
+ * ARENA_GREEDY_MAX, the exact search up to ARENA_EXACT_MAX (within ARENA_EXACT_NODES
+ * nodes in all, its first round ARENA_EXACT_FIRST nodes per order), then up to
+ * ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks: about
+ * ARENA_SHUFFLE_WORK / n^2). Beyond them the fast plan stands and `check --mem` shows
+ * its fragmentation. A node of the exact search costs O(n) (about a microsecond at
+ * n = 128), so a rank it cannot pack costs at most about 0.3 s. */
 #define ARENA_GREEDY_MAX 8192
 #define ARENA_EXACT_MAX 4096
-#define ARENA_EXACT_NODES 120000L
-#define ARENA_EXACT_FIRST 4000L
-#define ARENA_EXACT_RESTART 4000L
+#define ARENA_EXACT_NODES 300000L
+#define ARENA_EXACT_FIRST 5000L
 #define ARENA_SHUFFLES 2000
 #define ARENA_SHUFFLE_WORK 4000000u
 
@@ -340,7 +342,7 @@ static void order_by(const Inc *incs, size_t n, OrdKind k, uint32_t *ord)
  * live in it exceed the target (MiniMalloc's inference). `nodes` counts what is left. */
 /* The orders in which the exact search tries the incarnations that can rest on the
  * lowest floor (a portfolio: which one finds a packing soonest varies by schedule). */
-typedef enum { SKY_SIZE, SKY_SPAN, SKY_AREA, SKY_START, SKY_END, SKY_SHORT, SKY_RANDOM, SKY_NORDERS } SkyOrder;
+typedef enum { SKY_SMALL, SKY_SIZE, SKY_SPAN, SKY_START, SKY_AREA, SKY_NORDERS } SkyOrder;
 
 typedef struct Sky {
     const Inc *incs;
@@ -357,7 +359,6 @@ typedef struct Sky {
     size_t nundo, capundo;
     long nodes;
     SkyOrder order;
-    uint64_t *key;      /* [n] SKY_RANDOM: a random key per incarnation */
 } Sky;
 
 /* Whether incarnation a goes before b in the search's current order. */
@@ -366,20 +367,16 @@ static bool sky_before(const Sky *k, size_t a, size_t b)
     const Inc *x = &k->incs[a], *y = &k->incs[b];
     uint64_t sx = x->t1 - x->t0, sy = y->t1 - y->t0;
     switch (k->order) {
+    case SKY_SMALL:
+        return x->size < y->size || (x->size == y->size && x->t0 <= y->t0);
     case SKY_SIZE:
         return x->size > y->size || (x->size == y->size && sx >= sy);
     case SKY_SPAN:
         return sx > sy || (sx == sy && x->size >= y->size);
-    case SKY_AREA:
-        return (double)x->size * (double)sx >= (double)y->size * (double)sy;
     case SKY_START:
         return x->t0 < y->t0 || (x->t0 == y->t0 && x->size >= y->size);
-    case SKY_END:
-        return x->t1 > y->t1 || (x->t1 == y->t1 && x->size >= y->size);
-    case SKY_SHORT:
-        return x->size > y->size || (x->size == y->size && sx <= sy);
     default:
-        return k->key[a] >= k->key[b];
+        return (double)x->size * (double)sx >= (double)y->size * (double)sy;
     }
 }
 
@@ -532,8 +529,7 @@ static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, i
         if (!u || bd[i] != bd[u - 1])
             bd[u++] = bd[i];
     Sky k = {incs, n, u - 1, target, xmalloc(n * sizeof *k.sec), xcalloc(u, sizeof *k.h),
-             xcalloc(u, sizeof *k.rem), xcalloc(n, 1), off, NULL, 0, 0, NULL, 0, 0, 0, 0,
-             xmalloc(n * sizeof *k.key)};
+             xcalloc(u, sizeof *k.rem), xcalloc(n, 1), off, NULL, 0, 0, NULL, 0, 0, 0, 0};
     bool ok = true;
     for (size_t i = 0; i < n; i++) {
         k.sec[i][0] = sec_of(bd, u, incs[i].t0);
@@ -544,22 +540,19 @@ static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, i
     }
     for (size_t j = 0; j < k.ns; j++)
         ok = ok && k.rem[j] <= target;
-    uint64_t rs = 0x9E3779B97F4A7C15ull;
-    for (int o = 0; ok && nodes > 0; o = o + 1 < SKY_NORDERS ? o + 1 : SKY_RANDOM) {
-        k.order = (SkyOrder)o;
-        if (o == SKY_RANDOM)
-            for (size_t i = 0; i < n; i++) {
-                rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-                k.key[i] = rs;
-            }
-        long per = o == SKY_RANDOM ? ARENA_EXACT_RESTART : ARENA_EXACT_FIRST;
-        k.nodes = per < nodes ? per : nodes;
-        long given = k.nodes;
-        if (sky_dfs(&k, 0, -1, 0, 0, n))
-            goto found;
-        if (k.nodes >= 0)
-            break; /* searched to the end (within the commutation rule): none */
-        nodes -= given;
+    for (long per = ARENA_EXACT_FIRST; ok && nodes > 0; per *= 4) {
+        bool cut = false; /* some order ran out of nodes: a larger allowance may help */
+        for (int o = 0; o < SKY_NORDERS && nodes > 0; o++) {
+            k.order = (SkyOrder)o;
+            k.nodes = per < nodes ? per : nodes;
+            long given = k.nodes;
+            if (sky_dfs(&k, 0, -1, 0, 0, n))
+                goto found;
+            cut = cut || k.nodes < 0;
+            nodes -= given - (k.nodes > 0 ? k.nodes : 0);
+        }
+        if (!cut)
+            break; /* every order searched to the end: none within the target */
     }
     ok = false;
 found:
@@ -570,7 +563,6 @@ found:
     free(k.done);
     free(k.cand);
     free(k.undo);
-    free(k.key);
     return ok;
 }
 
