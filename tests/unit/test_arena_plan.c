@@ -16,6 +16,7 @@
 #include "arena_plan.h"
 #include "emit_c.h"
 #include "ir.h"
+#include "memory.h"
 #include "mlp.h"
 #include "testutil.h"
 
@@ -272,6 +273,40 @@ static void test_interleaved_v4(void **st)
             assert_int_equal(r->size, r->peak_live);
     }
     arena_plan_free(a);
+
+    /* The budget check on 8 x A100-80GB (78 GiB each, with the example's weights): a
+     * rank has a `memory` error from the arena exactly when its walk is over the budget
+     * too (ranks 0-3): the arena fits wherever the walk fits. */
+    static const int64_t wkib[8] = {35574880, 36373600, 33014880, 36373600,
+                                    33014880, 36373600, 33014880, 38933680};
+    for (int v = 0; v < 32; v++)
+        set_cost(&p->vstage_costs[v], COST_ACT, (double)kib[v] * 1024);
+    for (int s = 0; s < 8; s++)
+        set_cost(&p->stage_costs[s], COST_WEIGHTS, (double)wkib[s] * 1024);
+    p->has_memory = true;
+    p->memory = 78.0 * 1024 * 1024 * 1024;
+    MemRank m[8];
+    mem_walk(p, m);
+    char *text = NULL;
+    size_t len = 0;
+    Diag d = {0};
+    d.out = open_memstream(&text, &len);
+    int nerr = arena_check(&d, p);
+    fclose(d.out);
+    int nover = 0;
+    for (int s = 0; s < 8; s++) {
+        char what[32];
+        snprintf(what, sizeof what, "stage %d: ", s);
+        bool over = m[s].peak > p->memory;
+        nover += over;
+        if (over != (strstr(text, what) != NULL))
+            fail_msg("rank %d: walk peak %.0f, budget %.0f, arena error: %s", s, m[s].peak,
+                     p->memory, over ? "no" : "yes");
+    }
+    assert_int_equal(nover, 4);
+    assert_int_equal(nerr, nover);
+    free(text);
+    diag_free(&d);
     pipeline_free(p);
 }
 
