@@ -11,15 +11,15 @@
 #define NONE UINT32_MAX
 
 /* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
- * ARENA_GREEDY_MAX, the exact search up to ARENA_EXACT_MAX (within ARENA_EXACT_NODES
- * nodes in all, its first round ARENA_EXACT_FIRST nodes per order), then up to
- * ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks: about
+ * ARENA_GREEDY_MAX incarnations, the exact search up to ARENA_EXACT_MAX, within
+ * ARENA_EXACT_WORK / n nodes (n at least 128; a node costs O(n), so a rank it cannot
+ * pack costs about a second), its first round ARENA_EXACT_FIRST nodes per order; then
+ * up to ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks: about
  * ARENA_SHUFFLE_WORK / n^2). Beyond them the fast plan stands and `check --mem` shows
- * its fragmentation. A node of the exact search costs O(n) (about a microsecond at
- * n = 128), so a rank it cannot pack costs at most about 0.3 s. */
+ * its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
 #define ARENA_EXACT_MAX 4096
-#define ARENA_EXACT_NODES 300000L
+#define ARENA_EXACT_WORK (200000L * 128)
 #define ARENA_EXACT_FIRST 5000L
 #define ARENA_SHUFFLES 2000
 #define ARENA_SHUFFLE_WORK 4000000u
@@ -544,7 +544,8 @@ static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, i
         bool cut = false; /* some order ran out of nodes: a larger allowance may help */
         for (int o = 0; o < SKY_NORDERS && nodes > 0; o++) {
             k.order = (SkyOrder)o;
-            k.nodes = per < nodes ? per : nodes;
+            long allow = o == SKY_SMALL ? 4 * per : per; /* the order that wins most */
+            k.nodes = allow < nodes ? allow : nodes;
             long given = k.nodes;
             if (sky_dfs(&k, 0, -1, 0, 0, n))
                 goto found;
@@ -596,7 +597,7 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
         }
     }
     if (best > peak && n <= ARENA_EXACT_MAX && !quick &&
-        place_exact(incs, n, peak, ARENA_EXACT_NODES, tmp)) {
+        place_exact(incs, n, peak, ARENA_EXACT_WORK / (long)(n > 128 ? n : 128), tmp)) {
         best = 0;
         for (size_t i = 0; i < n; i++) {
             off[i] = tmp[i];
