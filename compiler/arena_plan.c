@@ -335,13 +335,18 @@ static void order_by(const Inc *incs, size_t n, OrdKind k, uint32_t *ord)
  * before it (any packing can be pushed down into one, since an incarnation's bottom
  * piece spans its whole life). List time is cut into sections at every event; the
  * skyline is a floor per section. Each node takes the lowest section that still has
- * unplaced bytes and branches on the incarnations that can rest exactly there (the
- * sections they span all at that floor), larger first, one per set of identical ones,
- * and last on leaving the hole empty (the run of sections at that floor rises to its
- * lower neighbour). A branch dies as soon as a section's floor plus the unplaced bytes
- * live in it exceed the target (MiniMalloc's inference). `nodes` counts what is left. */
+ * unplaced bytes and branches on the incarnations that can rest exactly on that floor
+ * within the run of sections at that height (one per set of identical ones; two that
+ * are disjoint in time commute, so they are tried in one order only), in the order of
+ * the current SkyOrder, and last on leaving the hole empty (the run rises to its lower
+ * neighbour). A branch dies as soon as a section's floor plus the unplaced bytes live
+ * in it exceed the target (MiniMalloc's inference). `nodes` counts what is left.
+ * Legend: n incarnations, ns sections, both O(ops of the rank). */
+
 /* The orders in which the exact search tries the incarnations that can rest on the
- * lowest floor (a portfolio: which one finds a packing soonest varies by schedule). */
+ * lowest floor (a portfolio: which one finds a packing soonest varies by schedule):
+ * smaller first, larger first, longer-lived first, earlier first, larger size x
+ * lifetime first. */
 typedef enum { SKY_SMALL, SKY_SIZE, SKY_SPAN, SKY_START, SKY_AREA, SKY_NORDERS } SkyOrder;
 
 typedef struct Sky {
@@ -419,6 +424,9 @@ static bool same_shape(const Sky *k, size_t a, size_t b)
            k->sec[a][1] == k->sec[b][1] && k->sec[a][2] == k->sec[b][2];
 }
 
+/* One node: `placed` incarnations are placed, the last one (`last`, k->n for none) at
+ * floor lastfl within the run [pa, pb) of its node. True when a packing is found (off[]
+ * then holds it); on false, k is as it was. */
 static bool sky_dfs(Sky *k, size_t placed, int64_t lastfl, size_t pa, size_t pb, size_t last)
 {
     if (placed == k->n)
@@ -435,9 +443,10 @@ static bool sky_dfs(Sky *k, size_t placed, int64_t lastfl, size_t pa, size_t pb,
         a--;
     while (b < k->ns && k->h[b] == fl)
         b++;
-    /* the incarnations that can rest at fl within the run, larger (then longer-lived)
-     * first; two that are disjoint in time commute, so after one the other comes only
-     * in index order */
+    /* the incarnations that can rest at fl within the run, in the current order; two
+     * that are disjoint in time and were both candidates at the parent (placed last,
+     * within its run [pa, pb)) commute, so after one the other comes only in index
+     * order */
     size_t base = k->ncand, nc = 0;
     for (size_t i = 0; i < k->n; i++) {
         if (k->done[i] || k->sec[i][0] < a || k->sec[i][2] > b)
