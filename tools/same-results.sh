@@ -7,8 +7,8 @@
 #     reports the workload's real region sizes), `pipec run --iters N --json` of the two
 #     builds gives the same losses (N = $ITERS, default 3, on a fixed text; each build
 #     has a fresh cache, so each program is built with its own pipec).
-# Both use this checkout's stdlib unless PIPEC_STDLIB is set; a pipec that is not in a
-# built tree (a copy such as /tmp/pipec-old) runs with this checkout's runtime.
+# Each build uses its own tree's stdlib and runtime; a pipec that is not in a built tree
+# (a copy such as /tmp/pipec-old) uses this checkout's (PIPEC_STDLIB, when set, wins).
 # Prints one line per difference and "N same, N different"; exits 1 on a difference.
 #
 #   make bin/pipec && cp bin/pipec /tmp/pipec-old   # before the change
@@ -22,7 +22,6 @@ fi
 old=$(realpath "$1") new=$(realpath "$2")
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
-export PIPEC_STDLIB="${PIPEC_STDLIB:-$root/stdlib}"
 [ $# -gt 0 ] || set -- "$root"/examples/*.pipe
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 same=0 diff=0
@@ -30,11 +29,19 @@ same=0 diff=0
 python3 -c "print('the pipeline runs forward and backward over every micro-batch. ' * 400)" >"$tmp/text"
 differ() { echo "different: $*"; diff=$((diff + 1)); }
 
+# pc PIPEC ARGS...: runs PIPEC (for at most 600 s), with this checkout's stdlib and runtime when it is not
+# in a built tree of its own.
+pc() {
+    local bin=$1 env=()
+    shift
+    [ -d "$(dirname "$bin")/../stdlib" ] || env+=(PIPEC_STDLIB="${PIPEC_STDLIB:-$root/stdlib}")
+    [ -f "$(dirname "$bin")/../runtime/piperun.h" ] ||
+        env+=(PIPERUN_INC="$root/runtime" PIPERUN_LIB="$root/build")
+    env "${env[@]}" timeout 600 "$bin" "$@"
+}
+
 losses() { # $1 pipec, $2 file, $3 cache name: the "losses" array of a short run
-    local rt=()
-    [ -f "$(dirname "$1")/../runtime/piperun.h" ] ||
-        rt=(env PIPERUN_INC="$root/runtime" PIPERUN_LIB="$root/build")
-    timeout 600 "${rt[@]}" "$1" run "$2" --iters "${ITERS:-3}" --json --quiet --data "$tmp/text" \
+    pc "$1" run "$2" --iters "${ITERS:-3}" --json --quiet --data "$tmp/text" \
         --cache "$tmp/$3" 2>&1 |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["losses"])' 2>&1
 }
@@ -42,12 +49,12 @@ losses() { # $1 pipec, $2 file, $3 cache name: the "losses" array of a short run
 for f in "$@"; do
     for cmd in print "sim --json"; do
         # shellcheck disable=SC2086
-        a=$("$old" $cmd "$f" 2>&1; echo "exit $?")
+        a=$(pc "$old" $cmd "$f" 2>&1; echo "exit $?")
         # shellcheck disable=SC2086
-        b=$("$new" $cmd "$f" 2>&1; echo "exit $?")
+        b=$(pc "$new" $cmd "$f" 2>&1; echo "exit $?")
         if [ "$a" = "$b" ]; then same=$((same + 1)); else differ "pipec $cmd $f"; fi
     done
-    if "$new" check --mem "$f" 2>/dev/null | grep -q "workload's real region sizes"; then
+    if pc "$new" check --mem "$f" 2>/dev/null | grep -q "workload's real region sizes"; then
         a=$(losses "$old" "$f" cache-old)
         b=$(losses "$new" "$f" cache-new)
         if [ "$a" = "$b" ] && [ "${a#[}" != "$a" ]; then
