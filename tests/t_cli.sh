@@ -56,6 +56,16 @@ usage_error "check without files" check
 usage_error "print with a missing -o argument" print "$good" -o
 usage_error "opt without --pass" opt "$good"
 usage_error "opt without a file" opt --pass recompute
+usage_error "help with two commands" help check sim
+usage_error "-W with anything but error" check -Wall "$good"
+"$P" -h >"$tmp/out" 2>&1
+check "-h is --help" grep -q "^usage: pipec COMMAND" "$tmp/out"
+# After "--" every argument is a file, even one spelled like an option.
+"$P" check -- --help >"$tmp/out" 2>"$tmp/err"
+check "check -- --help reads a file named --help: exit 1" test $? = 1
+check "... and names it" grep -q "cannot read '--help'" "$tmp/err"
+"$P" print -- "$good" >"$tmp/out" 2>"$tmp/err"
+check "print -- FILE prints FILE" grep -q "^pipeline m {" "$tmp/out"
 "$P" frobnicate 2>&1 | grep -q "unknown command 'frobnicate'"
 check "unknown command is named" test $? = 0
 
