@@ -760,7 +760,7 @@ int cmd_export_csv(int argc, char **argv)
             fmt = CSV_LEGACY;
         StrBuf b = {0};
         csv_export(&d, p, fmt, &b);
-        rc = emit(out, &b);
+        rc = d.nerr ? 1 : emit(out, &b); /* a warning under -Werror writes nothing */
         sb_free(&b);
         pipeline_free(p);
     }
