@@ -59,4 +59,27 @@ rc=$?
 if [ "$rc" = 0 ] && grep -q 'workload mlp: model tiny really trains' "$tmp/err" &&
    grep -q 'training text:' "$tmp/err"; then ok
 else bad "mlp announced" "rc=$rc $(cat "$tmp/err")"; fi
+# --workload mlp asked for: said without the "(its shape fits ...)" reason.
+"$PIPEC" run examples/demo.pipe --workload mlp --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "--workload mlp: exit 0" test $? = 0
+check "--workload mlp: announced as asked" grep -qx 'pipec run: workload mlp: model tiny really trains' "$tmp/err"
+# --workload synthetic on a trainable model: --data has nothing to train and is ignored.
+echo "some text" >"$tmp/text"
+"$PIPEC" run examples/demo.pipe --workload synthetic --data "$tmp/text" --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "--workload synthetic --data: exit 0" test $? = 0
+check "--workload synthetic --data: says --data is ignored" grep -qx 'pipec run: workload synthetic: ops busy-wait their cost-model times and touch scaled-down arenas (--workload synthetic); --data is ignored' "$tmp/err"
+check "--workload synthetic --data: no training text" bash -c "! grep -q 'training text' '$tmp/err'"
+# --workload mlp on a model too large for it: exit 1 before building, naming why.
+"$PIPEC" run examples/llama2_13b_1f1b.pipe --workload mlp --iters 1 --cache "$tmp/cache4" >"$tmp/out" 2>"$tmp/err"
+check "--workload mlp, model too large: exit 1" test $? = 1
+check "--workload mlp, model too large: why" grep -q "^pipec run: --workload mlp needs the mlp workload, which cannot run this file: model llama2_13b is too large" "$tmp/err"
+check "--workload mlp, model too large: what to do" grep -qF 'pipec run: use a smaller model (e.g. `model tiny`) to train for real, or run --workload synthetic without --check' "$tmp/err"
+check "--workload mlp, model too large: nothing built" test ! -d "$tmp/cache4"
+# A pipec with no docs beside it trains on the program's built-in text.
+mkdir -p "$tmp/bin"
+cp "$PIPEC" "$tmp/bin/pipec"
+PIPERUN_INC=${PIPERUN_INC:-$PWD/runtime} PIPERUN_LIB=${PIPERUN_LIB:-$PWD/build} \
+    "$tmp/bin/pipec" run examples/demo.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "no docs beside pipec: exit 0" test $? = 0
+check "no docs beside pipec: the built-in text" grep -qx "pipec run: training text: the program's short built-in text (--data FILE for another)" "$tmp/err"
 finish
