@@ -121,5 +121,29 @@ check "opt unknown unit is a value error at the unit" grep -q "^<--pass>:1:28: e
 "$P" opt "$good" --pass 'recompute(stages=0, nosuch=1)' >"$tmp/out" 2>"$tmp/err"
 check "opt with an unknown argument exits 1" test $? = 1
 check "opt unknown argument points at it" grep -q "^<--pass>:1:21: error\[name\]" "$tmp/err"
+# Each malformed --pass list: exit 1 and the exact first line of its diagnostic.
+E=examples/tiny_1f1b.pipe
+while IFS='|' read -r list want; do
+    "$P" opt $E --pass "$list" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 1 ] && [ "$(head -n 1 "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ]; then ok
+    else bad "opt --pass '$list'" "rc=$rc $(head -n 1 "$tmp/err")"; fi
+done <<'CASES'
+swap(=1)|<--pass>:1:6: error[syntax]: expected an argument name, found '='
+swap(lambda 1)|<--pass>:1:13: error[syntax]: expected '=' after the argument name, found '1'
+recompute(stages=0..=x)|<--pass>:1:22: error[syntax]: expected a range of integers such as 0..=2, found 'x'
+recompute(stages=1.5..=2)|<--pass>:1:18: error[syntax]: expected a range of integers such as 0..=2, found '1.5..'
+recompute(stages=[])|<--pass>:1:11: error[value]: argument 'stages' of pass 'recompute' must be a stage range such as 0..=2
+recompute(stages=[1, x])|<--pass>:1:22: error[syntax]: expected a number in the list, found 'x'
+recompute(stages=[1, 2)|<--pass>:1:23: error[syntax]: expected ']' closing the list, found ')'
+swap(beta=1e999)|<--pass>:1:12: error[value]: unknown unit (times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; bandwidth: SIZE/s), found 'e999'
+swap(lambda=1) extra|<--pass>:1:16: error[syntax]: expected ',' between passes, found 'extra'
+swap(beta="x")|<--pass>:1:11: error[syntax]: expected a value (number, name, range or [list]), found '"x"'
+CASES
+# Tabs separate like spaces.
+"$P" opt $E --pass $'recompute(\tstages=0,\tpolicy=full)' >"$tmp/tab" 2>"$tmp/err"
+check "opt --pass with tabs: exit 0" test $? = 0
+"$P" opt $E --pass 'recompute(stages=0, policy=full)' >"$tmp/sp" 2>/dev/null
+check "opt --pass with tabs: as with spaces" cmp -s "$tmp/tab" "$tmp/sp"
 
 finish
