@@ -51,4 +51,12 @@ if "$PIPEC_ASAN" check --mem tests/golden/check/mem_at_budget.pipe >"$tmp/out" 2
 else
     bad "check --mem exit status"; head -n 10 "$tmp/err"
 fi
+# Without a budget, --mem prints "-" for the budget and the headroom; stage 0 of this
+# 1F1B (P = 2, M = 2) holds both micro-batches' act (2 GiB) at F1, stage 1 one at F0.
+printf 'pipeline nb { stages 2 microbatches 2 costs { f 1ms b 2ms act 1GiB weights 512MiB }\n stage 0 { F0 F1 B0 B1 }\n stage 1 { F0 B0 F1 B1 } }\n' >"$tmp/nb.pipe"
+"$PIPEC_ASAN" check --mem "$tmp/nb.pipe" >"$tmp/out" 2>"$tmp/err"
+check "check --mem without a budget: exit 0" test $? = 0
+check "check --mem without a budget: stage 0 row" grep -qE '^ +0 +2\.5 GiB +- +- +512\.0 MiB +2\.0 GiB +F1 \(2\)$' "$tmp/out"
+check "check --mem without a budget: stage 1 row" grep -qE '^ +1 +1\.5 GiB +- +- +512\.0 MiB +1\.0 GiB +F0 \(1\)$' "$tmp/out"
+check "check --mem without a budget: arena rows without a budget" grep -qE '^ +0 +2\.0 GiB +2\.0 GiB +1\.000 +512\.0 MiB +2\.5 GiB +-$' "$tmp/out"
 finish
