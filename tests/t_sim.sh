@@ -273,6 +273,8 @@ gantt_width() { # COLUMNS value: the widest timeline row
 }
 check "gantt: COLUMNS=60 makes 60-column rows" test "$(gantt_width 60)" = 60
 check "gantt: COLUMNS=150 makes 150-column rows" test "$(gantt_width 150)" = 150
+# The label column stays; the timeline keeps at least 10 columns ("    stage 0 |" is 13).
+check "gantt: COLUMNS=20 keeps 10 timeline columns" test "$(gantt_width 20)" = 23
 for c in abc 5 60x; do
     check "gantt: COLUMNS='$c' is ignored (100 columns)" test "$(gantt_width "$c")" = 100
 done
