@@ -82,4 +82,19 @@ PIPERUN_INC=${PIPERUN_INC:-$PWD/runtime} PIPERUN_LIB=${PIPERUN_LIB:-$PWD/build} 
     "$tmp/bin/pipec" run examples/demo.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
 check "no docs beside pipec: exit 0" test $? = 0
 check "no docs beside pipec: the built-in text" grep -qx "pipec run: training text: the program's short built-in text (--data FILE for another)" "$tmp/err"
+# Why the mlp workload cannot run a file, said before anything is built (docs/model.md).
+while IFS='|' read -r body why; do
+    printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\n%s\n' "$body" >"$tmp/w.pipe"
+    "$PIPEC" run --workload mlp "$tmp/w.pipe" --iters 1 --cache "$tmp/cache5" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 1 ] && grep -qxF "pipec run: --workload mlp needs the mlp workload, which cannot run this file: $why" "$tmp/err" &&
+       [ ! -d "$tmp/cache5" ]; then ok
+    else bad "--workload mlp: $why" "rc=$rc $(head -c 300 "$tmp/err")"; fi
+done <<'CASES'
+pipeline w { stages 2 microbatches 2 model tiny { arch llama heads 16 hidden 48 } device cpu schedule onef1b }|model tiny: heads must divide hidden, kv_heads heads, and a llama head size must be even
+pipeline w { stages 2 microbatches 2 model tiny partition [1.5, 2.5] device cpu schedule onef1b }|the mlp workload runs whole layers only (partition entry 0 is 1.5)
+pipeline w { stages 2 microbatches 2 chunks 2 model tiny partition [2, 2] device cpu schedule interleaved }|the partition lists 2 entries, the mlp workload needs one per virtual stage (4)
+pipeline w { stages 2 microbatches 2 model tiny { seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU mlp workload
+pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU gpt workload
+CASES
 finish
