@@ -140,12 +140,23 @@ char *read_file(const char *path, size_t *len)
     return b.s;
 }
 
+static bool stdout_reported;
+
+static int stdout_error(int err)
+{
+    if (!stdout_reported)
+        fprintf(stderr, "pipec: error writing standard output: %s\n", strerror(err));
+    stdout_reported = true;
+    return 1;
+}
+
 int write_file_atomic(const char *path, const char *data, size_t len)
 {
     if (strcmp(path, "-") == 0) {
         if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
-            if (!errno)
-                errno = EIO;
+            int e = errno ? errno : EIO;
+            stdout_error(e); /* reported here, once, as flush_stdout reports */
+            errno = e;
             return -1;
         }
         return 0;
@@ -184,16 +195,6 @@ fail:;
     free(tmp);
     errno = e;
     return -1;
-}
-
-static bool stdout_reported;
-
-static int stdout_error(int err)
-{
-    if (!stdout_reported)
-        fprintf(stderr, "pipec: error writing standard output: %s\n", strerror(err));
-    stdout_reported = true;
-    return 1;
 }
 
 int flush_stdout(void)

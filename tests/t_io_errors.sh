@@ -47,6 +47,22 @@ if [ -w /dev/full ]; then
     full "--help" --help
     full "--version" --version
     full "help sim" help sim
+    # "-" as an output file is standard output: the same one message, once.
+    full "print -o -" print "$E" -o -
+    full "opt -o -" opt "$E" --pass recompute -o -
+    full "export-csv -o -" export-csv "$E" -o -
+    full "import-csv -o -" import-csv "$tmp/e.csv" -o -
+    full "sim --svg -" sim "$E" --svg -
+    full "sim --trace -" sim "$E" --trace -
+    full "sim --html -" sim "$E" --html -
+    full "tune -o -" tune "$E" -o -
+    for o in svg html; do
+        "$P" diff "$E" "$D" --$o - >/dev/full 2>"$tmp/err"
+        check "diff --$o - > /dev/full: exit 2 (diff's error status)" test $? = 2
+        check "diff --$o - > /dev/full: one message" test "$(cat "$tmp/err")" = "pipec: error writing standard output: No space left on device"
+    done
+    "$P" sim "$E" --svg - >/dev/full 2>"$tmp/err"
+    check "sim --svg - > /dev/full: the message only once" test "$(grep -c '^pipec: ' "$tmp/err")" = 1
     # an error in the input keeps its own diagnostics and exit status 1
     printf 'pipeline p { stages 0 }\n' >"$tmp/bad.pipe"
     "$P" check "$tmp/bad.pipe" >/dev/full 2>"$tmp/err"
