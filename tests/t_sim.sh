@@ -279,6 +279,18 @@ for c in abc 5 60x; do
     check "gantt: COLUMNS='$c' is ignored (100 columns)" test "$(gantt_width "$c")" = 100
 done
 
+# --- sim of a schedule over its budget: simulated as written, the stage marked ------------
+printf 'pipeline ob { stages 2 microbatches 4 memory 3GiB costs { f 1ms b 2ms act 1GiB }\n stage 0 { F0 F1 F2 F3 B0 B1 B2 B3 }\n stage 1 { F0 B0 F1 B1 F2 B2 F3 B3 } }\n' >"$tmp/ob.pipe"
+"$P" sim "$tmp/ob.pipe" --svg "$tmp/ob.svg" >"$tmp/ob" 2>&1
+check "over budget: sim still exits 0" test $? = 0
+# GPipe order on stage 0 holds all four micro-batches: 4 GiB of a 3 GiB budget.
+check "over budget: stage 0 marked" grep -qE '^ +0 +12\.000 +3\.000 +0\.000 +3\.000 +4\.0 GiB +3\.0 GiB +133\.3%  over budget$' "$tmp/ob"
+check "over budget: stage 1 not marked" grep -qE '^ +1 +12\.000 +3\.000 +0\.000 +0\.000 +1\.0 GiB +3\.0 GiB +33\.3%$' "$tmp/ob"
+check "over budget: the SVG's memory label of stage 0 is red" grep -q 'class="mem" fill="#C44E52">4.0 GiB / 3.0 GiB' "$tmp/ob.svg"
+check "over budget: stage 1's label is not" grep -q 'class="mem">1.0 GiB / 3.0 GiB' "$tmp/ob.svg"
+"$P" check "$tmp/ob.pipe" >/dev/null 2>&1
+check "over budget: check rejects it (exit 1)" test $? = 1
+
 # --- errors ------------------------------------------------------------------------------
 "$P" sim >/dev/null 2>&1
 check "sim without a file: usage (2)" test $? = 2
