@@ -98,6 +98,13 @@ check "... and leaves the folder as it was" diff -rq "$g" "$tmp/keep"
 mkdir "$tmp/dot" && (cd "$tmp/dot" && "$P" emit "$OLDPWD/$D" -o . >/dev/null 2>"$tmp/err")
 check "emit -o . is refused" test $? = 1
 check "... writing nothing" test -z "$(ls -A "$tmp/dot")"
+mkdir -p "$tmp/dot/sub"
+for o in "" .. sub/.. /; do
+    (cd "$tmp/dot/sub" && "$P" emit "$OLDPWD/$D" -o "$o" >/dev/null 2>"$tmp/err")
+    check "emit -o '$o': exit 1" test $? = 1
+    check "emit -o '$o': says why" grep -qxF "pipec: -o $o: name the output folder itself (not '.' or '..')" "$tmp/err"
+done
+check "... writing nothing anywhere" test "$(find "$tmp/dot" | wc -l)" = 2
 echo x >"$tmp/file"
 "$P" emit "$D" -o "$tmp/file" >/dev/null 2>"$tmp/err"
 check "emit -o FILE is refused" grep -q "exists and is not a folder" "$tmp/err"
