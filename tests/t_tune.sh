@@ -174,6 +174,27 @@ if command -v script >/dev/null; then
 else
     skip "tune on a terminal" "no script(1)"
 fi
+# -o keeps what the file wrote beside the schedule: its partition list and per-stage
+# costs, and the model and device it uses (written out, so the file stands alone).
+cat >"$tmp/tw.pipe" <<E
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline tw { stages 2 microbatches 4 model tiny device cpu
+  partition [1, 3]
+  costs stage 0 { p2p 1ms }
+  schedule onef1b }
+E
+"$PIPEC" tune "$tmp/tw.pipe" -o "$tmp/tw.best.pipe" >"$tmp/tw.tab" 2>/dev/null
+check "tune -o, written partition: exit 0" test $? = 0
+check "tune -o keeps the partition list" grep -qx '  partition \[1, 3\]' "$tmp/tw.best.pipe"
+check "tune -o keeps the per-stage costs" grep -qx '  costs stage 0 { p2p 1ms }' "$tmp/tw.best.pipe"
+check "tune -o writes the model out" grep -q '^model tiny {' "$tmp/tw.best.pipe"
+check "tune -o writes the device out" grep -q '^device cpu {' "$tmp/tw.best.pipe"
+check "tune -o, written partition: checks" q "$PIPEC" check "$tmp/tw.best.pipe"
+b=$(best "$tmp/tw.tab")
+o=$("$PIPEC" sim --json "$tmp/tw.best.pipe" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_ms"])')
+expect "tune -o, written partition: simulates to row 1 ($o vs $b)" "abs(${o:-0} - ${b:-1}) <= 0.05 + 1e-6 * ${b:-1}"
 echo 'pipeline x { stages 0 }' >"$tmp/bad.pipe"
 "$PIPEC_ASAN" tune "$tmp/bad.pipe" >/dev/null 2>&1; check "tune on a bad file: exit 1" test $? = 1
 finish
