@@ -476,12 +476,26 @@ static void test_dep_absent_ends(void **state)
         assert_false(r->stuck);
         assert_near(r->makespan_ms, base);
         assert_near(sim_makespan(p, &scratch), base);
+        /* nor a flow arrow in the Chrome trace */
+        StrBuf t = {0};
+        sim_write_trace(&t, p, r);
+        assert_null(strstr(t.s, "\"name\": \"dep\"")); /* p2p arrows are named "p2p" */
+        sb_free(&t);
         sim_free(r);
     }
     /* F1 on stage 1 after B0 on stage 0, which follows stage 1's B0: F1 waits b more. */
     add_dep(p, 0, OP_B, 0, 1, OP_F, 1);
     double with = sim_makespan(p, &scratch);
     assert_true(isfinite(with) && with > base + 1);
+    SimResult *r = simulate(p);
+    StrBuf t = {0};
+    sim_write_trace(&t, p, r);
+    const char *at = strstr(t.s, "\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"s\"");
+    assert_non_null(at); /* one arrow, from stage 0 */
+    assert_non_null(strstr(at, "\"pid\": 0"));
+    assert_null(strstr(at + 1, "\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"s\""));
+    sb_free(&t);
+    sim_free(r);
     sim_scratch_free(scratch);
     pipeline_free(p);
 }
