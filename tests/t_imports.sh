@@ -64,4 +64,27 @@ printf 'import "big.pipe"\npipeline p { stages 1 microbatches 1 }\n' >ib.pipe
 "$P" check ib.pipe >out 2>err
 check "an import over the size limit: exit 1" test $? = 1
 check "... located at the import" grep -q "^ib.pipe:1:8: error\[limit\]: 'big.pipe' is larger than" err
+# --- -I and --include on every command that reads a file ------------------------------------
+while read -r cmd rest; do
+    # shellcheck disable=SC2086
+    (cd "$tmp" && "$P" $cmd -I "$tmp/b" m.pipe $rest) >out 2>err
+    rc=$?
+    want=0
+    if [ $rc = $want ]; then ok; else bad "$cmd -I DIR finds the import" "rc=$rc $(head -c 200 err)"; fi
+    (cd "$tmp" && "$P" $cmd --include="$tmp/b" m.pipe $rest) >out 2>err
+    rc=$?
+    if [ $rc = $want ]; then ok; else bad "$cmd --include=DIR finds the import" "rc=$rc $(head -c 200 err)"; fi
+done <<CMDS
+check
+print
+sim --json
+opt --pass recompute
+diff m.pipe
+export-csv
+tune --budget 2
+emit -o $tmp/e1
+run --iters 1 --quiet --cache $tmp/cache
+CMDS
+(cd "$tmp" && "$P" check m.pipe) >out 2>err
+check "... and without -I the import is not found" test $? = 1
 finish
