@@ -97,4 +97,12 @@ pipeline w { stages 2 microbatches 2 chunks 2 model tiny partition [2, 2] device
 pipeline w { stages 2 microbatches 2 model tiny { seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU mlp workload
 pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU gpt workload
 CASES
+# The build cache: --cache, else $XDG_CACHE_HOME/pipec (an absolute path only, as the XDG
+# spec says), else $HOME/.cache/pipec.
+XDG_CACHE_HOME=$tmp/xdg "$PIPEC" run examples/tiny_1f1b.pipe --iters 1 >/dev/null 2>"$tmp/err"
+check "cache in \$XDG_CACHE_HOME/pipec" grep -q "^pipec run: building tiny_1f1b (4 ranks) in $tmp/xdg/pipec/[0-9a-f]*\$" "$tmp/err"
+mkdir -p "$tmp/home"
+(cd "$tmp" && XDG_CACHE_HOME=rel HOME=$tmp/home "$PIPEC" run "$OLDPWD/examples/tiny_1f1b.pipe" --iters 1) >/dev/null 2>"$tmp/err"
+check "a relative XDG_CACHE_HOME is ignored: cache in \$HOME/.cache/pipec" grep -q "^pipec run: building tiny_1f1b (4 ranks) in $tmp/home/.cache/pipec/[0-9a-f]*\$" "$tmp/err"
+check "... nothing under the relative folder" test ! -e "$tmp/rel"
 finish
