@@ -59,4 +59,19 @@ check "check --mem without a budget: exit 0" test $? = 0
 check "check --mem without a budget: stage 0 row" grep -qE '^ +0 +2\.5 GiB +- +- +512\.0 MiB +2\.0 GiB +F1 \(2\)$' "$tmp/out"
 check "check --mem without a budget: stage 1 row" grep -qE '^ +1 +1\.5 GiB +- +- +512\.0 MiB +1\.0 GiB +F0 \(1\)$' "$tmp/out"
 check "check --mem without a budget: arena rows without a budget" grep -qE '^ +0 +2\.0 GiB +2\.0 GiB +1\.000 +512\.0 MiB +2\.5 GiB +-$' "$tmp/out"
+# --mem also plans the arena with the workload's real region sizes when `pipec run` can
+# run the model: mlp, gpt or llama, named.
+for f in demo:mlp gpt_tiny:gpt llama_tiny:llama; do
+    "$PIPEC_ASAN" check --mem "examples/${f%%:*}.pipe" >"$tmp/out" 2>"$tmp/err"
+    check "check --mem ${f%%:*}: exit 0" test $? = 0
+    check "check --mem ${f%%:*}: the ${f##*:} workload's arena" grep -qx "  sizes: the ${f##*:} workload's real region sizes (the arena \`pipec run\` allocates; weights are the cost model's)" "$tmp/out"
+    check "check --mem ${f%%:*}: two arena tables" test "$(grep -c '^arena plan' "$tmp/out")" = 2
+done
+# -m and -q are --mem and --quiet: the tables, and no "ok" line.
+"$PIPEC_ASAN" check -m -q examples/demo.pipe >"$tmp/out" 2>&1
+check "check -m -q: tables" grep -q '^arena plan' "$tmp/out"
+check "check -m -q: no ok line" bash -c "! grep -q ': ok' '$tmp/out'"
+# Only the cost model's table when the workload cannot run the model.
+"$PIPEC_ASAN" check --mem examples/llama2_13b_1f1b.pipe >"$tmp/out" 2>&1
+check "check --mem, a model too large to run: one arena table" test "$(grep -c '^arena plan' "$tmp/out")" = 1
 finish
