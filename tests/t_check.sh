@@ -74,4 +74,14 @@ check "check -m -q: no ok line" bash -c "! grep -q ': ok' '$tmp/out'"
 # Only the cost model's table when the workload cannot run the model.
 "$PIPEC_ASAN" check --mem examples/llama2_13b_1f1b.pipe >"$tmp/out" 2>&1
 check "check --mem, a model too large to run: one arena table" test "$(grep -c '^arena plan' "$tmp/out")" = 1
+# `recompute stages` spelled all, as one stage, or as a range: the same directives.
+for form in "all|0..=1" "1|1..=1" "0|0..1"; do
+    for f in "${form%%|*}" "${form##*|}"; do
+        printf 'pipeline p { stages 2 microbatches 2 costs { f 1ms b 2ms r 1ms act 1GiB ckpt 0 } recompute stages %s policy full\n stage 0 { F0 F1 B0 B1 }\n stage 1 { F0 B0 F1 B1 } }\n' "$f" >"$tmp/rs.pipe"
+        "$PIPEC_ASAN" print "$tmp/rs.pipe" >"$tmp/rs_$f.out" 2>&1
+    done
+    check "recompute stages ${form%%|*} is ${form##*|}" cmp -s "$tmp/rs_${form%%|*}.out" "$tmp/rs_${form##*|}.out"
+done
+check "recompute stages all: R ops on both stages" test "$(grep -c ' R0 ' "$tmp/rs_all.out")" = 2
+check "recompute stages 1: R ops on stage 1 only" test "$(grep -c ' R0 ' "$tmp/rs_1.out")" = 1
 finish
