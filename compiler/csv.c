@@ -671,7 +671,8 @@ int cmd_import_csv(int argc, char **argv)
     size_t len;
     char *text = read_file(path, &len);
     if (!text) {
-        fprintf(stderr, "pipec: cannot read %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "pipec: cannot read %s: %s\n", strcmp(path, "-") ? path : "standard input",
+                strerror(errno));
         return 1;
     }
     if (len > UINT32_MAX - 1) {

@@ -120,17 +120,18 @@ char *read_file(const char *path, size_t *len)
     StrBuf b = {0};
     char chunk[65536];
     size_t n;
+    errno = 0;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
         VEC_RESERVE(b.s, b.len + n + 1, b.cap);
         memcpy(b.s + b.len, chunk, n);
         b.len += n;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0; /* the read's reason, e.g. EISDIR */
     if (!std_in)
         fclose(f);
     if (err) {
         free(b.s);
-        errno = EIO;
+        errno = err;
         return NULL;
     }
     VEC_RESERVE(b.s, b.len + 1, b.cap);
