@@ -95,6 +95,22 @@ check "emit over a folder with foreign files exits 1" test $? = 1
 check "... naming the foreign file" grep -q "gen/notes.txt is not a file pipec writes" "$tmp/err"
 rm "$g/notes.txt"
 check "... and leaves the folder as it was" diff -rq "$g" "$tmp/keep"
+# a subfolder, or a link even with a generated file's name, is foreign too
+mkdir "$g/sub"
+"$P" emit "$D" -o "$g" >/dev/null 2>"$tmp/err"
+check "emit over a folder with a subfolder exits 1, naming it" grep -q "gen/sub is not a file pipec writes" "$tmp/err"
+rmdir "$g/sub"
+ln -s "$tmp/keep/Makefile" "$g/link.c"
+"$P" emit "$D" -o "$g" >/dev/null 2>"$tmp/err"
+check "emit over a folder with a link exits 1, naming it" grep -q "gen/link.c is not a file pipec writes" "$tmp/err"
+rm "$g/link.c"
+check "... and leaves the folder as it was" diff -rq "$g" "$tmp/keep"
+# what a build adds (objects, the program: an executable) is pipec's and replaced
+: >"$g/rank_0.o"
+printf '#!/bin/sh\n' >"$g/prog" && chmod +x "$g/prog"
+"$P" emit "$tmp/two.pipe" -o "$g" >/dev/null 2>"$tmp/err"
+check "emit over a built folder exits 0" test $? = 0
+check "... leaving no object or program of the old build" test ! -e "$g/rank_0.o" -a ! -e "$g/prog"
 mkdir "$tmp/dot" && (cd "$tmp/dot" && "$P" emit "$OLDPWD/$D" -o . >/dev/null 2>"$tmp/err")
 check "emit -o . is refused" test $? = 1
 check "... writing nothing" test -z "$(ls -A "$tmp/dot")"
