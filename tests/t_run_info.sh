@@ -96,6 +96,8 @@ pipeline w { stages 2 microbatches 2 model tiny partition [1.5, 2.5] device cpu 
 pipeline w { stages 2 microbatches 2 chunks 2 model tiny partition [2, 2] device cpu schedule interleaved }|the partition lists 2 entries, the mlp workload needs one per virtual stage (4)
 pipeline w { stages 2 microbatches 2 model tiny { seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU mlp workload
 pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU gpt workload
+model m { arch mlp layers 2 hidden 64 vocab 256 seq 16 } pipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }|model m: `mbs` must be a whole number in 1..16777216
+model m { arch gpt layers 2 hidden 64 heads 4 ffn 100000000 vocab 256 seq 16 mbs 2 } pipeline w { stages 2 microbatches 2 model m device cpu memory 1TiB schedule onef1b }|model m: `ffn` must be a whole number
 CASES
 # The build cache: --cache, else $XDG_CACHE_HOME/pipec (an absolute path only, as the XDG
 # spec says), else $HOME/.cache/pipec.
