@@ -477,6 +477,33 @@ static void test_verifier_rejects(void **state)
     pipeline_free(p);
 }
 
+/* Ops the plan cannot place (an unknown kind, a virtual stage or micro-batch out of
+ * range) get their table stream (compute for an unknown kind) and no waits, and nothing
+ * waits for them; a message naming a rank or position that does not exist gets no
+ * receive. The runtime links the plan as it is, so a bad input must not crash it. */
+static void test_unknown_ops(void **state)
+{
+    (void)state;
+    /* one rank, PV = 1, M = 1: F0, then three ops it cannot place, then B0 */
+    const SpOp ops0[] = {{OP_F, 0, 0}, {99, 0, 0}, {OP_SO, 5, 0}, {OP_SI, 0, 7}, {OP_B, 0, 0}};
+    const SpOp *const ops[] = {ops0};
+    const uint32_t nops[] = {5};
+    const SpMsg msgs[] = {{0, 0, 3, 0}, {0, 0, 0, 9}};
+    StreamIn in = {.P = 1, .PV = 1, .M = 1, .ops = ops, .nops = nops, .msgs = msgs, .nmsgs = 2};
+    StreamPlan *sp = stream_plan(&in);
+    assert_non_null(sp);
+    const StreamRank *k = &sp->rank[0];
+    assert_int_equal(k->stream[1], STREAM_COMPUTE);
+    assert_int_equal(k->stream[2], STREAM_D2H);
+    assert_int_equal(k->stream[3], STREAM_H2D);
+    for (uint32_t i = 1; i <= 3; i++)
+        assert_int_equal(k->wstart[i + 1] - k->wstart[i], 0);
+    for (uint32_t x = k->wstart[4]; x < k->wstart[5]; x++)
+        assert_true(k->waits[x] == 0 || k->waits[x] > 3);
+    assert_int_equal(k->rstart[k->nops], 0); /* neither message is received */
+    stream_plan_free(sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_message_shapes),
         cmocka_unit_test(test_send_at_producer),
         cmocka_unit_test(test_verifier_rejects),
+        cmocka_unit_test(test_unknown_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
