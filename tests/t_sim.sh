@@ -275,6 +275,14 @@ check "gantt: COLUMNS=60 makes 60-column rows" test "$(gantt_width 60)" = 60
 check "gantt: COLUMNS=150 makes 150-column rows" test "$(gantt_width 150)" = 150
 # The label column stays; the timeline keeps at least 10 columns ("    stage 0 |" is 13).
 check "gantt: COLUMNS=20 keeps 10 timeline columns" test "$(gantt_width 20)" = 23
+# Without COLUMNS, a terminal's own width.
+if command -v script >/dev/null; then
+    w=$(env -u COLUMNS script -qec "stty cols 50; '$P' sim --gantt $G/tiny_1f1b.pipe" /dev/null | tr -d '\r' |
+        grep -E '^ +stage [0-9]+ \|' | awk '{ if (length > w) w = length } END { print w }')
+    check "gantt: a 50-column terminal makes 50-column rows ($w)" test "$w" = 50
+else
+    skip "gantt on a terminal" "no script(1)"
+fi
 for c in abc 5 60x; do
     check "gantt: COLUMNS='$c' is ignored (100 columns)" test "$(gantt_width "$c")" = 100
 done
