@@ -11,6 +11,8 @@ P=$(realpath "$PIPEC_ASAN")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 E=examples/tiny_1f1b.pipe
+# The runtime the suite builds against (the coverage build sets its own).
+rt_inc=${PIPERUN_INC:-$PWD/runtime} rt_lib=${PIPERUN_LIB:-$PWD/build}
 
 # --- option values ---------------------------------------------------------------------------
 for cmd in compile run; do
@@ -68,4 +70,25 @@ check "... run \`make cuda\`" grep -qF '(run `make cuda`)' "$tmp/err"
 : >"$tmp/t/lib/libpiperun_cuda.a"
 missing libpiperun_cuda_mpi.a --backend cuda --launcher mpi
 check "... run \`make cuda-mpi\`" grep -qF '(run `make cuda-mpi`)' "$tmp/err"
+# --- $CC and $MPICC (docs/runtime.md, docs/cuda.md) --------------------------------------------
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC=false "$P" compile $E -o "$tmp/cc1" >"$tmp/out" 2>"$tmp/err"
+check "CC=false: exit 1" test $? = 1
+check "CC=false: says the build failed, naming the folder" grep -qx "pipec: compiling the generated program in $tmp/cc1 failed" "$tmp/err"
+check "CC=false: no program" test ! -e "$tmp/cc1/tiny_1f1b"
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC=/nonexistent/cc "$P" compile $E -o "$tmp/cc2" >"$tmp/out" 2>"$tmp/err"
+check "CC that does not exist: exit 1" test $? = 1
+check "CC that does not exist: named" grep -qx "pipec: cannot run /nonexistent/cc: No such file or directory" "$tmp/err"
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC= "$P" compile $E -o "$tmp/cc3" >"$tmp/out" 2>"$tmp/err"
+check "an empty CC is cc: exit 0" test $? = 0
+check "an empty CC is cc: the program" test -x "$tmp/cc3/tiny_1f1b"
+if [ -f "$rt_lib/libpiperun_mpi.a" ]; then
+    PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib MPICC=false "$P" compile --launcher mpi $E -o "$tmp/cc4" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -q "cannot find libpiperun_mpi.a" "$tmp/err"; then
+        skip "MPICC=false" "the MPI runtime is not built"
+    else
+        check "MPICC=false: exit 1" test $rc = 1
+        check "MPICC=false: says the build failed" grep -qx "pipec: compiling the generated program in $tmp/cc4 failed" "$tmp/err"
+    fi
+fi
 finish
