@@ -267,6 +267,14 @@ for w in 12 '' 1500px 40000; do
 done
 check "a rejected --width writes no SVG" test ! -e "$tmp/dw2.svg"
 
+# File names with XML's special characters label diff's SVG escaped; it stays XML.
+cp $G/tiny_1f1b.pipe "$tmp/a&b\".pipe"
+cp $G/tiny_gpipe.pipe "$tmp/x<y>.pipe"
+"$P" diff "$tmp/a&b\".pipe" "$tmp/x<y>.pipe" --svg "$tmp/esc.svg" >/dev/null 2>&1
+check "diff --svg, special file names: escaped A label" grep -qF 'A: '"$tmp"'/a&amp;b&quot;.pipe' "$tmp/esc.svg"
+check "diff --svg, special file names: escaped B label" grep -qF 'B: '"$tmp"'/x&lt;y&gt;.pipe' "$tmp/esc.svg"
+check "diff --svg, special file names: well-formed XML" python3 -c "import xml.dom.minidom as m; m.parse('$tmp/esc.svg')"
+
 # --- gantt width: $COLUMNS when it is a number from 20, else 100 columns -------------------------
 gantt_width() { # COLUMNS value: the widest timeline row
     COLUMNS=$1 "$P" sim --gantt $G/tiny_1f1b.pipe | grep -E '^ +stage [0-9]+ \|' | awk '{ if (length > w) w = length } END { print w }'
