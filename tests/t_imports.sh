@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 P=$(realpath "$PIPEC_ASAN")
 stdlib=$(realpath "${PIPEC_STDLIB:-stdlib}")
 export PIPEC_STDLIB=$stdlib
+# `run` builds: the runtime of this tree (the sanitizer build has none beside it).
+export PIPERUN_INC=${PIPERUN_INC:-$PWD/runtime} PIPERUN_LIB=${PIPERUN_LIB:-$PWD/build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
