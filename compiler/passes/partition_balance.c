@@ -93,10 +93,7 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
         return 1;
     }
     CostModel cm;
-    if (costmodel_init(d, p, &cm)) {
-        costmodel_free(&cm);
-        return 1;
-    }
+    costmodel_get(p, &cm);
     int32_t nv = cm.nv;
     int64_t *units = xmalloc((size_t)nv * sizeof *units);
     for (int32_t v = 0; v < nv; v++)
@@ -121,7 +118,8 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
         units[vf] += 2;
         cm_set_partition(q, units, nv);
         int32_t s2 = 0, f2 = 0, n2 = 0;
-        bool keep = derive_costs(d, q) == 0 && fits(q);
+        rederive_costs(q);
+        bool keep = fits(q);
         double t = keep ? rank_times(q, &s2, &f2, &n2) : INFINITY;
         /* strictly shorter, or as long with fewer ranks at the longest (ties would
          * otherwise stop the greedy at its first step) */
@@ -135,10 +133,7 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
                             "%.3f ms -> %.3f ms\n", slow, fast, cur, t);
         cm_set_partition(p, units, nv);
         pipeline_free(q);
-        if (derive_costs(d, p)) {
-            free(units);
-            return 1;
-        }
+        rederive_costs(p);
         cur = rank_times(p, &slow, &fast, &nmax);
     }
     free(units);
