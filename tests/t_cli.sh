@@ -129,16 +129,16 @@ while IFS='|' read -r list want; do
     if [ $rc = 1 ] && [ "$(head -n 1 "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ]; then ok
     else bad "opt --pass '$list'" "rc=$rc $(head -n 1 "$tmp/err")"; fi
 done <<'CASES'
-swap(=1)|<--pass>:1:6: error[syntax]: expected an argument name, found '='
-swap(lambda 1)|<--pass>:1:13: error[syntax]: expected '=' after the argument name, found '1'
-recompute(stages=0..=x)|<--pass>:1:22: error[syntax]: expected a range of integers such as 0..=2, found 'x'
-recompute(stages=1.5..=2)|<--pass>:1:18: error[syntax]: expected a range of integers such as 0..=2, found '1.5..'
+swap(=1)|<--pass>:1:6: error[syntax]: unexpected '=', expected name or ')'
+swap(lambda 1)|<--pass>:1:13: error[syntax]: unexpected number '1', expected '='
+recompute(stages=0..=x)|<--pass>:1:22: error[syntax]: unexpected identifier 'x', expected number
+recompute(stages=1.5..=2)|<--pass>:1:18: error[value]: a range needs integer bounds
 recompute(stages=[])|<--pass>:1:11: error[value]: argument 'stages' of pass 'recompute' must be a stage range such as 0..=2
-recompute(stages=[1, x])|<--pass>:1:22: error[syntax]: expected a number in the list, found 'x'
-recompute(stages=[1, 2)|<--pass>:1:23: error[syntax]: expected ']' closing the list, found ')'
-swap(beta=1e999)|<--pass>:1:12: error[value]: unknown unit (times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; bandwidth: SIZE/s), found 'e999'
-swap(lambda=1) extra|<--pass>:1:16: error[syntax]: expected ',' between passes, found 'extra'
-swap(beta="x")|<--pass>:1:11: error[syntax]: expected a value (number, name, range or [list]), found '"x"'
+recompute(stages=[1, x])|<--pass>:1:22: error[syntax]: unexpected identifier 'x', expected number or '-'
+recompute(stages=[1, 2)|<--pass>:1:23: error[syntax]: unexpected ')', expected ']' or ','
+swap(beta=1e999)|<--pass>:1:11: error[value]: number out of range
+swap(lambda=1) extra|<--pass>:1:16: error[syntax]: unexpected identifier 'extra', expected the end of the pass list
+swap(beta="x")|<--pass>:1:6: error[value]: argument 'beta' of pass 'swap' must be a number
 CASES
 # Tabs separate like spaces.
 "$P" opt $E --pass $'recompute(\tstages=0,\tpolicy=full)' >"$tmp/tab" 2>"$tmp/err"
