@@ -45,8 +45,8 @@ static bool parse_width(const char *arg, SvgOpts *so)
 static int write_out(const char *path, const StrBuf *b)
 {
     if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
-        fprintf(stderr, "pipec: cannot write %s: %s\n", strcmp(path, "-") ? path : "standard output",
-                strerror(errno));
+        if (strcmp(path, "-")) /* standard output's error is reported by write_file_atomic */
+            fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
     return 0;

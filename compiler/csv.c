@@ -695,7 +695,8 @@ int cmd_import_csv(int argc, char **argv)
     size_t len;
     char *text = read_file(path, &len);
     if (!text) {
-        fprintf(stderr, "pipec: cannot read %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "pipec: cannot read %s: %s\n", strcmp(path, "-") ? path : "standard input",
+                strerror(errno));
         return 1;
     }
     if (len > UINT32_MAX - 1) {
@@ -784,7 +785,7 @@ int cmd_export_csv(int argc, char **argv)
             fmt = CSV_LEGACY;
         StrBuf b = {0};
         csv_export(&d, p, fmt, &b);
-        rc = emit(out, &b);
+        rc = d.nerr ? 1 : emit(out, &b); /* a warning under -Werror writes nothing */
         sb_free(&b);
         pipeline_free(p);
     }

@@ -167,7 +167,7 @@ static const struct {
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"
      "  -o, --output DIR    the folder to write\n"
      "      --backend B     cpu (default) or cuda: the runtime the Makefile links\n"
-     "      --launcher L    threads (default) or mpi: how the Makefile links the ranks\n" COMMON_OPTS},
+     COMMON_OPTS},
     {"compile",
      "usage: pipec compile [options] FILE -o DIR [--backend cpu|cuda] [--launcher threads|mpi]\n"
      "Emits and compiles the per-rank programs into DIR/NAME (alias: pipec build).\n"

@@ -271,7 +271,7 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
             return true;
         }
         if (a == INT64_MIN) {
-            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in -%" PRId64, a);
+            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in -(%" PRId64 ")", a);
             return false;
         }
         *out = -a;

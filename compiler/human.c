@@ -43,17 +43,3 @@ char *human_size(char *buf, size_t n, double bytes)
         snprintf(buf, n, "%.1f %s", x, unit[u]);
     return buf;
 }
-
-char *human_num(char *buf, size_t n, double x)
-{
-    double a = fabs(x);
-    if (!isfinite(x))
-        snprintf(buf, n, "-");
-    else if (a >= 100 || a == 0)
-        snprintf(buf, n, "%.0f", x);
-    else if (a >= 0.001)
-        snprintf(buf, n, "%.*f", a >= 10 ? 1 : a >= 1 ? 2 : 3, x);
-    else
-        snprintf(buf, n, "%.3g", x);
-    return buf;
-}

@@ -15,8 +15,4 @@ char *human_ms(char *buf, size_t n, double ms);
  * finite. Returns buf (32 bytes are enough). */
 char *human_size(char *buf, size_t n, double bytes);
 
-/* A plain number with three significant digits and no exponent for people: 0.273,
- * 31.0, 18280. Returns buf. */
-char *human_num(char *buf, size_t n, double x);
-
 #endif

@@ -97,8 +97,10 @@ static char *find_import(Loader *L, const char *importer, const char *path, StrB
                          char **std_name)
 {
     *std_name = NULL;
-    if (path[0] == '/')
+    if (path[0] == '/') {
+        sb_printf(searched, "only %s (the path is absolute)", path);
         return is_regular(path) ? xstrdup(path) : NULL;
+    }
     char *cand;
     char *dir = dir_of(importer);
     cand = strcmp(dir, ".") == 0 ? xstrdup(path) : xasprintf("%s/%s", dir, path);

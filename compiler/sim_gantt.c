@@ -73,8 +73,6 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
         if (n > lw)
             lw = n;
     }
-    if (lw < 7)
-        lw = 7;
     int cols = width - lw - 2;
     if (cols < 10)
         cols = 10;

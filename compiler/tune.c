@@ -810,7 +810,8 @@ int cmd_tune(int argc, char **argv)
             print_pipeline(&pb, t.best);
         }
         if (write_file_atomic(out, pb.s, pb.len) != 0) {
-            fprintf(stderr, "pipec tune: cannot write %s\n", out);
+            if (strcmp(out, "-")) /* standard output's error is reported by write_file_atomic */
+                fprintf(stderr, "pipec tune: cannot write %s\n", out);
             rc = 1;
         }
         sb_free(&pb);

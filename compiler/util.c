@@ -120,17 +120,18 @@ char *read_file(const char *path, size_t *len)
     StrBuf b = {0};
     char chunk[65536];
     size_t n;
+    errno = 0;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
         VEC_RESERVE(b.s, b.len + n + 1, b.cap);
         memcpy(b.s + b.len, chunk, n);
         b.len += n;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0; /* the read's reason, e.g. EISDIR */
     if (!std_in)
         fclose(f);
     if (err) {
         free(b.s);
-        errno = EIO;
+        errno = err;
         return NULL;
     }
     VEC_RESERVE(b.s, b.len + 1, b.cap);
@@ -140,12 +141,23 @@ char *read_file(const char *path, size_t *len)
     return b.s;
 }
 
+static bool stdout_reported;
+
+static int stdout_error(int err)
+{
+    if (!stdout_reported)
+        fprintf(stderr, "pipec: error writing standard output: %s\n", strerror(err));
+    stdout_reported = true;
+    return 1;
+}
+
 int write_file_atomic(const char *path, const char *data, size_t len)
 {
     if (strcmp(path, "-") == 0) {
         if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
-            if (!errno)
-                errno = EIO;
+            int e = errno ? errno : EIO;
+            stdout_error(e); /* reported here, once, as flush_stdout reports */
+            errno = e;
             return -1;
         }
         return 0;
@@ -184,16 +196,6 @@ fail:;
     free(tmp);
     errno = e;
     return -1;
-}
-
-static bool stdout_reported;
-
-static int stdout_error(int err)
-{
-    if (!stdout_reported)
-        fprintf(stderr, "pipec: error writing standard output: %s\n", strerror(err));
-    stdout_reported = true;
-    return 1;
 }
 
 int flush_stdout(void)

@@ -49,8 +49,9 @@ void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap);
 char *read_file(const char *path, size_t *len);
 
 /* Writes len bytes to path atomically: a temporary file in the same folder, fsync-free
- * rename over the target. Path "-" is standard output (written and flushed). Returns 0,
- * or -1 with errno set (the target is untouched). */
+ * rename over the target. Path "-" is standard output (written and flushed; a failure
+ * there is reported on stderr once, as flush_stdout reports it, so callers say nothing
+ * more). Returns 0, or -1 with errno set (the target is untouched). */
 int write_file_atomic(const char *path, const char *data, size_t len);
 
 /* Flushes standard output. On a write error (a full disk, /dev/full, a closed pipe)

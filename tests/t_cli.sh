@@ -56,6 +56,16 @@ usage_error "check without files" check
 usage_error "print with a missing -o argument" print "$good" -o
 usage_error "opt without --pass" opt "$good"
 usage_error "opt without a file" opt --pass recompute
+usage_error "help with two commands" help check sim
+usage_error "-W with anything but error" check -Wall "$good"
+"$P" -h >"$tmp/out" 2>&1
+check "-h is --help" grep -q "^usage: pipec COMMAND" "$tmp/out"
+# After "--" every argument is a file, even one spelled like an option.
+"$P" check -- --help >"$tmp/out" 2>"$tmp/err"
+check "check -- --help reads a file named --help: exit 1" test $? = 1
+check "... and names it" grep -q "cannot read '--help'" "$tmp/err"
+"$P" print -- "$good" >"$tmp/out" 2>"$tmp/err"
+check "print -- FILE prints FILE" grep -q "^pipeline m {" "$tmp/out"
 "$P" frobnicate 2>&1 | grep -q "unknown command 'frobnicate'"
 check "unknown command is named" test $? = 0
 
@@ -111,5 +121,29 @@ check "opt unknown unit is a value error at the number, as in apply" grep -q "^<
 "$P" opt "$good" --pass 'recompute(stages=0, nosuch=1)' >"$tmp/out" 2>"$tmp/err"
 check "opt with an unknown argument exits 1" test $? = 1
 check "opt unknown argument points at it" grep -q "^<--pass>:1:21: error\[name\]" "$tmp/err"
+# Each malformed --pass list: exit 1 and the exact first line of its diagnostic.
+E=examples/tiny_1f1b.pipe
+while IFS='|' read -r list want; do
+    "$P" opt $E --pass "$list" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 1 ] && [ "$(head -n 1 "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ]; then ok
+    else bad "opt --pass '$list'" "rc=$rc $(head -n 1 "$tmp/err")"; fi
+done <<'CASES'
+swap(=1)|<--pass>:1:6: error[syntax]: unexpected '=', expected name or ')'
+swap(lambda 1)|<--pass>:1:13: error[syntax]: unexpected number '1', expected '='
+recompute(stages=0..=x)|<--pass>:1:22: error[syntax]: unexpected identifier 'x', expected number
+recompute(stages=1.5..=2)|<--pass>:1:18: error[value]: a range needs integer bounds
+recompute(stages=[])|<--pass>:1:11: error[value]: argument 'stages' of pass 'recompute' must be a stage range such as 0..=2
+recompute(stages=[1, x])|<--pass>:1:22: error[syntax]: unexpected identifier 'x', expected number or '-'
+recompute(stages=[1, 2)|<--pass>:1:23: error[syntax]: unexpected ')', expected ']' or ','
+swap(beta=1e999)|<--pass>:1:11: error[value]: number out of range
+swap(lambda=1) extra|<--pass>:1:16: error[syntax]: unexpected identifier 'extra', expected the end of the pass list
+swap(beta="x")|<--pass>:1:6: error[value]: argument 'beta' of pass 'swap' must be a number
+CASES
+# Tabs separate like spaces.
+"$P" opt $E --pass $'recompute(\tstages=0,\tpolicy=full)' >"$tmp/tab" 2>"$tmp/err"
+check "opt --pass with tabs: exit 0" test $? = 0
+"$P" opt $E --pass 'recompute(stages=0, policy=full)' >"$tmp/sp" 2>/dev/null
+check "opt --pass with tabs: as with spaces" cmp -s "$tmp/tab" "$tmp/sp"
 
 finish

@@ -169,6 +169,31 @@ if [ "$rc" = 1 ] && grep -q 'error\[missing\]' "$tmp/out"; then ok; else bad "in
 "$PIPEC" import-csv "$tmp/nonexistent.csv" 2>"$tmp/err"; rc=$?
 if [ "$rc" = 1 ] && grep -q "cannot read .*nonexistent.csv" "$tmp/err"; then ok; else bad "missing file" "rc=$rc"; fi
 
+# The pipeline's name comes from the file name, made an identifier: "2x.csv" is _2x.
+printf '0F0,0B0\n' >"$tmp/2x.csv"
+(cd "$tmp" && "$PIPEC" import-csv 2x.csv) >"$tmp/2x.pipe" 2>"$tmp/err"
+check "import-csv 2x.csv: exit 0" test $? = 0
+check "import-csv 2x.csv: pipeline _2x" grep -qx 'pipeline _2x {' "$tmp/2x.pipe"
+check "import-csv 2x.csv: the header names the file as given" grep -qx '# imported from 2x.csv (PyTorch pipelining schedule CSV) by pipec import-csv' "$tmp/2x.pipe"
+(cd "$tmp" && "$PIPEC" import-csv 2x.csv -o no/such/x.pipe) >/dev/null 2>"$tmp/err"
+check "import-csv -o into a missing folder: exit 1" test $? = 1
+check "import-csv -o into a missing folder: names it" grep -qF 'pipec: cannot write no/such/x.pipe: No such file or directory' "$tmp/err"
+
+# A dep edge has no CSV spelling: export-csv warns at it, still writes the compute
+# actions, and -Werror turns the warning into exit 1 with nothing written.
+"$PIPEC" export-csv tests/golden/sim/dep.pipe >"$tmp/dep.csv" 2>"$tmp/err"
+check "export-csv with a dep: exit 0" test $? = 0
+check "export-csv with a dep: warning located at the dep" grep -qF "tests/golden/sim/dep.pipe:13:3: warning[csv]: the schedule's 1 dep edge cannot be written to a PyTorch CSV and is left out" "$tmp/err"
+check "export-csv with a dep: the actions are written" test "$(tail -n 2 "$tmp/dep.csv" | tr '\n' ' ')" = "0F0,0F1,0B0,0B1 1F0,1B0,1F1,1B1 "
+"$PIPEC" export-csv -Werror tests/golden/sim/dep.pipe -o "$tmp/dep2.csv" >/dev/null 2>"$tmp/err"
+check "export-csv -Werror with a dep: exit 1" test $? = 1
+check "export-csv -Werror with a dep: nothing written" test ! -e "$tmp/dep2.csv"
+# A file that starts with the legacy-dialect mark is exported in that dialect.
+{ echo "# pipec: csv dialect legacy (B = input gradients, BW = full backward)"; cat tests/golden/sim/tiny_1f1b.pipe; } >"$tmp/legacy_first.pipe"
+"$PIPEC" export-csv "$tmp/legacy_first.pipe" >"$tmp/lf.csv" 2>"$tmp/err"
+"$PIPEC" export-csv --legacy tests/golden/sim/tiny_1f1b.pipe >"$tmp/lf2.csv" 2>/dev/null
+check "the legacy mark on line 1 chooses the legacy dialect" cmp -s "$tmp/lf.csv" "$tmp/lf2.csv"
+
 # --- under the sanitizers -----------------------------------------------------------
 for f in $A/*.csv; do
     "$PIPEC_ASAN" import-csv "$f" -o "$tmp/asan.pipe" >/dev/null 2>&1; rc=$?

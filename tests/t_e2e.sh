@@ -162,6 +162,22 @@ mkdir -p "$(dirname "$evil")" && cp "$T/emit_p3.pipe" "$evil"
 if "$PIPEC" emit "$evil" -o "$T/gen2" >/dev/null 2>&1 &&
    (cd "$T/gen2" && for f in *.c; do gcc -std=c11 -Wall -Wextra -Werror -I"$OLDPWD/runtime" -fsyntax-only "$f" || exit 1; done) 2>"$T/err"; then ok
 else bad emit_escape "$(head -n 3 "$T/err")"; fi
+# a comment opener, a closer and a trigraph in the folder names: the header comment keeps
+# none of them (only its own "/*" and "*/")
+evil2="$T/a??=b/*x*/c\\d.pipe"
+mkdir -p "$(dirname "$evil2")" && cp "$T/emit_p3.pipe" "$evil2"
+if "$PIPEC" emit "$evil2" -o "$T/gen4" >/dev/null 2>&1; then
+    h=$(head -n 1 "$T/gen4/rank_0.c")
+    inner=${h#/\*}; inner=${inner%\*/}
+    case $inner in
+    *'/*'* | *'*/'* | *'??'* | *'\'*) bad emit_comment_escape "$h" ;;
+    *) ok ;;
+    esac
+    (cd "$T/gen4" && for f in *.c; do gcc -std=c11 -Wall -Wextra -Werror -I"$OLDPWD/runtime" -fsyntax-only "$f" || exit 1; done) 2>"$T/err" &&
+        ok || bad emit_comment_escape_compiles "$(head -n 3 "$T/err")"
+else
+    bad emit_comment_escape "pipec emit failed"
+fi
 # the CUDA backend emits the same per-rank sources (the backend is chosen at link time)
 "$PIPEC" emit "$T/emit_p3.pipe" -o "$T/gen3" --backend cuda >/dev/null 2>"$T/err"
 [ $? = 0 ] && [ "$(cd "$T/gen3" && ls rank_*.c | wc -l)" = 3 ] && [ -f "$T/gen3/main.c" ] &&

@@ -15,6 +15,14 @@ G=tests/golden/sim
 check "sim --html writes a page" grep -q '^<!DOCTYPE html>' "$tmp/t.html"
 check "the page is self-contained (no network)" bash -c "! grep -Eq '(src|href)=\"?(https?:)?//' '$tmp/t.html'"
 "$PIPEC" diff $G/tiny_1f1b.pipe $G/tiny_gpipe.pipe --html "$tmp/d.html" >/dev/null
+# File names become JSON strings in the page's script: quotes escaped, and "<" written
+# \u003c so that no name can close the script element.
+cp $G/tiny_1f1b.pipe "$tmp/a&b\".pipe"
+cp $G/tiny_gpipe.pipe "$tmp/x<y>.pipe"
+"$PIPEC" diff "$tmp/a&b\".pipe" "$tmp/x<y>.pipe" --html "$tmp/esc.html" >/dev/null 2>&1
+check "diff --html, special names: the A label, quote escaped" grep -qF '"label":"A: '"$tmp"'/a&b\".pipe"' "$tmp/esc.html"
+check "diff --html, special names: '<' written \u003c" grep -qF 'x\u003c' "$tmp/esc.html"
+check "diff --html, special names: no extra </script" test "$(grep -c '</script' "$tmp/esc.html")" = "$(grep -c '</script' "$tmp/d.html")"
 
 chrome=""
 for c in chromium chromium-browser google-chrome chrome headless_shell; do

@@ -47,6 +47,22 @@ if [ -w /dev/full ]; then
     full "--help" --help
     full "--version" --version
     full "help sim" help sim
+    # "-" as an output file is standard output: the same one message, once.
+    full "print -o -" print "$E" -o -
+    full "opt -o -" opt "$E" --pass recompute -o -
+    full "export-csv -o -" export-csv "$E" -o -
+    full "import-csv -o -" import-csv "$tmp/e.csv" -o -
+    full "sim --svg -" sim "$E" --svg -
+    full "sim --trace -" sim "$E" --trace -
+    full "sim --html -" sim "$E" --html -
+    full "tune -o -" tune "$E" -o -
+    for o in svg html; do
+        "$P" diff "$E" "$D" --$o - >/dev/full 2>"$tmp/err"
+        check "diff --$o - > /dev/full: exit 2 (diff's error status)" test $? = 2
+        check "diff --$o - > /dev/full: one message" test "$(cat "$tmp/err")" = "pipec: error writing standard output: No space left on device"
+    done
+    "$P" sim "$E" --svg - >/dev/full 2>"$tmp/err"
+    check "sim --svg - > /dev/full: the message only once" test "$(grep -c '^pipec: ' "$tmp/err")" = 1
     # an error in the input keeps its own diagnostics and exit status 1
     printf 'pipeline p { stages 0 }\n' >"$tmp/bad.pipe"
     "$P" check "$tmp/bad.pipe" >/dev/full 2>"$tmp/err"
@@ -79,9 +95,32 @@ check "emit over a folder with foreign files exits 1" test $? = 1
 check "... naming the foreign file" grep -q "gen/notes.txt is not a file pipec writes" "$tmp/err"
 rm "$g/notes.txt"
 check "... and leaves the folder as it was" diff -rq "$g" "$tmp/keep"
+# a subfolder, or a link even with a generated file's name, is foreign too
+mkdir "$g/sub"
+"$P" emit "$D" -o "$g" >/dev/null 2>"$tmp/err"
+check "emit over a folder with a subfolder exits 1, naming it" grep -q "gen/sub is not a file pipec writes" "$tmp/err"
+rmdir "$g/sub"
+ln -s "$tmp/keep/Makefile" "$g/link.c"
+"$P" emit "$D" -o "$g" >/dev/null 2>"$tmp/err"
+check "emit over a folder with a link exits 1, naming it" grep -q "gen/link.c is not a file pipec writes" "$tmp/err"
+rm "$g/link.c"
+check "... and leaves the folder as it was" diff -rq "$g" "$tmp/keep"
+# what a build adds (objects, the program: an executable) is pipec's and replaced
+: >"$g/rank_0.o"
+printf '#!/bin/sh\n' >"$g/prog" && chmod +x "$g/prog"
+"$P" emit "$tmp/two.pipe" -o "$g" >/dev/null 2>"$tmp/err"
+check "emit over a built folder exits 0" test $? = 0
+check "... leaving no object or program of the old build" test ! -e "$g/rank_0.o" -a ! -e "$g/prog"
 mkdir "$tmp/dot" && (cd "$tmp/dot" && "$P" emit "$OLDPWD/$D" -o . >/dev/null 2>"$tmp/err")
 check "emit -o . is refused" test $? = 1
 check "... writing nothing" test -z "$(ls -A "$tmp/dot")"
+mkdir -p "$tmp/dot/sub"
+for o in "" .. sub/.. /; do
+    (cd "$tmp/dot/sub" && "$P" emit "$OLDPWD/$D" -o "$o" >/dev/null 2>"$tmp/err")
+    check "emit -o '$o': exit 1" test $? = 1
+    check "emit -o '$o': says why" grep -qxF "pipec: -o $o: name the output folder itself (not '.' or '..')" "$tmp/err"
+done
+check "... writing nothing anywhere" test "$(find "$tmp/dot" | wc -l)" = 2
 echo x >"$tmp/file"
 "$P" emit "$D" -o "$tmp/file" >/dev/null 2>"$tmp/err"
 check "emit -o FILE is refused" grep -q "exists and is not a folder" "$tmp/err"

@@ -180,4 +180,32 @@ while read -r name V; do
         check "$name $pass idempotent" cmp -s "$tmp/o.pipe" "$tmp/o2.pipe"
     done
 done <"$tmp/mlist"
+# 7. verbose=true reports each step on stderr and changes nothing in the result.
+# The example's own `apply obscura` line, with verbose=true and then without.
+sed 's/^ *apply obscura.*/  apply obscura(cmb=false, verbose=true)/' examples/obscura_llama2_18b_gb16.pipe >"$tmp/v1.pipe"
+sed 's/^ *apply obscura.*/  apply obscura(cmb=false)/' examples/obscura_llama2_18b_gb16.pipe >"$tmp/v0.pipe"
+"$PIPEC" print "$tmp/v1.pipe" -o "$tmp/v1.out" 2>"$tmp/v.err"
+check "obscura verbose: exit 0" test $? = 0
+"$PIPEC" print "$tmp/v0.pipe" -o "$tmp/v0.out" 2>"$tmp/v0.err"
+check "obscura verbose: the same result as without" cmp -s "$tmp/v0.out" "$tmp/v1.out"
+check "obscura without verbose: quiet" test ! -s "$tmp/v0.err"
+check "obscura verbose: swap_aware_recompute's choice and Eq. 2-3's estimate" grep -qE '^swap_aware_recompute: obscura_llama2_18b_gb16: adjusted ranks [0-9]+\.\.[0-9]+ policy [a-z]+ lambda [0-9]+ beta [0-9.]+: simulated [0-9.]+ ms, eq23_makespan [0-9.]+ ms \([-+][0-9.]+%\)$' "$tmp/v.err"
+check "obscura verbose: partition_adjust's moves" grep -qE '^partition_adjust: obscura_llama2_18b_gb16: [0-9]+ half-layer units moved, [0-9.]+ ms -> [0-9.]+ ms$' "$tmp/v.err"
+cat >"$tmp/pb.pipe" <<P
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline pb { stages 4 microbatches 8 model llama2_7b device a100_sxm_80g partition even schedule onef1b
+  recompute stages 0..=0 policy full }
+P
+"$PIPEC" opt "$tmp/pb.pipe" --pass "partition_balance(verbose=true)" -o "$tmp/pb1.pipe" 2>"$tmp/pb.err"
+check "partition_balance verbose: exit 0" test $? = 0
+# Stage 0 recomputes, so it is the slowest: layers leave it, and each move shortens the
+# longest stage.
+check "partition_balance verbose: one line per move, from stage 0" \
+    test "$(grep -cE '^partition_balance: one layer from stage 0 to stage [1-3]: longest stage [0-9.]+ ms -> [0-9.]+ ms$' "$tmp/pb.err")" -ge 1
+check "partition_balance verbose: each move shortens the longest stage" \
+    awk '{ a = $(NF - 3); b = $(NF - 1); if (!(b < a)) exit 1 }' "$tmp/pb.err"
+"$PIPEC" opt "$tmp/pb.pipe" --pass partition_balance -o "$tmp/pb0.pipe" 2>/dev/null
+check "partition_balance verbose: the same result as without" cmp -s "$tmp/pb0.pipe" "$tmp/pb1.pipe"
 finish

@@ -59,4 +59,52 @@ rc=$?
 if [ "$rc" = 0 ] && grep -q 'workload mlp: model tiny really trains' "$tmp/err" &&
    grep -q 'training text:' "$tmp/err"; then ok
 else bad "mlp announced" "rc=$rc $(cat "$tmp/err")"; fi
+# --workload mlp asked for: said without the "(its shape fits ...)" reason.
+"$PIPEC" run examples/demo.pipe --workload mlp --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "--workload mlp: exit 0" test $? = 0
+check "--workload mlp: announced as asked" grep -qx 'pipec run: workload mlp: model tiny really trains' "$tmp/err"
+# --workload synthetic on a trainable model: --data has nothing to train and is ignored.
+echo "some text" >"$tmp/text"
+"$PIPEC" run examples/demo.pipe --workload synthetic --data "$tmp/text" --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "--workload synthetic --data: exit 0" test $? = 0
+check "--workload synthetic --data: says --data is ignored" grep -qx 'pipec run: workload synthetic: ops busy-wait their cost-model times and touch scaled-down arenas (--workload synthetic); --data is ignored' "$tmp/err"
+check "--workload synthetic --data: no training text" bash -c "! grep -q 'training text' '$tmp/err'"
+# --workload mlp on a model too large for it: exit 1 before building, naming why.
+"$PIPEC" run examples/llama2_13b_1f1b.pipe --workload mlp --iters 1 --cache "$tmp/cache4" >"$tmp/out" 2>"$tmp/err"
+check "--workload mlp, model too large: exit 1" test $? = 1
+check "--workload mlp, model too large: why" grep -q "^pipec run: --workload mlp needs the mlp workload, which cannot run this file: model llama2_13b is too large" "$tmp/err"
+check "--workload mlp, model too large: what to do" grep -qF 'pipec run: use a smaller model (e.g. `model tiny`) to train for real, or run --workload synthetic without --check' "$tmp/err"
+check "--workload mlp, model too large: nothing built" test ! -d "$tmp/cache4"
+# A pipec with no docs beside it trains on the program's built-in text.
+mkdir -p "$tmp/bin"
+cp "$PIPEC" "$tmp/bin/pipec"
+PIPERUN_INC=${PIPERUN_INC:-$PWD/runtime} PIPERUN_LIB=${PIPERUN_LIB:-$PWD/build} \
+    "$tmp/bin/pipec" run examples/demo.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "no docs beside pipec: exit 0" test $? = 0
+check "no docs beside pipec: the built-in text" grep -qx "pipec run: training text: the program's short built-in text (--data FILE for another)" "$tmp/err"
+# Why the mlp workload cannot run a file, said before anything is built (docs/model.md).
+while IFS='|' read -r body why; do
+    printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\n%s\n' "$body" >"$tmp/w.pipe"
+    "$PIPEC" run --workload mlp "$tmp/w.pipe" --iters 1 --cache "$tmp/cache5" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 1 ] && grep -qxF "pipec run: --workload mlp needs the mlp workload, which cannot run this file: $why" "$tmp/err" &&
+       [ ! -d "$tmp/cache5" ]; then ok
+    else bad "--workload mlp: $why" "rc=$rc $(head -c 300 "$tmp/err")"; fi
+done <<'CASES'
+pipeline w { stages 2 microbatches 2 model tiny { arch llama heads 16 hidden 48 } device cpu schedule onef1b }|model tiny: heads must divide hidden, kv_heads heads, and a llama head size must be even
+pipeline w { stages 2 microbatches 2 model tiny partition [1.5, 2.5] device cpu schedule onef1b }|the mlp workload runs whole layers only (partition entry 0 is 1.5)
+pipeline w { stages 2 microbatches 2 chunks 2 model tiny partition [2, 2] device cpu schedule interleaved }|the partition lists 2 entries, the mlp workload needs one per virtual stage (4)
+pipeline w { stages 2 microbatches 2 model tiny { seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU mlp workload
+pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU gpt workload
+model m { arch mlp layers 2 hidden 64 vocab 256 seq 16 } pipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }|model m: `mbs` must be a whole number in 1..16777216
+model m { arch gpt layers 2 hidden 64 heads 4 ffn 100000000 vocab 256 seq 16 mbs 2 } pipeline w { stages 2 microbatches 2 model m device cpu memory 1TiB schedule onef1b }|model m: `ffn` must be a whole number
+CASES
+# The build cache: --cache, else $XDG_CACHE_HOME/pipec (an absolute path only, as the XDG
+# spec says), else $HOME/.cache/pipec.
+XDG_CACHE_HOME=$tmp/xdg "$PIPEC" run examples/tiny_1f1b.pipe --iters 1 >/dev/null 2>"$tmp/err"
+check "cache in \$XDG_CACHE_HOME/pipec" grep -q "^pipec run: building tiny_1f1b (4 ranks) in $tmp/xdg/pipec/[0-9a-f]*\$" "$tmp/err"
+mkdir -p "$tmp/home"
+(cd "$tmp" && XDG_CACHE_HOME=rel HOME=$tmp/home "$PIPEC" run "$OLDPWD/examples/tiny_1f1b.pipe" --iters 1) >/dev/null 2>"$tmp/err"
+check "a relative XDG_CACHE_HOME is ignored: cache in \$HOME/.cache/pipec" grep -q "^pipec run: building tiny_1f1b (4 ranks) in $tmp/home/.cache/pipec/[0-9a-f]*\$" "$tmp/err"
+check "... nothing under the relative folder" test ! -e "$tmp/rel"
 finish

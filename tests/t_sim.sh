@@ -230,6 +230,83 @@ import json; d = json.load(open('$tmp/dj2')); assert d['differ'] is False and d[
 check "diff: an input error exits 2" test $? = 2
 check "diff help lists --json and --svg" bash -c "'$P' help diff | grep -q -- --json && '$P' help diff | grep -q -- --svg"
 
+# --- diff: stage and chunk counts that differ, zero-cost schedules ----------------------------
+printf 'pipeline two { stages 2 microbatches 2 costs { f 1ms b 2ms } stage 0 { F0 F1 B0 B1 } stage 1 { F0 B0 F1 B1 } }\n' >"$tmp/two.pipe"
+"$P" diff $G/tiny_1f1b.pipe "$tmp/two.pipe" >"$tmp/d4" 2>&1
+check "diff, 4 vs 2 stages: exit 1" test $? = 1
+check "diff, 4 vs 2 stages: the note names both counts" grep -q '^note: A and B differ in shape: stages 4 vs 2, microbatches 8 vs 2 (compare micro-batches/s, not makespan)$' "$tmp/d4"
+check "diff, 4 vs 2 stages: B's missing stages show '-'" grep -qE '^ +3 +24\.000 +- +9\.000 +- ' "$tmp/d4"
+check "diff, 4 vs 2 stages: every stage's order differs" grep -q '^op order: 4 of 4 stages differ$' "$tmp/d4"
+"$P" diff --json $G/tiny_1f1b.pipe "$tmp/two.pipe" >"$tmp/d4j"
+check "diff --json, 4 vs 2 stages" python3 -c "
+import json; d = json.load(open('$tmp/d4j'))
+assert d['shape_differs'] is True and d['differ'] is True and d['stages_differ'] == [0, 1, 2, 3], d
+assert d['a']['stages'] == 4 and d['b']['stages'] == 2"
+"$P" diff $G/interleaved.pipe "$tmp/two.pipe" >"$tmp/dv" 2>&1
+check "diff, 2 vs 1 chunks: the note names the chunks only" grep -q '^note: A and B differ in shape: chunks 2 vs 1$' "$tmp/dv"
+# Zero costs: makespan 0 on both sides, so B / A is 1 and micro-batches/s 0.
+printf 'pipeline z1 { stages 1 microbatches 2 stage 0 { F0 F1 B0 B1 } }\n' >"$tmp/z1.pipe"
+printf 'pipeline z2 { stages 1 microbatches 2 stage 0 { F0 B0 F1 B1 } }\n' >"$tmp/z2.pipe"
+"$P" diff "$tmp/z1.pipe" "$tmp/z2.pipe" >"$tmp/dz" 2>&1
+check "diff, zero costs, other order: exit 1" test $? = 1
+check "diff, zero costs: makespan ratio 1" grep -qE '^makespan ms +0\.000 +0\.000 +\+0\.000 +1\.000$' "$tmp/dz"
+check "diff, zero costs: micro-batches/s 0" grep -qE '^micro-batches/s +0\.00 +0\.00 +\+0\.00 +1\.000$' "$tmp/dz"
+check "diff, one stage: singular" grep -q '^op order: 1 of 1 stage differ$' "$tmp/dz"
+check "diff, one stage: F1 moved after B0" test "$(grep -E '^[-+](F1|B0)$' "$tmp/dz" | tr '\n' ' ')" = "-F1 +F1 "
+"$P" diff "$tmp/z1.pipe" "$tmp/z1.pipe" >"$tmp/dz1" 2>&1
+check "diff, one stage, same: singular" grep -q '^op order: the same on all 1 stage$' "$tmp/dz1"
+# --width of diff's SVG, checked as sim's.
+"$P" diff --width 1400 "$tmp/z1.pipe" "$tmp/two.pipe" --svg "$tmp/dw.svg" >/dev/null 2>&1
+check "diff --width 1400: the SVG is 1400 wide" grep -q '^<svg [^>]* width="1400"' "$tmp/dw.svg"
+for w in 12 '' 1500px 40000; do
+    "$P" diff --width "$w" "$tmp/z1.pipe" "$tmp/z2.pipe" --svg "$tmp/dw2.svg" >/dev/null 2>"$tmp/dwe"
+    check "diff --width '$w': usage error (2)" test $? = 2
+    check "diff --width '$w': says what it wants" grep -qF "pipec: --width wants a whole number of pixels in 300..32000, not '$w'" "$tmp/dwe"
+    "$P" sim --width "$w" "$tmp/z1.pipe" --svg "$tmp/dw2.svg" >/dev/null 2>&1
+    check "sim --width '$w': usage error (2)" test $? = 2
+done
+check "a rejected --width writes no SVG" test ! -e "$tmp/dw2.svg"
+
+# File names with XML's special characters label diff's SVG escaped; it stays XML.
+cp $G/tiny_1f1b.pipe "$tmp/a&b\".pipe"
+cp $G/tiny_gpipe.pipe "$tmp/x<y>.pipe"
+"$P" diff "$tmp/a&b\".pipe" "$tmp/x<y>.pipe" --svg "$tmp/esc.svg" >/dev/null 2>&1
+check "diff --svg, special file names: escaped A label" grep -qF 'A: '"$tmp"'/a&amp;b&quot;.pipe' "$tmp/esc.svg"
+check "diff --svg, special file names: escaped B label" grep -qF 'B: '"$tmp"'/x&lt;y&gt;.pipe' "$tmp/esc.svg"
+check "diff --svg, special file names: well-formed XML" python3 -c "import xml.dom.minidom as m; m.parse('$tmp/esc.svg')"
+
+# --- gantt width: $COLUMNS when it is a number from 20, else 100 columns -------------------------
+gantt_width() { # COLUMNS value: the widest timeline row
+    COLUMNS=$1 "$P" sim --gantt $G/tiny_1f1b.pipe | grep -E '^ +stage [0-9]+ \|' | awk '{ if (length > w) w = length } END { print w }'
+}
+check "gantt: COLUMNS=60 makes 60-column rows" test "$(gantt_width 60)" = 60
+check "gantt: COLUMNS=150 makes 150-column rows" test "$(gantt_width 150)" = 150
+# The label column stays; the timeline keeps at least 10 columns ("    stage 0 |" is 13).
+check "gantt: COLUMNS=20 keeps 10 timeline columns" test "$(gantt_width 20)" = 23
+# Without COLUMNS, a terminal's own width.
+if command -v script >/dev/null; then
+    w=$(env -u COLUMNS script -qec "stty cols 50; '$P' sim --gantt $G/tiny_1f1b.pipe" /dev/null | tr -d '\r' |
+        grep -E '^ +stage [0-9]+ \|' | awk '{ if (length > w) w = length } END { print w }')
+    check "gantt: a 50-column terminal makes 50-column rows ($w)" test "$w" = 50
+else
+    skip "gantt on a terminal" "no script(1)"
+fi
+for c in abc 5 60x; do
+    check "gantt: COLUMNS='$c' is ignored (100 columns)" test "$(gantt_width "$c")" = 100
+done
+
+# --- sim of a schedule over its budget: simulated as written, the stage marked ------------
+printf 'pipeline ob { stages 2 microbatches 4 memory 3GiB costs { f 1ms b 2ms act 1GiB }\n stage 0 { F0 F1 F2 F3 B0 B1 B2 B3 }\n stage 1 { F0 B0 F1 B1 F2 B2 F3 B3 } }\n' >"$tmp/ob.pipe"
+"$P" sim "$tmp/ob.pipe" --svg "$tmp/ob.svg" >"$tmp/ob" 2>&1
+check "over budget: sim still exits 0" test $? = 0
+# GPipe order on stage 0 holds all four micro-batches: 4 GiB of a 3 GiB budget.
+check "over budget: stage 0 marked" grep -qE '^ +0 +12\.000 +3\.000 +0\.000 +3\.000 +4\.0 GiB +3\.0 GiB +133\.3%  over budget$' "$tmp/ob"
+check "over budget: stage 1 not marked" grep -qE '^ +1 +12\.000 +3\.000 +0\.000 +0\.000 +1\.0 GiB +3\.0 GiB +33\.3%$' "$tmp/ob"
+check "over budget: the SVG's memory label of stage 0 is red" grep -q 'class="mem" fill="#C44E52">4.0 GiB / 3.0 GiB' "$tmp/ob.svg"
+check "over budget: stage 1's label is not" grep -q 'class="mem">1.0 GiB / 3.0 GiB' "$tmp/ob.svg"
+"$P" check "$tmp/ob.pipe" >/dev/null 2>&1
+check "over budget: check rejects it (exit 1)" test $? = 1
+
 # --- errors ------------------------------------------------------------------------------
 "$P" sim >/dev/null 2>&1
 check "sim without a file: usage (2)" test $? = 2

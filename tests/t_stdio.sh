@@ -42,4 +42,14 @@ check "export-csv - -o -" cmp -s "$tmp/c1" "$tmp/c2"
 "$PIPEC" tune "$T" -o - >"$tmp/best.pipe" 2>"$tmp/tune.err"
 check "tune -o -: source on stdout" "$PIPEC" check -q "$tmp/best.pipe"
 check "tune -o -: table on stderr" grep -q '^rank  makespan_ms' "$tmp/tune.err"
+# Standard input that cannot be read (a folder): exit 1, naming it and the reason.
+"$PIPEC" check - </ >"$tmp/out" 2>"$tmp/e"
+check "check - from a folder: exit 1" test $? = 1
+check "check - from a folder: says why" grep -qx 'pipec: error\[name\]: cannot read standard input: Is a directory' "$tmp/e"
+"$PIPEC" import-csv - </ >"$tmp/out" 2>"$tmp/e"
+check "import-csv - from a folder: exit 1" test $? = 1
+check "import-csv - from a folder: says why" grep -qx 'pipec: cannot read standard input: Is a directory' "$tmp/e"
+"$PIPEC" import-csv / >"$tmp/out" 2>"$tmp/e"
+check "import-csv of a folder: says why" grep -qx 'pipec: cannot read /: Is a directory' "$tmp/e"
+check "... writing nothing" test ! -s "$tmp/out"
 finish

@@ -130,6 +130,71 @@ check "tune: duplicates counted on the row kept" grep -q "(and [0-9]* identical 
 # Usage and input errors.
 "$PIPEC" tune >/dev/null 2>&1; check "tune without FILE: exit 2" test $? = 2
 "$PIPEC" tune --budget 0 examples/tiny_1f1b.pipe >/dev/null 2>&1; check "tune --budget 0: exit 2" test $? = 2
+for v in '' abc 5x -3 100000001; do
+    "$PIPEC" tune --top "$v" examples/tiny_1f1b.pipe >"$tmp/o" 2>"$tmp/e"
+    check "tune --top '$v': exit 2" test $? = 2
+    check "tune --top '$v': says what it wants" grep -qF "pipec tune: --top wants a whole number >= 1, not '$v'" "$tmp/e"
+    check "tune --top '$v': no table" test ! -s "$tmp/o"
+done
+
+# The variant as written is the best: -o keeps its recompute and apply lines (ranges
+# half-open, arguments as written) and the result checks and simulates to the row.
+cat >"$tmp/aw.pipe" <<E
+import "std/schedules.pipe"
+pipeline aw { stages 2 microbatches 4 memory 4GiB
+  costs { f 1ms b 2ms r 1ms act 3GiB ckpt 1GiB }
+  schedule onef1b
+  recompute stages 0..=0 policy full
+  apply swap(lambda=1, stages=1..=1)
+}
+E
+"$PIPEC" tune "$tmp/aw.pipe" -o "$tmp/aw.best.pipe" >"$tmp/aw.tab" 2>/dev/null
+check "tune, as written best: exit 0" test $? = 0
+check "tune, as written best: row 1" grep -qE '^ +1 +17\.0 .* as written \(schedule onef1b\)' "$tmp/aw.tab"
+check "tune -o, as written: its recompute line" grep -qx '  recompute stages 0..1 policy full' "$tmp/aw.best.pipe"
+check "tune -o, as written: its apply line" grep -qx '  apply swap(lambda=1, stages=1..2)' "$tmp/aw.best.pipe"
+check "tune -o, as written: checks" q "$PIPEC" check "$tmp/aw.best.pipe"
+o=$("$PIPEC" sim --json "$tmp/aw.best.pipe" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_ms"])')
+expect "tune -o, as written: simulates to 17 ms ($o)" "abs(${o:-0} - 17) < 1e-9"
+# Half a GiB less and nothing fits: exit 1, a message, and -o is not written.
+sed 's/memory 4GiB/memory 3584MiB/' "$tmp/aw.pipe" >"$tmp/none.pipe"
+"$PIPEC" tune "$tmp/none.pipe" -o "$tmp/none.best.pipe" >"$tmp/none.tab" 2>"$tmp/none.err"
+check "tune, nothing fits: exit 1" test $? = 1
+check "tune, nothing fits: says so" grep -qF "pipec tune: no variant of $tmp/none.pipe passes check" "$tmp/none.err"
+check "tune, nothing fits: no rows" bash -c "! grep -qE '^ +1 ' '$tmp/none.tab'"
+check "tune, nothing fits: -o not written" test ! -e "$tmp/none.best.pipe"
+# -o into a missing folder: exit 1 naming it.
+"$PIPEC" tune "$tmp/aw.pipe" -o "$tmp/no/such/best.pipe" >/dev/null 2>"$tmp/e"
+check "tune -o into a missing folder: exit 1" test $? = 1
+check "tune -o into a missing folder: names it" grep -qF "pipec tune: cannot write $tmp/no/such/best.pipe" "$tmp/e"
+# On a terminal, stderr shows the search's progress, each line over the last ("\r").
+if command -v script >/dev/null; then
+    script -qec "'$PIPEC' tune '$tmp/aw.pipe' >/dev/null" /dev/null >"$tmp/tty" 2>&1
+    check "tune on a terminal: progress lines rewritten with \\r" grep -q $'\rtune: [0-9]* variants, [0-9]* fit, best 17.0 ms' "$tmp/tty"
+else
+    skip "tune on a terminal" "no script(1)"
+fi
+# -o keeps what the file wrote beside the schedule: its partition list and per-stage
+# costs, and the model and device it uses (written out, so the file stands alone).
+cat >"$tmp/tw.pipe" <<E
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline tw { stages 2 microbatches 4 model tiny device cpu
+  partition [1, 3]
+  costs stage 0 { p2p 1ms }
+  schedule onef1b }
+E
+"$PIPEC" tune "$tmp/tw.pipe" -o "$tmp/tw.best.pipe" >"$tmp/tw.tab" 2>/dev/null
+check "tune -o, written partition: exit 0" test $? = 0
+check "tune -o keeps the partition list" grep -qx '  partition \[1, 3\]' "$tmp/tw.best.pipe"
+check "tune -o keeps the per-stage costs" grep -qx '  costs stage 0 { p2p 1ms }' "$tmp/tw.best.pipe"
+check "tune -o writes the model out" grep -q '^model tiny {' "$tmp/tw.best.pipe"
+check "tune -o writes the device out" grep -q '^device cpu {' "$tmp/tw.best.pipe"
+check "tune -o, written partition: checks" q "$PIPEC" check "$tmp/tw.best.pipe"
+b=$(best "$tmp/tw.tab")
+o=$("$PIPEC" sim --json "$tmp/tw.best.pipe" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_ms"])')
+expect "tune -o, written partition: simulates to row 1 ($o vs $b)" "abs(${o:-0} - ${b:-1}) <= 0.05 + 1e-6 * ${b:-1}"
 echo 'pipeline x { stages 0 }' >"$tmp/bad.pipe"
 "$PIPEC_ASAN" tune "$tmp/bad.pipe" >/dev/null 2>&1; check "tune on a bad file: exit 1" test $? = 1
 finish

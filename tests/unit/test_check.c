@@ -443,6 +443,38 @@ static void test_memory_budget(void **state)
     pipeline_free(p);
 }
 
+/* A dep endpoint must name an op that exists, on the stage it names (check.c
+ * check_dep_ref): each way of missing is its own error, and the schedule's own waits
+ * are still checked. The front end rejects most of these earlier; a pass or an
+ * importer building deps does not go through it. */
+static void test_dep_refs(void **state)
+{
+    (void)state;
+    static const struct {
+        OpRef to;
+        const char *want;
+    } cases[] = {
+        {{0, 1, 9, 0}, "error[value]: dep names an unknown op kind"},
+        {{0, 5, OP_F, 0}, "error[placement]: dep names 5:F0, but there is no stage 5 (stages 2)"},
+        {{0, 1, OP_F, 2}, "error[placement]: dep names 1:F0.2, but stage 1 holds only 1 chunk"},
+        {{7, 1, OP_F, 0}, "error[value]: dep names 1:F7: micro-batch 7 out of range (microbatches 2)"},
+        {{0, 1, OP_W, 0}, "error[placement]: dep names 1:W0, but stage 1 has no such op"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        Pipeline *p = onef1b(2, 2);
+        size_t cap = p->depcap;
+        Dep dp = {{0, 0, OP_F, 0}, cases[i].to, LOC_NONE};
+        VEC_PUSH(p->deps, p->ndeps, cap, dp);
+        p->depcap = (uint32_t)cap;
+        Diag d;
+        char *t = run(p, CHECK_ALL, &d);
+        expect_has(t, cases[i].want);
+        assert_int_equal(d.nerr, 1);
+        free(t);
+        pipeline_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_lowering_hang),
         cmocka_unit_test(test_swap_wait_cycle),
         cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_dep_refs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -461,6 +461,34 @@ static void test_bad(void **state)
                  "backward-input action 0I0\n"
                  "    0F0,0W0\n"
                  "        ^\n");
+    expect_error("99999999999F0\n",
+                 "bad.csv:1:1: error[limit]: stage index in '99999999999F0' is beyond the "
+                 "limit of 16711425 stages\n"
+                 "    99999999999F0\n"
+                 "    ^\n");
+    expect_error("\"0F0\"x\n",
+                 "bad.csv:1:6: error[syntax]: unexpected 'x' after a quoted cell; expected ',' "
+                 "or the end of the line\n"
+                 "    \"0F0\"x\n"
+                 "         ^\n");
+    /* A doubled quote inside a quoted cell is one '"', which no action contains. */
+    expect_error("\"0\"\"F0\"\n",
+                 "bad.csv:1:3: error[syntax]: bad action '0\"F0': unknown action type; expected "
+                 "F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD or "
+                 "REDUCE_GRAD\n"
+                 "    \"0\"\"F0\"\n"
+                 "      ^\n");
+    /* A batched send/receive needs a receive of F or B with its micro-batch. */
+    expect_error("0F0,0SEND_F0_1RECV_X0\n",
+                 "bad.csv:1:13: error[syntax]: bad action '0SEND_F0_1RECV_X0': unexpected '_' "
+                 "after the micro-batch index\n"
+                 "    0F0,0SEND_F0_1RECV_X0\n"
+                 "                ^\n");
+    expect_error("0F0,0SEND_F0_1RECV_B\n",
+                 "bad.csv:1:13: error[syntax]: bad action '0SEND_F0_1RECV_B': unexpected '_' "
+                 "after the micro-batch index\n"
+                 "    0F0,0SEND_F0_1RECV_B\n"
+                 "                ^\n");
     expect_error("0F0,0BW0,0W0\n",
                  "bad.csv:1:10: error[value]: weight-gradient action 0W0 after the full "
                  "backward 0BW0, which already computed the weight gradients\n"
@@ -521,6 +549,32 @@ static void test_name_from_path(void **state)
     free(s);
 }
 
+/* The IR's limits: more rows (ranks) than IR_MAX_STAGES, more chunks per rank than
+ * IR_MAX_CHUNKS; each a located error[limit], nothing imported. */
+static void test_limits(void **state)
+{
+    (void)state;
+    StrBuf b = {0};
+    for (int s = 0; s < IR_MAX_CHUNKS + 45; s++)
+        sb_printf(&b, "%s%dF0", s ? "," : "", s);
+    sb_putc(&b, '\n');
+    Cap c;
+    cap_open(&c);
+    assert_null(import_text(&c, "v.csv", b.s));
+    assert_non_null(strstr(cap_text(&c), "error[limit]: 300 stages over 1 ranks make 300 chunks "
+                                         "per rank; the limit is 255"));
+    cap_close(&c);
+    b.len = 0;
+    for (int r = 0; r < IR_MAX_STAGES + 2; r++)
+        sb_printf(&b, "%dF0\n", r);
+    cap_open(&c);
+    assert_null(import_text(&c, "r.csv", b.s));
+    assert_non_null(strstr(cap_text(&c), "r.csv:65536:1: error[limit]: 65537 rows (ranks); the "
+                                         "limit is 65535"));
+    cap_close(&c);
+    sb_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -535,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_bad),
         cmocka_unit_test(test_no_crash),
         cmocka_unit_test(test_name_from_path),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

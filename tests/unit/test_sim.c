@@ -446,6 +446,60 @@ static void test_stuck(void **state)
     pipeline_free(p);
 }
 
+/* A dep whose end is not in the schedule (an op kind the schedule does not list, a
+ * micro-batch, chunk or stage out of range, an op on another stage than it names) adds
+ * no wait: the makespan is the one without it, and nothing is stuck. A real dep on the
+ * same schedule does delay it (so the comparison can fail). */
+static void test_dep_absent_ends(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 2, 1);
+    uniform(p, 1, 2, 0);
+    gen_1f1b(p);
+    void *scratch = NULL;
+    double base = sim_makespan(p, &scratch);
+    assert_near(base, 9); /* (M + P - 1)(f + b) */
+    const OpRef absent[][2] = {
+        {{0, 0, OP_W, 0}, {0, 1, OP_F, 0}},  /* no W is listed */
+        {{5, 0, OP_F, 0}, {1, 1, OP_F, 0}},  /* micro-batch 5 of 2 */
+        {{0, 0, OP_F, 3}, {1, 1, OP_F, 0}},  /* chunk 3 of 1 */
+        {{0, 7, OP_F, 0}, {1, 1, OP_F, 0}},  /* stage 7 of 2 */
+        {{0, 1, OP_F, 0}, {1, 0, OP_F, 9}},  /* the consumer's chunk out of range */
+        {{0, 0, OP_B, 0}, {1, 0, 9, 0}},     /* an op kind that does not exist */
+    };
+    for (size_t i = 0; i < ARRAY_LEN(absent); i++) {
+        size_t cap = p->depcap;
+        Dep dp = {absent[i][0], absent[i][1], LOC_NONE};
+        VEC_PUSH(p->deps, p->ndeps, cap, dp);
+        p->depcap = (uint32_t)cap;
+        SimResult *r = simulate(p);
+        assert_false(r->stuck);
+        assert_near(r->makespan_ms, base);
+        assert_near(sim_makespan(p, &scratch), base);
+        /* nor a flow arrow in the Chrome trace */
+        StrBuf t = {0};
+        sim_write_trace(&t, p, r);
+        assert_null(strstr(t.s, "\"name\": \"dep\"")); /* p2p arrows are named "p2p" */
+        sb_free(&t);
+        sim_free(r);
+    }
+    /* F1 on stage 1 after B0 on stage 0, which follows stage 1's B0: F1 waits b more. */
+    add_dep(p, 0, OP_B, 0, 1, OP_F, 1);
+    double with = sim_makespan(p, &scratch);
+    assert_true(isfinite(with) && with > base + 1);
+    SimResult *r = simulate(p);
+    StrBuf t = {0};
+    sim_write_trace(&t, p, r);
+    const char *at = strstr(t.s, "\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"s\"");
+    assert_non_null(at); /* one arrow, from stage 0 */
+    assert_non_null(strstr(at, "\"pid\": 0"));
+    assert_null(strstr(at + 1, "\"name\": \"dep\", \"cat\": \"dep\", \"ph\": \"s\""));
+    sb_free(&t);
+    sim_free(r);
+    sim_scratch_free(scratch);
+    pipeline_free(p);
+}
+
 /* ---- property tests over random legal schedules ---------------------------------- */
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -978,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_swap_timing),
         cmocka_unit_test(test_w_split_and_dep),
         cmocka_unit_test(test_stuck),
+        cmocka_unit_test(test_dep_absent_ends),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_op_semantics_agree),
         cmocka_unit_test(test_writers),

@@ -416,6 +416,94 @@ static void test_send_at_producer(void **state)
     }
 }
 
+/* The verifier catches each kind of broken plan it documents (stream_check.h): a wait
+ * on an op not listed before, a send that may leave before its producer ends, a consumer
+ * that waits for no receive. Each corruption of the correct plan of 1F1B (P = 2, M = 4,
+ * with W and SO/SI on stage 0, so that every stream has ops) is reported, with the ops
+ * named; the uncorrupted plan passes. */
+static void test_verifier_rejects(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 4, 1);
+    ops(p, 0, "F0 F1 SO0 F2 B1 W1 SI0 B0 W0 F3 B2 W2 B3 W3");
+    ops(p, 1, "F0 B0 F1 B1 F2 B2 F3 B3");
+    set_cost(&p->costs, COST_ACT, 4096);
+    set_cost(&p->costs, COST_WACT, 1024);
+    CommPlan *cp = comm_plan(p);
+    StreamInBuf b;
+    stream_in_build(&b, p, cp);
+    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    char why[512];
+    for (int corrupt = 0; corrupt < 5; corrupt++) {
+        StreamPlan *sp = stream_plan(&b.in);
+        why[0] = 0;
+        const char *want = NULL;
+        StreamRank *k = &sp->rank[0];
+        if (corrupt == 1) { /* the first wait of stage 0 names its own op */
+            uint32_t i = 0;
+            while (i < k->nops && k->wstart[i + 1] == k->wstart[i])
+                i++;
+            assert_true(i < k->nops);
+            k->waits[k->wstart[i]] = i;
+            want = "which is not listed before it (its event is not recorded yet)";
+        } else if (corrupt == 2 || corrupt == 3) {
+            /* a message stage 0 sends after a B (position > 0): its send waits for op 0
+             * (which ends before the producer) or for no op of the rank at all */
+            uint32_t j = 0;
+            while (j < cp->nmsgs && !(cp->msgs[j].src == 0 && cp->msgs[j].src_pos > 0))
+                j++;
+            assert_true(j < cp->nmsgs);
+            sp->send_after[j] = corrupt == 2 ? 0 : k->nops;
+            want = "which may end before the producer";
+        } else if (corrupt == 4) { /* stage 1's receives are dropped */
+            StreamRank *k1 = &sp->rank[1];
+            for (uint32_t x = 0; x < k1->rstart[k1->nops]; x++)
+                k1->recvs[x] = sp->nmsgs;
+            want = "arrives: no receive is waited for";
+        }
+        int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+        if (!want) {
+            assert_int_equal(nbad, 0);
+        } else {
+            assert_true(nbad > 0);
+            assert_non_null(strstr(why, want));
+            assert_non_null(strstr(why, "rank "));
+        }
+        stream_plan_free(sp);
+    }
+    arena_plan_free(ap);
+    stream_in_free(&b);
+    comm_plan_free(cp);
+    pipeline_free(p);
+}
+
+/* Ops the plan cannot place (an unknown kind, a virtual stage or micro-batch out of
+ * range) get their table stream (compute for an unknown kind) and no waits, and nothing
+ * waits for them; a message naming a rank or position that does not exist gets no
+ * receive. The runtime links the plan as it is, so a bad input must not crash it. */
+static void test_unknown_ops(void **state)
+{
+    (void)state;
+    /* one rank, PV = 1, M = 1: F0, then three ops it cannot place, then B0 */
+    const SpOp ops0[] = {{OP_F, 0, 0}, {99, 0, 0}, {OP_SO, 5, 0}, {OP_SI, 0, 7}, {OP_B, 0, 0}};
+    const SpOp *const ops[] = {ops0};
+    const uint32_t nops[] = {5};
+    const SpMsg msgs[] = {{0, 0, 3, 0}, {0, 0, 0, 9}};
+    StreamIn in = {.P = 1, .PV = 1, .M = 1, .ops = ops, .nops = nops, .msgs = msgs, .nmsgs = 2};
+    StreamPlan *sp = stream_plan(&in);
+    assert_non_null(sp);
+    const StreamRank *k = &sp->rank[0];
+    assert_int_equal(k->stream[1], STREAM_COMPUTE);
+    assert_int_equal(k->stream[2], STREAM_D2H);
+    assert_int_equal(k->stream[3], STREAM_H2D);
+    for (uint32_t i = 1; i <= 3; i++)
+        assert_int_equal(k->wstart[i + 1] - k->wstart[i], 0);
+    for (uint32_t x = k->wstart[4]; x < k->wstart[5]; x++)
+        assert_true(k->waits[x] == 0 || k->waits[x] > 3);
+    assert_int_equal(k->rstart[k->nops], 0); /* neither message is received */
+    stream_plan_free(sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +513,8 @@ int main(void)
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_message_shapes),
         cmocka_unit_test(test_send_at_producer),
+        cmocka_unit_test(test_verifier_rejects),
+        cmocka_unit_test(test_unknown_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

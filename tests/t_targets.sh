@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# t_targets.sh - what a generated program is built for (docs/runtime.md "Building"):
+# --backend cpu|cuda and --launcher threads|mpi as documented (the defaults written out
+# change nothing; other values are usage errors naming them), and where `pipec compile`
+# finds the runtime: $PIPERUN_INC / $PIPERUN_LIB, else piperun.h and libpiperun.a next
+# to pipec (../runtime and ../build in the source tree, ../include and ../lib in an
+# install tree); what is missing is named with the make target that builds it.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+P=$(realpath "$PIPEC_ASAN")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+E=examples/tiny_1f1b.pipe
+# The runtime the suite builds against (the coverage build sets its own).
+rt_inc=${PIPERUN_INC:-$PWD/runtime} rt_lib=${PIPERUN_LIB:-$PWD/build}
+
+# --- option values ---------------------------------------------------------------------------
+for cmd in compile run; do
+    "$P" $cmd --backend gpu $E -o "$tmp/x" >"$tmp/out" 2>"$tmp/err"
+    check "$cmd --backend gpu: exit 2" test $? = 2
+    check "$cmd --backend gpu: names the value" grep -qF "pipec: unknown backend 'gpu' (cpu or cuda)" "$tmp/err"
+    "$P" $cmd --launcher slurm $E -o "$tmp/x" >"$tmp/out" 2>"$tmp/err"
+    check "$cmd --launcher slurm: exit 2" test $? = 2
+    check "$cmd --launcher slurm: names the value" grep -qF "pipec: unknown launcher 'slurm' (threads or mpi)" "$tmp/err"
+done
+check "nothing written for a bad value" test ! -e "$tmp/x"
+"$P" emit --backend gpu $E -o "$tmp/x" >/dev/null 2>"$tmp/err"
+check "emit --backend gpu: exit 2" test $? = 2
+"$P" emit $E -o "$tmp/default" >/dev/null 2>&1
+"$P" emit --backend cpu $E -o "$tmp/cpu" >/dev/null 2>&1
+check "emit --backend cpu is the default" diff -r "$tmp/default" "$tmp/cpu"
+
+# --- finding the runtime ---------------------------------------------------------------------
+# A copy of pipec in its own tree, with neither PIPERUN_INC nor PIPERUN_LIB set.
+mkdir -p "$tmp/t/bin"
+cp "$P" "$tmp/t/bin/pipec"
+unset PIPERUN_INC PIPERUN_LIB
+"$tmp/t/bin/pipec" compile $E -o "$tmp/c0" >"$tmp/out" 2>"$tmp/err"
+check "no runtime next to pipec: exit 1" test $? = 1
+check "no runtime next to pipec: says how to get one" grep -qF 'pipec: cannot find the runtime (piperun.h and libpiperun.a next to pipec; run `make`, or set PIPERUN_INC and PIPERUN_LIB)' "$tmp/err"
+check "no runtime next to pipec: no program" test ! -e "$tmp/c0/tiny_1f1b"
+# An install tree: bin/pipec, include/piperun.h, lib/libpiperun.a.
+mkdir -p "$tmp/t/include" "$tmp/t/lib"
+cp runtime/*.h "$tmp/t/include/"
+if [ -f build/libpiperun.a ]; then
+    cp build/libpiperun.a "$tmp/t/lib/"
+    "$tmp/t/bin/pipec" compile --backend cpu --launcher threads $E -o "$tmp/c1" >"$tmp/out" 2>"$tmp/err"
+    check "install tree: compile finds the runtime" test $? = 0
+    check "install tree: prints the program's path" grep -qx "$tmp/c1/tiny_1f1b" "$tmp/out"
+    timeout 60 "$tmp/c1/tiny_1f1b" --iters 1 >"$tmp/run" 2>&1
+    check "install tree: the program runs" test $? = 0
+else
+    skip "install tree" "build/libpiperun.a is not built"
+fi
+# A library folder without a target's library: named, with its make target.
+missing() { # NAME ARGS... ; expects "cannot find LIB in DIR (run `TARGET`)"
+    local want=$1
+    shift
+    PIPERUN_INC=$tmp/t/include PIPERUN_LIB=$tmp/t/lib "$P" compile "$@" $E -o "$tmp/m" >/dev/null 2>"$tmp/err"
+    local rc=$?
+    if [ $rc = 1 ] && grep -qF "pipec: cannot find $want in $tmp/t/lib (run \`" "$tmp/err"; then ok
+    else bad "compile $* without $want" "rc=$rc $(head -c 300 "$tmp/err")"; fi
+    rm -rf "$tmp/m"
+}
+rm -f "$tmp/t/lib/libpiperun_"*
+missing libpiperun_mpi.a --launcher mpi
+check "... run \`make mpi\`" grep -qF '(run `make mpi`)' "$tmp/err"
+missing libpiperun_cuda.a --backend cuda
+check "... run \`make cuda\`" grep -qF '(run `make cuda`)' "$tmp/err"
+: >"$tmp/t/lib/libpiperun_cuda.a"
+missing libpiperun_cuda_mpi.a --backend cuda --launcher mpi
+check "... run \`make cuda-mpi\`" grep -qF '(run `make cuda-mpi`)' "$tmp/err"
+# --- $CC and $MPICC (docs/runtime.md, docs/cuda.md) --------------------------------------------
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC=false "$P" compile $E -o "$tmp/cc1" >"$tmp/out" 2>"$tmp/err"
+check "CC=false: exit 1" test $? = 1
+check "CC=false: says the build failed, naming the folder" grep -qx "pipec: compiling the generated program in $tmp/cc1 failed" "$tmp/err"
+check "CC=false: no program" test ! -e "$tmp/cc1/tiny_1f1b"
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC=/nonexistent/cc "$P" compile $E -o "$tmp/cc2" >"$tmp/out" 2>"$tmp/err"
+check "CC that does not exist: exit 1" test $? = 1
+check "CC that does not exist: named" grep -qx "pipec: cannot run /nonexistent/cc: No such file or directory" "$tmp/err"
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC= "$P" compile $E -o "$tmp/cc3" >"$tmp/out" 2>"$tmp/err"
+check "an empty CC is cc: exit 0" test $? = 0
+check "an empty CC is cc: the program" test -x "$tmp/cc3/tiny_1f1b"
+if [ -f "$rt_lib/libpiperun_mpi.a" ]; then
+    PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib MPICC=false "$P" compile --launcher mpi $E -o "$tmp/cc4" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -q "cannot find libpiperun_mpi.a" "$tmp/err"; then
+        skip "MPICC=false" "the MPI runtime is not built"
+    else
+        check "MPICC=false: exit 1" test $rc = 1
+        check "MPICC=false: says the build failed" grep -qx "pipec: compiling the generated program in $tmp/cc4 failed" "$tmp/err"
+    fi
+fi
+finish
