@@ -20,22 +20,6 @@
 #include "print.h"
 #include "util.h"
 
-/* Writes out to path atomically, or to stdout when path is NULL. Returns 0 or 1 with a
- * message. */
-static int write_output(const char *path, const StrBuf *out)
-{
-    const char *s = out->s ? out->s : "";
-    if (!path || !strcmp(path, "-")) {
-        fwrite(s, 1, out->len, stdout);
-        return flush_stdout();
-    }
-    if (write_file_atomic(path, s, out->len) != 0) {
-        fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
 static int usage_error(const char *cmd)
 {
     driver_usage(stderr, cmd);

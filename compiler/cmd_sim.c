@@ -41,17 +41,6 @@ static bool parse_width(const char *arg, SvgOpts *so)
     return true;
 }
 
-/* Writes b to path ("-": standard output). */
-static int write_out(const char *path, const StrBuf *b)
-{
-    if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
-        if (strcmp(path, "-")) /* standard output's error is reported by write_file_atomic */
-            fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 /* The terminal width for --gantt: $COLUMNS, else the terminal's, else 100. */
 static int term_width(void)
 {
@@ -156,14 +145,14 @@ int cmd_sim(int argc, char **argv)
     if (trace) {
         StrBuf t = {0};
         sim_write_trace(&t, p, r);
-        if (write_out(trace, &t))
+        if (write_output(trace, &t))
             rc = 1;
         sb_free(&t);
     }
     if (svg) {
         StrBuf t = {0};
         svg_write(&t, p, r, &so);
-        if (write_out(svg, &t))
+        if (write_output(svg, &t))
             rc = 1;
         sb_free(&t);
     }
@@ -171,7 +160,7 @@ int cmd_sim(int argc, char **argv)
         StrBuf t = {0};
         HtmlVariant hv = {p->name, p, r};
         html_write(&t, &hv, 1);
-        if (write_out(html, &t))
+        if (write_output(html, &t))
             rc = 1;
         sb_free(&t);
     }
@@ -564,7 +553,7 @@ int cmd_diff(int argc, char **argv)
         svg_write_pair(&t, a, ra, la, b, rb, lb, &so);
         free(la);
         free(lb);
-        if (write_out(svg, &t))
+        if (write_output(svg, &t))
             rc = 2;
         sb_free(&t);
     }
@@ -575,7 +564,7 @@ int cmd_diff(int argc, char **argv)
         html_write(&t, hv, 2);
         free(la);
         free(lb);
-        if (write_out(html, &t))
+        if (write_output(html, &t))
             rc = 2;
         sb_free(&t);
     }

@@ -15,8 +15,8 @@ int cmd_diff(int argc, char **argv);       /* cmd_sim.c: two schedules side by s
 int cmd_emit(int argc, char **argv);       /* cmd_emit.c: per-rank C sources */
 int cmd_compile(int argc, char **argv);    /* cmd_emit.c: emit + compile (alias: build) */
 int cmd_run(int argc, char **argv);        /* cmd_emit.c: build into a cache, then run */
-int cmd_import_csv(int argc, char **argv); /* csv.c: PyTorch schedule CSV -> .pipe */
-int cmd_export_csv(int argc, char **argv); /* csv.c: .pipe -> PyTorch schedule CSV */
+int cmd_import_csv(int argc, char **argv); /* cmd_csv.c: PyTorch schedule CSV -> .pipe */
+int cmd_export_csv(int argc, char **argv); /* cmd_csv.c: .pipe -> PyTorch schedule CSV */
 int cmd_tune(int argc, char **argv);       /* tune.c: search schedule variants */
 
 #endif

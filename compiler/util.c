@@ -252,3 +252,15 @@ void sb_free(StrBuf *b)
     b->s = NULL;
     b->len = b->cap = 0;
 }
+
+int write_output(const char *path, const StrBuf *b)
+{
+    if (!path)
+        path = "-";
+    if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
+        if (strcmp(path, "-")) /* standard output's error is reported by write_file_atomic */
+            fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}

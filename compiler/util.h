@@ -70,6 +70,12 @@ typedef struct StrBuf {
     size_t len;    /* bytes, without the NUL */
     size_t cap;
 } StrBuf;
+
+/* Writes b to path atomically (write_file_atomic), or to standard output when path is
+ * NULL or "-". Returns 0, or 1 after printing "pipec: cannot write PATH: REASON" (an
+ * error on standard output is reported once by write_file_atomic). The output files of
+ * print, opt, sim's writers, import-csv and export-csv all go through it. */
+int write_output(const char *path, const StrBuf *b);
 void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_putc(StrBuf *b, char c);
 void sb_puts(StrBuf *b, const char *s);
