@@ -57,6 +57,56 @@ static int term_width(void)
     return 100;
 }
 
+/* The options of sim and diff. */
+typedef struct SimArgs {
+    DriverOpts o;     /* the common compile options */
+    SvgOpts so;       /* --width */
+    bool json, gantt; /* --json, --gantt */
+    const char *trace, *svg, *html; /* output paths, NULL when not asked for */
+} SimArgs;
+
+/* Reads the options of command cmd (longopts: the ones it takes) and checks that nfiles
+ * file arguments follow; argv[optind] is the first. Returns -1 to go on, else the exit
+ * status (0 after --help, 2 after a usage error), with a->o freed. */
+static int read_sim_args(int argc, char **argv, const char *cmd, const struct option *longopts,
+                         int nfiles, SimArgs *a)
+{
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
+        if (driver_common_opt(&a->o, opt, optarg))
+            continue;
+        switch (opt) {
+        case OPT_JSON: a->json = true; break;
+        case OPT_GANTT: a->gantt = true; break;
+        case OPT_TRACE: a->trace = optarg; break;
+        case OPT_SVG: a->svg = optarg; break;
+        case OPT_HTML: a->html = optarg; break;
+        case OPT_WIDTH:
+            if (!parse_width(optarg, &a->so)) {
+                driver_opts_free(&a->o);
+                return 2;
+            }
+            break;
+        case 'h':
+        case OPT_HELP:
+            driver_usage(stdout, cmd);
+            driver_opts_free(&a->o);
+            return 0;
+        default:
+            driver_usage(stderr, cmd);
+            driver_opts_free(&a->o);
+            return 2;
+        }
+    }
+    if (argc - optind != nfiles) {
+        driver_usage(stderr, cmd);
+        driver_opts_free(&a->o);
+        return 2;
+    }
+    return -1;
+}
+
 int cmd_sim(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -70,43 +120,14 @@ int cmd_sim(int argc, char **argv)
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    DriverOpts o = {0};
-    SvgOpts so = {0};
-    bool json = false, gantt = false;
-    const char *trace = NULL, *svg = NULL, *html = NULL;
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
-        if (driver_common_opt(&o, opt, optarg))
-            continue;
-        switch (opt) {
-        case OPT_JSON: json = true; break;
-        case OPT_GANTT: gantt = true; break;
-        case OPT_TRACE: trace = optarg; break;
-        case OPT_SVG: svg = optarg; break;
-        case OPT_HTML: html = optarg; break;
-        case OPT_WIDTH:
-            if (!parse_width(optarg, &so)) {
-                driver_opts_free(&o);
-                return 2;
-            }
-            break;
-        case 'h':
-        case OPT_HELP:
-            driver_usage(stdout, "sim");
-            driver_opts_free(&o);
-            return 0;
-        default:
-            driver_usage(stderr, "sim");
-            driver_opts_free(&o);
-            return 2;
-        }
-    }
-    if (argc - optind != 1) {
-        driver_usage(stderr, "sim");
-        driver_opts_free(&o);
-        return 2;
-    }
+    SimArgs a = {0};
+    int st = read_sim_args(argc, argv, "sim", longopts, 1, &a);
+    if (st >= 0)
+        return st;
+    DriverOpts o = a.o;
+    SvgOpts so = a.so;
+    bool json = a.json, gantt = a.gantt;
+    const char *trace = a.trace, *svg = a.svg, *html = a.html;
     Diag d = {0};
     Pipeline *p = driver_compile(&d, &o, argv[optind]);
     driver_opts_free(&o);
@@ -496,41 +517,14 @@ int cmd_diff(int argc, char **argv)
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    DriverOpts o = {0};
-    SvgOpts so = {0};
-    const char *svg = NULL, *html = NULL;
-    bool json = false;
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
-        if (driver_common_opt(&o, opt, optarg))
-            continue;
-        switch (opt) {
-        case OPT_SVG: svg = optarg; break;
-        case OPT_HTML: html = optarg; break;
-        case OPT_JSON: json = true; break;
-        case OPT_WIDTH:
-            if (!parse_width(optarg, &so)) {
-                driver_opts_free(&o);
-                return 2;
-            }
-            break;
-        case 'h':
-        case OPT_HELP:
-            driver_usage(stdout, "diff");
-            driver_opts_free(&o);
-            return 0;
-        default:
-            driver_usage(stderr, "diff");
-            driver_opts_free(&o);
-            return 2;
-        }
-    }
-    if (argc - optind != 2) {
-        driver_usage(stderr, "diff");
-        driver_opts_free(&o);
-        return 2;
-    }
+    SimArgs sa = {0};
+    int st = read_sim_args(argc, argv, "diff", longopts, 2, &sa);
+    if (st >= 0)
+        return st;
+    DriverOpts o = sa.o;
+    SvgOpts so = sa.so;
+    const char *svg = sa.svg, *html = sa.html;
+    bool json = sa.json;
     const char *fa = argv[optind], *fb = argv[optind + 1];
     Diag d = {0};
     Pipeline *a = driver_compile(&d, &o, fa);
