@@ -40,6 +40,7 @@
 #include "cmds.h"
 #include "driver.h"
 #include "emit_c.h"
+#include "piperun.h"
 #include "stream_check.h"
 
 /* What the generated program is built for. */
@@ -704,8 +705,13 @@ done:
     return rc;
 }
 
-enum { O_BACKEND = 300, O_LAUNCHER, O_ITERS, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE,
-       O_TIMEOUT, O_PROFILE, O_LR, O_SEED, O_QUIET, O_CACHE, O_REF };
+/* The options of emit, compile and run: their own, then the program's (piperun.h), which
+ * run passes through. */
+enum { O_BACKEND = PR_OPT_END, O_LAUNCHER, O_CACHE,
+       O_ITERS = PR_OPT_ITERS, O_CHECK = PR_OPT_CHECK, O_JSON = PR_OPT_JSON,
+       O_TRACE = PR_OPT_TRACE, O_WORKLOAD = PR_OPT_WORKLOAD, O_DATA = PR_OPT_DATA,
+       O_SCALE = PR_OPT_SCALE, O_TIMEOUT = PR_OPT_TIMEOUT, O_PROFILE = PR_OPT_PROFILE,
+       O_LR = PR_OPT_LR, O_SEED = PR_OPT_SEED, O_QUIET = PR_OPT_QUIET, O_REF = PR_OPT_REF };
 
 static int emit_or_compile(int argc, char **argv, bool compile)
 {
@@ -940,20 +946,8 @@ static const struct option run_longopts[] = {
     DRIVER_LONGOPTS,
     {"backend", required_argument, NULL, O_BACKEND},
     {"launcher", required_argument, NULL, O_LAUNCHER},
-    {"iters", required_argument, NULL, O_ITERS},
-    {"check", no_argument, NULL, O_CHECK},
-    {"json", no_argument, NULL, O_JSON},
-    {"trace", required_argument, NULL, O_TRACE},
-    {"workload", required_argument, NULL, O_WORKLOAD},
-    {"data", required_argument, NULL, O_DATA},
-    {"time-scale", required_argument, NULL, O_SCALE},
-    {"timeout", required_argument, NULL, O_TIMEOUT},
-    {"profile", no_argument, NULL, O_PROFILE},
-    {"lr", required_argument, NULL, O_LR},
-    {"seed", required_argument, NULL, O_SEED},
-    {"quiet", no_argument, NULL, O_QUIET},
+    PR_PROGRAM_LONGOPTS,
     {"cache", required_argument, NULL, O_CACHE},
-    {"reference", no_argument, NULL, O_REF},
     {"output", required_argument, NULL, 'o'},
     {NULL, 0, NULL, 0},
 };

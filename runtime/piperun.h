@@ -82,6 +82,30 @@ enum {
 };
 
 /* How pr_send completes. */
+/* The long options of a generated program (pr_main, run_main.c), which `pipec run`
+ * passes through to it as given (compiler/cmd_emit.c): one list for both, as
+ * initialisers of getopt_long's struct option (the including file includes getopt.h). */
+enum {
+    PR_OPT_ITERS = 256, PR_OPT_CHECK, PR_OPT_JSON, PR_OPT_TRACE, PR_OPT_WORKLOAD, PR_OPT_DATA,
+    PR_OPT_SCALE, PR_OPT_TIMEOUT, PR_OPT_PROFILE, PR_OPT_LR, PR_OPT_SEED, PR_OPT_QUIET,
+    PR_OPT_REF,
+    PR_OPT_END /* the first value free for a user's own options */
+};
+#define PR_PROGRAM_LONGOPTS                                   \
+    {"iters", required_argument, NULL, PR_OPT_ITERS},         \
+    {"check", no_argument, NULL, PR_OPT_CHECK},               \
+    {"json", no_argument, NULL, PR_OPT_JSON},                 \
+    {"trace", required_argument, NULL, PR_OPT_TRACE},         \
+    {"workload", required_argument, NULL, PR_OPT_WORKLOAD},   \
+    {"data", required_argument, NULL, PR_OPT_DATA},           \
+    {"time-scale", required_argument, NULL, PR_OPT_SCALE},    \
+    {"timeout", required_argument, NULL, PR_OPT_TIMEOUT},     \
+    {"profile", no_argument, NULL, PR_OPT_PROFILE},           \
+    {"lr", required_argument, NULL, PR_OPT_LR},               \
+    {"seed", required_argument, NULL, PR_OPT_SEED},           \
+    {"quiet", no_argument, NULL, PR_OPT_QUIET},               \
+    {"reference", no_argument, NULL, PR_OPT_REF}
+
 enum { PR_SEND_RENDEZVOUS, PR_SEND_EAGER };
 
 /* One op of a rank's list, in program order. */

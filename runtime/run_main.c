@@ -185,23 +185,14 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
 {
     PrOptions o;
     pr_options_default(&o, prog);
-    enum { O_ITERS = 256, O_CHECK, O_JSON, O_TRACE, O_WORKLOAD, O_DATA, O_SCALE, O_TIMEOUT,
-           O_PROFILE, O_LR, O_SEED, O_QUIET, O_HELP, O_REF };
+    enum { O_ITERS = PR_OPT_ITERS, O_CHECK = PR_OPT_CHECK, O_JSON = PR_OPT_JSON,
+           O_TRACE = PR_OPT_TRACE, O_WORKLOAD = PR_OPT_WORKLOAD, O_DATA = PR_OPT_DATA,
+           O_SCALE = PR_OPT_SCALE, O_TIMEOUT = PR_OPT_TIMEOUT, O_PROFILE = PR_OPT_PROFILE,
+           O_LR = PR_OPT_LR, O_SEED = PR_OPT_SEED, O_QUIET = PR_OPT_QUIET, O_REF = PR_OPT_REF,
+           O_HELP = PR_OPT_END };
     static const struct option longopts[] = {
-        {"iters", required_argument, NULL, O_ITERS},
-        {"check", no_argument, NULL, O_CHECK},
-        {"json", no_argument, NULL, O_JSON},
-        {"trace", required_argument, NULL, O_TRACE},
-        {"workload", required_argument, NULL, O_WORKLOAD},
-        {"data", required_argument, NULL, O_DATA},
-        {"time-scale", required_argument, NULL, O_SCALE},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"profile", no_argument, NULL, O_PROFILE},
-        {"lr", required_argument, NULL, O_LR},
-        {"seed", required_argument, NULL, O_SEED},
-        {"quiet", no_argument, NULL, O_QUIET},
+        PR_PROGRAM_LONGOPTS,
         {"help", no_argument, NULL, O_HELP},
-        {"reference", no_argument, NULL, O_REF},
         {NULL, 0, NULL, 0},
     };
     int c, li = -1;
