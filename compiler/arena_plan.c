@@ -525,7 +525,8 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     for (size_t c = 0; c < V; c++)
         for (size_t m = 0; m < M; m++) {
             const Pos *q = &pos[c * M + m];
-            uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W], R = q->at[OP_R];
+            uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W],
+                     R = q->at[OP_R] != NONE ? q->at[OP_R] : q->at[OP_RO]; /* RO: an R */
             uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
             if (F == NONE || B == NONE || B < F)
                 continue;

@@ -263,7 +263,8 @@ static void header(StrBuf *b, const char *source, const char *what)
 static const char *kind_enum(int k)
 {
     static const char *const n[OP_NKINDS] = {"PR_F",  "PR_B",  "PR_W",  "PR_R",
-                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW"};
+                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW",
+                                             "PR_R" /* RO: an R at its list position */};
     return (unsigned)k < OP_NKINDS ? n[k] : "PR_F";
 }
 
@@ -370,7 +371,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
              * chunk's LW, and (allocating ops) every SO listed before it. */
             OpKind ok = (OpKind)o->kind;
             bool has_si = f->has[OP_SO] && f->has[OP_SI];
-            unsigned flags = (f->has[OP_R] ? 1u : 0) | (f->has[OP_W] ? 2u : 0) |
+            unsigned flags = (f->has[OP_R] || f->has[OP_RO] ? 1u : 0) | (f->has[OP_W] ? 2u : 0) |
                              (has_si ? 4u : 0) |
                              (opsem_waits_on(ok, OP_LW) && vmf[(size_t)v * M].has[OP_LW] ? 8u : 0) |
                              (opsem_waits_on(ok, OP_SI) && has_si ? 16u : 0);

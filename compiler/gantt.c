@@ -15,7 +15,7 @@
 
 #include "sim.h"
 
-static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{'};
+static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{', '*'};
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) close to span / n. */
 static double nice_step(double span, int n)

@@ -202,6 +202,8 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
         const StageOps *so = &p->stages[r];
         uint32_t base = s->off[r];
         unsigned mask = 0;
+        int64_t host = -1;   /* the host of the overlapped ops met last, and its */
+        double budget = 0;   /* all-reduce time not yet used by them (ms) */
         double *alloc = s->delta + base;
         mem_walk_ops(p, s->idx, r, alloc, s->freed);
         for (int32_t c = 0; c < V; c++)
@@ -220,6 +222,17 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
             int32_t v = s->vst[(size_t)r * V + op->chunk];
             unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : mem_vm_has(s->idx, v, op->mb);
             const OpCosts *k = &cost[op->chunk];
+            if (op_sem[op->kind].overlaps_host) {
+                /* inside its host's all-reduces: only the exposed part takes the stream */
+                int64_t h = opsem_host(so, i);
+                if (h != host) {
+                    const Op *ho = &so->ops[h < 0 ? 0 : h];
+                    host = h;
+                    budget = h < 0 || !op_valid(p, ho) ? 0 : opsem_comm((OpKind)ho->kind, &cost[ho->chunk]);
+                }
+                s->dur[gi] = opsem_exposed(k, &budget);
+                continue;
+            }
             s->dur[gi] = opsem_duration((OpKind)op->kind, k, has,
                                         opsem_moved((OpKind)op->kind, k, a, f));
         }

@@ -244,6 +244,7 @@ static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32
             }
             break;
         case OP_R:
+        case OP_RO: /* an R run at its list position */
             touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
             if (rest >= 0 && held > 0) {          /* rebuilds the top in a place of its own */
                 touch_pieces(v, i, 0, pc, npc[vmk]);
