@@ -424,6 +424,20 @@ double sim_makespan(const Pipeline *p, void **scratch)
     return done == s->nops ? makespan : INFINITY;
 }
 
+void sim_busy(const Pipeline *p, double *busy)
+{
+    Sim s;
+    memset(&s, 0, sizeof s);
+    for (int32_t r = 0; r < p->P; r++)
+        busy[r] = 0;
+    if (prepare(&s, p, NULL))
+        for (int32_t r = 0; r < p->P; r++)
+            for (uint32_t i = 0; i < p->stages[r].n; i++)
+                if (IN_STREAM(p->stages[r].ops[i].kind, STREAM_COMPUTE))
+                    busy[r] += s.dur[s.off[r] + i];
+    sim_scratch_release(&s);
+}
+
 /* Replays one rank's memory changes in time order: merges the three streams' event
  * sequences (each already sorted, streams never reorder), frees before allocations at
  * equal times. Calls fn (if any) after every change; returns the peak. */
