@@ -15,7 +15,9 @@
  *               trecomp_blockwise (TPipe §4.2); for onef1b, activation swapping
  *               alone, swap(lambda) for growing lambda (Obscura §6.1)
  *   passes      none, partition_balance, recompute_in_stalls (when there are R ops),
- *               both; for onef1b also the whole obscura planner
+ *               both; for onef1b also the whole obscura planner; with a model, for
+ *               every template, lynx_overlap and lynx on the template without
+ *               recomputation (they choose each rank's policy: Lynx §4.2, §5)
  *   and the file as written (its own schedule, recompute and apply lines).
  *
  * A template is expanded by loading a small generated source that imports the stdlib
@@ -453,6 +455,17 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
         } else {
             pipeline_free(r);
         }
+    }
+    /* Lynx: both passes choose each rank's recomputation themselves (Lynx §4.2, §5) */
+    static const char *const lynx[] = {"lynx_overlap", "lynx"};
+    for (int i = 0; i < 2 && q->model && t->tried < t->budget; i++) {
+        Pipeline *r = pipeline_clone(q);
+        if (run(t, r, lynx[i], NULL, 0, 0, NULL, NULL) == 0) {
+            d.len = 0;
+            sb_printf(&d, "%s | %s", tdesc, lynx[i]);
+            evaluate(t, r, d.s, NAN, NULL);
+        }
+        pipeline_free(r);
     }
     /* the whole Obscura planner on 1F1B */
     if (q->V == 1 && strcmp(tdesc, "onef1b") == 0 && t->tried < t->budget) {
