@@ -10,8 +10,8 @@
  * (partition_balance.c) whose every candidate partition is re-planned by Lynx-HEU
  * before it is timed and checked against the budget.
  *
- * Arguments: verbose (bool: print each kept move). Requires a model (`value` error from
- * partition_balance otherwise). Idempotent: on its own output Lynx-HEU plans the same
+ * Arguments: verbose (bool: print each kept move). Requires a model (`value` error
+ * otherwise). Idempotent: on its own output Lynx-HEU plans the same
  * ranks and the greedy's first move is not kept. */
 #include "lynx.h"
 #include "passes.h"
@@ -29,6 +29,12 @@ int pass_lynx(Diag *d, Pipeline *p, const PassCall *call)
     pass_arg_bool(d, call, "verbose", &verbose, &err);
     if (err)
         return err;
+    if (!p->model) {
+        diag_error(d, call->loc, DIAG_VALUE,
+                   "lynx needs a model: it re-plans recomputation per partition of the layers "
+                   "(Lynx §5); without one, use lynx_overlap");
+        return 1;
+    }
     if ((err = lynx_plan(d, p, 0, p->P, call->loc)))
         return err;
     return partition_balance_run(d, p, call, verbose, replan);
