@@ -145,34 +145,8 @@ sed 's/RO/R/g; s/F0 F1 R0 F2 B0 R1 B1/F0 F1 F2 R0 B0 R1 B1/' "$T/ro.pipe" >"$T/n
 check "no model: the R ops become ROs" grep -q "RO0" "$T/nm2.pipe"
 check "no model: the result checks" q "$PIPEC_ASAN" check "$T/nm2.pipe"
 
-# random configurations with tensor parallelism (seeded): every output passes check
-# (memory aside: a rank no policy fits stays as it was) and is a fixed point
-python3 - "$T" >"$T/list" <<'PY'
-import random, sys
-rng = random.Random(13)
-for i in range(8):
-    P = rng.choice([2, 4]); M = rng.choice([P, 2 * P]); V = rng.choice([1, 1, 2])
-    sched = "onef1b" if V == 1 else "interleaved"
-    with open(f"{sys.argv[1]}/rnd{i}.pipe", "w") as f:
-        f.write('import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\n'
-                f'pipeline rnd{i} {{ stages {P} microbatches {M} chunks {V} '
-                f'model {rng.choice(["gpt_1_3b", "gpt_7b", "llama2_7b"])} {{ mbs {rng.choice([4, 8, 16])} }} '
-                f'device {rng.choice(["a100_sxm_40g", "a100_pcie_40g"])} tensor_parallel {rng.choice([2, 4])} '
-                f'schedule {sched} }}\n')
-    print(f"rnd{i}")
-PY
-while read -r name; do
-    for pass in lynx_overlap lynx; do
-        if ! "$PIPEC_ASAN" opt "$T/$name.pipe" --pass "$pass" -o "$T/o.pipe" 2>"$T/err"; then
-            bad "$name $pass" "$(grep -m 1 error "$T/err")"; continue
-        fi
-        if "$PIPEC_ASAN" check "$T/o.pipe" 2>&1 | grep -qE 'error\[(missing|duplicate|order|deadlock|placement|value)\]'; then
-            bad "$name $pass checks" "$("$PIPEC_ASAN" check "$T/o.pipe" 2>&1 | grep -m 1 error)"
-        else ok; fi
-        "$PIPEC_ASAN" opt "$T/$name.pipe" --pass "$pass,$pass" -o "$T/o2.pipe" 2>/dev/null
-        check "$name $pass idempotent" cmp -s "$T/o.pipe" "$T/o2.pipe"
-    done
-done <"$T/list"
+# random configurations (tensor parallel or not, one or two chunks): tests/t_passes.sh
+# section 6 checks every output of lynx_overlap and lynx and that each is a fixed point
 
 # --- 4. the reproduction of docs/lynx.md, run as documented ---------------------------
 for f in examples/lynx_*.pipe; do

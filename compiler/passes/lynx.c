@@ -16,7 +16,7 @@
 #include "lynx.h"
 #include "passes.h"
 
-/* Lynx-HEU over every rank of a candidate partition. */
+/* Lynx-HEU over every rank: of the pipeline first, then of each candidate partition. */
 static int replan(Diag *d, Pipeline *q, const PassCall *call)
 {
     return lynx_plan(d, q, 0, q->P, call->loc);
@@ -24,18 +24,5 @@ static int replan(Diag *d, Pipeline *q, const PassCall *call)
 
 int pass_lynx(Diag *d, Pipeline *p, const PassCall *call)
 {
-    int err = 0;
-    bool verbose = false;
-    pass_arg_bool(d, call, "verbose", &verbose, &err);
-    if (err)
-        return err;
-    if (!p->model) {
-        diag_error(d, call->loc, DIAG_VALUE,
-                   "lynx needs a model: it re-plans recomputation per partition of the layers "
-                   "(Lynx §5); without one, use lynx_overlap");
-        return 1;
-    }
-    if ((err = lynx_plan(d, p, 0, p->P, call->loc)))
-        return err;
-    return partition_balance_run(d, p, call, verbose, replan);
+    return partition_balance_run(d, p, call, replan);
 }

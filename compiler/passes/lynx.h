@@ -11,11 +11,12 @@
 #include "diag.h"
 #include "ir.h"
 
-/* The greedy of partition_balance.c on p (which needs a model; `value` error at call
- * otherwise). replan, when not NULL, runs on each candidate after its costs were
- * re-derived, before its memory and time are judged; a non-zero return drops the
- * candidate. Returns the errors reported. */
-int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call, bool verbose,
+/* The greedy of partition_balance.c on p, reading call's `verbose`; p needs a model
+ * (`value` error at call, naming call's pass, otherwise). replan, when not NULL, plans
+ * p once before the greedy and then each candidate after its costs were re-derived,
+ * before its memory and time are judged; a non-zero return drops the candidate (or,
+ * for p itself, ends the pass). Returns the errors reported. */
+int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
                           int (*replan)(Diag *d, Pipeline *q, const PassCall *call));
 
 /* Lynx-HEU (§4.2) on ranks [lo, hi) of p: for each rank, the recomputation policy and

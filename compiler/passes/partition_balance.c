@@ -73,22 +73,24 @@ static bool fits(const Pipeline *p)
 
 int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
 {
+    return partition_balance_run(d, p, call, NULL);
+}
+
+int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
+                          int (*replan)(Diag *d, Pipeline *q, const PassCall *call))
+{
     int err = 0;
     bool verbose = false;
     pass_arg_bool(d, call, "verbose", &verbose, &err);
     if (err)
         return err;
-    return partition_balance_run(d, p, call, verbose, NULL);
-}
-
-int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call, bool verbose,
-                          int (*replan)(Diag *d, Pipeline *q, const PassCall *call))
-{
     if (!p->model) {
         diag_error(d, call->loc, DIAG_VALUE,
-                   "partition_balance needs a model: it moves layers between stages (Lynx §5)");
+                   "%s needs a model: it moves layers between stages (Lynx §5)", call->name);
         return 1;
     }
+    if (replan && (err = replan(d, p, call)))
+        return err;
     CostModel cm;
     if (costmodel_init(d, p, &cm)) {
         costmodel_free(&cm);
