@@ -25,4 +25,8 @@ int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
  * costs. Returns the errors reported (from derive_costs). */
 int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc);
 
+/* p takes the contents of q (a clone of p that was transformed) and q is freed; p keeps
+ * its own pass calls, which the caller (the pass being run) may still be reading. */
+void lynx_adopt(Pipeline *p, Pipeline *q);
+
 #endif

@@ -121,6 +121,20 @@ static int plan_rank(Diag *d, Pipeline *q, int32_t s, RecomputePolicy pol, Loc l
     return err;
 }
 
+void lynx_adopt(Pipeline *p, Pipeline *q)
+{
+    Pipeline tmp = *p;
+    *p = *q;
+    *q = tmp;
+    PassCall *calls = p->passes;
+    uint32_t n = p->npasses;
+    p->passes = q->passes;
+    p->npasses = q->npasses;
+    q->passes = calls;
+    q->npasses = n;
+    pipeline_free(q);
+}
+
 int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
 {
     /* least recomputation first, so that ties keep the most activations (Eq. 2) */
@@ -154,12 +168,8 @@ int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
                 pipeline_free(q);
             }
         }
-        if (best) {
-            Pipeline tmp = *p;
-            *p = *best;
-            *best = tmp;
-            pipeline_free(best);
-        }
+        if (best)
+            lynx_adopt(p, best);
     }
     free(busy);
     return err;

@@ -135,11 +135,7 @@ int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
         if (verbose)
             fprintf(stderr, "partition_balance: one layer from stage %d to stage %d: longest stage "
                             "%.3f ms -> %.3f ms\n", slow, fast, cur, t);
-        /* p becomes the candidate (re-planned when replan is given); q gets the old p */
-        Pipeline tmp = *p;
-        *p = *q;
-        *q = tmp;
-        pipeline_free(q);
+        lynx_adopt(p, q); /* p becomes the candidate (re-planned when replan is given) */
         cur = rank_times(p, &slow, &fast, &nmax);
     }
     free(units);
