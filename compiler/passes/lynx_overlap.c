@@ -24,7 +24,9 @@
  * exposed part of each RO) wins, ties to the one that recomputes less. On the last
  * stage a recompute runs right after its forward's micro-batch turns round, so the
  * nearest host is the backward before it (Lynx §4.2, "Optimizations": no forward
- * phases there) without a special case. A rank where no policy fits is left as it was.
+ * phases there) without a special case. A rank where no policy fits is left as it was,
+ * and so is a rank whose recomputes a `dep` line names (re-planning would move or
+ * rename them; Obscura's swap passes write such lines).
  *
  * Without a model the policy cannot change (r and ckpt are the costs written): the
  * pass only moves the existing R ops into hosts. Without tensor parallelism (fcomm =
@@ -109,6 +111,20 @@ static void place_overlaps(Pipeline *p, int32_t s)
     free(cost);
 }
 
+/* Whether a `dep` line names a recompute (R or RO) of rank s: re-planning would move or
+ * rename the op it names (Obscura's swap passes write such lines). */
+static bool deps_name_recompute(const Pipeline *p, int32_t s)
+{
+    for (uint32_t i = 0; i < p->ndeps; i++) {
+        const OpRef *e[2] = {&p->deps[i].from, &p->deps[i].to};
+        for (int j = 0; j < 2; j++)
+            if (e[j]->stage == s && e[j]->kind < OP_NKINDS &&
+                opsem_has_bit((OpKind)e[j]->kind) == VM_HAS_R)
+                return true;
+    }
+    return false;
+}
+
 /* Rank s of q planned with policy pol: its R and RO removed, pol's on-demand R ops
  * added (sched_recompute), then placed. Returns the errors reported. */
 static int plan_rank(Diag *d, Pipeline *q, int32_t s, RecomputePolicy pol, Loc loc)
@@ -143,6 +159,8 @@ int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
     double *busy = xmalloc((size_t)(p->P > 0 ? p->P : 1) * sizeof *busy);
     int err = 0;
     for (int32_t s = lo; s < hi && !err; s++) {
+        if (deps_name_recompute(p, s))
+            continue;
         Pipeline *best = NULL;
         double tbest = INFINITY;
         for (size_t k = 0; k < ARRAY_LEN(order) && !err; k++) {
