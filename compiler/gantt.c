@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opsem.h"
 #include "sim.h"
 
 static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{', '*'};
@@ -138,7 +139,8 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     bool overlap = false;
     for (int32_t s = 0; s < p->P && !overlap; s++)
         for (uint32_t i = 0; i < p->stages[s].n && !overlap; i++)
-            overlap = p->stages[s].ops[i].kind == OP_RO;
+            overlap = p->stages[s].ops[i].kind < OP_NKINDS &&
+                      op_sem[p->stages[s].ops[i].kind].overlaps_host;
     char more[96] = "";
     if (unnamed)
         snprintf(more, sizeof more, "(%u ops too short to name: fill only)", unnamed);

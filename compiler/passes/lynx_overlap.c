@@ -21,7 +21,8 @@
  *     before its backward.
  * Of the policies whose placement fits the budget (the rank's walk peak), the one
  * with the least compute-stream time (sim_busy: f, b, w, the on-demand r's and the
- * exposed part of each RO) wins, ties to the one that recomputes less. On the last
+ * exposed part of each RO) wins, ties to the earlier of none, cmb, selective, mlp, full
+ * (roughly: the one that keeps more). On the last
  * stage a recompute runs right after its forward's micro-batch turns round, so the
  * nearest host is the backward before it (Lynx §4.2, "Optimizations": no forward
  * phases there) without a special case. A rank where no policy fits is left as it was,
@@ -153,7 +154,7 @@ void lynx_adopt(Pipeline *p, Pipeline *q)
 
 int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
 {
-    /* least recomputation first, so that ties keep the most activations (Eq. 2) */
+    /* roughly least recomputation first, so that ties keep more activations (Eq. 2) */
     static const RecomputePolicy order[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
                                             POLICY_MLP, POLICY_FULL};
     double *busy = xmalloc((size_t)(p->P > 0 ? p->P : 1) * sizeof *busy);
