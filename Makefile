@@ -140,6 +140,7 @@ build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt gra
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
 build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
+build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runtime/tf_layout.h
 
 # --- targets ------------------------------------------------------------------------
 test: deps
@@ -327,7 +328,7 @@ CU_CPU_SRC = runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
-build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h
+build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h runtime/tf_kernels.h runtime/tf_layout.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 

@@ -301,9 +301,61 @@ bad:
     return 2;
 }
 
+/* The index of the op of kind k for (v, m) in rank description d, or -1. */
+static int64_t find_op(const PrRankDesc *d, int k, int v, int m)
+{
+    for (uint32_t i = 0; i < d->nops; i++)
+        if (d->ops[i].kind == k && d->ops[i].vstage == v && d->ops[i].mb == m)
+            return i;
+    return -1;
+}
+
+/* The op of the compute thread (F, B, W, R) before op i of d, or -1. */
+static int64_t prev_compute(const PrRankDesc *d, int64_t i)
+{
+    while (--i >= 0) {
+        int k = d->ops[i].kind;
+        if (k == PR_F || k == PR_B || k == PR_W || k == PR_R)
+            return i;
+    }
+    return -1;
+}
+
+/* The measured p2p time, ms: over the iterations after the first, the mean delay from
+ * the end of a message's producing op to the start of its consuming op, counted where
+ * the consumer's rank had nothing else to do (its previous op had ended before the
+ * producer's end) - the simulator's dependency edge, max(previous end, producer end +
+ * p2p), solved for p2p. It is the send, the receiver's wake-up and its receive; 0 when
+ * no message was waited for or when the ranks' ops were not all timed here (MPI). */
+static double measured_p2p_ms(const PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    double sum = 0;
+    long n = 0;
+    for (uint32_t k = 0; k < g->nmsgs; k++) {
+        const PrMsg *m = &g->msgs[k];
+        const PrRank *a = &run->rank[m->src], *b = &run->rank[m->dst];
+        int64_t pi = find_op(a->d, m->from_kind, m->from_v, m->from_mb);
+        int64_t ci = find_op(b->d, m->to_kind, m->to_v, m->to_mb);
+        if (pi < 0 || ci < 0 || prev_compute(b->d, ci) < 0)
+            continue;
+        for (int it = 1; it < run->opt.iters; it++) {
+            const PrSpan *p = &a->span[(size_t)it * a->d->nops + (size_t)pi];
+            const PrSpan *c = &b->span[(size_t)it * b->d->nops + (size_t)ci];
+            const PrSpan *prev = &b->span[(size_t)it * b->d->nops + (size_t)prev_compute(b->d, ci)];
+            if (p->t1 <= 0 || c->t0 <= 0 || prev->t1 <= 0 || prev->t1 >= p->t1 || c->t0 < p->t1)
+                continue;
+            sum += c->t0 - p->t1;
+            n++;
+        }
+    }
+    return n ? sum / (double)n : 0;
+}
+
 /* The `costs` block of measured op times (docs/runtime.md "Profiling"): per virtual
  * stage the mean F, B (+ W when split, since `b` is the whole backward), W and R times
- * over the iterations after the first, and the real region bytes of the mlp workload. */
+ * over the iterations after the first, the measured p2p time (measured_p2p_ms) and the
+ * real region bytes of the mlp workload. */
 int pr_profile_write(const PrRun *run)
 {
     const PrProgram *g = run->prog;
@@ -312,7 +364,7 @@ int pr_profile_write(const PrRun *run)
         return -1;
     fprintf(f, "# op costs measured by `pipec run --profile` (workload %s, %d iterations)\n",
             workload_name(g, run->opt.workload), run->opt.iters);
-    fprintf(f, "costs { p2p 0ms }\n");
+    fprintf(f, "costs { p2p %.6fms }\n", measured_p2p_ms(run));
     for (int v = 0; v < run->PV; v++) {
         const PrRank *r = &run->rank[g->vstages[v].rank];
         double mean[PR_NKINDS];

@@ -26,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 /* Architectures of the transformer workloads (stdlib/models.pipe `arch`). */
 enum { TF_GPT = 1, TF_LLAMA = 2 };
@@ -77,7 +78,8 @@ static inline size_t tf_pad16(size_t n) { return (n + 15) & ~(size_t)15; }
  * An identity slice (no layer, no embedding, no head) has an empty region (act 0). */
 static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
 {
-    TfLayout a = {0};
+    TfLayout a;
+    memset(&a, 0, sizeof a);
     if (nl == 0 && !embed && !head)
         return a;
     size_t N = (size_t)d->B * (size_t)d->T, C = (size_t)d->C, F = (size_t)d->F;

@@ -13,6 +13,7 @@
 #include <cblas.h>
 
 #include "mlp_layers.h"
+#include "tf_kernels.h"
 
 #define NONE ((size_t)-1)
 
@@ -245,60 +246,24 @@ void tf_sgd_step(TfModel *m, const MlpSlice *s, float lr)
 
 /* ---- layers ---------------------------------------------------------------------- */
 
-/* Row statistics of a norm, recomputed wherever needed (forward, B, W) instead of being
- * kept: mean and rstd = 1/sqrt(var + eps) (LayerNorm), or rstd = 1/sqrt(mean(x^2) + eps)
- * with mean 0 (RMSNorm). Same arithmetic every time, so the values are identical. */
-static void norm_stats(const float *x, int C, bool rms, float *mean, float *rstd)
-{
-    const double eps = 1e-5;
-    double mu = 0.0;
-    if (!rms) {
-        for (int i = 0; i < C; i++)
-            mu += x[i];
-        mu /= C;
-    }
-    double v = 0.0;
-    for (int i = 0; i < C; i++)
-        v += (x[i] - mu) * (x[i] - mu);
-    v /= C;
-    *mean = (float)mu;
-    *rstd = (float)(1.0 / sqrt(v + eps));
-}
-
-/* out (N,C) = (inp - mean) * rstd * w + b (b NULL: RMSNorm, mean 0). */
+/* The norms over rows of (N,C), with tf_kernels.h's bodies (shared with the GPU). Row
+ * statistics are recomputed wherever needed (forward, B, W) instead of being kept:
+ * mean and rstd = 1/sqrt(var + eps) (LayerNorm), or rstd = 1/sqrt(mean(x^2) + eps) with
+ * mean 0 (RMSNorm); same arithmetic every time, so the values are identical.
+ * out (N,C) = (inp - mean) * rstd * w + b (b NULL: RMSNorm). */
 static void norm_forward(float *out, const float *inp, const float *w, const float *b, int N,
                          int C)
 {
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float *o = out + (size_t)n * C, mu, s;
-        norm_stats(x, C, b == NULL, &mu, &s);
-        for (int i = 0; i < C; i++)
-            o[i] = (x[i] - mu) * s * w[i] + (b ? b[i] : 0.0f);
-    }
+    for (int n = 0; n < N; n++)
+        tf_norm_forward_row(out, inp, w, b, C, n);
 }
 
-/* dinp (N,C) += the norm's input gradient for dout (N,C). LayerNorm: dx = s (dn - mean(dn)
- * - xhat mean(dn xhat)); RMSNorm: the same without the mean(dn) term (dn = w * dout). */
+/* dinp (N,C) += the norm's input gradient for dout (N,C). */
 static void norm_backward_input(float *dinp, const float *dout, const float *inp,
                                 const float *w, bool rms, int N, int C)
 {
-    for (int n = 0; n < N; n++) {
-        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C, mu, s;
-        norm_stats(x, C, rms, &mu, &s);
-        double dn_mean = 0.0, dn_xh_mean = 0.0;
-        for (int i = 0; i < C; i++) {
-            float xh = (x[i] - mu) * s, dn = w[i] * d[i];
-            dn_mean += dn;
-            dn_xh_mean += (double)dn * xh;
-        }
-        float a = rms ? 0.0f : (float)(dn_mean / C), bb = (float)(dn_xh_mean / C);
-        for (int i = 0; i < C; i++) {
-            float xh = (x[i] - mu) * s, dn = w[i] * d[i];
-            dx[i] += (dn - a - xh * bb) * s;
-        }
-    }
+    for (int n = 0; n < N; n++)
+        tf_norm_backward_input_row(dinp, dout, inp, w, rms, C, n);
 }
 
 /* dw (C) += sum_n dout * xhat; db (C) += sum_n dout (db NULL: RMSNorm). */
@@ -308,7 +273,7 @@ static void norm_backward_weight(float *dw, float *db, const float *dout, const 
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
         float mu, s;
-        norm_stats(x, C, db == NULL, &mu, &s);
+        tf_norm_stats(x, C, db == NULL, &mu, &s);
         for (int i = 0; i < C; i++) {
             dw[i] += d[i] * ((x[i] - mu) * s);
             if (db)
@@ -427,8 +392,6 @@ static void attention_backward(float *dqkv, float *datt, const float *dy, const 
         }
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
 /* ---- regions --------------------------------------------------------------------- */
 
 /* A region, possibly in two places: [0, nck) floats at ck, the rest at rest. */
@@ -505,15 +468,9 @@ static void forward_into(TfModel *m, const MlpSlice *s, const Region *g, float *
     if (s->embed) {
         assert(tokens);
         float *x0 = (nl == 0 && !s->head) ? out : xs_at(g, &a, c, 0);
-        if (x0) {
-            mlp_encoder_forward(x0, tokens, m->param_mem + m->wte, N, C);
-            if (gpt)
-                for (int n = 0; n < N; n++) {
-                    const float *pe = m->param_mem + m->wpe + (size_t)(n % d->T) * C;
-                    for (int i = 0; i < C; i++)
-                        x0[(size_t)n * C + i] += pe[i];
-                }
-        }
+        for (size_t j = 0; x0 && j < btc; j++)
+            tf_embed_elem(x0, tokens, m->param_mem + m->wte, gpt ? m->param_mem + m->wpe : NULL,
+                          C, d->T, j);
     }
     for (int i = 0; i < nl; i++) {
         size_t l = (size_t)(s->layer0 + i);
@@ -538,10 +495,8 @@ static void forward_into(TfModel *m, const MlpSlice *s, const Region *g, float *
         } else {
             float *fc = lay(g, &a, i, a.l_fc), *fd = lay(g, &a, i, a.l_fd);
             mlp_matmul_forward(fc, ln2, P(m, l, TF_UP_W), NULL, N, C, F);
-            for (size_t j = 0; j < (size_t)N * F; j++) {
-                fb[j] = silu(fa[j]);
-                fd[j] = fb[j] * fc[j];
-            }
+            for (size_t j = 0; j < (size_t)N * F; j++)
+                tf_swiglu_elem(fb, fd, fa, fc, j);
             down_in = fd;
         }
         float *y = (i == nl - 1 && !s->head) ? out : xs_at(g, &a, c, i + 1);
@@ -646,12 +601,8 @@ static void weight_grads(TfModel *m, const MlpSlice *s, const Region *g, const i
         assert(tokens);
         const float *dx0 = dxs_at(g, &a, c, s, 0, NULL);
         mlp_encoder_backward(m->grad_mem + m->wte, dx0, tokens, N, C);
-        if (gpt)
-            for (int n = 0; n < N; n++) {
-                float *dpe = m->grad_mem + m->wpe + (size_t)(n % d->T) * C;
-                for (int i = 0; i < C; i++)
-                    dpe[i] += dx0[(size_t)n * C + i];
-            }
+        for (size_t j = 0; gpt && j < (size_t)d->T * C; j++)
+            tf_pos_backward_elem(m->grad_mem + m->wpe, dx0, d->B, d->T, C, j);
     }
 }
 
@@ -702,11 +653,8 @@ static void backward(TfModel *m, const MlpSlice *s, float *din, const Region *g,
             mm_backward_input(dln2, dfa, P(m, l, TF_FC1_W), N, C, F, 0.0f);
         } else {
             float *fc = lay(g, &a, i, a.l_fc), *dfc = glay(g, &a, i, a.g_fc);
-            for (size_t j = 0; j < nf; j++) {
-                float sg = 1.0f / (1.0f + expf(-fa[j]));  /* SiLU' = sg (1 + x (1 - sg)) */
-                dfa[j] = dfb[j] * fc[j] * sg * (1.0f + fa[j] * (1.0f - sg));
-                dfc[j] = dfb[j] * fb[j];
-            }
+            for (size_t j = 0; j < nf; j++)
+                tf_swiglu_backward_elem(dfa, dfc, dfb, fa, fb, fc, j);
             mm_backward_input(dln2, dfa, P(m, l, TF_FC1_W), N, C, F, 0.0f);
             mm_backward_input(dln2, dfc, P(m, l, TF_UP_W), N, C, F, 1.0f);
         }

@@ -40,14 +40,6 @@ int pr_tf_setup(PrRun *run)
         pr_fail(run, -1, -1, "%s model: %s", g->model_arch == TF_GPT ? "gpt" : "llama", why);
         return -1;
     }
-#ifdef PIPERUN_CUDA
-    /* Built into the CUDA backend (Makefile: -DPIPERUN_CUDA), which has kernels for the
-     * mlp workload only so far: refuse at start-up. */
-    pr_fail(run, -1, -1, "the CUDA backend has no %s workload yet: run it on the CPU "
-            "backend, or replay its costs with --workload synthetic",
-            g->model_arch == TF_GPT ? "gpt" : "llama");
-    return -1;
-#endif
     const char *arch = g->model_arch == TF_GPT ? "gpt" : "llama";
     if (pr_slices_setup(run, tf_init, &c, c.L, arch) != 0 ||
         pr_check_region_sizes(run, tf_sizes, &c) != 0)

@@ -42,6 +42,11 @@ done
 [ "$(ls "$T/tiny_1f1b"/*.o 2>/dev/null | wc -l)" = "$(ls "$T/tiny_1f1b"/*.c | wc -l)" ] && ok ||
     bad cuda_objects "$(ls "$T/tiny_1f1b")"
 
+# The gpt and llama programs link the GPU transformer workload (runtime/cuda/tf_cuda.cu).
+for ex in gpt_tiny llama_tiny; do
+    nm "$T/$ex/$ex" 2>/dev/null | grep -q ' T cu_tf_forward$' && ok || bad "${ex}_tf_cuda" "cu_tf_forward not linked"
+done
+
 # The --check bound is the backend's: the CUDA program links piperun_cuda.c's strong
 # pr_check_bound (1e-4), the CPU program run_main.c's weak one (1e-5).
 nm "$T/tiny_1f1b/tiny_1f1b" 2>/dev/null | grep -q ' T pr_check_bound$' && ok || bad cuda_bound "no strong pr_check_bound"

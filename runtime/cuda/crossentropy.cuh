@@ -9,7 +9,7 @@
 
 /* probs (N,V) = softmax(logits (N,V)) per row; probs may alias logits. One warp per
  * row, the sum in double as on the CPU. */
-__global__ void softmax_forward_kernel(float *probs, const float *logits, int N, int V)
+static __global__ void softmax_forward_kernel(float *probs, const float *logits, int N, int V)
 {
     int lane = threadIdx.x % 32;
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -37,7 +37,7 @@ __global__ void softmax_forward_kernel(float *probs, const float *logits, int N,
 
 /* *loss = mean over rows of -log probs[n, targets[n]]: one block of 256 threads, a fixed
  * reduction tree (deterministic). */
-__global__ void crossentropy_forward_kernel(float *loss, const float *probs, const int *targets,
+static __global__ void crossentropy_forward_kernel(float *loss, const float *probs, const int *targets,
                                             int N, int V)
 {
     __shared__ double part[256];
@@ -58,7 +58,7 @@ __global__ void crossentropy_forward_kernel(float *loss, const float *probs, con
 }
 
 /* dlogits (N,V) = (probs - onehot(targets)) * dloss; dlogits may alias probs. */
-__global__ void crossentropy_softmax_backward_kernel(float *dlogits, const float *probs,
+static __global__ void crossentropy_softmax_backward_kernel(float *dlogits, const float *probs,
                                                      const int *targets, float dloss, int N, int V)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

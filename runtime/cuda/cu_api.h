@@ -1,5 +1,6 @@
 /* cu_api.h - what the CUDA backend's C core (piperun_cuda.c) calls in its CUDA C++ files:
- * the mlp workload on the GPU (mlp_cuda.cu) and the synthetic spin kernel (spin.cu).
+ * the mlp workload on the GPU (mlp_cuda.cu), the gpt and llama workloads in the same slot
+ * (tf_cuda.cu) and the synthetic spin kernel (spin.cu).
  * Every function returns 0, or -1 after cu_error() reported the failing call.
  * Tensors are device pointers unless a name says host; shapes as in runtime/mlp.h
  * (B, T, C, V, L; N = B*T). */
@@ -17,6 +18,8 @@ extern "C" {
 
 #include "mlp.h"
 
+struct TfModel;
+
 /* One rank's copy of the model on its device: parameters and gradients laid out exactly
  * as host->param_mem / grad_mem (so host tensor pointers map to device ones by offset),
  * a cuBLAS handle (pedantic fp32 math, no TF32) and scratch for F without keep_all. */
@@ -27,10 +30,21 @@ typedef struct CuMlp {
     float *tmp;            /* device scratch, tmp_floats */
     size_t tmp_floats;
     float *loss;           /* (M) device: per micro-batch loss of the head slice */
+    /* the host model's parameter and gradient arrays (mlp or gpt/llama): a host tensor at
+     * host_params + k has its device twin at params + k (OG/LW copy by these offsets) */
+    const float *host_params, *host_grads;
+    struct CuTf *tf;       /* gpt/llama (tf_cuda.cu): every cu_mlp_* call hands over; NULL
+                              for mlp, whose host is then set */
 } CuMlp;
 
 /* Allocates on the current device and copies the host's parameters. */
 int cu_mlp_init(CuMlp *g, const MlpModel *host);
+/* What every model's init and free share: the device parameters (copied from
+ * host_params), zero gradients and losses (M), tmp_floats of scratch and the cuBLAS
+ * handle (pedantic fp32); release frees them and zeroes g. */
+int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
+                   size_t nparams, int M, size_t tmp_floats);
+void cu_model_release(CuMlp *g);
 void cu_mlp_free(CuMlp *g);
 /* Whether the act layout here gives the same byte sizes as runtime/mlp.c (act, ckpt,
  * wact) for slice s: the arena plan depends on it. */
@@ -62,6 +76,26 @@ int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
 int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
 /* Copies the slice's gradients into the host model dst (same config); synchronous on st. */
 int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst);
+
+/* The gpt and llama workloads (runtime/transformer.h) on the GPU in the same CuMlp slot:
+ * cu_tf_init instead of cu_mlp_init (host: the initial parameters, shape and tensor
+ * offsets; slices: all nv virtual stages, for the scratch of an F that keeps only its
+ * checkpoint), then the cu_mlp_* calls above hand over to these, with tf_layout.h's
+ * regions (tf_act_bytes & co). rest NULL: the region is contiguous at ckpt.
+ * cu_tf_grads_to_host copies the slice's gradients into dst (same config). */
+int cu_tf_init(CuMlp *g, const struct TfModel *host, const MlpSlice *slices, int nv);
+void cu_tf_free(CuMlp *g);
+int cu_tf_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out, void *act,
+                  const float *in, const int *tok, const int *tgt, bool keep_all);
+int cu_tf_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt, void *rest,
+                    const int *tok);
+int cu_tf_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *ckpt,
+                   void *rest, const float *dout, const int *tok, const int *tgt, bool split);
+int cu_tf_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt, void *rest,
+                      const int *tok);
+int cu_tf_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
+int cu_tf_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
+int cu_tf_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, struct TfModel *dst);
 
 /* Synthetic workload: a kernel that spins ms milliseconds on the device clock
  * (%globaltimer), minus overhead_ms, the launch overhead cu_spin_calibrate measured on

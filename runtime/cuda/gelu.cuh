@@ -6,7 +6,7 @@
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
 /* out (n) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-__global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
+static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -16,7 +16,7 @@ __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n)
 }
 
 /* dinp (n) = GELU'(inp) * dout; dinp may alias inp or dout. */
-__global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)

@@ -7,7 +7,7 @@
 #include "cuda_check.h"
 
 /* One warp per row. out (N,C), mean (N), rstd (N), inp (N,C), weight/bias (C). */
-__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
                                          const float *weight, const float *bias, int N, int C)
 {
     int lane = threadIdx.x % 32;
@@ -38,7 +38,7 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
 }
 
 /* dinp (N,C) += input gradient for dout (N,C). One warp per row. */
-__global__ void layernorm_backward_input_kernel(float *dinp, const float *dout, const float *inp,
+static __global__ void layernorm_backward_input_kernel(float *dinp, const float *dout, const float *inp,
                                                 const float *mean, const float *rstd,
                                                 const float *weight, int N, int C)
 {
@@ -68,7 +68,7 @@ __global__ void layernorm_backward_input_kernel(float *dinp, const float *dout, 
 
 /* dweight (C) += sum_n dout * xhat, dbias (C) += sum_n dout: one thread per channel,
  * rows in order. */
-__global__ void layernorm_backward_weight_kernel(float *dweight, float *dbias, const float *dout,
+static __global__ void layernorm_backward_weight_kernel(float *dweight, float *dbias, const float *dout,
                                                  const float *inp, const float *mean,
                                                  const float *rstd, int N, int C)
 {

@@ -7,7 +7,7 @@
 #include "cuda_check.h"
 
 /* out (N,OC) += bias (OC) broadcast over rows. */
-__global__ void add_bias_kernel(float *out, const float *bias, int N, int OC)
+static __global__ void add_bias_kernel(float *out, const float *bias, int N, int OC)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (size_t)N * OC)
@@ -15,7 +15,7 @@ __global__ void add_bias_kernel(float *out, const float *bias, int N, int OC)
 }
 
 /* dbias (OC) += sum_n dout (N,OC): one thread per output channel, rows in order. */
-__global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int OC)
+static __global__ void bias_backward_kernel(float *dbias, const float *dout, int N, int OC)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= OC)

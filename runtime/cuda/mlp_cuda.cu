@@ -121,27 +121,26 @@ static Acts in_region(const Region *g, const Layout *a)
     return A;
 }
 
-extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
+extern "C" int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
+                              size_t nparams, int M, size_t tmp_floats)
 {
-    const MlpConfig *c = &host->cfg;
-    memset(g, 0, sizeof *g);
-    g->host = host;
-    size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
-    g->tmp_floats = 2 * btc + 4 * bt + 2 * bt * H + btc + bt * (size_t)c->vocab;
-    CUDA_CHECK(cudaMalloc((void **)&g->params, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->grads, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->tmp, g->tmp_floats * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)c->M * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(g->params, host->param_mem, host->nparams * sizeof(float),
+    g->host_params = host_params;
+    g->host_grads = host_grads;
+    g->tmp_floats = tmp_floats;
+    CUDA_CHECK(cudaMalloc((void **)&g->params, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->grads, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->tmp, (tmp_floats ? tmp_floats : 16) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&g->loss, (size_t)M * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(g->params, host_params, nparams * sizeof(float),
                           cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(g->grads, 0, host->nparams * sizeof(float)));
-    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)c->M * sizeof(float)));
+    CUDA_CHECK(cudaMemset(g->grads, 0, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMemset(g->loss, 0, (size_t)M * sizeof(float)));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH));
     return 0;
 }
 
-extern "C" void cu_mlp_free(CuMlp *g)
+extern "C" void cu_model_release(CuMlp *g)
 {
     if (g->blas)
         cublasDestroy(g->blas);
@@ -150,6 +149,25 @@ extern "C" void cu_mlp_free(CuMlp *g)
     cudaFree(g->tmp);
     cudaFree(g->loss);
     memset(g, 0, sizeof *g);
+}
+
+extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
+{
+    const MlpConfig *c = &host->cfg;
+    memset(g, 0, sizeof *g);
+    g->host = host;
+    size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
+    return cu_model_alloc(g, host->param_mem, host->grad_mem, host->nparams, c->M,
+                          2 * btc + 4 * bt + 2 * bt * H + btc + bt * (size_t)c->vocab);
+}
+
+extern "C" void cu_mlp_free(CuMlp *g)
+{
+    if (g->tf) {
+        cu_tf_free(g);
+        return;
+    }
+    cu_model_release(g);
 }
 
 /* forward_into of mlp.c: xs[0] holds the slice input unless the slice embeds; the last
@@ -208,6 +226,8 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
                               void *act, const float *in, const int *tok, const int *tgt,
                               bool keep_all)
 {
+    if (g->tf)
+        return cu_tf_forward(g, st, s, mb, out, act, in, tok, tgt, keep_all);
     const MlpConfig *c = &g->host->cfg;
     size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
     if (slice_empty(s)) {
@@ -247,6 +267,8 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
 extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                 const int *tok)
 {
+    if (g->tf)
+        return cu_tf_recompute(g, st, s, act, NULL, tok);
     return cu_mlp_recompute_split(g, st, s, act,
                                   (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
 }
@@ -254,6 +276,8 @@ extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, vo
 extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
                                       void *rest, const int *tok)
 {
+    if (g->tf)
+        return cu_tf_recompute(g, st, s, ckpt, rest, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
@@ -309,6 +333,8 @@ static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Regi
 extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
                                const float *dout, const int *tok, const int *tgt, bool split)
 {
+    if (g->tf)
+        return cu_tf_backward(g, st, s, din, act, NULL, dout, tok, tgt, split);
     return cu_mlp_backward_split(g, st, s, din, act,
                                  (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), dout, tok, tgt,
                                  split);
@@ -318,6 +344,8 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
                                      void *ckpt, void *rest, const float *dout, const int *tok,
                                      const int *tgt, bool split)
 {
+    if (g->tf)
+        return cu_tf_backward(g, st, s, din, ckpt, rest, dout, tok, tgt, split);
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *p = &g->host->params;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
@@ -368,6 +396,8 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
 extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                   const int *tok)
 {
+    if (g->tf)
+        return cu_tf_weight_grad(g, st, s, act, NULL, tok);
     return cu_mlp_weight_grad_split(g, st, s, act,
                                     (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
 }
@@ -375,6 +405,8 @@ extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, 
 extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
                                         void *rest, const int *tok)
 {
+    if (g->tf)
+        return cu_tf_weight_grad(g, st, s, ckpt, rest, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
@@ -391,6 +423,8 @@ __global__ void sgd_kernel(float *p, const float *gr, float lr, size_t n)
 
 extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 {
+    if (g->tf)
+        return cu_tf_zero_grad(g, st, s);
     for (int i = 0; i < mlp_param_count(g->host); i++)
         if (mlp_param_in_slice(g->host, i, s)) {
             float *hg;
@@ -403,6 +437,8 @@ extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 
 extern "C" int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr)
 {
+    if (g->tf)
+        return cu_tf_sgd(g, st, s, lr);
     for (int i = 0; i < mlp_param_count(g->host); i++)
         if (mlp_param_in_slice(g->host, i, s)) {
             float *hp, *hg;

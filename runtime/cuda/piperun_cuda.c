@@ -29,8 +29,9 @@
  *     errors and fail after --timeout seconds without progress, naming the first op
  *     that has not finished. Rank threads are joined before the communicators are
  *     aborted (failed run) or destroyed (cu_host.h cu_teardown).
- * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/mlp.h)
- * and synthetic (spin.cu). One run per process (the device state is global). */
+ * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/mlp.h),
+ * gpt and llama in the same slot (tf_cuda.cu; reference runtime/transformer.h) and
+ * synthetic (spin.cu). One run per process (the device state is global). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -297,24 +298,23 @@ static void CUDART_CB og_host_step(void *arg)
 static int state_copy(PrRank *r, CuRank *c, int v, int dir, cudaStream_t st)
 {
     PrRun *run = r->run;
-    const MlpModel *m = run->model;
     if (!run->host_w || !run->host_w[v] || !run->host_g || !run->host_g[v]) {
         cu_error(__FILE__, __LINE__, dir == 0 ? "OG" : "LW",
                  "no host copy of the virtual stage's weights (the slice is not offloaded)");
         return -1;
     }
     size_t at = 0;
-    for (int i = 0; i < mlp_param_count(m); i++) {
-        if (!mlp_param_in_slice(m, i, &run->slice[v]))
+    for (int i = 0; i < pr_model_tensor_count(run); i++) {
+        if (!pr_model_tensor_in_slice(run, i, v))
             continue;
         float *hp, *hg;
         size_t n;
-        mlp_param(m, i, NULL, &hp, &hg, &n);
+        pr_model_tensor(run, i, NULL, &hp, &hg, &n);
         if (dir == 0)
-            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + at, c->mlp.grads + (hg - m->grad_mem),
+            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + at, c->mlp.grads + (hg - c->mlp.host_grads),
                                        n * sizeof(float), cudaMemcpyDeviceToHost, st));
         else
-            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (hp - m->param_mem), run->host_w[v] + at,
+            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (hp - c->mlp.host_params), run->host_w[v] + at,
                                        n * sizeof(float), cudaMemcpyHostToDevice, st));
         at += n;
     }
@@ -740,7 +740,8 @@ static int finish_iter(PrRank *r, CuRank *c)
     if (r->iter == 0 && run->opt.check)
         for (int v = 0; v < run->PV; v++)
             if (owns(run, r->id, v) &&
-                cu_mlp_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->model))
+                (run->tf ? cu_tf_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->tf)
+                         : cu_mlp_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->model)))
                 return -1;
     return 0;
 }
@@ -796,10 +797,10 @@ static void *rank_main(void *arg)
 static size_t slice_floats(const PrRun *run, int v)
 {
     size_t n = 0;
-    for (int i = 0; i < mlp_param_count(run->model); i++)
-        if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+    for (int i = 0; i < pr_model_tensor_count(run); i++)
+        if (pr_model_tensor_in_slice(run, i, v)) {
             size_t k;
-            mlp_param(run->model, i, NULL, NULL, NULL, &k);
+            pr_model_tensor(run, i, NULL, NULL, NULL, &k);
             n += k;
         }
     return n;
@@ -871,7 +872,8 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     if (w == PR_SYNTHETIC)
         return cu_spin_calibrate(c->comp, &c->spin_ms);
     c->has_mlp = true;
-    if (cu_mlp_init(&c->mlp, run->model))
+    if (run->tf ? cu_tf_init(&c->mlp, run->tf, run->slice, run->PV)
+                : cu_mlp_init(&c->mlp, run->model))
         return -1;
     /* OG/LW copy from and to these host copies asynchronously: pin them */
     for (int v = 0; v < run->PV; v++)
@@ -902,7 +904,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
             CUDA_CHECK(cudaMalloc((void **)&c->out_b[k], run->io_bytes));
         }
     for (int v = 0; v < run->PV; v++)
-        if (!cu_mlp_layout_ok(&run->model->cfg, &run->slice[v])) {
+        if (!run->tf && !cu_mlp_layout_ok(&run->model->cfg, &run->slice[v])) {
             pr_fail(run, s, -1, "virtual stage %d: the GPU act layout differs from runtime/mlp.c", v);
             return -1;
         }

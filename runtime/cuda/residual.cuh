@@ -5,7 +5,7 @@
 #include "cuda_check.h"
 
 /* out (n) = a + b; out may alias either input. */
-__global__ void residual_forward_kernel(float *out, const float *a, const float *b, size_t n)
+static __global__ void residual_forward_kernel(float *out, const float *a, const float *b, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
@@ -13,7 +13,7 @@ __global__ void residual_forward_kernel(float *out, const float *a, const float 
 }
 
 /* out (N,C) = wte[tok[n]] with wte (V,C), tok (N). */
-__global__ void encoder_forward_kernel(float *out, const int *tok, const float *wte, int N, int C)
+static __global__ void encoder_forward_kernel(float *out, const int *tok, const float *wte, int N, int C)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)N * C)
@@ -24,7 +24,7 @@ __global__ void encoder_forward_kernel(float *out, const int *tok, const float *
 
 /* dwte (V,C) += dout (N,C) scattered by tok (N): one thread per channel, rows in order
  * n = 0..N-1 as on the CPU (deterministic, no atomics). */
-__global__ void encoder_backward_kernel(float *dwte, const float *dout, const int *tok, int N, int C)
+static __global__ void encoder_backward_kernel(float *dwte, const float *dout, const int *tok, int N, int C)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)

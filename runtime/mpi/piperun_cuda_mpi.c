@@ -56,10 +56,10 @@ static size_t grad_floats(const PrRun *run, int s)
     size_t n = 0;
     for (int v = 0; v < run->PV; v++)
         if (run->prog->vstages[v].rank == s)
-            for (int i = 0; i < mlp_param_count(run->model); i++)
-                if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+            for (int i = 0; i < pr_model_tensor_count(run); i++)
+                if (pr_model_tensor_in_slice(run, i, v)) {
                     size_t k;
-                    mlp_param(run->model, i, NULL, NULL, NULL, &k);
+                    pr_model_tensor(run, i, NULL, NULL, NULL, &k);
                     n += k;
                 }
     return n;
@@ -70,11 +70,11 @@ static void grad_copy(PrRun *run, int s, float *buf, int pack)
 {
     for (int v = 0; v < run->PV; v++)
         if (run->prog->vstages[v].rank == s)
-            for (int i = 0; i < mlp_param_count(run->model); i++)
-                if (mlp_param_in_slice(run->model, i, &run->slice[v])) {
+            for (int i = 0; i < pr_model_tensor_count(run); i++)
+                if (pr_model_tensor_in_slice(run, i, v)) {
                     float *g;
                     size_t k;
-                    mlp_param(run->model, i, NULL, NULL, &g, &k);
+                    pr_model_tensor(run, i, NULL, NULL, &g, &k);
                     if (pack)
                         memcpy(buf, g, k * sizeof *g);
                     else

@@ -3,23 +3,13 @@
 # with --check, the GPU gradients against the CPU reference (runtime/mlp.h) within 1e-4
 # relative (issue 7; the CPU backend's bound is 1e-5); the program's exit status says
 # the same. Where mlp cannot run (paper-scale models): the synthetic workload at 1/100
-# of the cost-model times. gpt and llama models the CPU runs (runtime/transformer.h)
-# replay their costs too: the GPU has no transformer workload yet.
+# of the cost-model times. gpt and llama models (runtime/cuda/tf_cuda.cu) are checked the
+# same way, against runtime/transformer.h.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib.sh
 . tests/gpu/lib_gpu.sh
 for ex in examples/*.pipe; do
     name=$(basename "$ex" .pipe)
-    # a runnable gpt/llama model (runtime/transformer.h): the CUDA backend has only the mlp
-    # and synthetic workloads so far, so these replay their costs
-    rm -rf "$T/gen"
-    if "$PIPEC" emit "$ex" -o "$T/gen" >/dev/null 2>&1 && grep -q '\.model_arch' "$T/gen/main.c" &&
-       ! grep -q 'mlp_unavailable' "$T/gen/main.c"; then
-        skip "${name}_check" "no gpt/llama workload on the GPU yet"
-        gpu_run "$ex" --workload synthetic --time-scale 0.01 --quiet >"$T/out" 2>&1 && ok ||
-            bad "${name}_synthetic" "$(tail -n 3 "$T/out")"
-        continue
-    fi
     if gpu_run "$ex" --check --json >"$T/out" 2>"$T/err"; then
         e=$(json_get "$T/out" 'j["max_grad_error"]')
         python3 -c "import sys; sys.exit(not (0 <= float('$e') < 1e-4))" && ok ||
