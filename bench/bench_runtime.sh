@@ -6,12 +6,17 @@
 #  1. P = 1, the stdlib `tiny` model: the generated program (`pipec compile`) against
 #     bench/mlp_loop.c, a hand-written single-rank training loop calling the same kernels
 #     without the pipeline runtime. Rounds alternate the two (ABAB), each a fresh
-#     process; both time the same window (forward + backward of the M micro-batches, no
-#     zero_grad, no SGD step); the first iteration of each process is dropped. Min and
-#     median per side; target: median ratio within 3%, spread under 10%.
+#     process; both time the same window, from the start of the first forward to the end
+#     of the last backward of the M micro-batches (the generated side's from its
+#     --trace: no barrier wake-up, no zero_grad, no SGD step); the first iteration of
+#     each process is dropped. Min and median per side; target: median ratio within 3%,
+#     spread under 10%.
 #  2. Threaded runtime, `--workload synthetic`, P = 2, M = 256, 1F1B, f = b = 10 us:
-#     measured over simulated iteration time (target <= 1.5); the same with the MPI
-#     launcher beside it.
+#     measured over simulated iteration time (target <= 1.5), in rounds alternating
+#     with bench/onef1b_loop.c, the same schedule of busy-waited ops on two threads with
+#     the runtime's hand-off and none of its bookkeeping: how far this machine lets two
+#     threads get, and the runtime's own cost per op beside it; the same with the MPI
+#     launcher after it.
 #  3. Zero costs, P = 2, M = 256, 1F1B: the MPI launcher (`pipec run --launcher mpi`)
 #     against the threaded one, ABAB (target <= 3x); and its time per message (the
 #     iteration over the 2M messages of its critical path: in 1F1B with P = 2 every
@@ -62,6 +67,18 @@ print(f"  ratio {ratio:.3f} at the median, {min(fa) / min(fb):.3f} at the min; "
       f"spread {100 * spread:.1f}% over {len(per)} rounds ({target})")
 PY
 }
+# the op window of each iteration but the first in a --trace: from the start of its first
+# op to the end of its last (ms), the window mlp_loop times
+windows() {
+    python3 -c "
+import json, sys
+w = {}
+for e in json.load(sys.stdin)['traceEvents']:
+    if e.get('ph') == 'X':
+        i = e['args']['iter']; a, b = w.get(i, (1e300, -1e300))
+        w[i] = (min(a, e['ts']), max(b, e['ts'] + e['dur']))
+print(' '.join('%.4f' % ((b - a) / 1e3) for i, (a, b) in sorted(w.items())[1:]))"
+}
 iters_of() { python3 -c "import json,sys; print(' '.join(str(x) for x in json.load(sys.stdin)['iter_ms'][1:]))"; }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
@@ -79,8 +96,8 @@ fi
 prog=$(cat "$T/exe")
 # tiny: hidden 64, layers 4, seq 64, mbs 4, vocab 256; M = 8
 for r in $(seq 1 "$ROUNDS"); do
-    "$prog" --iters "$ITERS" --json --data "$T/text" >"$T/a.json" || exit 1
-    iters_of <"$T/a.json" >>"$T/a"
+    "$prog" --iters "$ITERS" --json --data "$T/text" --trace "$T/a_trace.json" >"$T/a.json" || exit 1
+    windows <"$T/a_trace.json" >>"$T/a"
     "$T/mlp_loop" 64 4 64 4 8 256 "$ITERS" "$T/text" >"$T/b.out" || exit 1
     sed -n 's/^iter [0-9]*: time \([0-9.]*\) ms/\1/p' "$T/b.out" | tail -n +2 | tr '\n' ' ' >>"$T/b"
     echo >>"$T/b"
@@ -89,18 +106,56 @@ la=$(python3 -c "import json; print('%.4f' % json.load(open('$T/a.json'))['losse
 lb=$(sed -n 's/^loss //p' "$T/b.out")
 echo "P=1 M=8 tiny, generated program vs hand-written loop (same kernels, same batches: last loss $la vs $lb):"
 stats "$T/a" "$T/b" "generated" "hand-written" "target: within 3%, spread < 10%"
+python3 - "$T/a" "$T/b" <<'PY'
+import os, statistics as st, sys
+r = [[[float(x) for x in l.split()] for l in open(f) if l.strip()] for f in sys.argv[1:3]]
+per = [st.median(x) / st.median(y) for x, y in zip(*r)]
+ratio = st.median([x for l in r[0] for x in l]) / st.median([x for l in r[1] for x in l])
+spread = (max(per) - min(per)) / st.median(per)
+load, ncpu = os.getloadavg()[0], os.cpu_count()
+if (abs(ratio - 1) > 0.03 or spread >= 0.10) and load > 0.5 * ncpu:
+    print(f"  note: not within the target here: with a load of {load:.1f} on {ncpu} CPUs the two")
+    print("        sides lose the CPU to other processes at random, for milliseconds at a time,")
+    print("        which is more than the 3% (a few ms) the target resolves")
+PY
 
 # --- 2. threaded synthetic, f = b = 10 us ----------------------------------------------
+# ABAB against bench/onef1b_loop.c: the same schedule and busy-waited ops on two threads
+# that hand off through atomic counters without the runtime (what the machine gives).
 mk syn 2 256 "costs { f 10us  b 10us  act 1KiB  weights 1KiB }"
-: >"$T/sa"; : >"$T/sb"
+if ! $CC -std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -o "$T/onef1b_loop" \
+        bench/onef1b_loop.c -lpthread; then
+    echo "P=2 synthetic: onef1b_loop build failed"; exit 1
+fi
+"$PIPEC" compile "$T/syn.pipe" -o "$T/syn" >"$T/syn_exe" 2>"$T/err" || {
+    echo "P=2 synthetic: pipec compile failed: $(tail -n 3 "$T/err")"; exit 1; }
+: >"$T/sa"; : >"$T/sb"; : >"$T/sh"
 for r in $(seq 1 "$ROUNDS"); do
-    out=$("$PIPEC" run "$T/syn.pipe" --workload synthetic --iters "$ITERS" --json --cache "$T/c") || exit 1
+    out=$("$(cat "$T/syn_exe")" --workload synthetic --iters "$ITERS" --json) || exit 1
     echo "$out" | iters_of >>"$T/sa"
     s=$(echo "$out" | field simulated_ms)
     python3 -c "print(' '.join(['$s'] * 3))" >>"$T/sb"
+    "$T/onef1b_loop" 256 10 10 "$ITERS" | sed -n 's/^iter [0-9]*: time \([0-9.]*\) ms/\1/p' |
+        tail -n +2 | tr '\n' ' ' >>"$T/sh"
+    echo >>"$T/sh"
 done
 echo "P=2 M=256 1F1B synthetic f=b=10us, threaded: measured vs simulated:"
 stats "$T/sa" "$T/sb" "measured" "simulated" "target: <= 1.5"
+echo "  the hand-written two-thread loop of the same ops (bench/onef1b_loop.c), same rounds:"
+stats "$T/sh" "$T/sb" "hand-written" "simulated" "what the machine allows" | sed -n 's/^  ratio/  hand-written: ratio/p'
+stats "$T/sa" "$T/sh" "measured" "hand-written" "runtime over hand-written" | sed -n 's/^  ratio/  runtime: ratio/p'
+python3 - "$T/sa" "$T/sh" "$T/sb" <<'PY'
+import statistics as st, sys
+rows = [[float(x) for l in open(f) if l.strip() for x in l.split()] for f in sys.argv[1:4]]
+a, h, s = (st.median(r) for r in rows)
+print(f"  runtime overhead per critical-path op: {(a - h) * 1e3 / 512:.2f} us at the median, "
+      f"{(min(rows[0]) - min(rows[1])) * 1e3 / 512:.2f} us at the min")
+print("  (measured - hand-written over the 2M = 512 ops; target <= 5 us)")
+if h / s > 1.5:
+    print(f"  note: the hand-written loop itself takes {h / s:.2f}x the simulated time here: the")
+    print("        two ranks do not get two CPUs (other processes hold them), so no runtime can")
+    print("        reach 1.5 on this machine now; docs/performance.md has the figures")
+PY
 if command -v mpirun >/dev/null && make -s mpi >/dev/null 2>&1; then
     : >"$T/sm"
     for r in $(seq 1 "$ROUNDS"); do

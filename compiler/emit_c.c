@@ -10,6 +10,7 @@
 
 #include "comm.h"
 #include "memory.h"
+#include "mlp_layout.h"
 #include "opindex.h"
 #include "opsem.h"
 #include "sim.h"
@@ -22,36 +23,13 @@
 /* The synthetic workload's arenas are scaled down to at most this many bytes. */
 #define SYNTH_MAX_ARENA (64ll << 20)
 
-static size_t pad16(size_t n)
-{
-    return (n + 15) & ~(size_t)15;
-}
-
 ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head)
 {
-    /* Mirrors act_layout() of runtime/mlp.c, in floats (tests/unit/test_arena_plan.c
-     * compares the two for many shapes). */
-    ArenaSizes z = {0, 0, 0};
-    if (!embed && !head && nl == 0)
-        return z;
-    size_t bt = (size_t)B * (size_t)T;
-    size_t sbt = pad16(bt), sbtc = pad16(bt * (size_t)C), sbth = pad16(bt * 4 * (size_t)C);
-    size_t sbtv = pad16(bt * (size_t)vocab);
-    size_t n = (size_t)nl, nres = n + (head ? 1 : 0);
-    size_t o = nres * sbtc;
-    size_t ckpt = (!embed && nres > 0) ? sbtc : 0;
-    o += 2 * n * sbt + n * sbtc + 2 * n * sbth;
-    if (head)
-        o += 2 * sbt + sbtc + sbtv;
-    o += (n + (embed ? 1 : 0)) * sbtc + n * sbtc;
-    if (head)
-        o += sbtc;
-    size_t wact = o;
-    o += n > 0 ? sbth : 0;
-    z.act = (int64_t)(o * sizeof(float));
-    z.ckpt = (int64_t)(ckpt * sizeof(float));
-    z.wact = (int64_t)(wact * sizeof(float));
-    return z;
+    /* The runtime's own layout (runtime/mlp_layout.h), in bytes. */
+    MlpLayout a = mlp_layout((size_t)vocab, (size_t)C, (size_t)T, (size_t)B, (size_t)nl, embed,
+                             head);
+    return (ArenaSizes){(int64_t)(a.act * sizeof(float)), (int64_t)(a.ckpt * sizeof(float)),
+                        (int64_t)(a.wact * sizeof(float))};
 }
 
 static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out)

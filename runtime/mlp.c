@@ -7,6 +7,7 @@
  */
 #include "mlp.h"
 #include "mlp_layers.h"
+#include "mlp_layout.h"
 
 #include <assert.h>
 #include <math.h>
@@ -17,9 +18,6 @@
 /* ------------------------------------------------------------------------------------
  * Sizes
  */
-
-/* Floats rounded up to 16 (64 bytes), so every tensor of an act region is aligned. */
-static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 int mlp_config_check(const MlpConfig *c, char *why, size_t why_n)
 {
@@ -51,65 +49,16 @@ int mlp_config_check(const MlpConfig *c, char *why, size_t why_n)
     return msg ? -1 : 0;
 }
 
-/* Offsets (in floats) of the tensors of one (slice, micro-batch) act region, and of the
- * gradient buffers B writes there. Per-layer tensors are arrays over the slice's layers
- * with the given strides. xs[i] is the input of block i of the slice (i < nl) and, on
- * the head slice, xs[nl] is the input of the final layer norm: nres = nl + head. */
-typedef struct ActLayout {
-    size_t xs;          /* (nres,B,T,C) residual stream; xs[0] is the checkpoint */
-    size_t mean, rstd;  /* (nl,B,T) block layer norm statistics */
-    size_t ln_out;      /* (nl,B,T,C) block layer norm output */
-    size_t fch;         /* (nl,B,T,H) fc1 output before GELU; B turns it into its grad */
-    size_t gelu;        /* (nl,B,T,H) GELU output */
-    size_t lnf_mean, lnf_rstd; /* (B,T) final layer norm statistics */
-    size_t lnf_out;     /* (B,T,C) final layer norm output */
-    size_t probs;       /* (B,T,V) softmax output; B turns it into dlogits */
-    size_t dxs;         /* (ndxs,B,T,C) grads of xs[i], i = i0..nl (i0 = 0 on the
-                           embedding slice, else 1: dxs[0] is then din) */
-    size_t dln;         /* (nl,B,T,C) grads of the block layer norm outputs */
-    size_t dlnf;        /* (B,T,C) grad of the final layer norm output */
-    size_t dgelu;       /* (B,T,H) B's temporary: grad of the GELU output */
-    size_t ckpt, wact, act; /* prefix sizes in floats */
-    size_t sbt, sbtc, sbth; /* strides per layer: pad16(BT), pad16(BTC), pad16(BTH) */
-} ActLayout;
+/* The act region's layout (mlp_layout.h, shared with the GPU kernels and the code
+ * generator). */
+typedef MlpLayout ActLayout;
 
 static bool slice_empty(const MlpSlice *s) { return !s->embed && !s->head && s->nlayers == 0; }
 
 static ActLayout act_layout(const MlpConfig *c, const MlpSlice *s)
 {
-    ActLayout a;
-    memset(&a, 0, sizeof a);
-    size_t bt = (size_t)c->B * c->T;
-    a.sbt = pad16(bt);
-    a.sbtc = pad16(bt * c->C);
-    a.sbth = pad16(bt * 4 * (size_t)c->C);
-    size_t sbtv = pad16(bt * c->vocab);
-    size_t nl = (size_t)s->nlayers, nres = nl + (s->head ? 1 : 0);
-    if (slice_empty(s))
-        return a;
-    size_t o = 0;
-    a.xs = o;        o += nres * a.sbtc;
-    a.ckpt = (!s->embed && nres > 0) ? a.sbtc : 0;
-    a.mean = o;      o += nl * a.sbt;
-    a.rstd = o;      o += nl * a.sbt;
-    a.ln_out = o;    o += nl * a.sbtc;
-    a.fch = o;       o += nl * a.sbth;
-    a.gelu = o;      o += nl * a.sbth;
-    if (s->head) {
-        a.lnf_mean = o; o += a.sbt;
-        a.lnf_rstd = o; o += a.sbt;
-        a.lnf_out = o;  o += a.sbtc;
-        a.probs = o;    o += sbtv;
-    }
-    a.dxs = o;       o += (nl + (s->embed ? 1 : 0)) * a.sbtc;
-    a.dln = o;       o += nl * a.sbtc;
-    if (s->head) {
-        a.dlnf = o;  o += a.sbtc;
-    }
-    a.wact = o;
-    a.dgelu = o;     o += nl > 0 ? a.sbth : 0;
-    a.act = o;
-    return a;
+    return mlp_layout((size_t)c->vocab, (size_t)c->C, (size_t)c->T, (size_t)c->B,
+                      (size_t)s->nlayers, s->embed, s->head);
 }
 
 size_t mlp_io_bytes(const MlpConfig *c)
@@ -409,53 +358,6 @@ double mlp_rel_error(const float *a, const float *ref, size_t n)
  * Forward, recompute, backward
  */
 
-/* Where the tensors of one forward live: the act region (strides = the layout's) or,
- * for F without keep_all, small temporaries reused by every layer (strides 0). */
-typedef struct Acts {
-    float *xs;                    /* xs[0] (B,T,C), the slice input */
-    float *xs1;                   /* xs[i] = xs1 + (i - 1) * s_x for i >= 1 */
-    float *mean, *rstd;           /* (B,T) per layer, stride s_bt */
-    float *ln_out;                /* (B,T,C) per layer, stride s_btc */
-    float *fch, *gelu;            /* (B,T,H) per layer, stride s_bth */
-    float *lnf_mean, *lnf_rstd;   /* (B,T) */
-    float *lnf_out;               /* (B,T,C) */
-    float *probs;                 /* (B,T,V) */
-    size_t s_x, s_bt, s_btc, s_bth;
-} Acts;
-
-/* An act region, possibly in two places: the checkpoint prefix [0, nck) floats at ck
- * and the rest [nck, act) at rest (rest == ck + nck when the region is contiguous). */
-typedef struct Region {
-    float *ck, *rest;
-    size_t nck;
-} Region;
-
-static Region region_whole(void *act, const ActLayout *a)
-{
-    return (Region){act, (float *)act + a->ckpt, a->ckpt};
-}
-
-/* The float at layout offset off. */
-static float *at(const Region *g, size_t off)
-{
-    return off < g->nck ? g->ck + off : g->rest + (off - g->nck);
-}
-
-static float *xs_i(const Acts *A, size_t i)
-{
-    return i == 0 ? A->xs : A->xs1 + (i - 1) * A->s_x;
-}
-
-static Acts acts_in_region(const Region *g, const ActLayout *a)
-{
-    return (Acts){.xs = at(g, a->xs), .xs1 = at(g, a->xs + a->sbtc), .mean = at(g, a->mean),
-                  .rstd = at(g, a->rstd), .ln_out = at(g, a->ln_out), .fch = at(g, a->fch),
-                  .gelu = at(g, a->gelu), .lnf_mean = at(g, a->lnf_mean),
-                  .lnf_rstd = at(g, a->lnf_rstd), .lnf_out = at(g, a->lnf_out),
-                  .probs = at(g, a->probs),
-                  .s_x = a->sbtc, .s_bt = a->sbt, .s_btc = a->sbtc, .s_bth = a->sbth};
-}
-
 #ifndef NDEBUG
 static bool tokens_ok(const int *t, size_t n, int V)
 {
@@ -469,7 +371,7 @@ static bool tokens_ok(const int *t, size_t n, int V)
 /* The forward of slice s with tensors at A. xs[0] must hold the slice input unless
  * the slice embeds (then it is computed from tokens). The last block writes into out
  * when the slice has no head, else into xs[nl]. */
-static void forward_into(MlpModel *m, const MlpSlice *s, const Acts *A, float *out,
+static void forward_into(MlpModel *m, const MlpSlice *s, const MlpActs *A, float *out,
                          float *loss, const int *tokens, const int *targets)
 {
     const MlpConfig *c = &m->cfg;
@@ -486,11 +388,11 @@ static void forward_into(MlpModel *m, const MlpSlice *s, const Acts *A, float *o
     }
     for (int i = 0; i < nl; i++) {
         size_t l = (size_t)(s->layer0 + i);
-        const float *x = xs_i(A, (size_t)i);
+        const float *x = mlp_xs(A, (size_t)i);
         float *mean = A->mean + i * A->s_bt, *rstd = A->rstd + i * A->s_bt;
         float *ln = A->ln_out + i * A->s_btc;
         float *fch = A->fch + i * A->s_bth, *gelu = A->gelu + i * A->s_bth;
-        float *y = (i == nl - 1 && !s->head) ? out : xs_i(A, (size_t)i + 1);
+        float *y = (i == nl - 1 && !s->head) ? out : mlp_xs(A, (size_t)i + 1);
         mlp_layernorm_forward(ln, mean, rstd, x, p->ln_w + l * C, p->ln_b + l * C, N, C);
         mlp_matmul_forward(fch, ln, p->fc1_w + l * H * C, p->fc1_b + l * H, N, C, H);
         mlp_gelu_forward(gelu, fch, (size_t)N * H);
@@ -507,7 +409,7 @@ static void forward_into(MlpModel *m, const MlpSlice *s, const Acts *A, float *o
         }
     }
     if (s->head) {
-        const float *x = xs_i(A, (size_t)nl);
+        const float *x = mlp_xs(A, (size_t)nl);
         mlp_layernorm_forward(A->lnf_out, A->lnf_mean, A->lnf_rstd, x, p->lnf_w, p->lnf_b,
                               N, C);
         mlp_matmul_forward(A->probs, A->lnf_out, p->head_w, p->head_b, N, C, V);
@@ -531,9 +433,9 @@ int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *a
         return 0;
     }
     ActLayout a = act_layout(c, s);
-    Region g = region_whole(act, &a);
+    MlpRegion g = mlp_region_whole(act, &a);
     if (keep_all) {
-        Acts A = acts_in_region(&g, &a);
+        MlpActs A = mlp_acts_in_region(&g, &a);
         if (!s->embed)
             memcpy(A.xs, in, btc * sizeof *in);
         forward_into(m, s, &A, out, loss, tokens, targets);
@@ -541,29 +443,14 @@ int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *a
     }
     /* Only the checkpoint is kept: run on temporaries reused by every block, updating
      * one copy of the residual stream in place. */
-    size_t bt = (size_t)c->B * c->T, H = 4 * (size_t)c->C;
-    size_t n = btc + 2 * bt + btc + 2 * bt * H;
-    if (s->head)
-        n += 2 * bt + btc + bt * (size_t)c->vocab;
+    size_t n = mlp_scratch_floats((size_t)c->vocab, (size_t)c->C, (size_t)c->T, (size_t)c->B,
+                                  s->head);
     float *tmp = malloc(n * sizeof *tmp);
     if (!tmp)
         return -1;
-    float *q = tmp;
-    Acts A = {0};
-    A.xs = A.xs1 = q; q += btc;
-    A.mean = q;     q += bt;
-    A.rstd = q;     q += bt;
-    A.ln_out = q;   q += btc;
-    A.fch = q;      q += bt * H;
-    A.gelu = q;     q += bt * H;
-    if (s->head) {
-        A.lnf_mean = q;  q += bt;
-        A.lnf_rstd = q;  q += bt;
-        A.lnf_out = q;   q += btc;
-        A.probs = q;
-    }
+    MlpActs A = mlp_acts_scratch(tmp, (size_t)c->C, (size_t)c->T, (size_t)c->B, s->head);
     if (!s->embed) {
-        memcpy(at(&g, a.xs), in, btc * sizeof *in);   /* the checkpoint */
+        memcpy(mlp_region_at(&g, a.xs), in, btc * sizeof *in);   /* the checkpoint */
         memcpy(A.xs, in, btc * sizeof *in);
     }
     forward_into(m, s, &A, out, loss, tokens, targets);
@@ -582,14 +469,14 @@ void mlp_recompute_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
     if (slice_empty(s))
         return;
     ActLayout a = act_layout(&m->cfg, s);
-    Region g = {ckpt, rest, a.ckpt};
-    Acts A = acts_in_region(&g, &a);
+    MlpRegion g = {ckpt, rest, a.ckpt};
+    MlpActs A = mlp_acts_in_region(&g, &a);
     /* out = NULL: a slice without head does not keep its output; loss = NULL */
     forward_into(m, s, &A, NULL, NULL, tokens, NULL);
 }
 
 /* Gradient of xs[i] in the act region; dxs[0] of a slice without embedding is din. */
-static float *dxs_at(const Region *base, const ActLayout *a, const MlpSlice *s, int i,
+static float *dxs_at(const MlpRegion *base, const ActLayout *a, const MlpSlice *s, int i,
                      float *din)
 {
     if (!s->embed) {
@@ -597,21 +484,21 @@ static float *dxs_at(const Region *base, const ActLayout *a, const MlpSlice *s, 
             return din;
         i--;
     }
-    return at(base, a->dxs + (size_t)i * a->sbtc);
+    return mlp_region_at(base, a->dxs + (size_t)i * a->sbtc);
 }
 
 /* Weight gradients of the slice from the act region after its input-gradient pass. */
-static void weight_grads(MlpModel *m, const MlpSlice *s, const Region *base, const ActLayout *a,
+static void weight_grads(MlpModel *m, const MlpSlice *s, const MlpRegion *base, const ActLayout *a,
                          const int *tokens)
 {
     const MlpConfig *c = &m->cfg;
     const MlpParams *g = &m->grads;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
-    Acts A = acts_in_region(base, a);
+    MlpActs A = mlp_acts_in_region(base, a);
     if (s->head) {
         mlp_matmul_backward_weight(g->head_w, g->head_b, A.probs, A.lnf_out, N, C, V);
-        mlp_layernorm_backward_weight(g->lnf_w, g->lnf_b, at(base, a->dlnf),
-                                      xs_i(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd,
+        mlp_layernorm_backward_weight(g->lnf_w, g->lnf_b, mlp_region_at(base, a->dlnf),
+                                      mlp_xs(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd,
                                       N, C);
     }
     for (int i = nl - 1; i >= 0; i--) {
@@ -622,7 +509,7 @@ static void weight_grads(MlpModel *m, const MlpSlice *s, const Region *base, con
         mlp_matmul_backward_weight(g->fc1_w + l * H * C, g->fc1_b + l * H,
                                    A.fch + i * A.s_bth, A.ln_out + i * A.s_btc, N, C, H);
         mlp_layernorm_backward_weight(g->ln_w + l * C, g->ln_b + l * C,
-                                      at(base, a->dln + i * a->sbtc), xs_i(&A, (size_t)i),
+                                      mlp_region_at(base, a->dln + i * a->sbtc), mlp_xs(&A, (size_t)i),
                                       A.mean + i * A.s_bt, A.rstd + i * A.s_bt, N, C);
     }
     if (s->embed) {
@@ -632,7 +519,7 @@ static void weight_grads(MlpModel *m, const MlpSlice *s, const Region *base, con
 }
 
 /* B with the head's gradient scale gscale (1/M). */
-static void backward(MlpModel *m, const MlpSlice *s, float *din, const Region *base,
+static void backward(MlpModel *m, const MlpSlice *s, float *din, const MlpRegion *base,
                      const float *dout, const int *tokens, const int *targets, bool split,
                      float gscale)
 {
@@ -647,33 +534,33 @@ static void backward(MlpModel *m, const MlpSlice *s, float *din, const Region *b
         return;
     }
     ActLayout a = act_layout(c, s);
-    Acts A = acts_in_region(base, &a);
+    MlpActs A = mlp_acts_in_region(base, &a);
 
     float *dtop = dxs_at(base, &a, s, nl, din);   /* grad of the slice's top */
     if (s->head) {
         assert(targets && tokens_ok(targets, (size_t)N, V));
-        float *dlnf = at(base, a.dlnf);
+        float *dlnf = mlp_region_at(base, a.dlnf);
         /* dlogits replaces probs */
         mlp_crossentropy_softmax_backward(A.probs, A.probs, targets, gscale / (float)N, N, V);
         mlp_matmul_backward_input(dlnf, A.probs, p->head_w, N, C, V);
         memset(dtop, 0, btc * sizeof *dtop);
-        mlp_layernorm_backward_input(dtop, dlnf, xs_i(&A, (size_t)nl), A.lnf_mean,
+        mlp_layernorm_backward_input(dtop, dlnf, mlp_xs(&A, (size_t)nl), A.lnf_mean,
                                      A.lnf_rstd, p->lnf_w, N, C);
     } else {
         memcpy(dtop, dout, btc * sizeof *dtop);
     }
-    float *dgelu = at(base, a.dgelu);
+    float *dgelu = mlp_region_at(base, a.dgelu);
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
         const float *dres = dxs_at(base, &a, s, i + 1, din);
         float *dx = dxs_at(base, &a, s, i, din);
         float *fch = A.fch + i * A.s_bth;   /* becomes dfch */
-        float *dln = at(base, a.dln + i * a.sbtc);
+        float *dln = mlp_region_at(base, a.dln + i * a.sbtc);
         mlp_matmul_backward_input(dgelu, dres, p->fc2_w + l * C * H, N, H, C);
         mlp_gelu_backward(fch, fch, dgelu, (size_t)N * H);
         mlp_matmul_backward_input(dln, fch, p->fc1_w + l * H * C, N, C, H);
         memcpy(dx, dres, btc * sizeof *dx);
-        mlp_layernorm_backward_input(dx, dln, xs_i(&A, (size_t)i), A.mean + i * A.s_bt,
+        mlp_layernorm_backward_input(dx, dln, mlp_xs(&A, (size_t)i), A.mean + i * A.s_bt,
                                      A.rstd + i * A.s_bt, p->ln_w + l * C, N, C);
     }
     if (s->embed)
@@ -692,7 +579,7 @@ void mlp_backward(MlpModel *m, const MlpSlice *s, float *din, void *act, const f
 void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, void *ckpt, void *rest,
                         const float *dout, const int *tokens, const int *targets, bool split)
 {
-    Region g = {ckpt, rest, act_layout(&m->cfg, s).ckpt};
+    MlpRegion g = {ckpt, rest, act_layout(&m->cfg, s).ckpt};
     backward(m, s, din, &g, dout, tokens, targets, split, 1.0f / (float)m->cfg.M);
 }
 
@@ -707,7 +594,7 @@ void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *res
     if (slice_empty(s))
         return;
     ActLayout a = act_layout(&m->cfg, s);
-    Region g = {ckpt, rest, a.ckpt};
+    MlpRegion g = {ckpt, rest, a.ckpt};
     weight_grads(m, s, &g, &a, tokens);
 }
 
@@ -725,7 +612,7 @@ float mlp_reference_iteration(MlpModel *m, int M, const int *tokens, const int *
         const int *tok = tokens + (size_t)k * bt, *tgt = targets + (size_t)k * bt;
         mlp_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
         ActLayout a = act_layout(c, &s);
-        Region g = region_whole(act, &a);
+        MlpRegion g = mlp_region_whole(act, &a);
         backward(m, &s, NULL, &g, NULL, tok, tgt, false, 1.0f / (float)M);
         sum += loss;
     }

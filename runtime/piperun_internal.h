@@ -7,12 +7,21 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "data.h"
 #include "mlp.h"
 #include "piperun.h"
 
 typedef struct PrRun PrRun;
+typedef struct PrBackend PrBackend;
+
+/* What a waiter knows about a rank it watches (pr_live_check). */
+typedef struct PrLive {
+    int s;                 /* the watched rank */
+    double seen;           /* ms: the last sign of life */
+    struct timespec cpu;   /* its thread's CPU time then */
+} PrLive;
 
 /* A message in flight on one (src, dst) channel. */
 typedef struct PrNode {
@@ -107,9 +116,11 @@ struct PrRank {
 };
 
 struct PrRun {
+    const PrBackend *be;       /* the backend that runs it */
     const PrProgram *prog;
     PrOptions opt;
     int P, PV, M;
+    bool check_here;           /* --check compares the gradients in this process */
     PrRank *rank;              /* [P] */
     int ranks_ready;           /* ranks whose mutex is initialised */
     PrChan *chan;              /* [P*P], src * P + dst */
@@ -117,8 +128,8 @@ struct PrRun {
     pthread_cond_t cv;         /* a message arrived / barrier moved */
     atomic_int failed;
     char error[256];
-    /* barrier between the main thread and the ranks */
-    int bar_count, bar_gen;
+    /* barrier between the main thread and the ranks (pr_barrier) */
+    int bar_count;
     /* the mlp workload */
     MlpModel *model;
     MlpSlice *slice;           /* [PV] */
@@ -133,9 +144,15 @@ struct PrRun {
     struct TfModel *tf;
     double t_start;            /* ms, monotonic */
     double spin_ms;            /* pr_spin_budget_ms() */
-    struct PrLive *live;       /* [P] the main thread's view of each rank (piperun.c) */
+    PrLive *live;              /* [P] the main thread's view of each rank (pr_barrier) */
     atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
 };
+
+/* The index of (v,m) in a rank's [P*V*M] tables. */
+static inline size_t pr_vm(const PrRun *run, int v, int m)
+{
+    return (size_t)v * (size_t)run->M + (size_t)m;
+}
 
 /* A transport for ranks that live in other processes (runtime/mpi/piperun_mpi.c).
  * pr_send and pr_recv hand a message whose peer is remote(peer) to it; everything
@@ -245,5 +262,93 @@ int pr_tf_check(PrRun *run, PrResult *res);
 void pr_tf_step(PrRun *run);
 void pr_tf_zero(PrRun *run);
 double pr_tf_reference_ms(PrRun *run);
+
+/* ---- the run core (piperun_common.c) ---------------------------------------------- */
+
+/* What a backend supplies to the run core, as each of nccl-tests' tests supplies its
+ * callbacks to common.cu. Hooks marked "main" run on the main thread, "rank" on the
+ * rank's thread; NULL optional hooks do nothing. Hooks returning int return 0, or -1
+ * after pr_fail. */
+struct PrBackend {
+    /* main: after the core made the ranks' common state, read PIPERUN_FAULT and set up
+     * the workload: the backend's devices, arenas, copy threads and messages. */
+    int (*setup)(PrRun *run);
+    /* main, optional: right after the run's clock started (run->t_start). */
+    int (*start)(PrRun *run);
+    /* rank, optional: once, before the first iteration. */
+    int (*rank_start)(PrRank *r);
+    /* rank: one iteration of rank r: its generated program, then waiting until every
+     * op it issued has finished. */
+    int (*rank_iteration)(PrRank *r);
+    /* rank, optional: after the main thread has taken the iteration's results (an
+     * optimizer step where the rank's state lives). */
+    int (*rank_step)(PrRank *r);
+    /* rank, optional: after the last iteration. */
+    void (*rank_end)(PrRank *r);
+    /* main, optional: before iteration it starts. */
+    void (*iter_begin)(PrRun *run, int it);
+    /* main, optional: after every rank ended iteration it, before its losses are read. */
+    int (*iter_end)(PrRun *run, int it);
+    /* main, optional: after the losses of an iteration (the optimizer step). */
+    void (*step)(PrRun *run);
+    /* main, optional: stops and joins the started rank threads th[0..started) (NULL:
+     * pthread_join each). */
+    void (*stop)(PrRun *run, pthread_t *th, int started);
+    /* main, optional: frees what setup made; called after any failure too, so it
+     * tolerates a rank or state that was never set up. */
+    void (*teardown)(PrRun *run);
+    bool reference;            /* --reference times the CPU reference trainer */
+};
+
+/* Runs prog on backend be: checks the options, makes the run, sets up the workload and
+ * the backend, starts one thread per rank, runs the iterations, fills res (may be
+ * NULL), frees everything. Returns 0, or 1 (res->error says why). */
+int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, PrResult *res);
+/* The backend this library was built with (piperun.c: threads; cuda/piperun_cuda.c:
+ * GPUs); pr_run is pr_run_core over it. */
+extern const PrBackend pr_backend;
+
+/* The thread's rank (-1: none) and the op it runs (NULL: none), for the fatal-signal
+ * handler and the flight recorder. */
+extern _Thread_local int pr_tl_rank;
+extern _Thread_local const PrOp *pr_tl_op;
+extern _Thread_local uint32_t pr_tl_opi;
+
+/* The checks at the start of pr_send (send) / pr_recv and of pr_op: -1 when the run
+ * has failed or the call does not fit the program (pr_fail called), else 0.
+ * pr_op_check also makes i the rank's current op (for failure messages). */
+int pr_msg_check(PrRank *r, int32_t peer, uint32_t msg, bool send);
+int pr_op_check(PrRank *r, uint32_t i);
+/* "F", "B", ... for PR_F, PR_B, ...; "?" for another value. */
+const char *pr_kind_name(int kind);
+/* Blocks on cv (mutex mu held) until it is signalled or until deadline (ms on the
+ * monotonic clock). Not a sleep: every state change a waiter waits for signals cv. */
+void pr_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
+/* Liveness: l starts watching rank s at now (ms). pr_live_check fails the run naming
+ * rank l->s when its thread has ended (killed) or has used no CPU outside a runtime wait
+ * for pr_peer_silence_ms() (stopped or hung): a healthy rank either computes or waits in
+ * the runtime. watcher: the rank that noticed (-1: the main thread). Returns 0 or -1. */
+void pr_live_start(PrLive *l, int s, double now);
+int pr_live_check(PrRun *run, PrLive *l, int watcher, double now);
+/* The flight recorder: op i of rank r starts at t0 / the last one ends at t1 (ms). */
+void pr_ring_start(PrRank *r, uint32_t i, double t0);
+void pr_ring_end(PrRank *r, double t1);
+/* PIPERUN_FAULT (piperun.h) at op i of rank r: 0 to go on (nothing injected, or drop:
+ * r->dropping set), -1 after an injected failure. segv raises, die ends the thread. */
+int pr_fault_inject(PrRank *r, uint32_t i);
+/* The barrier of the main thread (me = NULL) and every rank (me); -1 when the run
+ * failed. Waiters block at once; the main thread checks the ranks' liveness. */
+int pr_barrier(PrRun *run, PrRank *me);
+/* One process per rank: -1 with res->error set when np processes (np > 1) cannot run
+ * prog, else 0. pr_process_options: what a process other than 0 (me) runs with: no
+ * --reference, no --profile, --trace T written as T.rankK (into trace, n bytes). */
+int pr_process_count_check(const PrProgram *prog, int np, PrResult *res);
+void pr_process_options(PrOptions *o, int me, char *trace, size_t n);
+/* The model's gradient floats of virtual stage v and of rank s (every slice it owns,
+ * in model order), and the copy of rank s's gradients to buf (pack) or from buf into
+ * the model (!pack): what the MPI transports move for --check (workload_mlp.c). */
+size_t pr_vstage_grad_floats(const PrRun *run, int v);
+size_t pr_rank_grad_floats(const PrRun *run, int s);
+void pr_rank_grad_copy(PrRun *run, int s, float *buf, bool pack);
 
 #endif

@@ -36,8 +36,9 @@ static const char builtin_text[] =
     "over the micro-batches of one training iteration. pipec checks it, transforms it, "
     "simulates it and generates one C program per rank that really trains the model.\n";
 
-/* Elements of v's parameter tensors, whatever the model (pr_model_tensor). */
-static size_t slice_elems(const PrRun *run, int v)
+/* Elements of v's parameter tensors (= its gradients), whatever the model
+ * (pr_model_tensor). */
+size_t pr_vstage_grad_floats(const PrRun *run, int v)
 {
     size_t total = 0;
     for (int i = 0; i < pr_model_tensor_count(run); i++)
@@ -68,7 +69,7 @@ static int offload_setup(PrRun *run)
     for (int v = 0; v < run->PV; v++) {
         if (!run->offloaded[v])
             continue;
-        size_t n = slice_elems(run, v), at = 0;
+        size_t n = pr_vstage_grad_floats(run, v), at = 0;
         run->host_w[v] = malloc((n ? n : 1) * sizeof(float));
         run->host_g[v] = malloc((n ? n : 1) * sizeof(float));
         if (!run->host_w[v] || !run->host_g[v])
@@ -507,4 +508,32 @@ out:
     free(tok);
     free(tgt);
     return ms;
+}
+
+size_t pr_rank_grad_floats(const PrRun *run, int s)
+{
+    size_t n = 0;
+    for (int v = 0; v < run->PV; v++)
+        if (run->prog->vstages[v].rank == s)
+            n += pr_vstage_grad_floats(run, v);
+    return n;
+}
+
+void pr_rank_grad_copy(PrRun *run, int s, float *buf, bool pack)
+{
+    for (int v = 0; v < run->PV; v++) {
+        if (run->prog->vstages[v].rank != s)
+            continue;
+        for (int i = 0; i < pr_model_tensor_count(run); i++)
+            if (pr_model_tensor_in_slice(run, i, v)) {
+                float *g;
+                size_t k;
+                pr_model_tensor(run, i, NULL, NULL, &g, &k);
+                if (pack)
+                    memcpy(buf, g, k * sizeof *g);
+                else
+                    memcpy(g, buf, k * sizeof *g);
+                buf += k;
+            }
+    }
 }

@@ -46,9 +46,6 @@ int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
                    size_t nparams, int M, size_t tmp_floats);
 void cu_model_release(CuMlp *g);
 void cu_mlp_free(CuMlp *g);
-/* Whether the act layout here gives the same byte sizes as runtime/mlp.c (act, ckpt,
- * wact) for slice s: the arena plan depends on it. */
-bool cu_mlp_layout_ok(const MlpConfig *c, const MlpSlice *s);
 
 /* The ops of runtime/mlp.h on the GPU, enqueued on stream st (asynchronous). Same
  * arguments as mlp_forward & co, all device pointers; the forward's loss goes to

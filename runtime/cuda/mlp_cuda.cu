@@ -12,60 +12,19 @@
 #include "gelu.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
+#include "mlp_layout.h"
 #include "residual.cuh"
 
-/* The act layout of runtime/mlp.c (act_layout), in floats; see mlp.h. */
-typedef struct Layout {
-    size_t xs, mean, rstd, ln_out, fch, gelu, lnf_mean, lnf_rstd, lnf_out, probs, dxs, dln,
-        dlnf, dgelu, ckpt, wact, act, sbt, sbtc, sbth;
-} Layout;
-
-static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+/* The act layout of runtime/mlp.c (mlp_layout.h: one definition for the CPU, the GPU
+ * and the code generator). */
+typedef MlpLayout Layout;
 
 static bool slice_empty(const MlpSlice *s) { return !s->embed && !s->head && s->nlayers == 0; }
 
 static Layout layout(const MlpConfig *c, const MlpSlice *s)
 {
-    Layout a;
-    memset(&a, 0, sizeof a);
-    size_t bt = (size_t)c->B * c->T;
-    a.sbt = pad16(bt);
-    a.sbtc = pad16(bt * c->C);
-    a.sbth = pad16(bt * 4 * (size_t)c->C);
-    size_t sbtv = pad16(bt * c->vocab), nl = (size_t)s->nlayers, nres = nl + (s->head ? 1 : 0);
-    if (slice_empty(s))
-        return a;
-    size_t o = 0;
-    a.xs = o;     o += nres * a.sbtc;
-    a.ckpt = (!s->embed && nres > 0) ? a.sbtc : 0;
-    a.mean = o;   o += nl * a.sbt;
-    a.rstd = o;   o += nl * a.sbt;
-    a.ln_out = o; o += nl * a.sbtc;
-    a.fch = o;    o += nl * a.sbth;
-    a.gelu = o;   o += nl * a.sbth;
-    if (s->head) {
-        a.lnf_mean = o; o += a.sbt;
-        a.lnf_rstd = o; o += a.sbt;
-        a.lnf_out = o;  o += a.sbtc;
-        a.probs = o;    o += sbtv;
-    }
-    a.dxs = o;    o += (nl + (s->embed ? 1 : 0)) * a.sbtc;
-    a.dln = o;    o += nl * a.sbtc;
-    if (s->head) {
-        a.dlnf = o; o += a.sbtc;
-    }
-    a.wact = o;
-    a.dgelu = o;  o += nl > 0 ? a.sbth : 0;
-    a.act = o;
-    return a;
-}
-
-extern "C" bool cu_mlp_layout_ok(const MlpConfig *c, const MlpSlice *s)
-{
-    Layout a = layout(c, s);
-    return a.act * sizeof(float) == mlp_act_bytes(c, s) &&
-           a.ckpt * sizeof(float) == mlp_ckpt_bytes(c, s) &&
-           a.wact * sizeof(float) == mlp_wact_bytes(c, s);
+    return mlp_layout((size_t)c->vocab, (size_t)c->C, (size_t)c->T, (size_t)c->B,
+                      (size_t)s->nlayers, s->embed, s->head);
 }
 
 /* Device twin of a host parameter/gradient pointer. */
@@ -76,49 +35,6 @@ static float *dp(const CuMlp *g, const float *host)
 static float *dg(const CuMlp *g, const float *host)
 {
     return g->grads + (host - g->host->grad_mem);
-}
-
-/* Where one forward's tensors live (see mlp.c Acts): the act region, or scratch reused
- * by every block (strides 0). xs[0] is xs; xs[i] for i >= 1 is xs1 + (i - 1) * s_x, so
- * the checkpoint xs[0] may live apart from the rest of the region. */
-typedef struct Acts {
-    float *xs, *xs1, *mean, *rstd, *ln_out, *fch, *gelu, *lnf_mean, *lnf_rstd, *lnf_out, *probs;
-    size_t s_x, s_bt, s_btc, s_bth;
-} Acts;
-
-/* An act region (device), possibly in two places (mlp.c Region): the checkpoint prefix
- * [0, nck) floats at ck and the rest [nck, act) at rest; rest == ck + nck when the
- * region is contiguous. */
-typedef struct Region {
-    float *ck, *rest;
-    size_t nck;
-} Region;
-
-static Region region_whole(void *act, const Layout *a)
-{
-    Region g = {(float *)act, (float *)act + a->ckpt, a->ckpt};
-    return g;
-}
-
-/* The float at layout offset off (a tensor never straddles nck: the checkpoint is
- * exactly xs[0]). */
-static float *at(const Region *g, size_t off)
-{
-    return off < g->nck ? g->ck + off : g->rest + (off - g->nck);
-}
-
-static float *xs_i(const Acts *A, size_t i)
-{
-    return i == 0 ? A->xs : A->xs1 + (i - 1) * A->s_x;
-}
-
-static Acts in_region(const Region *g, const Layout *a)
-{
-    Acts A = {at(g, a->xs), at(g, a->xs + a->sbtc), at(g, a->mean), at(g, a->rstd),
-              at(g, a->ln_out), at(g, a->fch), at(g, a->gelu), at(g, a->lnf_mean),
-              at(g, a->lnf_rstd), at(g, a->lnf_out), at(g, a->probs),
-              a->sbtc, a->sbt, a->sbtc, a->sbth};
-    return A;
 }
 
 extern "C" int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
@@ -156,9 +72,9 @@ extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
     const MlpConfig *c = &host->cfg;
     memset(g, 0, sizeof *g);
     g->host = host;
-    size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
     return cu_model_alloc(g, host->param_mem, host->grad_mem, host->nparams, c->M,
-                          2 * btc + 4 * bt + 2 * bt * H + btc + bt * (size_t)c->vocab);
+                          mlp_scratch_floats((size_t)c->vocab, (size_t)c->C, (size_t)c->T,
+                                             (size_t)c->B, true));
 }
 
 extern "C" void cu_mlp_free(CuMlp *g)
@@ -172,7 +88,7 @@ extern "C" void cu_mlp_free(CuMlp *g)
 
 /* forward_into of mlp.c: xs[0] holds the slice input unless the slice embeds; the last
  * block writes into out when the slice has no head; loss (device) may be NULL. */
-static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Acts *A, float *out,
+static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpActs *A, float *out,
                         float *loss, const int *tok, const int *tgt)
 {
     const MlpConfig *c = &g->host->cfg;
@@ -187,11 +103,11 @@ static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Acts
     }
     for (int i = 0; i < nl; i++) {
         size_t l = (size_t)(s->layer0 + i);
-        const float *x = xs_i(A, (size_t)i);
+        const float *x = mlp_xs(A, (size_t)i);
         float *mean = A->mean + i * A->s_bt, *rstd = A->rstd + i * A->s_bt;
         float *ln = A->ln_out + i * A->s_btc, *fch = A->fch + i * A->s_bth;
         float *ge = A->gelu + i * A->s_bth;
-        float *y = (i == nl - 1 && !s->head) ? out : xs_i(A, (size_t)i + 1);
+        float *y = (i == nl - 1 && !s->head) ? out : mlp_xs(A, (size_t)i + 1);
         /* (N,C) -> LN -> (N,C) -> fc1 -> (N,H) -> GELU -> (N,H) -> fc2 -> (N,C) + x */
         if (layernorm_forward(st, ln, mean, rstd, x, dp(g, p->ln_w + l * C), dp(g, p->ln_b + l * C),
                               N, C) ||
@@ -208,7 +124,7 @@ static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Acts
             return -1;
     }
     if (s->head) {
-        const float *x = xs_i(A, (size_t)nl);
+        const float *x = mlp_xs(A, (size_t)nl);
         /* (N,C) -> LN_f -> (N,C) -> head -> (N,V) -> softmax -> (N,V) */
         if (layernorm_forward(st, A->lnf_out, A->lnf_mean, A->lnf_rstd, x, dp(g, p->lnf_w),
                               dp(g, p->lnf_b), N, C) ||
@@ -229,36 +145,24 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
     if (g->tf)
         return cu_tf_forward(g, st, s, mb, out, act, in, tok, tgt, keep_all);
     const MlpConfig *c = &g->host->cfg;
-    size_t bt = (size_t)c->B * c->T, btc = bt * c->C, H = 4 * (size_t)c->C;
+    size_t btc = (size_t)c->B * c->T * c->C;
     if (slice_empty(s)) {
         CUDA_CHECK(cudaMemcpyAsync(out, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
         return 0;
     }
     Layout a = layout(c, s);
-    Region rg = region_whole(act, &a);
+    MlpRegion rg = mlp_region_whole(act, &a);
     float *loss = s->head ? g->loss + mb : NULL;
     if (keep_all) {
-        Acts A = in_region(&rg, &a);
+        MlpActs A = mlp_acts_in_region(&rg, &a);
         if (!s->embed)
             CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
         return forward_into(g, st, s, &A, out, loss, tok, tgt);
     }
     /* Only the checkpoint is kept: scratch reused by every block (mlp.c does the same). */
-    float *q = g->tmp;
-    Acts A;
-    memset(&A, 0, sizeof A);
-    A.xs = A.xs1 = q; q += btc;
-    A.mean = q;   q += bt;
-    A.rstd = q;   q += bt;
-    A.ln_out = q; q += btc;
-    A.fch = q;    q += bt * H;
-    A.gelu = q;   q += bt * H;
-    A.lnf_mean = q; q += bt;
-    A.lnf_rstd = q; q += bt;
-    A.lnf_out = q;  q += btc;
-    A.probs = q;
+    MlpActs A = mlp_acts_scratch(g->tmp, (size_t)c->C, (size_t)c->T, (size_t)c->B, true);
     if (!s->embed) {
-        CUDA_CHECK(cudaMemcpyAsync(at(&rg, a.xs), in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(mlp_region_at(&rg, a.xs), in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
     return forward_into(g, st, s, &A, out, loss, tok, tgt);
@@ -281,37 +185,37 @@ extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice 
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
-    Region rg = {(float *)ckpt, (float *)rest, a.ckpt};
-    Acts A = in_region(&rg, &a);
+    MlpRegion rg = {(float *)ckpt, (float *)rest, a.ckpt};
+    MlpActs A = mlp_acts_in_region(&rg, &a);
     /* out = NULL: a slice without head does not keep its output; loss = NULL */
     return forward_into(g, st, s, &A, NULL, NULL, tok, NULL);
 }
 
 /* Gradient of xs[i] in the act region; dxs[0] of a slice without embedding is din. */
-static float *dxs_at(const Region *rg, const Layout *a, const MlpSlice *s, int i, float *din)
+static float *dxs_at(const MlpRegion *rg, const Layout *a, const MlpSlice *s, int i, float *din)
 {
     if (!s->embed) {
         if (i == 0)
             return din;
         i--;
     }
-    return at(rg, a->dxs + (size_t)i * a->sbtc);
+    return mlp_region_at(rg, a->dxs + (size_t)i * a->sbtc);
 }
 
 /* Weight gradients of the slice from the act region after its input-gradient pass. */
-static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Region *rg,
+static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpRegion *rg,
                         const Layout *a, const int *tok)
 {
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *gr = &g->host->grads;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
     cublasHandle_t h = g->blas;
-    Acts A = in_region(rg, a);
+    MlpActs A = mlp_acts_in_region(rg, a);
     if (s->head &&
         (matmul_backward_weight(h, st, dg(g, gr->head_w), dg(g, gr->head_b), A.probs, A.lnf_out, N,
                                 C, V) ||
-         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), at(rg, a->dlnf),
-                                   xs_i(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd, N, C)))
+         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), mlp_region_at(rg, a->dlnf),
+                                   mlp_xs(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd, N, C)))
         return -1;
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
@@ -321,7 +225,7 @@ static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const Regi
             matmul_backward_weight(h, st, dg(g, gr->fc1_w + l * H * C), dg(g, gr->fc1_b + l * H),
                                    A.fch + i * A.s_bth, A.ln_out + i * A.s_btc, N, C, H) ||
             layernorm_backward_weight(st, dg(g, gr->ln_w + l * C), dg(g, gr->ln_b + l * C),
-                                      at(rg, a->dln + i * a->sbtc), xs_i(&A, (size_t)i),
+                                      mlp_region_at(rg, a->dln + i * a->sbtc), mlp_xs(&A, (size_t)i),
                                       A.mean + i * A.s_bt, A.rstd + i * A.s_bt, N, C))
             return -1;
     }
@@ -356,29 +260,29 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
         return 0;
     }
     Layout a = layout(c, s);
-    Region rg = {(float *)ckpt, (float *)rest, a.ckpt};
-    Acts A = in_region(&rg, &a);
+    MlpRegion rg = {(float *)ckpt, (float *)rest, a.ckpt};
+    MlpActs A = mlp_acts_in_region(&rg, &a);
     float *dtop = dxs_at(&rg, &a, s, nl, din);   /* grad of the slice's top */
     if (s->head) {
-        float *dlnf = at(&rg, a.dlnf);
+        float *dlnf = mlp_region_at(&rg, a.dlnf);
         float gscale = 1.0f / (float)c->M;
         /* dlogits (N,V) replaces probs; -> dlnf (N,C) -> dtop (N,C) */
         if (crossentropy_softmax_backward(st, A.probs, A.probs, tgt, gscale / (float)N, N, V) ||
             matmul_backward_input(h, st, dlnf, A.probs, dp(g, p->head_w), N, C, V))
             return -1;
         CUDA_CHECK(cudaMemsetAsync(dtop, 0, btc * sizeof(float), st));
-        if (layernorm_backward_input(st, dtop, dlnf, xs_i(&A, (size_t)nl), A.lnf_mean,
+        if (layernorm_backward_input(st, dtop, dlnf, mlp_xs(&A, (size_t)nl), A.lnf_mean,
                                      A.lnf_rstd, dp(g, p->lnf_w), N, C))
             return -1;
     } else {
         CUDA_CHECK(cudaMemcpyAsync(dtop, dout, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
-    float *dgelu = at(&rg, a.dgelu);
+    float *dgelu = mlp_region_at(&rg, a.dgelu);
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
         const float *dres = dxs_at(&rg, &a, s, i + 1, din);
         float *dx = dxs_at(&rg, &a, s, i, din), *fch = A.fch + i * A.s_bth;
-        float *dln = at(&rg, a.dln + i * a.sbtc);
+        float *dln = mlp_region_at(&rg, a.dln + i * a.sbtc);
         /* dres (N,C) -> fc2^T -> dgelu (N,H) -> GELU' -> dfch (N,H) -> fc1^T -> dln (N,C)
          * -> LN' -> dx (N,C) += residual */
         if (matmul_backward_input(h, st, dgelu, dres, dp(g, p->fc2_w + l * C * H), N, H, C) ||
@@ -386,7 +290,7 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
             matmul_backward_input(h, st, dln, fch, dp(g, p->fc1_w + l * H * C), N, C, H))
             return -1;
         CUDA_CHECK(cudaMemcpyAsync(dx, dres, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
-        if (layernorm_backward_input(st, dx, dln, xs_i(&A, (size_t)i), A.mean + i * A.s_bt,
+        if (layernorm_backward_input(st, dx, dln, mlp_xs(&A, (size_t)i), A.mean + i * A.s_bt,
                                      A.rstd + i * A.s_bt, dp(g, p->ln_w + l * C), N, C))
             return -1;
     }
@@ -410,7 +314,7 @@ extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlic
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
-    Region rg = {(float *)ckpt, (float *)rest, a.ckpt};
+    MlpRegion rg = {(float *)ckpt, (float *)rest, a.ckpt};
     return weight_grads(g, st, s, &rg, &a, tok);
 }
 

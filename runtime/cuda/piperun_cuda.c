@@ -33,14 +33,9 @@
  * gpt and llama in the same slot (tf_cuda.cu; reference runtime/transformer.h) and
  * synthetic (spin.cu). One run per process (the device state is global). */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cu_api.h"
 #include "cu_dist.h"
@@ -124,96 +119,6 @@ double pr_check_bound(void)
     return 1e-4;
 }
 
-double pr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-void pr_spin_ms(double ms)
-{
-    double end = pr_now_ms() + ms;
-    while (ms > 0 && pr_now_ms() < end)
-        ;
-}
-
-void pr_op_name(char *buf, size_t n, const PrOp *o)
-{
-    static const char *const kn[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
-    const char *k = o->kind < PR_NKINDS ? kn[o->kind] : "?";
-    if (o->chunk)
-        snprintf(buf, n, "%s%d.%d", k, (int)o->mb, (int)o->chunk);
-    else
-        snprintf(buf, n, "%s%d", k, (int)o->mb);
-}
-
-void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
-{
-    char msg[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&run->mu);
-    if (!atomic_load(&run->failed)) {
-        if (rank >= 0 && op >= 0 && (uint64_t)op < run->prog->ranks[rank].nops) {
-            char nm[32];
-            pr_op_name(nm, sizeof nm, &run->prog->ranks[rank].ops[op]);
-            snprintf(run->error, sizeof run->error, "rank %d, op %.20s (#%lld): %.180s", rank, nm,
-                     (long long)op, msg);
-        } else if (rank >= 0) {
-            snprintf(run->error, sizeof run->error, "rank %d: %.200s", rank, msg);
-        } else {
-            snprintf(run->error, sizeof run->error, "%.200s", msg);
-        }
-        atomic_store(&run->failed, 1);
-    }
-    pthread_cond_broadcast(&run->cv);
-    pthread_mutex_unlock(&run->mu);
-}
-
-static void on_signal(int sig)
-{
-    static const char m[] = "piperun: fatal signal in the CUDA runtime; stopping every rank\n";
-    ssize_t w = write(2, m, sizeof m - 1);
-    (void)w;
-    (void)sig;
-    _exit(1);
-}
-
-void pr_install_signals(void)
-{
-    int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        signal(sigs[i], on_signal);
-}
-
-void pr_options_default(PrOptions *o, const PrProgram *prog)
-{
-    memset(o, 0, sizeof *o);
-    o->workload = prog && !prog->mlp_unavailable ? PR_MLP : PR_SYNTHETIC;
-    o->iters = 1;
-    o->time_scale = 1.0;
-    o->timeout_s = 30.0;
-    o->lr = 0.05;
-    o->seed = 1;
-    o->threads_blas = 1;
-}
-
-void pr_result_free(PrResult *res)
-{
-    if (!res)
-        return;
-    free(res->loss);
-    free(res->iter_ms);
-    free(res->busy_ms);
-    free(res->peak_arena);
-    free(res->grad_name);
-    free(res->grad_err);
-    memset(res, 0, sizeof *res);
-}
-
 /* A CUDA failure inside an op: record it with the op (cu_error printed the call). */
 static int op_fail(PrRank *r, uint32_t i)
 {
@@ -225,18 +130,13 @@ static int op_fail(PrRank *r, uint32_t i)
     return -1;
 }
 
-static size_t vm(const PrRun *run, int v, int m)
-{
-    return (size_t)v * (size_t)run->M + (size_t)m;
-}
-
 /* ---- ops ---------------------------------------------------------------------------------- */
 
 static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
 {
     PrRun *run = r->run;
     const MlpSlice *s = &run->slice[o->vstage];
-    size_t k = vm(run, o->vstage, o->mb), bt = (size_t)run->prog->mlp_B * run->prog->mlp_T;
+    size_t k = pr_vm(run, o->vstage, o->mb), bt = (size_t)run->prog->mlp_B * run->prog->mlp_T;
     void *act = c->arena + (o->off[PR_MLP] >= 0 ? o->off[PR_MLP] : 0);
     /* after an R the region may be in two places: the checkpoint at off, the rest */
     void *rest = o->rest[PR_MLP] >= 0 ? c->arena + o->rest[PR_MLP] : NULL;
@@ -248,7 +148,7 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
         float *out = NULL;
         if (!s->head) {
             int nv = o->vstage + 1;
-            out = run->prog->vstages[nv].rank == r->id ? c->in_f[vm(run, nv, o->mb)] : c->out_f[k];
+            out = run->prog->vstages[nv].rank == r->id ? c->in_f[pr_vm(run, nv, o->mb)] : c->out_f[k];
         }
         return cu_mlp_forward(&c->mlp, c->comp, s, o->mb, out, act, c->in_f[k], tok, tgt,
                               !(o->flags & PR_HAS_R));
@@ -261,7 +161,7 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
         float *din = NULL;
         if (!s->embed) {
             int pv = o->vstage - 1;
-            din = run->prog->vstages[pv].rank == r->id ? c->in_b[vm(run, pv, o->mb)] : c->out_b[k];
+            din = run->prog->vstages[pv].rank == r->id ? c->in_b[pr_vm(run, pv, o->mb)] : c->out_b[k];
         }
         const float *dout = s->head ? NULL : c->in_b[k];
         bool split = (o->flags & PR_HAS_W) != 0;
@@ -335,7 +235,7 @@ static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
 {
     PrRun *run = r->run;
     int w = run->opt.workload;
-    size_t k = vm(run, o->vstage, o->mb);
+    size_t k = pr_vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
     if (bytes > 0 && (o->off[w] >= 0 || (o->kind == PR_SO && o->rest[w] >= 0))) {
         if (o->kind == PR_SO) {
@@ -406,14 +306,8 @@ static void account(PrRank *r, const PrOp *o)
 
 int pr_op(PrRank *r, uint32_t i)
 {
-    PrRun *run = r->run;
-    if (atomic_load(&run->failed))
+    if (pr_op_check(r, i) != 0 || pr_fault_inject(r, i) != 0)
         return -1;
-    if (i >= r->d->nops) {
-        pr_fail(run, r->id, -1, "op index %u out of range", i);
-        return -1;
-    }
-    atomic_store(&r->cur_op, i);
     if (enqueue_op(r, &CU.r[r->id], i) != 0)
         return op_fail(r, i);
     account(r, &r->d->ops[i]);
@@ -429,10 +323,10 @@ static void *msg_buf(PrRank *r, CuRank *c, const PrMsg *m, bool send)
     if (run->opt.workload != PR_MLP || m->payload == PR_PAY_TOKEN)
         return c->dummy;
     if (send)
-        return m->payload == PR_PAY_ACT ? c->out_f[vm(run, m->from_v, m->from_mb)]
-                                        : c->out_b[vm(run, m->from_v, m->from_mb)];
-    return m->payload == PR_PAY_ACT ? c->in_f[vm(run, m->to_v, m->to_mb)]
-                                    : c->in_b[vm(run, m->to_v, m->to_mb)];
+        return m->payload == PR_PAY_ACT ? c->out_f[pr_vm(run, m->from_v, m->from_mb)]
+                                        : c->out_b[pr_vm(run, m->from_v, m->from_mb)];
+    return m->payload == PR_PAY_ACT ? c->in_f[pr_vm(run, m->to_v, m->to_mb)]
+                                    : c->in_b[pr_vm(run, m->to_v, m->to_mb)];
 }
 
 static size_t msg_bytes(const PrRun *run, const PrMsg *m)
@@ -474,14 +368,10 @@ static int nccl_settle(PrRun *run, ncclComm_t comm, ncclResult_t e, const char *
 int pr_send(PrRank *r, int32_t peer, uint32_t msg)
 {
     PrRun *run = r->run;
-    if (atomic_load(&run->failed))
+    if (pr_msg_check(r, peer, msg, true) != 0)
         return -1;
-    if (msg >= run->prog->nmsgs || run->prog->msgs[msg].src != r->id ||
-        run->prog->msgs[msg].dst != peer) {
-        pr_fail(run, r->id, -1, "send of message %u to rank %d does not match the program", msg,
-                peer);
-        return -1;
-    }
+    if (r->dropping) /* PIPERUN_FAULT drop */
+        return 0;
     CuRank *c = &CU.r[r->id];
     const PrMsg *m = &run->prog->msgs[msg];
     uint32_t prod = CU.plan->send_after[msg];
@@ -524,14 +414,8 @@ cuda:
 int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
 {
     PrRun *run = r->run;
-    if (atomic_load(&run->failed))
+    if (pr_msg_check(r, peer, msg, false) != 0)
         return -1;
-    if (msg >= run->prog->nmsgs || run->prog->msgs[msg].dst != r->id ||
-        run->prog->msgs[msg].src != peer) {
-        pr_fail(run, r->id, -1, "receive of message %u from rank %d does not match the program",
-                msg, peer);
-        return -1;
-    }
     CuRank *c = &CU.r[r->id];
     const PrMsg *m = &run->prog->msgs[msg];
     if (CU.nccl) {
@@ -671,26 +555,6 @@ static int collect(PrRank *r, CuRank *c)
     return 0;
 }
 
-static int barrier(PrRun *run)
-{
-    pthread_mutex_lock(&run->mu);
-    int gen = run->bar_gen;
-    if (++run->bar_count == run->P + 1) {
-        run->bar_count = 0;
-        run->bar_gen++;
-        pthread_cond_broadcast(&run->cv);
-    } else {
-        while (gen == run->bar_gen && !atomic_load(&run->failed)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&run->cv, &run->mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&run->mu);
-    return atomic_load(&run->failed) ? -1 : 0;
-}
-
 static bool owns(const PrRun *run, int rank, int v)
 {
     return run->prog->vstages[v].rank == rank;
@@ -746,65 +610,56 @@ static int finish_iter(PrRank *r, CuRank *c)
     return 0;
 }
 
-static void *rank_main(void *arg)
+/* The rank's GPU, for every CUDA call of its thread. */
+static int cuda_rank_start(PrRank *r)
 {
-    PrRank *r = arg;
-    PrRun *run = r->run;
     CuRank *c = &CU.r[r->id];
     cu_rank = r->id;
-    if (!c->local) {
-        /* run by another process: only keep the iteration barriers */
-        for (int it = 0; it < run->opt.iters; it++)
-            if (barrier(run) || barrier(run) || barrier(run))
-                return NULL;
-        return NULL;
+    if (c->local && cudaSetDevice(c->dev) != cudaSuccess) {
+        pr_fail(r->run, r->id, -1, "cannot select GPU %d", c->dev);
+        return -1;
     }
-    if (cudaSetDevice(c->dev) != cudaSuccess) {
-        pr_fail(run, r->id, -1, "cannot select GPU %d", c->dev);
-        return NULL;
-    }
-    for (int it = 0; it < run->opt.iters; it++) {
-        if (barrier(run))
-            return NULL;
-        r->iter = it;
-        r->next_op = 0;
-        int rc = begin(r, c);
-        if (rc == 0)
-            rc = r->d->run(r);
-        if (rc == 0)
-            rc = drain(r, c);
-        if (rc == 0 && (collect(r, c) || finish_iter(r, c)))
-            rc = op_fail(r, r->next_op ? r->next_op - 1 : 0);
-        if (rc != 0 && !atomic_load(&run->failed))
-            pr_fail(run, r->id, -1, "the rank program failed");
-        if (barrier(run) || barrier(run)) /* end; the main thread has taken the results */
-            return NULL;
-        for (int v = 0; c->has_mlp && v < run->PV; v++)
-            if (owns(run, r->id, v) && !(run->offloaded && run->offloaded[v]) &&
-                cu_mlp_sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr)) {
-                op_fail(r, 0);
-                return NULL;
-            }
-    }
-    if (drain(r, c) != 0 && !atomic_load(&run->failed))
-        pr_fail(run, r->id, -1, "the last optimizer step failed on the GPU");
-    return NULL;
+    return 0;
+}
+
+/* One iteration of rank r: upload its batches, enqueue its program, wait for its
+ * streams, read the op times and the losses. A rank of another process (one rank per
+ * process) only keeps the barriers. */
+static int cuda_rank_iteration(PrRank *r)
+{
+    CuRank *c = &CU.r[r->id];
+    if (!c->local)
+        return 0;
+    int rc = begin(r, c);
+    if (rc == 0)
+        rc = r->d->run(r);
+    if (rc == 0)
+        rc = drain(r, c);
+    if (rc == 0 && (collect(r, c) || finish_iter(r, c)))
+        rc = op_fail(r, r->next_op ? r->next_op - 1 : 0);
+    return rc;
+}
+
+/* The SGD step of the rank's slices that are not offloaded, on its compute stream. */
+static int cuda_rank_step(PrRank *r)
+{
+    PrRun *run = r->run;
+    CuRank *c = &CU.r[r->id];
+    for (int v = 0; c->has_mlp && v < run->PV; v++)
+        if (owns(run, r->id, v) && !(run->offloaded && run->offloaded[v]) &&
+            cu_mlp_sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr))
+            return op_fail(r, 0);
+    return 0;
+}
+
+static void cuda_rank_end(PrRank *r)
+{
+    CuRank *c = &CU.r[r->id];
+    if (c->local && drain(r, c) != 0 && !atomic_load(&r->run->failed))
+        pr_fail(r->run, r->id, -1, "the last optimizer step failed on the GPU");
 }
 
 /* ---- setup ------------------------------------------------------------------------------- */
-
-/* Floats of virtual stage v's parameters (= its gradients), as state_copy moves them. */
-static size_t slice_floats(const PrRun *run, int v)
-{
-    size_t n = 0;
-    for (int i = 0; i < pr_model_tensor_count(run); i++)
-        if (pr_model_tensor_in_slice(run, i, v)) {
-            size_t k;
-            pr_model_tensor(run, i, NULL, NULL, NULL, &k);
-            n += k;
-        }
-    return n;
-}
 
 static int rank_setup(PrRun *run, int s, int ngpu)
 {
@@ -822,9 +677,6 @@ static int rank_setup(PrRun *run, int s, int ngpu)
         return -1;
     }
     r->nvm = nvm;
-    r->kind_ms = calloc((size_t)run->PV * PR_NKINDS, sizeof(double));
-    r->kind_n = calloc((size_t)run->PV * PR_NKINDS, sizeof(uint32_t));
-    r->span = calloc((size_t)run->opt.iters * nops, sizeof(PrSpan));
     c->t0 = calloc(nops, sizeof *c->t0);
     c->t1 = calloc(nops, sizeof *c->t1);
     c->host = calloc(nvm, sizeof *c->host);
@@ -836,7 +688,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     c->in_b = calloc(nvm, sizeof(float *));
     c->out_f = calloc(nvm, sizeof(float *));
     c->out_b = calloc(nvm, sizeof(float *));
-    if (!r->kind_ms || !r->kind_n || !r->span || !c->t0 || !c->t1 || !c->host ||
+    if (!c->t0 || !c->t1 || !c->host ||
         !c->pinned || !c->sendst || !c->recvst || !c->og || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
         pr_fail(run, s, -1, "out of host memory");
         return -1;
@@ -865,7 +717,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     /* pinned host buffers: the largest SO of each (v,m) */
     for (uint32_t i = 0; i < r->d->nops; i++) {
         const PrOp *o = &r->d->ops[i];
-        size_t k = vm(run, o->vstage, o->mb);
+        size_t k = pr_vm(run, o->vstage, o->mb);
         if (o->kind == PR_SO && o->held[w] > 0 && !c->host[k])
             CUDA_CHECK(cudaMallocHost(&c->host[k], (size_t)o->held[w]));
     }
@@ -878,7 +730,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     /* OG/LW copy from and to these host copies asynchronously: pin them */
     for (int v = 0; v < run->PV; v++)
         if (owns(run, s, v) && run->offloaded && run->offloaded[v] && run->host_w[v]) {
-            size_t n = slice_floats(run, v) * sizeof(float);
+            size_t n = pr_vstage_grad_floats(run, v) * sizeof(float);
             CUDA_CHECK(cudaHostRegister(run->host_w[v], n ? n : 4, cudaHostRegisterPortable));
             cudaError_t e = cudaHostRegister(run->host_g[v], n ? n : 4, cudaHostRegisterPortable);
             if (e != cudaSuccess) {
@@ -894,7 +746,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     CUDA_CHECK(cudaMallocHost((void **)&c->tgt_h, (size_t)run->M * bt * sizeof(int)));
     for (int v = 0; v < run->PV; v++)
         for (int m = 0; m < run->M; m++) {
-            size_t k = vm(run, v, m);
+            size_t k = pr_vm(run, v, m);
             bool mine = owns(run, s, v);
             if (!mine && !(v > 0 && owns(run, s, v - 1)) && !(v + 1 < run->PV && owns(run, s, v + 1)))
                 continue;
@@ -902,11 +754,6 @@ static int rank_setup(PrRun *run, int s, int ngpu)
             CUDA_CHECK(cudaMalloc((void **)&c->in_b[k], run->io_bytes));
             CUDA_CHECK(cudaMalloc((void **)&c->out_f[k], run->io_bytes));
             CUDA_CHECK(cudaMalloc((void **)&c->out_b[k], run->io_bytes));
-        }
-    for (int v = 0; v < run->PV; v++)
-        if (!run->tf && !cu_mlp_layout_ok(&run->model->cfg, &run->slice[v])) {
-            pr_fail(run, s, -1, "virtual stage %d: the GPU act layout differs from runtime/mlp.c", v);
-            return -1;
         }
     return 0;
 }
@@ -941,10 +788,9 @@ static void rank_teardown(PrRun *run, int s)
                 cudaHostUnregister(run->host_w[v]);
                 cudaHostUnregister(run->host_g[v]);
             }
-        cudaFree(c->arena);
-        cudaFree(c->dummy);
-        cudaFree(c->tok);
-        cudaFree(c->tgt);
+        void *dev[] = {c->arena, c->dummy, c->tok, c->tgt};
+        for (size_t j = 0; j < sizeof dev / sizeof dev[0]; j++)
+            cudaFree(dev[j]);
         cudaFreeHost(c->tok_h);
         cudaFreeHost(c->tgt_h);
         cudaStream_t st[4] = {c->comp, c->d2h, c->h2d, c->p2p};
@@ -958,20 +804,10 @@ static void rank_teardown(PrRun *run, int s)
                 cudaStreamDestroy(c->recvst[q]);
         }
     }
-    free(c->t0);
-    free(c->t1);
-    free(c->host);
-    free(c->pinned);
-    free(c->sendst);
-    free(c->recvst);
-    free(c->og);
-    free(c->in_f);
-    free(c->in_b);
-    free(c->out_f);
-    free(c->out_b);
-    free(r->kind_ms);
-    free(r->kind_n);
-    free(r->span);
+    void *own[] = {c->t0, c->t1, c->host, c->pinned, c->sendst, c->recvst, c->og,
+                   c->in_f, c->in_b, c->out_f, c->out_b};
+    for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
+        free(own[j]);
 }
 
 /* Whether ordered pair (a,b) has a message. */
@@ -1167,81 +1003,44 @@ static void down_free(void *ctx)
     CU.comms = NULL;
 }
 
-int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
+/* ---- the CUDA backend of the run core (piperun_common.c) ---------------------------- */
+
+/* The GPUs (one per rank, or shared), each rank's streams, events and buffers, the
+ * stream plan and the messages (NCCL pairs or the copy fallback). */
+static int cuda_setup(PrRun *run)
 {
-    PrResult dummy;
-    if (!res)
-        res = &dummy;
-    memset(res, 0, sizeof *res);
-    res->ref_ms = -1;
-    res->max_grad_err = -1;
-    if (!prog || prog->abi != PIPERUN_ABI || prog->P < 1 || prog->M < 1 || prog->V < 1 ||
-        o->iters < 1 || !(o->timeout_s > 0) || (o->workload == PR_MLP && prog->mlp_unavailable) ||
-        (o->check && o->workload != PR_MLP)) {
-        snprintf(res->error, sizeof res->error, "the options do not fit the program%s%s",
-                 prog && prog->mlp_unavailable ? ": " : "",
-                 prog && prog->mlp_unavailable ? prog->mlp_unavailable : "");
-        return 1;
-    }
+    const PrProgram *prog = run->prog;
     if (cu_dist.np > 1 && cu_dist.np != prog->P) {
-        snprintf(res->error, sizeof res->error, "started with %d MPI processes but the program "
-                 "has %d ranks; run `mpirun -np %d`", cu_dist.np, prog->P, prog->P);
-        return 1;
+        pr_fail(run, -1, -1, "started with %d MPI processes but the program has %d ranks; run "
+                "`mpirun -np %d`", cu_dist.np, prog->P, prog->P);
+        return -1;
     }
     int ngpu = 0, dev = 0;
     cudaError_t ge = cudaGetDeviceCount(&ngpu);
     if (ge != cudaSuccess || ngpu < 1) {
-        snprintf(res->error, sizeof res->error, "no GPU found: the CUDA backend needs a CUDA "
-                 "device (cudaGetDeviceCount: %s)", ge != cudaSuccess ? cudaGetErrorString(ge)
-                 : "0 devices");
-        return 1;
+        pr_fail(run, -1, -1, "no GPU found: the CUDA backend needs a CUDA device "
+                "(cudaGetDeviceCount: %s)", ge != cudaSuccess ? cudaGetErrorString(ge) : "0 devices");
+        return -1;
     }
-    if (cu_pick_device(cu_dist.np, cu_dist.local, cu_dist.nlocal, ngpu, cu_dist.me, &dev,
-                       res->error, sizeof res->error) != 0)
-        return 1;
-    PrRun *run = calloc(1, sizeof *run);
-    if (!run) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return 1;
+    char why[200];
+    if (cu_pick_device(cu_dist.np, cu_dist.local, cu_dist.nlocal, ngpu, cu_dist.me, &dev, why,
+                       sizeof why) != 0) {
+        pr_fail(run, -1, -1, "%s", why);
+        return -1;
     }
     memset(&CU, 0, sizeof CU);
     CU.run = run;
-    run->prog = prog;
-    run->opt = *o;
-    run->P = prog->P;
-    run->PV = prog->P * prog->V;
-    run->M = prog->M;
-    pthread_mutex_init(&run->mu, NULL);
-    pthread_cond_init(&run->cv, NULL);
-    atomic_init(&run->failed, 0);
-    run->rank = calloc((size_t)run->P, sizeof *run->rank);
-    run->mb_loss = calloc((size_t)run->M, sizeof(double));
+    run->check_here = cu_dist.me == 0;
     CU.r = calloc((size_t)run->P, sizeof *CU.r);
-    pthread_t *th = calloc((size_t)run->P, sizeof *th);
-    res->iters = o->iters;
-    res->loss = calloc((size_t)o->iters, sizeof(double));
-    res->iter_ms = calloc((size_t)o->iters, sizeof(double));
-    res->busy_ms = calloc((size_t)run->P, sizeof(double));
-    res->peak_arena = calloc((size_t)run->P, sizeof(int64_t));
-    int started = 0, ready = 0;
-    if (!run->rank || !run->mb_loss || !CU.r || !th || !res->loss || !res->iter_ms ||
-        !res->busy_ms || !res->peak_arena) {
+    if (!CU.r) {
         pr_fail(run, -1, -1, "out of memory");
-        goto done;
+        return -1;
     }
-    for (int s = 0; s < run->P; s++) {
-        run->rank[s].run = run;
-        run->rank[s].id = s;
-        run->rank[s].d = &prog->ranks[s];
-    }
-    if (o->workload == PR_MLP && pr_mlp_setup(run) != 0)
-        goto done;
-    for (; ready < run->P; ready++)
-        if (rank_setup(run, ready, ngpu) != 0) {
-            ready++;
+    for (int s = 0; s < run->P; s++)
+        if (rank_setup(run, s, ngpu) != 0) {
             if (!atomic_load(&run->failed))
-                pr_fail(run, ready - 1, -1, "setup failed: %s", CU.first_error);
-            goto done;
+                pr_fail(run, s, -1, "setup failed: %s", CU.first_error);
+            return -1;
         }
     uint32_t bad_msg;
     if (!(CU.plan = cu_stream_plan(prog, &bad_msg))) {
@@ -1249,13 +1048,18 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
             pr_fail(run, -1, -1, "message %u names an op that is not in the program", bad_msg);
         else
             pr_fail(run, -1, -1, "out of memory for the stream plan");
-        goto done;
+        return -1;
     }
     if (setup_transport(run, ngpu) != 0) {
         pr_fail(run, -1, -1, "cannot set up the messages: %s", CU.first_error);
-        goto done;
+        return -1;
     }
-    run->t_start = pr_now_ms();
+    return 0;
+}
+
+/* The timing origin of every local rank, recorded as the run's clock starts. */
+static int cuda_start(PrRun *run)
+{
     for (int s = 0; s < run->P; s++) {
         CuRank *c = &CU.r[s];
         if (!c->local)
@@ -1263,78 +1067,55 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         if (cudaSetDevice(c->dev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
             cudaEventRecord(c->ref, c->comp) != cudaSuccess) {
             pr_fail(run, s, -1, "cannot start the timing events");
-            goto done;
+            return -1;
         }
         c->ref_ms = pr_now_ms();
     }
-    for (; started < run->P; started++)
-        if (pthread_create(&th[started], NULL, rank_main, &run->rank[started]) != 0) {
-            pr_fail(run, -1, -1, "cannot start rank thread %d", started);
-            goto done;
-        }
-    for (int it = 0; it < o->iters; it++) {
-        double t0 = pr_now_ms();
-        if (barrier(run) || barrier(run))
-            break;
-        res->iter_ms[it] = pr_now_ms() - t0;
-        bool grads = it == 0 && o->check && o->workload == PR_MLP;
-        if (cu_dist.np > 1 && (!cu_dist.after_iter || cu_dist.after_iter(run, it, grads) != 0)) {
-            pr_fail(run, cu_dist.me, -1, "cannot exchange the results of iteration %d", it + 1);
-            break;
-        }
-        double l = 0;
-        for (int m = 0; m < run->M; m++)
-            l += run->mb_loss[m];
-        res->loss[it] = o->workload == PR_MLP ? l / run->M : NAN;
-        if (grads && cu_dist.me == 0 && pr_mlp_check(run, res) != 0)
-            pr_fail(run, -1, -1, "the reference iteration failed (out of memory)");
-        if (!o->quiet && !o->json && !o->profile) {
-            if (o->workload == PR_MLP)
-                printf("iter %d: loss %.4f  time %.3f ms\n", it + 1, res->loss[it], res->iter_ms[it]);
-            else
-                printf("iter %d: time %.3f ms\n", it + 1, res->iter_ms[it]);
-            fflush(stdout);
-        }
-        if (barrier(run))
-            break;
+    return 0;
+}
+
+/* One process per rank: the losses (and, in iteration 1 with --check, the gradients)
+ * of every process (cu_dist.h). */
+static int cuda_iter_end(PrRun *run, int it)
+{
+    bool grads = it == 0 && run->opt.check && run->opt.workload == PR_MLP;
+    if (cu_dist.np > 1 && (!cu_dist.after_iter || cu_dist.after_iter(run, it, grads) != 0)) {
+        pr_fail(run, cu_dist.me, -1, "cannot exchange the results of iteration %d", it + 1);
+        return -1;
     }
-done:;
+    return 0;
+}
+
+/* Joins the rank threads and ends the communicators (cu_teardown), then gathers every
+ * process's results. */
+static void cuda_stop(PrRun *run, pthread_t *th, int started)
+{
     Down down = {th, CU.comms ? 2 * run->P * run->P : 0};
     CuTeardown td = {&down, started, down_join, down.ncomms, down_abort, down_destroy, down_free};
     cu_teardown(&td, atomic_load(&run->failed) != 0);
     if (!atomic_load(&run->failed) && cu_dist.np > 1 && started == run->P &&
         (!cu_dist.at_end || cu_dist.at_end(run) != 0))
         pr_fail(run, cu_dist.me, -1, "cannot gather the results of every rank");
-    if (!atomic_load(&run->failed) && o->trace && pr_trace_write(run, o->trace) != 0)
-        pr_fail(run, -1, -1, "cannot write the trace %s: %s", o->trace, strerror(errno));
-    if (!atomic_load(&run->failed) && o->profile && pr_profile_write(run) != 0)
-        pr_fail(run, -1, -1, "cannot write the costs block");
-    for (int s = 0; s < ready; s++) {
-        res->busy_ms[s] = run->rank[s].busy_ms;
-        res->peak_arena[s] = run->rank[s].peak;
-    }
-    int rc = atomic_load(&run->failed) ? 1 : 0;
-    if (rc)
-        snprintf(res->error, sizeof res->error, "%s", run->error);
-    for (uint32_t i = 0; CU.msg_ev && i < prog->nmsgs; i++)
+}
+
+static void cuda_teardown(PrRun *run)
+{
+    for (uint32_t i = 0; CU.msg_ev && i < run->prog->nmsgs; i++)
         if (CU.msg_ev[i])
             cudaEventDestroy(CU.msg_ev[i]);
-    for (int s = 0; s < ready; s++)
+    for (int s = 0; CU.r && s < run->P; s++)
         rank_teardown(run, s);
-    if (o->workload == PR_MLP)
-        pr_mlp_teardown(run);
     free(CU.msg_ev);
     free(CU.msg_stamp);
     free(CU.r);
     stream_plan_free(CU.plan);
-    CU.plan = NULL;
-    pthread_mutex_destroy(&run->mu);
-    pthread_cond_destroy(&run->cv);
-    free(th);
-    free(run->rank);
-    free(run->mb_loss);
-    free(run);
-    if (res == &dummy)
-        pr_result_free(res);
-    return rc;
+    memset(&CU, 0, sizeof CU);
 }
+
+/* The CUDA backend of the run core (pr_run, piperun_common.c). */
+const PrBackend pr_backend = {
+    .setup = cuda_setup, .start = cuda_start, .rank_start = cuda_rank_start,
+    .rank_iteration = cuda_rank_iteration, .rank_step = cuda_rank_step,
+    .rank_end = cuda_rank_end, .iter_end = cuda_iter_end, .stop = cuda_stop,
+    .teardown = cuda_teardown,
+};

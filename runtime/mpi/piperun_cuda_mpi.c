@@ -50,39 +50,6 @@ static int bcast(void *buf, size_t n)
     return MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
 }
 
-/* Floats of rank s's gradients: every tensor of every slice it owns, in model order. */
-static size_t grad_floats(const PrRun *run, int s)
-{
-    size_t n = 0;
-    for (int v = 0; v < run->PV; v++)
-        if (run->prog->vstages[v].rank == s)
-            for (int i = 0; i < pr_model_tensor_count(run); i++)
-                if (pr_model_tensor_in_slice(run, i, v)) {
-                    size_t k;
-                    pr_model_tensor(run, i, NULL, NULL, NULL, &k);
-                    n += k;
-                }
-    return n;
-}
-
-/* Copies rank s's gradients to buf (pack) or from buf into the model (!pack). */
-static void grad_copy(PrRun *run, int s, float *buf, int pack)
-{
-    for (int v = 0; v < run->PV; v++)
-        if (run->prog->vstages[v].rank == s)
-            for (int i = 0; i < pr_model_tensor_count(run); i++)
-                if (pr_model_tensor_in_slice(run, i, v)) {
-                    float *g;
-                    size_t k;
-                    pr_model_tensor(run, i, NULL, NULL, &g, &k);
-                    if (pack)
-                        memcpy(buf, g, k * sizeof *g);
-                    else
-                        memcpy(g, buf, k * sizeof *g);
-                    buf += k;
-                }
-}
-
 static int after_iter(PrRun *run, int it, int grads)
 {
     (void)it;
@@ -95,19 +62,19 @@ static int after_iter(PrRun *run, int it, int grads)
     if (!grads)
         return 0;
     if (me != 0) {
-        size_t n = grad_floats(run, me);
+        size_t n = pr_rank_grad_floats(run, me);
         float *buf = malloc((n ? n : 1) * sizeof *buf);
         if (!buf || n > (size_t)INT32_MAX) {
             free(buf);
             return -1;
         }
-        grad_copy(run, me, buf, 1);
+        pr_rank_grad_copy(run, me, buf, true);
         int rc = MPI_Send(buf, (int)n, MPI_FLOAT, 0, TAG_GRAD, MPI_COMM_WORLD);
         free(buf);
         return rc == MPI_SUCCESS ? 0 : -1;
     }
     for (int s = 1; s < run->P; s++) {
-        size_t n = grad_floats(run, s);
+        size_t n = pr_rank_grad_floats(run, s);
         float *buf = malloc((n ? n : 1) * sizeof *buf);
         if (!buf || n > (size_t)INT32_MAX) {
             free(buf);
@@ -115,7 +82,7 @@ static int after_iter(PrRun *run, int it, int grads)
         }
         int rc = MPI_Recv(buf, (int)n, MPI_FLOAT, s, TAG_GRAD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS)
-            grad_copy(run, s, buf, 0);
+            pr_rank_grad_copy(run, s, buf, false);
         free(buf);
         if (rc != MPI_SUCCESS)
             return -1;
@@ -142,26 +109,11 @@ static int at_end(PrRun *run)
 
 int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
-    if (!prog || !o || (cu_dist.np > 1 && cu_dist.np != prog->P)) {
-        if (res) {
-            memset(res, 0, sizeof *res);
-            snprintf(res->error, sizeof res->error,
-                     "started with %d MPI processes but the program has %d ranks; run "
-                     "`mpirun -np %d`", cu_dist.np, prog ? prog->P : 0, prog ? prog->P : 0);
-        }
+    if (!o || pr_process_count_check(prog, cu_dist.np, res) != 0)
         return 1;
-    }
     PrOptions opt = *o;
     char trace[4096];
-    if (cu_dist.np > 1 && cu_dist.me != 0) {
-        opt.reference = false;
-        opt.profile = false;
-        opt.profile_out = NULL;
-        if (opt.trace) {
-            snprintf(trace, sizeof trace, "%s.rank%d", opt.trace, cu_dist.me);
-            opt.trace = trace;
-        }
-    }
+    pr_process_options(&opt, cu_dist.np > 1 ? cu_dist.me : 0, trace, sizeof trace);
     return __real_pr_run(prog, &opt, res);
 }
 

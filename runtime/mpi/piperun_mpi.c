@@ -120,43 +120,6 @@ static bool head_on(const PrProgram *g, int rank)
 
 /* ---- gradients --------------------------------------------------------------------- */
 
-/* Floats of the gradients of every slice on rank s (what it sends in iteration 1). */
-static size_t grad_floats(const PrRun *run, int s)
-{
-    size_t n = 0;
-    for (int v = 0; v < run->PV; v++) {
-        if (run->prog->vstages[v].rank != s)
-            continue;
-        for (int i = 0; i < pr_model_tensor_count(run); i++)
-            if (pr_model_tensor_in_slice(run, i, v)) {
-                size_t k;
-                pr_model_tensor(run, i, NULL, NULL, NULL, &k);
-                n += k;
-            }
-    }
-    return n;
-}
-
-/* Copies rank s's gradients to buf (pack) or from buf into the model (!pack). */
-static void grad_copy(PrRun *run, int s, float *buf, bool pack)
-{
-    for (int v = 0; v < run->PV; v++) {
-        if (run->prog->vstages[v].rank != s)
-            continue;
-        for (int i = 0; i < pr_model_tensor_count(run); i++)
-            if (pr_model_tensor_in_slice(run, i, v)) {
-                float *g;
-                size_t k;
-                pr_model_tensor(run, i, NULL, NULL, &g, &k);
-                if (pack)
-                    memcpy(buf, g, k * sizeof *g);
-                else
-                    memcpy(g, buf, k * sizeof *g);
-                buf += k;
-            }
-    }
-}
-
 /* PIPERUN_GRAD_DUMP: every tensor of the model. Returns 0 or -1. */
 static int grad_dump(PrRun *run)
 {
@@ -504,13 +467,13 @@ static int send_stats(PrRank *r)
     if (isend(d, (int)(n * sizeof *d), 0, TAG_STATS) != 0)
         return -1;
     if (r->iter == 0 && want_grads(run)) {
-        size_t nf = grad_floats(run, G.me);
+        size_t nf = pr_rank_grad_floats(run, G.me);
         float *gb = malloc((nf ? nf : 1) * sizeof *gb);
         if (!gb || nf * sizeof *gb > (size_t)INT32_MAX) {
             free(gb);
             return -1;
         }
-        grad_copy(run, G.me, gb, true);
+        pr_rank_grad_copy(run, G.me, gb, true);
         if (isend(gb, (int)(nf * sizeof *gb), 0, TAG_GRAD) != 0)
             return -1;
     }
@@ -523,7 +486,7 @@ static int recv_result(PrRank *r, int j, int tag)
 {
     PrRun *run = r->run;
     size_t want = tag == TAG_STATS ? stats_len(run) * sizeof(double)
-                                   : grad_floats(run, j) * sizeof(float);
+                                   : pr_rank_grad_floats(run, j) * sizeof(float);
     void *buf = malloc(want ? want : 1);
     if (!buf || want > (size_t)INT32_MAX) {
         free(buf);
@@ -556,7 +519,7 @@ static int recv_result(PrRank *r, int j, int tag)
             rj->kind_n[k] = (uint32_t)d[2 + (size_t)run->M + nk + k];
         }
     } else {
-        grad_copy(run, j, buf, false);
+        pr_rank_grad_copy(run, j, buf, false);
     }
     free(buf);
     return 0;
@@ -626,15 +589,8 @@ static int standin_run(PrRank *r)
 
 int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
-    if (!prog || prog->P < 1 || (G.np > 1 && G.np != prog->P)) {
-        if (res) {
-            memset(res, 0, sizeof *res);
-            snprintf(res->error, sizeof res->error,
-                     "started with %d MPI processes but the program has %d ranks; run "
-                     "`mpirun -np %d`", G.np, prog ? prog->P : 0, prog ? prog->P : 0);
-        }
+    if (pr_process_count_check(prog, G.np, res) != 0)
         return 1;
-    }
     G.orig = prog;
     G.check = o->check;
     G.dump = getenv("PIPERUN_GRAD_DUMP");
@@ -660,16 +616,9 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
     G.prog.ranks = G.ranks;
     PrOptions opt = *o;
     char trace[4096];
-    if (G.np > 1 && G.me != 0) {
-        opt.check = false;
-        opt.reference = false;
-        opt.profile = false;
-        opt.profile_out = NULL;
-        if (opt.trace) {
-            snprintf(trace, sizeof trace, "%s.rank%d", opt.trace, G.me);
-            opt.trace = trace;
-        }
-    }
+    pr_process_options(&opt, G.np > 1 ? G.me : 0, trace, sizeof trace);
+    if (G.np > 1 && G.me != 0)
+        opt.check = false;   /* process 0 compares every process's gradients */
     int rc = __real_pr_run(&G.prog, &opt, res);
     pr_transport = NULL;
     if (rc == 0) {

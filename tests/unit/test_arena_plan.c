@@ -251,7 +251,8 @@ static void test_budget(void **st)
     pipeline_free(p);
 }
 
-/* The compiler's copy of the act layout equals runtime/mlp.c's for many shapes. */
+/* The code generator plans with the runtime's act, ckpt and wact (mlp_layout.h) for many
+ * shapes: mlp_region_sizes hands it the shape in the right order. */
 static void test_mlp_sizes(void **st)
 {
     (void)st;

@@ -21,6 +21,7 @@
 #include "emit_c.h"
 #include "ir.h"
 #include "piperun.h"
+#include "piperun_internal.h"
 #include "tf_layout.h"
 
 #define NR 2
@@ -201,13 +202,20 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void test_faults(void **st)
+/* The defaults with the synthetic workload, quiet. */
+static PrOptions quiet_synthetic(void)
 {
-    (void)st;
     PrOptions o;
     pr_options_default(&o, &prog_);
     o.workload = PR_SYNTHETIC;
     o.quiet = true;
+    return o;
+}
+
+static void test_faults(void **st)
+{
+    (void)st;
+    PrOptions o = quiet_synthetic();
     o.timeout_s = 0.3;
     PrResult res;
     /* rank 0 drops its sends after op 0 (F0): rank 1 waits for F0 before its op 0 */
@@ -240,12 +248,56 @@ static void test_faults(void **st)
     assert_true(same);
 }
 
+/* A rank program that sends message 0 to a rank that is not its receiver. */
+static int bad_send(PrRank *r)
+{
+    return pr_send(r, 5, 0);
+}
+
+/* The runtime core's checks of the calls generated code makes, and what the MPI
+ * transports share: the process count and the options of processes other than 0. */
+static void test_core_checks(void **st)
+{
+    (void)st;
+    PrOptions o = quiet_synthetic();
+    PrRankDesc bad[NR];
+    memcpy(bad, ranks_, sizeof bad);
+    bad[msgs_[0].src].run = bad_send;
+    PrProgram g = prog_;
+    g.ranks = bad;
+    PrResult res;
+    assert_int_equal(pr_run(&g, &o, &res), 1);
+    char want[120];
+    snprintf(want, sizeof want, "rank %d: send of message 0 to rank 5 does not match the program",
+             msgs_[0].src);
+    bool same = !strcmp(res.error, want);
+    if (!same)
+        fprintf(stderr, "error: %s\n", res.error);
+    pr_result_free(&res);
+    assert_true(same);
+
+    assert_int_equal(pr_process_count_check(&prog_, 1, &res), 0);
+    assert_int_equal(pr_process_count_check(&prog_, NR, &res), 0);
+    assert_int_equal(pr_process_count_check(&prog_, NR + 1, &res), -1);
+    assert_non_null(strstr(res.error, "started with 3 MPI processes but the program has 2 ranks"));
+    char trace[64];
+    o.trace = "t.json";
+    o.reference = o.profile = true;
+    pr_process_options(&o, 0, trace, sizeof trace);
+    assert_string_equal(o.trace, "t.json");
+    assert_true(o.reference && o.profile);
+    pr_process_options(&o, 1, trace, sizeof trace);
+    assert_string_equal(o.trace, "t.json.rank1");
+    assert_false(o.reference || o.profile);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_mlp_check),
         cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_core_checks),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     /* the same program training the gpt and llama workloads (runtime/transformer.h),
