@@ -27,7 +27,7 @@
     X(CALL, "call")               /* name (min, max), a = argument list */ \
     /* statements (pipeline and template bodies) */ \
     X(LET, "let")                 /* name, a = value */ \
-    X(FOR, "for")                 /* name, a = lo, b = hi, op = 1 for ..=, body */ \
+    X(FOR, "for")                 /* name, a = lo, b = hi, op = RANGE_INCLUSIVE for ..=, body */ \
     X(IF, "if")                   /* a = condition, body = then, c = else items (or NULL) */ \
     X(STAGE, "stage")             /* a = rank, body */ \
     X(OPS, "ops")                 /* u.run.ops[nops]: a run of literal ops (AstOp) */ \
@@ -37,21 +37,21 @@
     /* pipeline settings */ \
     X(STAGES, "stages")           /* a = expr */ \
     X(MICROBATCHES, "microbatches") /* a = expr */ \
-    X(CHUNKS, "chunks")           /* a = expr, op = -1 | PLACE_INTERLEAVED | PLACE_VSHAPE */ \
+    X(CHUNKS, "chunks")           /* a = expr, op = CHUNKS_UNPLACED or a Placement */ \
     X(MEMORY, "memory")           /* a = NUM */ \
     X(COSTS, "costs")             /* op = CostsScope, a = index expr, body = FIELDs */ \
-    X(MODEL, "model")             /* name, op = 1 with a block, body = FIELDs */ \
-    X(DEVICE, "device")           /* name, op = 1 with a block, body = FIELDs */ \
-    X(PARTITION, "partition")     /* op = 1 for even, else body = NUM list */ \
+    X(MODEL, "model")             /* name, op = HAS_OVERRIDE with a block, body = FIELDs */ \
+    X(DEVICE, "device")           /* name, op = HAS_OVERRIDE with a block, body = FIELDs */ \
+    X(PARTITION, "partition")     /* op = PARTITION_EVEN, else body = NUM list */ \
     X(TP, "tensor_parallel")      /* a = expr */ \
     X(SCHEDULE, "schedule")       /* name */ \
     X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT */ \
-    X(APPLY, "apply")             /* name, body = FIELDs */ \
+    X(APPLY, "apply")             /* one pass call: name, body = FIELDs */ \
     /* values in model/device/costs blocks and pass arguments */ \
     X(FIELD, "field")             /* name = key, a = value */ \
     X(VIDENT, "name")             /* name */ \
     X(VSTR, "string")             /* name = the string's contents */ \
-    X(VRANGE, "range")            /* a = lo NUM, b = hi NUM, op = 1 for ..= */ \
+    X(VRANGE, "range")            /* a = lo NUM, b = hi NUM, op = RANGE_INCLUSIVE for ..= */ \
     X(VLIST, "list")              /* body = NUM list */ \
     /* file level */ \
     X(IMPORT, "import")           /* name = path as written */ \
@@ -76,6 +76,14 @@ typedef enum BinOp {
 } BinOp;
 
 typedef enum CostsScope { COSTS_ALL, COSTS_STAGE, COSTS_VSTAGE } CostsScope;
+
+/* Node.op of the kinds where it is a flag (NODE_KINDS says which kind uses which). */
+enum {
+    RANGE_INCLUSIVE = 1,  /* N_FOR, N_VRANGE: written with `..=` */
+    HAS_OVERRIDE = 1,     /* N_MODEL, N_DEVICE: an override block follows the name */
+    PARTITION_EVEN = 1,   /* N_PARTITION: `partition even` */
+    CHUNKS_UNPLACED = -1, /* N_CHUNKS: no placement keyword (else a Placement) */
+};
 
 /* A number as written: value, whether it is a plain integer, and its unit suffix. */
 typedef struct Num {
@@ -163,6 +171,11 @@ int ast_depth(const Node *a, const Node *b);
 /* Parses file index `file` of d (already registered) into *out. Syntax errors are
  * reported through d; out->ok is false when there were any. Nodes live in c. */
 void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out);
+
+/* Parses file index `file` of d as a pass list, `name(k=v, ...), name, ...` (the text
+ * of `pipec opt --pass`), by the grammar's rules for `apply`. Returns the N_APPLY
+ * nodes, chained, or NULL after `syntax` errors. */
+Node *ast_parse_pass_list(Diag *d, AstCtx *c, uint32_t file);
 
 /* A whole program: the parsed files (the main one first) and its one pipeline. */
 typedef struct Program {

@@ -1,9 +1,9 @@
 /* cmd_check.c - `pipec check`, `pipec print` and `pipec opt` (DESIGN.md "Command line").
  *
  * All three compile through driver_compile; check adds the memory walk, print writes
- * the canonical explicit form, opt runs a pass list given on the command line (the
- * syntax of `apply` arguments) with the structural and dependency checks after every
- * pass, then prints like print. */
+ * the canonical explicit form, opt runs a pass list given on the command line (read by
+ * the grammar's `apply` rules, parse_pass_list of frontend.h) with the structural and
+ * dependency checks after every pass, then prints like print. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -15,7 +15,8 @@
 #include "emit_c.h"
 #include "cmds.h"
 #include "driver.h"
-#include "passes.h"
+#include "frontend.h"
+#include "passes/passes.h"
 #include "print.h"
 #include "util.h"
 
@@ -167,275 +168,6 @@ int cmd_print(int argc, char **argv)
 
 /* --- pipec opt: the --pass list -------------------------------------------------- */
 
-/* A recursive-descent reader over the pseudo file "<--pass>":
- *
- *     list  = call { "," call }
- *     call  = NAME [ "(" [ arg { "," arg } ] ")" ]
- *     arg   = NAME "=" value
- *     value = NUMBER [UNIT] | INT ".." INT | INT "..=" INT | NAME | "[" NUMBER { "," NUMBER } "]"
- *
- * Units as in the language: us ms s (times, to ms), B KiB MiB GiB TiB KB MB GB TB (to
- * bytes), SIZE/s (to bytes per second). Errors are `syntax` or `value` at the offending
- * byte. */
-typedef struct PassLexer {
-    Diag *d;
-    uint32_t file;
-    const char *s;  /* the whole option text */
-    uint32_t pos;
-    int nerr;
-} PassLexer;
-
-static Loc pl_loc(const PassLexer *l, uint32_t at)
-{
-    return (Loc){at, l->file};
-}
-
-static void pl_space(PassLexer *l)
-{
-    while (l->s[l->pos] == ' ' || l->s[l->pos] == '\t')
-        l->pos++;
-}
-
-static bool pl_accept(PassLexer *l, const char *tok)
-{
-    pl_space(l);
-    size_t n = strlen(tok);
-    if (strncmp(l->s + l->pos, tok, n) != 0)
-        return false;
-    l->pos += (uint32_t)n;
-    return true;
-}
-
-static bool is_ident_start(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-static bool is_ident(char c)
-{
-    return is_ident_start(c) || (c >= '0' && c <= '9');
-}
-
-static void pl_error(PassLexer *l, uint32_t at, DiagCode code, const char *what)
-{
-    char near[24];
-    const char *s = l->s + at;
-    size_t k = strcspn(s, ",()=[] ");
-    k = k == 0 ? 1 : k > 12 ? 12 : k;
-    if (!*s)
-        snprintf(near, sizeof near, "the end of the list");
-    else
-        snprintf(near, sizeof near, "'%.*s'", (int)k, s);
-    for (char *q = near; *q; q++) /* the message is quoted raw: keep it printable */
-        if ((unsigned char)*q < 0x20 || (unsigned char)*q >= 0x7f)
-            *q = '?';
-    diag_error(l->d, pl_loc(l, at), code, "%s, found %s", what, near);
-    l->nerr++;
-}
-
-/* An identifier at the cursor, or NULL (nothing consumed). */
-static char *pl_ident(PassLexer *l)
-{
-    pl_space(l);
-    uint32_t b = l->pos;
-    if (!is_ident_start(l->s[b]))
-        return NULL;
-    while (is_ident(l->s[l->pos]))
-        l->pos++;
-    return xstrndup(l->s + b, l->pos - b);
-}
-
-static const struct {
-    const char *name;
-    UnitClass unit;
-    double scale;   /* to ms, bytes or bytes per second */
-} pass_units[] = {
-    {"us", UNIT_TIME, 1e-3}, {"ms", UNIT_TIME, 1}, {"s", UNIT_TIME, 1e3},
-    {"B", UNIT_SIZE, 1},     {"KiB", UNIT_SIZE, 1024.0}, {"MiB", UNIT_SIZE, 1048576.0},
-    {"GiB", UNIT_SIZE, 1073741824.0}, {"TiB", UNIT_SIZE, 1099511627776.0},
-    {"KB", UNIT_SIZE, 1e3},  {"MB", UNIT_SIZE, 1e6}, {"GB", UNIT_SIZE, 1e9}, {"TB", UNIT_SIZE, 1e12},
-};
-
-/* NUMBER: digits [. digits], read with strtod so that values round-trip like the
- * language's. Returns false (nothing consumed) when there is no number. */
-static bool pl_number(PassLexer *l, double *out, bool *integral)
-{
-    pl_space(l);
-    const char *b = l->s + l->pos, *e = b;
-    if (*e == '-')
-        e++;
-    if (!(*e >= '0' && *e <= '9'))
-        return false;
-    while (*e >= '0' && *e <= '9')
-        e++;
-    *integral = true;
-    if (*e == '.' && e[1] >= '0' && e[1] <= '9') { /* not a range's ".." */
-        *integral = false;
-        e++;
-        while (*e >= '0' && *e <= '9')
-            e++;
-    }
-    char *tmp = xstrndup(b, (size_t)(e - b));
-    *out = strtod(tmp, NULL);
-    free(tmp);
-    l->pos += (uint32_t)(e - b);
-    return true;
-}
-
-static bool pl_value(PassLexer *l, Value *v)
-{
-    pl_space(l);
-    uint32_t at = l->pos;
-    *v = (Value){.loc = pl_loc(l, at)};
-    double x;
-    bool integral;
-    if (pl_accept(l, "[")) {
-        v->kind = VAL_LIST;
-        size_t cap = 0;
-        if (pl_accept(l, "]"))
-            return true;
-        do {
-            uint32_t nat = (pl_space(l), l->pos);
-            if (!pl_number(l, &x, &integral)) {
-                pl_error(l, nat, DIAG_SYNTAX, "expected a number in the list");
-                value_free(v);
-                return false;
-            }
-            VEC_PUSH(v->list, v->nlist, cap, x);
-        } while (pl_accept(l, ","));
-        if (!pl_accept(l, "]")) {
-            pl_error(l, (pl_space(l), l->pos), DIAG_SYNTAX, "expected ']' closing the list");
-            value_free(v);
-            return false;
-        }
-        return true;
-    }
-    if (pl_number(l, &x, &integral)) {
-        if (pl_accept(l, "..")) {
-            bool incl = pl_accept(l, "=");
-            double y;
-            bool yint;
-            uint32_t yat = (pl_space(l), l->pos);
-            if (!integral || !pl_number(l, &y, &yint) || !yint) {
-                pl_error(l, integral ? yat : at, DIAG_SYNTAX, "expected a range of integers such as 0..=2");
-                return false;
-            }
-            if (x < 0 || y < 0 || x > 1e9 || y > 1e9) {
-                pl_error(l, at, DIAG_VALUE, "range bounds must be between 0 and 1000000000");
-                return false;
-            }
-            v->kind = VAL_RANGE;
-            v->lo = (int64_t)x;
-            v->hi = (int64_t)y + (incl ? 1 : 0);
-            return true;
-        }
-        v->kind = VAL_NUM;
-        v->num = x;
-        v->unit = UNIT_NONE;
-        uint32_t uat = l->pos;
-        while (is_ident(l->s[l->pos]))
-            l->pos++;
-        size_t ulen = l->pos - uat;
-        if (ulen) {
-            size_t i;
-            for (i = 0; i < ARRAY_LEN(pass_units); i++)
-                if (strlen(pass_units[i].name) == ulen && !strncmp(pass_units[i].name, l->s + uat, ulen))
-                    break;
-            if (i == ARRAY_LEN(pass_units)) {
-                pl_error(l, uat, DIAG_VALUE, "unknown unit (times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; bandwidth: SIZE/s)");
-                return false;
-            }
-            v->unit = pass_units[i].unit;
-            v->num = x * pass_units[i].scale;
-            if (v->unit == UNIT_SIZE && l->s[l->pos] == '/' && l->s[l->pos + 1] == 's' &&
-                !is_ident(l->s[l->pos + 2])) {
-                l->pos += 2;
-                v->unit = UNIT_BW;
-            }
-        }
-        if (!isfinite(v->num)) {
-            pl_error(l, at, DIAG_VALUE, "number out of range");
-            return false;
-        }
-        return true;
-    }
-    char *id = pl_ident(l);
-    if (id) {
-        v->kind = VAL_IDENT;
-        v->str = id;
-        return true;
-    }
-    pl_error(l, at, DIAG_SYNTAX, "expected a value (number, name, range or [list])");
-    return false;
-}
-
-void pass_calls_free(PassCall *calls, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        free(calls[i].name);
-        for (uint32_t j = 0; j < calls[i].nargs; j++) {
-            free(calls[i].args[j].key);
-            value_free(&calls[i].args[j].val);
-        }
-        free(calls[i].args);
-    }
-    free(calls);
-}
-
-/* Parses the whole list; returns the calls (*n of them) or NULL with errors reported. */
-PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint32_t *n)
-{
-    PassLexer l = {.d = d, .file = file, .s = text};
-    PassCall *calls = NULL;
-    size_t cap = 0;
-    *n = 0;
-    do {
-        pl_space(&l);
-        uint32_t at = l.pos;
-        char *name = pl_ident(&l);
-        if (!name) {
-            pl_error(&l, at, DIAG_SYNTAX, "expected a pass name");
-            break;
-        }
-        PassCall call = {.name = name, .loc = pl_loc(&l, at)};
-        size_t acap = 0;
-        if (pl_accept(&l, "(") && !pl_accept(&l, ")")) {
-            do {
-                pl_space(&l);
-                uint32_t kat = l.pos;
-                char *key = pl_ident(&l);
-                if (!key) {
-                    pl_error(&l, kat, DIAG_SYNTAX, "expected an argument name");
-                    break;
-                }
-                if (!pl_accept(&l, "=")) {
-                    pl_error(&l, (pl_space(&l), l.pos), DIAG_SYNTAX, "expected '=' after the argument name");
-                    free(key);
-                    break;
-                }
-                Field f = {.key = key, .loc = pl_loc(&l, kat)};
-                if (!pl_value(&l, &f.val)) {
-                    free(key);
-                    break;
-                }
-                VEC_PUSH(call.args, call.nargs, acap, f);
-            } while (pl_accept(&l, ","));
-            if (!l.nerr && !pl_accept(&l, ")"))
-                pl_error(&l, (pl_space(&l), l.pos), DIAG_SYNTAX, "expected ',' or ')' in the argument list");
-        }
-        VEC_PUSH(calls, *n, cap, call);
-    } while (!l.nerr && pl_accept(&l, ","));
-    pl_space(&l);
-    if (!l.nerr && l.s[l.pos])
-        pl_error(&l, l.pos, DIAG_SYNTAX, "expected ',' between passes");
-    if (l.nerr) {
-        pass_calls_free(calls, *n);
-        *n = 0;
-        return NULL;
-    }
-    return calls;
-}
-
 static void list_passes(void)
 {
     int n;
@@ -490,10 +222,9 @@ int cmd_opt(int argc, char **argv)
 
     Diag d = {0};
     uint32_t file = diag_add_file(&d, "<--pass>", list.s, (uint32_t)list.len);
-    const char *text = d.files[file].text;
     list = (StrBuf){0}; /* owned by d now */
     uint32_t ncalls = 0;
-    PassCall *calls = parse_pass_list(&d, file, text, &ncalls);
+    PassCall *calls = parse_pass_list(&d, file, &ncalls);
     Pipeline *p = calls ? driver_compile(&d, &o, argv[optind]) : NULL;
     int status = 1;
     if (p) {

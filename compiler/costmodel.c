@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "units.h"
 #include "util.h"
 
 /* ---- reading model and device blocks ------------------------------------------------ */
@@ -32,11 +33,10 @@ static int read_int(Diag *d, const Field *f, const char *what, double *out)
  * DESIGN.md "Units" says), >= lo (or > lo when strict). */
 static int read_num(Diag *d, const Field *f, UnitClass unit, double lo, bool strict, double *out)
 {
-    static const char *const unit_word[] = {"a number", "a time", "a size", "a bandwidth",
-                                            "a fraction"};
     const Value *v = &f->val;
     if (v->kind != VAL_NUM || (v->unit != UNIT_NONE && v->unit != unit) || !isfinite(v->num)) {
-        diag_error(d, f->loc, DIAG_VALUE, "device field '%s' must be %s", f->key, unit_word[unit]);
+        diag_error(d, f->loc, DIAG_VALUE, "device field '%s' must be %s", f->key,
+                   unit_class_name(unit));
         return 1;
     }
     if (strict ? !(v->num > lo) : !(v->num >= lo)) {
@@ -532,7 +532,8 @@ void costmodel_free(CostModel *cm)
     cm->ubeg = NULL;
 }
 
-/* Fills cm->ubeg from `partition`; docs/cost-model.md "Partition". */
+/* Fills cm->ubeg from `partition`; docs/cost-model.md "Partition". Reports through d,
+ * or counts the errors silently when d is NULL. */
 static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
 {
     int32_t nv = cm->nv;
@@ -547,6 +548,8 @@ static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
     Loc loc = p->partition_loc;
     bool per_rank = p->npartition == (uint32_t)p->P && nv != p->P;
     if (p->npartition != (uint32_t)nv && !per_rank) {
+        if (!d)
+            return 1;
         diag_error(d, loc, DIAG_VALUE, "partition has %u entries; the pipeline has %d stages",
                    p->npartition, p->P);
         if (p->V > 1)
@@ -559,9 +562,10 @@ static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
     for (uint32_t i = 0; i < p->npartition; i++) {
         double x = p->partition[i], u2 = 2 * x;
         if (!isfinite(x) || x < 0 || u2 != floor(u2) || u2 > 2 * MAX_SHAPE) {
-            diag_error(d, loc, DIAG_VALUE,
-                       "partition entry %u (%g) must be a number of layers >= 0 in steps of 0.5",
-                       i, x);
+            if (d)
+                diag_error(d, loc, DIAG_VALUE,
+                           "partition entry %u (%g) must be a number of layers >= 0 in steps "
+                           "of 0.5", i, x);
             err++;
             continue;
         }
@@ -579,8 +583,9 @@ static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
         cm->ubeg[v + 1] = cm->ubeg[v] + units[v];
     free(units);
     if (!err && cm->ubeg[nv] != U) {
-        diag_error(d, loc, DIAG_VALUE, "partition sums to %g layers; model '%s' has %g",
-                   (double)cm->ubeg[nv] / 2, p->model->name, cm->model.layers);
+        if (d)
+            diag_error(d, loc, DIAG_VALUE, "partition sums to %g layers; model '%s' has %g",
+                       (double)cm->ubeg[nv] / 2, p->model->name, cm->model.layers);
         err++;
     }
     return err;
@@ -616,6 +621,31 @@ int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)
     return read_partition(d, p, cm);
 }
 
+void costmodel_get(const Pipeline *p, CostModel *cm)
+{
+    memset(cm, 0, sizeof *cm);
+    const CostInputs *in = p->cost_inputs;
+    if (!p->model || !in)
+        die("costmodel_get on a pipeline derive_costs has not costed");
+    cm->model = in->model;
+    cm->device = in->device;
+    cm->has_device = in->has_device;
+    cm->tp = in->tp;
+    cm->nv = p->P * p->V;
+    if (cm->nv >= 1 && read_partition(NULL, p, cm))
+        die("costmodel_get: a pass left an invalid partition");
+}
+
+/* Keeps what costmodel_init validated in the pipeline, for costmodel_get. */
+static void keep_inputs(Pipeline *p, const CostModel *cm)
+{
+    if (!p->cost_inputs) {
+        p->cost_inputs = xmalloc(sizeof *p->cost_inputs);
+        p->cost_inputs_size = sizeof *p->cost_inputs;
+    }
+    *p->cost_inputs = (CostInputs){cm->model, cm->device, cm->has_device, cm->tp};
+}
+
 /* ---- derive_costs ----------------------------------------------------------------- */
 
 /* Forgets every value derive_costs wrote, so what remains in `set` is the user's. */
@@ -644,7 +674,9 @@ static void put(CostBlock *b, CostField f, double x)
     b->derived |= 1u << f;
 }
 
-int derive_costs(Diag *d, Pipeline *p)
+/* derive_costs with d (validating the model and device, keeping them), rederive_costs
+ * without (from what was kept). */
+static int derive(Diag *d, Pipeline *p)
 {
     int32_t nv = p->P * p->V;
     if (p->P < 1 || p->V < 1 || !p->stage_costs || !p->vstage_costs)
@@ -667,10 +699,15 @@ int derive_costs(Diag *d, Pipeline *p)
     }
 
     CostModel cm;
-    int err = costmodel_init(d, p, &cm);
-    if (err) {
-        costmodel_free(&cm);
-        return err;
+    if (d) {
+        int err = costmodel_init(d, p, &cm);
+        if (err) {
+            costmodel_free(&cm);
+            return err;
+        }
+        keep_inputs(p, &cm);
+    } else {
+        costmodel_get(p, &cm);
     }
     static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
                                         COST_ACT, COST_CKPT, COST_WACT,
@@ -719,4 +756,14 @@ int derive_costs(Diag *d, Pipeline *p)
     free(params);
     costmodel_free(&cm);
     return 0;
+}
+
+int derive_costs(Diag *d, Pipeline *p)
+{
+    return derive(d, p);
+}
+
+void rederive_costs(Pipeline *p)
+{
+    derive(NULL, p);
 }

@@ -35,8 +35,16 @@
  * stage_policy or partition. Without a device only the byte fields are derived.
  * Returns the number of errors reported (`name` for an unknown model/device field,
  * `value` for a bad value, a partition that does not sum to the layers or has the wrong
- * length, tensor_parallel not dividing heads, ...). */
+ * length, tensor_parallel not dividing heads, ...). The model and device it validated
+ * are kept in the pipeline (Pipeline.cost_inputs) for rederive_costs and
+ * costmodel_get. driver_compile calls it once, before the passes. */
 int derive_costs(Diag *d, Pipeline *p);
+
+/* What passes call after changing stage_policy or partition: derive_costs again from the
+ * model and device derive_costs validated, without reading them again and without
+ * diagnostics (a partition written by cm_set_partition is valid by construction).
+ * p must have been through derive_costs (a bug otherwise: die). */
+void rederive_costs(Pipeline *p);
 
 /* Architectures: llama = RMSNorm + SwiGLU + rotary, no biases, no dropout (Touvron et
  * al. 2023); gpt = LayerNorm + GELU + learned positions, biases, dropout (Megatron-LM);
@@ -115,6 +123,14 @@ typedef struct CostModel {
     int64_t *ubeg;     /* [nv + 1] half-layer unit boundaries, ubeg[0] = 0, ubeg[nv] = 2L */
 } CostModel;
 
+/* The model and device of a pipeline after validation (Pipeline.cost_inputs). */
+typedef struct CostInputs {
+    ModelShape model;
+    DeviceSpec device;
+    bool has_device;
+    int32_t tp;
+} CostInputs;
+
 /* Validates p's model, device, tensor_parallel and partition into cm (which the caller
  * frees with costmodel_free, also after errors). `partition even` (or none) gives every
  * virtual stage 2L/(P*V) half-layer units, the remainder going one each to the last
@@ -124,6 +140,12 @@ typedef struct CostModel {
  * Returns the number of errors; p must have a model. */
 int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm);
 void costmodel_free(CostModel *cm);
+
+/* The same for a pipeline derive_costs has costed, for the passes: from the model and
+ * device it validated and the current partition, with no diagnostics. p must have a
+ * model and have been through derive_costs, and its partition be valid (a bug
+ * otherwise: die). Free cm with costmodel_free. */
+void costmodel_get(const Pipeline *p, CostModel *cm);
 
 /* The cost of one unit under a policy. first: the unit is the first transformer unit of
  * its virtual stage (full recomputation must then keep an MLP unit's input too). */
@@ -154,7 +176,7 @@ double cm_p2p_ms(const CostModel *cm);
 
 /* Writes a partition in half-layer units (units[nv]) back as Pipeline.partition in layers
  * (0.5 steps), explicit; for passes that move units (partition_adjust, Obscura Alg. 1).
- * Call derive_costs afterwards. */
+ * Call rederive_costs afterwards. */
 void cm_set_partition(Pipeline *p, const int64_t *units, int32_t nv);
 
 #endif

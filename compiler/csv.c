@@ -361,53 +361,35 @@ typedef struct Owner {
     Loc loc;
 } Owner;
 
-/* Infers P, V, M and the placement from r->acts and builds the pipeline. */
-static Pipeline *build(Reader *r, const char *name)
+/* Phase 1: the owner (rank) of every stage index, in stage order, into *own, and the
+ * largest micro-batch; reports a stage on two ranks and an unpaired backward split.
+ * Sorts by (stage, mb, kind) to find owners, gaps and unpaired I/W without arrays as
+ * large as the stage or micro-batch numbers. */
+static void find_owners(Reader *r, Owner **own, size_t *nown, uint32_t *maxmb)
 {
     Diag *d = r->d;
-    Loc top = at(r, 0);
-    if (r->nrows == 0) {
-        diag_error(d, top, DIAG_MISSING, "empty schedule CSV: expected one row per rank");
-        return NULL;
-    }
-    if (r->nrows > IR_MAX_STAGES) {
-        diag_error(d, r->row_loc[IR_MAX_STAGES], DIAG_LIMIT,
-                   "%u rows (ranks); the limit is %u", r->nrows, IR_MAX_STAGES);
-        return NULL;
-    }
-    if (r->nacts == 0) {
-        diag_error(d, top, DIAG_MISSING, "no compute action (F, I, B, W) in the CSV");
-        return NULL;
-    }
-    uint32_t P = r->nrows;
-    int nerr0 = d->nerr;
-
-    /* Sort by (stage, mb, kind) to find owners, gaps and unpaired I/W without arrays as
-     * large as the stage or micro-batch numbers. */
     Act *sorted = xmalloc(r->nacts * sizeof *sorted);
     memcpy(sorted, r->acts, r->nacts * sizeof *sorted);
     qsort(sorted, r->nacts, sizeof *sorted, cmp_act);
-
-    Owner *own = NULL;
-    size_t nown = 0, owncap = 0;
-    uint32_t maxmb = 0;
+    size_t owncap = 0;
     bool reported = false;
+    *maxmb = 0;
     for (size_t k = 0; k < r->nacts; k++) {
         const Act *a = &sorted[k];
-        if (a->mb > maxmb)
-            maxmb = a->mb;
-        if (nown == 0 || own[nown - 1].stage != a->stage) {
+        Owner *last = *nown ? &(*own)[*nown - 1] : NULL;
+        if (a->mb > *maxmb)
+            *maxmb = a->mb;
+        if (!last || last->stage != a->stage) {
             Owner o = {a->stage, a->rank, a->loc};
-            VEC_PUSH(own, nown, owncap, o);
+            VEC_PUSH(*own, *nown, owncap, o);
             reported = false;
-        } else if (own[nown - 1].rank != a->rank && !reported) {
+        } else if (last->rank != a->rank && !reported) {
             char b[48];
             diag_error(d, a->loc, DIAG_PLACEMENT,
                        "stage %u is on rank %u and on rank %u (%s); a stage belongs to one rank",
-                       a->stage, own[nown - 1].rank, a->rank,
+                       a->stage, last->rank, a->rank,
                        act_name(b, sizeof b, a->stage, (int)a->kind, a->mb));
-            diag_note(d, own[nown - 1].loc, "stage %u is first on rank %u here", a->stage,
-                      own[nown - 1].rank);
+            diag_note(d, last->loc, "stage %u is first on rank %u here", a->stage, last->rank);
             reported = true;
         }
     }
@@ -419,16 +401,22 @@ static Pipeline *build(Reader *r, const char *name)
         k = e;
     }
     free(sorted);
+}
 
-    Pipeline *p = NULL;
-    if (d->nerr != nerr0)
-        goto done; /* placement is inferred only from a consistent stage -> rank map */
+/* Phase 2: V and the placement from a consistent stage -> rank map own[nown] over P
+ * ranks; false after an error (a gap in the stage numbers, stages that do not spread
+ * evenly, a stage off both placements). */
+static bool infer_placement(Reader *r, const Owner *own, size_t nown, uint32_t P, uint32_t *V,
+                            bool *vshape)
+{
+    Diag *d = r->d;
+    int nerr0 = d->nerr;
     for (size_t i = 0; i < nown; i++) {
         if (own[i].stage != i) {
             diag_error(d, own[i].loc, DIAG_MISSING,
                        "stage %u has actions but stage %zu has none; stages are numbered "
                        "0, 1, ... without gaps", own[i].stage, i);
-            goto done;
+            return false;
         }
     }
     uint32_t S = (uint32_t)nown;
@@ -436,33 +424,39 @@ static Pipeline *build(Reader *r, const char *name)
         diag_error(d, own[S - 1].loc, DIAG_PLACEMENT,
                    "%u stages (0..%u) cannot be spread evenly over %u ranks (rows); every "
                    "rank holds the same number of stages", S, S - 1, P);
-        goto done;
+        return false;
     }
-    uint32_t V = S / P;
-    if (V > IR_MAX_CHUNKS) {
+    *V = S / P;
+    if (*V > IR_MAX_CHUNKS) {
         diag_error(d, own[S - 1].loc, DIAG_LIMIT,
-                   "%u stages over %u ranks make %u chunks per rank; the limit is %u", S, P, V,
+                   "%u stages over %u ranks make %u chunks per rank; the limit is %u", S, P, *V,
                    IR_MAX_CHUNKS);
-        goto done;
+        return false;
     }
     /* Chunk 0 is rank r's stage r in both placements; chunk 1 tells them apart. */
-    bool vshape = V >= 2 && P >= 2 && own[P].rank == P - 1;
+    *vshape = *V >= 2 && P >= 2 && own[P].rank == P - 1;
     for (uint32_t v = 0; v < S; v++) {
         uint32_t c = v / P, rr = v % P;
-        uint32_t want = vshape && (c & 1) ? P - 1 - rr : rr;
+        uint32_t want = *vshape && (c & 1) ? P - 1 - rr : rr;
         if (own[v].rank != want)
             diag_error(d, own[v].loc, DIAG_PLACEMENT,
                        "stage %u is on rank %u; the %s placement of %u stages over %u ranks "
                        "puts it on rank %u", v, own[v].rank,
-                       vshape ? "V-shape" : "looped (interleaved)", S, P, want);
+                       *vshape ? "V-shape" : "looped (interleaved)", S, P, want);
     }
-    if (d->nerr != nerr0)
-        goto done;
+    return d->nerr == nerr0;
+}
 
-    p = pipeline_new();
+/* Phase 3: the pipeline of shape (P, M, V) with r->acts as its ops, in file order, and
+ * the CSV's placeholder costs. */
+static Pipeline *make_pipeline(const Reader *r, const char *name, uint32_t P, uint32_t M,
+                               uint32_t V, bool vshape)
+{
+    Loc top = at(r, 0);
+    Pipeline *p = pipeline_new();
     p->name = xstrdup(name);
     p->loc = top;
-    pipeline_set_shape(p, (int32_t)P, (int32_t)maxmb + 1, (int32_t)V);
+    pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
     p->placement = vshape ? PLACE_VSHAPE : PLACE_INTERLEAVED;
     bool has_w = false;
     for (size_t i = 0; i < r->nacts; i++) {
@@ -484,7 +478,37 @@ static Pipeline *build(Reader *r, const char *name)
         p->costs.set |= 1u << COST_W;
     }
     p->costs.loc = top;
-done:
+    return p;
+}
+
+/* Infers P, V, M and the placement from r->acts and builds the pipeline. */
+static Pipeline *build(Reader *r, const char *name)
+{
+    Diag *d = r->d;
+    Loc top = at(r, 0);
+    if (r->nrows == 0) {
+        diag_error(d, top, DIAG_MISSING, "empty schedule CSV: expected one row per rank");
+        return NULL;
+    }
+    if (r->nrows > IR_MAX_STAGES) {
+        diag_error(d, r->row_loc[IR_MAX_STAGES], DIAG_LIMIT,
+                   "%u rows (ranks); the limit is %u", r->nrows, IR_MAX_STAGES);
+        return NULL;
+    }
+    if (r->nacts == 0) {
+        diag_error(d, top, DIAG_MISSING, "no compute action (F, I, B, W) in the CSV");
+        return NULL;
+    }
+    uint32_t P = r->nrows, maxmb, V = 1;
+    int nerr0 = d->nerr;
+    Owner *own = NULL;
+    size_t nown = 0;
+    bool vshape = false;
+    find_owners(r, &own, &nown, &maxmb);
+    Pipeline *p = NULL;
+    /* placement is inferred only from a consistent stage -> rank map */
+    if (d->nerr == nerr0 && infer_placement(r, own, nown, P, &V, &vshape))
+        p = make_pipeline(r, name, P, maxmb + 1, V, vshape);
     free(own);
     return p;
 }

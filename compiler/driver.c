@@ -4,8 +4,8 @@
  *
  *     load_pipeline       parse, imports, templates, settings    (frontend.h)
  *     derive_costs        model + device -> costs                 (costmodel.h)
- *     recompute           one pass call per `recompute` directive (passes.h)
- *     apply passes        in the order written                    (passes.h)
+ *     recompute           one pass call per `recompute` directive (passes/passes.h)
+ *     apply passes        in the order written                    (passes/passes.h)
  *     check_pipeline      structure and dependencies              (check.h)
  *     lint_pipeline       warnings: legal but suspicious            (lint.h)
  */
@@ -24,7 +24,7 @@
 #include "lint.h"
 #include "memory.h"
 #include "opsem.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "sim.h"
 #include "util.h"
 
@@ -39,12 +39,10 @@ static PassCall recompute_call(const RecomputeDir *r, Field args[2])
     return (PassCall){.name = "recompute", .args = args, .nargs = 2, .loc = r->loc};
 }
 
-Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
+/* The stages after load_pipeline, on p (NULL when loading failed); nerr0 is d->nerr
+ * before the load. */
+static Pipeline *compile_loaded(Diag *d, const DriverOpts *o, Pipeline *p, int nerr0)
 {
-    LoadOpts lo = {.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
-    int nerr0 = d->nerr;
-    d->werror |= o && o->werror;
-    Pipeline *p = load_pipeline(d, &lo, path);
     if (!p || d->nerr > nerr0)
         goto fail;
     if (derive_costs(d, p) || d->nerr > nerr0)
@@ -71,6 +69,28 @@ Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
 fail:
     pipeline_free(p);
     return NULL;
+}
+
+static LoadOpts load_opts(const DriverOpts *o)
+{
+    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
+}
+
+Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
+{
+    LoadOpts lo = load_opts(o);
+    int nerr0 = d->nerr;
+    d->werror |= o && o->werror;
+    return compile_loaded(d, o, load_pipeline(d, &lo, path), nerr0);
+}
+
+Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, const char *text,
+                                size_t len)
+{
+    LoadOpts lo = load_opts(o);
+    int nerr0 = d->nerr;
+    d->werror |= o && o->werror;
+    return compile_loaded(d, o, load_pipeline_string(d, &lo, name, text, len), nerr0);
 }
 
 bool driver_common_opt(DriverOpts *o, int opt, const char *arg)

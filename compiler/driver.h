@@ -21,9 +21,14 @@ typedef struct DriverOpts {
 
 /* Loads FILE (load_pipeline of frontend.h), derives costs (derive_costs of costmodel.h),
  * runs the `recompute` pass for each `recompute` directive and then the `apply` passes
- * in order (run_pass of passes.h), then check_pipeline(d, p, CHECK_STRUCTURE|CHECK_DEPS)
+ * in order (run_pass of passes/passes.h), then check_pipeline(d, p, CHECK_STRUCTURE|CHECK_DEPS)
  * (check.h). Returns NULL when any step reported errors. Memory is not checked here. */
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path);
+
+/* The same from memory (tests, fuzzing): text[0..len) read as the file `name`
+ * (load_pipeline_string of frontend.h), then every step above. */
+Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, const char *text,
+                                size_t len);
 
 /* The memory checks of `pipec check` (and of `pipec tune` on every candidate): the
  * static walk of DESIGN.md "Memory" (check_pipeline with CHECK_MEMORY) and, when the

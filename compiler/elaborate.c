@@ -18,6 +18,7 @@
 
 #include "ast.h"
 #include "frontend.h"
+#include "units.h"
 #include "util.h"
 
 /* Reported errors beyond which expansion stops (each location is reported once). */
@@ -95,47 +96,6 @@ static bool first_at(Elab *e, Loc loc)
 
 /* ---- numbers and units ---------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    UnitClass cls;
-    double factor;     /* to ms, bytes, bytes per second */
-} units[] = {
-    {"us", UNIT_TIME, 1e-3}, {"ms", UNIT_TIME, 1.0}, {"s", UNIT_TIME, 1e3},
-    {"B", UNIT_SIZE, 1.0}, {"KiB", UNIT_SIZE, 1024.0}, {"MiB", UNIT_SIZE, 1048576.0},
-    {"GiB", UNIT_SIZE, 1073741824.0}, {"TiB", UNIT_SIZE, 1099511627776.0},
-    {"KB", UNIT_SIZE, 1e3}, {"MB", UNIT_SIZE, 1e6}, {"GB", UNIT_SIZE, 1e9},
-    {"TB", UNIT_SIZE, 1e12},
-};
-
-static const char *unit_class_name(UnitClass c)
-{
-    switch (c) {
-    case UNIT_TIME: return "a time";
-    case UNIT_SIZE: return "a size";
-    case UNIT_BW: return "a bandwidth";
-    case UNIT_FRACTION: return "a plain number";
-    default: return "a plain number";
-    }
-}
-
-/* The class and factor of a unit suffix ("ms", "GiB", "GB/s"); false if unknown. */
-static bool unit_lookup(const char *u, UnitClass *cls, double *factor)
-{
-    size_t n = strlen(u);
-    bool bw = n > 2 && strcmp(u + n - 2, "/s") == 0;
-    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
-        size_t m = strlen(units[i].name);
-        if (m == n - (bw ? 2 : 0) && strncmp(u, units[i].name, m) == 0) {
-            if (bw && units[i].cls != UNIT_SIZE)
-                return false;
-            *cls = bw ? UNIT_BW : units[i].cls;
-            *factor = units[i].factor;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Converts a NUM node to the unit class `want` (a bare number is ms / bytes / bytes
  * per second / itself). `what` names the field in messages. */
 static bool num_convert(Elab *e, const Node *n, UnitClass want, const char *what, double *out)
@@ -149,9 +109,9 @@ static bool num_convert(Elab *e, const Node *n, UnitClass want, const char *what
     if (x->unit) {
         UnitClass cls;
         if (!unit_lookup(x->unit, &cls, &f)) {
-            diag_error(e->d, n->loc, DIAG_VALUE,
-                       "unknown unit '%s' (times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; "
-                       "bandwidths: SIZE/s)", x->unit);
+            char known[160];
+            diag_error(e->d, n->loc, DIAG_VALUE, "unknown unit '%s' (%s)", x->unit,
+                       unit_list(known, sizeof known));
             return false;
         }
         if (cls != want) {
@@ -202,7 +162,7 @@ static bool make_value(Elab *e, const Node *n, Value *v)
             return false;
         }
         int64_t h = hi->ival;
-        if (n->op) {
+        if (n->op == RANGE_INCLUSIVE) {
             if (h == INT64_MAX) {
                 diag_error(e->d, n->loc, DIAG_VALUE, "number out of range");
                 return false;
@@ -562,7 +522,7 @@ static void exec(Elab *e, const Node *n, bool top)
         int64_t lo, hi;
         if (!eval(e, n->a, &lo) || !eval(e, n->b, &hi))
             return;
-        if (n->op) { /* ..= */
+        if (n->op == RANGE_INCLUSIVE) {
             if (hi == INT64_MAX) {
                 EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
                 return;
@@ -888,7 +848,7 @@ static void read_partition(Elab *e, const Node *n)
     Pipeline *p = e->p;
     p->partition_set = true;
     p->partition_loc = n->loc;
-    if (n->op) {
+    if (n->op == PARTITION_EVEN) {
         p->partition_even = true;
         return;
     }
@@ -957,14 +917,59 @@ static void read_recompute(Elab *e, const Node *n)
     VEC_PUSH(p->recompute, p->nrecompute, cap, dir);
 }
 
+/* One pass call (`apply` or `pipec opt --pass`); false when an argument's value was
+ * reported bad (the call keeps the good ones). */
+static bool make_pass_call(Elab *e, const Node *n, PassCall *c)
+{
+    bool ok = true;
+    *c = (PassCall){.name = xstrdup(n->name), .loc = n->loc};
+    c->args = make_fields(e, n->body, &c->nargs, &ok);
+    return ok;
+}
+
 static void read_apply(Elab *e, const Node *n)
 {
     Pipeline *p = e->p;
-    PassCall c = {.name = xstrdup(n->name), .loc = n->loc};
-    bool ok = true;
-    c.args = make_fields(e, n->body, &c.nargs, &ok);
+    PassCall c;
+    make_pass_call(e, n, &c);
     size_t cap = p->npasses;
     VEC_PUSH(p->passes, p->npasses, cap, c);
+}
+
+PassCall *parse_pass_list(Diag *d, uint32_t file, uint32_t *n)
+{
+    AstCtx c;
+    ast_init(&c);
+    Elab E = {.d = d};
+    PassCall *calls = NULL;
+    size_t cap = 0;
+    bool ok = true;
+    *n = 0;
+    for (const Node *x = ast_parse_pass_list(d, &c, file); x; x = x->next) {
+        PassCall call;
+        ok &= make_pass_call(&E, x, &call);
+        VEC_PUSH(calls, *n, cap, call);
+    }
+    ast_free(&c);
+    if (!ok || !calls) {
+        pass_calls_free(calls, *n);
+        *n = 0;
+        return NULL;
+    }
+    return calls;
+}
+
+void pass_calls_free(PassCall *calls, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        free(calls[i].name);
+        for (uint32_t j = 0; j < calls[i].nargs; j++) {
+            free(calls[i].args[j].key);
+            value_free(&calls[i].args[j].val);
+        }
+        free(calls[i].args);
+    }
+    free(calls);
 }
 
 static void collect_defs(Elab *e)
@@ -990,6 +995,109 @@ static void collect_defs(Elab *e)
         }
 }
 
+/* Phase 1: the settings of the pipeline body, each at most once. */
+static void find_settings(Elab *e, const Node *pl, Settings *s)
+{
+    for (const Node *n = pl->body; n; n = n->next)
+        switch ((NodeKind)n->kind) {
+        case N_STAGES: set_once(e, &s->stages, n); break;
+        case N_MICROBATCHES: set_once(e, &s->microbatches, n); break;
+        case N_CHUNKS: set_once(e, &s->chunks, n); break;
+        case N_MEMORY: set_once(e, &s->memory, n); break;
+        case N_TP: set_once(e, &s->tp, n); break;
+        case N_MODEL: set_once(e, &s->model, n); break;
+        case N_DEVICE: set_once(e, &s->device, n); break;
+        case N_PARTITION: set_once(e, &s->partition, n); break;
+        case N_SCHEDULE: set_once(e, &s->schedule, n); break;
+        default: break;
+        }
+}
+
+/* Phase 2: P, M and V into *P, *M, *V (and the placement); false when one is missing,
+ * out of range or over the limit. Expressions here see no names: P, M and V are being
+ * defined. */
+static bool read_shape(Elab *e, const Node *pl, const Settings *s, int64_t *P, int64_t *M,
+                       int64_t *V)
+{
+    Pipeline *p = e->p;
+    bool shape_ok = true;
+    if (!s->stages) {
+        diag_error(e->d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'stages'", pl->name);
+        shape_ok = false;
+    } else {
+        shape_ok &= int_setting(e, s->stages, 1, IR_MAX_STAGES, P);
+        p->shape_loc[0] = s->stages->loc;
+    }
+    if (!s->microbatches) {
+        diag_error(e->d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'microbatches'", pl->name);
+        shape_ok = false;
+    } else {
+        shape_ok &= int_setting(e, s->microbatches, 1, IR_MAX_MICROBATCHES, M);
+        p->shape_loc[1] = s->microbatches->loc;
+    }
+    if (s->chunks) {
+        shape_ok &= int_setting(e, s->chunks, 1, IR_MAX_CHUNKS, V);
+        p->shape_loc[2] = s->chunks->loc;
+        if (s->chunks->op == PLACE_VSHAPE)
+            p->placement = PLACE_VSHAPE;
+    }
+    if (shape_ok && (uint64_t)*P * (uint64_t)*V > frontend_limits.max_vstages) {
+        diag_error(e->d, s->chunks ? s->chunks->loc : s->stages->loc, DIAG_LIMIT,
+                   "stages * chunks = %" PRId64 " virtual stages exceeds the limit of %" PRIu64,
+                   *P * *V, frontend_limits.max_vstages);
+        shape_ok = false;
+    }
+    return shape_ok;
+}
+
+/* Phase 3: the settings that do not need the shape: memory, tensor_parallel, model,
+ * device, schedule. */
+static void read_unshaped_settings(Elab *e, const Settings *s)
+{
+    Pipeline *p = e->p;
+    if (s->memory) {
+        double m;
+        p->shape_loc[3] = s->memory->loc;
+        if (num_convert(e, s->memory->a, UNIT_SIZE, "'memory'", &m)) {
+            if (m < 0)
+                diag_error(e->d, s->memory->a->loc, DIAG_VALUE, "'memory' must not be negative");
+            p->has_memory = true;
+            p->memory = m;
+        }
+    }
+    if (s->tp) {
+        int64_t tp;
+        if (int_setting(e, s->tp, 1, INT32_MAX, &tp))
+            p->tensor_parallel = (int32_t)tp;
+    }
+    if (s->model)
+        p->model = resolve_entity(e, s->model, e->models, e->nmodels, "model");
+    /* The device's memory (less what it reserves) becomes the budget when `memory` is
+     * not set: the cost model does that, as it reads the device's fields. */
+    if (s->device)
+        p->device = resolve_entity(e, s->device, e->devices, e->ndevices, "device");
+    if (s->schedule) {
+        p->schedule = xstrdup(s->schedule->name);
+        p->schedule_loc = s->schedule->loc;
+    }
+}
+
+/* Phase 4: costs, partition, recomputation and passes (they need the shape). */
+static void read_shaped_settings(Elab *e, const Node *pl, const Settings *s)
+{
+    for (const Node *n = pl->body; n; n = n->next)
+        switch ((NodeKind)n->kind) {
+        case N_COSTS: read_costs(e, n); break;
+        case N_PARTITION:
+            if (n == s->partition)
+                read_partition(e, n);
+            break;
+        case N_RECOMPUTE: read_recompute(e, n); break;
+        case N_APPLY: read_apply(e, n); break;
+        default: break;
+        }
+}
+
 Pipeline *elaborate(Diag *d, const Program *prog)
 {
     const Node *pl = prog->pipeline;
@@ -1011,102 +1119,23 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     p->name = xstrdup(pl->name);
     p->loc = pl->loc;
 
-    /* 1. Settings, in any order at the top of the body. */
     Settings s = {0};
-    for (const Node *n = pl->body; n; n = n->next)
-        switch ((NodeKind)n->kind) {
-        case N_STAGES: set_once(e, &s.stages, n); break;
-        case N_MICROBATCHES: set_once(e, &s.microbatches, n); break;
-        case N_CHUNKS: set_once(e, &s.chunks, n); break;
-        case N_MEMORY: set_once(e, &s.memory, n); break;
-        case N_TP: set_once(e, &s.tp, n); break;
-        case N_MODEL: set_once(e, &s.model, n); break;
-        case N_DEVICE: set_once(e, &s.device, n); break;
-        case N_PARTITION: set_once(e, &s.partition, n); break;
-        case N_SCHEDULE: set_once(e, &s.schedule, n); break;
-        default: break;
-        }
-
-    /* 2. The shape. Expressions here see no names: P, M and V are being defined. */
+    find_settings(e, pl, &s);
     int64_t P = 0, M = 0, V = 1;
-    bool shape_ok = true;
-    if (!s.stages) {
-        diag_error(d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'stages'", pl->name);
-        shape_ok = false;
-    } else {
-        shape_ok &= int_setting(e, s.stages, 1, IR_MAX_STAGES, &P);
-        p->shape_loc[0] = s.stages->loc;
+    bool shape_ok = read_shape(e, pl, &s, &P, &M, &V);
+    read_unshaped_settings(e, &s);
+    if (shape_ok) {
+        pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
+        bind(e, e->sP, P);
+        bind(e, e->sM, M);
+        bind(e, e->sV, V);
+        bind(e, e->sVSHAPE, p->placement == PLACE_VSHAPE);
+        read_shaped_settings(e, pl, &s);
+        /* Phase 5: the body as a program: stage blocks, deps, lets, loops, `schedule`. */
+        e->nexp_err = 0;
+        exec_list(e, pl->body, true);
     }
-    if (!s.microbatches) {
-        diag_error(d, pl->loc, DIAG_VALUE, "pipeline '%s' does not set 'microbatches'", pl->name);
-        shape_ok = false;
-    } else {
-        shape_ok &= int_setting(e, s.microbatches, 1, IR_MAX_MICROBATCHES, &M);
-        p->shape_loc[1] = s.microbatches->loc;
-    }
-    if (s.chunks) {
-        shape_ok &= int_setting(e, s.chunks, 1, IR_MAX_CHUNKS, &V);
-        p->shape_loc[2] = s.chunks->loc;
-        if (s.chunks->op == PLACE_VSHAPE)
-            p->placement = PLACE_VSHAPE;
-    }
-    if (shape_ok && (uint64_t)P * (uint64_t)V > frontend_limits.max_vstages) {
-        diag_error(d, s.chunks ? s.chunks->loc : s.stages->loc, DIAG_LIMIT,
-                   "stages * chunks = %" PRId64 " virtual stages exceeds the limit of %" PRIu64, P * V,
-                   frontend_limits.max_vstages);
-        shape_ok = false;
-    }
-    if (s.memory) {
-        double m;
-        p->shape_loc[3] = s.memory->loc;
-        if (num_convert(e, s.memory->a, UNIT_SIZE, "'memory'", &m)) {
-            if (m < 0)
-                diag_error(d, s.memory->a->loc, DIAG_VALUE, "'memory' must not be negative");
-            p->has_memory = true;
-            p->memory = m;
-        }
-    }
-    if (s.tp) {
-        int64_t tp;
-        if (int_setting(e, s.tp, 1, INT32_MAX, &tp))
-            p->tensor_parallel = (int32_t)tp;
-    }
-    if (s.model)
-        p->model = resolve_entity(e, s.model, e->models, e->nmodels, "model");
-    /* The device's memory (less what it reserves) becomes the budget when `memory` is
-     * not set: the cost model does that, as it reads the device's fields. */
-    if (s.device)
-        p->device = resolve_entity(e, s.device, e->devices, e->ndevices, "device");
-    if (s.schedule) {
-        p->schedule = xstrdup(s.schedule->name);
-        p->schedule_loc = s.schedule->loc;
-    }
-    if (!shape_ok)
-        goto done;
-    pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
-    bind(e, e->sP, P);
-    bind(e, e->sM, M);
-    bind(e, e->sV, V);
-    bind(e, e->sVSHAPE, p->placement == PLACE_VSHAPE);
 
-    /* 3. Costs, partition, recomputation and passes (need the shape). */
-    for (const Node *n = pl->body; n; n = n->next)
-        switch ((NodeKind)n->kind) {
-        case N_COSTS: read_costs(e, n); break;
-        case N_PARTITION:
-            if (n == s.partition)
-                read_partition(e, n);
-            break;
-        case N_RECOMPUTE: read_recompute(e, n); break;
-        case N_APPLY: read_apply(e, n); break;
-        default: break;
-        }
-
-    /* 4. The body as a program: stage blocks, deps, lets, loops, `schedule`. */
-    e->nexp_err = 0;
-    exec_list(e, pl->body, true);
-
-done:
     free(e->templates);
     free(e->models);
     free(e->devices);

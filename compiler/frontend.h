@@ -27,6 +27,14 @@ Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path);
 Pipeline *load_pipeline_string(Diag *d, const LoadOpts *o, const char *name,
                                const char *text, size_t len);
 
+/* Reads a pass list, the text of `pipec opt --pass` registered as file `file` of d:
+ * `name(key=value, ...), name, ...`, by the grammar's rules for `apply` (a second start
+ * symbol of grammar/pipe.y) and with its values read as `apply`'s are (units to ms,
+ * bytes, bytes per second). Returns the *n calls, or NULL after errors (`syntax`,
+ * `value`) located in the file. Free the calls with pass_calls_free. */
+PassCall *parse_pass_list(Diag *d, uint32_t file, uint32_t *n);
+void pass_calls_free(PassCall *calls, uint32_t n);
+
 /* Where the stdlib is found: $PIPEC_STDLIB, else <dir of the pipec binary>/../stdlib,
  * else <dir of binary>/../share/pipec/stdlib. Returned string is static or owned by
  * the front end. Import search path for "std/NAME.pipe": the importing file's folder,

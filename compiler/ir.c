@@ -167,6 +167,7 @@ Pipeline *pipeline_clone(const Pipeline *p)
     q->model = clone_entity(p->model);
     q->device = clone_entity(p->device);
     q->partition = dup_mem(p->partition, p->npartition * sizeof *p->partition);
+    q->cost_inputs = dup_mem(p->cost_inputs, p->cost_inputs_size);
     q->schedule = p->schedule ? xstrdup(p->schedule) : NULL;
     q->recompute = dup_mem(p->recompute, p->nrecompute * sizeof *p->recompute);
     q->passes = p->npasses ? xmalloc(p->npasses * sizeof *q->passes) : NULL;
@@ -189,6 +190,7 @@ void pipeline_free(Pipeline *p)
     free_entity(p->model);
     free_entity(p->device);
     free(p->partition);
+    free(p->cost_inputs);
     free(p->schedule);
     free(p->recompute);
     for (uint32_t i = 0; i < p->npasses; i++) {

@@ -242,6 +242,11 @@ typedef struct Pipeline {
     uint32_t npasses;
     RecomputePolicy *stage_policy; /* [P]: recomputation policy per rank, default none */
     uint8_t *adjusted;        /* [P]: 1 when a pass marked the rank adjusted (Obscura §3.2) */
+    /* The model and device as derive_costs validated them (costmodel.h), so that passes
+     * re-cost without reading them again; NULL before. Plain data of cost_inputs_size
+     * bytes, copied by pipeline_clone. */
+    struct CostInputs *cost_inputs;
+    size_t cost_inputs_size;
 } Pipeline;
 
 /* Allocates an empty pipeline (P = M = V = 0). */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "units.h"
+
 /* Shortest %.Ne digits that read back to x: "d.ddde+XX". */
 static void shortest_exp(char *tmp, size_t n, double x)
 {
@@ -81,27 +83,21 @@ char *print_time(char *buf, size_t n, double ms)
     return buf;
 }
 
-/* Size units, binary first so that a tie (never except 0) prefers them. */
-static const struct {
-    const char *name;
-    double bytes;
-} size_units[] = {
-    {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
-    {"TB", 1e12},             {"GB", 1e9},           {"MB", 1e6},        {"KB", 1e3},
-};
-
-/* The unit giving the smallest whole quotient of x, or "B" (with *q = x). */
+/* The size unit (of units.h) giving the smallest whole quotient of x, or "B" (with
+ * *q = x). Two units never give the same quotient of a non-zero x. */
 static const char *size_unit(double x, double *q)
 {
     const char *best = "B";
     *q = x;
     if (!isfinite(x) || x == 0 || x != floor(x))
         return best;
-    for (size_t i = 0; i < ARRAY_LEN(size_units); i++) {
-        double u = size_units[i].bytes, r = x / u;
+    for (size_t i = 0; i < unit_count; i++) {
+        if (unit_table[i].cls != UNIT_SIZE)
+            continue;
+        double u = unit_table[i].factor, r = x / u;
         if (r == floor(r) && r * u == x && fabs(r) < fabs(*q)) {
             *q = r;
-            best = size_units[i].name;
+            best = unit_table[i].name;
         }
     }
     return best;

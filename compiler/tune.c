@@ -49,7 +49,7 @@
 #include "frontend.h"
 #include "human.h"
 #include "memory.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "print.h"
 #include "sim.h"
 #include "util.h"

@@ -8,7 +8,12 @@
  * The same item list serves pipeline bodies, template bodies and the bodies of stage,
  * for and if; elaborate.c says which items are allowed where (settings only at the top
  * of a pipeline, ops only inside a stage). Errors recover at the enclosing block's '}'
- * and at file level at the next definition. */
+ * and at file level at the next definition.
+ *
+ * A second start symbol reads a pass list, the text of `pipec opt --pass`, with the
+ * rule `apply` uses (`passes`): the scanner returns PASS_LIST first when asked to
+ * (ast_parse_pass_list), so --pass and `apply` accept exactly the same texts. A pass
+ * list has no error recovery: its first error ends the parse. */
 
 %code requires {
 #include <stdbool.h>
@@ -34,6 +39,8 @@ typedef struct PipeParse {
     struct { uint32_t off; const char *kw; char ch; } *open; /* open brackets */
     int nopen, opencap;
     bool eof_reported;      /* an "unexpected end of file" was reported */
+    bool pass_list;         /* the text is a pass list (`pipec opt --pass`), not a file */
+    bool started;           /* the scanner returned PASS_LIST */
     Node *items;            /* the result */
 } PipeParse;
 }
@@ -71,6 +78,18 @@ static void note_require(PipeParse *ps, PipeLoc l);
 const char *pipe_keyword_closest(const char *s, size_t n);
 static NodeList one(Node *n) { NodeList l = {0, 0}; ast_list_push(&l, n); return l; }
 static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
+/* l followed by t (a list already chained). */
+static NodeList append(NodeList l, NodeList t)
+{
+    if (!t.head)
+        return l;
+    if (l.tail)
+        l.tail->next = t.head;
+    else
+        l.head = t.head;
+    l.tail = t.tail;
+    return l;
+}
 }
 
 %define api.pure full
@@ -106,6 +125,9 @@ static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
 %token <str> FOR "'for'" IN "'in'" IF "'if'" REQUIRE "'require'" ELSE "'else'"
 %token DOTDOT "'..'" DOTDOTEQ "'..='" ARROW "'->'" LE "'<='" GE "'>='" EQ "'=='"
 %token NE "'!='" AND "'&&'" OR "'||'"
+/* Never in a file: the scanner returns it first when it reads a pass list (the text of
+ * `pipec opt --pass`), which selects the second start below. */
+%token PASS_LIST "pass list"
 
 %left OR
 %left AND
@@ -117,11 +139,17 @@ static NodeList push(NodeList l, Node *n) { ast_list_push(&l, n); return l; }
 
 %type <str> name
 %type <node> topitem item ifstmt expr depop number value field kv block fblock
-%type <list> topitems items args fields numlist kvs
+%type <node> pass
+%type <list> topitems items args fields numlist kvs passes
 
 %%
 
-file: topitems { ps->items = $1.head; }
+/* A file, or (after PASS_LIST) a pass list: `pipec opt --pass` is read by the same
+ * rules as `apply`. */
+file:
+  topitems             { ps->items = $1.head; }
+| PASS_LIST passes     { ps->items = $2.head; }
+;
 
 topitems:
   %empty               { $$ = (NodeList){0, 0}; }
@@ -155,6 +183,7 @@ items:
   %empty               { $$ = (NodeList){0, 0}; }
 | items item           { $$ = push($1, $2); }
 | items OPTOK          { $$ = $1; ast_push_op(ps->c, &$$, $2, ps->file); }
+| items APPLY passes   { $$ = append($1, $3); }
 | items ';'            { $$ = $1; }
 ;
 
@@ -163,7 +192,7 @@ item:
 | FOR IDENT IN expr DOTDOT expr block
                        { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; }
 | FOR IDENT IN expr DOTDOTEQ expr block
-                       { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; $$->op = 1; }
+                       { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; $$->op = RANGE_INCLUSIVE; }
 | ifstmt
 | REQUIRE expr STRING  { $$ = mk_name(ps, N_REQUIRE, @1, $3); $$->a = $2; }
 | REQUIRE error        { $$ = NULL; note_require(ps, @1); }
@@ -173,7 +202,7 @@ item:
                        { $$ = mk(ps, N_DEP, @1); $$->a = $2; $$->b = $4; $$->c = $6; $$->d = $8; }
 | STAGES expr          { $$ = mk(ps, N_STAGES, @1); $$->a = $2; }
 | MICROBATCHES expr    { $$ = mk(ps, N_MICROBATCHES, @1); $$->a = $2; }
-| CHUNKS expr          { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = -1; }
+| CHUNKS expr          { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = CHUNKS_UNPLACED; }
 | CHUNKS expr INTERLEAVED { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_INTERLEAVED; }
 | CHUNKS expr VSHAPE   { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_VSHAPE; }
 | MEMORY number        { $$ = mk(ps, N_MEMORY, @1); $$->a = $2; }
@@ -183,20 +212,29 @@ item:
 | COSTS VSTAGE expr fblock
                        { $$ = mk(ps, N_COSTS, @1); $$->op = COSTS_VSTAGE; $$->a = $3; $$->body = $4; }
 | MODEL name           { $$ = mk_name(ps, N_MODEL, @2, $2); }
-| MODEL name fblock    { $$ = mk_name(ps, N_MODEL, @2, $2); $$->op = 1; $$->body = $3; }
+| MODEL name fblock    { $$ = mk_name(ps, N_MODEL, @2, $2); $$->op = HAS_OVERRIDE; $$->body = $3; }
 | DEVICE name          { $$ = mk_name(ps, N_DEVICE, @2, $2); }
-| DEVICE name fblock   { $$ = mk_name(ps, N_DEVICE, @2, $2); $$->op = 1; $$->body = $3; }
-| PARTITION EVEN       { $$ = mk(ps, N_PARTITION, @1); $$->op = 1; }
+| DEVICE name fblock   { $$ = mk_name(ps, N_DEVICE, @2, $2); $$->op = HAS_OVERRIDE; $$->body = $3; }
+| PARTITION EVEN       { $$ = mk(ps, N_PARTITION, @1); $$->op = PARTITION_EVEN; }
 | PARTITION '[' numlist ']'
                        { $$ = mk(ps, N_PARTITION, @1); $$->body = $3.head; }
 | TENSOR_PARALLEL expr { $$ = mk(ps, N_TP, @1); $$->a = $2; }
 | SCHEDULE name        { $$ = mk_name(ps, N_SCHEDULE, @2, $2); }
 | RECOMPUTE STAGES value POLICY name
                        { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); }
-| APPLY name           { $$ = mk_name(ps, N_APPLY, @2, $2); }
-| APPLY name '(' ')'   { $$ = mk_name(ps, N_APPLY, @2, $2); }
-| APPLY name '(' kvs ')'
-                       { $$ = mk_name(ps, N_APPLY, @2, $2); $$->body = $4.head; }
+;
+
+/* `apply` and `pipec opt --pass`: pass calls, `name` or `name(k=v, ...)`, comma-separated
+ * (one N_APPLY each). */
+passes:
+  pass                 { $$ = one($1); }
+| passes ',' pass      { $$ = push($1, $3); }
+;
+
+pass:
+  name                 { $$ = mk_name(ps, N_APPLY, @1, $1); }
+| name '(' ')'         { $$ = mk_name(ps, N_APPLY, @1, $1); }
+| name '(' kvs ')'     { $$ = mk_name(ps, N_APPLY, @1, $1); $$->body = $3.head; }
 ;
 
 ifstmt:
@@ -262,7 +300,7 @@ kv: name '=' value     { $$ = mk_name(ps, N_FIELD, @1, $1); $$->a = $3; }
 value:
   number
 | NUM DOTDOT NUM       { $$ = mk(ps, N_VRANGE, @$); $$->a = mk_num(ps, @1, $1, false); $$->b = mk_num(ps, @3, $3, false); }
-| NUM DOTDOTEQ NUM     { $$ = mk(ps, N_VRANGE, @$); $$->a = mk_num(ps, @1, $1, false); $$->b = mk_num(ps, @3, $3, false); $$->op = 1; }
+| NUM DOTDOTEQ NUM     { $$ = mk(ps, N_VRANGE, @$); $$->a = mk_num(ps, @1, $1, false); $$->b = mk_num(ps, @3, $3, false); $$->op = RANGE_INCLUSIVE; }
 | name                 { $$ = mk_name(ps, N_VIDENT, @1, $1); }
 | STRING               { $$ = mk_name(ps, N_VSTR, @1, $1); }
 | '[' numlist ']'      { $$ = mk(ps, N_VLIST, @$); $$->body = $2.head; }
@@ -386,6 +424,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
     StrBuf b = {0};
     char name[64];
     sym_name(name, sizeof name, tok);
+    if (tok == YYSYMBOL_YYEOF && ps->pass_list)
+        snprintf(name, sizeof name, "end of the pass list");
     sb_printf(&b, "unexpected %s", name);
     if (tok == YYSYMBOL_IDENT || tok == YYSYMBOL_NUM || tok == YYSYMBOL_OPTOK || tok == YYSYMBOL_STRING) {
         const SrcFile *f = &ps->d->files[ps->file];
@@ -407,11 +447,14 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
     const char *shown[8];
     int nshown = 0;
     for (int i = 0; i < nexp && nshown <= 6; i++) {
-        if (exp[i] == YYSYMBOL_YYerror || strcmp(yysymbol_name(exp[i]), "';'") == 0)
+        if (exp[i] == YYSYMBOL_YYerror || exp[i] == YYSYMBOL_PASS_LIST ||
+            strcmp(yysymbol_name(exp[i]), "';'") == 0)
             continue;
         if (any_name && exp[i] >= YYSYMBOL_PIPELINE && exp[i] <= YYSYMBOL_ELSE)
             continue;
-        shown[nshown++] = any_name && exp[i] == YYSYMBOL_IDENT ? "name" : yysymbol_name(exp[i]);
+        shown[nshown++] = any_name && exp[i] == YYSYMBOL_IDENT ? "name"
+                          : exp[i] == YYSYMBOL_YYEOF && ps->pass_list ? "the end of the pass list"
+                          : yysymbol_name(exp[i]);
     }
     if (nshown > 0 && nshown <= 6) {
         sb_puts(&b, ", expected ");
@@ -449,9 +492,11 @@ int pipe_yylex_init_extra(PipeParse *extra, void **scanner);
 int pipe_yylex_destroy(void *scanner);
 void *pipe_yy_scan_bytes(const char *bytes, int len, void *scanner);
 
-void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
+/* Parses file `file` of d as a file or, with pass_list, as a pass list; returns the
+ * items (or N_APPLY calls) and whether no error was reported. */
+static Node *parse(Diag *d, AstCtx *c, uint32_t file, bool pass_list, bool *ok)
 {
-    PipeParse ps = {.d = d, .c = c, .file = file};
+    PipeParse ps = {.d = d, .c = c, .file = file, .pass_list = pass_list};
     int before = d->nerr;
     void *scanner;
     if (pipe_yylex_init_extra(&ps, &scanner))
@@ -460,14 +505,27 @@ void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
     pipe_yy_scan_bytes(f->text, (int)f->len, scanner);
     pipe_yyparse(scanner, &ps);
     /* Error recovery can swallow the error at the end of the file (bison reports
-     * nothing until three tokens were read after an error): say what is left open. */
-    if (!ps.aborted && !ps.eof_reported && ps.nopen > 0) {
+     * nothing until three tokens were read after an error): say what is left open. A
+     * pass list has no recovery: its first error ends the parse. */
+    if (!pass_list && !ps.aborted && !ps.eof_reported && ps.nopen > 0) {
         diag_error(d, (Loc){ps.tok_end, file}, DIAG_SYNTAX, "unexpected end of file");
         note_unterminated(&ps);
     }
     pipe_yylex_destroy(scanner);
     free(ps.open);
+    *ok = d->nerr == before;
+    return ps.items;
+}
+
+void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
+{
     out->file = file;
-    out->items = ps.items;
-    out->ok = d->nerr == before;
+    out->items = parse(d, c, file, false, &out->ok);
+}
+
+Node *ast_parse_pass_list(Diag *d, AstCtx *c, uint32_t file)
+{
+    bool ok;
+    Node *calls = parse(d, c, file, true, &ok);
+    return ok ? calls : NULL;
 }

@@ -107,7 +107,7 @@ check "opt with an empty pass name exits 1" test $? = 1
 check "opt empty pass name column" grep -q "^<--pass>:1:38: error\[syntax\]" "$tmp/err"
 "$P" opt "$good" --pass 'recompute(stages=0, bogus=3furlongs)' >"$tmp/out" 2>"$tmp/err"
 check "opt with an unknown unit exits 1" test $? = 1
-check "opt unknown unit is a value error at the unit" grep -q "^<--pass>:1:28: error\[value\]" "$tmp/err"
+check "opt unknown unit is a value error at the number, as in apply" grep -q "^<--pass>:1:27: error\[value\]" "$tmp/err"
 "$P" opt "$good" --pass 'recompute(stages=0, nosuch=1)' >"$tmp/out" 2>"$tmp/err"
 check "opt with an unknown argument exits 1" test $? = 1
 check "opt unknown argument points at it" grep -q "^<--pass>:1:21: error\[name\]" "$tmp/err"

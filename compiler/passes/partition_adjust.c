@@ -85,11 +85,7 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
     if (nadj == 0 || nadj == P)
         return 0;
     CostModel cm;
-    err = costmodel_init(d, p, &cm);
-    if (err) {
-        costmodel_free(&cm);
-        return err;
-    }
+    costmodel_get(p, &cm);
     int64_t *units = xmalloc((size_t)P * sizeof *units);
     for (int32_t s = 0; s < P; s++)
         units[s] = cm.ubeg[s + 1] - cm.ubeg[s];
@@ -100,7 +96,7 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
     double base = sim_makespan(p, &scratch);
     int moves = 0;
     double before = base;
-    for (int64_t iter = 0; iter < total && !err; iter++) {
+    for (int64_t iter = 0; iter < total; iter++) {
         int32_t a = -1;
         for (int32_t s = 0; s < P; s++)
             if (p->adjusted[s] && units[s] > 1 && (a < 0 || per_mb(p, s, true) > per_mb(p, a, true)))
@@ -120,15 +116,15 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
                 order[j - 1] = t;
             }
         bool moved = false;
-        for (int32_t i = 0; i < no && !moved && !err; i++) {
+        for (int32_t i = 0; i < no && !moved; i++) {
             int32_t b = order[i];
             Part saved = part_save(p);
             units[a]--;
             units[b]++;
             cm_set_partition(p, units, P);
-            err = derive_costs(d, p);
-            double ms = err ? INFINITY : sim_makespan(p, &scratch);
-            if (!err && sched_fits(p, NULL) && ms < base * (1 - 1e-9)) {
+            rederive_costs(p);
+            double ms = sim_makespan(p, &scratch);
+            if (sched_fits(p, NULL) && ms < base * (1 - 1e-9)) {
                 free(saved.v);
                 base = ms;
                 moved = true;
@@ -137,9 +133,8 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
                 units[a]++;
                 units[b]--;
                 part_restore(p, &saved);
-                if (!err)
-                    err = derive_costs(d, p);
-                if (!err && sched_fits(p, NULL) && ms >= base * (1 - 1e-9) && ms < INFINITY) {
+                rederive_costs(p);
+                if (sched_fits(p, NULL) && ms >= base * (1 - 1e-9) && ms < INFINITY) {
                     /* b fits but does not help: Algorithm 1 stops here */
                     i = no;
                 }
@@ -150,9 +145,9 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
             break;
     }
     sim_scratch_free(scratch);
-    if (!err && verbose)
+    if (verbose)
         fprintf(stderr, "partition_adjust: %s: %d half-layer units moved, %.1f ms -> %.1f ms\n",
                 p->name ? p->name : "pipeline", moves, before, base);
     free(units);
-    return err;
+    return 0;
 }

@@ -92,10 +92,7 @@ int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
     if (replan && (err = replan(d, p, call)))
         return err;
     CostModel cm;
-    if (costmodel_init(d, p, &cm)) {
-        costmodel_free(&cm);
-        return 1;
-    }
+    costmodel_get(p, &cm);
     int32_t nv = cm.nv;
     int64_t *units = xmalloc((size_t)nv * sizeof *units);
     for (int32_t v = 0; v < nv; v++)
@@ -123,7 +120,8 @@ int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
         units[vf] += mv;
         cm_set_partition(q, units, nv);
         int32_t s2 = 0, f2 = 0, n2 = 0;
-        bool keep = derive_costs(d, q) == 0 && (!replan || replan(d, q, call) == 0) && fits(q);
+        rederive_costs(q);
+        bool keep = (!replan || replan(d, q, call) == 0) && fits(q);
         double t = keep ? rank_times(q, &s2, &f2, &n2) : INFINITY;
         /* strictly shorter, or as long with fewer ranks at the longest (ties would
          * otherwise stop the greedy at its first step) */

@@ -101,10 +101,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
         return 1;
     }
     CostModel cm;
-    if (costmodel_init(d, p, &cm)) {
-        costmodel_free(&cm);
-        return 1;
-    }
+    costmodel_get(p, &cm);
     double *keep = xmalloc((size_t)p->P * sizeof *keep), *deep = xmalloc((size_t)p->P * sizeof *deep);
     double *cp = xmalloc((size_t)p->P * (size_t)p->V * sizeof *cp);
     for (int32_t s = 0; s < p->P; s++) {

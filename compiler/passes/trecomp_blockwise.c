@@ -260,10 +260,10 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
         if (todo[s] && p->stage_policy[s] == POLICY_NONE)
             p->stage_policy[s] = POLICY_FULL;
     }
-    int e = derive_costs(d, p);
-    if (e || !any) {
+    rederive_costs(p);
+    if (!any) {
         free(todo);
-        return e;
+        return 0;
     }
 
     /* Try the leads (or the one given) and the delay; keep the fastest runnable one. */
@@ -299,5 +299,6 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
                    IR_MAX_OPS);
         return 1;
     }
-    return derive_costs(d, p);
+    rederive_costs(p);
+    return 0;
 }

@@ -1,5 +1,5 @@
 /* fuzz_passes.c - libFuzzer target for `pipec opt --pass` lists: any bytes are read as
- * a pass list (parse_pass_list of passes.h) and, when they parse, the passes run in
+ * a pass list (parse_pass_list of frontend.h) and, when they parse, the passes run in
  * order on tests/fuzz/pass_base.pipe (1F1B of the `tiny` model, 3 stages, 4
  * micro-batches), with the structure and dependency checks after each, as `pipec opt`
  * does. A crash, a sanitizer report, a leak or a hang is a bug; so is a pass that
@@ -16,11 +16,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "costmodel.h"
 #include "diag.h"
+#include "driver.h"
 #include "frontend.h"
 #include "ir.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "util.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -57,13 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = 0;
     uint32_t file = diag_add_file(&d, "<--pass>", text, (uint32_t)size);
     uint32_t ncalls = 0;
-    PassCall *calls = parse_pass_list(&d, file, d.files[file].text, &ncalls);
+    PassCall *calls = parse_pass_list(&d, file, &ncalls);
     if (calls && d.nerr)
         abort(); /* a list is returned only without errors */
     Pipeline *p = NULL;
     if (calls) {
-        p = load_pipeline_string(&d, NULL, "pass_base.pipe", base, base_len);
-        if (!p || derive_costs(&d, p) || d.nerr)
+        p = driver_compile_string(&d, NULL, "pass_base.pipe", base, base_len);
+        if (!p || d.nerr)
             abort(); /* the base pipeline is valid */
         for (uint32_t i = 0; i < ncalls; i++) {
             int before = d.nerr;

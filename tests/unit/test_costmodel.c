@@ -19,7 +19,7 @@
 #include "costmodel.h"
 #include "diag.h"
 #include "ir.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "util.h"
 #include "testutil.h"
 
@@ -741,6 +741,46 @@ static void test_recompute_costs(void **state)
     cap_close(&c);
 }
 
+/* Passes re-cost from the model and device derive_costs validated (Pipeline.cost_inputs),
+ * not from the entities: after derive_costs, a model broken behind its back changes
+ * nothing for rederive_costs, costmodel_get or the recompute pass, and nothing is
+ * reported; derive_costs itself reads the model again and reports the bad field. */
+static void test_rederive_kept_inputs(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = onef1b(gpt_model(4, 1024, 16, 2048, 2, "flash"), dev());
+    assert_null(p->cost_inputs);
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_non_null(p->cost_inputs);
+    Pipeline *q = pipeline_clone(p);
+    assert_non_null(q->cost_inputs);
+    ent_id(q->model, "layers", "many"); /* the later field wins: layers is now a name */
+    rederive_costs(q);
+    assert_true(blocks_equal(p->stage_costs, q->stage_costs, 2));
+    assert_true(blocks_equal(p->vstage_costs, q->vstage_costs, 2));
+    CostModel a, b;
+    assert_int_equal(costmodel_init(&c.d, p, &a), 0);
+    costmodel_get(q, &b);
+    assert_true(a.model.layers == 4 && b.model.layers == 4 && a.tp == b.tp && a.nv == b.nv);
+    assert_true(a.device.peak_flops == b.device.peak_flops && b.has_device);
+    assert_memory_equal(a.ubeg, b.ubeg, (size_t)(a.nv + 1) * sizeof *a.ubeg);
+    costmodel_free(&a);
+    costmodel_free(&b);
+    run_recompute(&c, p, 1, 2, "selective", 0);
+    run_recompute(&c, q, 1, 2, "selective", 0);
+    assert_true(blocks_equal(p->vstage_costs, q->vstage_costs, 2));
+    assert_true(ir_cost(q, 1, 0, COST_R) > 0);
+    assert_int_equal(c.d.nerr + c.d.nwarn, 0);
+    assert_string_equal(cap_text(&c), "");
+    assert_int_equal(derive_costs(&c.d, q), 1);
+    assert_non_null(strstr(cap_text(&c), "model field 'layers' must be a positive integer"));
+    pipeline_free(q);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
 static void test_recompute_bad_args(void **state)
 {
     (void)state;
@@ -767,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_no_model),      cmocka_unit_test(test_recompute_pass),
         cmocka_unit_test(test_recompute_costs), cmocka_unit_test(test_recompute_bad_args),
         cmocka_unit_test(test_tp_comm),
+        cmocka_unit_test(test_rederive_kept_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,11 +17,12 @@
 
 #include "check.h"
 #include "costmodel.h"
+#include "driver.h"
 #include "csv.h"
 #include "frontend.h"
 #include "ir.h"
 #include "memory.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "print.h"
 #include "sim.h"
 #include "util.h"
@@ -35,16 +36,13 @@ typedef struct Built {
     size_t outlen;
 } Built;
 
-/* Loads src, derives costs and runs its passes; diagnostics go to b->out. */
+/* Compiles src as `pipec` does (driver_compile: costs, recompute directives, passes,
+ * structural and dependency checks); diagnostics go to b->out. */
 static void build(Built *b, const char *src)
 {
     memset(b, 0, sizeof *b);
     b->d.out = open_memstream(&b->out, &b->outlen);
-    b->p = load_pipeline_string(&b->d, NULL, "t.pipe", src, strlen(src));
-    if (b->p && (derive_costs(&b->d, b->p) || run_pipeline_passes(&b->d, b->p) || b->d.nerr)) {
-        pipeline_free(b->p);
-        b->p = NULL;
-    }
+    b->p = driver_compile_string(&b->d, NULL, "t.pipe", src, strlen(src));
     fflush(b->d.out);
 }
 
@@ -56,12 +54,16 @@ static void done(Built *b)
     diag_free(&b->d);
 }
 
-/* check_pipeline's errors on src, with the diagnostics text in *text (caller frees). */
+/* check_pipeline's errors on src (loaded and costed, not compiled: driver_compile would
+ * stop at these errors), with the diagnostics text in *text (caller frees). */
 static int check_src(const char *src, int *ncode, char **text)
 {
     Built b;
-    build(&b, src);
+    memset(&b, 0, sizeof b);
+    b.d.out = open_memstream(&b.out, &b.outlen);
+    b.p = load_pipeline_string(&b.d, NULL, "t.pipe", src, strlen(src));
     assert_non_null(b.p);
+    assert_int_equal(derive_costs(&b.d, b.p), 0);
     int n = check_pipeline(&b.d, b.p, CHECK_ALL);
     fflush(b.d.out);
     memcpy(ncode, b.d.ncode, sizeof b.d.ncode);

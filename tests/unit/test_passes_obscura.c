@@ -34,10 +34,11 @@
 #include "arena_plan.h"
 #include "check.h"
 #include "costmodel.h"
+#include "driver.h"
 #include "frontend.h"
 #include "ir.h"
 #include "memory.h"
-#include "passes.h"
+#include "passes/passes.h"
 #include "passes/sched_util.h"
 #include "print.h"
 #include "sim.h"
@@ -50,17 +51,14 @@ typedef struct Built {
     Pipeline *p;
 } Built;
 
-/* Loads src, derives costs, runs its passes; p is NULL on any error (messages go to
+/* Compiles src as `pipec` does (driver_compile: costs, recompute directives, passes,
+ * structural and dependency checks); p is NULL on any error (messages go to
  * the Diag's tmpfile, see diag_text). */
 static void build(Built *b, const char *src)
 {
     memset(b, 0, sizeof *b);
     b->d.out = tmpfile();
-    b->p = load_pipeline_string(&b->d, NULL, "t.pipe", src, strlen(src));
-    if (b->p && (derive_costs(&b->d, b->p) || run_pipeline_passes(&b->d, b->p) || b->d.nerr)) {
-        pipeline_free(b->p);
-        b->p = NULL;
-    }
+    b->p = driver_compile_string(&b->d, NULL, "t.pipe", src, strlen(src));
 }
 
 static void done(Built *b)

@@ -16,6 +16,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "print.h"
+#include "units.h"
 #include "util.h"
 
 #define KiB 1024.0
@@ -125,6 +126,38 @@ static Op op(OpKind k, uint32_t mb, uint8_t chunk)
 
 /* P = 2, M = 2, V = 1 GPipe with every layout feature: memory, costs, a stage and a
  * vstage override, a dep. */
+/* The printer writes sizes with the units the front end reads (units.h): every size
+ * unit of the table is chosen for 3 of it, and its suffix reads back to its factor. */
+static void test_units_shared(void **state)
+{
+    (void)state;
+    int nsize = 0;
+    for (size_t i = 0; i < unit_count; i++) {
+        UnitClass cls;
+        double f;
+        assert_true(unit_lookup(unit_table[i].name, &cls, &f));
+        assert_int_equal(cls, unit_table[i].cls);
+        assert_true(f == unit_table[i].factor);
+        if (unit_table[i].cls != UNIT_SIZE || unit_table[i].factor == 1)
+            continue;
+        char buf[64], want[64];
+        snprintf(want, sizeof want, "3%s", unit_table[i].name);
+        assert_string_equal(print_size(buf, sizeof buf, 3 * unit_table[i].factor), want);
+        snprintf(want, sizeof want, "3%s/s", unit_table[i].name);
+        assert_string_equal(print_bw(buf, sizeof buf, 3 * unit_table[i].factor), want);
+        nsize++;
+    }
+    assert_int_equal(nsize, 8);
+    UnitClass cls;
+    double f;
+    assert_true(unit_lookup("GB/s", &cls, &f) && cls == UNIT_BW && f == 1e9);
+    assert_false(unit_lookup("ms/s", &cls, &f));
+    assert_false(unit_lookup("furlong", &cls, &f));
+    char list[160];
+    assert_string_equal(unit_list(list, sizeof list),
+                        "times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; bandwidths: SIZE/s");
+}
+
 static void test_layout(void **state)
 {
     (void)state;
@@ -272,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_time),
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_bw),
+        cmocka_unit_test(test_units_shared),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_wrap_and_vshape),
         cmocka_unit_test(test_round_trip_through_parser),

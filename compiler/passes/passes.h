@@ -32,16 +32,6 @@ const PassInfo *pass_list(int *n);
  * else the pass's own result. */
 int run_pass(Diag *d, Pipeline *p, const PassCall *call);
 
-/* The `pipec opt --pass` list reader (cmd_check.c): parses text, the contents of
- * registered file `file`, as `name(key=value, ...), name, ...` (values as in `apply`).
- * Returns the *n calls, or NULL after `syntax` errors located in file. Free the calls
- * with pass_calls_free. */
-PassCall *parse_pass_list(Diag *d, uint32_t file, const char *text, uint32_t *n);
-void pass_calls_free(PassCall *calls, uint32_t n);
-
-/* Runs every `apply` of the pipeline in order; stops at the first pass with errors. */
-int run_pipeline_passes(Diag *d, Pipeline *p);
-
 /* Argument accessors for pass implementations. Each returns true when the argument is
  * present and well-formed, false when absent (out keeps the default); a present but
  * ill-typed argument reports `value` at its location and returns false, incrementing

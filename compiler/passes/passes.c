@@ -1,5 +1,5 @@
 /* passes.c - the pass registry and argument accessors; see passes.h. Each pass lives in
- * compiler/passes/NAME.c and is listed in passes/passes.def. */
+ * compiler/passes/NAME.c and is listed in passes.def (this folder). */
 #include "passes.h"
 
 #include <math.h>
@@ -8,12 +8,12 @@
 #include "util.h"
 
 #define PASS(name, args, summary) int pass_##name(Diag *d, Pipeline *p, const PassCall *call);
-#include "passes/passes.def"
+#include "passes.def"
 #undef PASS
 
 static const PassInfo passes[] = {
 #define PASS(name, args, summary) {#name, pass_##name, args, summary},
-#include "passes/passes.def"
+#include "passes.def"
 #undef PASS
 };
 
@@ -82,33 +82,39 @@ int run_pass(Diag *d, Pipeline *p, const PassCall *call)
     return pi->fn(d, p, call);
 }
 
-int run_pipeline_passes(Diag *d, Pipeline *p)
-{
-    for (uint32_t i = 0; i < p->npasses; i++) {
-        int e = run_pass(d, p, &p->passes[i]);
-        if (e)
-            return e;
-    }
-    return 0;
-}
-
 static const Field *arg(const PassCall *c, const char *key)
 {
     return field_find(c->args, c->nargs, key);
 }
 
-bool pass_arg_num(Diag *d, const PassCall *c, const char *key, double *out, int *err)
+/* Reports argument f of c as not `what` ("a number"), counts it in *err; false. */
+static bool bad_arg(Diag *d, const PassCall *c, const Field *f, const char *what, int *err)
+{
+    diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be %s", f->key, c->name,
+               what);
+    (*err)++;
+    return false;
+}
+
+/* Argument key of c when present and of kind `kind`; NULL when absent, or after
+ * reporting that it is not `what`. */
+static const Field *arg_of_kind(Diag *d, const PassCall *c, const char *key, ValKind kind,
+                                const char *what, int *err)
 {
     const Field *f = arg(c, key);
-    if (!f)
-        return false;
-    if (f->val.kind != VAL_NUM) {
-        diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be a number", key, c->name);
-        (*err)++;
-        return false;
+    if (f && f->val.kind != kind) {
+        bad_arg(d, c, f, what, err);
+        return NULL;
     }
-    *out = f->val.num;
-    return true;
+    return f;
+}
+
+bool pass_arg_num(Diag *d, const PassCall *c, const char *key, double *out, int *err)
+{
+    const Field *f = arg_of_kind(d, c, key, VAL_NUM, "a number", err);
+    if (f)
+        *out = f->val.num;
+    return f != NULL;
 }
 
 bool pass_arg_int(Diag *d, const PassCall *c, const char *key, int64_t *out, int *err)
@@ -116,12 +122,8 @@ bool pass_arg_int(Diag *d, const PassCall *c, const char *key, int64_t *out, int
     double v;
     if (!pass_arg_num(d, c, key, &v, err))
         return false;
-    if (v != floor(v) || fabs(v) > 9e15) {
-        diag_error(d, arg(c, key)->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be an integer",
-                   key, c->name);
-        (*err)++;
-        return false;
-    }
+    if (v != floor(v) || fabs(v) > 9e15)
+        return bad_arg(d, c, arg(c, key), "an integer", err);
     *out = (int64_t)v;
     return true;
 }
@@ -139,9 +141,7 @@ bool pass_arg_bool(Diag *d, const PassCall *c, const char *key, bool *out, int *
         *out = f->val.num == 1;
         return true;
     }
-    diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be true or false", key, c->name);
-    (*err)++;
-    return false;
+    return bad_arg(d, c, f, "true or false", err);
 }
 
 bool pass_arg_range(Diag *d, const PassCall *c, const char *key, int64_t *lo, int64_t *hi, int *err)
@@ -164,22 +164,13 @@ bool pass_arg_range(Diag *d, const PassCall *c, const char *key, int64_t *lo, in
         *hi = INT32_MAX;
         return true;
     }
-    diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be a stage range such as 0..=2",
-               key, c->name);
-    (*err)++;
-    return false;
+    return bad_arg(d, c, f, "a stage range such as 0..=2", err);
 }
 
 bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **out, int *err)
 {
-    const Field *f = arg(c, key);
-    if (!f)
-        return false;
-    if (f->val.kind != VAL_IDENT) {
-        diag_error(d, f->loc, DIAG_VALUE, "argument '%s' of pass '%s' must be a name", key, c->name);
-        (*err)++;
-        return false;
-    }
-    *out = f->val.str;
-    return true;
+    const Field *f = arg_of_kind(d, c, key, VAL_IDENT, "a name", err);
+    if (f)
+        *out = f->val.str;
+    return f != NULL;
 }
