@@ -11,12 +11,16 @@
 #define NONE UINT32_MAX
 
 /* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
- * ARENA_GREEDY_MAX, up to ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks:
- * about ARENA_SHUFFLE_WORK / n^2) and the exact search (within ARENA_EXACT_NODES nodes)
- * up to ARENA_EXACT_MAX. Beyond them the fast plan stands and `check --mem` shows its fragmentation. */
+ * ARENA_GREEDY_MAX incarnations, the exact search up to ARENA_EXACT_MAX, within
+ * ARENA_EXACT_WORK / n nodes (n at least 128; a node costs O(n), so a rank it cannot
+ * pack costs about a second), its first round ARENA_EXACT_FIRST nodes per order; then
+ * up to ARENA_SHUFFLES shuffled greedy orders (fewer on larger ranks: about
+ * ARENA_SHUFFLE_WORK / n^2). Beyond them the fast plan stands and `check --mem` shows
+ * its fragmentation. */
 #define ARENA_GREEDY_MAX 8192
-#define ARENA_EXACT_MAX 64
-#define ARENA_EXACT_NODES 3000L
+#define ARENA_EXACT_MAX 4096
+#define ARENA_EXACT_WORK (200000L * 128)
+#define ARENA_EXACT_FIRST 5000L
 #define ARENA_SHUFFLES 2000
 #define ARENA_SHUFFLE_WORK 4000000u
 
@@ -324,65 +328,251 @@ static void order_by(const Inc *incs, size_t n, OrdKind k, uint32_t *ord)
     free(e);
 }
 
-/* The bounded exact search (MiniMalloc's idea, Moffitt, ASPLOS'23: build the packing
- * bottom up, always filling the lowest hole, and cut a branch as soon as a block would
- * rise above the target). At each node every unplaced incarnation is tried at its
- * lowest fit, lowest offsets first; `budget` counts the nodes left. */
-typedef struct Dfs {
-    const Inc *incs;
-    size_t n;
-    int64_t target;
-    Placed *pl;
-    size_t npl;
-    uint8_t *done;
-    int64_t *off;
-    int64_t *cand;
-    size_t capcand;
-    long budget;
-} Dfs;
+/* ---- the exact search ------------------------------------------------------------ */
 
-static bool dfs(Dfs *s, size_t depth)
+/* The bounded exact search, after MiniMalloc (Moffitt, ASPLOS'23, §4): it builds only
+ * canonical packings, in which every incarnation rests on the skyline of those placed
+ * before it (any packing can be pushed down into one, since an incarnation's bottom
+ * piece spans its whole life). List time is cut into sections at every event; the
+ * skyline is a floor per section. Each node takes the lowest section that still has
+ * unplaced bytes and branches on the incarnations that can rest exactly on that floor
+ * within the run of sections at that height (one per set of identical ones; two that
+ * are disjoint in time commute, so they are tried in one order only), in the order of
+ * the current SkyOrder, and last on leaving the hole empty (the run rises to its lower
+ * neighbour). A branch dies as soon as a section's floor plus the unplaced bytes live
+ * in it exceed the target (MiniMalloc's inference). `nodes` counts what is left.
+ * Legend: n incarnations, ns sections, both O(ops of the rank). */
+
+/* The orders in which the exact search tries the incarnations that can rest on the
+ * lowest floor (a portfolio: which one finds a packing soonest varies by schedule):
+ * smaller first, larger first, longer-lived first, earlier first, larger size x
+ * lifetime first. */
+typedef enum { SKY_SMALL, SKY_SIZE, SKY_SPAN, SKY_START, SKY_AREA, SKY_NORDERS } SkyOrder;
+
+typedef struct Sky {
+    const Inc *incs;
+    size_t n, ns;       /* incarnations, sections */
+    int64_t target;
+    uint32_t (*sec)[3]; /* [n] first section, end of the top piece's, end of its life */
+    int64_t *h;         /* [ns] the skyline: floor of each section */
+    int64_t *rem;       /* [ns] bytes of unplaced incarnations live in each section */
+    uint8_t *done;      /* [n] */
+    int64_t *off;       /* [n] */
+    uint32_t *cand;     /* stack of the candidates of the nodes on the path */
+    size_t ncand, capcand;
+    int64_t *undo;      /* stack of saved floors */
+    size_t nundo, capundo;
+    long nodes;
+    SkyOrder order;
+} Sky;
+
+/* Whether incarnation a goes before b in the search's current order. */
+static bool sky_before(const Sky *k, size_t a, size_t b)
 {
-    if (depth == s->n)
+    const Inc *x = &k->incs[a], *y = &k->incs[b];
+    uint64_t sx = x->t1 - x->t0, sy = y->t1 - y->t0;
+    switch (k->order) {
+    case SKY_SMALL:
+        return x->size < y->size || (x->size == y->size && x->t0 <= y->t0);
+    case SKY_SIZE:
+        return x->size > y->size || (x->size == y->size && sx >= sy);
+    case SKY_SPAN:
+        return sx > sy || (sx == sy && x->size >= y->size);
+    case SKY_START:
+        return x->t0 < y->t0 || (x->t0 == y->t0 && x->size >= y->size);
+    default:
+        return (double)x->size * (double)sx >= (double)y->size * (double)sy;
+    }
+}
+
+/* The height incarnation i occupies in section j (inside its life). */
+static int64_t sky_height(const Sky *k, size_t i, size_t j)
+{
+    return j < k->sec[i][1] ? k->incs[i].size : k->incs[i].keep;
+}
+
+/* Raises the floors of sections [a, b) to lv (placement: plus the incarnation's
+ * height), saving the old ones; false when a section would exceed the target. */
+static bool sky_raise(Sky *k, size_t a, size_t b, int64_t lv, size_t inc)
+{
+    bool ok = true;
+    for (size_t j = a; j < b; j++) {
+        int64_t nh = inc < k->n ? lv + sky_height(k, inc, j) : lv;
+        int64_t nr = inc < k->n ? k->rem[j] - sky_height(k, inc, j) : k->rem[j];
+        VEC_PUSH(k->undo, k->nundo, k->capundo, k->h[j]);
+        k->h[j] = nh;
+        k->rem[j] = nr;
+        if (nh + nr > k->target)
+            ok = false;
+    }
+    return ok;
+}
+
+static void sky_restore(Sky *k, size_t a, size_t b, size_t inc)
+{
+    for (size_t j = b; j-- > a;) {
+        k->h[j] = k->undo[--k->nundo];
+        if (inc < k->n)
+            k->rem[j] += sky_height(k, inc, j);
+    }
+}
+
+static bool same_shape(const Sky *k, size_t a, size_t b)
+{
+    const Inc *x = &k->incs[a], *y = &k->incs[b];
+    return x->size == y->size && x->keep == y->keep && k->sec[a][0] == k->sec[b][0] &&
+           k->sec[a][1] == k->sec[b][1] && k->sec[a][2] == k->sec[b][2];
+}
+
+/* One node: `placed` incarnations are placed, the last one (`last`, k->n for none) at
+ * floor lastfl within the run [pa, pb) of its node. True when a packing is found (off[]
+ * then holds it); on false, k is as it was. */
+static bool sky_dfs(Sky *k, size_t placed, int64_t lastfl, size_t pa, size_t pb, size_t last)
+{
+    if (placed == k->n)
         return true;
-    if (--s->budget < 0)
+    if (--k->nodes < 0)
         return false;
-    /* candidates: (offset, index), lowest offset first, larger first on ties */
-    size_t nc = 0;
-    int64_t (*c)[2] = xmalloc(s->n * sizeof *c);
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->done[i])
+    size_t lo = k->ns;
+    for (size_t j = 0; j < k->ns; j++)
+        if (k->rem[j] > 0 && (lo == k->ns || k->h[j] < k->h[lo]))
+            lo = j;
+    int64_t fl = k->h[lo];
+    size_t a = lo, b = lo + 1; /* the run of sections at floor fl around lo */
+    while (a > 0 && k->h[a - 1] == fl)
+        a--;
+    while (b < k->ns && k->h[b] == fl)
+        b++;
+    /* the incarnations that can rest at fl within the run, in the current order; two
+     * that are disjoint in time and were both candidates at the parent (placed last,
+     * within its run [pa, pb)) commute, so after one the other comes only in index
+     * order */
+    size_t base = k->ncand, nc = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        if (k->done[i] || k->sec[i][0] < a || k->sec[i][2] > b)
             continue;
-        int64_t o = lowest_fit(&s->incs[i], s->pl, s->npl, &s->cand, &s->capcand);
-        if (o + s->incs[i].size > s->target) {
-            free(c);
-            return false; /* it can only rise: the branch is dead */
-        }
+        if (last < k->n && lastfl == fl && i < last && k->sec[i][0] >= pa &&
+            k->sec[i][2] <= pb &&
+            (k->sec[i][2] <= k->sec[last][0] || k->sec[last][2] <= k->sec[i][0]))
+            continue;
+        VEC_PUSH(k->cand, k->ncand, k->capcand, 0);
+        uint32_t *c = &k->cand[base];
         size_t j = nc++;
-        for (; j > 0 && (c[j - 1][0] > o || (c[j - 1][0] == o &&
-                                             s->incs[c[j - 1][1]].size < s->incs[i].size)); j--) {
-            c[j][0] = c[j - 1][0];
-            c[j][1] = c[j - 1][1];
+        for (; j > 0; j--) {
+            if (sky_before(k, c[j - 1], i))
+                break;
+            c[j] = c[j - 1];
         }
-        c[j][0] = o;
-        c[j][1] = (int64_t)i;
+        c[j] = (uint32_t)i;
     }
     bool ok = false;
-    for (size_t k = 0; k < nc && !ok && s->budget >= 0; k++) {
-        size_t i = (size_t)c[k][1];
-        Placed pc[2];
-        int np = inc_pieces(&s->incs[i], pc);
-        size_t npl0 = s->npl;
-        for (int g = 0; g < np; g++)
-            s->pl[s->npl++] = (Placed){c[k][0] + pc[g].lo, c[k][0] + pc[g].hi, pc[g].t0,
-                                       pc[g].t1, (uint32_t)i};
-        s->done[i] = 1;
-        s->off[i] = c[k][0];
-        ok = dfs(s, depth + 1);
-        s->done[i] = 0;
-        s->npl = npl0;
+    for (size_t ci = 0; ci < nc && !ok && k->nodes >= 0; ci++) {
+        size_t i = k->cand[base + ci];
+        bool dup = false;
+        for (size_t cj = 0; cj < ci && !dup; cj++)
+            dup = same_shape(k, k->cand[base + cj], i);
+        if (dup)
+            continue;
+        size_t s0 = k->sec[i][0], s1 = k->sec[i][2];
+        k->done[i] = 1;
+        k->off[i] = fl;
+        ok = sky_raise(k, s0, s1, fl, i) && sky_dfs(k, placed + 1, fl, a, b, i);
+        if (!ok) {
+            k->done[i] = 0;
+            sky_restore(k, s0, s1, i);
+        }
     }
-    free(c);
+    k->ncand = base;
+    if (ok || k->nodes < 0)
+        return ok;
+    /* leave the hole empty: the run rises to its lower neighbour (a neighbour below
+     * fl has no unplaced bytes: nothing can reach over it) */
+    int64_t up = INT64_MAX;
+    if (a > 0 && k->h[a - 1] > fl)
+        up = k->h[a - 1];
+    if (b < k->ns && k->h[b] > fl && k->h[b] < up)
+        up = k->h[b];
+    if (up == INT64_MAX)
+        return false;
+    ok = sky_raise(k, a, b, up, k->n) && sky_dfs(k, placed, up, 0, 0, k->n);
+    if (!ok)
+        sky_restore(k, a, b, k->n);
+    return ok;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t sec_of(const uint64_t *bd, size_t nb, uint64_t t)
+{
+    size_t a = 0, b = nb;
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (bd[m] < t)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return (uint32_t)a;
+}
+
+/* Searches for a packing of the incarnations within `target` bytes, visiting at most
+ * `nodes` nodes in all: every order of the portfolio in turn, with a node allowance
+ * that grows fourfold each round (restarts, as heavy-tailed searches want). Writes
+ * off[] and returns true when it finds one. */
+static bool place_exact(const Inc *incs, size_t n, int64_t target, long nodes, int64_t *off)
+{
+    uint64_t *bd = xmalloc(3 * n * sizeof *bd);
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        bd[nb++] = incs[i].t0;
+        bd[nb++] = incs[i].tk + 1;
+        bd[nb++] = incs[i].t1 + 1;
+    }
+    qsort(bd, nb, sizeof *bd, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < nb; i++)
+        if (!u || bd[i] != bd[u - 1])
+            bd[u++] = bd[i];
+    Sky k = {incs, n, u - 1, target, xmalloc(n * sizeof *k.sec), xcalloc(u, sizeof *k.h),
+             xcalloc(u, sizeof *k.rem), xcalloc(n, 1), off, NULL, 0, 0, NULL, 0, 0, 0, 0};
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        k.sec[i][0] = sec_of(bd, u, incs[i].t0);
+        k.sec[i][1] = sec_of(bd, u, incs[i].tk + 1);
+        k.sec[i][2] = sec_of(bd, u, incs[i].t1 + 1);
+        for (size_t j = k.sec[i][0]; j < k.sec[i][2]; j++)
+            k.rem[j] += sky_height(&k, i, j);
+    }
+    for (size_t j = 0; j < k.ns; j++)
+        ok = ok && k.rem[j] <= target;
+    for (long per = ARENA_EXACT_FIRST; ok && nodes > 0; per *= 4) {
+        bool cut = false; /* some order ran out of nodes: a larger allowance may help */
+        for (int o = 0; o < SKY_NORDERS && nodes > 0; o++) {
+            k.order = (SkyOrder)o;
+            long allow = o == SKY_SMALL ? 4 * per : per; /* the order that wins most */
+            k.nodes = allow < nodes ? allow : nodes;
+            long given = k.nodes;
+            if (sky_dfs(&k, 0, -1, 0, 0, n))
+                goto found;
+            cut = cut || k.nodes < 0;
+            nodes -= given - (k.nodes > 0 ? k.nodes : 0);
+        }
+        if (!cut)
+            break; /* every order searched to the end: none within the target */
+    }
+    ok = false;
+found:
+    free(bd);
+    free(k.sec);
+    free(k.h);
+    free(k.rem);
+    free(k.done);
+    free(k.cand);
+    free(k.undo);
     return ok;
 }
 
@@ -415,7 +605,17 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
             memcpy(off, tmp, n * sizeof *off);
         }
     }
-    /* Shuffled orders (seeded: plans are deterministic), for small ranks. */
+    if (best > peak && n <= ARENA_EXACT_MAX && !quick &&
+        place_exact(incs, n, peak, ARENA_EXACT_WORK / (long)(n > 128 ? n : 128), tmp)) {
+        best = 0;
+        for (size_t i = 0; i < n; i++) {
+            off[i] = tmp[i];
+            if (tmp[i] + incs[i].size > best)
+                best = tmp[i] + incs[i].size;
+        }
+    }
+    /* Shuffled greedy orders (seeded: plans are deterministic), for small ranks, where
+     * the exact search found nothing. */
     uint64_t rs = 0x9E3779B97F4A7C15ull;
     size_t shuffles = quick ? 0 : ARENA_SHUFFLE_WORK / (n * n);
     if (shuffles > ARENA_SHUFFLES)
@@ -437,30 +637,22 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
             memcpy(off, tmp, n * sizeof *off);
         }
     }
-    if (best > peak && n <= ARENA_EXACT_MAX && !quick) {
-        Dfs s = {incs, n, peak, xmalloc((2 * n + 1) * sizeof(Placed)), 0, xcalloc(n, 1), tmp,
-                 NULL, 0, ARENA_EXACT_NODES};
-        if (dfs(&s, 0)) {
-            best = 0;
-            for (size_t i = 0; i < n; i++) {
-                off[i] = tmp[i];
-                if (tmp[i] + incs[i].size > best)
-                    best = tmp[i] + incs[i].size;
-            }
-        }
-        free(s.pl);
-        free(s.done);
-        free(s.cand);
-    }
     free(ord);
     free(tmp);
     return best;
 }
 
-/* Builder state of plan_rank. */
+/* ---- building the incarnations ---------------------------------------------------- */
+
+/* What plan_rank builds: the incarnations, and for each op the incarnation it works on
+ * (opinc) and, while its region is in two places, the one holding the region's bytes
+ * from splitat on (splitop). held is the plan's held[] (ArenaRank). */
 typedef struct Build {
     Inc *incs;
     size_t n, cap;
+    uint32_t *opinc, *splitop; /* [nops] NONE for none */
+    int64_t *splitat;          /* [nops] */
+    int64_t *held;             /* [nops] */
 } Build;
 
 static uint32_t new_inc(Build *b, int64_t size, uint64_t t0)
@@ -479,31 +671,223 @@ static void end_inc(Build *b, uint32_t ix, uint64_t t)
         in->tk = t;
 }
 
-/* Plans rank s into r. */
-static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
-                      double budget, bool quick, ArenaRank *r)
+/* One (v,m) region while its ops are walked in list order: cur holds its prefix
+ * [0, h) (or, split, its bottom part), top its part from byte topat on (after an R,
+ * or the piece a partial swap brings back); moved is what the SO moved out. The sizes
+ * are aligned: a = act, kk what F allocates, w what B keeps for W. */
+typedef struct VmBuild {
+    uint32_t cur, top;
+    int64_t h, moved, topat;
+    int64_t a, kk, w;
+    bool has_r, has_w;
+    bool swap_frees;  /* an SO frees the whole prefix (else the top frac of it) */
+    double frac;
+} VmBuild;
+
+static void vm_f(Build *b, VmBuild *v, uint32_t i)
 {
-    const StageOps *so = &p->stages[s];
-    uint32_t n = so->n;
-    size_t V = (size_t)p->V, M = (size_t)p->M;
+    v->h = v->kk;
+    v->cur = v->h > 0 ? new_inc(b, v->h, 2 * (uint64_t)i) : NONE;
+    b->held[i] = v->h;
+}
+
+/* R: what it rebuilds, [ckpt, act), gets a place of its own. */
+static void vm_r(Build *b, VmBuild *v, uint32_t i)
+{
+    if (v->a <= v->h)
+        return;
+    if (v->cur == NONE) {
+        /* F kept nothing (an empty checkpoint: the embedding slice of the mlp model):
+         * the whole region is R's, in one place */
+        v->cur = new_inc(b, v->a, 2 * (uint64_t)i);
+        b->held[i] = v->a;
+    } else {
+        v->top = new_inc(b, v->a - v->h, 2 * (uint64_t)i);
+        v->topat = v->h;
+        b->opinc[i] = v->cur;
+        b->held[i] = v->a - v->h;
+    }
+    v->h = v->a;
+}
+
+static void vm_so(Build *b, VmBuild *v, uint32_t i)
+{
+    uint64_t t = 2 * (uint64_t)i + 1;
+    b->opinc[i] = v->cur;
+    if (!v->swap_frees) {
+        /* moves the top swap_fraction of the prefix; the rest stays */
+        v->moved = (int64_t)(v->frac * (double)v->h) / ARENA_ALIGN * ARENA_ALIGN;
+        if (v->cur == NONE || v->moved <= 0 || v->top != NONE || v->has_r ||
+            b->incs[v->cur].keep < v->h) {
+            v->moved = 0; /* nothing to free (or already split by B) */
+        } else {
+            b->incs[v->cur].keep = v->h - v->moved;
+            b->incs[v->cur].tk = t;
+        }
+        b->held[i] = v->moved;
+        return;
+    }
+    if (v->cur != NONE)
+        end_inc(b, v->cur, t);
+    if (v->top != NONE) { /* split by an R: both parts go */
+        end_inc(b, v->top, t);
+        b->splitop[i] = v->top;
+        b->splitat[i] = v->topat;
+    }
+    v->moved = v->h;
+    v->h = 0;
+    v->cur = v->top = NONE;
+    b->held[i] = v->moved;
+}
+
+static void vm_si(Build *b, VmBuild *v, uint32_t i)
+{
+    if (!v->swap_frees) {
+        /* the moved top comes back as a piece of its own */
+        if (v->moved > 0) {
+            v->top = new_inc(b, v->moved, 2 * (uint64_t)i);
+            v->topat = v->h - v->moved;
+        }
+        b->held[i] = v->moved;
+        b->opinc[i] = v->top;
+        return;
+    }
+    v->h = v->moved;
+    v->cur = v->h > 0 ? new_inc(b, v->h, 2 * (uint64_t)i) : NONE;
+    b->held[i] = v->h;
+}
+
+/* B frees everything but what W needs, [0, wact). */
+static void vm_b(Build *b, VmBuild *v, uint32_t i)
+{
+    uint64_t t = 2 * (uint64_t)i + 1;
+    if (v->cur == NONE)
+        return;
+    Inc *in = &b->incs[v->cur];
+    int64_t keep = v->has_w ? (v->w < v->h ? v->w : v->h) : 0;
+    b->opinc[i] = v->cur;
+    b->held[i] = keep;
+    if (v->top != NONE) {
+        b->splitop[i] = v->top;
+        b->splitat[i] = v->topat;
+        /* split by a partial swap: the top part keeps what lies above its start; the
+         * bottom part stays whole to W */
+        Inc *tp = &b->incs[v->top];
+        if (keep <= v->topat) {
+            end_inc(b, v->top, t);
+            v->top = NONE;
+        } else if (keep - v->topat < tp->size) {
+            tp->keep = keep - v->topat;
+            tp->tk = t;
+        }
+        if (keep == 0) {
+            end_inc(b, v->cur, t);
+            v->cur = NONE;
+        } else if (keep < in->size && in->keep == in->size) {
+            in->keep = keep;
+            in->tk = t;
+        }
+    } else if (keep == 0) {
+        end_inc(b, v->cur, t);
+        v->cur = NONE;
+    } else if (in->keep == in->size) {
+        in->keep = keep;
+        in->tk = t;
+    }
+    v->h = keep;
+}
+
+static void vm_w(Build *b, VmBuild *v, uint32_t i)
+{
+    if (v->cur != NONE)
+        b->incs[v->cur].t1 = 2 * (uint64_t)i + 1;
+    if (v->top != NONE)
+        b->incs[v->top].t1 = 2 * (uint64_t)i + 1;
+}
+
+/* Builds the incarnations of one (v,m) whose ops sit at q (aligned sizes z), walking
+ * F, R, SO, SI, B and W in list order. A (v,m) without F or B, or with B before F,
+ * gets no region; a misordered R or W is planned as absent. */
+static void build_vm(Build *b, const Pos *q, const ArenaSizes *z, bool swap_frees, double frac)
+{
+    uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W],
+             R = q->at[OP_R] != NONE ? q->at[OP_R] : q->at[OP_RO]; /* RO: an R */
+    uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
+    VmBuild v = {NONE, NONE, 0, 0, 0, align_up(z->act), 0, 0, false, false, swap_frees, frac};
+    if (F == NONE || B == NONE || B < F || v.a == 0)
+        return;
+    if (R != NONE && (R < F || R > B))
+        R = NONE; /* misordered R: plan as if F kept everything */
+    if (W != NONE && W < B)
+        W = NONE;
+    v.has_r = R != NONE;
+    v.has_w = W != NONE;
+    v.kk = v.has_r ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : v.a;
+    v.w = v.has_w ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
+    uint32_t last = v.has_w ? W : B;
+    /* A swap moves the region out and back when nothing of (v,m) that needs the bytes
+     * (R, B, W) is listed between the SO and the SI. */
+    bool swap = SO != NONE && SI != NONE && SO > F && SI > SO && SI < last &&
+                !(v.has_r && R > SO && R < SI) && !(B > SO && B < SI);
+    static void (*const step[6])(Build *, VmBuild *, uint32_t) = {vm_f, vm_r, vm_so,
+                                                                    vm_si, vm_b, vm_w};
+    uint32_t ev[6] = {F, R, SO, SI, B, W};
+    uint32_t order[6];
+    int ne = 0;
+    for (int e = 0; e < 6; e++)
+        if (ev[e] != NONE && ev[e] <= last && (swap || (e != 2 && e != 3))) {
+            int j = ne++;
+            for (; j > 0 && ev[order[j - 1]] > ev[e]; j--)
+                order[j] = order[j - 1];
+            order[j] = (uint32_t)e;
+        }
+    for (int e = 0; e < ne; e++) {
+        uint32_t i = ev[order[e]];
+        step[order[e]](b, &v, i);
+        if (order[e] == 4)
+            continue; /* B names its places itself */
+        if (b->opinc[i] == NONE)
+            b->opinc[i] = v.cur;
+        if (v.top != NONE && b->splitop[i] == NONE && order[e] != 3) {
+            b->splitop[i] = v.top;
+            b->splitat[i] = v.topat;
+        }
+    }
+    /* SO/SI of a (v,m) that is not swapped: nothing moves; they name the place. */
+    if (!swap) {
+        if (SO != NONE && SO >= F)
+            b->opinc[SO] = b->opinc[F];
+        if (SI != NONE && SI >= F)
+            b->opinc[SI] = b->opinc[F];
+    }
+}
+
+/* ---- one rank ---------------------------------------------------------------------- */
+
+/* Allocates the per-op arrays of r (no region: off = rest = -1). */
+static void rank_init(ArenaRank *r, uint32_t n)
+{
+    size_t n1 = n ? n : 1;
     r->nops = n;
-    r->off = xmalloc((n ? n : 1) * sizeof *r->off);
-    r->rest = xmalloc((n ? n : 1) * sizeof *r->rest);
-    r->split = xcalloc(n ? n : 1, sizeof *r->split);
-    r->held = xcalloc(n ? n : 1, sizeof *r->held);
-    r->alloc = xcalloc(n ? n : 1, sizeof *r->alloc);
-    r->freed = xcalloc(n ? n : 1, sizeof *r->freed);
+    r->off = xmalloc(n1 * sizeof *r->off);
+    r->rest = xmalloc(n1 * sizeof *r->rest);
+    r->split = xcalloc(n1, sizeof *r->split);
+    r->held = xcalloc(n1, sizeof *r->held);
+    r->alloc = xcalloc(n1, sizeof *r->alloc);
+    r->freed = xcalloc(n1, sizeof *r->freed);
     for (uint32_t i = 0; i < n; i++)
         r->off[i] = r->rest[i] = -1;
-    if (!n || !V || !M)
-        return;
+}
 
-    /* Index the ops of each (chunk, mb) on this rank; the first occurrence wins. */
+/* The list positions of the ops of each (chunk, mb) of rank s ([V*M]); the first
+ * occurrence wins. */
+static Pos *index_ops(const StageOps *so, size_t V, size_t M)
+{
     Pos *pos = xmalloc(V * M * sizeof *pos);
     for (size_t k = 0; k < V * M; k++)
         for (int j = 0; j < OP_NKINDS; j++)
             pos[k].at[j] = NONE;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < so->n; i++) {
         const Op *o = &so->ops[i];
         if (o->chunk >= V || o->mb >= M || o->kind >= OP_NKINDS)
             continue;
@@ -511,197 +895,29 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
         if (q->at[o->kind] == NONE)
             q->at[o->kind] = i;
     }
-    double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
-    bool swap_frees = full_swap || frac >= 1.0;
+    return pos;
+}
 
-    /* Build the incarnations of every (chunk, mb), walking its ops in list order, and
-     * note for each op the incarnation it works on (opinc) and, while the region is in
-     * two places, the one holding its part from byte splitat on (splitop). */
-    Build b = {NULL, 0, 0};
-    uint32_t *opinc = xmalloc(n * sizeof *opinc), *splitop = xmalloc(n * sizeof *splitop);
-    int64_t *splitat = xcalloc(n, sizeof *splitat);
-    for (uint32_t i = 0; i < n; i++)
-        opinc[i] = splitop[i] = NONE;
-    for (size_t c = 0; c < V; c++)
-        for (size_t m = 0; m < M; m++) {
-            const Pos *q = &pos[c * M + m];
-            uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W],
-                     R = q->at[OP_R] != NONE ? q->at[OP_R] : q->at[OP_RO]; /* RO: an R */
-            uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
-            if (F == NONE || B == NONE || B < F)
-                continue;
-            const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
-            int64_t a = align_up(z->act);
-            if (a == 0)
-                continue;
-            if (R != NONE && (R < F || R > B))
-                R = NONE; /* misordered R: plan as if F kept everything */
-            if (W != NONE && W < B)
-                W = NONE;
-            int64_t kk = R != NONE ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : a;
-            int64_t w = W != NONE ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
-            uint32_t last = W != NONE ? W : B;
-            /* A swap moves the region out and back when nothing of (v,m) that needs
-             * the bytes (R, B, W) is listed between the SO and the SI. */
-            bool swap = SO != NONE && SI != NONE && SO > F && SI > SO &&
-                        SI < last && !(R != NONE && R > SO && R < SI) && !(B > SO && B < SI);
-            uint32_t ev[6] = {F, R, SO, SI, B, W};
-            uint32_t order[6];
-            int ne = 0;
-            for (int e = 0; e < 6; e++)
-                if (ev[e] != NONE && ev[e] <= last && (swap || (e != 2 && e != 3))) {
-                    int j = ne++;
-                    for (; j > 0 && ev[order[j - 1]] > ev[e]; j--)
-                        order[j] = order[j - 1];
-                    order[j] = (uint32_t)e;
-                }
-            uint32_t cur = NONE, top = NONE;
-            int64_t h = 0, moved = 0, topat = 0;
-            for (int e = 0; e < ne; e++) {
-                uint32_t i = ev[order[e]];
-                uint64_t t = i;
-                switch (order[e]) {
-                case 0: /* F */
-                    h = kk;
-                    cur = h > 0 ? new_inc(&b, h, 2 * t) : NONE;
-                    r->held[i] = h;
-                    break;
-                case 1: /* R: what it rebuilds, [ckpt, act), gets a place of its own */
-                    if (a > h && cur == NONE) {
-                        /* F kept nothing (an empty checkpoint: the embedding slice of
-                         * the mlp model): the whole region is R's, in one place */
-                        cur = new_inc(&b, a, 2 * t);
-                        r->held[i] = a;
-                        h = a;
-                    } else if (a > h) {
-                        top = new_inc(&b, a - h, 2 * t);
-                        topat = h;
-                        opinc[i] = cur;
-                        r->held[i] = a - h;
-                        h = a;
-                    }
-                    break;
-                case 2: /* SO */
-                    opinc[i] = cur;
-                    if (!swap_frees) {
-                        /* moves the top swap_fraction of the prefix; the rest stays */
-                        moved = (int64_t)(frac * (double)h) / ARENA_ALIGN * ARENA_ALIGN;
-                        if (cur == NONE || moved <= 0 || top != NONE || R != NONE ||
-                            b.incs[cur].keep < h) {
-                            moved = 0; /* nothing to free (or already split by B) */
-                        } else {
-                            b.incs[cur].keep = h - moved;
-                            b.incs[cur].tk = 2 * t + 1;
-                        }
-                        r->held[i] = moved;
-                        break;
-                    }
-                    if (cur != NONE)
-                        end_inc(&b, cur, 2 * t + 1);
-                    if (top != NONE) { /* split by an R: both parts go */
-                        end_inc(&b, top, 2 * t + 1);
-                        splitop[i] = top;
-                        splitat[i] = topat;
-                    }
-                    moved = h;
-                    h = 0;
-                    cur = top = NONE;
-                    r->held[i] = moved;
-                    break;
-                case 3: /* SI */
-                    if (!swap_frees) {
-                        /* the moved top comes back as a piece of its own */
-                        if (moved > 0) {
-                            top = new_inc(&b, moved, 2 * t);
-                            topat = h - moved;
-                        }
-                        r->held[i] = moved;
-                        opinc[i] = top;
-                        break;
-                    }
-                    h = moved;
-                    cur = h > 0 ? new_inc(&b, h, 2 * t) : NONE;
-                    r->held[i] = h;
-                    break;
-                case 4: /* B */
-                    if (cur != NONE) {
-                        Inc *in = &b.incs[cur];
-                        int64_t keep = W != NONE ? (w < h ? w : h) : 0;
-                        opinc[i] = cur;
-                        r->held[i] = keep;
-                        if (top != NONE) {
-                            splitop[i] = top;
-                            splitat[i] = topat;
-                            /* split by a partial swap: the top part keeps what lies
-                             * above its start; the bottom part stays whole to W */
-                            Inc *tp = &b.incs[top];
-                            if (keep <= topat) {
-                                end_inc(&b, top, 2 * t + 1);
-                                top = NONE;
-                            } else if (keep - topat < tp->size) {
-                                tp->keep = keep - topat;
-                                tp->tk = 2 * t + 1;
-                            }
-                            if (keep == 0) {
-                                end_inc(&b, cur, 2 * t + 1);
-                                cur = NONE;
-                            } else if (keep < in->size && in->keep == in->size) {
-                                in->keep = keep; /* W needs only [0, wact) */
-                                in->tk = 2 * t + 1;
-                            }
-                        } else if (keep == 0) {
-                            end_inc(&b, cur, 2 * t + 1);
-                            cur = NONE;
-                        } else if (in->keep == in->size) {
-                            in->keep = keep;
-                            in->tk = 2 * t + 1;
-                        }
-                        h = keep;
-                    }
-                    continue;
-                case 5: /* W */
-                    if (cur != NONE) {
-                        Inc *in = &b.incs[cur];
-                        in->t1 = 2 * t + 1;
-                    }
-                    if (top != NONE) {
-                        Inc *in = &b.incs[top];
-                        in->t1 = 2 * t + 1;
-                    }
-                    break;
-                }
-                if (opinc[i] == NONE)
-                    opinc[i] = cur;
-                if (top != NONE && splitop[i] == NONE && order[e] != 3) {
-                    splitop[i] = top;
-                    splitat[i] = topat;
-                }
-            }
-            /* SO/SI of a (v,m) that is not swapped: nothing moves; they name the place. */
-            if (!swap) {
-                if (SO != NONE && SO >= F)
-                    opinc[SO] = opinc[F];
-                if (SI != NONE && SI >= F)
-                    opinc[SI] = opinc[F];
-            }
-        }
-
-    /* What each op allocates and frees: the walk of DESIGN.md "Memory" (the one rule,
-     * opsem_mem_step) over the aligned region sizes; its peak is what the arena
-     * should be. */
+/* What each op of rank s allocates and frees: the walk of DESIGN.md "Memory" (the one
+ * rule, opsem_mem_step) over the aligned region sizes, into r->alloc, r->freed; its
+ * peak (r->peak_live, r->peak_op) is what the arena should be. */
+static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const Pos *pos,
+                      double frac, ArenaRank *r)
+{
+    const StageOps *so = &p->stages[s];
+    size_t V = (size_t)p->V, M = (size_t)p->M;
     OpCosts *cc = xcalloc(V, sizeof *cc);
     for (size_t c = 0; c < V; c++) {
         const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
-        int64_t a = align_up(z->act);
-        cc[c].act = (double)a;
+        cc[c].act = (double)align_up(z->act);
         cc[c].ckpt = (double)align_up(z->ckpt < z->act ? z->ckpt : z->act);
         cc[c].wact = (double)align_up(z->wact < z->act ? z->wact : z->act);
-        cc[c].frac = swap_frees ? 1.0 : frac;
+        cc[c].frac = frac;
     }
     VmMem *vmst = xcalloc(V * M, sizeof *vmst);
     double live = 0, peak = 0;
     r->peak_op = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < so->n; i++) {
         const Op *o = &so->ops[i];
         if (o->chunk >= V || o->mb >= M || o->kind >= OP_NKINDS || OP_IS_CHUNKWIDE(o->kind))
             continue;
@@ -724,36 +940,60 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     r->peak_live = (int64_t)peak;
     free(vmst);
     free(cc);
+}
 
-    /* Place them: the arena is the highest end placed. */
-    size_t ninc = b.n;
-    Inc *incs = b.incs;
-    int64_t *ioff = xmalloc((ninc ? ninc : 1) * sizeof *ioff);
-    /* Within a budget, any plan that fits it will do: the search stops there. */
+/* Places the incarnations of b (the arena is the highest end placed, r->size) and
+ * writes each op's offsets. Within a budget any plan that fits it will do: the search
+ * stops there. */
+static void place_rank(const Pipeline *p, int32_t s, Build *b, double budget, bool quick,
+                       ArenaRank *r)
+{
+    int64_t *ioff = xmalloc((b->n ? b->n : 1) * sizeof *ioff);
     int64_t enough = r->peak_live;
     if (budget > 0) {
         double room = budget - ir_cost(p, s, 0, COST_WEIGHTS);
         if (room > (double)enough)
             enough = room > 4.0e18 ? INT64_MAX / 2 : (int64_t)room;
     }
-    r->size = place_all(incs, ninc, enough, quick, ioff);
-    for (size_t i = 0; i < ninc; i++)
-        incs[i].off = ioff[i];
-    free(ioff);
-
-    /* Offsets per op. */
-    for (uint32_t i = 0; i < n; i++) {
-        if (opinc[i] != NONE)
-            r->off[i] = incs[opinc[i]].off;
-        if (splitop[i] != NONE) {
-            r->rest[i] = incs[splitop[i]].off;
-            r->split[i] = splitat[i];
+    r->size = place_all(b->incs, b->n, enough, quick, ioff);
+    for (uint32_t i = 0; i < r->nops; i++) {
+        if (b->opinc[i] != NONE)
+            r->off[i] = ioff[b->opinc[i]];
+        if (b->splitop[i] != NONE) {
+            r->rest[i] = ioff[b->splitop[i]];
+            r->split[i] = b->splitat[i];
         }
     }
-    free(incs);
-    free(opinc);
-    free(splitop);
-    free(splitat);
+    free(ioff);
+}
+
+/* Plans rank s into r: index its ops, build the incarnations of every (chunk, mb),
+ * walk the memory rule for the peak, place. */
+static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
+                      double budget, bool quick, ArenaRank *r)
+{
+    const StageOps *so = &p->stages[s];
+    uint32_t n = so->n;
+    size_t V = (size_t)p->V, M = (size_t)p->M;
+    rank_init(r, n);
+    if (!n || !V || !M)
+        return;
+    Pos *pos = index_ops(so, V, M);
+    double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
+    bool swap_frees = full_swap || frac >= 1.0;
+    Build b = {NULL, 0, 0, xmalloc(n * sizeof *b.opinc), xmalloc(n * sizeof *b.splitop),
+               xcalloc(n, sizeof *b.splitat), r->held};
+    for (uint32_t i = 0; i < n; i++)
+        b.opinc[i] = b.splitop[i] = NONE;
+    for (size_t c = 0; c < V; c++)
+        for (size_t m = 0; m < M; m++)
+            build_vm(&b, &pos[c * M + m], &sz[ir_vstage(p, s, (int32_t)c)], swap_frees, frac);
+    walk_rank(p, s, sz, pos, swap_frees ? 1.0 : frac, r);
+    place_rank(p, s, &b, budget, quick, r);
+    free(b.incs);
+    free(b.opinc);
+    free(b.splitop);
+    free(b.splitat);
     free(pos);
 }
 
@@ -809,6 +1049,16 @@ static void fmt_bytes(char *buf, size_t n, double b)
 void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what)
 {
     ArenaPlan *a = arena_plan(p, sz, sz ? 1 : 0);
+    if (!sz && p->has_memory) {
+        /* the budget check's plan where it packs tighter (its search aims at the room
+         * the budget leaves, which can be easier to reach than the walk's peak), so
+         * the table and `pipec check` agree on what fits */
+        ArenaPlan *b = arena_plan_within(p, NULL, 0, p->memory, false);
+        for (int32_t s = 0; s < p->P; s++)
+            if (b->rank[s].size < a->rank[s].size)
+                a->rank[s].size = b->rank[s].size;
+        arena_plan_free(b);
+    }
     fprintf(out, "arena plan (static; fragmentation = arena / peak live, 1.000 = none)\n"
                  "  sizes: %s\n",
             what);

@@ -26,14 +26,17 @@
  * for every SO listed before it, so a region freed by an SO at list position i is
  * really free for any allocation listed after i.
  *
- * Packing: incarnations in order of their first allocation, each placed at the lowest
- * 64-byte aligned offset where none of its pieces overlaps (in address and in time) a
- * piece already placed (first fit over the candidate offsets "0, or right after a live
- * piece", at most ARENA_MAX_CANDIDATES tried before the top of the live pieces). The
- * arena of a rank is the highest end placed; fragmentation = arena / peak_live, where peak_live is the peak of the
- * DESIGN.md walk over these (aligned) regions: 1.0 = the arena is the walk's peak.
- * The arena is never below peak_live; above it only by packing loss (and, with
- * swap_fraction < 1 and an R of the same (v,m), by the part the walk swaps out). */
+ * Packing (offline dynamic storage allocation: every lifetime is known): a first-fit
+ * and a best-fit replay of the list; where they leave a gap above the walk's peak, the
+ * greedy-by-size family of offline plans (TelaMalloc, Maas et al., ASPLOS'23 §3); where
+ * those still do, a bounded exact search over canonical (skyline) packings with
+ * MiniMalloc's section bound (Moffitt, ASPLOS'23 §4), and last shuffled greedy orders
+ * (docs/runtime.md "Static memory planning" has the details and the limits). The arena
+ * of a rank is the highest end placed; fragmentation = arena / peak_live, where
+ * peak_live is the peak of the DESIGN.md walk over these (aligned) regions: 1.0 = the
+ * arena is the walk's peak. The arena is never below peak_live; above it only by
+ * packing loss (and, with swap_fraction < 1 and an R of the same (v,m), by the part
+ * the walk swaps out). */
 #ifndef PIPEC_ARENA_PLAN_H
 #define PIPEC_ARENA_PLAN_H
 
@@ -44,7 +47,6 @@
 #include "ir.h"
 
 #define ARENA_ALIGN 64
-#define ARENA_MAX_CANDIDATES 64
 
 /* Region sizes of one virtual stage, bytes (rounded up to ARENA_ALIGN by the planner;
  * ckpt and wact are clamped to act). */

@@ -9,6 +9,7 @@
 #   - the runtime obeys the same waits: the swap case trains with the mlp workload and
 #     its gradients match the sequential reference (`run --check`), and the runtime's
 #     measured arena peak is the plan's;
+#   - Llama-2 18B interleaved V = 4 on 8 x A100-80GB fits wherever its walk fits;
 #   - `w > b` is a `value` error; `sim --json` prints every number at full precision.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
@@ -86,6 +87,32 @@ got=$(awk '/real region sizes/{f=1; next} f && $1 ~ /^[0-9]+$/ {printf "%s%s %s"
 check "check --mem: the runtime's table is what run allocates ($got = $want)" test -n "$want" -a "$got" = "$want"
 "$PIPEC" check --mem "$T/swap.pipe" >"$T/mem2" 2>&1
 check "check --mem: no runtime table without a model" bash -c "! grep -q 'real region sizes' '$T/mem2'"
+
+# Llama-2 18B, interleaved V = 4 on 8 x A100-80GB (examples/llama2_18b_1f1b.pipe with
+# `chunks 4`): the walk is over the 78 GiB budget on ranks 0-3 only, and the arena
+# packs ranks 4-7 within it (first fit and the greedy orders left them 6-20% above the
+# walk's peak, ranks 4 and 5 over the budget); ranks 4, 6 and 7 plan at the peak.
+cat >"$T/v4.pipe" <<'EOF'
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline llama2_18b_v4 {
+  stages 8  microbatches 32  chunks 4
+  model llama2_18b  device a100_sxm_80g
+  partition even
+  schedule interleaved
+}
+EOF
+"$PIPEC" check --mem "$T/v4.pipe" >"$T/v4" 2>&1
+rc=$?
+check "18B V=4: exit 1 (ranks 0-3's walk is over the budget)" test $rc = 1
+check "18B V=4: four memory errors, all walk overflows" test "$(grep -c 'error\[memory\]' "$T/v4")" = 4 -a "$(grep -c 'error\[memory\]: stage [0-3] needs' "$T/v4")" = 4
+over=$(awk '/^stage +peak/{f=1; next} /^arena plan/{f=0} f && $1 ~ /^[0-9]+$/ && /OVER/ {printf "%s ", $1}' "$T/v4")
+check "18B V=4: the walk is over on ranks 0-3 ($over)" test "$over" = "0 1 2 3 "
+fits=$(awk '/^arena plan/{f=1; next} f && $1 ~ /^[0-9]+$/ && $1 >= 4 {printf "%s", ($9 + 0 <= $11 + 0 ? "y" : "n")}' "$T/v4")
+check "18B V=4: weights + arena within 78 GiB on ranks 4-7 ($fits)" test "$fits" = yyyy
+peak=$(awk '/^arena plan/{f=1; next} f && ($1 == 4 || $1 == 6 || $1 == 7) {printf "%s ", $6}' "$T/v4")
+check "18B V=4: ranks 4, 6, 7 at the walk's peak ($peak)" test "$peak" = "1.000 1.000 1.000 "
 
 # w > b
 cat >"$T/wb.pipe" <<'EOF'

@@ -950,10 +950,10 @@ static int agree_run(uint64_t seed, int n, int *nplanned, int *ndead)
  * deps, a quarter perturbed towards deadlock): a fixed seed, then one that changes with
  * every run (printed, to replay a failure with PIPEC_TEST_SEED). Asserts that the
  * simulator's peak is the walk's on every rank, that the wait graph and the simulator
- * agree on deadlock, and that the arena packs to the walk's peak on at least 98% of the
- * ranks planned (the rest are printed with their fragmentation). The issue's target is
- * 99%; runs measure 98.8-99.6%: what is left is mostly packings the prefix layout of a
- * region rules out (docs/runtime.md "Static memory planning"), so the bound is 98%. */
+ * agree on deadlock, and that the arena packs to the walk's peak on at least 99% of the
+ * ranks planned (the rest are printed with their fragmentation; runs measure 99.6-99.8%:
+ * what is left are packings that no contiguous layout of a region reaches, or that the
+ * bounded exact search misses: docs/runtime.md "Static memory planning"). */
 static void test_op_semantics_agree(void **state)
 {
     (void)state;
@@ -968,8 +968,8 @@ static void test_op_semantics_agree(void **state)
     print_message("op semantics: %d ranks planned, %d above the walk's peak; %d deadlocks\n",
                   planned, frag, dead);
     assert_true(dead > 0);
-    if (frag * 50 > planned)
-        fail_msg("%d of %d ranks planned above the walk's peak (more than 2%%)", frag, planned);
+    if (frag * 100 > planned)
+        fail_msg("%d of %d ranks planned above the walk's peak (more than 1%%)", frag, planned);
 }
 
 /* ---- writers --------------------------------------------------------------------- */
