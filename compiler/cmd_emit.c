@@ -921,7 +921,7 @@ static int announce(const DriverOpts *dopt, const RunInfo *info, const char *wor
                             "and touch scaled-down arenas%s%s%s\n",
                     workload ? " (--workload synthetic)" : "; the mlp workload cannot run this "
                                                            "file: ",
-                    workload ? "" : info->why, data && !mlp ? "; --data is ignored" : "");
+                    workload ? "" : info->why, data ? "; --data is ignored" : "");
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (!quiet && !t.mpi && cores > 0 && info->nranks > cores)
@@ -934,136 +934,181 @@ static int announce(const DriverOpts *dopt, const RunInfo *info, const char *wor
     return rc;
 }
 
-int cmd_run(int argc, char **argv)
+/* `pipec run`'s options: the compiler's, the target's, and those passed through to the
+ * program as given. */
+static const struct option run_longopts[] = {
+    DRIVER_LONGOPTS,
+    {"backend", required_argument, NULL, O_BACKEND},
+    {"launcher", required_argument, NULL, O_LAUNCHER},
+    {"iters", required_argument, NULL, O_ITERS},
+    {"check", no_argument, NULL, O_CHECK},
+    {"json", no_argument, NULL, O_JSON},
+    {"trace", required_argument, NULL, O_TRACE},
+    {"workload", required_argument, NULL, O_WORKLOAD},
+    {"data", required_argument, NULL, O_DATA},
+    {"time-scale", required_argument, NULL, O_SCALE},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"profile", no_argument, NULL, O_PROFILE},
+    {"lr", required_argument, NULL, O_LR},
+    {"seed", required_argument, NULL, O_SEED},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"cache", required_argument, NULL, O_CACHE},
+    {"reference", no_argument, NULL, O_REF},
+    {"output", required_argument, NULL, 'o'},
+    {NULL, 0, NULL, 0},
+};
+
+/* What `pipec run` was asked for. */
+typedef struct RunOpts {
+    DriverOpts dopt;
+    const char *file;
+    const char *cache, *data;   /* --cache, --data, or NULL */
+    const char *workload;       /* --workload, or NULL: the program's default */
+    Target t;
+    bool synthetic, check, quiet;
+    char **pass;                /* the program's argv: [0] its path (set when it starts),
+                                   then the options passed through; NULL-terminated */
+    int np;                     /* entries of pass used */
+} RunOpts;
+
+/* Parses `pipec run`'s command line into ro (ro->pass allocated for the pass-through
+ * options). Returns 0, or 2 after a usage message. */
+static int parse_run_opts(RunOpts *ro, int argc, char **argv)
 {
-    DriverOpts dopt = {0};
-    const char *cache = NULL, *data = NULL;
-    Target t = {0};
-    static const struct option longopts[] = {
-        DRIVER_LONGOPTS,
-        {"backend", required_argument, NULL, O_BACKEND},
-        {"launcher", required_argument, NULL, O_LAUNCHER},
-        {"iters", required_argument, NULL, O_ITERS},
-        {"check", no_argument, NULL, O_CHECK},
-        {"json", no_argument, NULL, O_JSON},
-        {"trace", required_argument, NULL, O_TRACE},
-        {"workload", required_argument, NULL, O_WORKLOAD},
-        {"data", required_argument, NULL, O_DATA},
-        {"time-scale", required_argument, NULL, O_SCALE},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"profile", no_argument, NULL, O_PROFILE},
-        {"lr", required_argument, NULL, O_LR},
-        {"seed", required_argument, NULL, O_SEED},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {"cache", required_argument, NULL, O_CACHE},
-        {"reference", no_argument, NULL, O_REF},
-        {"output", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0},
-    };
-    /* Options for the program, passed through as given. */
-    char **pass = xcalloc((size_t)argc * 2 + 8, sizeof *pass);
-    int np = 1, nranks = 1;
-    bool synthetic = false, check = false, quiet = false;
-    const char *workload = NULL;
-    int c, rc = 2;
+    memset(ro, 0, sizeof *ro);
+    ro->pass = xcalloc((size_t)argc * 2 + 8, sizeof *ro->pass);
+    ro->np = 1;
+    int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, DRIVER_SHORTOPTS "o:", longopts, NULL)) != -1) {
-        if (driver_common_opt(&dopt, c, optarg))
+    while ((c = getopt_long(argc, argv, DRIVER_SHORTOPTS "o:", run_longopts, NULL)) != -1) {
+        if (driver_common_opt(&ro->dopt, c, optarg))
             continue;
         const char *name = NULL;
-        for (const struct option *o = longopts; o->name; o++)
+        for (const struct option *o = run_longopts; o->name; o++)
             if (o->val == c)
                 name = o->name;
         switch (c) {
         case O_BACKEND: case O_LAUNCHER:
-            if (parse_target(&t, O_BACKEND, c, optarg) != 0)
-                goto out;
+            if (parse_target(&ro->t, O_BACKEND, c, optarg) != 0)
+                return 2;
             break;
-        case O_CACHE: cache = optarg; break;
-        case O_DATA: data = optarg; break;
+        case O_CACHE: ro->cache = optarg; break;
+        case O_DATA: ro->data = optarg; break;
         case O_CHECK: case O_JSON: case O_PROFILE: case O_QUIET: case O_REF:
-            check |= c == O_CHECK;
-            quiet |= c == O_QUIET || c == O_JSON; /* JSON output: no chatter beside it */
-            pass[np++] = xasprintf("--%s", name);
+            ro->check |= c == O_CHECK;
+            ro->quiet |= c == O_QUIET || c == O_JSON; /* JSON output: no chatter beside it */
+            ro->pass[ro->np++] = xasprintf("--%s", name);
             break;
         case 'o':
-            pass[np++] = xstrdup("-o");
-            pass[np++] = xstrdup(optarg);
+            ro->pass[ro->np++] = xstrdup("-o");
+            ro->pass[ro->np++] = xstrdup(optarg);
             break;
         case O_WORKLOAD:
-            synthetic = !strcmp(optarg, "synthetic");
-            workload = optarg;
+            ro->synthetic = !strcmp(optarg, "synthetic");
+            ro->workload = optarg;
             /* fall through */
         case O_ITERS: case O_TRACE: case O_SCALE: case O_TIMEOUT: case O_LR: case O_SEED:
-            pass[np++] = xasprintf("--%s", name);
-            pass[np++] = xstrdup(optarg);
+            ro->pass[ro->np++] = xasprintf("--%s", name);
+            ro->pass[ro->np++] = xstrdup(optarg);
             break;
         default:
             driver_usage(stderr, argv[0]);
-            goto out;
+            return 2;
         }
     }
     if (optind != argc - 1) {
         fprintf(stderr, "pipec run: need one FILE\n");
         driver_usage(stderr, argv[0]);
-        goto out;
+        return 2;
     }
-    EmitOut eo;
-    RunInfo info = {0};
-    rc = generate(&dopt, argv[optind], t.cuda, &eo, &nranks, &info);
+    ro->file = argv[optind];
+    return 0;
+}
+
+static void run_opts_free(RunOpts *ro)
+{
+    for (int i = 0; i < ro->np; i++)
+        free(ro->pass[i]);
+    free(ro->pass);
+    driver_opts_free(&ro->dopt);
+}
+
+/* Makes sure the cache folder dir holds the built program exe: writes the generated
+ * files and builds them unless an earlier run did. Returns 0, or 1 after a message. */
+static int build_cached(const EmitOut *eo, Target t, const char *dir, const char *exe,
+                        int nranks, bool quiet)
+{
+    if (mkdirs(dir) != 0) {
+        fprintf(stderr, "pipec: cannot create the cache folder %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    if (exists(exe))
+        return 0;
+    if (!quiet)
+        fprintf(stderr, "pipec run: building %s (%d rank%s) in %s\n", eo->progname, nranks,
+                nranks == 1 ? "" : "s", dir);
+    if (emit_write(eo, dir) != 0) {
+        fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    return build(eo, dir, t);
+}
+
+/* Runs the built program exe with the passed-through options and the training text
+ * (--data, else the default text written under root when the mlp workload runs).
+ * Returns 0, or 1 when it cannot start or fails. */
+static int start_program(RunOpts *ro, const RunInfo *info, const char *root, const char *exe)
+{
+    char *dd = NULL;
+    bool mlp_text = !ro->data && !ro->synthetic && info->mlp_ok;
+    if (mlp_text)
+        dd = default_data(root);
+    if (mlp_text && !ro->quiet)
+        fprintf(stderr, "pipec run: training text: %s (--data FILE for another)\n",
+                dd ? "the project's README and docs" : "the program's short built-in text");
+    ro->pass[0] = xstrdup(exe);
+    if (ro->data || dd) {
+        ro->pass[ro->np++] = xstrdup("--data");
+        ro->pass[ro->np++] = xstrdup(ro->data ? ro->data : dd);
+    }
+    ro->pass[ro->np] = NULL;
+    int rc = ro->t.mpi ? run_mpi(ro->pass, info->nranks) : spawn(ro->pass, false);
+    free(dd);
+    if (rc < 0) {
+        fprintf(stderr, "pipec: cannot run %s\n", exe);
+        return 1;
+    }
+    return rc != 0 ? 1 : 0;
+}
+
+/* pipec run: parse, generate, announce, build into the cache, start. */
+int cmd_run(int argc, char **argv)
+{
+    RunOpts ro;
+    int rc = parse_run_opts(&ro, argc, argv);
     if (rc != 0)
         goto out;
-    if (announce(&dopt, &info, workload, check, quiet, t, data) != 0) {
+    EmitOut eo;
+    RunInfo info = {0};
+    rc = generate(&ro.dopt, ro.file, ro.t.cuda, &eo, NULL, &info);
+    if (rc != 0)
+        goto out;
+    if (announce(&ro.dopt, &info, ro.workload, ro.check, ro.quiet, ro.t, ro.data) != 0) {
         emit_out_free(&eo);
         rc = 1;
         goto out;
     }
-    char *root = cache_root(cache);
-    char *dir = xasprintf("%s/%016llx", root, (unsigned long long)hash_out(&eo, t));
+    char *root = cache_root(ro.cache);
+    char *dir = xasprintf("%s/%016llx", root, (unsigned long long)hash_out(&eo, ro.t));
     char *exe = xasprintf("%s/%s", dir, eo.progname);
-    rc = 0;
-    if (mkdirs(dir) != 0) {
-        fprintf(stderr, "pipec: cannot create the cache folder %s: %s\n", dir, strerror(errno));
-        rc = 1;
-    } else if (!exists(exe)) {
-        if (!quiet)
-            fprintf(stderr, "pipec run: building %s (%d rank%s) in %s\n", eo.progname, nranks,
-                    nranks == 1 ? "" : "s", dir);
-        if (emit_write(&eo, dir) != 0) {
-            fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
-            rc = 1;
-        } else
-            rc = build(&eo, dir, t);
-    }
-    char *dd = NULL;
-    if (!rc && !data && !synthetic && info.mlp_ok)
-        dd = default_data(root);
-    if (!rc && !quiet && !data && !synthetic && info.mlp_ok)
-        fprintf(stderr, "pipec run: training text: %s (--data FILE for another)\n",
-                dd ? "the project's README and docs" : "the program's short built-in text");
-    if (!rc) {
-        pass[0] = xstrdup(exe);
-        if (data || dd) {
-            pass[np++] = xstrdup("--data");
-            pass[np++] = xstrdup(data ? data : dd);
-        }
-        pass[np] = NULL;
-        rc = t.mpi ? run_mpi(pass, nranks) : spawn(pass, false);
-        if (rc < 0) {
-            fprintf(stderr, "pipec: cannot run %s\n", exe);
-            rc = 1;
-        } else if (rc != 0)
-            rc = 1;
-    }
-    free(dd);
+    rc = build_cached(&eo, ro.t, dir, exe, info.nranks, ro.quiet);
+    if (!rc)
+        rc = start_program(&ro, &info, root, exe);
     free(root);
     free(dir);
     free(exe);
     emit_out_free(&eo);
 out:
-    for (int i = 0; i < np; i++)
-        free(pass[i]);
-    free(pass);
-    driver_opts_free(&dopt);
+    run_opts_free(&ro);
     return rc;
 }

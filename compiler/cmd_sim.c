@@ -17,9 +17,9 @@
 
 #include "cmds.h"
 #include "driver.h"
-#include "html.h"
+#include "sim_html.h"
 #include "sim.h"
-#include "svg.h"
+#include "sim_svg.h"
 #include "util.h"
 
 #define DIFF_MAX_EDITS 4000

@@ -1,4 +1,16 @@
-/* emit_c.c - C code generation for the CPU backend (see emit_c.h). */
+/* emit_c.c - C code generation (see emit_c.h), in two phases as QBE plans and then
+ * writes:
+ *
+ *   emit_plan    the IR -> EmitPlan: op index, the model workload's shape and arena
+ *                plan, the synthetic workload's scaled arena plan, the comm plan, the
+ *                simulated makespan, and every op's row (flags, waits, cost-model time
+ *                and bytes, source line);
+ *   write_*      one writer per generated file (program.h, rank_K.c, main.c,
+ *                Makefile), which only formats the plan: designated initialisers,
+ *                flags by their runtime/piperun.h names.
+ *
+ * The model workload's shape (mlp_shape) is here too: the runtime checks the region
+ * sizes the plan used at start-up. */
 #define _POSIX_C_SOURCE 200809L
 #include "emit_c.h"
 
@@ -13,6 +25,7 @@
 #include "mlp_layout.h"
 #include "opindex.h"
 #include "opsem.h"
+#include "piperun.h"
 #include "sim.h"
 #include "tf_layout.h"
 
@@ -42,14 +55,17 @@ static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out
     return true;
 }
 
-int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+/* The model's `arch` (gpt when it names none: the cost model's default). */
+static const char *mlp_arch_name(const Entity *m)
 {
-    memset(out, 0, sizeof *out);
-    const Entity *m = p->model;
-    if (!m) {
-        snprintf(why, why_n, "the pipeline has no `model`");
-        return -1;
-    }
+    const Field *af = field_find(m->fields, m->nfields, "arch");
+    return af && af->val.kind == VAL_IDENT ? af->val.str : "gpt";
+}
+
+/* The model's shape fields (vocab hidden layers seq mbs; arch, and for gpt/llama heads
+ * kv_heads ffn) into out. Returns 0, or -1 with the reason in why. */
+static int mlp_read_model(const Entity *m, MlpShape *out, char *why, size_t why_n)
+{
     static const char *const keys[5] = {"vocab", "hidden", "layers", "seq", "mbs"};
     int *dst[5] = {&out->vocab, &out->C, &out->L, &out->T, &out->B};
     for (int i = 0; i < 5; i++) {
@@ -62,65 +78,77 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     }
     /* The arch picks the workload: gpt and llama run runtime/transformer.h (the cost
      * model's default arch is gpt), mlp runtime/mlp.h. */
-    const Field *af = field_find(m->fields, m->nfields, "arch");
-    const char *arch = af && af->val.kind == VAL_IDENT ? af->val.str : "gpt";
+    const char *arch = mlp_arch_name(m);
     out->arch = !strcmp(arch, "gpt") ? TF_GPT : !strcmp(arch, "llama") ? TF_LLAMA : 0;
-    if (out->arch) {
-        if (!model_int(m, "heads", 1, 1 << 24, &out->heads)) {
-            snprintf(why, why_n, "model %s: `heads` must be a whole number in 1..%d", m->name,
-                     1 << 24);
-            return -1;
-        }
-        out->kv_heads = out->heads;
-        if (field_find(m->fields, m->nfields, "kv_heads") &&
-            !model_int(m, "kv_heads", 1, 1 << 24, &out->kv_heads)) {
-            snprintf(why, why_n, "model %s: `kv_heads` must be a whole number", m->name);
-            return -1;
-        }
-        /* the cost model's default ffn (docs/cost-model.md "Notation") */
-        out->ffn = out->arch == TF_LLAMA ? 256 * (int)ceil(8.0 * out->C / 3.0 / 256.0)
-                                         : 4 * out->C;
-        if (field_find(m->fields, m->nfields, "ffn") &&
-            !model_int(m, "ffn", 1, 1 << 24, &out->ffn)) {
-            snprintf(why, why_n, "model %s: `ffn` must be a whole number", m->name);
-            return -1;
-        }
-        if (out->C % out->heads || out->heads % out->kv_heads ||
-            (out->arch == TF_LLAMA && (out->C / out->heads) % 2)) {
-            snprintf(why, why_n, "model %s: heads must divide hidden, kv_heads heads, and a "
-                     "llama head size must be even", m->name);
-            return -1;
-        }
+    if (!out->arch)
+        return 0;
+    if (!model_int(m, "heads", 1, 1 << 24, &out->heads)) {
+        snprintf(why, why_n, "model %s: `heads` must be a whole number in 1..%d", m->name,
+                 1 << 24);
+        return -1;
     }
+    out->kv_heads = out->heads;
+    if (field_find(m->fields, m->nfields, "kv_heads") &&
+        !model_int(m, "kv_heads", 1, 1 << 24, &out->kv_heads)) {
+        snprintf(why, why_n, "model %s: `kv_heads` must be a whole number", m->name);
+        return -1;
+    }
+    /* the cost model's default ffn (docs/cost-model.md "Notation") */
+    out->ffn = out->arch == TF_LLAMA ? 256 * (int)ceil(8.0 * out->C / 3.0 / 256.0) : 4 * out->C;
+    if (field_find(m->fields, m->nfields, "ffn") && !model_int(m, "ffn", 1, 1 << 24, &out->ffn)) {
+        snprintf(why, why_n, "model %s: `ffn` must be a whole number", m->name);
+        return -1;
+    }
+    if (out->C % out->heads || out->heads % out->kv_heads ||
+        (out->arch == TF_LLAMA && (out->C / out->heads) % 2)) {
+        snprintf(why, why_n, "model %s: heads must divide hidden, kv_heads heads, and a "
+                 "llama head size must be even", m->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Blocks per virtual stage (out->layers, allocated): the partition's whole layers, or
+ * an even split. Returns 0, or -1 with the reason in why. */
+static int mlp_layers(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+{
     int32_t PV = p->P * p->V;
     out->layers = xcalloc((size_t)PV, sizeof *out->layers);
-    if (p->partition_set && !p->partition_even) {
-        if ((int32_t)p->npartition != PV) {
-            snprintf(why, why_n, "the partition lists %u entries, the mlp workload needs one "
-                     "per virtual stage (%d)", p->npartition, PV);
-            goto fail;
-        }
-        long long sum = 0;
-        for (int32_t v = 0; v < PV; v++) {
-            double x = p->partition[v];
-            if (!(x >= 0) || x != floor(x) || x > 1 << 24) {
-                snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry "
-                         "%d is %g)", v, x);
-                goto fail;
-            }
-            out->layers[v] = (int)x;
-            sum += (long long)x;
-        }
-        if (sum != out->L) {
-            snprintf(why, why_n, "the partition sums to %lld layers, the model has %d", sum,
-                     out->L);
-            goto fail;
-        }
-    } else {
+    if (!p->partition_set || p->partition_even) {
         for (int32_t v = 0; v < PV; v++)
             out->layers[v] = (int)((long long)(v + 1) * out->L / PV - (long long)v * out->L / PV);
+        return 0;
     }
-    /* Size limits: parameters and activations. */
+    if ((int32_t)p->npartition != PV) {
+        snprintf(why, why_n, "the partition lists %u entries, the mlp workload needs one "
+                 "per virtual stage (%d)", p->npartition, PV);
+        return -1;
+    }
+    long long sum = 0;
+    for (int32_t v = 0; v < PV; v++) {
+        double x = p->partition[v];
+        if (!(x >= 0) || x != floor(x) || x > 1 << 24) {
+            snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry "
+                     "%d is %g)", v, x);
+            return -1;
+        }
+        out->layers[v] = (int)x;
+        sum += (long long)x;
+    }
+    if (sum != out->L) {
+        snprintf(why, why_n, "the partition sums to %lld layers, the model has %d", sum, out->L);
+        return -1;
+    }
+    return 0;
+}
+
+/* The size limits of the CPU workload, then each virtual stage's region sizes
+ * (out->sizes, allocated). Returns 0, or -1 with the reason in why. */
+static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *why,
+                     size_t why_n)
+{
+    int32_t PV = p->P * p->V;
+    const char *arch = mlp_arch_name(m);
     double C = out->C, V = out->vocab;
     double params = out->L * (2 * C + 8 * C * C + 5 * C) + 2 * V * C + V + 2 * C;
     if (out->arch) /* qkv, proj, the MLP, norms and biases per layer; wte, wpe, head */
@@ -130,7 +158,7 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     if (params * 8 > (double)MLP_MAX_PARAM_BYTES) {
         snprintf(why, why_n, "model %s is too large for the CPU %s workload (%.3g parameters)",
                  m->name, out->arch ? arch : "mlp", params);
-        goto fail;
+        return -1;
     }
     out->sizes = xcalloc((size_t)PV, sizeof *out->sizes);
     for (int32_t v = 0; v < PV; v++) {
@@ -138,29 +166,43 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
         if (!out->arch && per * 4 > (double)MLP_MAX_ARENA_BYTES) {
             snprintf(why, why_n, "model %s: activations of one micro-batch are too large for "
                      "the CPU mlp workload", m->name);
-            goto fail;
+            return -1;
         }
-        if (out->arch) {
-            TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
-                        out->T, out->B};
-            TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
-            if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
-                snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
-                         "for the CPU %s workload", m->name, arch);
-                goto fail;
-            }
-            out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
-                                         (int64_t)(a.ckpt * sizeof(float)),
-                                         (int64_t)(a.wact * sizeof(float))};
+        if (!out->arch) {
+            out->sizes[v] = mlp_region_sizes(out->vocab, out->C, out->T, out->B,
+                                             out->layers[v], v == 0, v == PV - 1);
             continue;
         }
-        out->sizes[v] = mlp_region_sizes(out->vocab, out->C, out->T, out->B, out->layers[v],
-                                         v == 0, v == PV - 1);
+        TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
+                    out->T, out->B};
+        TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
+        if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
+            snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
+                     "for the CPU %s workload", m->name, arch);
+            return -1;
+        }
+        out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
+                                     (int64_t)(a.ckpt * sizeof(float)),
+                                     (int64_t)(a.wact * sizeof(float))};
     }
     return 0;
-fail:
-    mlp_shape_free(out);
-    return -1;
+}
+
+int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+{
+    memset(out, 0, sizeof *out);
+    const Entity *m = p->model;
+    if (!m) {
+        snprintf(why, why_n, "the pipeline has no `model`");
+        return -1;
+    }
+    if (mlp_read_model(m, out, why, why_n) != 0)
+        return -1;
+    if (mlp_layers(p, out, why, why_n) != 0 || mlp_sizes(p, m, out, why, why_n) != 0) {
+        mlp_shape_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 void mlp_shape_free(MlpShape *s)
@@ -254,276 +296,432 @@ static void put_double(StrBuf *b, double x)
     sb_printf(b, "%.17g", x);
 }
 
-/* ---- the generator ------------------------------------------------------------------ */
+/* ---- the emit plan ------------------------------------------------------------------ */
 
-typedef struct VmFacts {
-    uint8_t has[OP_NKINDS];
-} VmFacts;
+/* What the generated PrOp row of one op says beyond its identity and arena places. */
+typedef struct EmitOpRow {
+    unsigned flags;       /* PR_HAS_* / PR_WAIT_* (runtime/piperun.h) */
+    uint32_t nso_before;  /* SOs listed before it that it waits for */
+    double cost_ms;       /* cost-model duration */
+    double cost_bytes;    /* cost-model bytes allocated or moved */
+    uint32_t line;        /* source line, 0 when unknown */
+} EmitOpRow;
 
-int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
+/* Everything the writers print, computed once from the IR: the op index, the arena
+ * plans of both workloads, the comm plan, the simulated makespan and every op's row.
+ * The writers below only format it. */
+typedef struct EmitPlan {
+    const Pipeline *p;
+    const char *source;     /* the .pipe file named in header comments */
+    OpIndex *idx;
+    MlpShape mlp;           /* valid when have_mlp */
+    bool have_mlp;
+    char why[200];          /* mlp_shape's reason when !have_mlp */
+    ArenaPlan *plan_mlp;    /* NULL when !have_mlp */
+    ArenaSizes *cost;       /* [P*V] cost-model region sizes */
+    ArenaPlan *plan_cost;   /* planned with cost */
+    ArenaSizes *scaled;     /* [P*V] cost / scale, NULL when scale is 1 */
+    ArenaPlan *plan_syn;    /* the synthetic workload's plan: plan_cost, or over scaled */
+    double scale;           /* synthetic arena bytes = cost-model bytes / scale (>= 1) */
+    CommPlan *cp;
+    double sim_ms;          /* simulated makespan, -1 when the simulation is stuck */
+    EmitOpRow **rows;       /* [P][n of rank s] */
+} EmitPlan;
+
+/* The flags of op o of virtual stage v: the optional ops of its (v,m) (VM_HAS_* of the
+ * memory walk) and the waits the op semantics table gives its kind. */
+static unsigned op_flags(const EmitPlan *ep, const Op *o, int32_t v)
 {
-    memset(out, 0, sizeof *out);
-    int32_t P = p->P, V = p->V, M = p->M, PV = P * V;
-    out->progname = safe_name(p->name);
-    if (P < 1 || V < 1 || M < 1) {
-        diag_error(d, p->loc, DIAG_VALUE, "nothing to generate: the pipeline has no ops");
-        return 1;
-    }
-    OpIndex *idx = opindex_build(p);
-    /* Which kinds exist for each (v,m). */
-    VmFacts *vmf = xcalloc((size_t)PV * (size_t)M, sizeof *vmf);
-    for (int32_t s = 0; s < P; s++)
-        for (uint32_t i = 0; i < p->stages[s].n; i++) {
-            const Op *o = &p->stages[s].ops[i];
-            if (o->chunk >= V || o->mb >= (uint32_t)M)
-                continue;
-            vmf[(size_t)ir_vstage(p, s, o->chunk) * M + o->mb].has[o->kind] = 1;
-        }
+    unsigned has = mem_vm_has(ep->idx, v, o->mb);
+    bool has_si = (has & VM_HAS_SO) && (has & VM_HAS_SI);
+    bool has_lw = opindex_find(ep->idx, OP_LW, v, 0, NULL, NULL);
+    OpKind k = (OpKind)o->kind;
+    return ((has & VM_HAS_R) ? PR_HAS_R : 0) | ((has & VM_HAS_W) ? PR_HAS_W : 0) |
+           (has_si ? PR_HAS_SI : 0) |
+           (opsem_waits_on(k, OP_LW) && has_lw ? PR_HAS_LW : 0) |
+           (opsem_waits_on(k, OP_SI) && has_si ? PR_WAIT_SI : 0);
+}
 
-    /* The mlp plan (when the model is runnable) and the synthetic plan. */
-    char why[200] = "";
-    MlpShape mlp;
-    bool have_mlp = mlp_shape(p, &mlp, why, sizeof why) == 0;
-    ArenaPlan *plan_mlp = have_mlp ? arena_plan(p, mlp.sizes, 1) : NULL;
-    ArenaSizes *cost = arena_sizes_from_costs(p);
-    ArenaPlan *plan_cost = arena_plan(p, cost, 1);
+/* The rows of rank s: flags, SO waits (allocating ops wait for every SO listed before
+ * them: memory order, opsem.h), and the duration and bytes the op semantics table gives
+ * over the walk's amounts (memory.h), as the simulator computes them. */
+static EmitOpRow *plan_rows(const EmitPlan *ep, Diag *d, int32_t s)
+{
+    const Pipeline *p = ep->p;
+    const StageOps *so = &p->stages[s];
+    size_t n1 = so->n ? so->n : 1;
+    EmitOpRow *rows = xcalloc(n1, sizeof *rows);
+    double *walk_alloc = xmalloc(n1 * sizeof *walk_alloc);
+    double *walk_freed = xmalloc(n1 * sizeof *walk_freed);
+    mem_walk_ops(p, ep->idx, s, walk_alloc, walk_freed);
+    OpCosts *occ = xmalloc((size_t)p->V * sizeof *occ);
+    for (int32_t c = 0; c < p->V; c++)
+        opsem_costs(p, s, c, &occ[c]);
+    uint32_t nso = 0;
+    for (uint32_t i = 0; i < so->n; i++) {
+        const Op *o = &so->ops[i];
+        OpKind k = (OpKind)o->kind;
+        int32_t v = ir_vstage(p, s, o->chunk);
+        EmitOpRow *r = &rows[i];
+        r->flags = op_flags(ep, o, v);
+        r->nso_before = op_sem[k].mem == MEM_ALLOC ? nso : 0;
+        unsigned has = OP_IS_CHUNKWIDE(k) ? 0 : mem_vm_has(ep->idx, v, o->mb);
+        double moved = opsem_moved(k, &occ[o->chunk], walk_alloc[i], walk_freed[i]);
+        r->cost_ms = opsem_duration(k, &occ[o->chunk], has, moved);
+        r->cost_bytes = moved > 0 ? moved : walk_alloc[i];
+        uint32_t col = 0;
+        diag_linecol(d, o->loc, &r->line, &col);
+        if (k == OP_SO)
+            nso++;
+    }
+    free(walk_alloc);
+    free(walk_freed);
+    free(occ);
+    return rows;
+}
+
+/* The synthetic workload's arena plan: the cost-model sizes, scaled down so that no
+ * rank's arena exceeds SYNTH_MAX_ARENA. */
+static void plan_synthetic(EmitPlan *ep)
+{
+    const Pipeline *p = ep->p;
+    int32_t PV = p->P * p->V;
+    ep->cost = arena_sizes_from_costs(p);
+    ep->plan_cost = arena_plan(p, ep->cost, 1);
     int64_t maxa = 0;
-    for (int32_t s = 0; s < P; s++)
-        if (plan_cost->rank[s].size > maxa)
-            maxa = plan_cost->rank[s].size;
-    double scale = maxa > SYNTH_MAX_ARENA ? (double)maxa / (double)SYNTH_MAX_ARENA : 1.0;
-    ArenaPlan *plan_syn = plan_cost;
-    ArenaSizes *scaled = NULL;
-    if (scale > 1.0) {
-        scaled = xcalloc((size_t)PV, sizeof *scaled);
+    for (int32_t s = 0; s < p->P; s++)
+        if (ep->plan_cost->rank[s].size > maxa)
+            maxa = ep->plan_cost->rank[s].size;
+    ep->scale = maxa > SYNTH_MAX_ARENA ? (double)maxa / (double)SYNTH_MAX_ARENA : 1.0;
+    ep->plan_syn = ep->plan_cost;
+    if (ep->scale > 1.0) {
+        ep->scaled = xcalloc((size_t)PV, sizeof *ep->scaled);
         for (int32_t v = 0; v < PV; v++) {
-            scaled[v].act = (int64_t)ceil((double)cost[v].act / scale);
-            scaled[v].ckpt = (int64_t)ceil((double)cost[v].ckpt / scale);
-            scaled[v].wact = (int64_t)ceil((double)cost[v].wact / scale);
+            ep->scaled[v].act = (int64_t)ceil((double)ep->cost[v].act / ep->scale);
+            ep->scaled[v].ckpt = (int64_t)ceil((double)ep->cost[v].ckpt / ep->scale);
+            ep->scaled[v].wact = (int64_t)ceil((double)ep->cost[v].wact / ep->scale);
         }
-        plan_syn = arena_plan(p, scaled, 1);
+        ep->plan_syn = arena_plan(p, ep->scaled, 1);
     }
-    CommPlan *cp = comm_plan(p);
-    SimResult *sr = simulate(p);
-    double sim_ms = sr && !sr->stuck ? sr->makespan_ms : -1;
-    sim_free(sr);
+}
 
-    /* program.h: the declarations the files share. */
-    StrBuf *h = add_file(out, "program.h");
-    header(h, source, "declarations shared by the rank files and main.c");
+/* Plans everything the generated files say about p (P, V, M >= 1). */
+static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *source)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->p = p;
+    ep->source = source;
+    ep->idx = opindex_build(p);
+    ep->have_mlp = mlp_shape(p, &ep->mlp, ep->why, sizeof ep->why) == 0;
+    ep->plan_mlp = ep->have_mlp ? arena_plan(p, ep->mlp.sizes, 1) : NULL;
+    plan_synthetic(ep);
+    ep->cp = comm_plan(p);
+    SimResult *sr = simulate(p);
+    ep->sim_ms = sr && !sr->stuck ? sr->makespan_ms : -1;
+    sim_free(sr);
+    ep->rows = xcalloc((size_t)p->P, sizeof *ep->rows);
+    for (int32_t s = 0; s < p->P; s++)
+        ep->rows[s] = plan_rows(ep, d, s);
+}
+
+static void emit_plan_free(EmitPlan *ep)
+{
+    for (int32_t s = 0; s < ep->p->P; s++)
+        free(ep->rows[s]);
+    free(ep->rows);
+    opindex_free(ep->idx);
+    free(ep->cost);
+    free(ep->scaled);
+    if (ep->plan_syn != ep->plan_cost)
+        arena_plan_free(ep->plan_syn);
+    arena_plan_free(ep->plan_cost);
+    arena_plan_free(ep->plan_mlp);
+    comm_plan_free(ep->cp);
+    if (ep->have_mlp)
+        mlp_shape_free(&ep->mlp);
+}
+
+/* ---- the writers: one per generated file ---------------------------------------------- */
+
+/* program.h: the declarations the files share. */
+static void write_program_h(const EmitPlan *ep, StrBuf *h)
+{
+    const Pipeline *p = ep->p;
+    header(h, ep->source, "declarations shared by the rank files and main.c");
     sb_puts(h, "#ifndef PIPEC_PROGRAM_H\n#define PIPEC_PROGRAM_H\n\n#include \"piperun.h\"\n\n");
-    for (int32_t s = 0; s < P; s++)
+    for (int32_t s = 0; s < p->P; s++)
         sb_printf(h, "extern const PrOp pr_rank_%d_ops[%u];\nint pr_rank_%d(PrRank *r);\n", s,
                   p->stages[s].n ? p->stages[s].n : 1, s);
     sb_puts(h, "\n#endif\n");
+}
 
-    /* One file per rank. */
-    for (int32_t s = 0; s < P; s++) {
-        const StageOps *so = &p->stages[s];
-        char fname[32];
-        snprintf(fname, sizeof fname, "rank_%d.c", s);
-        StrBuf *b = add_file(out, fname);
-        char what[64];
-        snprintf(what, sizeof what, "the program of rank %d", s);
-        header(b, source, what);
-        sb_puts(b, "#include \"program.h\"\n\n");
-        sb_printf(b, "/* Ops of rank %d in program order: kind, chunk, flags, vstage, mb, SOs "
-                     "before,\n * arena offset {mlp, synthetic}, bytes {mlp, synthetic}, cost ms, "
-                     "cost bytes, line,\n * offset of the part after the split {mlp, "
-                     "synthetic}, split bytes {mlp, synthetic},\n * bytes allocated at the "
-                     "start {mlp, synthetic}, bytes freed at the end {mlp, synthetic}. */\n",
-                  s);
-        sb_printf(b, "const PrOp pr_rank_%d_ops[%u] = {\n", s, so->n ? so->n : 1);
-        uint32_t nso = 0;
-        double *walk_alloc = xmalloc((so->n ? so->n : 1) * sizeof *walk_alloc);
-        double *walk_freed = xmalloc((so->n ? so->n : 1) * sizeof *walk_freed);
-        mem_walk_ops(p, idx, s, walk_alloc, walk_freed);
-        OpCosts *occ = xmalloc((size_t)V * sizeof *occ);
-        for (int32_t c = 0; c < V; c++)
-            opsem_costs(p, s, c, &occ[c]);
-        for (uint32_t i = 0; i < so->n; i++) {
-            const Op *o = &so->ops[i];
-            int32_t v = ir_vstage(p, s, o->chunk);
-            const VmFacts *f = &vmf[(size_t)v * M + o->mb];
-            /* The waits the runtime obeys, from the op semantics table: its SI, its
-             * chunk's LW, and (allocating ops) every SO listed before it. */
-            OpKind ok = (OpKind)o->kind;
-            bool has_si = f->has[OP_SO] && f->has[OP_SI];
-            unsigned flags = (f->has[OP_R] || f->has[OP_RO] ? 1u : 0) | (f->has[OP_W] ? 2u : 0) |
-                             (has_si ? 4u : 0) |
-                             (opsem_waits_on(ok, OP_LW) && vmf[(size_t)v * M].has[OP_LW] ? 8u : 0) |
-                             (opsem_waits_on(ok, OP_SI) && has_si ? 16u : 0);
-            uint32_t so_wait = op_sem[ok].mem == MEM_ALLOC ? nso : 0;
-            /* Duration and cost-model bytes: the op semantics table (opsem.h) over the
-             * walk's amounts (memory.h), as the simulator computes them. */
-            unsigned has = OP_IS_CHUNKWIDE(o->kind) ? 0 : mem_vm_has(idx, v, o->mb);
-            const OpCosts *oc = &occ[o->chunk];
-            double moved = opsem_moved((OpKind)o->kind, oc, walk_alloc[i], walk_freed[i]);
-            double ms = opsem_duration((OpKind)o->kind, oc, has, moved);
-            double bytes = moved > 0 ? moved : walk_alloc[i];
-            uint32_t line = 0, col = 0;
-            diag_linecol(d, o->loc, &line, &col);
-            int64_t om = plan_mlp ? plan_mlp->rank[s].off[i] : -1;
-            int64_t hm = plan_mlp ? plan_mlp->rank[s].held[i] : 0;
-            int64_t hs = plan_syn->rank[s].held[i];
-            int64_t rm = plan_mlp ? plan_mlp->rank[s].rest[i] : -1;
-            int64_t sm = plan_mlp ? plan_mlp->rank[s].split[i] : 0;
-            char nm[32];
-            sb_printf(b, "    {%s, %u, %u, %d, %u, %u, {%lld, %lld}, {%lld, %lld}, ",
-                      kind_enum(o->kind), o->chunk, flags, v, o->mb, so_wait, (long long)om,
-                      (long long)plan_syn->rank[s].off[i], (long long)hm, (long long)hs);
-            put_double(b, ms);
-            sb_puts(b, ", ");
-            put_double(b, bytes);
-            sb_printf(b, ", %u, {%lld, %lld}, {%lld, %lld}, {%lld, %lld}, {%lld, %lld}}, "
-                         "/* %u: %s */\n", line,
-                      (long long)rm, (long long)plan_syn->rank[s].rest[i], (long long)sm,
-                      (long long)plan_syn->rank[s].split[i],
-                      (long long)(plan_mlp ? plan_mlp->rank[s].alloc[i] : 0),
-                      (long long)plan_syn->rank[s].alloc[i],
-                      (long long)(plan_mlp ? plan_mlp->rank[s].freed[i] : 0),
-                      (long long)plan_syn->rank[s].freed[i], i,
-                      op_name(nm, sizeof nm, o->kind, o->mb, o->chunk));
-            if (o->kind == OP_SO)
-                nso++;
+/* Flags as the named constants of runtime/piperun.h joined by `|`, or 0. */
+static void put_flags(StrBuf *b, unsigned flags)
+{
+#define FLAG(x) {x, #x}
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {FLAG(PR_HAS_R), FLAG(PR_HAS_W), FLAG(PR_HAS_SI), FLAG(PR_HAS_LW),
+                 FLAG(PR_WAIT_SI)};
+#undef FLAG
+    bool any = false;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (flags & names[k].bit) {
+            sb_printf(b, "%s%s", any ? " | " : "", names[k].name);
+            any = true;
         }
-        free(walk_alloc);
-        free(walk_freed);
-        free(occ);
-        if (!so->n)
-            sb_puts(b, "    {0},\n");
-        sb_puts(b, "};\n\n");
-        sb_printf(b, "/* One iteration of rank %d: ops in listed order, with the receives "
-                     "before and the\n * sends after them that the comm lowering places. */\n",
-                  s);
-        sb_printf(b, "int pr_rank_%d(PrRank *r)\n{\n", s);
-        uint32_t it = cp ? cp->start[s] : 0, end = cp ? cp->start[s + 1] : 0;
-        for (uint32_t i = 0; i < so->n; i++) {
-            char nm[32];
-            for (; it < end && cp->items[it].pos == i && cp->items[it].kind == COMM_RECV; it++) {
-                const CommMsg *m = &cp->msgs[cp->items[it].msg];
-                const Op *po = &p->stages[m->src].ops[m->src_pos];
-                sb_printf(b, "    PR_CHECK(pr_recv(r, %u, %u)); /* from rank %u: %s */\n",
-                          m->src, cp->items[it].msg, m->src,
-                          op_name(nm, sizeof nm, po->kind, po->mb, po->chunk));
-            }
-            sb_printf(b, "    PR_CHECK(pr_op(r, %u)); /* %s */\n", i,
-                      op_name(nm, sizeof nm, so->ops[i].kind, so->ops[i].mb, so->ops[i].chunk));
-            for (; it < end && cp->items[it].pos == i; it++) {
-                const CommMsg *m = &cp->msgs[cp->items[it].msg];
-                const Op *co = &p->stages[m->dst].ops[m->dst_pos];
-                sb_printf(b, "    PR_CHECK(pr_send(r, %u, %u)); /* to rank %u: %s */\n",
-                          m->dst, cp->items[it].msg, m->dst,
-                          op_name(nm, sizeof nm, co->kind, co->mb, co->chunk));
-            }
+    if (!any)
+        sb_puts(b, "0");
+}
+
+/* "SEP.NAME = {[PR_MLP] = mlp, [PR_SYNTHETIC] = syn}": one per-workload field. */
+static void put_pair(StrBuf *b, const char *sep, const char *name, int64_t mlp, int64_t syn)
+{
+    sb_printf(b, "%s.%s = {[PR_MLP] = %lld, [PR_SYNTHETIC] = %lld}", sep, name,
+              (long long)mlp, (long long)syn);
+}
+
+/* One PrOp initialiser: op i of rank s, with designated fields and named flags. */
+static void write_op_row(const EmitPlan *ep, StrBuf *b, int32_t s, uint32_t i)
+{
+    const Pipeline *p = ep->p;
+    const Op *o = &p->stages[s].ops[i];
+    const EmitOpRow *r = &ep->rows[s][i];
+    const ArenaRank *am = ep->plan_mlp ? &ep->plan_mlp->rank[s] : NULL;
+    const ArenaRank *as = &ep->plan_syn->rank[s];
+    char nm[32];
+    sb_printf(b, "    /* %u: %s */\n    [%u] = {.kind = %s, .chunk = %u, .flags = ", i,
+              op_name(nm, sizeof nm, o->kind, o->mb, o->chunk), i, kind_enum(o->kind),
+              o->chunk);
+    put_flags(b, r->flags);
+    sb_printf(b, ", .vstage = %d, .mb = %u, .nso_before = %u,\n      .cost_ms = ",
+              ir_vstage(p, s, o->chunk), o->mb, r->nso_before);
+    put_double(b, r->cost_ms);
+    sb_puts(b, ", .cost_bytes = ");
+    put_double(b, r->cost_bytes);
+    sb_printf(b, ", .line = %u,", r->line);
+    put_pair(b, "\n      ", "off", am ? am->off[i] : -1, as->off[i]);
+    put_pair(b, ", ", "held", am ? am->held[i] : 0, as->held[i]);
+    put_pair(b, ",\n      ", "rest", am ? am->rest[i] : -1, as->rest[i]);
+    put_pair(b, ", ", "split", am ? am->split[i] : 0, as->split[i]);
+    put_pair(b, ",\n      ", "mem_alloc", am ? am->alloc[i] : 0, as->alloc[i]);
+    put_pair(b, ", ", "mem_free", am ? am->freed[i] : 0, as->freed[i]);
+    sb_puts(b, "},\n");
+}
+
+/* The straight-line function of rank s: ops in listed order, with the receives before
+ * and the sends after them that the comm lowering places. */
+static void write_rank_fn(const EmitPlan *ep, StrBuf *b, int32_t s)
+{
+    const Pipeline *p = ep->p;
+    const StageOps *so = &p->stages[s];
+    const CommPlan *cp = ep->cp;
+    sb_printf(b, "/* One iteration of rank %d: ops in listed order, with the receives "
+                 "before and the\n * sends after them that the comm lowering places. */\n",
+              s);
+    sb_printf(b, "int pr_rank_%d(PrRank *r)\n{\n", s);
+    uint32_t it = cp ? cp->start[s] : 0, end = cp ? cp->start[s + 1] : 0;
+    for (uint32_t i = 0; i < so->n; i++) {
+        char nm[32];
+        for (; it < end && cp->items[it].pos == i && cp->items[it].kind == COMM_RECV; it++) {
+            const CommMsg *m = &cp->msgs[cp->items[it].msg];
+            const Op *po = &p->stages[m->src].ops[m->src_pos];
+            sb_printf(b, "    PR_CHECK(pr_recv(r, %u, %u)); /* from rank %u: %s */\n", m->src,
+                      cp->items[it].msg, m->src,
+                      op_name(nm, sizeof nm, po->kind, po->mb, po->chunk));
         }
-        sb_puts(b, "    return 0;\n}\n");
+        sb_printf(b, "    PR_CHECK(pr_op(r, %u)); /* %s */\n", i,
+                  op_name(nm, sizeof nm, so->ops[i].kind, so->ops[i].mb, so->ops[i].chunk));
+        for (; it < end && cp->items[it].pos == i; it++) {
+            const CommMsg *m = &cp->msgs[cp->items[it].msg];
+            const Op *co = &p->stages[m->dst].ops[m->dst_pos];
+            sb_printf(b, "    PR_CHECK(pr_send(r, %u, %u)); /* to rank %u: %s */\n", m->dst,
+                      cp->items[it].msg, m->dst,
+                      op_name(nm, sizeof nm, co->kind, co->mb, co->chunk));
+        }
     }
+    sb_puts(b, "    return 0;\n}\n");
+}
 
-    /* main.c: the program's tables and main. */
-    StrBuf *b = add_file(out, "main.c");
-    header(b, source, "the program's tables and main");
+/* rank_S.c: the op table of rank s and its program. */
+static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
+{
+    const StageOps *so = &ep->p->stages[s];
+    char what[64];
+    snprintf(what, sizeof what, "the program of rank %d", s);
+    header(b, ep->source, what);
     sb_puts(b, "#include \"program.h\"\n\n");
-    sb_puts(b, "/* Ranks: program, ops, arena bytes {mlp, synthetic}, planned peak live bytes "
-               "{mlp, synthetic},\n * host_bw bytes/s, p2p ms. */\n");
-    sb_printf(b, "static const PrRankDesc ranks[%d] = {\n", P);
-    for (int32_t s = 0; s < P; s++) {
+    sb_printf(b, "/* Ops of rank %d in program order (runtime/piperun.h PrOp); per-workload "
+                 "fields\n * are indexed by PR_MLP and PR_SYNTHETIC. */\n",
+              s);
+    sb_printf(b, "const PrOp pr_rank_%d_ops[%u] = {\n", s, so->n ? so->n : 1);
+    for (uint32_t i = 0; i < so->n; i++)
+        write_op_row(ep, b, s, i);
+    if (!so->n)
+        sb_puts(b, "    {0},\n");
+    sb_puts(b, "};\n\n");
+    write_rank_fn(ep, b, s);
+}
+
+/* main.c's rank table: program, ops, arena bytes, planned peak live bytes, host_bw,
+ * p2p. */
+static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
+{
+    const Pipeline *p = ep->p;
+    sb_printf(b, "static const PrRankDesc ranks[%d] = {\n", p->P);
+    for (int32_t s = 0; s < p->P; s++) {
+        const ArenaRank *am = ep->plan_mlp ? &ep->plan_mlp->rank[s] : NULL;
+        const ArenaRank *as = &ep->plan_syn->rank[s];
         double bw = ir_cost(p, s, 0, COST_HOST_BW), p2p = ir_cost(p, s, 0, COST_P2P);
-        sb_printf(b, "    {pr_rank_%d, pr_rank_%d_ops, %u, {%lld, %lld}, {%lld, %lld}, ", s, s,
-                  p->stages[s].n, (long long)(plan_mlp ? plan_mlp->rank[s].size : 0),
-                  (long long)plan_syn->rank[s].size,
-                  (long long)(plan_mlp ? plan_mlp->rank[s].peak_live : 0),
-                  (long long)plan_syn->rank[s].peak_live);
+        sb_printf(b, "    [%d] = {.run = pr_rank_%d, .ops = pr_rank_%d_ops, .nops = %u,", s, s,
+                  s, p->stages[s].n);
+        put_pair(b, "\n      ", "arena_bytes", am ? am->size : 0, as->size);
+        put_pair(b, ",\n      ", "peak_live_bytes", am ? am->peak_live : 0, as->peak_live);
+        sb_puts(b, ",\n      .host_bw = ");
         put_double(b, isfinite(bw) ? bw : 0);
-        sb_puts(b, ", ");
+        sb_puts(b, ", .p2p_ms = ");
         put_double(b, p2p);
         sb_puts(b, "},\n");
     }
     sb_puts(b, "};\n\n");
-    sb_puts(b, "/* Virtual stages: rank, chunk, mlp blocks, mlp region bytes act/ckpt/wact. */\n");
+}
+
+/* main.c's virtual-stage table: owner, and the mlp blocks and region sizes. */
+static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
+{
+    const Pipeline *p = ep->p;
+    int32_t PV = p->P * p->V;
     sb_printf(b, "static const PrVstage vstages[%d] = {\n", PV);
     for (int32_t v = 0; v < PV; v++) {
         int32_t s, c;
         ir_owner(p, v, &s, &c);
-        sb_printf(b, "    {%d, %d, %d, %lld, %lld, %lld},\n", s, c, have_mlp ? mlp.layers[v] : 0,
-                  (long long)(have_mlp ? mlp.sizes[v].act : 0),
-                  (long long)(have_mlp ? mlp.sizes[v].ckpt : 0),
-                  (long long)(have_mlp ? mlp.sizes[v].wact : 0));
+        const ArenaSizes *z = ep->have_mlp ? &ep->mlp.sizes[v] : NULL;
+        sb_printf(b, "    [%d] = {.rank = %d, .chunk = %d, .layers = %d, .act = %lld, "
+                     ".ckpt = %lld, .wact = %lld},\n", v, s, c,
+                  ep->have_mlp ? ep->mlp.layers[v] : 0, (long long)(z ? z->act : 0),
+                  (long long)(z ? z->ckpt : 0), (long long)(z ? z->wact : 0));
     }
     sb_puts(b, "};\n\n");
-    uint32_t nmsgs = cp ? cp->nmsgs : 0;
-    sb_puts(b, "/* Messages (comm lowering): src, dst, producer kind, consumer kind, payload,\n"
-               " * producer (v, mb), consumer (v, mb). */\n");
+}
+
+/* The payload of message m: a hidden state F(v,m) -> F(v+1,m), a gradient
+ * B(v+1,m) -> B(v,m), else a token. */
+static const char *msg_payload(const CommMsg *m, const Op *po, const Op *co, int32_t pv,
+                               int32_t cv)
+{
+    if (!m->sync && po->kind == OP_F && co->kind == OP_F && cv == pv + 1 && po->mb == co->mb)
+        return "PR_PAY_ACT";
+    if (!m->sync && po->kind == OP_B && co->kind == OP_B && cv + 1 == pv && po->mb == co->mb)
+        return "PR_PAY_GRAD";
+    return "PR_PAY_TOKEN";
+}
+
+/* main.c's message table: the comm lowering's messages. */
+static void write_msgs_table(const EmitPlan *ep, StrBuf *b)
+{
+    const Pipeline *p = ep->p;
+    uint32_t nmsgs = ep->cp ? ep->cp->nmsgs : 0;
     sb_printf(b, "static const PrMsg msgs[%u] = {\n", nmsgs ? nmsgs : 1);
     for (uint32_t k = 0; k < nmsgs; k++) {
-        const CommMsg *m = &cp->msgs[k];
+        const CommMsg *m = &ep->cp->msgs[k];
         const Op *po = &p->stages[m->src].ops[m->src_pos];
         const Op *co = &p->stages[m->dst].ops[m->dst_pos];
         int32_t pv = ir_vstage(p, (int32_t)m->src, po->chunk);
         int32_t cv = ir_vstage(p, (int32_t)m->dst, co->chunk);
-        const char *pay = "PR_PAY_TOKEN";
-        if (!m->sync && po->kind == OP_F && co->kind == OP_F && cv == pv + 1 && po->mb == co->mb)
-            pay = "PR_PAY_ACT";
-        else if (!m->sync && po->kind == OP_B && co->kind == OP_B && cv + 1 == pv &&
-                 po->mb == co->mb)
-            pay = "PR_PAY_GRAD";
-        sb_printf(b, "    {%u, %u, %s, %s, %s, %d, %u, %d, %u},\n", m->src, m->dst,
-                  kind_enum(po->kind), kind_enum(co->kind), pay, pv, po->mb, cv, co->mb);
+        sb_printf(b, "    [%u] = {.src = %u, .dst = %u, .from_kind = %s, .to_kind = %s, "
+                     ".payload = %s,\n      .from_v = %d, .from_mb = %u, .to_v = %d, "
+                     ".to_mb = %u},\n", k, m->src, m->dst, kind_enum(po->kind),
+                  kind_enum(co->kind), msg_payload(m, po, co, pv, cv), pv, po->mb, cv, co->mb);
     }
     if (!nmsgs)
         sb_puts(b, "    {0},\n");
     sb_puts(b, "};\n\n");
+}
+
+/* main.c's PrProgram: shape, tables, the model workload (or why it cannot run). */
+static void write_program_struct(const EmitPlan *ep, StrBuf *b)
+{
+    const Pipeline *p = ep->p;
+    const MlpShape *mlp = &ep->mlp;
     sb_puts(b, "static const PrProgram program = {\n    .abi = PIPERUN_ABI,\n    .name = ");
     put_cstr(b, p->name ? p->name : "pipeline");
     sb_puts(b, ",\n    .source = ");
-    put_cstr(b, source);
+    put_cstr(b, ep->source);
     sb_printf(b, ",\n    .version = \"%s\",\n", PIPEC_VERSION);
-    sb_printf(b, "    .P = %d, .M = %d, .V = %d,\n    .send_mode = PR_SEND_EAGER,\n", P, M, V);
-    sb_printf(b, "    .ranks = ranks, .vstages = vstages, .msgs = msgs, .nmsgs = %u,\n", nmsgs);
-    if (have_mlp) {
+    sb_printf(b, "    .P = %d, .M = %d, .V = %d,\n    .send_mode = PR_SEND_EAGER,\n", p->P,
+              p->M, p->V);
+    sb_printf(b, "    .ranks = ranks, .vstages = vstages, .msgs = msgs, .nmsgs = %u,\n",
+              ep->cp ? ep->cp->nmsgs : 0);
+    if (ep->have_mlp) {
         sb_printf(b, "    .mlp_vocab = %d, .mlp_C = %d, .mlp_L = %d, .mlp_T = %d, .mlp_B = %d,\n",
-                  mlp.vocab, mlp.C, mlp.L, mlp.T, mlp.B);
-        if (mlp.arch)
+                  mlp->vocab, mlp->C, mlp->L, mlp->T, mlp->B);
+        if (mlp->arch)
             sb_printf(b, "    .model_arch = %d, .model_heads = %d, .model_kv_heads = %d, "
-                         ".model_ffn = %d,\n", mlp.arch, mlp.heads, mlp.kv_heads, mlp.ffn);
+                         ".model_ffn = %d,\n", mlp->arch, mlp->heads, mlp->kv_heads, mlp->ffn);
     } else {
         sb_puts(b, "    .mlp_unavailable = ");
-        put_cstr(b, why);
+        put_cstr(b, ep->why);
         sb_puts(b, ",\n");
-        if (mlp.arch) /* the workload's name in messages */
-            sb_printf(b, "    .model_arch = %d,\n", mlp.arch);
+        if (mlp->arch) /* the workload's name in messages */
+            sb_printf(b, "    .model_arch = %d,\n", mlp->arch);
     }
     sb_puts(b, "    .synthetic_scale = ");
-    put_double(b, scale);
+    put_double(b, ep->scale);
     sb_puts(b, ",\n    .sim_ms = ");
-    put_double(b, sim_ms);
-    sb_puts(b, ",\n};\n\nint main(int argc, char **argv)\n{\n"
-               "    return pr_main(&program, argc, argv);\n}\n");
+    put_double(b, ep->sim_ms);
+    sb_puts(b, ",\n};\n\n");
+}
 
-    /* Build files. */
-    StrBuf *mk = add_file(out, "Makefile");
+/* main.c: the program's tables and main. */
+static void write_main_c(const EmitPlan *ep, StrBuf *b)
+{
+    header(b, ep->source, "the program's tables and main");
+    sb_puts(b, "#include \"program.h\"\n\n");
+    write_ranks_table(ep, b);
+    write_vstages_table(ep, b);
+    sb_puts(b, "/* Messages (comm lowering): producer (v, mb) on rank src to consumer (v, mb) "
+               "on rank dst. */\n");
+    write_msgs_table(ep, b);
+    write_program_struct(ep, b);
+    sb_puts(b, "int main(int argc, char **argv)\n{\n"
+               "    return pr_main(&program, argc, argv);\n}\n");
+}
+
+/* Makefile: builds the program against libpiperun. */
+static void write_makefile(const EmitPlan *ep, StrBuf *mk, const char *progname)
+{
     sb_puts(mk, "# Generated by pipec " PIPEC_VERSION " from ");
-    put_comment(mk, source);
+    put_comment(mk, ep->source);
     sb_printf(mk, ".\n# make PIPERUN_INC=<dir of piperun.h> PIPERUN_LIB=<dir of libpiperun.a>\n"
                   "CC ?= cc\nCFLAGS ?= -std=c11 -O2 -Wall -Wextra\nPIPERUN_INC ?= .\n"
                   "PIPERUN_LIB ?= .\nSRC = main.c");
-    for (int32_t s = 0; s < P; s++)
+    for (int32_t s = 0; s < ep->p->P; s++)
         sb_printf(mk, " rank_%d.c", s);
     sb_printf(mk, "\n\n%s: $(SRC) program.h\n\t$(CC) $(CFLAGS) -I$(PIPERUN_INC) -o $@ $(SRC) "
                   "$(PIPERUN_LIB)/libpiperun.a -lopenblas -lpthread -lm\n",
-              out->progname);
+              progname);
+}
 
-    free(vmf);
-    opindex_free(idx);
-    free(cost);
-    free(scaled);
-    if (plan_syn != plan_cost)
-        arena_plan_free(plan_syn);
-    arena_plan_free(plan_cost);
-    arena_plan_free(plan_mlp);
-    comm_plan_free(cp);
-    if (have_mlp)
-        mlp_shape_free(&mlp);
+int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
+{
+    memset(out, 0, sizeof *out);
+    out->progname = safe_name(p->name);
+    if (p->P < 1 || p->V < 1 || p->M < 1) {
+        diag_error(d, p->loc, DIAG_VALUE, "nothing to generate: the pipeline has no ops");
+        return 1;
+    }
+    EmitPlan ep;
+    emit_plan(&ep, d, p, source);
+    write_program_h(&ep, add_file(out, "program.h"));
+    for (int32_t s = 0; s < p->P; s++) {
+        char fname[32];
+        snprintf(fname, sizeof fname, "rank_%d.c", s);
+        write_rank_c(&ep, add_file(out, fname), s);
+    }
+    write_main_c(&ep, add_file(out, "main.c"));
+    write_makefile(&ep, add_file(out, "Makefile"), out->progname);
+    emit_plan_free(&ep);
     return 0;
 }
 

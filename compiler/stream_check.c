@@ -180,127 +180,160 @@ static int trim(Piece *pc, int np, int64_t keep)
     return n;
 }
 
+/* Numbers the virtual stages rank r's list touches 0..*nv-1 (region tables are nv*M).
+ * Returns local[PV]: the number of each, -1 for the others. */
+static int32_t *number_vstages(const StreamIn *in, uint32_t r, uint32_t n, size_t PV,
+                               size_t *nv)
+{
+    int32_t *local = xmalloc(PV * sizeof *local);
+    memset(local, 0xff, PV * sizeof *local);
+    *nv = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t vs = in->ops[r][i].vstage;
+        if (vs >= 0 && (size_t)vs < PV && local[vs] < 0)
+            local[vs] = (int32_t)(*nv)++;
+    }
+    return local;
+}
+
+/* Happens-before of op i: v->fr[i][t] = the latest op of stream t that ends before i
+ * starts, through same-stream order (last[]: the latest op of each stream so far) and
+ * i's waits, each of which must be listed before i. */
+static void order_op(Verify *v, const StreamRank *k, uint32_t i, int64_t last[STREAM_N])
+{
+    uint8_t s = k->stream[i];
+    for (int t = 0; t < STREAM_N; t++)
+        v->fr[i][t] = -1;
+    if (last[s] >= 0) {
+        memcpy(v->fr[i], v->fr[last[s]], sizeof v->fr[i]);
+        v->fr[i][s] = last[s];
+    }
+    last[s] = i;
+    for (uint32_t w = k->wstart[i]; w < k->wstart[i + 1]; w++) {
+        uint32_t d = k->waits[w];
+        if (d >= i) {
+            char x[48], y[48], m[256];
+            opnm(v, v->rank, i, x, sizeof x);
+            opnm(v, v->rank, d, y, sizeof y);
+            snprintf(m, sizeof m, "%s (#%u) waits for %s (#%u), which is not listed before it "
+                     "(its event is not recorded yet)", x, i, y, d);
+            bad(v, m);
+            continue;
+        }
+        for (int t = 0; t < STREAM_N; t++)
+            if (v->fr[d][t] > v->fr[i][t])
+                v->fr[i][t] = v->fr[d][t];
+        if ((int64_t)d > v->fr[i][k->stream[d]])
+            v->fr[i][k->stream[d]] = d;
+    }
+}
+
+/* Where the arena plan puts op i's (v,m) region (ArenaRank's fields of op i). */
+typedef struct OpPlace {
+    int64_t off, held, rest, split;
+} OpPlace;
+
+/* The accesses of op i (kind o->kind) to its (v,m) region, whose current pieces are
+ * pc[0..*npc), and to the memory outside the arena (module comment), checked against
+ * happens-before; updates the pieces to where the region is after i. */
+static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *pc, int *npc,
+                     OpPlace a)
+{
+    uint64_t vs = (uint64_t)o->vstage;
+    switch (o->kind) {
+    case OP_F:
+        touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
+        *npc = 0;
+        if (a.off >= 0 && a.held > 0) {
+            pc[0] = (Piece){a.off, a.held};
+            *npc = 1;
+            touch_pieces(v, i, 1, pc, 1);
+        }
+        break;
+    case OP_R:
+    case OP_RO: /* an R run at its list position */
+        touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
+        if (a.rest >= 0 && a.held > 0) {          /* rebuilds the top in a place of its own */
+            touch_pieces(v, i, 0, pc, *npc);
+            *npc = trim(pc, *npc, a.split);
+            if (*npc < 2) {
+                pc[*npc] = (Piece){a.rest, a.held};
+                touch_pieces(v, i, 1, &pc[*npc], 1);
+                (*npc)++;
+            }
+        } else if (a.off >= 0 && a.held > 0) {    /* an empty checkpoint: all of it */
+            pc[0] = (Piece){a.off, a.held};
+            *npc = 1;
+            touch_pieces(v, i, 1, pc, 1);
+        }
+        break;
+    case OP_SO:
+        if (a.held > 0) {
+            touch_pieces(v, i, 0, pc, *npc);
+            touch(v, i, 1, SPACE_HOST_ACT, vmk, 0, a.held);
+            *npc = 0;
+        }
+        break;
+    case OP_SI:
+        if (a.held > 0) {
+            touch(v, i, 0, SPACE_HOST_ACT, vmk, 0, a.held);
+            *npc = 0;
+            if (a.off >= 0) {
+                pc[0] = (Piece){a.off, a.held};
+                *npc = 1;
+                touch_pieces(v, i, 1, pc, 1);
+            }
+        }
+        break;
+    case OP_B:
+        touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
+        touch(v, i, 1, SPACE_GRAD, vs, 0, 1);
+        touch_pieces(v, i, 1, pc, *npc);
+        *npc = trim(pc, *npc, a.held);
+        break;
+    case OP_W:
+        touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
+        touch(v, i, 1, SPACE_GRAD, vs, 0, 1);
+        touch_pieces(v, i, 0, pc, *npc);
+        *npc = 0;
+        break;
+    case OP_OG:
+        touch(v, i, 0, SPACE_GRAD, vs, 0, 1);
+        touch(v, i, 1, SPACE_HOST_W, vs, 0, 1);
+        break;
+    case OP_LW:
+        touch(v, i, 0, SPACE_HOST_W, vs, 0, 1);
+        touch(v, i, 1, SPACE_PARAM, vs, 0, 1);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Verifies rank r's plan: replays its list in order, ordering each op (order_op) and
+ * checking its accesses (touch_op) against the arena plan ar (may be NULL). */
 static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32_t r)
 {
     const StreamRank *k = v->k;
     uint32_t n = k->nops;
     size_t PV = (size_t)(in->PV > 0 ? in->PV : 1), M = (size_t)(in->M > 0 ? in->M : 1);
-    /* the virtual stages of this rank, numbered 0..nv-1: region tables are V*M */
-    int32_t *local = xmalloc(PV * sizeof *local);
-    memset(local, 0xff, PV * sizeof *local);
-    size_t nv = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        int32_t vs = in->ops[r][i].vstage;
-        if (vs >= 0 && (size_t)vs < PV && local[vs] < 0)
-            local[vs] = (int32_t)nv++;
-    }
+    size_t nv;
+    int32_t *local = number_vstages(in, r, n, PV, &nv);
     size_t nvm = (nv ? nv : 1) * M;
     Piece(*pcs)[2] = xcalloc(nvm, sizeof *pcs);
     int *npc = xcalloc(nvm, sizeof *npc);
     int64_t last[STREAM_N] = {-1, -1, -1};
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t s = k->stream[i];
-        for (int t = 0; t < STREAM_N; t++)
-            v->fr[i][t] = -1;
-        if (last[s] >= 0) {
-            memcpy(v->fr[i], v->fr[last[s]], sizeof v->fr[i]);
-            v->fr[i][s] = last[s];
-        }
-        last[s] = i;
-        for (uint32_t w = k->wstart[i]; w < k->wstart[i + 1]; w++) {
-            uint32_t d = k->waits[w];
-            if (d >= i) {
-                char x[48], y[48], m[256];
-                opnm(v, v->rank, i, x, sizeof x);
-                opnm(v, v->rank, d, y, sizeof y);
-                snprintf(m, sizeof m, "%s (#%u) waits for %s (#%u), which is not listed before it "
-                         "(its event is not recorded yet)", x, i, y, d);
-                bad(v, m);
-                continue;
-            }
-            for (int t = 0; t < STREAM_N; t++)
-                if (v->fr[d][t] > v->fr[i][t])
-                    v->fr[i][t] = v->fr[d][t];
-            if ((int64_t)d > v->fr[i][k->stream[d]])
-                v->fr[i][k->stream[d]] = d;
-        }
+        order_op(v, k, i, last);
         const SpOp *o = &in->ops[r][i];
         if (o->kind >= OP_NKINDS || o->vstage < 0 || o->vstage >= in->PV || o->mb < 0 ||
             o->mb >= in->M)
             continue;
         size_t vmk = (size_t)local[o->vstage] * M + (size_t)o->mb;
-        uint64_t vs = (uint64_t)o->vstage;
-        Piece *pc = pcs[vmk];
-        int64_t off = ar && i < ar->nops ? ar->off[i] : -1, held = ar && i < ar->nops ? ar->held[i] : 0;
-        int64_t rest = ar && i < ar->nops ? ar->rest[i] : -1, split = ar && i < ar->nops ? ar->split[i] : 0;
-        switch (o->kind) {
-        case OP_F:
-            touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-            npc[vmk] = 0;
-            if (off >= 0 && held > 0) {
-                pc[0] = (Piece){off, held};
-                npc[vmk] = 1;
-                touch_pieces(v, i, 1, pc, 1);
-            }
-            break;
-        case OP_R:
-        case OP_RO: /* an R run at its list position */
-            touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-            if (rest >= 0 && held > 0) {          /* rebuilds the top in a place of its own */
-                touch_pieces(v, i, 0, pc, npc[vmk]);
-                npc[vmk] = trim(pc, npc[vmk], split);
-                if (npc[vmk] < 2) {
-                    pc[npc[vmk]] = (Piece){rest, held};
-                    touch_pieces(v, i, 1, &pc[npc[vmk]], 1);
-                    npc[vmk]++;
-                }
-            } else if (off >= 0 && held > 0) {    /* an empty checkpoint: all of it */
-                pc[0] = (Piece){off, held};
-                npc[vmk] = 1;
-                touch_pieces(v, i, 1, pc, 1);
-            }
-            break;
-        case OP_SO:
-            if (held > 0) {
-                touch_pieces(v, i, 0, pc, npc[vmk]);
-                touch(v, i, 1, SPACE_HOST_ACT, vmk, 0, held);
-                npc[vmk] = 0;
-            }
-            break;
-        case OP_SI:
-            if (held > 0) {
-                touch(v, i, 0, SPACE_HOST_ACT, vmk, 0, held);
-                npc[vmk] = 0;
-                if (off >= 0) {
-                    pc[0] = (Piece){off, held};
-                    npc[vmk] = 1;
-                    touch_pieces(v, i, 1, pc, 1);
-                }
-            }
-            break;
-        case OP_B:
-            touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-            touch(v, i, 1, SPACE_GRAD, vs, 0, 1);
-            touch_pieces(v, i, 1, pc, npc[vmk]);
-            npc[vmk] = trim(pc, npc[vmk], held);
-            break;
-        case OP_W:
-            touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-            touch(v, i, 1, SPACE_GRAD, vs, 0, 1);
-            touch_pieces(v, i, 0, pc, npc[vmk]);
-            npc[vmk] = 0;
-            break;
-        case OP_OG:
-            touch(v, i, 0, SPACE_GRAD, vs, 0, 1);
-            touch(v, i, 1, SPACE_HOST_W, vs, 0, 1);
-            break;
-        case OP_LW:
-            touch(v, i, 0, SPACE_HOST_W, vs, 0, 1);
-            touch(v, i, 1, SPACE_PARAM, vs, 0, 1);
-            break;
-        default:
-            break;
-        }
+        bool planned = ar && i < ar->nops;
+        OpPlace a = {planned ? ar->off[i] : -1, planned ? ar->held[i] : 0,
+                     planned ? ar->rest[i] : -1, planned ? ar->split[i] : 0};
+        touch_op(v, i, o, vmk, pcs[vmk], &npc[vmk], a);
     }
     free(local);
     free(pcs);

@@ -1,4 +1,4 @@
-/* html.c - see html.h.
+/* sim_html.c - see sim_html.h.
  *
  * The page is three parts: a style sheet, a DATA object written here (per variant: name,
  * P, M, V, makespan, bubble ratio, budget and per stage its ops as flat arrays
@@ -6,13 +6,13 @@
  * a fixed script (page_script below) that draws DATA on a canvas and handles the
  * interaction. Element ids the script and the tests rely on: #variant (the picker),
  * #zoomin, #zoomout, #reset, #tl (the canvas), #tip (the hover details), #title. */
-#include "html.h"
+#include "sim_html.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "svg.h"
+#include "sim_svg.h"
 
 /* A JSON string literal, with </ escaped so that it cannot close the script element. */
 static void js_string(StrBuf *out, const char *s)

@@ -1,4 +1,4 @@
-/* gantt.c - `pipec sim --gantt`: an ASCII timeline, one row per stage (plus a row per
+/* sim_gantt.c - `pipec sim --gantt`: an ASCII timeline, one row per stage (plus a row per
  * swap stream a stage uses), scaled so the makespan fills the given width (the
  * terminal's, or $COLUMNS).
  *

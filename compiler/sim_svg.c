@@ -1,4 +1,4 @@
-/* svg.c - `pipec sim --svg` and `pipec diff --svg`: a self-contained SVG timeline for
+/* sim_svg.c - `pipec sim --svg` and `pipec diff --svg`: a self-contained SVG timeline for
  * papers. Stages are rows (a thin sub-row under a stage for each swap stream it uses);
  * F/B/W/R/SO/SI/OG/LW boxes in distinct colours with the micro-batch number ("m" or "m.c") on
  * them; the row background is hatched, so every bubble shows as hatching; under each
@@ -16,7 +16,7 @@
 
 #include "human.h"
 #include "sim.h"
-#include "svg.h"
+#include "sim_svg.h"
 
 /* Colours per kind (colour-blind-safe "deep" palette); the HTML timeline uses them too. */
 const char *const svg_kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",

@@ -1,7 +1,7 @@
-/* svg.h - the SVG timeline's options (svg.c); sim.h's sim_write_svg and
+/* sim_svg.h - the SVG timeline's options (sim_svg.c); sim.h's sim_write_svg and
  * sim_write_svg_pair are these with the defaults. */
-#ifndef PIPEC_SVG_H
-#define PIPEC_SVG_H
+#ifndef PIPEC_SIM_SVG_H
+#define PIPEC_SIM_SVG_H
 
 #include "sim.h"
 

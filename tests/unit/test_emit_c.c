@@ -1,0 +1,181 @@
+/* test_emit_c.c - what the code generator writes (compiler/emit_c.c): every row of the
+ * generated tables is a designated initialiser, and each op's flags are the named
+ * PR_HAS_* / PR_WAIT_SI constants of runtime/piperun.h that its (v,m) calls for
+ * (DESIGN.md "Dependencies": B and R wait for the SI of their (v,m); F keeps only the
+ * checkpoint when an R exists; B computes input gradients only when a W exists). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "emit_c.h"
+#include "piperun.h"
+#include "testutil.h"
+
+/* Two ranks, two micro-batches: rank 0 swaps (v0,m0) out and back and splits its
+ * backwards with W; rank 1 recomputes (v1,m0). */
+static Pipeline *sample(void)
+{
+    Pipeline *p = mk(2, 2, 1);
+    ops(p, 0, "F0 F1 SO0 SI0 B0 W0 B1 W1");
+    ops(p, 1, "F0 F1 R0 B0 B1");
+    CostBlock *c = &p->costs;
+    set_cost(c, COST_F, 1);
+    set_cost(c, COST_B, 2);
+    set_cost(c, COST_W, 1);
+    set_cost(c, COST_R, 1);
+    set_cost(c, COST_ACT, 1 << 20);
+    set_cost(c, COST_CKPT, 1 << 18);
+    set_cost(c, COST_HOST_BW, 1e9);
+    return p;
+}
+
+/* The sample and what emit_c made of it, for every test (cmocka setup/teardown). */
+typedef struct Emitted {
+    Pipeline *p;
+    Diag d;
+    EmitOut out;
+} Emitted;
+
+static int emit_sample(void **state)
+{
+    Emitted *e = xcalloc(1, sizeof *e);
+    e->p = sample();
+    *state = e;
+    return emit_c(&e->d, e->p, "t.pipe", &e->out) == 0 ? 0 : -1;
+}
+
+static int free_sample(void **state)
+{
+    Emitted *e = *state;
+    emit_out_free(&e->out);
+    pipeline_free(e->p);
+    diag_free(&e->d);
+    free(e);
+    return 0;
+}
+
+static const char *file_text(const EmitOut *o, const char *name)
+{
+    for (uint32_t i = 0; i < o->n; i++)
+        if (!strcmp(o->files[i].name, name))
+            return o->files[i].text.s;
+    fail_msg("no generated file %s", name);
+    return NULL;
+}
+
+/* The flags written at s (just after ".flags = "): named constants joined by " | ", or
+ * 0. Any other text fails the test. */
+static unsigned read_flags(const char *s)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"PR_HAS_R", PR_HAS_R},
+                 {"PR_HAS_W", PR_HAS_W},
+                 {"PR_HAS_SI", PR_HAS_SI},
+                 {"PR_HAS_LW", PR_HAS_LW},
+                 {"PR_WAIT_SI", PR_WAIT_SI}};
+    if (s[0] == '0' && s[1] == ',')
+        return 0;
+    unsigned flags = 0;
+    for (;;) {
+        size_t k = 0, n = ARRAY_LEN(names);
+        while (k < n && strncmp(s, names[k].name, strlen(names[k].name)))
+            k++;
+        if (k == n)
+            fail_msg("flags are not named constants: %.40s", s);
+        size_t len = strlen(names[k].name);
+        assert_false(flags & names[k].bit);  /* each at most once */
+        flags |= names[k].bit;
+        s += len;
+        if (!strncmp(s, " | ", 3))
+            s += 3;
+        else {
+            assert_int_equal(*s, ',');
+            return flags;
+        }
+    }
+}
+
+/* Whether stage list s holds op (kind, mb) (V = 1: the rank is the virtual stage). */
+static bool has_op(const Pipeline *p, int s, OpKind k, uint32_t mb)
+{
+    for (uint32_t i = 0; i < p->stages[s].n; i++)
+        if (p->stages[s].ops[i].kind == k && p->stages[s].ops[i].mb == mb)
+            return true;
+    return false;
+}
+
+/* The flags op o of rank s calls for, from the op list itself. */
+static unsigned want_flags(const Pipeline *p, int s, const Op *o)
+{
+    bool si = has_op(p, s, OP_SO, o->mb) && has_op(p, s, OP_SI, o->mb);
+    return (has_op(p, s, OP_R, o->mb) ? PR_HAS_R : 0) |
+           (has_op(p, s, OP_W, o->mb) ? PR_HAS_W : 0) | (si ? PR_HAS_SI : 0) |
+           (si && (o->kind == OP_B || o->kind == OP_R) ? PR_WAIT_SI : 0);
+}
+
+static void test_op_rows_designated_with_named_flags(void **state)
+{
+    const Emitted *e = *state;
+    const Pipeline *p = e->p;
+    static const char *const kind[] = {"PR_F", "PR_B", "PR_W", "PR_R", "PR_SO", "PR_SI"};
+    int nwait_si = 0;
+    for (int s = 0; s < p->P; s++) {
+        char name[32], row[128];
+        snprintf(name, sizeof name, "rank_%d.c", s);
+        const char *t = file_text(&e->out, name);
+        for (uint32_t i = 0; i < p->stages[s].n; i++) {
+            const Op *o = &p->stages[s].ops[i];
+            snprintf(row, sizeof row, "    [%u] = {.kind = %s, .chunk = 0, .flags = ", i,
+                     kind[o->kind]);
+            const char *at = strstr(t, row);
+            if (!at)
+                fail_msg("rank %d op %u: no row \"%s\" in\n%s", s, i, row, t);
+            unsigned got = read_flags(at + strlen(row));
+            assert_int_equal(got, want_flags(p, s, o));
+            nwait_si += (got & PR_WAIT_SI) != 0;
+        }
+        /* no positional row: inside the table every line is a comment, a designator or
+         * the continuation of a designated row */
+        const char *tab = strstr(t, "_ops[");
+        const char *end = tab ? strstr(tab, "\n};") : NULL;
+        assert_non_null(end);
+        for (const char *l = strchr(tab, '\n') + 1; l < end; l = strchr(l, '\n') + 1)
+            if (strncmp(l, "    /* ", 7) && strncmp(l, "    [", 5) && strncmp(l, "      .", 7))
+                fail_msg("rank %d: a row that is not designated: %.60s", s, l);
+    }
+    assert_int_equal(nwait_si, 1);  /* B0 of rank 0 waits for SI0 */
+}
+
+static void test_main_tables_designated(void **state)
+{
+    const Emitted *e = *state;
+    const Pipeline *p = e->p;
+    const char *t = file_text(&e->out, "main.c");
+    char want[128];
+    for (int s = 0; s < p->P; s++) {
+        snprintf(want, sizeof want, "    [%d] = {.run = pr_rank_%d, .ops = pr_rank_%d_ops, "
+                 ".nops = %u,", s, s, s, p->stages[s].n);
+        assert_non_null(strstr(t, want));
+        snprintf(want, sizeof want, "    [%d] = {.rank = %d, .chunk = 0, .layers = 0,", s, s);
+        assert_non_null(strstr(t, want));
+    }
+    /* F0 -> F0 and B0 -> B0 cross the ranks: activation and gradient messages */
+    assert_non_null(strstr(t, "{.src = 0, .dst = 1, .from_kind = PR_F, .to_kind = PR_F, "
+                              ".payload = PR_PAY_ACT,"));
+    assert_non_null(strstr(t, "{.src = 1, .dst = 0, .from_kind = PR_B, .to_kind = PR_B, "
+                              ".payload = PR_PAY_GRAD,"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_op_rows_designated_with_named_flags, emit_sample,
+                                        free_sample),
+        cmocka_unit_test_setup_teardown(test_main_tables_designated, emit_sample, free_sample),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
