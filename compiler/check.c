@@ -109,6 +109,38 @@ static void check_missing(Diag *d, const Pipeline *p, const OpIndex *idx)
     }
 }
 
+/* An overlapped recompute (docs/semantics.md "Overlapped recomputation"): one R of its
+ * (v,m), R or RO (`duplicate`), and a host listed after it that does not wait for it
+ * (`order`: the host's all-reduces are where it runs). */
+static void check_host(Diag *d, const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t i)
+{
+    char a[48], z[48];
+    const StageOps *st = &p->stages[s];
+    const Op *op = &st->ops[i];
+    int32_t v = ir_vstage(p, s, op->chunk);
+    uint32_t at;
+    if (opindex_find(idx, OP_R, v, op->mb, NULL, &at)) {
+        diag_error(d, op->loc, DIAG_DUPLICATE, "%s on stage %d: its (virtual stage, micro-batch) "
+                   "also has %s; at most one recompute each", opn(a, sizeof a, op), s,
+                   op_name(z, sizeof z, OP_R, op->mb, op->chunk));
+        diag_note(d, st->ops[at].loc, "%s is here", z);
+    }
+    int64_t h = opsem_host(st, i);
+    if (h < 0) {
+        diag_error(d, op->loc, DIAG_ORDER, "%s on stage %d has no host: an overlapped recompute "
+                   "runs inside the all-reduces of the next compute op listed after it",
+                   opn(a, sizeof a, op), s);
+        return;
+    }
+    const Op *ho = &st->ops[h];
+    if (ho->chunk == op->chunk && ho->mb == op->mb && opsem_waits_on((OpKind)ho->kind, (OpKind)op->kind)) {
+        diag_error(d, op->loc, DIAG_ORDER, "%s on stage %d cannot run inside %s, which waits "
+                   "for it: list it before an earlier op", opn(a, sizeof a, op), s,
+                   opn(z, sizeof z, ho));
+        diag_note(d, ho->loc, "%s is here", z);
+    }
+}
+
 static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
 {
     char a[48], z[48];
@@ -161,6 +193,8 @@ static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
                            "%s on stage %d has no %s: only a chunk whose gradients go to the "
                            "host has weights to load",
                            opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_OG, 0, op->chunk));
+            if (op_sem[op->kind].overlaps_host)
+                check_host(d, p, idx, s, i);
             if (op->kind == OP_SO && !opindex_find(idx, OP_SI, v, op->mb, NULL, NULL))
                 diag_error(d, op->loc, DIAG_MISSING,
                            "%s on stage %d has no %s: swapped-out activations must come back",

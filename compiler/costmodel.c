@@ -390,6 +390,17 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
     unreachable();
 }
 
+double cm_allreduce_ms(const CostModel *cm, double bytes)
+{
+    double t = cm->tp;
+    if (!cm->has_device || t <= 1)
+        return 0;
+    double ms = 2 * (t - 1) * cm->device.peer_latency;
+    if (isfinite(cm->device.peer_bw))
+        ms += 2 * (t - 1) / t * bytes / cm->device.peer_bw * 1e3;
+    return ms;
+}
+
 void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out)
 {
     UnitParts q;
@@ -397,8 +408,16 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
     double e = cm->model.elem, T = cm->model.seq * cm->model.mbs,
            h = cm->model.seqpar ? cm->model.hidden / cm->tp : cm->model.hidden;
     memset(out, 0, sizeof *out);
-    out->f = gemm_ms(cm, q.lin + q.core);
-    out->b = 2 * out->f; /* Narayanan et al. 2021 §5.1: backward = 2x forward */
+    double fc = gemm_ms(cm, q.lin + q.core);
+    /* Megatron (Shoeybi et al. 2019 §3, Fig. 3): an attention or MLP block ends its
+     * forward with one all-reduce of its e*T*h output (g) and starts its backward with
+     * one of the input gradient (f's conjugate); Lynx Fig. 1 phases 1-4. With sequence
+     * parallelism they become a reduce-scatter plus an all-gather of the same volume
+     * (Korthikanti §4.2.2). The compute stream idles during them. */
+    if (q.transformer && q.lin > 0)
+        out->fcomm = out->bcomm = cm_allreduce_ms(cm, e * T * cm->model.hidden);
+    out->f = fc + out->fcomm;
+    out->b = 2 * fc + out->bcomm; /* Narayanan et al. 2021 §5.1: backward = 2x forward */
     out->w = gemm_ms(cm, q.lin);
     out->act = q.act;
     out->wact = fmin(q.act, q.wio);
@@ -414,6 +433,7 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
          * half-unit that starts its stage keeps its own input. */
         out->ckpt = (u == CM_ATTN || first) ? e * T * h : 0;
         out->r = out->f;
+        out->rcomm = out->fcomm; /* the re-run forward repeats its all-reduce */
         break;
     case POLICY_SELECTIVE: /* Korthikanti §4.2: recompute the attention core only */
         out->ckpt = q.act - q.core_act;
@@ -427,6 +447,7 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
         if (u == CM_MLP) {
             out->ckpt = q.mlp_keep;
             out->r = out->f;
+            out->rcomm = out->fcomm;
         }
         break;
     default:
@@ -440,6 +461,9 @@ static void cost_add(CmCost *acc, const CmCost *c, double k)
     acc->b += k * c->b;
     acc->w += k * c->w;
     acc->r += k * c->r;
+    acc->fcomm += k * c->fcomm;
+    acc->bcomm += k * c->bcomm;
+    acc->rcomm += k * c->rcomm;
     acc->act += k * c->act;
     acc->ckpt += k * c->ckpt;
     acc->wact += k * c->wact;
@@ -686,7 +710,8 @@ static int derive(Diag *d, Pipeline *p)
         costmodel_get(p, &cm);
     }
     static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
-                                        COST_ACT, COST_CKPT, COST_WACT};
+                                        COST_ACT, COST_CKPT, COST_WACT,
+                                        COST_FCOMM, COST_BCOMM, COST_RCOMM};
     double *params = xcalloc((size_t)p->P, sizeof *params);
     for (int32_t v = 0; v < nv; v++) {
         int32_t s, c;
@@ -697,11 +722,13 @@ static int derive(Diag *d, Pipeline *p)
         CmCost k;
         cm_vstage(&cm, v, pol == POLICY_NONE ? POLICY_FULL : pol, &k);
         params[s] += k.params;
-        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact};
+        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
             CostField f = vfields[i];
             if (cost_field_unit[f] == UNIT_TIME && !cm.has_device)
                 continue;
+            if (i >= 7 && cm.tp <= 1)
+                continue; /* no tensor parallelism: no all-reduce fields */
             if (user_set(p, s, v, f))
                 continue;
             /* a user's act without wact keeps DESIGN's default wact = act */

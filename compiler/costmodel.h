@@ -103,10 +103,12 @@ typedef enum CmUnit { CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD } CmUnit;
 /* The cost of a piece of the model, per micro-batch, on one tensor-parallel rank.
  * act: bytes F keeps with no recomputation; ckpt: bytes F keeps under the policy (the
  * policy's saved set; = act for POLICY_NONE); r: recompute time under the policy (0 for
- * POLICY_NONE); w: the weight-gradient part of b; wact: bytes B keeps until W (inputs and
+ * POLICY_NONE); w: the weight-gradient part of b; fcomm, bcomm, rcomm: the Megatron
+ * all-reduces inside f, b and r (cm_allreduce_ms; 0 when t = 1); wact: bytes B keeps until W (inputs and
  * output gradients of the weighted layers, <= act); params: parameters held (after /t). */
 typedef struct CmCost {
-    double f, b, w, r;      /* ms */
+    double f, b, w, r;      /* ms, all-reduces included */
+    double fcomm, bcomm, rcomm; /* ms of f, b, r spent in tensor-parallel all-reduces */
     double act, ckpt, wact; /* bytes */
     double params;          /* parameters */
 } CmCost;
@@ -156,6 +158,13 @@ void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head
 
 /* The cost of virtual stage v (0 <= v < nv) under a policy: cm_slice of its units. */
 void cm_vstage(const CostModel *cm, int32_t v, RecomputePolicy pol, CmCost *out);
+
+/* One ring all-reduce of `bytes` over the t tensor-parallel ranks, ms:
+ * 2(t-1)/t * bytes / peer_bw + 2(t-1) * peer_latency (Thakur, Rabenseifner and Gropp
+ * 2005, §4.5: reduce-scatter then all-gather, t-1 steps each); 0 when t = 1 or without
+ * a device. The tensor-parallel group sits in one node and talks over the device's
+ * peer link (NVLink or PCIe: docs/cost-model.md "Tensor-parallel communication"). */
+double cm_allreduce_ms(const CostModel *cm, double bytes);
 
 /* Weight bytes for a parameter count: 16 bytes per parameter (mixed-precision Adam:
  * 2 param + 2 grad + 4 master + 4 + 4 moments; Rajbhandari et al. 2020, ZeRO §3.1). */

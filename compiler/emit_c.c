@@ -283,7 +283,8 @@ static void header(StrBuf *b, const char *source, const char *what)
 static const char *kind_enum(int k)
 {
     static const char *const n[OP_NKINDS] = {"PR_F",  "PR_B",  "PR_W",  "PR_R",
-                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW"};
+                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW",
+                                             "PR_R" /* RO: an R at its list position */};
     return (unsigned)k < OP_NKINDS ? n[k] : "PR_F";
 }
 

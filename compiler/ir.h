@@ -26,7 +26,10 @@
  * offload"): OG (D2H) offloads one chunk's gradients and runs its optimizer step on the
  * host, LW (H2D) loads the chunk's updated weights back (TPipe's T-Offload, §5). Both
  * act on a whole chunk and are written with micro-batch 0: `OG0.1`, `LW0.1`. New kinds
- * go at the end: the runtime's PR_* kinds follow this order. */
+ * go at the end: the runtime's PR_* kinds follow this order. RO is R overlapped with
+ * the tensor-parallel all-reduces of its host, the next compute op listed after it
+ * (docs/semantics.md "Overlapped recomputation"; Lynx §4): the runtime runs it as an R
+ * at its list position, so it has no PR_* kind of its own. */
 #define OP_KINDS(X) \
     X(F, "F") \
     X(B, "B") \
@@ -35,7 +38,8 @@
     X(SO, "SO") \
     X(SI, "SI") \
     X(OG, "OG") \
-    X(LW, "LW")
+    X(LW, "LW") \
+    X(RO, "RO")
 
 /* True for the kinds that act on a whole chunk (micro-batch always 0). */
 #define OP_IS_CHUNKWIDE(k) ((k) == OP_OG || (k) == OP_LW)
@@ -91,7 +95,9 @@ typedef struct Dep {
  * belong to the OG/LW extension (docs/semantics.md "Model-state offload"): `grads` bytes
  * OG moves to the host, `wload` bytes LW brings back (both also the device bytes of the
  * chunk's model states between LW and OG), `opt_host` the host optimizer step OG runs
- * after its copy (ms). All default to 0. */
+ * after its copy (ms). All default to 0. fcomm, bcomm and rcomm are the parts of f, b
+ * and r during which the compute stream waits for tensor-parallel all-reduces (Lynx
+ * Fig. 1 phases 1-4; docs/cost-model.md "Tensor-parallel communication"), default 0. */
 typedef enum UnitClass { UNIT_NONE, UNIT_TIME, UNIT_SIZE, UNIT_BW, UNIT_FRACTION } UnitClass;
 typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
 
@@ -109,7 +115,10 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
     X(SWAP_FRACTION, "swap_fraction", UNIT_FRACTION, SCOPE_RANK) \
     X(GRADS, "grads", UNIT_SIZE, SCOPE_VSTAGE) \
     X(WLOAD, "wload", UNIT_SIZE, SCOPE_VSTAGE) \
-    X(OPT_HOST, "opt_host", UNIT_TIME, SCOPE_VSTAGE)
+    X(OPT_HOST, "opt_host", UNIT_TIME, SCOPE_VSTAGE) \
+    X(FCOMM, "fcomm", UNIT_TIME, SCOPE_VSTAGE) \
+    X(BCOMM, "bcomm", UNIT_TIME, SCOPE_VSTAGE) \
+    X(RCOMM, "rcomm", UNIT_TIME, SCOPE_VSTAGE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,

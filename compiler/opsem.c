@@ -6,28 +6,35 @@
 #include "util.h"
 
 /* DESIGN.md "Dependencies", one row per kind; the OG/LW rows are docs/semantics.md
- * "Model-state offload" (TPipe's T-Offload, §5). */
+ * "Model-state offload" (TPipe's T-Offload, §5), the RO row "Overlapped
+ * recomputation" (Lynx §4). */
 const OpSem op_sem[OP_NKINDS] = {
-    [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, 2,
+    [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, false, 2,
               {{OP_F, -1, "a forward needs the forward of the previous virtual stage"},
                {OP_LW, 0, "a forward of an offloaded chunk needs its weights loaded"}}},
-    [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, NULL, 4,
+    [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, NULL, false, 5,
               {{OP_B, +1, "a backward needs the backward of the next virtual stage"},
                {OP_F, 0, "a backward needs its forward"},
                {OP_R, 0, "a recompute must come before its backward"},
-               {OP_SI, 0, "a swap-in must come before its backward"}}},
-    [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, NULL, 1,
+               {OP_SI, 0, "a swap-in must come before its backward"},
+               {OP_RO, 0, "an overlapped recompute must come before its backward"}}},
+    [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, NULL, false, 1,
               {{OP_B, 0, "a weight-gradient op must come after its backward"}}},
-    [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, 2,
+    [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, false, 2,
               {{OP_F, 0, "a recompute must come after its forward"},
                {OP_SI, 0, "a swap-in must come before its recompute"}}},
-    [OP_SO] = {STREAM_D2H, MEM_FREE, false, NULL, 1,
+    [OP_SO] = {STREAM_D2H, MEM_FREE, false, NULL, false, 1,
                {{OP_F, 0, "a swap-out must come after its forward"}}},
-    [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, NULL, 1,
+    [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 1,
                {{OP_SO, 0, "a swap-in must come after its swap-out"}}},
     [OP_OG] = {STREAM_D2H, MEM_NONE, true,
-               "a gradient offload must come after every backward of its chunk", 0, {{0}}},
-    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, NULL, 0, {{0}}},
+               "a gradient offload must come after every backward of its chunk", false, 0, {{0}}},
+    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 0, {{0}}},
+    /* docs/semantics.md "Overlapped recomputation": an R that runs inside its host's
+     * all-reduces (Lynx §4); the same waits and memory as R */
+    [OP_RO] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, true, 2,
+               {{OP_F, 0, "an overlapped recompute must come after its forward"},
+                {OP_SI, 0, "a swap-in must come before its overlapped recompute"}}},
 };
 
 const char *opsem_why(OpKind u, OpKind w)
@@ -56,7 +63,8 @@ bool opsem_waits_on(OpKind k, OpKind w)
 unsigned opsem_has_bit(OpKind k)
 {
     switch (k) {
-    case OP_R: return VM_HAS_R;
+    case OP_R:
+    case OP_RO: return VM_HAS_R;
     case OP_W: return VM_HAS_W;
     case OP_SO: return VM_HAS_SO;
     case OP_SI: return VM_HAS_SI;
@@ -76,6 +84,9 @@ void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
     c->grads = ir_cost(p, s, chunk, COST_GRADS);
     c->wload = ir_cost(p, s, chunk, COST_WLOAD);
     c->opt_host = ir_cost(p, s, chunk, COST_OPT_HOST);
+    c->fcomm = ir_cost(p, s, chunk, COST_FCOMM);
+    c->bcomm = ir_cost(p, s, chunk, COST_BCOMM);
+    c->rcomm = ir_cost(p, s, chunk, COST_RCOMM);
     c->frac = ir_cost(p, s, chunk, COST_SWAP_FRACTION);
     double bw = ir_cost(p, s, chunk, COST_HOST_BW);
     c->ms_per_byte = (bw > 0 && isfinite(bw)) ? 1000.0 / bw : 0;
@@ -95,6 +106,7 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
         a = (has & VM_HAS_R) ? c->ckpt : c->act;
         break;
     case OP_R:
+    case OP_RO:
         a = c->act - c->ckpt;
         break;
     case OP_B: {
@@ -148,7 +160,8 @@ double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
     case OP_F: d = c->f; break;
     case OP_B: d = (has & VM_HAS_W) ? c->b - c->w : c->b; break;
     case OP_W: d = c->w; break;
-    case OP_R: d = c->r; break;
+    case OP_R:
+    case OP_RO: d = c->r; break;
     case OP_SO:
     case OP_SI:
     case OP_LW: d = moved * c->ms_per_byte; break;
@@ -156,6 +169,34 @@ double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
     default: unreachable();
     }
     return d > 0 ? d : 0;
+}
+
+int64_t opsem_host(const StageOps *so, uint32_t i)
+{
+    for (uint32_t j = i + 1; j < so->n; j++) {
+        OpKind k = (OpKind)so->ops[j].kind;
+        if ((unsigned)k < OP_NKINDS && op_sem[k].stream == STREAM_COMPUTE && !op_sem[k].overlaps_host)
+            return j;
+    }
+    return -1;
+}
+
+double opsem_comm(OpKind k, const OpCosts *c)
+{
+    switch (k) {
+    case OP_F: return c->fcomm;
+    case OP_B: return c->bcomm;
+    case OP_R: return c->rcomm;
+    default: return 0;
+    }
+}
+
+double opsem_exposed(const OpCosts *c, double *budget)
+{
+    double comm = fmax(0, fmin(c->rcomm, c->r)), work = fmax(0, c->r - comm);
+    double hid = fmin(work, fmax(0, *budget));
+    *budget -= hid;
+    return comm + work - hid;
 }
 
 /* The block that gives field f its value for chunk c of rank s (DESIGN.md "Cost

@@ -36,7 +36,7 @@ typedef struct OpWaitRule {
                          * forward") */
 } OpWaitRule;
 
-#define OPSEM_MAX_WAITS 4
+#define OPSEM_MAX_WAITS 5
 
 /* One row of the table. */
 typedef struct OpSem {
@@ -44,6 +44,8 @@ typedef struct OpSem {
     uint8_t mem;            /* OpMemRole */
     bool waits_last_bw;     /* also waits for the last-listed B or W of its chunk */
     const char *why_last_bw; /* that rule in words */
+    bool overlaps_host;     /* runs inside the tensor-parallel all-reduces of its host,
+                             * the next compute op listed after it (opsem_host) */
     uint8_t nwait;
     OpWaitRule wait[OPSEM_MAX_WAITS];
 } OpSem;
@@ -72,6 +74,7 @@ typedef struct OpCosts {
     double act, ckpt, wact;       /* bytes */
     double grads, wload;          /* bytes OG moves out / LW brings back */
     double opt_host;              /* ms: OG's host optimizer step */
+    double fcomm, bcomm, rcomm;   /* ms of f, b, r spent in tensor-parallel all-reduces */
     double frac;                  /* swap_fraction of the rank */
     double ms_per_byte;           /* ms per byte over the host link */
 } OpCosts;
@@ -101,9 +104,25 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
 double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed);
 
 /* The duration of an op (DESIGN.md "Time"), ms: F f; B b, or b - w when W exists; W w;
- * R r; SO, SI and LW the bytes moved (opsem_moved) / host_bw; OG the same plus
+ * R and RO r (an RO's exposed part is opsem_exposed); SO, SI and LW the bytes moved (opsem_moved) / host_bw; OG the same plus
  * opt_host. Never negative. */
 double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved);
+
+/* Overlapped recomputation (docs/semantics.md "Overlapped recomputation"; Lynx §4,
+ * Fig. 1 phases 1-4, Eq. 5-6). The host of the op at position i of a rank's list (a
+ * kind with overlaps_host): the next op listed after it on the compute stream whose
+ * kind does not overlap a host; -1 when there is none. O(ops skipped). */
+int64_t opsem_host(const StageOps *so, uint32_t i);
+
+/* The all-reduce time of an op of kind k, the phases an overlapped op can run in, ms:
+ * F fcomm, B bcomm, R rcomm, 0 for the other kinds. */
+double opsem_comm(OpKind k, const OpCosts *c);
+
+/* The compute-stream time of an RO whose host has *budget ms of all-reduce phases left,
+ * ms: its own all-reduces (rcomm) cannot share the link with the host's (Lynx Eq. 6) and
+ * stay on the critical path; its compute, r - rcomm, runs inside the budget and only
+ * the excess is exposed (Eq. 5). *budget loses what the RO hid. */
+double opsem_exposed(const OpCosts *c, double *budget);
 
 /* Reports a `value` error for every (rank, chunk) whose weight-gradient time exceeds
  * its whole backward (w > b; DESIGN.md "Time"), located at the cost block that set w

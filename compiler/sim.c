@@ -138,11 +138,11 @@ static uint32_t lookup(const Sim *s, OpKind k, int32_t v, uint32_t m)
 }
 
 
-/* The op index, the rank tables, per-op durations and memory changes (the walk of
- * DESIGN.md "Memory", mem_walk_ops) and the dep lists. Returns false when the pipeline
- * cannot be indexed densely (P*V*M beyond the op count: an incomplete schedule, so not
- * runnable). ext_end, when not NULL, receives the end times instead of s->end. */
-static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
+/* Sizes the scratch arrays for p, builds the op index and fills the rank tables (op
+ * offsets, p2p, weights, virtual stages and their owners); clears end (or ext_end) and
+ * the waiter lists. Returns false when the pipeline cannot be indexed densely (P*V*M
+ * beyond the op count: an incomplete schedule, so not runnable). */
+static bool prepare_tables(Sim *s, const Pipeline *p, double *ext_end)
 {
     int32_t P = p->P, V = p->V, M = p->M;
     s->nops = pipeline_nops(p);
@@ -194,40 +194,60 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
         g += p->stages[r].n;
     }
     s->off[P] = g;
+    return true;
+}
 
-    /* Durations and memory changes, rank by rank: the walk gives what each op
-     * allocates and frees, the table how long it takes. */
-    OpCosts *cost = xmalloc((size_t)V * sizeof *cost);
-    for (int32_t r = 0; r < P; r++) {
-        const StageOps *so = &p->stages[r];
-        uint32_t base = s->off[r];
-        unsigned mask = 0;
-        double *alloc = s->delta + base;
-        mem_walk_ops(p, s->idx, r, alloc, s->freed);
-        for (int32_t c = 0; c < V; c++)
-            opsem_costs(p, r, c, &cost[c]);
-        for (uint32_t i = 0; i < so->n; i++) {
-            const Op *op = &so->ops[i];
-            uint32_t gi = base + i;
-            double a = alloc[i], f = s->freed[i];
-            s->dur[gi] = 0;
-            s->delta[gi] = a - f;
-            if (!op_valid(p, op))
-                continue;
-            mask |= 1u << op_sem[op->kind].stream;
-            if (op->kind == OP_B || op->kind == OP_W)
-                s->lastbw[(size_t)r * V + op->chunk] = gi;
-            int32_t v = s->vst[(size_t)r * V + op->chunk];
-            unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : mem_vm_has(s->idx, v, op->mb);
-            const OpCosts *k = &cost[op->chunk];
-            s->dur[gi] = opsem_duration((OpKind)op->kind, k, has,
-                                        opsem_moved((OpKind)op->kind, k, a, f));
+/* Durations and memory changes of rank r's ops (cost: the rank's per-chunk costs): the
+ * walk gives what each op allocates and frees, the table how long it takes; an
+ * overlapped op takes only the part its host's all-reduces do not hide. Also fills
+ * lastbw and smask for the rank. */
+static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *cost)
+{
+    int32_t V = p->V;
+    const StageOps *so = &p->stages[r];
+    uint32_t base = s->off[r];
+    unsigned mask = 0;
+    int64_t host = -1;   /* the host of the overlapped ops met last, and its */
+    double budget = 0;   /* all-reduce time not yet used by them (ms) */
+    double *alloc = s->delta + base;
+    mem_walk_ops(p, s->idx, r, alloc, s->freed);
+    for (uint32_t i = 0; i < so->n; i++) {
+        const Op *op = &so->ops[i];
+        uint32_t gi = base + i;
+        double a = alloc[i], f = s->freed[i];
+        s->dur[gi] = 0;
+        s->delta[gi] = a - f;
+        if (!op_valid(p, op))
+            continue;
+        mask |= 1u << op_sem[op->kind].stream;
+        if (op->kind == OP_B || op->kind == OP_W)
+            s->lastbw[(size_t)r * V + op->chunk] = gi;
+        int32_t v = s->vst[(size_t)r * V + op->chunk];
+        unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : mem_vm_has(s->idx, v, op->mb);
+        const OpCosts *k = &cost[op->chunk];
+        if (op_sem[op->kind].overlaps_host) {
+            /* inside its host's all-reduces: only the exposed part takes the stream */
+            int64_t h = opsem_host(so, i);
+            if (h != host) {
+                const Op *ho = &so->ops[h < 0 ? 0 : h];
+                host = h;
+                budget = h < 0 || !op_valid(p, ho) ? 0 : opsem_comm((OpKind)ho->kind, &cost[ho->chunk]);
+            }
+            s->dur[gi] = opsem_exposed(k, &budget);
+            continue;
         }
-        s->smask[r] = (uint8_t)mask;
+        s->dur[gi] = opsem_duration((OpKind)op->kind, k, has,
+                                    opsem_moved((OpKind)op->kind, k, a, f));
     }
-    free(cost);
+    s->smask[r] = (uint8_t)mask;
+}
 
-    /* `dep A -> B` lists, as compressed rows keyed by B's global id. */
+/* The `dep A -> B` lists, as compressed rows keyed by B's global id (depoff, depsrc;
+ * a source on another rank is flagged CROSS). */
+static void prepare_deps(Sim *s, const Pipeline *p)
+{
+    int32_t P = p->P, V = p->V, M = p->M;
+    size_t nops = (size_t)s->nops;
     s->has_deps = false;
     if (p->ndeps) {
         GROW(depoff, cap_depoff, nops + 1);
@@ -267,15 +287,31 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
         free(from);
         free(to);
     }
+}
+
+/* The op index, the rank tables, per-op durations and memory changes (the walk of
+ * DESIGN.md "Memory", mem_walk_ops) and the dep lists. Returns false when the pipeline
+ * cannot be indexed densely (P*V*M beyond the op count: an incomplete schedule, so not
+ * runnable). ext_end, when not NULL, receives the end times instead of s->end. */
+static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
+{
+    if (!prepare_tables(s, p, ext_end))
+        return false;
+    OpCosts *cost = xmalloc((size_t)p->V * sizeof *cost);
+    for (int32_t r = 0; r < p->P; r++) {
+        for (int32_t c = 0; c < p->V; c++)
+            opsem_costs(p, r, c, &cost[c]);
+        prepare_rank(s, p, r, cost);
+    }
+    free(cost);
+    prepare_deps(s, p);
     return true;
 }
 
-/* Runs the cursors to completion. start may be NULL (makespan only). Returns the number
- * of ops completed; *makespan gets the last end. */
-static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, double *makespan)
+/* Resets one cursor per (rank, stream) to the head of its list and returns the ready
+ * stack of those whose stream has ops (linked through Cursor.next). */
+static uint32_t cursors_start(Sim *s, int32_t P)
 {
-    int32_t P = p->P, V = p->V;
-    uint32_t PV = (uint32_t)P * (uint32_t)V;
     uint32_t ncur = 3 * (uint32_t)P, ready = NONE;
     for (uint32_t c = 0; c < ncur; c++) {
         Cursor *k = &s->cur[c];
@@ -292,6 +328,82 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
             ready = c;
         }
     }
+    return ready;
+}
+
+/* The ops the op at cursor k's head waits for (global ids, NONE when absent) with a
+ * cross-rank flag each: its data dependencies (op_sem waits), the last B/W of its chunk
+ * when it waits for that, and for an allocating op the last freeing op listed before it
+ * on every stream. Returns how many were written to pre[] / cross[]. */
+static int op_preds(const Sim *s, const Pipeline *p, const Cursor *k, const Op *op,
+                    uint32_t *pre, bool *cross)
+{
+    uint32_t r = k->rank, PV = (uint32_t)p->P * (uint32_t)p->V;
+    int32_t v = s->vst[(size_t)r * p->V + op->chunk];
+    const OpSem *sem = &op_sem[op->kind];
+    int np = 0;
+    for (int i = 0; i < sem->nwait; i++) {
+        const OpWaitRule *w = &sem->wait[i];
+        int32_t u = v + w->dv;
+        if (u < 0 || u >= (int32_t)PV)
+            continue;
+        cross[np] = s->vowner[u] != (int32_t)r;
+        pre[np++] = lookup(s, (OpKind)w->kind, u, OP_IS_CHUNKWIDE(w->kind) ? 0 : op->mb);
+    }
+    if (sem->waits_last_bw) {
+        cross[np] = false;
+        pre[np++] = s->lastbw[(size_t)r * p->V + op->chunk];
+    }
+    if (sem->mem == MEM_ALLOC)
+        for (int st = 0; st < STREAM_N; st++) {
+            cross[np] = false;
+            pre[np++] = k->lastfree[st];
+        }
+    return np;
+}
+
+/* The earliest start of global op g, the head of cursor k (DESIGN.md "Time"): raises *t
+ * (the stream's free time) to the end of every op it waits for, plus the rank's p2p for
+ * one on another rank. Returns NONE, or the id of a predecessor not yet ended. */
+static uint32_t earliest_start(const Sim *s, const Pipeline *p, const Cursor *k, const Op *op,
+                               uint32_t g, const double *end, double *t)
+{
+    const double p2p = s->rc[k->rank].p2p;
+    uint32_t pre[OPSEM_MAX_WAITS + 1 + STREAM_N];
+    bool cross[OPSEM_MAX_WAITS + 1 + STREAM_N];
+    int np = op_preds(s, p, k, op, pre, cross);
+    for (int i = 0; i < np; i++) {
+        uint32_t q = pre[i];
+        if (q == NONE)
+            continue;
+        double e = end[q];
+        if (e < 0)
+            return q;
+        if (cross[i])
+            e += p2p;
+        if (e > *t)
+            *t = e;
+    }
+    if (!s->has_deps)
+        return NONE;
+    for (uint32_t i = s->depoff[g]; i < s->depoff[g + 1]; i++) {
+        uint32_t q = s->depsrc[i] & ~CROSS;
+        double e = end[q];
+        if (e < 0)
+            return q;
+        if (s->depsrc[i] & CROSS)
+            e += p2p;
+        if (e > *t)
+            *t = e;
+    }
+    return NONE;
+}
+
+/* Runs the cursors to completion. start may be NULL (makespan only). Returns the number
+ * of ops completed; *makespan gets the last end. */
+static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, double *makespan)
+{
+    uint32_t ready = cursors_start(s, p->P);
     uint64_t done = 0;
     double last = 0;
 
@@ -300,11 +412,8 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
         Cursor *k = &s->cur[cid];
         ready = k->next;
         k->next = NONE;
-        uint32_t r = k->rank;
-        const StageOps *so = &p->stages[r];
-        const uint32_t base = s->off[r];
-        const int32_t *vst = &s->vst[(size_t)r * V];
-        const double p2p = s->rc[r].p2p;
+        const StageOps *so = &p->stages[k->rank];
+        const uint32_t base = s->off[k->rank];
         uint32_t blocked = NONE;
 
         while (k->pos < so->n) {
@@ -318,59 +427,8 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                 continue;
             }
             double t = k->free_at;
-            if (op_valid(p, op)) {
-                int32_t v = vst[op->chunk];
-                const OpSem *sem = &op_sem[kind];
-                uint32_t pre[OPSEM_MAX_WAITS + 1 + STREAM_N];
-                bool cross[OPSEM_MAX_WAITS + 1 + STREAM_N];
-                int np = 0;
-                for (int i = 0; i < sem->nwait; i++) {
-                    const OpWaitRule *w = &sem->wait[i];
-                    int32_t u = v + w->dv;
-                    if (u < 0 || u >= (int32_t)PV)
-                        continue;
-                    cross[np] = s->vowner[u] != (int32_t)r;
-                    pre[np++] = lookup(s, (OpKind)w->kind, u,
-                                       OP_IS_CHUNKWIDE(w->kind) ? 0 : op->mb);
-                }
-                if (sem->waits_last_bw) {
-                    cross[np] = false;
-                    pre[np++] = s->lastbw[(size_t)r * V + op->chunk];
-                }
-                if (sem->mem == MEM_ALLOC)
-                    for (int st = 0; st < STREAM_N; st++) {
-                        cross[np] = false;
-                        pre[np++] = k->lastfree[st];
-                    }
-                for (int i = 0; i < np; i++) {
-                    uint32_t q = pre[i];
-                    if (q == NONE)
-                        continue;
-                    double e = end[q];
-                    if (e < 0) {
-                        blocked = q;
-                        goto wait;
-                    }
-                    if (cross[i])
-                        e += p2p;
-                    if (e > t)
-                        t = e;
-                }
-                if (s->has_deps) {
-                    for (uint32_t i = s->depoff[g]; i < s->depoff[g + 1]; i++) {
-                        uint32_t q = s->depsrc[i] & ~CROSS;
-                        double e = end[q];
-                        if (e < 0) {
-                            blocked = q;
-                            goto wait;
-                        }
-                        if (s->depsrc[i] & CROSS)
-                            e += p2p;
-                        if (e > t)
-                            t = e;
-                    }
-                }
-            }
+            if (op_valid(p, op) && (blocked = earliest_start(s, p, k, op, g, end, &t)) != NONE)
+                break;
             double e = t + s->dur[g];
             end[g] = e;
             if (start)
@@ -390,10 +448,10 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
             }
             s->waiter[g] = NONE;
         }
-        continue;
-    wait:
-        k->next = s->waiter[blocked];
-        s->waiter[blocked] = cid;
+        if (blocked != NONE) { /* wait on it: back on the ready stack when it ends */
+            k->next = s->waiter[blocked];
+            s->waiter[blocked] = cid;
+        }
     }
     *makespan = last;
     return done;
@@ -409,6 +467,20 @@ double sim_makespan(const Pipeline *p, void **scratch)
     double makespan;
     uint64_t done = schedule(s, p, s->end, NULL, &makespan);
     return done == s->nops ? makespan : INFINITY;
+}
+
+void sim_busy(const Pipeline *p, double *busy)
+{
+    Sim s;
+    memset(&s, 0, sizeof s);
+    for (int32_t r = 0; r < p->P; r++)
+        busy[r] = 0;
+    if (prepare(&s, p, NULL))
+        for (int32_t r = 0; r < p->P; r++)
+            for (uint32_t i = 0; i < p->stages[r].n; i++)
+                if (IN_STREAM(p->stages[r].ops[i].kind, STREAM_COMPUTE))
+                    busy[r] += s.dur[s.off[r] + i];
+    sim_scratch_release(&s);
 }
 
 /* Replays one rank's memory changes in time order: merges the three streams' event

@@ -41,6 +41,11 @@ void sim_free(SimResult *r);
 double sim_makespan(const Pipeline *p, void **scratch);
 void sim_scratch_free(void *scratch);
 
+/* Each rank's compute-stream busy time without running the schedule, ms: the sum of
+ * its compute ops' durations (an RO counts only its exposed part, opsem_exposed).
+ * busy[P], caller-allocated; all 0 when the pipeline cannot be simulated. */
+void sim_busy(const Pipeline *p, double *busy);
+
 /* Writers: Chrome trace JSON, SVG, ASCII gantt (width in columns), the --json object
  * of DESIGN.md "Command line", the human summary. They append to out. */
 void sim_write_json(StrBuf *out, const Pipeline *p, const SimResult *r);

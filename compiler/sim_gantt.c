@@ -13,9 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opsem.h"
 #include "sim.h"
 
-static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{'};
+static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{', '*'};
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) close to span / n. */
 static double nice_step(double span, int n)
@@ -132,16 +133,22 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     for (int32_t s = 0; s < p->P && !offload; s++)
         for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
             offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
+    /* RO (overlapped recomputation) likewise */
+    bool overlap = false;
+    for (int32_t s = 0; s < p->P && !overlap; s++)
+        for (uint32_t i = 0; i < p->stages[s].n && !overlap; i++)
+            overlap = p->stages[s].ops[i].kind < OP_NKINDS &&
+                      op_sem[p->stages[s].ops[i].kind].overlaps_host;
     char more[96] = "";
     if (unnamed)
         snprintf(more, sizeof more, "(%u ops too short to name: fill only)", unnamed);
     const char *items[] = {"F forward (-)", "B backward (=)", "W weight grad (~)",
                            "R recompute (+)", "SO swap out (>)", "SI swap in (<)",
                            "OG grad offload + host step (})", "LW weight load ({)",
-                           "blank: idle", scl, more};
+                           "RO overlapped recompute, exposed part (*)", "blank: idle", scl, more};
     int col = width;  /* forces a new line first */
     for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
-        if ((!offload && (i == 6 || i == 7)) || !*items[i])
+        if ((!offload && (i == 6 || i == 7)) || (!overlap && i == 8) || !*items[i])
             continue;
         int len = (int)strlen(items[i]);
         if (col + 2 + len > width) {

@@ -20,10 +20,10 @@
 
 /* Colours per kind (colour-blind-safe "deep" palette); the HTML timeline uses them too. */
 const char *const svg_kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",
-                                                 "#DD8452", "#937860", "#DA8BC3", "#8C8C8C"};
+                                                 "#DD8452", "#937860", "#DA8BC3", "#8C8C8C", "#E6A0A3"};
 const char *const svg_kind_label[OP_NKINDS] = {
     "F forward",   "B backward", "W weight grad", "R recompute", "SO swap out", "SI swap in",
-    "OG grad offload + host step", "LW weight load"};
+    "OG grad offload + host step", "LW weight load", "RO overlapped recompute"};
 
 enum {
     WIDTH = SVG_DEFAULT_WIDTH,

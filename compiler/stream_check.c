@@ -251,6 +251,7 @@ static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *
         }
         break;
     case OP_R:
+    case OP_RO: /* an R run at its list position */
         touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
         if (a.rest >= 0 && a.held > 0) {          /* rebuilds the top in a place of its own */
             touch_pieces(v, i, 0, pc, *npc);

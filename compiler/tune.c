@@ -15,7 +15,9 @@
  *               trecomp_blockwise (TPipe §4.2); for onef1b, activation swapping
  *               alone, swap(lambda) for growing lambda (Obscura §6.1)
  *   passes      none, partition_balance, recompute_in_stalls (when there are R ops),
- *               both; for onef1b also the whole obscura planner
+ *               both; for onef1b also the whole obscura planner; with a model, for
+ *               every template, lynx_overlap and lynx on the template without
+ *               recomputation (they choose each rank's policy: Lynx §4.2, §5)
  *   and the file as written (its own schedule, recompute and apply lines).
  *
  * A template is expanded by loading a small generated source that imports the stdlib
@@ -454,6 +456,17 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
             pipeline_free(r);
         }
     }
+    /* Lynx: both passes choose each rank's recomputation themselves (Lynx §4.2, §5) */
+    static const char *const lynx[] = {"lynx_overlap", "lynx"};
+    for (int i = 0; i < 2 && q->model && t->tried < t->budget; i++) {
+        Pipeline *r = pipeline_clone(q);
+        if (run(t, r, lynx[i], NULL, 0, 0, NULL, NULL) == 0) {
+            d.len = 0;
+            sb_printf(&d, "%s | %s", tdesc, lynx[i]);
+            evaluate(t, r, d.s, NAN, NULL);
+        }
+        pipeline_free(r);
+    }
     /* the whole Obscura planner on 1F1B */
     if (q->V == 1 && strcmp(tdesc, "onef1b") == 0 && t->tried < t->budget) {
         Pipeline *r = pipeline_clone(q);
@@ -679,7 +692,10 @@ static int cmp_variant(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-int cmd_tune(int argc, char **argv)
+/* Reads tune's options into *o, *out, *budget and *top. Returns -1 to go on, else the
+ * exit code (0 after --help, 2 on a usage error). */
+static int tune_args(int argc, char **argv, DriverOpts *o, const char **out, long *budget,
+                     long *top)
 {
     enum { OPT_BUDGET = 256, OPT_TOP, OPT_HELP };
     static const struct option longopts[] = {
@@ -690,44 +706,144 @@ int cmd_tune(int argc, char **argv)
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    DriverOpts o = {0};
-    const char *out = NULL;
-    long budget = 2000, top = 10;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "ho:" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
-        if (driver_common_opt(&o, opt, optarg))
+        if (driver_common_opt(o, opt, optarg))
             continue;
         char *end = NULL;
         switch (opt) {
-        case 'o': out = optarg; break;
+        case 'o': *out = optarg; break;
         case OPT_BUDGET:
         case OPT_TOP: {
             long v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v < 1 || v > 100000000) {
                 fprintf(stderr, "pipec tune: --%s wants a whole number >= 1, not '%s'\n",
                         opt == OPT_BUDGET ? "budget" : "top", optarg);
-                driver_opts_free(&o);
                 return 2;
             }
-            *(opt == OPT_BUDGET ? &budget : &top) = v;
+            *(opt == OPT_BUDGET ? budget : top) = v;
             break;
         }
         case 'h':
         case OPT_HELP:
             driver_usage(stdout, "tune");
-            driver_opts_free(&o);
             return 0;
         default:
             driver_usage(stderr, "tune");
-            driver_opts_free(&o);
             return 2;
         }
     }
     if (argc - optind != 1) {
         driver_usage(stderr, "tune");
-        driver_opts_free(&o);
         return 2;
+    }
+    return -1;
+}
+
+/* The search: the file as written, then every template's variants (search_template),
+ * then the progress summary on stderr. */
+static void tune_search(Tuner *t, Pipeline *written)
+{
+    const Pipeline *base = t->base;
+    StrBuf desc = {0};
+    sb_printf(&desc, "as written (%s%s)", base->schedule ? "schedule " : "explicit",
+              base->schedule ? base->schedule : "");
+    evaluate(t, written, desc.s, NAN, NULL);
+    for (int i = 0; i < NTEMPLATES && t->tried < t->budget; i++) {
+        if (template_v[i] != base->V && !base->model)
+            continue;
+        Pipeline *tp = expand(t, templates[i], template_v[i]);
+        if (!tp)
+            continue;
+        desc.len = 0;
+        if (strcmp(templates[i], "interleaved") == 0)
+            sb_printf(&desc, "interleaved V=%d", template_v[i]);
+        else
+            sb_puts(&desc, templates[i]);
+        search_template(t, tp, desc.s);
+        pipeline_free(tp);
+    }
+    sb_free(&desc);
+    fprintf(stderr, "%stune: %u variants, %u fit, best %.1f ms\n", t->progress ? "\r" : "",
+            t->tried, t->fit, isfinite(t->best_ms) ? t->best_ms : 0.0);
+}
+
+/* The ranked table of the first `top` variants (already sorted and deduplicated). */
+static void tune_table(FILE *tab, const Tuner *t, long top)
+{
+    const Pipeline *base = t->base;
+    char b1[64];
+    fprintf(tab, "# %s: %d stages, %d micro-batches, budget %s; %u variants tried, %u pass check\n",
+           t->path, base->P, base->M,
+           base->has_memory ? sim_fmt_size(b1, sizeof b1, base->memory) : "none", t->tried, t->fit);
+    fprintf(tab, "%4s %12s %10s %9s  %-*s  %s\n", "rank", "makespan_ms", "mb_per_s", "peak_GiB",
+           base->P * 5, "peak GiB per stage", "variant");
+    for (uint32_t i = 0; i < t->nv && i < (uint32_t)top; i++) {
+        const Variant *v = &t->v[i];
+        double mx = 0;
+        StrBuf ps = {0};
+        for (int32_t s = 0; s < base->P; s++) {
+            mx = fmax(mx, v->peak[s]);
+            sb_printf(&ps, "%s%.1f", s ? " " : "", v->peak[s] / 1073741824.0);
+        }
+        char same[48] = "";
+        if (v->nsame)
+            snprintf(same, sizeof same, "  (and %u identical variant%s)", v->nsame,
+                     v->nsame == 1 ? "" : "s");
+        fprintf(tab, "%4u %12.1f %10.3f %9.1f  %-*s  %s%s\n", i + 1, v->makespan,
+               base->M / (v->makespan / 1000.0), mx / 1073741824.0, base->P * 5, ps.s, v->desc,
+               same);
+        sb_free(&ps);
+    }
+}
+
+/* Writes the best variant's source to out. Returns 0, or 1 when it cannot be written. */
+static int tune_write_best(Tuner *t, const Pipeline *written, const char *out)
+{
+    StrBuf pb = {0};
+    int rc = 0;
+    if (!write_source(&pb, t, written, &t->v[0], 1, t->nv)) {
+        char ms[32];
+        sb_printf(&pb, "# %s - variant 1 of %u found by `pipec tune %s`: %s\n"
+                       "# makespan %s; the explicit form (the file has no schedule template)\n",
+                  t->base->name, t->nv, t->path, t->v[0].desc,
+                  human_ms(ms, sizeof ms, t->v[0].makespan));
+        print_pipeline(&pb, t->best);
+    }
+    if (write_file_atomic(out, pb.s, pb.len) != 0) {
+        if (strcmp(out, "-")) /* standard output's error is reported by write_file_atomic */
+            fprintf(stderr, "pipec tune: cannot write %s\n", out);
+        rc = 1;
+    }
+    sb_free(&pb);
+    return rc;
+}
+
+/* Frees what the search kept. */
+static void tune_free(Tuner *t)
+{
+    for (uint32_t i = 0; i < t->nv; i++) {
+        free(t->v[i].desc);
+        free(t->v[i].peak);
+    }
+    free(t->v);
+    pipeline_free(t->best);
+    sim_scratch_free(t->scratch);
+    if (t->devnull)
+        fclose(t->devnull);
+    diag_free(&t->quiet);
+}
+
+int cmd_tune(int argc, char **argv)
+{
+    DriverOpts o = {0};
+    const char *out = NULL;
+    long budget = 2000, top = 10;
+    int rc = tune_args(argc, argv, &o, &out, &budget, &top);
+    if (rc >= 0) {
+        driver_opts_free(&o);
+        return rc;
     }
     const char *path = argv[optind];
     Diag d = {0};
@@ -749,85 +865,18 @@ int cmd_tune(int argc, char **argv)
     t.quiet.out = t.devnull ? t.devnull : stderr;
     t.quiet.max_errors = 1;
 
-    StrBuf desc = {0};
-    sb_printf(&desc, "as written (%s%s)", base->schedule ? "schedule " : "explicit",
-              base->schedule ? base->schedule : "");
-    evaluate(&t, written, desc.s, NAN, NULL);
-    for (int i = 0; i < NTEMPLATES && t.tried < t.budget; i++) {
-        if (template_v[i] != base->V && !base->model)
-            continue;
-        Pipeline *tp = expand(&t, templates[i], template_v[i]);
-        if (!tp)
-            continue;
-        desc.len = 0;
-        if (strcmp(templates[i], "interleaved") == 0)
-            sb_printf(&desc, "interleaved V=%d", template_v[i]);
-        else
-            sb_puts(&desc, templates[i]);
-        search_template(&t, tp, desc.s);
-        pipeline_free(tp);
-    }
-    fprintf(stderr, "%stune: %u variants, %u fit, best %.1f ms\n", t.progress ? "\r" : "", t.tried,
-            t.fit, isfinite(t.best_ms) ? t.best_ms : 0.0);
-
+    tune_search(&t, written);
     qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
     t.nv = dedupe(t.v, t.nv, base->P);
-    char b1[64];
     /* `-o -` makes standard output the variant's source: the table goes to stderr. */
-    FILE *tab = out && !strcmp(out, "-") ? stderr : stdout;
-    fprintf(tab, "# %s: %d stages, %d micro-batches, budget %s; %u variants tried, %u pass check\n",
-           path, base->P, base->M, base->has_memory ? sim_fmt_size(b1, sizeof b1, base->memory) : "none",
-           t.tried, t.fit);
-    fprintf(tab, "%4s %12s %10s %9s  %-*s  %s\n", "rank", "makespan_ms", "mb_per_s", "peak_GiB",
-           base->P * 5, "peak GiB per stage", "variant");
-    for (uint32_t i = 0; i < t.nv && i < (uint32_t)top; i++) {
-        const Variant *v = &t.v[i];
-        double mx = 0;
-        StrBuf ps = {0};
-        for (int32_t s = 0; s < base->P; s++) {
-            mx = fmax(mx, v->peak[s]);
-            sb_printf(&ps, "%s%.1f", s ? " " : "", v->peak[s] / 1073741824.0);
-        }
-        char same[48] = "";
-        if (v->nsame)
-            snprintf(same, sizeof same, "  (and %u identical variant%s)", v->nsame,
-                     v->nsame == 1 ? "" : "s");
-        fprintf(tab, "%4u %12.1f %10.3f %9.1f  %-*s  %s%s\n", i + 1, v->makespan,
-               base->M / (v->makespan / 1000.0), mx / 1073741824.0, base->P * 5, ps.s, v->desc,
-               same);
-        sb_free(&ps);
-    }
-    int rc = t.nv ? 0 : 1;
+    tune_table(out && !strcmp(out, "-") ? stderr : stdout, &t, top);
+    rc = t.nv ? 0 : 1;
     if (!t.nv)
         fprintf(stderr, "pipec tune: no variant of %s passes check\n", path);
-    if (t.best && out && t.nv) {
-        StrBuf pb = {0};
-        if (!write_source(&pb, &t, written, &t.v[0], 1, t.nv)) {
-            char ms[32];
-            sb_printf(&pb, "# %s - variant 1 of %u found by `pipec tune %s`: %s\n"
-                           "# makespan %s; the explicit form (the file has no schedule template)\n",
-                      base->name, t.nv, path, t.v[0].desc, human_ms(ms, sizeof ms, t.v[0].makespan));
-            print_pipeline(&pb, t.best);
-        }
-        if (write_file_atomic(out, pb.s, pb.len) != 0) {
-            if (strcmp(out, "-")) /* standard output's error is reported by write_file_atomic */
-                fprintf(stderr, "pipec tune: cannot write %s\n", out);
-            rc = 1;
-        }
-        sb_free(&pb);
-    }
-    for (uint32_t i = 0; i < t.nv; i++) {
-        free(t.v[i].desc);
-        free(t.v[i].peak);
-    }
-    free(t.v);
+    if (t.best && out && t.nv)
+        rc = tune_write_best(&t, written, out) ? 1 : rc;
+    tune_free(&t);
     pipeline_free(written);
-    sb_free(&desc);
-    pipeline_free(t.best);
-    sim_scratch_free(t.scratch);
-    if (t.devnull)
-        fclose(t.devnull);
-    diag_free(&t.quiet);
     pipeline_free(base);
     driver_opts_free(&o);
     diag_free(&d);

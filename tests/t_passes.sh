@@ -142,8 +142,10 @@ for i in $(seq 0 23); do
 done
 # 6. Properties with derived costs: random P, M, V, model and budget (seeded). The passes
 #    that need a model (partition_adjust, partition_balance, swap_aware_recompute's
-#    policies) and the TPipe/Lynx passes on two chunks: every output passes check
-#    (memory aside), and applying the last pass once more changes nothing.
+#    policies, lynx_overlap, lynx) and the TPipe/Lynx passes on two chunks, every other
+#    configuration tensor parallel (so the Lynx passes have all-reduces to overlap):
+#    every output passes check (memory aside), and applying the last pass once more
+#    changes nothing.
 python3 - "$tmp" >"$tmp/mlist" <<'PY'
 import random, sys
 rng = random.Random(11)
@@ -157,17 +159,18 @@ for i in range(16):
                 'import "std/devices.pipe"\n'
                 f'pipeline m{i} {{ stages {P} microbatches {M} chunks {V} model {model} '
                 f'device a100_sxm_80g memory {rng.choice([40, 60, 80])}GiB partition even '
-                f'schedule {sched} }}\n')
+                f'tensor_parallel {[1, 2][i % 2]} schedule {sched} }}\n')
     print(f"m{i} {V}")
 PY
 while read -r name V; do
     if [ "$V" = 1 ]; then
         set -- identify_adjusted,partition_adjust identify_adjusted,swap_aware_recompute obscura \
                "recompute(stages=all,policy=full),recompute_in_stalls" \
-               "recompute(stages=0..=0,policy=full),partition_balance" partition_balance
+               "recompute(stages=0..=0,policy=full),partition_balance" partition_balance \
+               lynx_overlap lynx lynx_overlap,recompute_in_stalls
     else
         set -- trecomp_blockwise toffload trecomp_blockwise,toffload \
-               trecomp_blockwise,recompute_in_stalls partition_balance
+               trecomp_blockwise,recompute_in_stalls partition_balance lynx_overlap lynx
     fi
     for pass in "$@"; do
         if ! "$PIPEC" opt "$tmp/$name.pipe" --pass "$pass" -o "$tmp/o.pipe" 2>"$tmp/err"; then

@@ -4,7 +4,7 @@
 #   {"ranks": [{"rank": R, "ops": [{"i": I, "op": "SI1", "stream": "h2d",
 #                                   "waits": [I, ...]}, ...]}, ...]}
 # one entry per op of every rank in program order, with exactly those keys; streams are
-# compute (F B W R), d2h (SO OG) or h2d (SI LW); each wait is an earlier op on another
+# compute (F B W R RO), d2h (SO OG) or h2d (SI LW); each wait is an earlier op on another
 # stream. emit writes streams.json only after the verifier (compiler/stream_check.h)
 # passed the plan against the program's arena plans, so every example's emit
 # succeeding is every example's plan verified; tests/unit/test_stream_plan.c runs the
@@ -31,7 +31,7 @@ for f in os.listdir(sys.argv[2]):
         calls = re.findall(r"pr_op\(r, (\d+)\)\); /\* (\S+) \*/", open(os.path.join(sys.argv[2], f)).read())
         assert [int(i) for i, _ in calls] == list(range(len(calls))), f
         stages[int(m.group(1))] = [n for _, n in calls]
-kind_stream = {"F": "compute", "B": "compute", "W": "compute", "R": "compute",
+kind_stream = {"F": "compute", "B": "compute", "W": "compute", "R": "compute", "RO": "compute",
                "SO": "d2h", "OG": "d2h", "SI": "h2d", "LW": "h2d"}
 assert [r["rank"] for r in j["ranks"]] == list(range(len(stages))), "ranks"
 for r in j["ranks"]:

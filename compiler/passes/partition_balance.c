@@ -11,8 +11,8 @@
  * ... until the partitioning scheme does not change."
  *
  * A rank's time is the cost model's, with recomputation (Lynx's training cost model):
- * the sum of its compute ops' durations, T_s = sum over its ops of f, b (b - w when
- * split), w and r; every rank keeps its recomputation policy and its R ops, and the
+ * the sum of its compute ops' durations (sim_busy), T_s = sum over its ops of f, b (b - w
+ * when split), w, r and the exposed part of each overlapped recompute; every rank keeps its recomputation policy and its R ops, and the
  * costs are re-derived for each candidate partition, so a rank that recomputes is
  * charged its recomputation. One step moves one layer (two half-layer units) from the
  * largest virtual stage of the slowest rank to the smallest virtual stage of the
@@ -31,8 +31,10 @@
 #include <stdlib.h>
 
 #include "costmodel.h"
+#include "lynx.h"
 #include "memory.h"
 #include "passes.h"
+#include "sim.h"
 #include "util.h"
 
 /* The longest rank time of the cost model (see above); *slow / *fast get the ranks and
@@ -41,20 +43,9 @@ static double rank_times(const Pipeline *p, int32_t *slow, int32_t *fast, int32_
 {
     double tmax = -1, tmin = INFINITY;
     double *ts = xmalloc((size_t)p->P * sizeof *ts);
+    sim_busy(p, ts);
     for (int32_t s = 0; s < p->P; s++) {
-        const StageOps *st = &p->stages[s];
-        double t = 0;
-        for (uint32_t i = 0; i < st->n; i++) {
-            const Op *o = &st->ops[i];
-            switch ((OpKind)o->kind) {
-            case OP_F: t += ir_cost(p, s, o->chunk, COST_F); break;
-            case OP_B: t += ir_cost(p, s, o->chunk, COST_B); break;
-            case OP_W: /* B was charged the whole backward; W is part of it */ break;
-            case OP_R: t += ir_cost(p, s, o->chunk, COST_R); break;
-            default: break;
-            }
-        }
-        ts[s] = t;
+        double t = ts[s];
         if (t > tmax)
             tmax = t, *slow = s;
         if (t < tmin)
@@ -82,6 +73,12 @@ static bool fits(const Pipeline *p)
 
 int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
 {
+    return partition_balance_run(d, p, call, NULL);
+}
+
+int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
+                          int (*replan)(Diag *d, Pipeline *q, const PassCall *call))
+{
     int err = 0;
     bool verbose = false;
     pass_arg_bool(d, call, "verbose", &verbose, &err);
@@ -89,9 +86,11 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
         return err;
     if (!p->model) {
         diag_error(d, call->loc, DIAG_VALUE,
-                   "partition_balance needs a model: it moves layers between stages (Lynx §5)");
+                   "%s needs a model: it moves layers between stages (Lynx §5)", call->name);
         return 1;
     }
+    if (replan && (err = replan(d, p, call)))
+        return err;
     CostModel cm;
     costmodel_get(p, &cm);
     int32_t nv = cm.nv;
@@ -101,12 +100,15 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
     costmodel_free(&cm);
 
     int32_t slow = 0, fast = 0, nmax = 0;
+    /* half-layer units moved per step: a layer, or with Lynx-HEU re-planning, half of
+     * one (an attention or an MLP block: the cost model's unit, Obscura §7.2) */
+    int64_t mv = replan ? 1 : 2;
     double cur = rank_times(p, &slow, &fast, &nmax);
     for (int64_t step = 0; step < 4 * (int64_t)nv * 64 && slow != fast; step++) {
         int32_t vs = -1, vf = -1;
         for (int32_t c = 0; c < p->V; c++) {
             int32_t a = ir_vstage(p, slow, c), b = ir_vstage(p, fast, c);
-            if (units[a] >= 2 && (vs < 0 || units[a] > units[vs]))
+            if (units[a] >= mv && (vs < 0 || units[a] > units[vs]))
                 vs = a;
             if (vf < 0 || units[b] < units[vf])
                 vf = b;
@@ -114,12 +116,12 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
         if (vs < 0)
             break;
         Pipeline *q = pipeline_clone(p);
-        units[vs] -= 2;
-        units[vf] += 2;
+        units[vs] -= mv;
+        units[vf] += mv;
         cm_set_partition(q, units, nv);
         int32_t s2 = 0, f2 = 0, n2 = 0;
         rederive_costs(q);
-        bool keep = fits(q);
+        bool keep = (!replan || replan(d, q, call) == 0) && fits(q);
         double t = keep ? rank_times(q, &s2, &f2, &n2) : INFINITY;
         /* strictly shorter, or as long with fewer ranks at the longest (ties would
          * otherwise stop the greedy at its first step) */
@@ -131,9 +133,7 @@ int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
         if (verbose)
             fprintf(stderr, "partition_balance: one layer from stage %d to stage %d: longest stage "
                             "%.3f ms -> %.3f ms\n", slow, fast, cur, t);
-        cm_set_partition(p, units, nv);
-        pipeline_free(q);
-        rederive_costs(p);
+        lynx_adopt(p, q); /* p becomes the candidate (re-planned when replan is given) */
         cur = rank_times(p, &slow, &fast, &nmax);
     }
     free(units);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "costmodel.h"
+#include "opsem.h"
 #include "passes.h"
 #include "util.h"
 
@@ -48,19 +49,25 @@ static size_t lower_bound(const uint64_t *keys, size_t n, uint64_t k)
     return lo;
 }
 
+/* An R or an overlapped R (RO): the recompute of its (v,m). */
+static bool is_recompute(unsigned k)
+{
+    return k < OP_NKINDS && opsem_has_bit((OpKind)k) == VM_HAS_R;
+}
+
 /* Rewrites one rank's list: R before each B that has none, or every R removed.
  * O(n log n) in the rank's op count. */
 static void rewrite_rank(StageOps *st, RecomputePolicy pol, Loc loc)
 {
     size_t nr = 0, nb = 0;
     for (uint32_t i = 0; i < st->n; i++) {
-        nr += st->ops[i].kind == OP_R;
+        nr += is_recompute(st->ops[i].kind);
         nb += st->ops[i].kind == OP_B;
     }
     if (pol == POLICY_NONE) {
         uint32_t j = 0;
         for (uint32_t i = 0; i < st->n; i++)
-            if (st->ops[i].kind != OP_R)
+            if (!is_recompute(st->ops[i].kind))
                 st->ops[j++] = st->ops[i];
         st->n = j;
         return;
@@ -70,7 +77,7 @@ static void rewrite_rank(StageOps *st, RecomputePolicy pol, Loc loc)
     uint64_t *have = xmalloc((nr + 1) * sizeof *have), *bkeys = xmalloc((nb + 1) * sizeof *bkeys);
     size_t nh = 0, nk = 0;
     for (uint32_t i = 0; i < st->n; i++) {
-        if (st->ops[i].kind == OP_R)
+        if (is_recompute(st->ops[i].kind))
             have[nh++] = op_key(&st->ops[i]);
         else if (st->ops[i].kind == OP_B)
             bkeys[nk++] = op_key(&st->ops[i]);

@@ -243,11 +243,64 @@ static void test_flops(void **state)
     assert_near(a.w + m.w, 2.06158430208);
     costmodel_free(&cm);
 
-    /* tensor parallel divides the FLOPs: t = 4 -> 0.68719476736 ms */
+    /* tensor parallel divides the FLOPs: t = 4 -> 0.68719476736 ms of compute, plus one
+     * all-reduce per half-unit (test_tp_comm: 0.18582912 ms each) */
     mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 4);
     cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
     cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
-    assert_near(a.f + m.f, 2.74877906944 / 4);
+    assert_near(a.f + m.f - a.fcomm - m.fcomm, 2.74877906944 / 4);
+    assert_near(a.f + m.f, 2.74877906944 / 4 + 2 * 0.18582912);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* Megatron's all-reduces (Shoeybi et al. 2019 §3; Lynx Fig. 1), ring time of Thakur et
+ * al. 2005: AR(n) = 2(t-1)/t * n / peer_bw + 2(t-1) * peer_latency. b = 2, s = 2048,
+ * h = 1024, fp16: n = 2 * 4096 * 1024 = 8,388,608 bytes. t = 4 on dev() (100 GB/s,
+ * 10 us): 1.5 * 8388608 / 1e11 s = 0.12582912 ms + 6 * 0.01 ms = 0.18582912 ms, one in
+ * the forward and one in the backward of each half-unit. A PCIe-like 10 GB/s link:
+ * 1.2582912 + 0.06 = 1.3182912 ms. t = 1: none. */
+static void test_tp_comm(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    CmCost a, m, af, mf, as;
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 4);
+    assert_near(cm_allreduce_ms(&cm, 8388608.0), 0.18582912);
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    assert_near(a.fcomm, 0.18582912);
+    assert_near(m.bcomm, 0.18582912);
+    /* b = 2 x the compute + the backward's all-reduce */
+    assert_near(a.b, 2 * (a.f - a.fcomm) + 0.18582912);
+    /* full recomputation re-runs the forward, all-reduce included; selective recomputes
+     * the attention core only, which communicates nothing */
+    cm_unit(&cm, CM_ATTN, false, POLICY_FULL, &af);
+    cm_unit(&cm, CM_MLP, false, POLICY_FULL, &mf);
+    cm_unit(&cm, CM_ATTN, false, POLICY_SELECTIVE, &as);
+    assert_near(af.rcomm, 0.18582912);
+    assert_near(af.r, af.f);
+    assert_near(mf.rcomm, 0.18582912);
+    assert_near(as.rcomm, 0);
+    /* no all-reduce in the weight gradient, the embedding or the head */
+    CmCost hd, em;
+    cm_unit(&cm, CM_HEAD, false, POLICY_NONE, &hd);
+    cm_unit(&cm, CM_EMBED, false, POLICY_NONE, &em);
+    assert_near(hd.fcomm + hd.bcomm + em.fcomm + em.bcomm, 0);
+    costmodel_free(&cm);
+
+    Entity *pcie = dev();
+    ent_num(pcie, "peer_bw", 10e9, UNIT_BW); /* the later field wins */
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), pcie, 4);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    assert_near(m.fcomm, 1.3182912);
+    costmodel_free(&cm);
+
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 1);
+    cm_unit(&cm, CM_MLP, false, POLICY_FULL, &m);
+    assert_near(m.fcomm + m.bcomm + m.rcomm, 0);
     costmodel_free(&cm);
     cap_close(&c);
 }
@@ -753,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_partition),     cmocka_unit_test(test_bad_blocks),
         cmocka_unit_test(test_no_model),      cmocka_unit_test(test_recompute_pass),
         cmocka_unit_test(test_recompute_costs), cmocka_unit_test(test_recompute_bad_args),
+        cmocka_unit_test(test_tp_comm),
         cmocka_unit_test(test_rederive_kept_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

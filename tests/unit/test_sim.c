@@ -408,6 +408,52 @@ static void test_w_split_and_dep(void **state)
     pipeline_free(p);
 }
 
+/* Overlapped recomputation (docs/semantics.md "Overlapped recomputation"): an RO takes
+ * the compute stream for rcomm + max(0, r - rcomm - budget), the budget being what its
+ * host's all-reduces (fcomm for an F) leave after the ROs listed before it; it
+ * allocates act - ckpt at its start, as R. f 2, b 4, r 3, rcomm 0.5, act 4, ckpt 1:
+ *   F0 RO0 F1 B0 R1 B1, fcomm 1: RO0 = 0.5 + (2.5 - 1) = 2, so F0 [0,2] RO0 [2,4]
+ *     F1 [4,6] B0 [6,10] R1 [10,13] B1 [13,17]: makespan 17, all of it busy.
+ *   F0 F1 RO0 RO1 F2 B0 B1 R2 B2, fcomm 2: RO0 = 0.5 + 0.5 = 1 (F2's 2 ms hide 2),
+ *     RO1 = 0.5 + 2.5 = 3 (none left): busy 3x2 + 3x4 + 3 + 1 + 3 = 25; peak at F2:
+ *     F0 and F1 re-materialized (4 + 4) + F2's checkpoint (1) = 9. */
+static void test_overlapped_recompute(void **state)
+{
+    (void)state;
+    static const uint8_t k1[] = {OP_F, OP_RO, OP_F, OP_B, OP_R, OP_B};
+    static const uint32_t m1[] = {0, 0, 1, 0, 1, 1};
+    static const uint8_t k2[] = {OP_F, OP_F, OP_RO, OP_RO, OP_F, OP_B, OP_B, OP_R, OP_B};
+    static const uint32_t m2[] = {0, 1, 0, 1, 2, 0, 1, 2, 2};
+    for (int c = 0; c < 2; c++) {
+        Pipeline *p = mk(1, c ? 3 : 2, 1);
+        uniform(p, 2, 4, 4 * GiB);
+        set_cost(&p->costs, COST_R, 3);
+        set_cost(&p->costs, COST_CKPT, 1 * GiB);
+        set_cost(&p->costs, COST_RCOMM, 0.5);
+        set_cost(&p->costs, COST_FCOMM, c ? 2 : 1);
+        size_t n = c ? ARRAY_LEN(k2) : ARRAY_LEN(k1);
+        for (size_t i = 0; i < n; i++)
+            push(p, 0, c ? k2[i] : k1[i], c ? m2[i] : m1[i], 0);
+        SimResult *r = simulate(p);
+        double busy;
+        sim_busy(p, &busy);
+        if (c == 0) {
+            assert_near(r->start[0][1], 2);
+            assert_near(r->end[0][1], 4);
+            assert_near(r->makespan_ms, 17);
+            assert_near(busy, 17);
+        } else {
+            assert_near(r->end[0][2] - r->start[0][2], 1);
+            assert_near(r->end[0][3] - r->start[0][3], 3);
+            assert_near(busy, 25);
+            assert_near(r->stage[0].peak_mem_bytes, 9 * GiB);
+        }
+        assert_near(r->stage[0].busy_ms, busy);
+        sim_free(r);
+        pipeline_free(p);
+    }
+}
+
 /* A cycle: rank 0 lists B0 before F0 (B waits for its own rank's later F). */
 static void test_stuck(void **state)
 {
@@ -1033,6 +1079,7 @@ int main(void)
         cmocka_unit_test(test_w_split_and_dep),
         cmocka_unit_test(test_stuck),
         cmocka_unit_test(test_dep_absent_ends),
+        cmocka_unit_test(test_overlapped_recompute),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_op_semantics_agree),
         cmocka_unit_test(test_writers),

@@ -1,0 +1,214 @@
+/* lynx_overlap.c - Lynx-HEU: recomputation overlapped with tensor-parallel
+ * communication (Chen et al., Optimizing Large Model Training through Overlapped
+ * Activation Recomputation, §4.2, Eq. 2-9).
+ *
+ * Legend: P = ranks, M = micro-batches, (v,m) = virtual stage and micro-batch. Times
+ * ms, sizes bytes.
+ *
+ * Lynx-HEU picks, for one transformer layer, which activations to keep and which to
+ * recompute, and for each recomputed operator the phase it runs in: one of the four
+ * all-reduce phases of Fig. 1 (two in a forward, two in a backward) or on demand on
+ * the critical path (phase 5), minimising the recompute time left on the critical path
+ * (Eq. 2) within the memory budget (Eq. 7-9); the same policy then serves every
+ * identical layer. In pipec's terms, per rank:
+ *   - which activations to keep: the rank's recomputation policy, one of none,
+ *     selective, cmb, mlp, full (the same for all its layers: §4.2 "Key idea");
+ *   - in which phase: each R(v,m) becomes an RO hosted by one of the compute ops listed
+ *     before it (its all-reduces are the phases; docs/semantics.md "Overlapped
+ *     recomputation"), the nearest of up to LYNX_HOSTS that has all-reduce time left
+ *     and keeps the rank within the budget, never before an op of its own (v,m);
+ *   - on demand as the fallback: an R that finds no host stays where it is, just
+ *     before its backward.
+ * Of the policies whose placement fits the budget (the rank's walk peak), the one
+ * with the least compute-stream time (sim_busy: f, b, w, the on-demand r's and the
+ * exposed part of each RO) wins, ties to the earlier of none, cmb, selective, mlp, full
+ * (roughly: the one that keeps more). On the last
+ * stage a recompute runs right after its forward's micro-batch turns round, so the
+ * nearest host is the backward before it (Lynx §4.2, "Optimizations": no forward
+ * phases there) without a special case. A rank where no policy fits is left as it was,
+ * and so is a rank whose recomputes a `dep` line names (re-planning would move or
+ * rename them; Obscura's swap passes write such lines).
+ *
+ * Without a model the policy cannot change (r and ckpt are the costs written): the
+ * pass only moves the existing R ops into hosts. Without tensor parallelism (fcomm =
+ * bcomm = 0) no host has time to offer and the pass only chooses the policies.
+ *
+ * Arguments: stages (a range, default all). Requires a checked IR; leaves it legal
+ * (an RO is listed after every op of its own (v,m) that precedes its R, and before
+ * its backward). Idempotent: every rank is planned from its list without R and RO. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costmodel.h"
+#include "lynx.h"
+#include "memory.h"
+#include "opsem.h"
+#include "passes.h"
+#include "sched_util.h"
+#include "sim.h"
+#include "util.h"
+
+/* How many compute ops before an R are tried as its host: Lynx's four phases lie in
+ * the forward and the backward just before a 1F1B backward (Fig. 7). */
+#define LYNX_HOSTS 3
+
+/* Whether rank s's walk peak is within the budget. */
+static bool rank_fits(const Pipeline *p, int32_t s)
+{
+    if (!p->has_memory)
+        return true;
+    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
+    mem_walk(p, mr);
+    bool ok = mr[s].peak <= p->memory;
+    free(mr);
+    return ok;
+}
+
+/* The all-reduce time host j of rank list st has left after the ROs listed just
+ * before it (opsem_exposed in list order). */
+static double host_left(const StageOps *st, uint32_t j, const OpCosts *cost)
+{
+    uint32_t k = j;
+    while (k > 0 && op_sem[st->ops[k - 1].kind].overlaps_host)
+        k--;
+    double budget = opsem_comm((OpKind)st->ops[j].kind, &cost[st->ops[j].chunk]);
+    for (; k < j; k++)
+        opsem_exposed(&cost[st->ops[k].chunk], &budget);
+    return budget;
+}
+
+/* Moves each R of rank s into the nearest host before it that has all-reduce time
+ * left and keeps the rank within the budget (see the top of the file). */
+static void place_overlaps(Pipeline *p, int32_t s)
+{
+    StageOps *st = &p->stages[s];
+    OpCosts *cost = xmalloc((size_t)p->V * sizeof *cost);
+    for (int32_t c = 0; c < p->V; c++)
+        opsem_costs(p, s, c, &cost[c]);
+    for (uint32_t i = 0; i < st->n; i++) {
+        Op r = st->ops[i];
+        if (r.kind != OP_R)
+            continue;
+        int tried = 0;
+        for (uint32_t j = i; j-- > 0 && tried < LYNX_HOSTS;) {
+            const Op *h = &st->ops[j];
+            if (h->chunk == r.chunk && h->mb == r.mb)
+                break; /* its own forward (or swap): nothing earlier can host it */
+            if (op_stream((OpKind)h->kind) != STREAM_COMPUTE || op_sem[h->kind].overlaps_host)
+                continue;
+            tried++;
+            if (!(host_left(st, j, cost) > 0))
+                continue;
+            memmove(&st->ops[j + 1], &st->ops[j], (size_t)(i - j) * sizeof *st->ops);
+            st->ops[j] = r;
+            st->ops[j].kind = OP_RO;
+            if (rank_fits(p, s))
+                break;
+            memmove(&st->ops[j], &st->ops[j + 1], (size_t)(i - j) * sizeof *st->ops);
+            st->ops[i] = r;
+        }
+    }
+    free(cost);
+}
+
+/* Whether a `dep` line names a recompute (R or RO) of rank s: re-planning would move or
+ * rename the op it names (Obscura's swap passes write such lines). */
+static bool deps_name_recompute(const Pipeline *p, int32_t s)
+{
+    for (uint32_t i = 0; i < p->ndeps; i++) {
+        const OpRef *e[2] = {&p->deps[i].from, &p->deps[i].to};
+        for (int j = 0; j < 2; j++)
+            if (e[j]->stage == s && e[j]->kind < OP_NKINDS &&
+                opsem_has_bit((OpKind)e[j]->kind) == VM_HAS_R)
+                return true;
+    }
+    return false;
+}
+
+/* Rank s of q planned with policy pol: its R and RO removed, pol's on-demand R ops
+ * added (sched_recompute), then placed. Returns the errors reported. */
+static int plan_rank(Diag *d, Pipeline *q, int32_t s, RecomputePolicy pol, Loc loc)
+{
+    int err = sched_recompute(d, q, s, s + 1, POLICY_NONE, loc);
+    if (!err && pol != POLICY_NONE)
+        err = sched_recompute(d, q, s, s + 1, pol, loc);
+    if (!err)
+        place_overlaps(q, s);
+    return err;
+}
+
+void lynx_adopt(Pipeline *p, Pipeline *q)
+{
+    Pipeline tmp = *p;
+    *p = *q;
+    *q = tmp;
+    PassCall *calls = p->passes;
+    uint32_t n = p->npasses;
+    p->passes = q->passes;
+    p->npasses = q->npasses;
+    q->passes = calls;
+    q->npasses = n;
+    pipeline_free(q);
+}
+
+int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
+{
+    /* roughly least recomputation first, so that ties keep more activations (Eq. 2) */
+    static const RecomputePolicy order[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
+                                            POLICY_MLP, POLICY_FULL};
+    double *busy = xmalloc((size_t)(p->P > 0 ? p->P : 1) * sizeof *busy);
+    int err = 0;
+    for (int32_t s = lo; s < hi && !err; s++) {
+        if (deps_name_recompute(p, s))
+            continue;
+        Pipeline *best = NULL;
+        double tbest = INFINITY;
+        for (size_t k = 0; k < ARRAY_LEN(order) && !err; k++) {
+            Pipeline *q = pipeline_clone(p);
+            if (p->model)
+                err = plan_rank(d, q, s, order[k], loc);
+            else if (k == 0)
+                place_overlaps(q, s); /* no model: the written R ops, placed */
+            else {
+                pipeline_free(q);
+                break;
+            }
+            if (err || !rank_fits(q, s)) {
+                pipeline_free(q);
+                continue;
+            }
+            sim_busy(q, busy);
+            if (busy[s] < tbest * (1 - 1e-12)) {
+                pipeline_free(best);
+                best = q;
+                tbest = busy[s];
+            } else {
+                pipeline_free(q);
+            }
+        }
+        if (best)
+            lynx_adopt(p, best);
+    }
+    free(busy);
+    return err;
+}
+
+int pass_lynx_overlap(Diag *d, Pipeline *p, const PassCall *call)
+{
+    int err = 0;
+    int64_t lo = 0, hi = INT32_MAX;
+    pass_arg_range(d, call, "stages", &lo, &hi, &err);
+    if (err)
+        return err;
+    if (hi == INT32_MAX)
+        hi = p->P;
+    if (lo < 0 || lo > hi || hi > p->P) {
+        const Field *f = field_find(call->args, call->nargs, "stages");
+        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+                   "bad stage range %lld..%lld: the pipeline has %d stages", (long long)lo,
+                   (long long)hi, p->P);
+        return 1;
+    }
+    return lynx_plan(d, p, (int32_t)lo, (int32_t)hi, call->loc);
+}
