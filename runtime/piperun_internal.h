@@ -250,6 +250,26 @@ int pr_slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const int *
 int pr_check_region_sizes(PrRun *run, void (*sizes)(const void *cfg, const MlpSlice *s,
                                                     int64_t out[3]),
                           const void *cfg);
+/* A model workload's sequential reference, for --check and --reference (workload_mlp.c
+ * runs both over it; each arch supplies one): create a fresh model with the program's
+ * shape and the run's seed (the same initial weights; NULL when out of memory), clear
+ * its gradients, run one reference iteration over M micro-batches (the mean loss, NaN
+ * on failure), take one SGD step, give tensor i's gradient (i as in pr_model_tensor),
+ * free it. */
+typedef struct PrRefModel {
+    void *(*create)(const PrRun *run);
+    void (*zero_grad)(void *m);
+    float (*iteration)(void *m, int M, const int *tok, const int *tgt);
+    void (*sgd_step)(void *m, float lr);
+    const float *(*grad)(const void *m, int i);
+    void (*destroy)(void *m);
+} PrRefModel;
+/* pr_model_check: the gradients of the run's first iteration against one reference
+ * iteration on the same batches, per tensor, into res; 0 or -1. pr_model_reference_ms:
+ * the mean ms of a reference iteration (batches, zero_grad, iteration, step; the first
+ * dropped), or -1. */
+int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm);
+double pr_model_reference_ms(PrRun *run, const PrRefModel *rm);
 int pr_model_ready(PrRun *run, size_t io_bytes);
 void pr_model_states_free(PrRun *run);
 bool pr_model_tensor_in_slice(const PrRun *run, int i, int v);

@@ -424,79 +424,75 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
     }
 }
 
-int pr_mlp_check(PrRun *run, PrResult *res)
+/* Tokens and targets (M,B,T) of iteration it into *tok and *tgt, allocated on the first
+ * call (the caller frees them). Returns 0, or -1 when out of memory or without a batch. */
+static int model_batches(PrRun *run, int it, int **tok, int **tgt)
 {
-    if (run->prog->model_arch != 0)
-        return pr_tf_check(run, res);
     const PrProgram *g = run->prog;
-    MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
+    size_t bt = (size_t)g->mlp_B * (size_t)g->mlp_T;
+    if (!*tok)
+        *tok = malloc((size_t)run->M * bt * sizeof **tok);
+    if (!*tgt)
+        *tgt = malloc((size_t)run->M * bt * sizeof **tgt);
+    if (!*tok || !*tgt)
+        return -1;
+    for (int mb = 0; mb < run->M; mb++)
+        if (data_batch(&run->data, run->opt.seed, it, mb, g->mlp_B, g->mlp_T, g->mlp_vocab,
+                       *tok + mb * bt, *tgt + mb * bt) != 0)
+            return -1;
+    return 0;
+}
+
+int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm)
+{
     /* The reference starts from the same initial weights: a fresh model with the same
      * seed (iteration 0 has not stepped yet when this runs). */
-    MlpModel *ref = mlp_create(&c, run->opt.seed);
-    size_t bt = (size_t)c.B * (size_t)c.T;
-    int *tok = malloc((size_t)run->M * bt * sizeof *tok);
-    int *tgt = malloc((size_t)run->M * bt * sizeof *tgt);
-    int n = ref ? mlp_param_count(ref) : 0;
+    void *ref = rm->create(run);
+    int *tok = NULL, *tgt = NULL, n = pr_model_tensor_count(run), rc = -1;
     res->grad_name = calloc((size_t)(n ? n : 1), sizeof *res->grad_name);
     res->grad_err = calloc((size_t)(n ? n : 1), sizeof *res->grad_err);
-    int rc = -1;
-    if (!ref || !tok || !tgt || !res->grad_name || !res->grad_err)
+    if (!ref || !res->grad_name || !res->grad_err || model_batches(run, 0, &tok, &tgt) != 0)
         goto out;
-    for (int mb = 0; mb < run->M; mb++)
-        if (data_batch(&run->data, run->opt.seed, 0, mb, c.B, c.T, c.vocab, tok + mb * bt,
-                       tgt + mb * bt) != 0)
-            goto out;
-    MlpSlice whole = mlp_whole(&c);
-    mlp_zero_grad(ref, &whole);
-    if (isnan(mlp_reference_iteration(ref, run->M, tok, tgt)))
+    rm->zero_grad(ref);
+    if (isnan(rm->iteration(ref, run->M, tok, tgt)))
         goto out;
     res->ngrad = n;
     res->max_grad_err = 0;
     for (int i = 0; i < n; i++) {
         const char *name;
-        float *ga, *gr;
+        float *ga;
         size_t cnt;
-        mlp_param(run->model, i, &name, NULL, &ga, &cnt);
-        mlp_param(ref, i, NULL, NULL, &gr, NULL);
+        pr_model_tensor(run, i, &name, NULL, &ga, &cnt);
         snprintf(res->grad_name[i], sizeof res->grad_name[i], "%s", name);
-        res->grad_err[i] = mlp_rel_error(ga, gr, cnt);
+        res->grad_err[i] = mlp_rel_error(ga, rm->grad(ref, i), cnt);
         if (res->grad_err[i] > res->max_grad_err || isnan(res->grad_err[i]))
             res->max_grad_err = res->grad_err[i];
     }
     rc = 0;
 out:
-    mlp_free(ref);
+    if (ref)
+        rm->destroy(ref);
     free(tok);
     free(tgt);
     return rc;
 }
 
-double pr_mlp_reference_ms(PrRun *run)
+double pr_model_reference_ms(PrRun *run, const PrRefModel *rm)
 {
-    if (run->prog->model_arch != 0)
-        return pr_tf_reference_ms(run);
-    const PrProgram *g = run->prog;
-    MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
-    MlpModel *ref = mlp_create(&c, run->opt.seed);
-    size_t bt = (size_t)c.B * (size_t)c.T;
-    int *tok = malloc((size_t)run->M * bt * sizeof *tok);
-    int *tgt = malloc((size_t)run->M * bt * sizeof *tgt);
+    void *ref = rm->create(run);
+    int *tok = NULL, *tgt = NULL, n = 0;
     double ms = -1, total = 0;
-    int n = 0;
-    MlpSlice whole = mlp_whole(&c);
-    if (!ref || !tok || !tgt)
+    if (!ref)
         goto out;
     for (int it = 0; it < run->opt.iters; it++) {
         double t0 = pr_now_ms();
         /* the same work as one pipelined iteration: its batches, the step */
-        for (int mb = 0; mb < run->M; mb++)
-            if (data_batch(&run->data, run->opt.seed, it, mb, c.B, c.T, c.vocab, tok + mb * bt,
-                           tgt + mb * bt) != 0)
-                goto out;
-        mlp_zero_grad(ref, &whole);
-        if (isnan(mlp_reference_iteration(ref, run->M, tok, tgt)))
+        if (model_batches(run, it, &tok, &tgt) != 0)
             goto out;
-        mlp_sgd_step(ref, &whole, (float)run->opt.lr);
+        rm->zero_grad(ref);
+        if (isnan(rm->iteration(ref, run->M, tok, tgt)))
+            goto out;
+        rm->sgd_step(ref, (float)run->opt.lr);
         if (it > 0 || run->opt.iters == 1) {
             total += pr_now_ms() - t0;
             n++;
@@ -504,10 +500,65 @@ double pr_mlp_reference_ms(PrRun *run)
     }
     ms = n ? total / n : -1;
 out:
-    mlp_free(ref);
+    if (ref)
+        rm->destroy(ref);
     free(tok);
     free(tgt);
     return ms;
+}
+
+/* The mlp's sequential reference (PrRefModel). */
+static void *mlp_ref_create(const PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    MlpConfig c = {g->mlp_vocab, g->mlp_C, g->mlp_L, g->mlp_T, g->mlp_B, g->M};
+    return mlp_create(&c, run->opt.seed);
+}
+
+static void mlp_ref_zero(void *m)
+{
+    MlpSlice whole = mlp_whole(&((MlpModel *)m)->cfg);
+    mlp_zero_grad(m, &whole);
+}
+
+static float mlp_ref_iteration(void *m, int M, const int *tok, const int *tgt)
+{
+    return mlp_reference_iteration(m, M, tok, tgt);
+}
+
+static void mlp_ref_step(void *m, float lr)
+{
+    MlpSlice whole = mlp_whole(&((MlpModel *)m)->cfg);
+    mlp_sgd_step(m, &whole, lr);
+}
+
+static const float *mlp_ref_grad(const void *m, int i)
+{
+    float *g;
+    mlp_param(m, i, NULL, NULL, &g, NULL);
+    return g;
+}
+
+static void mlp_ref_destroy(void *m)
+{
+    mlp_free(m);
+}
+
+static const PrRefModel mlp_ref = {mlp_ref_create, mlp_ref_zero, mlp_ref_iteration,
+                                   mlp_ref_step, mlp_ref_grad, mlp_ref_destroy};
+
+int pr_mlp_check(PrRun *run, PrResult *res)
+{
+    if (run->prog->model_arch != 0)
+        return pr_tf_check(run, res);
+    return pr_model_check(run, res, &mlp_ref);
+}
+
+double pr_mlp_reference_ms(PrRun *run)
+{
+    if (run->prog->model_arch != 0)
+        return pr_tf_reference_ms(run);
+    return pr_model_reference_ms(run, &mlp_ref);
 }
 
 size_t pr_rank_grad_floats(const PrRun *run, int s)

@@ -158,81 +158,50 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
     }
 }
 
-/* Tokens and targets (M,B,T) of iteration it; NULL pair when out of memory or no batch. */
-static int batches(PrRun *run, int it, int **tok, int **tgt)
+/* The transformer's sequential reference (PrRefModel). */
+static void *tf_ref_create(const PrRun *run)
 {
-    const PrProgram *g = run->prog;
-    size_t bt = (size_t)g->mlp_B * (size_t)g->mlp_T;
-    if (!*tok)
-        *tok = malloc((size_t)run->M * bt * sizeof **tok);
-    if (!*tgt)
-        *tgt = malloc((size_t)run->M * bt * sizeof **tgt);
-    if (!*tok || !*tgt)
-        return -1;
-    for (int mb = 0; mb < run->M; mb++)
-        if (data_batch(&run->data, run->opt.seed, it, mb, g->mlp_B, g->mlp_T, g->mlp_vocab,
-                       *tok + mb * bt, *tgt + mb * bt) != 0)
-            return -1;
-    return 0;
+    TfConfig c = config_of(run->prog);
+    return tf_create(&c, run->opt.seed);
 }
+
+static void tf_ref_zero(void *m)
+{
+    MlpSlice whole = tf_whole(&((TfModel *)m)->cfg);
+    tf_zero_grad(m, &whole);
+}
+
+static float tf_ref_iteration(void *m, int M, const int *tok, const int *tgt)
+{
+    return tf_reference_iteration(m, M, tok, tgt);
+}
+
+static void tf_ref_step(void *m, float lr)
+{
+    MlpSlice whole = tf_whole(&((TfModel *)m)->cfg);
+    tf_sgd_step(m, &whole, lr);
+}
+
+static const float *tf_ref_grad(const void *m, int i)
+{
+    const TfModel *t = m;
+    return t->grad_mem + t->tensors[i].off;
+}
+
+static void tf_ref_destroy(void *m)
+{
+    tf_free(m);
+}
+
+static const PrRefModel tf_ref = {tf_ref_create, tf_ref_zero, tf_ref_iteration, tf_ref_step,
+                                  tf_ref_grad, tf_ref_destroy};
 
 int pr_tf_check(PrRun *run, PrResult *res)
 {
-    TfConfig c = config_of(run->prog);
-    /* the same initial weights: a fresh model, same seed (iteration 0 not stepped yet) */
-    TfModel *ref = tf_create(&c, run->opt.seed);
-    int *tok = NULL, *tgt = NULL, n = ref ? ref->ntensors : 0, rc = -1;
-    res->grad_name = calloc((size_t)(n ? n : 1), sizeof *res->grad_name);
-    res->grad_err = calloc((size_t)(n ? n : 1), sizeof *res->grad_err);
-    if (!ref || !res->grad_name || !res->grad_err || batches(run, 0, &tok, &tgt) != 0)
-        goto out;
-    MlpSlice whole = tf_whole(&c);
-    tf_zero_grad(ref, &whole);
-    if (isnan(tf_reference_iteration(ref, run->M, tok, tgt)))
-        goto out;
-    res->ngrad = n;
-    res->max_grad_err = 0;
-    for (int i = 0; i < n; i++) {
-        const TfTensor *t = &ref->tensors[i];
-        snprintf(res->grad_name[i], sizeof res->grad_name[i], "%s", t->name);
-        res->grad_err[i] = mlp_rel_error(run->tf->grad_mem + t->off, ref->grad_mem + t->off, t->n);
-        if (res->grad_err[i] > res->max_grad_err || isnan(res->grad_err[i]))
-            res->max_grad_err = res->grad_err[i];
-    }
-    rc = 0;
-out:
-    tf_free(ref);
-    free(tok);
-    free(tgt);
-    return rc;
+    return pr_model_check(run, res, &tf_ref);
 }
 
 double pr_tf_reference_ms(PrRun *run)
 {
-    TfConfig c = config_of(run->prog);
-    TfModel *ref = tf_create(&c, run->opt.seed);
-    int *tok = NULL, *tgt = NULL, n = 0;
-    double ms = -1, total = 0;
-    MlpSlice whole = tf_whole(&c);
-    if (!ref)
-        goto out;
-    for (int it = 0; it < run->opt.iters; it++) {
-        double t0 = pr_now_ms();
-        if (batches(run, it, &tok, &tgt) != 0)
-            goto out;
-        tf_zero_grad(ref, &whole);
-        if (isnan(tf_reference_iteration(ref, run->M, tok, tgt)))
-            goto out;
-        tf_sgd_step(ref, &whole, (float)run->opt.lr);
-        if (it > 0 || run->opt.iters == 1) {
-            total += pr_now_ms() - t0;
-            n++;
-        }
-    }
-    ms = n ? total / n : -1;
-out:
-    tf_free(ref);
-    free(tok);
-    free(tgt);
-    return ms;
+    return pr_model_reference_ms(run, &tf_ref);
 }
