@@ -83,40 +83,22 @@ typedef struct RunInfo {
  * it runs, mlp). Returns 0, or 1 with a message (a plan that fails is pipec's bug). */
 static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
 {
-    CommPlan *cp = comm_plan(p);
-    StreamInBuf b;
-    stream_in_build(&b, p, cp);
-    StreamPlan *sp = stream_plan(&b.in);
-    if (!sp)
-        die("out of memory");
     char why[400] = "";
-    ArenaPlan *ap = arena_plan(p, NULL, 1);
-    int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
-    arena_plan_free(ap);
-    MlpShape mlp;
-    char mwhy[200];
-    if (!nbad && mlp_shape(p, &mlp, mwhy, sizeof mwhy) == 0) {
-        ap = arena_plan(p, mlp.sizes, 1);
-        nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
-        arena_plan_free(ap);
-        mlp_shape_free(&mlp);
-    }
-    if (nbad)
+    StrBuf json = {0};
+    int nbad = stream_plan_verify(p, &json, why, sizeof why);
+    if (nbad) {
         fprintf(stderr, "%s: internal error: the CUDA stream plan fails its verifier (%d "
                         "violation%s): %s\n", file, nbad, nbad == 1 ? "" : "s", why);
-    else {
-        size_t cap = out->cap;
-        VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
-        out->cap = (uint32_t)cap;
-        EmitFile *f = &out->files[out->n++];
-        f->name = xstrdup("streams.json");
-        memset(&f->text, 0, sizeof f->text);
-        stream_plan_json(&f->text, p, sp);
+        sb_free(&json);
+        return 1;
     }
-    stream_plan_free(sp);
-    stream_in_free(&b);
-    comm_plan_free(cp);
-    return nbad ? 1 : 0;
+    size_t cap = out->cap;
+    VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
+    out->cap = (uint32_t)cap;
+    EmitFile *f = &out->files[out->n++];
+    f->name = xstrdup("streams.json");
+    f->text = json;
+    return 0;
 }
 
 /* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = P; info

@@ -120,17 +120,13 @@ int cmd_sim(int argc, char **argv)
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    SimArgs a = {0};
-    int st = read_sim_args(argc, argv, "sim", longopts, 1, &a);
+    SimArgs sa = {0};
+    int st = read_sim_args(argc, argv, "sim", longopts, 1, &sa);
     if (st >= 0)
         return st;
-    DriverOpts o = a.o;
-    SvgOpts so = a.so;
-    bool json = a.json, gantt = a.gantt;
-    const char *trace = a.trace, *svg = a.svg, *html = a.html;
     Diag d = {0};
-    Pipeline *p = driver_compile(&d, &o, argv[optind]);
-    driver_opts_free(&o);
+    Pipeline *p = driver_compile(&d, &sa.o, argv[optind]);
+    driver_opts_free(&sa.o);
     if (!p) {
         diag_free(&d);
         return 1;
@@ -138,7 +134,7 @@ int cmd_sim(int argc, char **argv)
     SimResult *r = simulate(p);
     int rc = 0;
     StrBuf out = {0};
-    if (json) {
+    if (sa.json) {
         sim_write_json(&out, p, r);
     } else {
         sim_write_summary(&out, p, r);
@@ -146,11 +142,11 @@ int cmd_sim(int argc, char **argv)
         sb_puts(&out, "idle = makespan - busy = fwd bubble (first F to first B)\n"
                       "       + bwd bubble (first B to last B) + idle before 1st F, after last B\n");
     }
-    if (gantt) {
+    if (sa.gantt) {
         StrBuf g = {0};
         sim_write_gantt(&g, p, r, term_width());
         /* With --json, stdout stays one JSON object: the gantt goes to stderr. */
-        if (json)
+        if (sa.json)
             fputs(g.s ? g.s : "", stderr);
         else {
             sb_putc(&out, '\n');
@@ -159,29 +155,29 @@ int cmd_sim(int argc, char **argv)
         sb_free(&g);
     }
     /* `--svg -` or `--trace -` make standard output that file: the summary goes to stderr. */
-    bool to_stdout = !(trace && !strcmp(trace, "-")) && !(svg && !strcmp(svg, "-")) &&
-                     !(html && !strcmp(html, "-"));
+    bool to_stdout = !(sa.trace && !strcmp(sa.trace, "-")) &&
+                     !(sa.svg && !strcmp(sa.svg, "-")) && !(sa.html && !strcmp(sa.html, "-"));
     fputs(out.s ? out.s : "", to_stdout ? stdout : stderr);
     sb_free(&out);
-    if (trace) {
+    if (sa.trace) {
         StrBuf t = {0};
         sim_write_trace(&t, p, r);
-        if (write_output(trace, &t))
+        if (write_output(sa.trace, &t))
             rc = 1;
         sb_free(&t);
     }
-    if (svg) {
+    if (sa.svg) {
         StrBuf t = {0};
-        svg_write(&t, p, r, &so);
-        if (write_output(svg, &t))
+        svg_write(&t, p, r, &sa.so);
+        if (write_output(sa.svg, &t))
             rc = 1;
         sb_free(&t);
     }
-    if (html) {
+    if (sa.html) {
         StrBuf t = {0};
         HtmlVariant hv = {p->name, p, r};
         html_write(&t, &hv, 1);
-        if (write_output(html, &t))
+        if (write_output(sa.html, &t))
             rc = 1;
         sb_free(&t);
     }
@@ -521,15 +517,11 @@ int cmd_diff(int argc, char **argv)
     int st = read_sim_args(argc, argv, "diff", longopts, 2, &sa);
     if (st >= 0)
         return st;
-    DriverOpts o = sa.o;
-    SvgOpts so = sa.so;
-    const char *svg = sa.svg, *html = sa.html;
-    bool json = sa.json;
     const char *fa = argv[optind], *fb = argv[optind + 1];
     Diag d = {0};
-    Pipeline *a = driver_compile(&d, &o, fa);
-    Pipeline *b = driver_compile(&d, &o, fb);
-    driver_opts_free(&o);
+    Pipeline *a = driver_compile(&d, &sa.o, fa);
+    Pipeline *b = driver_compile(&d, &sa.o, fb);
+    driver_opts_free(&sa.o);
     int rc = 0;
     if (!a || !b) {
         rc = 2; /* as diff(1): 0 the same, 1 different, 2 trouble */
@@ -537,28 +529,29 @@ int cmd_diff(int argc, char **argv)
     }
     SimResult *ra = simulate(a), *rb = simulate(b);
     StrBuf s = {0};
-    bool differ = json ? write_diff_json(&s, a, ra, b, rb) : write_diff(&s, a, ra, fa, b, rb, fb);
+    bool differ = sa.json ? write_diff_json(&s, a, ra, b, rb)
+                          : write_diff(&s, a, ra, fa, b, rb, fb);
     rc = differ ? 1 : 0;
     fputs(s.s ? s.s : "", stdout);
     sb_free(&s);
-    if (svg) {
+    if (sa.svg) {
         StrBuf t = {0};
         char *la = xasprintf("A: %s", fa), *lb = xasprintf("B: %s", fb);
-        svg_write_pair(&t, a, ra, la, b, rb, lb, &so);
+        svg_write_pair(&t, a, ra, la, b, rb, lb, &sa.so);
         free(la);
         free(lb);
-        if (write_output(svg, &t))
+        if (write_output(sa.svg, &t))
             rc = 2;
         sb_free(&t);
     }
-    if (html) {
+    if (sa.html) {
         StrBuf t = {0};
         char *la = xasprintf("A: %s", fa), *lb = xasprintf("B: %s", fb);
         HtmlVariant hv[2] = {{la, a, ra}, {lb, b, rb}};
         html_write(&t, hv, 2);
         free(la);
         free(lb);
-        if (write_output(html, &t))
+        if (write_output(sa.html, &t))
             rc = 2;
         sb_free(&t);
     }

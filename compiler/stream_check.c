@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emit_c.h"
 #include "util.h"
 
 void stream_in_build(StreamInBuf *b, const Pipeline *p, const CommPlan *cp)
@@ -415,9 +416,17 @@ int stream_plan_verify(const Pipeline *p, StrBuf *json, char *why, size_t why_n)
         die("out of memory");
     ArenaPlan *ap = arena_plan(p, NULL, 1);
     int nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
+    arena_plan_free(ap);
+    MlpShape mlp;
+    char mwhy[200];
+    if (!nbad && mlp_shape(p, &mlp, mwhy, sizeof mwhy) == 0) {
+        ap = arena_plan(p, mlp.sizes, 1);
+        nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
+        arena_plan_free(ap);
+        mlp_shape_free(&mlp);
+    }
     if (json)
         stream_plan_json(json, p, sp);
-    arena_plan_free(ap);
     stream_plan_free(sp);
     stream_in_free(&b);
     comm_plan_free(cp);

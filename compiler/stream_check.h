@@ -42,9 +42,11 @@ void stream_plan_json(StrBuf *out, const Pipeline *p, const StreamPlan *sp);
 int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *sp,
                       const ArenaPlan *ap, char *why, size_t why_n);
 
-/* The plan, its verification against the cost-model arena plan, in one call: builds
- * comm plan, arena plan and stream plan of p; returns the verifier's count (why as
- * above); *json (when not NULL) receives streams.json. */
+/* The plan and its verification against the arena plans the generated program uses, in
+ * one call: builds the comm plan and stream plan of p and checks the stream plan against
+ * the cost-model arena plan and, when that passes and the mlp workload runs p's model,
+ * against the arena plan of the workload's real sizes (mlp_shape). Returns the
+ * verifier's count (why as above); *json (when not NULL) receives streams.json. */
 int stream_plan_verify(const Pipeline *p, StrBuf *json, char *why, size_t why_n);
 
 #endif
