@@ -251,9 +251,11 @@ build/cov/lib/libpiperun.a: build/cov/libpiperun_cov.a
 	@mkdir -p $(dir $@)
 	echo "INPUT($(CURDIR)/build/cov/libpiperun_cov.a $$($(CC) -print-file-name=libgcov.a))" >$@
 
+# __gcov_dump is exported so that the fault shim can write the counters of a run that
+# ends in _exit (out of memory) before it does (tests/fault/faultinject.c).
 build/cov/bin/pipec: build/cov/compiler/main.o build/cov/libpipec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(COV) -o $@ $^ $(LDLIBS)
+	$(CC) $(COV) -Wl,--undefined=__gcov_dump,--export-dynamic-symbol=__gcov_dump -o $@ $^ $(LDLIBS)
 
 build/cov/tests/%: tests/unit/%.c tests/unit/testutil.h build/cov/libpipec.a build/cov/libpiperun_cov.a
 	@mkdir -p $(dir $@)

@@ -2,16 +2,26 @@
  * fail, to test how pipec survives out of memory and I/O errors (tests/fault/run.sh).
  *
  *   FAULT_FUNC=NAME   malloc calloc realloc fopen fwrite rename renameat2 fclose write
+ *                     mkdtemp
  *   FAULT_N=N         fail the N-th call (1-based) of NAME in this process, only that one
  *   FAULT_COUNT=PATH  fail nothing; at exit append "NAME COUNT" per function to PATH
+ *   FAULT_NO_EXCHANGE=1  besides, every renameat2 fails with EINVAL, as on a file
+ *                     system without RENAME_EXCHANGE (not counted as a call)
  *
  * Only processes whose program name is pipec are affected (a compiler pipec starts
- * inherits LD_PRELOAD and is left alone). A failed call does what a real failure does:
- * malloc/calloc/realloc return NULL with ENOMEM; fopen returns NULL with EIO; fwrite
- * writes nothing, sets the stream's error flag and ENOSPC; write returns -1 with
- * ENOSPC; rename/renameat2 return -1 with EIO and move nothing; fclose closes the
- * stream and then reports EOF with EIO (a close error, as NFS gives). The malloc family
- * calls glibc's __libc_* entry points, so no dlsym happens inside an allocation. */
+ * inherits LD_PRELOAD and is left alone). Only the calls made from the start of main to
+ * the end of pipec's own exit handlers are counted and may fail: before and after, the
+ * C library and libgcov do their start-up and clean-up (a pipec built with --coverage
+ * writes its counters at exit with malloc, fopen and fwrite, which must neither take
+ * the injected fault nor count as pipec's calls).
+ *
+ * A failed call does what a real failure does: malloc/calloc/realloc return NULL with
+ * ENOMEM; fopen returns NULL with EIO; fwrite writes nothing, sets the stream's error
+ * flag and ENOSPC; write returns -1 with ENOSPC; rename/renameat2 return -1 with EIO
+ * and move nothing; mkdtemp returns NULL with ENOSPC and creates nothing; fclose
+ * closes the stream and then reports EOF with EIO (a close error, as NFS gives). The
+ * malloc family calls glibc's __libc_* entry points, so no dlsym happens inside an
+ * allocation. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,15 +35,16 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
 enum { F_MALLOC, F_CALLOC, F_REALLOC, F_FOPEN, F_FWRITE, F_RENAME, F_RENAMEAT2, F_FCLOSE,
-       F_WRITE, NFUNC };
+       F_WRITE, F_MKDTEMP, NFUNC };
 static const char *const names[NFUNC] = {"malloc", "calloc", "realloc", "fopen", "fwrite",
-                                         "rename", "renameat2", "fclose", "write"};
+                                         "rename", "renameat2", "fclose", "write", "mkdtemp"};
 
-static int state;                /* 0 not read yet, 1 off, 2 failing, 3 counting */
+static int state;                /* 0 before main, 1 off, 2 failing, 3 counting */
 static int target = -1;          /* the function to fail */
 static unsigned long fail_at;    /* its call number to fail */
 static unsigned long calls[NFUNC];
 static const char *count_path;
+static int no_exchange;          /* FAULT_NO_EXCHANGE: renameat2 always fails, EINVAL */
 
 static void init(void)
 {
@@ -41,6 +52,8 @@ static void init(void)
     if (strcmp(program_invocation_short_name, "pipec") != 0)
         return;
     const char *f = getenv("FAULT_FUNC"), *n = getenv("FAULT_N");
+    const char *x = getenv("FAULT_NO_EXCHANGE");
+    no_exchange = x && !strcmp(x, "1");
     count_path = getenv("FAULT_COUNT");
     if (count_path && *count_path) {
         state = 3;
@@ -59,19 +72,20 @@ static void init(void)
 /* Counts a call of function i; true when this call must fail. */
 static int hit(int i)
 {
-    if (state == 0)
-        init();
     if (state < 2)
         return 0;
     calls[i]++;
     return state == 2 && i == target && calls[i] == fail_at;
 }
 
-__attribute__((destructor)) static void report(void)
+/* At exit, after pipec's own exit handlers (registered later, so run earlier): stop
+ * counting and failing; when counting, append the counts to FAULT_COUNT. */
+static void at_exit(void)
 {
-    if (state != 3)
-        return;
+    int counting = state == 3;
     state = 1;
+    if (!counting)
+        return;
     FILE *f = fopen(count_path, "a");
     if (!f)
         return;
@@ -85,6 +99,33 @@ __attribute__((destructor)) static void report(void)
     static __typeof__(&name) real_##name;                           \
     if (!real_##name)                                               \
         real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+
+/* pipec's main, which the wrapper below calls. */
+static int (*real_main)(int, char **, char **);
+
+/* Registers at_exit first thing in main: after the C library's own exit handler (which
+ * runs the destructors, libgcov's among them), so that at_exit runs before it, and
+ * before pipec's (registered later, so run earlier), so that it runs after them. */
+static int main_after_at_exit(int argc, char **argv, char **envp)
+{
+    atexit(at_exit);
+    init();
+    return real_main(argc, argv, envp);
+}
+
+/* glibc's start-up, which calls main: the only place to run code first in main. */
+int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
+                      void (*ctors)(void), void (*dtors)(void), void (*rtld_fini)(void),
+                      void *stack_end);
+int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv,
+                      void (*ctors)(void), void (*dtors)(void), void (*rtld_fini)(void),
+                      void *stack_end)
+{
+    NEXT(__libc_start_main);
+    real_main = main;
+    return real___libc_start_main(main_after_at_exit, argc, argv, ctors, dtors, rtld_fini,
+                                  stack_end);
+}
 
 void *malloc(size_t n)
 {
@@ -161,7 +202,37 @@ int renameat2(int da, const char *a, int db, const char *b, unsigned flags)
         errno = EIO;
         return -1;
     }
+    if (no_exchange && state >= 2) {
+        errno = EINVAL;
+        return -1;
+    }
     return real_renameat2(da, a, db, b, flags);
+}
+
+char *mkdtemp(char *tmpl)
+{
+    NEXT(mkdtemp);
+    if (hit(F_MKDTEMP)) {
+        errno = ENOSPC;
+        return NULL;
+    }
+    return real_mkdtemp(tmpl);
+}
+
+/* _exit skips the exit handlers and destructors, so a pipec built with --coverage would
+ * lose the counters of each run that ends on the out-of-memory path (util.c
+ * out_of_memory). Where the program exports libgcov's __gcov_dump (make coverage links
+ * it so), the counters are written first, with nothing counted or failed any more. */
+void _exit(int status)
+{
+    NEXT(_exit);
+    if (state >= 2) {
+        state = 1;
+        void (*dump)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "__gcov_dump");
+        if (dump)
+            dump();
+    }
+    real__exit(status);
 }
 
 int fclose(FILE *f)

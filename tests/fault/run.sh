@@ -5,8 +5,9 @@
 #
 # SHIM is the LD_PRELOAD library built from tests/fault/faultinject.c. For each
 # scenario (check of three examples; sim --json --svg --trace; emit over a folder an
-# older emit wrote; print -o), a clean run counts the calls of every intercepted
-# function (malloc calloc realloc fopen fwrite rename renameat2 fclose write); then the
+# older emit wrote, the same on a file system without RENAME_EXCHANGE, and emit into a
+# new folder; print -o), a clean run counts the calls of every intercepted function
+# (malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp); then the
 # N-th call of one function fails, for every N (the full sweep) or, with --sample K,
 # for K values of N spread over the range (always the first and the last). Every
 # injected run must:
@@ -34,7 +35,7 @@ P=$(realpath "${PIPEC:-bin/pipec}")
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write"
+funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp"
 runs=0 injected=0 reported=0 survived=0
 
 # scenario NAME: sets up $T/w (the work folder, cleared) and runs the command there.
@@ -42,7 +43,7 @@ setup() {
     rm -rf "$T/w"
     mkdir -p "$T/w"
     case $1 in
-    emit) cp -r "$T/ref_old_gen" "$T/w/gen" ;;
+    emit | emit_noexchange) cp -r "$T/ref_old_gen" "$T/w/gen" ;;
     print) cp "$T/ref_old_print" "$T/w/out.pipe" ;;
     esac
 }
@@ -50,7 +51,7 @@ command_of() {
     case $1 in
     check) echo check examples/demo.pipe examples/tiny_1f1b.pipe examples/obscura_llama2_18b_gb16.pipe ;;
     sim) echo sim examples/demo.pipe --json --svg "$T/w/t.svg" --trace "$T/w/t.json" ;;
-    emit) echo emit examples/demo.pipe -o "$T/w/gen" ;;
+    emit | emit_noexchange | emit_new) echo emit examples/demo.pipe -o "$T/w/gen" ;;
     print) echo print examples/obscura_llama2_18b_gb16.pipe -o "$T/w/out.pipe" ;;
     esac
 }
@@ -84,9 +85,15 @@ outputs_ok() {
         fi
     done
     case $name in
-    emit)
+    emit | emit_noexchange)
         if ! diff -rq "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1 && ! diff -rq "$T/w/gen" "$T/ref_old_gen" >/dev/null 2>&1; then
             echo "the emit folder is a mix of old and new: $(diff -rq "$T/w/gen" "$T/ref_old_gen" 2>&1 | head -3 | tr '\n' ' ')"
+            return 1
+        fi
+        ;;
+    emit_new)
+        if [ -e "$T/w/gen" ] && ! diff -rq "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1; then
+            echo "the new emit folder is incomplete"
             return 1
         fi
         ;;
@@ -104,14 +111,22 @@ outputs_ok() {
     return 0
 }
 
-for name in check sim emit print; do
+# env_of NAME: the shim's settings besides FAULT_FUNC/FAULT_N/FAULT_COUNT.
+env_of() {
+    case $1 in
+    emit_noexchange) echo FAULT_NO_EXCHANGE=1 ;;
+    *) echo FAULT_NO_EXCHANGE=0 ;;
+    esac
+}
+
+for name in check sim emit emit_noexchange emit_new print; do
     # the clean run: reference outputs and call counts
     setup $name
     mkdir -p "$T/ref_$name"
     cp -r "$T/w" "$T/ref_$name/w0"
     rm -f "$T/count"
     # shellcheck disable=SC2046
-    FAULT_COUNT="$T/count" LD_PRELOAD=$shim "$P" $(command_of $name) >"$T/ref_$name/out" 2>"$T/err"
+    env $(env_of $name) FAULT_COUNT="$T/count" LD_PRELOAD=$shim "$P" $(command_of $name) >"$T/ref_$name/out" 2>"$T/err"
     rc=$?
     if [ $rc != 0 ]; then
         bad "$name: clean run" "exit $rc: $(head -c 300 "$T/err")"
@@ -129,7 +144,7 @@ for name in check sim emit print; do
         for k in $points; do
             setup $name
             # shellcheck disable=SC2046
-            FAULT_FUNC=$fn FAULT_N=$k LD_PRELOAD=$shim timeout 20 "$P" $(command_of $name) >"$T/out" 2>"$T/err"
+            env $(env_of $name) FAULT_FUNC=$fn FAULT_N=$k LD_PRELOAD=$shim timeout 20 "$P" $(command_of $name) >"$T/out" 2>"$T/err"
             rc=$?
             runs=$((runs + 1))
             injected=$((injected + 1))
