@@ -84,14 +84,22 @@ static bool first_at(Elab *e, Loc loc)
     return true;
 }
 
+/* Whether an expansion error at loc is to be reported: the first one there (an error
+ * inside a loop is reported once). Counts it, and stops expansion after too many. */
+static bool exp_report(Elab *e, Loc loc)
+{
+    if (!first_at(e, loc))
+        return false;
+    if (++e->nexp_err >= MAX_EXPAND_ERRORS)
+        e->stop = true;
+    return true;
+}
+
 /* Reports an expansion error once per location; stops expansion after too many. */
 #define EXP_ERROR(e, loc, code, ...)                                   \
     do {                                                               \
-        if (first_at((e), (loc))) {                                    \
+        if (exp_report((e), (loc)))                                    \
             diag_error((e)->d, (loc), (code), __VA_ARGS__);            \
-            if (++(e)->nexp_err >= MAX_EXPAND_ERRORS)                  \
-                (e)->stop = true;                                      \
-        }                                                              \
     } while (0)
 
 /* ---- numbers and units ---------------------------------------------------------- */
@@ -557,11 +565,7 @@ static void exec(Elab *e, const Node *n, bool top)
         if (c)
             return;
         e->halt = true;
-        if (first_at(e, n->loc)) {
-            diag_error(e->d, n->loc, DIAG_VALUE, "%s", n->name);
-            if (++e->nexp_err >= MAX_EXPAND_ERRORS)
-                e->stop = true;
-        }
+        EXP_ERROR(e, n->loc, DIAG_VALUE, "%s", n->name);
         return;
     }
     case N_IF: {
