@@ -197,6 +197,54 @@ check "tune -o, written partition: checks" q "$PIPEC" check "$tmp/tw.best.pipe"
 b=$(best "$tmp/tw.tab")
 o=$("$PIPEC" sim --json "$tmp/tw.best.pipe" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_ms"])')
 expect "tune -o, written partition: simulates to row 1 ($o vs $b)" "abs(${o:-0} - ${b:-1}) <= 0.05 + 1e-6 * ${b:-1}"
+# --help and -h print the usage on stdout with exit 0; an unknown option is exit 2.
+for h in --help -h; do
+    "$PIPEC" tune $h >"$tmp/o" 2>"$tmp/e"
+    check "tune $h: exit 0" test $? = 0
+    check "tune $h: usage on stdout" grep -q '^usage: pipec tune \[options\] FILE' "$tmp/o"
+done
+"$PIPEC" tune --bogus examples/tiny_1f1b.pipe >"$tmp/o" 2>"$tmp/e"
+check "tune --bogus: exit 2" test $? = 2
+check "tune --bogus: named, with the usage" grep -q "unknown option '--bogus'" "$tmp/e"
+check "tune --bogus: no table" test ! -s "$tmp/o"
+
+# An explicit file (no schedule template) that is best as written: -o writes its
+# explicit form under a header that says so, which checks and simulates to row 1.
+cat >"$tmp/ex.pipe" <<E
+pipeline ex { stages 2 microbatches 2
+  costs { f 1ms b 2ms }
+  stage 0 { F0 F1 B0 B1 }
+  stage 1 { F0 B0 F1 B1 }
+}
+E
+"$PIPEC" tune "$tmp/ex.pipe" -o "$tmp/ex.best.pipe" >"$tmp/ex.tab" 2>/dev/null
+check "tune, explicit best: exit 0" test $? = 0
+check "tune, explicit best: row 1 as written" grep -qE '^ +1 +9\.0 .* as written \(explicit\)' "$tmp/ex.tab"
+check "tune -o, explicit best: says it is the explicit form" grep -q '^# makespan 9.00 ms; the explicit form (the file has no schedule template)' "$tmp/ex.best.pipe"
+check "tune -o, explicit best: the stage lists" grep -qx '  stage 1 { F0 B0 F1 B1 }' "$tmp/ex.best.pipe"
+o=$(makespan "$tmp/ex.best.pipe")
+expect "tune -o, explicit best: simulates to 9 ms ($o)" "abs($o - 9) < 1e-9"
+
+# -o writes a device's fields in their units (sizes, bandwidths, times), the placement
+# (chunks 2 vshape) and tensor_parallel, and the result simulates to row 1.
+cat >"$tmp/un.pipe" <<E
+import "std/schedules.pipe"
+import "std/models.pipe"
+device slowgpu { memory 40GiB reserved 512MiB peak_tflops 20 efficiency 0.5
+  mem_bw 400GB/s host_bw 12GB/s host_latency 20us peer_bw 25GB/s peer_latency 5us }
+pipeline un { stages 2 microbatches 4 chunks 2 vshape model gpt_1_3b device slowgpu
+  tensor_parallel 2
+  schedule zbv }
+E
+"$PIPEC" tune "$tmp/un.pipe" -o "$tmp/un.best.pipe" >"$tmp/un.tab" 2>/dev/null
+check "tune, units: exit 0" test $? = 0
+for want in '  memory 40GiB  reserved 512MiB  peak_tflops 20  efficiency 0.5  mem_bw 400GB/s  host_bw 12GB/s' \
+            '  host_latency 0.02ms  peer_bw 25GB/s  peer_latency 0.005ms' \
+            '  stages 2  microbatches 4  chunks 2 vshape' '  tensor_parallel 2' '  schedule zbv'; do
+    check "tune -o, units: '$want'" grep -qxF "$want" "$tmp/un.best.pipe"
+done
+b=$(best "$tmp/un.tab"); o=$(makespan "$tmp/un.best.pipe")
+expect "tune -o, units: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
 echo 'pipeline x { stages 0 }' >"$tmp/bad.pipe"
 "$PIPEC_ASAN" tune "$tmp/bad.pipe" >/dev/null 2>&1; check "tune on a bad file: exit 1" test $? = 1
 finish
