@@ -291,7 +291,7 @@ if command -v script >/dev/null; then
 else
     skip "gantt on a terminal" "no script(1)"
 fi
-for c in abc 5 60x; do
+for c in abc 5 60x '' 20000; do
     check "gantt: COLUMNS='$c' is ignored (100 columns)" test "$(gantt_width "$c")" = 100
 done
 
@@ -306,6 +306,32 @@ check "over budget: the SVG's memory label of stage 0 is red" grep -q 'class="me
 check "over budget: stage 1's label is not" grep -q 'class="mem">1.0 GiB / 3.0 GiB' "$tmp/ob.svg"
 "$P" check "$tmp/ob.pipe" >/dev/null 2>&1
 check "over budget: check rejects it (exit 1)" test $? = 1
+
+# --- diff: beyond DIFF_MAX_EDITS (4000) edits in one stage the hunks are not shown --------
+# A is GPipe's order on one stage (F0..F(n-1) B0..B(n-1)), B is F0 B0 F1 B1 ...: turning
+# one into the other takes 2(n - 1) edits, 4000 for n = 2001 and 4002 for n = 2002.
+for n in 2001 2002; do
+    python3 -c "
+n = $n
+print('pipeline a { stages 1 microbatches %d stage 0 { %s %s } }' % (n, ' '.join('F%d' % i for i in range(n)), ' '.join('B%d' % i for i in range(n))))
+print('pipeline b { stages 1 microbatches %d stage 0 { %s } }' % (n, ' '.join('F%d B%d' % (i, i) for i in range(n))), file=open('$tmp/big_b$n.pipe', 'w'))" >"$tmp/big_a$n.pipe"
+    "$P" diff "$tmp/big_a$n.pipe" "$tmp/big_b$n.pipe" >"$tmp/big$n" 2>&1
+    check "diff, $n micro-batches on one stage: exit 1" test $? = 1
+    check "diff, $n micro-batches: the stage differs" grep -qx 'op order: 1 of 1 stage differ' "$tmp/big$n"
+done
+check "diff, 4000 edits: shown" test "$(grep -cE '^[-+][FB][0-9]+$' "$tmp/big2001")" = 4000
+check "diff, 4000 edits: no 'not shown' line" bash -c "! grep -q 'not shown' '$tmp/big2001'"
+check "diff, 4002 edits: says so instead" grep -qx 'stage 0: the op orders differ in more than 4000 places (not shown)' "$tmp/big2002"
+check "diff, 4002 edits: no hunk" bash -c "! grep -q '^@@' '$tmp/big2002'"
+
+# --- --help of sim and diff --------------------------------------------------------------
+for c in sim diff; do
+    for h in --help -h; do
+        "$P" $c $h >"$tmp/o" 2>"$tmp/e"
+        check "$c $h: exit 0" test $? = 0
+        check "$c $h: its usage on stdout" grep -q "^usage: pipec $c " "$tmp/o"
+    done
+done
 
 # --- errors ------------------------------------------------------------------------------
 "$P" sim >/dev/null 2>&1
