@@ -107,4 +107,36 @@ mkdir -p "$tmp/home"
 (cd "$tmp" && XDG_CACHE_HOME=rel HOME=$tmp/home "$PIPEC" run "$OLDPWD/examples/tiny_1f1b.pipe" --iters 1) >/dev/null 2>"$tmp/err"
 check "a relative XDG_CACHE_HOME is ignored: cache in \$HOME/.cache/pipec" grep -q "^pipec run: building tiny_1f1b (4 ranks) in $tmp/home/.cache/pipec/[0-9a-f]*\$" "$tmp/err"
 check "... nothing under the relative folder" test ! -e "$tmp/rel"
+# Neither an absolute $XDG_CACHE_HOME nor an absolute $HOME: .cache/pipec under the
+# current folder.
+mkdir -p "$tmp/cwd"
+(cd "$tmp/cwd" && XDG_CACHE_HOME= HOME=rel "$PIPEC" run "$OLDPWD/examples/tiny_1f1b.pipe" --iters 1) >/dev/null 2>"$tmp/err"
+check "no absolute XDG_CACHE_HOME or HOME: cache in .cache/pipec" grep -q "^pipec run: building tiny_1f1b (4 ranks) in \.cache/pipec/[0-9a-f]*\$" "$tmp/err"
+check "... under the current folder" test -d "$tmp/cwd/.cache/pipec"
+# A cache folder that cannot be created: exit 1, naming it, and nothing runs.
+"$PIPEC" run examples/tiny_1f1b.pipe --iters 1 --cache /dev/null/c >"$tmp/out" 2>"$tmp/err"
+check "--cache that cannot be created: exit 1" test $? = 1
+check "--cache that cannot be created: named, with the reason" grep -q "^pipec: cannot create the cache folder /dev/null/c/[0-9a-f]*: Not a directory\$" "$tmp/err"
+check "--cache that cannot be created: nothing ran" test ! -s "$tmp/out"
+# Usage errors: no FILE, an unknown option.
+"$PIPEC" run >"$tmp/out" 2>"$tmp/err"
+check "run without FILE: exit 2" test $? = 2
+check "run without FILE: says so" grep -qx "pipec run: need one FILE" "$tmp/err"
+"$PIPEC" run --bogus examples/tiny_1f1b.pipe >"$tmp/out" 2>"$tmp/err"
+check "run --bogus: exit 2" test $? = 2
+check "run --bogus: named" grep -qx "pipec run: unknown option '--bogus'" "$tmp/err"
+# --launcher mpi starts $MPIRUN -np P --oversubscribe (--allow-run-as-root as root) with
+# the program and the options passed through.
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"%s"\n' "$tmp/mpirun.args" >"$tmp/mpirun"
+chmod +x "$tmp/mpirun"
+MPIRUN=$tmp/mpirun "$PIPEC" run examples/tiny_1f1b.pipe --launcher mpi --iters 1 --cache "$tmp/cmpi" >/dev/null 2>"$tmp/err"
+rc=$?
+if grep -q "cannot find libpiperun_mpi.a" "$tmp/err"; then
+    skip "MPIRUN" "the MPI runtime is not built"
+else
+    check "MPIRUN: exit 0 as it did" test $rc = 0
+    root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+    want=$(printf '%s\n' -np 4 --oversubscribe $root; ls "$tmp"/cmpi/*/tiny_1f1b; printf '%s\n' --iters 1)
+    check "MPIRUN: its arguments" test "$(cat "$tmp/mpirun.args")" = "$want"
+fi
 finish

@@ -81,6 +81,13 @@ check "CC that does not exist: named" grep -qx "pipec: cannot run /nonexistent/c
 PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC= "$P" compile $E -o "$tmp/cc3" >"$tmp/out" 2>"$tmp/err"
 check "an empty CC is cc: exit 0" test $? = 0
 check "an empty CC is cc: the program" test -x "$tmp/cc3/tiny_1f1b"
+# A compiler killed by a signal: named with the signal, and the build reported failed.
+printf '#!/bin/sh\nkill -9 $$\n' >"$tmp/killcc"
+chmod +x "$tmp/killcc"
+PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC=$tmp/killcc "$P" compile $E -o "$tmp/cc5" >"$tmp/out" 2>"$tmp/err"
+check "CC killed by a signal: exit 1" test $? = 1
+check "CC killed by a signal: named, with the signal" grep -qx "pipec: $tmp/killcc was killed by signal 9" "$tmp/err"
+check "CC killed by a signal: the build failed" grep -qx "pipec: compiling the generated program in $tmp/cc5 failed" "$tmp/err"
 if [ -f "$rt_lib/libpiperun_mpi.a" ]; then
     PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib MPICC=false "$P" compile --launcher mpi $E -o "$tmp/cc4" >"$tmp/out" 2>"$tmp/err"
     rc=$?
