@@ -156,6 +156,36 @@ expect $A/bad_unpaired.csv "$A/bad_unpaired.csv:1:9: error[missing]: backward-in
     0F0,0F1,0I0,0B1
             ^"
 
+# RFC 4180 quoting: a quote left open, text after a closing quote; an empty overlap; an
+# older release's batched pair whose second half has no micro-batch index.
+printf '"0F0,0F1\n' >"$tmp/q1.csv"
+expect "$tmp/q1.csv" "$tmp/q1.csv:1:1: error[syntax]: unterminated quoted cell: a '\"' opens it and the line ends
+    \"0F0,0F1
+    ^"
+printf '"0F0"x,0F1\n' >"$tmp/q2.csv"
+expect "$tmp/q2.csv" "$tmp/q2.csv:1:6: error[syntax]: unexpected 'x' after a quoted cell; expected ',' or the end of the line
+    \"0F0\"x,0F1
+         ^"
+printf '0F0,(;)OVERLAP_F_B\n' >"$tmp/q3.csv"
+expect "$tmp/q3.csv" "$tmp/q3.csv:1:5: error[syntax]: bad action '(;)OVERLAP_F_B': no actions inside ( )
+    0F0,(;)OVERLAP_F_B
+        ^"
+printf '0F0,0SEND_F0_1RECV_B\n' >"$tmp/q4.csv"
+expect "$tmp/q4.csv" "$tmp/q4.csv:1:13: error[syntax]: bad action '0SEND_F0_1RECV_B': unexpected '_' after the micro-batch index
+    0F0,0SEND_F0_1RECV_B
+                ^"
+# Quoted cells at a CRLF line end import as the same actions unquoted.
+printf '"0F0","0B0"\r\n' >"$tmp/q6.csv"
+"$PIPEC" import-csv "$tmp/q6.csv" -o "$tmp/q6.pipe" 2>"$tmp/err"
+check "quoted cells before CRLF: exit 0" test $? = 0
+check "quoted cells before CRLF: the ops" test "$(ops_of <"$tmp/q6.pipe")" = "0: F0 B0"
+# export-csv leaves dep edges out, with a warning (one edge: singular).
+printf 'pipeline d { stages 2 microbatches 1 costs { f 1ms b 2ms } stage 0 { F0 B0 } stage 1 { F0 B0 } dep 0:F0 -> 1:F0 }\n' >"$tmp/dep1.pipe"
+"$PIPEC" export-csv "$tmp/dep1.pipe" >"$tmp/dep1.csv" 2>"$tmp/err"
+check "export-csv with one dep: exit 0" test $? = 0
+check "export-csv with one dep: the warning" grep -q "warning\[csv\]: the schedule's 1 dep edge cannot be written to a PyTorch CSV and is left out$" "$tmp/err"
+check "export-csv with one dep: the actions" test "$(cat "$tmp/dep1.csv")" = "$(printf '0F0,0B0\n1F0,1B0')"
+
 # A CSV that imports but is not a complete schedule: import succeeds, check finds it.
 printf '0F0,0F1,0B0\n' >"$tmp/inc.csv"
 "$PIPEC" import-csv "$tmp/inc.csv" -o "$tmp/inc.pipe"
