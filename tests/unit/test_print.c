@@ -3,6 +3,8 @@
  * trip print(parse(print(x))) == print(x) through the front end.
  *
  * Expected strings are written by hand from the rules in print.h. */
+#include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +44,18 @@ static void test_decimal(void **state)
     /* 2^-10 = 0.0009765625 exactly. */
     assert_string_equal(print_decimal(buf, sizeof buf, 1.0 / 1024), "0.0009765625");
     assert_string_equal(print_decimal(buf, sizeof buf, 1.0 / 0.0), "inf");
+    assert_string_equal(print_decimal(buf, sizeof buf, -1.0 / 0.0), "-inf");
+    assert_string_equal(print_decimal(buf, sizeof buf, nan("")), "nan");
+    /* The extremes of double still fit PRINT_NUM_MAX and read back exactly: the largest
+     * has 309 integer digits, the smallest subnormal 323 zeros after the point. */
+    const double extreme[] = {DBL_MAX, -DBL_MAX, 4.9406564584124654e-324, -DBL_MIN};
+    for (size_t i = 0; i < sizeof extreme / sizeof extreme[0]; i++) {
+        print_decimal(buf, sizeof buf, extreme[i]);
+        assert_null(strpbrk(buf, "eE"));
+        assert_true(strtod(buf, NULL) == extreme[i]);
+    }
+    assert_int_equal(strlen(print_decimal(buf, sizeof buf, DBL_MAX)), 309);
+    assert_int_equal(strspn(print_decimal(buf, sizeof buf, 4.9406564584124654e-324) + 2, "0"), 323);
 }
 
 /* Every printed decimal reads back to the same double, over awkward and random
