@@ -22,7 +22,12 @@ for c in $commands; do
     "$P" "$c" --help >"$tmp/h2" 2>&1
     check "$c --help exits 0" test $? = 0
     check "$c --help equals help $c" cmp -s "$tmp/h" "$tmp/h2"
+    "$P" "$c" -h >"$tmp/h3" 2>&1
+    check "$c -h equals help $c" cmp -s "$tmp/h" "$tmp/h3"
 done
+"$P" help >"$tmp/h" 2>&1
+check "help alone exits 0" test $? = 0
+check "help alone is --help" cmp -s "$tmp/h" "$tmp/out"
 "$P" help build >"$tmp/h" 2>&1
 check "help build is compile's usage" grep -q "^usage: pipec compile " "$tmp/h"
 
