@@ -204,8 +204,7 @@ int pass_lynx_overlap(Diag *d, Pipeline *p, const PassCall *call)
     if (hi == INT32_MAX)
         hi = p->P;
     if (lo < 0 || lo > hi || hi > p->P) {
-        const Field *f = field_find(call->args, call->nargs, "stages");
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+        diag_error(d, pass_arg_loc(call, "stages"), DIAG_VALUE,
                    "bad stage range %lld..%lld: the pipeline has %d stages", (long long)lo,
                    (long long)hi, p->P);
         return 1;

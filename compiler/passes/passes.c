@@ -109,6 +109,12 @@ static const Field *arg_of_kind(Diag *d, const PassCall *c, const char *key, Val
     return f;
 }
 
+Loc pass_arg_loc(const PassCall *c, const char *key)
+{
+    const Field *f = arg(c, key);
+    return f ? f->loc : c->loc;
+}
+
 bool pass_arg_num(Diag *d, const PassCall *c, const char *key, double *out, int *err)
 {
     const Field *f = arg_of_kind(d, c, key, VAL_NUM, "a number", err);

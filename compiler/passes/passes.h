@@ -44,5 +44,8 @@ bool pass_arg_range(Diag *d, const PassCall *c, const char *key, int64_t *lo, in
                     int *err);
 /* An identifier argument, e.g. `policy=full`. */
 bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **out, int *err);
+/* Where a bad value of argument key is reported: at the argument, or at the call when
+ * the call leaves it to its default. */
+Loc pass_arg_loc(const PassCall *c, const char *key);
 
 #endif

@@ -119,7 +119,7 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
     int err = 0;
     int64_t lo = 0, hi = INT32_MAX;
     const char *pname = "full";
-    bool has_range = pass_arg_range(d, call, "stages", &lo, &hi, &err);
+    pass_arg_range(d, call, "stages", &lo, &hi, &err);
     pass_arg_ident(d, call, "policy", &pname, &err);
     if (err)
         return err;
@@ -128,9 +128,8 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
         if (strcmp(pname, policy_name[i]) == 0)
             pol = (RecomputePolicy)i;
     if (pol == POLICY_N) {
-        const Field *f = field_find(call->args, call->nargs, "policy");
         char hint[96];
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+        diag_error(d, pass_arg_loc(call, "policy"), DIAG_VALUE,
                    "unknown recomputation policy '%s'%s (none, full, selective, cmb, mlp)", pname,
                    diag_suggest(hint, sizeof hint, pname, policy_name, POLICY_N));
         return 1;
@@ -138,8 +137,7 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
     if (hi == INT32_MAX) /* stages=all */
         hi = p->P;
     if (lo < 0 || lo > hi || hi > p->P) {
-        const Field *f = field_find(call->args, call->nargs, "stages");
-        Loc loc = has_range && f ? f->loc : call->loc;
+        Loc loc = pass_arg_loc(call, "stages");
         if (hi > lo && hi - 1 >= p->P)
             diag_error(d, loc, DIAG_VALUE, "stage %lld is out of range: the pipeline has %d stages",
                        (long long)(hi - 1), p->P);

@@ -244,8 +244,7 @@ bool sched_select(Diag *d, const Pipeline *p, const PassCall *call, uint8_t *sel
         if (hi == INT32_MAX)
             hi = p->P;
         if (lo < 0 || lo > hi || hi > p->P) {
-            const Field *f = field_find(call->args, call->nargs, "stages");
-            diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+            diag_error(d, pass_arg_loc(call, "stages"), DIAG_VALUE,
                        "stage range %lld..%lld is out of range: the pipeline has %d stages",
                        (long long)lo, (long long)hi, p->P);
             (*err)++;

@@ -45,14 +45,12 @@ int pass_swap(Diag *d, Pipeline *p, const PassCall *call)
     if (err)
         return err;
     if (lambda < 0 || lambda > IR_MAX_MICROBATCHES) {
-        const Field *f = field_find(call->args, call->nargs, "lambda");
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE, "lambda must be >= 0 (got %lld)",
+        diag_error(d, pass_arg_loc(call, "lambda"), DIAG_VALUE, "lambda must be >= 0 (got %lld)",
                    (long long)lambda);
         return 1;
     }
     if (!(beta >= 0 && beta <= 1)) {
-        const Field *f = field_find(call->args, call->nargs, "beta");
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE, "beta must be in [0, 1] (got %g)", beta);
+        diag_error(d, pass_arg_loc(call, "beta"), DIAG_VALUE, "beta must be in [0, 1] (got %g)", beta);
         return 1;
     }
     uint8_t *sel;

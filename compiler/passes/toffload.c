@@ -78,15 +78,14 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
     int err = 0;
     int64_t lo = p->V - 1, hi = p->V;
     double cpu_step = 0;
-    bool has_chunks = pass_arg_range(d, call, "chunks", &lo, &hi, &err);
+    pass_arg_range(d, call, "chunks", &lo, &hi, &err);
     pass_arg_num(d, call, "cpu_step", &cpu_step, &err);
     if (err)
         return err;
     if (hi == INT32_MAX)
         hi = p->V;
     if (lo < 0 || hi > p->V || lo >= hi) {
-        const Field *f = field_find(call->args, call->nargs, "chunks");
-        diag_error(d, has_chunks && f ? f->loc : call->loc, DIAG_VALUE,
+        diag_error(d, pass_arg_loc(call, "chunks"), DIAG_VALUE,
                    "chunks %lld..%lld is not a non-empty range of the %d chunks", (long long)lo,
                    (long long)hi, p->V);
         return 1;

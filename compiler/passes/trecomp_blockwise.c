@@ -211,7 +211,7 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
 {
     int err = 0;
     int64_t lo = 0, hi = 1, delay = -1, lead = -1;
-    bool has_chunks = pass_arg_range(d, call, "chunks", &lo, &hi, &err);
+    pass_arg_range(d, call, "chunks", &lo, &hi, &err);
     bool has_delay = pass_arg_int(d, call, "delay", &delay, &err);
     bool has_lead = pass_arg_int(d, call, "lead", &lead, &err);
     if (err)
@@ -226,28 +226,24 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
     if (hi == INT32_MAX)
         hi = p->V;
     if (lo < 0 || hi > p->V || lo >= hi) {
-        const Field *f = field_find(call->args, call->nargs, "chunks");
-        diag_error(d, has_chunks && f ? f->loc : call->loc, DIAG_VALUE,
+        diag_error(d, pass_arg_loc(call, "chunks"), DIAG_VALUE,
                    "chunks %lld..%lld is not a non-empty range of the %d chunks", (long long)lo,
                    (long long)hi, p->V);
         return 1;
     }
     if (has_delay && (delay < 0 || delay > p->M)) {
-        const Field *f = field_find(call->args, call->nargs, "delay");
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+        diag_error(d, pass_arg_loc(call, "delay"), DIAG_VALUE,
                    "delay must be between 0 and the %d micro-batches", p->M);
         return 1;
     }
     if (has_lead && (lead < 0 || lead > 64)) {
-        const Field *f = field_find(call->args, call->nargs, "lead");
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE, "lead must be between 0 and 64");
+        diag_error(d, pass_arg_loc(call, "lead"), DIAG_VALUE, "lead must be between 0 and 64");
         return 1;
     }
     if (!has_delay)
         delay = lo == 0 ? appendix_b_delay(p->P) : 0;
     if (delay > 0 && lo != 0) {
-        const Field *f = field_find(call->args, call->nargs, "delay");
-        diag_error(d, f ? f->loc : call->loc, DIAG_VALUE,
+        diag_error(d, pass_arg_loc(call, "delay"), DIAG_VALUE,
                    "delay needs the recomputed chunks to start at chunk 0");
         return 1;
     }
