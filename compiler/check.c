@@ -364,7 +364,7 @@ static void check_memory(Diag *d, const Pipeline *p, const OpIndex *idx)
 
 void check_mem_table(FILE *out, const Pipeline *p)
 {
-    MemRank *mr = xmalloc(((size_t)p->P ? (size_t)p->P : 1) * sizeof *mr);
+    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
     mem_walk(p, mr);
     fprintf(out, "%5s %12s %12s %12s %12s %12s  %s\n", "stage", "peak", "budget", "headroom",
             "weights", "activations", "at (live)");

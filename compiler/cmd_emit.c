@@ -628,7 +628,7 @@ static int write_output_folder(const EmitOut *out, const char *outdir)
     for (uint32_t i = 0; i < out->n; i++) {
         char *path = xasprintf("%s/%s", tmp, out->files[i].name);
         const StrBuf *t = &out->files[i].text;
-        int w = write_file_atomic(path, t->s ? t->s : "", t->len);
+        int w = write_file_atomic(path, sb_str(t), t->len);
         free(path);
         if (w != 0) {
             fprintf(stderr, "pipec: cannot write %s/%s: %s\n", dir, out->files[i].name,
@@ -769,7 +769,7 @@ static uint64_t hash_out(const EmitOut *out, Target t)
     MIX(tag, strlen(tag) + 1);
     for (uint32_t i = 0; i < out->n; i++) {
         MIX(out->files[i].name, strlen(out->files[i].name) + 1);
-        MIX(out->files[i].text.s ? out->files[i].text.s : "", out->files[i].text.len);
+        MIX(sb_str(&out->files[i].text), out->files[i].text.len);
     }
     char *inc, *lib;
     if (find_runtime(t, &inc, &lib) == 0) {

@@ -147,17 +147,17 @@ int cmd_sim(int argc, char **argv)
         sim_write_gantt(&g, p, r, term_width());
         /* With --json, stdout stays one JSON object: the gantt goes to stderr. */
         if (sa.json)
-            fputs(g.s ? g.s : "", stderr);
+            fputs(sb_str(&g), stderr);
         else {
             sb_putc(&out, '\n');
-            sb_puts(&out, g.s ? g.s : "");
+            sb_puts(&out, sb_str(&g));
         }
         sb_free(&g);
     }
     /* `--svg -` or `--trace -` make standard output that file: the summary goes to stderr. */
     bool to_stdout = !(sa.trace && !strcmp(sa.trace, "-")) &&
                      !(sa.svg && !strcmp(sa.svg, "-")) && !(sa.html && !strcmp(sa.html, "-"));
-    fputs(out.s ? out.s : "", to_stdout ? stdout : stderr);
+    fputs(sb_str(&out), to_stdout ? stdout : stderr);
     sb_free(&out);
     if (sa.trace) {
         StrBuf t = {0};
@@ -532,7 +532,7 @@ int cmd_diff(int argc, char **argv)
     bool differ = sa.json ? write_diff_json(&s, a, ra, b, rb)
                           : write_diff(&s, a, ra, fa, b, rb, fb);
     rc = differ ? 1 : 0;
-    fputs(s.s ? s.s : "", stdout);
+    fputs(sb_str(&s), stdout);
     sb_free(&s);
     if (sa.svg) {
         StrBuf t = {0};

@@ -276,7 +276,7 @@ static void read_rows(Reader *r)
                                "unexpected '%c' after a quoted cell; expected ',' or the "
                                "end of the line", s[i]);
                 } else {
-                    parse_cell(r, q.s ? q.s : "", q.len, start + 1, rank);
+                    parse_cell(r, sb_str(&q), q.len, start + 1, rank);
                 }
                 while (i < n && s[i] != ',' && s[i] != '\n')
                     i++;

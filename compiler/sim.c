@@ -86,7 +86,7 @@ static void grow(void **p, size_t *cap, size_t need, size_t esz)
     if (need <= *cap && *p)
         return;
     free(*p);
-    *p = xmalloc((need ? need : 1) * esz);
+    *p = xmalloc(need * esz);
     *cap = need;
 }
 #define GROW(field, capf, need) grow((void **)&s->field, &s->capf, (need), sizeof *s->field)
@@ -567,7 +567,7 @@ SimResult *simulate(const Pipeline *p)
     res->makespan_ms = makespan;
 
     double idle_sum = 0;
-    MemRank *mr = xmalloc((P ? (size_t)P : 1) * sizeof *mr);
+    MemRank *mr = xmalloc((size_t)P * sizeof *mr);
     mem_walk(p, mr);
     for (int32_t r = 0; r < P; r++) {
         const StageOps *so = &p->stages[r];

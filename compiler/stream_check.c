@@ -23,12 +23,12 @@ void stream_in_build(StreamInBuf *b, const Pipeline *p, const CommPlan *cp)
 {
     memset(b, 0, sizeof *b);
     uint32_t P = (uint32_t)p->P;
-    b->ops = xcalloc(P ? P : 1, sizeof *b->ops);
-    b->nops = xcalloc(P ? P : 1, sizeof *b->nops);
+    b->ops = xcalloc(P, sizeof *b->ops);
+    b->nops = xcalloc(P, sizeof *b->nops);
     for (uint32_t s = 0; s < P; s++) {
         const StageOps *so = &p->stages[s];
         b->nops[s] = so->n;
-        b->ops[s] = xmalloc((so->n ? so->n : 1) * sizeof **b->ops);
+        b->ops[s] = xmalloc(so->n * sizeof **b->ops);
         for (uint32_t i = 0; i < so->n; i++) {
             const Op *o = &so->ops[i];
             b->ops[s][i] = (SpOp){o->kind, ir_vstage(p, (int32_t)s, o->chunk), (int32_t)o->mb};
@@ -351,7 +351,7 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
     v.why = why;
     v.why_n = why_n;
     v.p = p;
-    int64_t(**fr)[STREAM_N] = xcalloc(sp->P ? sp->P : 1, sizeof *fr);
+    int64_t(**fr)[STREAM_N] = xcalloc(sp->P, sizeof *fr);
     for (uint32_t r = 0; r < sp->P && r < in->P; r++) {
         v.k = &sp->rank[r];
         v.rank = r;

@@ -246,6 +246,11 @@ void sb_puts(StrBuf *b, const char *s)
     b->len += n;
 }
 
+const char *sb_str(const StrBuf *b)
+{
+    return b->s ? b->s : "";
+}
+
 void sb_free(StrBuf *b)
 {
     free(b->s);
@@ -257,7 +262,7 @@ int write_output(const char *path, const StrBuf *b)
 {
     if (!path)
         path = "-";
-    if (write_file_atomic(path, b->s ? b->s : "", b->len) != 0) {
+    if (write_file_atomic(path, sb_str(b), b->len) != 0) {
         if (strcmp(path, "-")) /* standard output's error is reported by write_file_atomic */
             fprintf(stderr, "pipec: cannot write %s: %s\n", path, strerror(errno));
         return 1;

@@ -29,7 +29,8 @@ noreturn void out_of_memory(void);
  * code that owns a temporary output registers how to remove it. */
 void set_fatal_cleanup(void (*fn)(void *arg), void *arg);
 
-/* malloc/calloc/realloc/strdup that call out_of_memory on exhaustion. */
+/* malloc/calloc/realloc/strdup that call out_of_memory on exhaustion. A size of 0
+ * still gives a block of its own (never NULL): callers need no `n ? n : 1`. */
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
@@ -80,5 +81,7 @@ void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2,
 void sb_putc(StrBuf *b, char c);
 void sb_puts(StrBuf *b, const char *s);
 void sb_free(StrBuf *b);
+/* b's contents as a string: "" while nothing was written to it (b->s is NULL then). */
+const char *sb_str(const StrBuf *b);
 
 #endif
