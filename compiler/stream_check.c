@@ -412,8 +412,8 @@ int stream_plan_verify(const Pipeline *p, StrBuf *json, char *why, size_t why_n)
     StreamInBuf b;
     stream_in_build(&b, p, cp);
     StreamPlan *sp = stream_plan(&b.in);
-    if (!sp)
-        die("out of memory");
+    if (!sp) /* its only failure (stream_plan.h: no allocation that can abort) */
+        out_of_memory();
     ArenaPlan *ap = arena_plan(p, NULL, 1);
     int nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
     arena_plan_free(ap);

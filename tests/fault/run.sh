@@ -5,8 +5,8 @@
 #
 # SHIM is the LD_PRELOAD library built from tests/fault/faultinject.c. For each
 # scenario (check of three examples; sim --json --svg --trace; emit over a folder an
-# older emit wrote, the same on a file system without RENAME_EXCHANGE, and emit into a
-# new folder; print -o), a clean run counts the calls of every intercepted function
+# older emit wrote, the same on a file system without RENAME_EXCHANGE, emit into a new
+# folder, and emit --backend cuda, whose stream plan allocates on its own; print -o), a clean run counts the calls of every intercepted function
 # (malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp); then the
 # N-th call of one function fails, for every N (the full sweep) or, with --sample K,
 # for K values of N spread over the range (always the first and the last). Every
@@ -52,6 +52,7 @@ command_of() {
     check) echo check examples/demo.pipe examples/tiny_1f1b.pipe examples/obscura_llama2_18b_gb16.pipe ;;
     sim) echo sim examples/demo.pipe --json --svg "$T/w/t.svg" --trace "$T/w/t.json" ;;
     emit | emit_noexchange | emit_new) echo emit examples/demo.pipe -o "$T/w/gen" ;;
+    emit_cuda) echo emit --backend cuda examples/demo.pipe -o "$T/w/gen" ;;
     print) echo print examples/obscura_llama2_18b_gb16.pipe -o "$T/w/out.pipe" ;;
     esac
 }
@@ -91,7 +92,7 @@ outputs_ok() {
             return 1
         fi
         ;;
-    emit_new)
+    emit_new | emit_cuda)
         if [ -e "$T/w/gen" ] && ! diff -rq "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1; then
             echo "the new emit folder is incomplete"
             return 1
@@ -119,7 +120,7 @@ env_of() {
     esac
 }
 
-for name in check sim emit emit_noexchange emit_new print; do
+for name in check sim emit emit_noexchange emit_new emit_cuda print; do
     # the clean run: reference outputs and call counts
     setup $name
     mkdir -p "$T/ref_$name"
