@@ -78,6 +78,7 @@ typedef struct Tuner {
     Pipeline *best;           /* a copy of the best variant so far */
     double best_ms;
     bool progress;            /* stderr is a terminal: update the line per variant */
+    bool unreadable;          /* a template file could not be read: the search stopped */
 } Tuner;
 
 static const char *const templates[] = {"onef1b", "zbh1", "interleaved", "interleaved",
@@ -101,6 +102,14 @@ static Pipeline *expand(Tuner *t, const char *name, int V)
     if (p && d.nerr) {
         pipeline_free(p);
         p = NULL;
+    }
+    /* Every template named here is in the stdlib: a name error is its file that could
+     * not be read (an I/O error), not a template that does not apply. */
+    if (d.ncode[DIAG_NAME] && !t->unreadable) {
+        fprintf(stderr, "pipec tune: cannot read std/%s.pipe (the search stops: its table "
+                        "would leave out every variant of %s)\n",
+                strcmp(name, "tpipe") == 0 ? "tpipe" : "schedules", name);
+        t->unreadable = true;
     }
     diag_free(&d);
     if (!p)
@@ -750,7 +759,7 @@ static void tune_search(Tuner *t, Pipeline *written)
     sb_printf(&desc, "as written (%s%s)", base->schedule ? "schedule " : "explicit",
               base->schedule ? base->schedule : "");
     evaluate(t, written, desc.s, NAN, NULL);
-    for (int i = 0; i < NTEMPLATES && t->tried < t->budget; i++) {
+    for (int i = 0; i < NTEMPLATES && t->tried < t->budget && !t->unreadable; i++) {
         if (template_v[i] != base->V && !base->model)
             continue;
         Pipeline *tp = expand(t, templates[i], template_v[i]);
@@ -802,7 +811,6 @@ static void tune_table(FILE *tab, const Tuner *t, long top)
 static int tune_write_best(Tuner *t, const Pipeline *written, const char *out)
 {
     StrBuf pb = {0};
-    int rc = 0;
     if (!write_source(&pb, t, written, &t->v[0], 1, t->nv)) {
         char ms[32];
         sb_printf(&pb, "# %s - variant 1 of %u found by `pipec tune %s`: %s\n"
@@ -811,11 +819,7 @@ static int tune_write_best(Tuner *t, const Pipeline *written, const char *out)
                   human_ms(ms, sizeof ms, t->v[0].makespan));
         print_pipeline(&pb, t->best);
     }
-    if (write_file_atomic(out, pb.s, pb.len) != 0) {
-        if (strcmp(out, "-")) /* standard output's error is reported by write_file_atomic */
-            fprintf(stderr, "pipec tune: cannot write %s\n", out);
-        rc = 1;
-    }
+    int rc = write_output(out, &pb);
     sb_free(&pb);
     return rc;
 }
@@ -866,15 +870,18 @@ int cmd_tune(int argc, char **argv)
     t.quiet.max_errors = 1;
 
     tune_search(&t, written);
-    qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
-    t.nv = dedupe(t.v, t.nv, base->P);
-    /* `-o -` makes standard output the variant's source: the table goes to stderr. */
-    tune_table(out && !strcmp(out, "-") ? stderr : stdout, &t, top);
-    rc = t.nv ? 0 : 1;
-    if (!t.nv)
-        fprintf(stderr, "pipec tune: no variant of %s passes check\n", path);
-    if (t.best && out && t.nv)
-        rc = tune_write_best(&t, written, out) ? 1 : rc;
+    rc = 1; /* a template that could not be read: no table, it would be incomplete */
+    if (!t.unreadable) {
+        qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
+        t.nv = dedupe(t.v, t.nv, base->P);
+        /* `-o -` makes standard output the variant's source: the table goes to stderr. */
+        tune_table(out && !strcmp(out, "-") ? stderr : stdout, &t, top);
+        rc = t.nv ? 0 : 1;
+        if (!t.nv)
+            fprintf(stderr, "pipec tune: no variant of %s passes check\n", path);
+        if (t.best && out && t.nv)
+            rc = tune_write_best(&t, written, out) ? 1 : rc;
+    }
     tune_free(&t);
     pipeline_free(written);
     pipeline_free(base);

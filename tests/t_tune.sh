@@ -168,7 +168,7 @@ check "tune, nothing fits: -o not written" test ! -e "$tmp/none.best.pipe"
 # -o into a missing folder: exit 1 naming it.
 "$PIPEC" tune "$tmp/aw.pipe" -o "$tmp/no/such/best.pipe" >/dev/null 2>"$tmp/e"
 check "tune -o into a missing folder: exit 1" test $? = 1
-check "tune -o into a missing folder: names it" grep -qF "pipec tune: cannot write $tmp/no/such/best.pipe" "$tmp/e"
+check "tune -o into a missing folder: names it, with the reason" grep -qxF "pipec: cannot write $tmp/no/such/best.pipe: No such file or directory" "$tmp/e"
 # On a terminal, stderr shows the search's progress, each line over the last ("\r").
 if command -v script >/dev/null; then
     script -qec "'$PIPEC' tune '$tmp/aw.pipe' >/dev/null" /dev/null >"$tmp/tty" 2>&1

@@ -6,14 +6,15 @@
 # SHIM is the LD_PRELOAD library built from tests/fault/faultinject.c. For each
 # scenario (check of three examples; sim --json --svg --trace; emit over a folder an
 # older emit wrote, the same on a file system without RENAME_EXCHANGE, emit into a new
-# folder, and emit --backend cuda, whose stream plan allocates on its own; print -o), a clean run counts the calls of every intercepted function
+# folder, and emit --backend cuda, whose stream plan allocates on its own; print -o;
+# opt -o; sim --html; tune -o; import-csv -o; export-csv -o), a clean run counts the calls of every intercepted function
 # (malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp); then the
 # N-th call of one function fails, for every N (the full sweep) or, with --sample K,
 # for K values of N spread over the range (always the first and the last). Every
 # injected run must:
 #   - end without a signal and without hanging (20 s), with exit status 0 or 1;
-#   - with exit status 1, say what failed on stderr (a line starting "pipec: " or a
-#     located "error[");
+#   - with exit status 1, say what failed on stderr (a line starting "pipec: " or
+#     "pipec COMMAND: ", or a located "error[");
 #   - with exit status 0, produce exactly the outputs of the clean run (the fault was
 #     one pipec may survive, such as a failed fclose of a file it only read);
 #   - leave every output all old or all new: stdout empty or complete (for check, whole
@@ -54,6 +55,11 @@ command_of() {
     emit | emit_noexchange | emit_new) echo emit examples/demo.pipe -o "$T/w/gen" ;;
     emit_cuda) echo emit --backend cuda examples/demo.pipe -o "$T/w/gen" ;;
     print) echo print examples/obscura_llama2_18b_gb16.pipe -o "$T/w/out.pipe" ;;
+    opt) echo opt examples/demo.pipe --pass recompute -o "$T/w/opt.pipe" ;;
+    sim_html) echo sim examples/demo.pipe --html "$T/w/t.html" ;;
+    tune) echo tune --budget 10 examples/tiny_1f1b.pipe -o "$T/w/best.pipe" ;;
+    import_csv) echo import-csv tests/csv/zb1p_2rank_2stagep_compute.csv -o "$T/w/in.pipe" ;;
+    export_csv) echo export-csv examples/tiny_1f1b.pipe -o "$T/w/out.csv" ;;
     esac
 }
 
@@ -120,7 +126,8 @@ env_of() {
     esac
 }
 
-for name in check sim emit emit_noexchange emit_new emit_cuda print; do
+for name in check sim emit emit_noexchange emit_new emit_cuda print opt sim_html tune import_csv \
+    export_csv; do
     # the clean run: reference outputs and call counts
     setup $name
     mkdir -p "$T/ref_$name"
@@ -154,7 +161,7 @@ for name in check sim emit emit_noexchange emit_new emit_cuda print; do
                 bad "$what" "exit $rc (signal or timeout): $(head -c 300 "$T/err")"
             elif [ $rc != 0 ] && [ $rc != 1 ]; then
                 bad "$what" "exit $rc"
-            elif [ $rc = 1 ] && ! grep -qE '^pipec: |error\[' "$T/err"; then
+            elif [ $rc = 1 ] && ! grep -qE '^pipec( [a-z-]+)?: |error\[' "$T/err"; then
                 bad "$what" "exit 1 without a message: $(head -c 300 "$T/err")"
             elif ! why=$(outputs_ok $name $rc); then
                 bad "$what" "$why"
