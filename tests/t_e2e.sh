@@ -162,9 +162,10 @@ mkdir -p "$(dirname "$evil")" && cp "$T/emit_p3.pipe" "$evil"
 if "$PIPEC" emit "$evil" -o "$T/gen2" >/dev/null 2>&1 &&
    (cd "$T/gen2" && for f in *.c; do gcc -std=c11 -Wall -Wextra -Werror -I"$OLDPWD/runtime" -fsyntax-only "$f" || exit 1; done) 2>"$T/err"; then ok
 else bad emit_escape "$(head -n 3 "$T/err")"; fi
-# a comment opener, a closer and a trigraph in the folder names: the header comment keeps
-# none of them (only its own "/*" and "*/")
-evil2="$T/a??=b/*x*/c\\d.pipe"
+# a comment opener, a closer and a trigraph in the folder names, a tab and a non-ASCII
+# letter in the file name: the header comment keeps none of them (only its own "/*" and
+# "*/") and is printable ASCII
+evil2="$T/a??=b/*x*/c\\d"$'\t\xc3\xa9'".pipe"
 mkdir -p "$(dirname "$evil2")" && cp "$T/emit_p3.pipe" "$evil2"
 if "$PIPEC" emit "$evil2" -o "$T/gen4" >/dev/null 2>&1; then
     h=$(head -n 1 "$T/gen4/rank_0.c")
@@ -173,6 +174,7 @@ if "$PIPEC" emit "$evil2" -o "$T/gen4" >/dev/null 2>&1; then
     *'/*'* | *'*/'* | *'??'* | *'\'*) bad emit_comment_escape "$h" ;;
     *) ok ;;
     esac
+    if printf '%s\n' "$h" | LC_ALL=C grep -q '[^ -~]'; then bad emit_comment_printable "$h"; else ok; fi
     (cd "$T/gen4" && for f in *.c; do gcc -std=c11 -Wall -Wextra -Werror -I"$OLDPWD/runtime" -fsyntax-only "$f" || exit 1; done) 2>"$T/err" &&
         ok || bad emit_comment_escape_compiles "$(head -n 3 "$T/err")"
 else
