@@ -245,6 +245,19 @@ for want in '  memory 40GiB  reserved 512MiB  peak_tflops 20  efficiency 0.5  me
 done
 b=$(best "$tmp/un.tab"); o=$(makespan "$tmp/un.best.pipe")
 expect "tune -o, units: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
+# --budget stops the search wherever it runs out (the file as written, a template, a
+# recompute, swap or pass step): N variants tried, never more, for N across the whole
+# search of Obscura's Llama-2 18B at gb16.
+ex=examples/obscura_llama2_18b_gb16.pipe
+total=$("$PIPEC" tune "$ex" 2>&1 >/dev/null | sed -n 's/^tune: \([0-9]*\) variants.*/\1/p')
+expect "tune: the full search of $ex tries variants ($total)" "${total:-0} > 50"
+bad_budgets=""
+for n in $(seq 1 7 "$((total + 7))"); do
+    "$PIPEC" tune --budget "$n" "$ex" >"$tmp/bud.tab" 2>/dev/null
+    want=$((n < total ? n : total))
+    grep -q "; $want variants tried" "$tmp/bud.tab" || bad_budgets="$bad_budgets $n"
+done
+check "tune --budget N tries min(N, $total) variants for every N tried (failed:${bad_budgets:- none})" test -z "$bad_budgets"
 echo 'pipeline x { stages 0 }' >"$tmp/bad.pipe"
 "$PIPEC_ASAN" tune "$tmp/bad.pipe" >/dev/null 2>&1; check "tune on a bad file: exit 1" test $? = 1
 finish
