@@ -575,6 +575,9 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         snprintf(tmpl, sizeof tmpl, "interleaved");
     } else {
         snprintf(tmpl, sizeof tmpl, "%.*s", (int)(head < 63 ? head : 63), v->desc);
+        for (int i = 0; i < NTEMPLATES; i++) /* its chunks, not the file's */
+            if (!strcmp(templates[i], tmpl))
+                V = template_v[i];
     }
     char ms[32], pk[32], x[PRINT_NUM_MAX + 8];
     double mx = 0;

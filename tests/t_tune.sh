@@ -245,6 +245,24 @@ for want in '  memory 40GiB  reserved 512MiB  peak_tflops 20  efficiency 0.5  me
 done
 b=$(best "$tmp/un.tab"); o=$(makespan "$tmp/un.best.pipe")
 expect "tune -o, units: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
+# A file with chunks 2 whose best row is a one-chunk template (zbh1): -o writes that
+# template's chunks (none), not the file's, and the result checks and simulates to row 1.
+cat >"$tmp/v2.pipe" <<E
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline v2 { stages 2 microbatches 4 chunks 2 model tiny device cpu
+  costs vstage 1 { f 2ms }
+  schedule interleaved }
+E
+"$PIPEC" tune "$tmp/v2.pipe" -o "$tmp/v2.best.pipe" >"$tmp/v2.tab" 2>/dev/null
+check "tune, chunks 2 file: exit 0" test $? = 0
+check "tune, chunks 2 file: row 1 is zbh1" grep -qE '^ +1 +[0-9.]+ .* zbh1( |$)' "$tmp/v2.tab"
+check "tune -o, one-chunk best of a chunks 2 file: no chunks line" bash -c "! grep -q 'chunks' '$tmp/v2.best.pipe'"
+check "tune -o, one-chunk best of a chunks 2 file: checks" q "$PIPEC" check "$tmp/v2.best.pipe"
+b=$(best "$tmp/v2.tab"); o=$(makespan "$tmp/v2.best.pipe")
+expect "tune -o, one-chunk best of a chunks 2 file: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
+
 # --budget stops the search wherever it runs out (the file as written, a template, a
 # recompute, swap or pass step): N variants tried, never more, for N across the whole
 # search of Obscura's Llama-2 18B at gb16.
