@@ -54,6 +54,14 @@ ArenaSizes *arena_sizes_from_costs(const Pipeline *p)
     return sz;
 }
 
+void arena_region_cuts(const ArenaSizes *z, int64_t from[ARENA_PIECES + 1])
+{
+    int64_t a = align_up(z->act);
+    pr_region_cuts(align_up(z->input < z->act ? z->input : z->act),
+                   align_up(z->ckpt < z->act ? z->ckpt : z->act),
+                   align_up(z->wact < z->act ? z->wact : z->act), a, from);
+}
+
 /* One incarnation of a (v,m) region: the prefix [0, size) at one offset, live over
  * list times [t0, t1], except that [keep, size) already ends at tk (a split B frees
  * everything above wact). size > 0. */
@@ -875,8 +883,12 @@ static void rank_init(ArenaRank *r, uint32_t n)
     r->held = xcalloc(n1, sizeof *r->held);
     r->alloc = xcalloc(n1, sizeof *r->alloc);
     r->freed = xcalloc(n1, sizeof *r->freed);
-    for (uint32_t i = 0; i < n; i++)
+    r->at = xmalloc(n1 * sizeof *r->at);
+    for (uint32_t i = 0; i < n; i++) {
         r->off[i] = r->rest[i] = -1;
+        for (int k = 0; k < ARENA_PIECES; k++)
+            r->at[i][k] = -1;
+    }
 }
 
 /* The list positions of the ops of each (chunk, mb) of rank s ([V*M]); the first
@@ -967,6 +979,28 @@ static void place_rank(const Pipeline *p, int32_t s, Build *b, double budget, bo
     free(ioff);
 }
 
+/* Where each piece of op i's region lives: the bytes [from[k], ...) of a region at off
+ * (and, split, from `split` on at rest). */
+static void pieces_of_ops(const Pipeline *p, int32_t s, const ArenaSizes *sz, ArenaRank *r)
+{
+    const StageOps *so = &p->stages[s];
+    for (uint32_t i = 0; i < r->nops; i++) {
+        const Op *o = &so->ops[i];
+        if (o->chunk >= (uint32_t)p->V || (r->off[i] < 0 && r->rest[i] < 0))
+            continue;
+        int64_t from[ARENA_PIECES + 1];
+        arena_region_cuts(&sz[ir_vstage(p, s, o->chunk)], from);
+        for (int k = 0; k < ARENA_PIECES; k++) {
+            if (from[k] == from[k + 1])
+                continue;
+            if (r->rest[i] >= 0 && from[k] >= r->split[i])
+                r->at[i][k] = r->rest[i] + (from[k] - r->split[i]);
+            else if (r->off[i] >= 0)
+                r->at[i][k] = r->off[i] + from[k];
+        }
+    }
+}
+
 /* Plans rank s into r: index its ops, build the incarnations of every (chunk, mb),
  * walk the memory rule for the peak, place. */
 static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
@@ -990,6 +1024,7 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
             build_vm(&b, &pos[c * M + m], &sz[ir_vstage(p, s, (int32_t)c)], swap_frees, frac);
     walk_rank(p, s, sz, pos, swap_frees ? 1.0 : frac, r);
     place_rank(p, s, &b, budget, quick, r);
+    pieces_of_ops(p, s, sz, r);
     free(b.incs);
     free(b.opinc);
     free(b.splitop);
@@ -1026,6 +1061,7 @@ void arena_plan_free(ArenaPlan *a)
         free(a->rank[s].held);
         free(a->rank[s].rest);
         free(a->rank[s].split);
+        free(a->rank[s].at);
         free(a->rank[s].alloc);
         free(a->rank[s].freed);
     }

@@ -45,14 +45,22 @@
 
 #include "diag.h"
 #include "ir.h"
+#include "region.h"
 
 #define ARENA_ALIGN 64
+#define ARENA_PIECES PR_PIECES
 
 /* Region sizes of one virtual stage, bytes (rounded up to ARENA_ALIGN by the planner;
  * ckpt and wact are clamped to act). */
 typedef struct ArenaSizes {
     int64_t act, ckpt, wact;
+    int64_t input;       /* the slice input, the first piece of the checkpoint (0: the
+                          * checkpoint is one piece) */
 } ArenaSizes;
+
+/* The piece boundaries of a region of sizes z, as planned (aligned): runtime/region.h
+ * pr_region_cuts over the aligned sizes. from[PR_PIECES] is the aligned act. */
+void arena_region_cuts(const ArenaSizes *z, int64_t from[ARENA_PIECES + 1]);
 
 /* The plan of one rank. */
 typedef struct ArenaRank {
@@ -75,6 +83,10 @@ typedef struct ArenaRank {
     int64_t *freed;      /* [nops] bytes it frees at its end: the walk of DESIGN.md
                           * "Memory" (opsem_mem_step) over the aligned sizes, the
                           * amounts the runtime counts live bytes with */
+    int64_t (*at)[ARENA_PIECES]; /* [nops] offset of piece k of the region op i works on
+                          * (region bytes [from[k], from[k+1]) of arena_region_cuts at
+                          * at[i][k]); -1 where the op's region has none of that piece
+                          * (or the piece is empty, or the op has no region) */
 } ArenaRank;
 
 typedef struct ArenaPlan {

@@ -41,8 +41,9 @@ ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, 
     /* The runtime's own layout (runtime/mlp_layout.h), in bytes. */
     MlpLayout a = mlp_layout((size_t)vocab, (size_t)C, (size_t)T, (size_t)B, (size_t)nl, embed,
                              head);
-    return (ArenaSizes){(int64_t)(a.act * sizeof(float)), (int64_t)(a.ckpt * sizeof(float)),
-                        (int64_t)(a.wact * sizeof(float))};
+    return (ArenaSizes){.act = (int64_t)(a.act * sizeof(float)),
+                        .ckpt = (int64_t)(a.ckpt * sizeof(float)),
+                        .wact = (int64_t)(a.wact * sizeof(float))};
 }
 
 static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out)
@@ -181,9 +182,9 @@ static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *wh
                      "for the CPU %s workload", m->name, arch);
             return -1;
         }
-        out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
-                                     (int64_t)(a.ckpt * sizeof(float)),
-                                     (int64_t)(a.wact * sizeof(float))};
+        out->sizes[v] = (ArenaSizes){.act = (int64_t)(a.act * sizeof(float)),
+                                     .ckpt = (int64_t)(a.ckpt * sizeof(float)),
+                                     .wact = (int64_t)(a.wact * sizeof(float))};
     }
     return 0;
 }

@@ -22,7 +22,7 @@
 
 static ArenaPlan *plan1(Pipeline *p, int64_t act, int64_t ckpt, int64_t wact, int full)
 {
-    ArenaSizes z = {act, ckpt, wact};
+    ArenaSizes z = {.act = act, .ckpt = ckpt, .wact = wact};
     return arena_plan(p, &z, full);
 }
 
@@ -263,7 +263,7 @@ static void test_interleaved_v4(void **st)
     gen_interleaved(p);
     ArenaSizes sz[32];
     for (int v = 0; v < 32; v++)
-        sz[v] = (ArenaSizes){kib[v] * 1024, 0, 0};
+        sz[v] = (ArenaSizes){.act = kib[v] * 1024};
     ArenaPlan *a = arena_plan(p, sz, 1);
     for (int s = 0; s < 8; s++) {
         const ArenaRank *r = &a->rank[s];

@@ -82,7 +82,7 @@ static int setup(void **st)
     TfDims td = {arch_, vocab, C, 2, arch_ == TF_LLAMA ? 1 : 2, 3 * C, T, B};
     for (int v = 0; v < NR; v++) {
         TfLayout a = tf_layout(&td, 1, v == 0, v == NR - 1);
-        mz[v] = arch_ ? (ArenaSizes){(int64_t)a.act * 4, (int64_t)a.ckpt * 4, (int64_t)a.wact * 4}
+        mz[v] = arch_ ? (ArenaSizes){.act = (int64_t)a.act * 4, .ckpt = (int64_t)a.ckpt * 4, .wact = (int64_t)a.wact * 4}
                       : mlp_region_sizes(vocab, C, T, B, 1, v == 0, v == NR - 1);
     }
     ArenaPlan *am = arena_plan(pipe_, mz, 1), *as = arena_plan(pipe_, NULL, 1);
