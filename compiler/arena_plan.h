@@ -54,8 +54,8 @@
  * ckpt and wact are clamped to act). */
 typedef struct ArenaSizes {
     int64_t act, ckpt, wact;
-    int64_t input;       /* the slice input, the first piece of the checkpoint (0: the
-                          * checkpoint is one piece) */
+    int64_t ckpt_layers; /* the checkpoint's first piece: what the layers keep (the
+                          * rest is the embedding's and head's); 0 or ckpt: one piece */
 } ArenaSizes;
 
 /* The piece boundaries of a region of sizes z, as planned (aligned): runtime/region.h
@@ -69,16 +69,9 @@ typedef struct ArenaRank {
                           * over the 64-aligned sizes */
     uint32_t peak_op;    /* list index of the op at which the peak is first reached */
     uint32_t nops;
-    int64_t *off;        /* [nops] offset of the region op i works on; -1 for none
-                          * (SI: where the bytes come back to) */
     int64_t *held;       /* [nops] SO/SI: bytes of the region prefix moved; F, R: bytes
                           * of the region allocated (R: the whole act); B: bytes kept
                           * for W; else 0 */
-    int64_t *rest;       /* [nops] when the region of op i is in two places (after an
-                          * R, until B/W or an SO): offset of its bytes [split, ...);
-                          * -1 when it is contiguous at off */
-    int64_t *split;      /* [nops] bytes of the region at off when rest >= 0 (the
-                          * checkpoint), else 0 */
     int64_t *alloc;      /* [nops] bytes op i allocates at its start, and */
     int64_t *freed;      /* [nops] bytes it frees at its end: the walk of DESIGN.md
                           * "Memory" (opsem_mem_step) over the aligned sizes, the
@@ -92,11 +85,13 @@ typedef struct ArenaRank {
 typedef struct ArenaPlan {
     int32_t P;
     ArenaRank *rank;     /* [P] */
+    int64_t (*from)[ARENA_PIECES + 1]; /* [P*V] the piece boundaries of each virtual
+                          * stage's region (arena_region_cuts of the sizes planned) */
 } ArenaPlan;
 
 /* Region sizes from the cost model: ir_cost act/ckpt/wact of every virtual stage
- * ([P*V], owned by the caller). wact is taken as 0 for stages without W ops. Sizes
- * above 2^62 bytes are clamped. */
+ * ([P*V], owned by the caller), and with a `model` the layers' part of the checkpoint
+ * (cm_ckpt_layers). Sizes above 2^62 bytes are clamped. */
 ArenaSizes *arena_sizes_from_costs(const Pipeline *p);
 
 /* Plans every rank for region sizes sz[P*V] (NULL: arena_sizes_from_costs). full_swap

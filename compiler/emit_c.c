@@ -502,10 +502,10 @@ static void write_op_row(const EmitPlan *ep, StrBuf *b, int32_t s, uint32_t i)
     sb_puts(b, ", .cost_bytes = ");
     put_double(b, r->cost_bytes);
     sb_printf(b, ", .line = %u,", r->line);
-    put_pair(b, "\n      ", "off", am ? am->off[i] : -1, as->off[i]);
+    put_pair(b, "\n      ", "off", am ? am->at[i][0] : -1, as->at[i][0]);
     put_pair(b, ", ", "held", am ? am->held[i] : 0, as->held[i]);
-    put_pair(b, ",\n      ", "rest", am ? am->rest[i] : -1, as->rest[i]);
-    put_pair(b, ", ", "split", am ? am->split[i] : 0, as->split[i]);
+    put_pair(b, ",\n      ", "rest", -1, -1);
+    put_pair(b, ", ", "split", 0, 0);
     put_pair(b, ",\n      ", "mem_alloc", am ? am->alloc[i] : 0, as->alloc[i]);
     put_pair(b, ", ", "mem_free", am ? am->freed[i] : 0, as->freed[i]);
     sb_puts(b, "},\n");

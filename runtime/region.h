@@ -4,8 +4,8 @@
  * gpt/llama and synthetic workloads).
  *
  * A (v,m) region is laid out as nested prefixes (docs/runtime.md "Static memory
- * planning"): the slice input, the checkpoint [0, ckpt), what a split B leaves for W
- * [0, wact), everything [0, act). The arena plan may put each piece between two of
+ * planning"): what the layers keep of the checkpoint [0, lay), the checkpoint [0, ckpt),
+ * what a split B leaves for W [0, wact), everything [0, act). The arena plan may put each piece between two of
  * these boundaries at an offset of its own, so that a region fills holes that are not
  * contiguous (the lifetimes of some schedules admit no packing at the memory walk's
  * peak with whole regions: docs/runtime.md "What fragmentation remains"). Piece k is
@@ -21,19 +21,21 @@
 
 #include <stdint.h>
 
-/* Pieces of a region: [0, input) the slice input, [input, ckpt) the rest of the
- * checkpoint, [ckpt, wact) the rest of what W reads, [wact, act) B's temporaries (in
- * sorted order when the sizes are not nested). */
+/* Pieces of a region: [0, lay) what the layers keep of the checkpoint (their inputs),
+ * [lay, ckpt) the rest of the checkpoint (what the embedding and the head keep: they
+ * are never recomputed), [ckpt, wact) the rest of what W reads, [wact, act) B's
+ * temporaries (in sorted order when the sizes are not nested). In the mlp and gpt/llama
+ * workloads' layouts the checkpoint is the slice input alone: lay = ckpt. */
 #define PR_PIECES 4
 
-/* The piece boundaries of a region of act units (bytes, or floats) whose slice input,
- * checkpoint and W part are input, ckpt and wact units: from[0] = 0, from[PR_PIECES] =
+/* The piece boundaries of a region of act units (bytes, or floats) whose layers'
+ * checkpoint, checkpoint and W part are lay, ckpt and wact units: from[0] = 0, from[PR_PIECES] =
  * act, and from[1..3] the three sizes clamped to [0, act], sorted. Negative sizes count
  * as 0. */
-static inline void pr_region_cuts(int64_t input, int64_t ckpt, int64_t wact, int64_t act,
+static inline void pr_region_cuts(int64_t lay, int64_t ckpt, int64_t wact, int64_t act,
                                   int64_t from[PR_PIECES + 1])
 {
-    int64_t c[3] = {input, ckpt, wact};
+    int64_t c[3] = {lay, ckpt, wact};
     if (act < 0)
         act = 0;
     for (int k = 0; k < 3; k++)
