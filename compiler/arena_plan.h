@@ -10,7 +10,7 @@
  *   - R allocates [ckpt, act) in a place of its own, anywhere: the checkpoint stays
  *     where F put it, and the region is then in two places (runtime/mlp.h
  *     mlp_recompute_split) until B/W, or until an SO moves both parts out (the SI
- *     brings them back as one contiguous region). So the plan holds exactly what the
+ *     brings them back as one incarnation). So the plan holds exactly what the
  *     DESIGN.md walk holds, and no bytes are copied;
  *   - B frees everything, except [0, wact) when a W(v,m) exists, which W frees;
  *   - SO(v,m) moves what the region holds at that point (always a prefix) to the host
@@ -26,17 +26,26 @@
  * for every SO listed before it, so a region freed by an SO at list position i is
  * really free for any allocation listed after i.
  *
+ * Pieces. Each incarnation is also cut at its region's piece boundaries (runtime/
+ * region.h: what the layers keep of the checkpoint, the checkpoint, what W reads,
+ * everything), and each piece can be placed on its own, with the incarnation's lifetime
+ * (the part above a split B's keep ends at the B). Every op then names where each piece
+ * of its region is (ArenaRank.at), and the runtimes address a region through its pieces.
+ * Some lifetimes admit no packing at the walk's peak with whole regions
+ * (docs/runtime.md "What fragmentation remains, and why"); in pieces they do.
+ *
  * Packing (offline dynamic storage allocation: every lifetime is known): a first-fit
  * and a best-fit replay of the list; where they leave a gap above the walk's peak, the
  * greedy-by-size family of offline plans (TelaMalloc, Maas et al., ASPLOS'23 §3); where
  * those still do, a bounded exact search over canonical (skyline) packings with
  * MiniMalloc's section bound (Moffitt, ASPLOS'23 §4), and last shuffled greedy orders
- * (docs/runtime.md "Static memory planning" has the details and the limits). The arena
- * of a rank is the highest end placed; fragmentation = arena / peak_live, where
- * peak_live is the peak of the DESIGN.md walk over these (aligned) regions: 1.0 = the
- * arena is the walk's peak. The arena is never below peak_live; above it only by
- * packing loss (and, with swap_fraction < 1 and an R of the same (v,m), by the part
- * the walk swaps out). */
+ * (docs/runtime.md "Static memory planning" has the details and the limits). Whole
+ * incarnations first; where they leave a gap, the same over the pieces, and the smaller
+ * arena wins. The arena of a rank is the highest end placed; fragmentation = arena /
+ * peak_live, where peak_live is the peak of the DESIGN.md walk over these (aligned)
+ * regions: 1.0 = the arena is the walk's peak. The arena is never below peak_live; above
+ * it only by packing loss (and, with swap_fraction < 1 and an R of the same (v,m), by
+ * the part the walk swaps out). */
 #ifndef PIPEC_ARENA_PLAN_H
 #define PIPEC_ARENA_PLAN_H
 
