@@ -401,6 +401,8 @@ static void plan_synthetic(EmitPlan *ep)
             ep->scaled[v].act = (int64_t)ceil((double)ep->cost[v].act / ep->scale);
             ep->scaled[v].ckpt = (int64_t)ceil((double)ep->cost[v].ckpt / ep->scale);
             ep->scaled[v].wact = (int64_t)ceil((double)ep->cost[v].wact / ep->scale);
+            ep->scaled[v].ckpt_layers =
+                (int64_t)ceil((double)ep->cost[v].ckpt_layers / ep->scale);
         }
         ep->plan_syn = arena_plan(p, ep->scaled, 1);
     }
