@@ -130,6 +130,22 @@ for f in examples/*.pipe; do
 done
 check "examples: arena tables found ($nrows rows)" test "$nrows" -ge 200
 check "examples: every rank at fragmentation 1.000 (${over:-none over})" test -z "$over"
+# In pieces: what B1 keeps for W1 (the base of micro-batch 1's 8 GiB region) sits while
+# F0's region comes, then what B0 keeps for W0 while F2's comes. With whole regions the
+# third finds no 8 GiB hole under the 9 GiB peak, whichever offsets the first two take;
+# with the W part and the rest as pieces of their own it packs at the peak.
+cat >"$T/wpart.pipe" <<'EOF'
+pipeline wpart {
+  stages 1  microbatches 3
+  memory 9GiB
+  costs { f 1ms b 2ms w 1ms act 8GiB wact 1GiB }
+  stage 0 { F1 B1 F0 W1 B0 F2 W0 B2 W2 }
+}
+EOF
+"$PIPEC" check --mem "$T/wpart.pipe" >"$T/ex" 2>&1
+rc=$?
+check "pieces: the W parts apart, check accepts 9 GiB" test $rc = 0
+check "pieces: arena 9 GiB at the peak" grep -qE '^ +0 +9\.0 GiB +9\.0 GiB +1\.000 ' "$T/ex"
 "$PIPEC" check --mem examples/tpipe_llama48_tpipe.pipe >"$T/ex" 2>&1
 check "tpipe_llama48_tpipe: rank 7 at the peak (6.5 GiB)" grep -qE '^ +7 +6\.5 GiB +6\.5 GiB +1\.000 ' "$T/ex"
 
