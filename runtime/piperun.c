@@ -304,29 +304,32 @@ static int copy_op(PrRank *r, uint32_t i)
             r->peak = r->live;
         pthread_mutex_unlock(&r->mu);
     }
-    if (bytes > 0 && (o->off[w] >= 0 || o->rest[w] >= 0)) {
-        if (o->kind == PR_SO) {
-            if (grow_host(r, k, bytes) != 0) {
-                pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap",
-                        (long long)bytes);
+    if (bytes > 0 && (o->kind == PR_SO || o->kind == PR_SI) && pr_op_placed(o, w)) {
+        /* the held prefix [0, bytes) sits in the host buffer at region coordinates:
+         * SO gathers it from the region's pieces, SI scatters it into the SI's */
+        if (o->kind == PR_SO && grow_host(r, k, bytes) != 0) {
+            pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap",
+                    (long long)bytes);
+            return -1;
+        }
+        if (o->kind == PR_SI && r->host_cap[k] < bytes) {
+            pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO", (long long)bytes);
+            return -1;
+        }
+        const int64_t *from = run->prog->vstages[o->vstage].from[w];
+        for (int p = 0; p < PR_PIECES; p++) {
+            int64_t lo, n = pr_region_piece_held(from, bytes, p, &lo);
+            if (n == 0)
+                continue;
+            if (o->at[w][p] < 0) {
+                pr_fail(run, r->id, i, "the plan places no piece %d of the region it moves", p);
                 return -1;
             }
-            /* a region in two places (after an R) goes out as one */
-            int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
-            if (first > bytes)
-                first = bytes;
-            if (first > 0 && o->off[w] >= 0)
-                memcpy(r->host[k], r->arena + o->off[w], (size_t)first);
-            if (first < bytes)
-                memcpy((char *)r->host[k] + first, r->arena + o->rest[w],
-                       (size_t)(bytes - first));
-        } else {
-            if (r->host_cap[k] < bytes) {
-                pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO",
-                        (long long)bytes);
-                return -1;
-            }
-            memcpy(r->arena + o->off[w], r->host[k], (size_t)bytes);
+            unsigned char *dev = r->arena + o->at[w][p], *host = (unsigned char *)r->host[k] + lo;
+            if (o->kind == PR_SO)
+                memcpy(host, dev, (size_t)n);
+            else
+                memcpy(dev, host, (size_t)n);
         }
     }
     if (w == PR_SYNTHETIC) {
