@@ -82,10 +82,13 @@ static int setup(void **st)
     TfDims td = {arch_, vocab, C, 2, arch_ == TF_LLAMA ? 1 : 2, 3 * C, T, B};
     for (int v = 0; v < NR; v++) {
         TfLayout a = tf_layout(&td, 1, v == 0, v == NR - 1);
-        mz[v] = arch_ ? (ArenaSizes){.act = (int64_t)a.act * 4, .ckpt = (int64_t)a.ckpt * 4, .wact = (int64_t)a.wact * 4}
+        /* the slice input is the whole checkpoint (tf_layout_cuts) */
+        mz[v] = arch_ ? (ArenaSizes){.act = (int64_t)a.act * 4, .ckpt = (int64_t)a.ckpt * 4,
+                                     .wact = (int64_t)a.wact * 4, .input = (int64_t)a.ckpt * 4}
                       : mlp_region_sizes(vocab, C, T, B, 1, v == 0, v == NR - 1);
     }
-    ArenaPlan *am = arena_plan(pipe_, mz, 1), *as = arena_plan(pipe_, NULL, 1);
+    ArenaSizes *cz = arena_sizes_from_costs(pipe_);
+    ArenaPlan *am = arena_plan(pipe_, mz, 1), *as = arena_plan(pipe_, cz, 1);
     for (int s = 0; s < NR; s++) {
         const StageOps *so = &pipe_->stages[s];
         ops_[s] = calloc(so->n, sizeof(PrOp));
@@ -102,14 +105,10 @@ static int setup(void **st)
             if ((q->flags & PR_HAS_SI) && opsem_waits_on((OpKind)o->kind, OP_SI))
                 q->flags |= PR_WAIT_SI;
             q->nso_before = op_sem[o->kind].mem == MEM_ALLOC ? (uint32_t)nso : 0;
-            q->off[PR_MLP] = am->rank[s].off[i];
-            q->off[PR_SYNTHETIC] = as->rank[s].off[i];
+            memcpy(q->at[PR_MLP], am->rank[s].at[i], sizeof q->at[PR_MLP]);
+            memcpy(q->at[PR_SYNTHETIC], as->rank[s].at[i], sizeof q->at[PR_SYNTHETIC]);
             q->held[PR_MLP] = am->rank[s].held[i];
             q->held[PR_SYNTHETIC] = as->rank[s].held[i];
-            q->rest[PR_MLP] = am->rank[s].rest[i];
-            q->rest[PR_SYNTHETIC] = as->rank[s].rest[i];
-            q->split[PR_MLP] = am->rank[s].split[i];
-            q->split[PR_SYNTHETIC] = as->rank[s].split[i];
             q->mem_alloc[PR_MLP] = am->rank[s].alloc[i];
             q->mem_alloc[PR_SYNTHETIC] = as->rank[s].alloc[i];
             q->mem_free[PR_MLP] = am->rank[s].freed[i];
@@ -121,7 +120,9 @@ static int setup(void **st)
         ranks_[s] = (PrRankDesc){s ? rank1 : rank0, ops_[s], so->n,
                                  {am->rank[s].size, as->rank[s].size},
                                  {am->rank[s].peak_live, as->rank[s].peak_live}, 1e9, 0};
-        vst_[s] = (PrVstage){s, 0, 1, mz[s].act, mz[s].ckpt, mz[s].wact};
+        vst_[s] = (PrVstage){s, 0, 1, mz[s].act, mz[s].ckpt, mz[s].wact, {{0}}};
+        arena_region_cuts(&mz[s], vst_[s].from[PR_MLP]);
+        arena_region_cuts(&cz[s], vst_[s].from[PR_SYNTHETIC]);
     }
     msgs_ = calloc(cp_->nmsgs, sizeof *msgs_);
     for (uint32_t k = 0; k < cp_->nmsgs; k++) {
@@ -140,6 +141,7 @@ static int setup(void **st)
                         .model_heads = td.NH, .model_kv_heads = td.NKV, .model_ffn = td.F};
     arena_plan_free(am);
     arena_plan_free(as);
+    free(cz);
     return 0;
 }
 
