@@ -1,7 +1,9 @@
 /* test_runtime.c - libpiperun driven in-process: a PrProgram built here from an IR (1F1B
  * on 2 ranks, with a swap pair), the comm lowering of comm.h and the arena planner, run
- * with the synthetic and the mlp workloads (and the gpt and llama ones in its place); then a dropped message must end in the
- * watchdog's error, and an injected failure must name its rank and op. The rank
+ * with the synthetic and the mlp workloads (and the gpt and llama ones in its place),
+ * as planned and with every piece of every region moved apart (runtime/region.h); the
+ * tensors of both layouts lie inside the pieces; then a dropped message must end in
+ * the watchdog's error, and an injected failure must name its rank and op. The rank
  * programs interpret the same (recv, op, send) sequence that emit_c.c writes out. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include "ir.h"
 #include "piperun.h"
 #include "piperun_internal.h"
+#include "mlp_layout.h"
 #include "tf_layout.h"
 
 #define NR 2
@@ -177,9 +180,11 @@ static void test_synthetic(void **st)
     pr_result_free(&res);
 }
 
-static void test_mlp_check(void **st)
+/* Three iterations of the model workload with --check: the gradients of iteration 1
+ * match the sequential reference (PrRefModel), and the measured peak of live arena
+ * bytes is the plan's. */
+static void run_check(PrResult *res)
 {
-    (void)st;
     unsetenv("PIPERUN_FAULT");
     PrOptions o;
     pr_options_default(&o, &prog_);
@@ -187,13 +192,124 @@ static void test_mlp_check(void **st)
     o.iters = 3;
     o.check = true;
     o.quiet = true;
-    PrResult res;
-    assert_int_equal(pr_run(&prog_, &o, &res), 0);
-    assert_true(res.ngrad > 0);
-    assert_true(res.max_grad_err >= 0 && res.max_grad_err < 1e-5);
-    assert_true(res.loss[0] > 0);
+    assert_int_equal(pr_run(&prog_, &o, res), 0);
+    assert_true(res->ngrad > 0);
+    assert_true(res->max_grad_err >= 0 && res->max_grad_err < 1e-5);
+    assert_true(res->loss[0] > 0);
     for (int s = 0; s < NR; s++)
-        assert_int_equal(res.peak_arena[s], ranks_[s].peak_live_bytes[PR_MLP]);
+        assert_int_equal(res->peak_arena[s], ranks_[s].peak_live_bytes[PR_MLP]);
+}
+
+static void test_mlp_check(void **st)
+{
+    (void)st;
+    PrResult res;
+    run_check(&res);
+    pr_result_free(&res);
+}
+
+/* Moves every placed piece of every region of workload w to a place of its own: each
+ * distinct (region, piece, planned offset) gets fresh bytes in a larger arena, the last
+ * op's last piece lowest, so the pieces of a region lie apart and in reversed order,
+ * with a 64-byte gap after each. No two places overlap, so any valid plan stays valid.
+ * Returns the number of pieces placed apart. */
+static int scatter(int w)
+{
+    int moved = 0;
+    for (int s = 0; s < NR; s++) {
+        uint32_t n = ranks_[s].nops;
+        int64_t (*key)[3] = calloc((size_t)n * PR_PIECES, sizeof *key), *to;
+        to = calloc((size_t)n * PR_PIECES, sizeof *to);
+        int nk = 0;
+        int64_t next = 0;
+        for (uint32_t i = n; i-- > 0;) {
+            PrOp *q = &ops_[s][i];
+            for (int k = PR_PIECES - 1; k >= 0; k--) {
+                if (q->at[w][k] < 0)
+                    continue;
+                int64_t vm = (int64_t)q->vstage * NM + q->mb, old = q->at[w][k];
+                int j = 0;
+                while (j < nk && !(key[j][0] == vm && key[j][1] == k && key[j][2] == old))
+                    j++;
+                if (j == nk) {
+                    const int64_t *from = vst_[q->vstage].from[w];
+                    key[nk][0] = vm;
+                    key[nk][1] = k;
+                    key[nk][2] = old;
+                    to[nk++] = next;
+                    next += from[k + 1] - from[k] + 64;
+                    moved++;
+                }
+                q->at[w][k] = to[j];
+            }
+        }
+        ranks_[s].arena_bytes[w] = next;
+        free(key);
+        free(to);
+    }
+    return moved;
+}
+
+/* The same training with every piece of every region apart (scatter): the swap pair of
+ * rank 0 gathers and scatters its region piece by piece, the R of rank 1 rebuilds into
+ * pieces away from the checkpoint, and the gradients, losses and peaks are those of the
+ * packed plan, to the bit. */
+static void test_mlp_check_scattered(void **st)
+{
+    (void)st;
+    PrResult packed, apart;
+    run_check(&packed);
+    PrOp *keep[NR];
+    PrRankDesc keep_ranks[NR];
+    memcpy(keep_ranks, ranks_, sizeof keep_ranks);
+    for (int s = 0; s < NR; s++) {
+        keep[s] = malloc(ranks_[s].nops * sizeof(PrOp));
+        memcpy(keep[s], ops_[s], ranks_[s].nops * sizeof(PrOp));
+    }
+    assert_true(scatter(PR_MLP) > 2 * NM);
+    run_check(&apart);
+    for (int s = 0; s < NR; s++) {
+        memcpy(ops_[s], keep[s], ranks_[s].nops * sizeof(PrOp));
+        free(keep[s]);
+    }
+    memcpy(ranks_, keep_ranks, sizeof keep_ranks);
+    assert_int_equal(apart.ngrad, packed.ngrad);
+    for (int i = 0; i < packed.ngrad; i++)
+        assert_true(apart.grad_err[i] == packed.grad_err[i]);
+    for (int it = 0; it < packed.iters; it++)
+        assert_true(apart.loss[it] == packed.loss[it]);
+    pr_result_free(&packed);
+    pr_result_free(&apart);
+}
+
+/* The synthetic workload on scattered pieces: F and R touch, SO and SI move, every
+ * piece where it now lies; the measured peak is the plan's. */
+static void test_synthetic_scattered(void **st)
+{
+    (void)st;
+    unsetenv("PIPERUN_FAULT");
+    PrOp *keep[NR];
+    PrRankDesc keep_ranks[NR];
+    memcpy(keep_ranks, ranks_, sizeof keep_ranks);
+    for (int s = 0; s < NR; s++) {
+        keep[s] = malloc(ranks_[s].nops * sizeof(PrOp));
+        memcpy(keep[s], ops_[s], ranks_[s].nops * sizeof(PrOp));
+    }
+    assert_true(scatter(PR_SYNTHETIC) > 2 * NM);
+    PrOptions o;
+    pr_options_default(&o, &prog_);
+    o.workload = PR_SYNTHETIC;
+    o.quiet = true;
+    PrResult res;
+    int rc = pr_run(&prog_, &o, &res);
+    for (int s = 0; s < NR; s++) {
+        memcpy(ops_[s], keep[s], ranks_[s].nops * sizeof(PrOp));
+        free(keep[s]);
+    }
+    memcpy(ranks_, keep_ranks, sizeof keep_ranks);
+    assert_int_equal(rc, 0);
+    for (int s = 0; s < NR; s++)
+        assert_int_equal(res.peak_arena[s], ranks_[s].peak_live_bytes[PR_SYNTHETIC]);
     pr_result_free(&res);
 }
 
@@ -250,6 +366,128 @@ static void test_faults(void **st)
     assert_true(same);
 }
 
+/* Tensors of a layout as spans [off, off + n) of floats, in layout order. */
+typedef struct Spans {
+    size_t off[256], n[256];
+    int count;
+} Spans;
+
+static void span(Spans *t, size_t off, size_t n)
+{
+    assert_true(t->count < 256);
+    if (n == 0)
+        return;
+    t->off[t->count] = off;
+    t->n[t->count++] = n;
+}
+
+/* The spans tile [0, act) in order, and each lies wholly inside one piece of from. */
+static void spans_in_pieces(const Spans *t, const int64_t from[PR_PIECES + 1], size_t act)
+{
+    size_t end = 0;
+    for (int i = 0; i < t->count; i++) {
+        assert_int_equal(t->off[i], end);
+        end = t->off[i] + t->n[i];
+        int k = pr_region_piece(from, (int64_t)t->off[i]);
+        if (!((int64_t)end <= from[k + 1]))
+            fail_msg("tensor %d [%zu, %zu) crosses the cut at %lld", i, t->off[i], end,
+                     (long long)from[k + 1]);
+    }
+    assert_int_equal(end, act);
+    assert_int_equal(from[PR_PIECES], (int64_t)act);
+}
+
+/* Every tensor (per-layer arrays as MlpActs addresses them) of the mlp layout and every
+ * tensor of the gpt/llama layout lies wholly inside one piece of its layout's cuts
+ * (runtime/region.h), for every kind of slice; and the code generator cuts the mlp
+ * region where the runtime does. */
+static void test_layout_pieces(void **st)
+{
+    (void)st;
+    size_t V = 50, C = 8, T = 4, B = 3;
+    for (int nl = 0; nl <= 3; nl++)
+        for (int kind = 0; kind < 4; kind++) {
+            bool embed = kind & 1, head = kind & 2;
+            MlpLayout a = mlp_layout(V, C, T, B, (size_t)nl, embed, head);
+            int64_t from[PR_PIECES + 1];
+            mlp_layout_cuts(&a, from);
+            size_t nres = (size_t)nl + head, L = (size_t)nl;
+            Spans t = {.count = 0};
+            span(&t, a.xs, nres ? a.sbtc : 0);                       /* xs[0] */
+            span(&t, a.xs + a.sbtc, nres > 1 ? (nres - 1) * a.sbtc : 0);
+            span(&t, a.mean, L * a.sbt);
+            span(&t, a.rstd, L * a.sbt);
+            span(&t, a.ln_out, L * a.sbtc);
+            span(&t, a.fch, L * a.sbth);
+            span(&t, a.gelu, L * a.sbth);
+            if (head) {
+                span(&t, a.lnf_mean, a.sbt);
+                span(&t, a.lnf_rstd, a.sbt);
+                span(&t, a.lnf_out, a.sbtc);
+                span(&t, a.probs, mlp_pad16(B * T * V));
+            }
+            span(&t, a.dxs, (L + embed) * a.sbtc);
+            span(&t, a.dln, L * a.sbtc);
+            if (head)
+                span(&t, a.dlnf, a.sbtc);
+            span(&t, a.dgelu, L ? a.sbth : 0);
+            spans_in_pieces(&t, from, a.act);
+            /* emit plans with the same cuts (bytes) */
+            ArenaSizes z = mlp_region_sizes((int)V, (int)C, (int)T, (int)B, nl, embed, head);
+            int64_t planned[PR_PIECES + 1];
+            arena_region_cuts(&z, planned);
+            for (int k = 0; k <= PR_PIECES; k++)
+                assert_int_equal(planned[k], from[k] * (int64_t)sizeof(float));
+        }
+    for (int arch = TF_GPT; arch <= TF_LLAMA; arch++)
+        for (int nl = 0; nl <= 2; nl++)
+            for (int kind = 0; kind < 4; kind++) {
+                bool embed = kind & 1, head = kind & 2;
+                TfDims d = {arch, 50, 8, 2, arch == TF_LLAMA ? 1 : 2, 24, 4, 3};
+                TfLayout a = tf_layout(&d, nl, embed, head);
+                int64_t from[PR_PIECES + 1];
+                tf_layout_cuts(&a, from);
+                size_t N = 12, K = 8 * (size_t)d.NKV / 2, L = (size_t)nl, h = head;
+                size_t nc = tf_pad16(N * 8), nqkv = tf_pad16(N * (8 + 2 * K));
+                size_t nf = tf_pad16(N * 24), natt = tf_pad16(3 * 2 * 4 * 4);
+                size_t nv = tf_pad16(N * 50), any = L > 0, llama = arch == TF_LLAMA;
+                Spans t = {.count = 0};
+                span(&t, a.xs, L + h ? nc : 0);
+                span(&t, a.xs + nc, L + h > 1 ? (L + h - 1) * nc : 0);
+                for (size_t i = 0; i < L; i++) {
+                    size_t b = a.lbase + i * a.lstride;
+                    span(&t, b + a.l_ln1, nc);
+                    span(&t, b + a.l_qkv, nqkv);
+                    span(&t, b + a.l_att, natt);
+                    span(&t, b + a.l_atty, nc);
+                    span(&t, b + a.l_xmid, nc);
+                    span(&t, b + a.l_ln2, nc);
+                    span(&t, b + a.l_fa, nf);
+                    span(&t, b + a.l_fb, nf);
+                    span(&t, b + a.l_fc, llama ? nf : 0);
+                    span(&t, b + a.l_fd, llama ? nf : 0);
+                }
+                span(&t, a.lnf, h * nc);
+                span(&t, a.logits, h * nv);
+                span(&t, a.probs, h * nv);
+                for (size_t i = 0; i < L; i++) {
+                    size_t b = a.gbase + i * a.gstride;
+                    span(&t, b + a.g_ln1, nc);
+                    span(&t, b + a.g_qkv, nqkv);
+                    span(&t, b + a.g_xmid, nc);
+                    span(&t, b + a.g_ln2, nc);
+                    span(&t, b + a.g_fa, nf);
+                    span(&t, b + a.g_fc, llama ? nf : 0);
+                }
+                span(&t, a.dxs, (L + embed) * nc);
+                span(&t, a.dlnf, h * nc);
+                span(&t, a.t_datt, any * natt);
+                span(&t, a.t_datty, any * nc);
+                span(&t, a.t_dfb, any * nf);
+                spans_in_pieces(&t, from, a.act);
+            }
+}
+
 /* A rank program that sends message 0 to a rank that is not its receiver. */
 static int bad_send(PrRank *r)
 {
@@ -296,15 +534,19 @@ static void test_core_checks(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_pieces),
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_mlp_check),
+        cmocka_unit_test(test_mlp_check_scattered),
+        cmocka_unit_test(test_synthetic_scattered),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_core_checks),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     /* the same program training the gpt and llama workloads (runtime/transformer.h),
      * recompute and swap included */
-    const struct CMUnitTest model_tests[] = {cmocka_unit_test(test_mlp_check)};
+    const struct CMUnitTest model_tests[] = {cmocka_unit_test(test_mlp_check),
+                                             cmocka_unit_test(test_mlp_check_scattered)};
     arch_ = TF_GPT;
     failed += cmocka_run_group_tests_name("gpt", model_tests, setup, teardown);
     arch_ = TF_LLAMA;
