@@ -37,7 +37,9 @@
  *                         that B uses for gradients.
  * So ckpt <= wact <= act, matching the pipeline memory model: F adds act (or ckpt when an
  * R follows), R adds act - ckpt, B frees all but wact when a W follows, W frees wact.
- * The region must be 64-byte aligned (float alignment is the hard requirement).
+ * The region must be 64-byte aligned (float alignment is the hard requirement). The
+ * static arena plan may place the pieces between these prefixes apart (runtime/
+ * region.h); the *_split entry points take the region as a PrRegion of those pieces.
  *
  * Threading. Every op of one slice runs on the thread of its rank; ops of different
  * slices may run at the same time on different threads: a slice's ops touch only its own
