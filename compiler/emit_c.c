@@ -37,7 +37,7 @@
 #define SYNTH_MAX_ARENA (64ll << 20)
 
 /* Region sizes in bytes from a layout's prefix ends in floats. The slice input is the
- * whole checkpoint in both layouts (mlp_layout_cuts, tf_layout_cuts): input = ckpt. */
+ * whole checkpoint in both layouts (mlp_region_whole, tf_region_whole): input = ckpt. */
 static ArenaSizes sizes_of_layout(size_t act, size_t ckpt, size_t wact)
 {
     int64_t f = (int64_t)sizeof(float);

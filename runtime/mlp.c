@@ -84,9 +84,8 @@ size_t mlp_wact_bytes(const MlpConfig *c, const MlpSlice *s)
 void mlp_region_cuts(const MlpConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
 {
     ActLayout a = act_layout(c, s);
-    mlp_layout_cuts(&a, from);
-    for (int k = 0; k <= PR_PIECES; k++)
-        from[k] *= (int64_t)sizeof(float);
+    PrRegion g = mlp_region_whole(NULL, &a);
+    pr_region_cuts_bytes(&g, from);
 }
 
 /* Parameter floats of one block. */

@@ -145,7 +145,7 @@ size_t mlp_io_bytes(const MlpConfig *c);
 size_t mlp_act_bytes(const MlpConfig *c, const MlpSlice *s);
 size_t mlp_ckpt_bytes(const MlpConfig *c, const MlpSlice *s);
 size_t mlp_wact_bytes(const MlpConfig *c, const MlpSlice *s);
-/* The piece boundaries of that region in bytes (runtime/region.h, mlp_layout_cuts):
+/* The piece boundaries of that region in bytes (runtime/region.h, mlp_region_whole):
  * what the arena plan cuts it at; the runtime checks them against the program's. */
 void mlp_region_cuts(const MlpConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1]);
 /* Bytes of parameters + gradients of a slice (the runtime's static memory). */

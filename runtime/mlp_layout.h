@@ -107,22 +107,13 @@ typedef struct MlpActs {
     size_t s_x, s_bt, s_btc, s_bth;
 } MlpActs;
 
-/* The piece boundaries of a region laid out as a, floats (runtime/region.h): the slice
- * input xs[0] is the whole checkpoint, so piece 0 is [0, ckpt), piece 1 is empty,
- * piece 2 [ckpt, wact) and piece 3 [wact, act) (B's temporary dgelu). Every tensor
- * array of the layout lies inside one piece. */
-static inline void mlp_layout_cuts(const MlpLayout *a, int64_t from[PR_PIECES + 1])
-{
-    pr_region_cuts((int64_t)a->ckpt, (int64_t)a->ckpt, (int64_t)a->wact, (int64_t)a->act,
-                   from);
-}
-
-/* The region contiguous at act, laid out as a. */
+/* The region laid out as a contiguous at act (NULL: only its cuts, floats), in the
+ * pieces of runtime/region.h: the slice input xs[0] is the whole checkpoint, so piece 0
+ * is [0, ckpt), piece 2 [ckpt, wact), piece 3 [wact, act) (B's temporary dgelu); every
+ * tensor array of the layout lies inside one piece. */
 static inline PrRegion mlp_region_whole(void *act, const MlpLayout *a)
 {
-    int64_t from[PR_PIECES + 1];
-    mlp_layout_cuts(a, from);
-    return pr_region_whole(act, from);
+    return pr_layout_region(act, (int64_t)a->ckpt, (int64_t)a->wact, (int64_t)a->act);
 }
 
 /* xs[i], the input of block i (i = nl: of the final layer norm). */

@@ -304,33 +304,29 @@ static int copy_op(PrRank *r, uint32_t i)
             r->peak = r->live;
         pthread_mutex_unlock(&r->mu);
     }
-    if (bytes > 0 && (o->kind == PR_SO || o->kind == PR_SI) && pr_op_placed(o, w)) {
-        /* the held prefix [0, bytes) sits in the host buffer at region coordinates:
-         * SO gathers it from the region's pieces, SI scatters it into the SI's */
-        if (o->kind == PR_SO && grow_host(r, k, bytes) != 0) {
-            pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap",
-                    (long long)bytes);
-            return -1;
-        }
-        if (o->kind == PR_SI && r->host_cap[k] < bytes) {
-            pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO", (long long)bytes);
-            return -1;
-        }
-        const int64_t *from = run->prog->vstages[o->vstage].from[w];
-        for (int p = 0; p < PR_PIECES; p++) {
-            int64_t lo, n = pr_region_piece_held(from, bytes, p, &lo);
-            if (n == 0)
-                continue;
-            if (o->at[w][p] < 0) {
-                pr_fail(run, r->id, i, "the plan places no piece %d of the region it moves", p);
-                return -1;
-            }
-            unsigned char *dev = r->arena + o->at[w][p], *host = (unsigned char *)r->host[k] + lo;
-            if (o->kind == PR_SO)
-                memcpy(host, dev, (size_t)n);
-            else
-                memcpy(dev, host, (size_t)n);
-        }
+    PrHeldPiece pc[PR_PIECES];
+    int np = bytes > 0 && (o->kind == PR_SO || o->kind == PR_SI) ? pr_held_pieces(run, o, w, pc)
+                                                                 : 0;
+    if (np < 0) {
+        pr_fail(run, r->id, i, "the plan places no arena bytes for part of the region it moves");
+        return -1;
+    }
+    if (np > 0 && o->kind == PR_SO && grow_host(r, k, bytes) != 0) {
+        pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap", (long long)bytes);
+        return -1;
+    }
+    if (np > 0 && o->kind == PR_SI && r->host_cap[k] < bytes) {
+        pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO", (long long)bytes);
+        return -1;
+    }
+    /* the held prefix [0, bytes) sits in the host buffer at region coordinates: SO
+     * gathers it from the region's pieces, SI scatters it into the SI's */
+    for (int j = 0; j < np; j++) {
+        unsigned char *dev = r->arena + pc[j].at, *host = (unsigned char *)r->host[k] + pc[j].lo;
+        if (o->kind == PR_SO)
+            memcpy(host, dev, (size_t)pc[j].n);
+        else
+            memcpy(dev, host, (size_t)pc[j].n);
     }
     if (w == PR_SYNTHETIC) {
         double ms = o->cost_ms * run->opt.time_scale;

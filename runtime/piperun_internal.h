@@ -164,6 +164,19 @@ static inline bool pr_op_placed(const PrOp *o, int w)
     return false;
 }
 
+/* One piece of an op's held prefix: n bytes at region offset lo (SO/SI: the offset in
+ * the host buffer) and at arena offset at. */
+typedef struct PrHeldPiece {
+    int64_t lo, at, n;
+} PrHeldPiece;
+
+/* The pieces of the prefix [0, o->held[w]) of op o's region in workload w's plan, in
+ * region order, into out: what an SO gathers into one host buffer and an SI scatters
+ * back into its own pieces (piperun.c with memcpy, cuda/piperun_cuda.c with
+ * cudaMemcpyAsync), what the synthetic workload's F and R touch. Returns how many, 0
+ * when the plan gives o no region, or -1 when a piece of the prefix is not placed. */
+int pr_held_pieces(const PrRun *run, const PrOp *o, int w, PrHeldPiece out[PR_PIECES]);
+
 /* The index of (v,m) in a rank's [P*V*M] tables. */
 static inline size_t pr_vm(const PrRun *run, int v, int m)
 {

@@ -84,6 +84,24 @@ static inline PrRegion pr_region_whole(void *act, const int64_t from[PR_PIECES +
     return g;
 }
 
+/* The region contiguous at base (NULL: only its cuts) of a model layout whose checkpoint
+ * is exactly its slice input, as the mlp and gpt/llama layouts are: prefix ends ckpt <=
+ * wact <= act floats, so piece 0 is [0, ckpt), piece 1 is empty, piece 2 [ckpt, wact)
+ * and piece 3 [wact, act). */
+static inline PrRegion pr_layout_region(void *base, int64_t ckpt, int64_t wact, int64_t act)
+{
+    int64_t from[PR_PIECES + 1];
+    pr_region_cuts(ckpt, ckpt, wact, act, from);
+    return pr_region_whole(base, from);
+}
+
+/* The piece boundaries of g in bytes (what the arena plan and PrVstage.from give). */
+static inline void pr_region_cuts_bytes(const PrRegion *g, int64_t from[PR_PIECES + 1])
+{
+    for (int k = 0; k <= PR_PIECES; k++)
+        from[k] = g->from[k] * (int64_t)sizeof(float);
+}
+
 /* The region an op of the static plan works on: piece k at arena + at[k] bytes (at[k]
  * < 0: not placed, base NULL), cut at from_bytes[] bytes (PrVstage.from, multiples of
  * 64). arena is the rank's arena, host or device. */

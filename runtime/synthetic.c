@@ -14,22 +14,15 @@
 
 int pr_synthetic_op(PrRank *r, const PrOp *o)
 {
-    int64_t held = o->held[PR_SYNTHETIC];
-    if ((o->kind == PR_F || o->kind == PR_R) && held > 0) {
-        /* the pieces of the held prefix, wherever the plan put them, up to the cap */
-        const int64_t *from = r->run->prog->vstages[o->vstage].from[PR_SYNTHETIC];
-        int64_t left = SYNTH_TOUCH_CAP;
-        for (int k = 0; k < PR_PIECES && left > 0; k++) {
-            int64_t lo, n = pr_region_piece_held(from, held, k, &lo);
-            if (n == 0 || o->at[PR_SYNTHETIC][k] < 0)
-                continue;
-            if (n > left)
-                n = left;
-            unsigned char *p = r->arena + o->at[PR_SYNTHETIC][k];
-            for (int64_t j = 0; j < n; j += 64)
-                p[j] = (unsigned char)((lo + j) >> 6);
-            left -= n;
-        }
+    PrHeldPiece pc[PR_PIECES];
+    int np = o->kind == PR_F || o->kind == PR_R ? pr_held_pieces(r->run, o, PR_SYNTHETIC, pc) : 0;
+    int64_t left = SYNTH_TOUCH_CAP;
+    for (int j = 0; j < np && left > 0; j++) { /* wherever the plan put each piece */
+        int64_t n = pc[j].n < left ? pc[j].n : left;
+        unsigned char *p = r->arena + pc[j].at;
+        for (int64_t b = 0; b < n; b += 64)
+            p[b] = (unsigned char)((pc[j].lo + b) >> 6);
+        left -= n;
     }
     pr_spin_ms(o->cost_ms * r->run->opt.time_scale);
     return 0;

@@ -15,8 +15,8 @@
  *               without dropout; the Llama adaptation), plus the head's
  *   [0, wact)   + the output gradients of every weighted op, which W reads
  *   [0, act)    + B's temporaries (the attention-probability gradient and two more)
- * Every tensor lies wholly inside one piece of tf_layout_cuts ([0, ckpt), [ckpt, wact),
- * [wact, act)), so a region whose pieces the arena plan places apart (runtime/region.h)
+ * Every tensor lies wholly inside one piece of tf_region_whole's cuts ([0, ckpt),
+ * [ckpt, wact), [wact, act)), so a region whose pieces the arena plan places apart (runtime/region.h)
  * still holds whole tensors.
  *
  * Header-only (static inline): pure arithmetic, no allocation, no I/O.
@@ -137,22 +137,13 @@ static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
     return a;
 }
 
-/* The piece boundaries of a region laid out as a, floats (runtime/region.h): the slice
- * input xs[0] is the whole checkpoint, so piece 0 is [0, ckpt), piece 1 is empty,
- * piece 2 [ckpt, wact) (the forward part and the gradients W reads) and piece 3
- * [wact, act) (B's temporaries). */
-static inline void tf_layout_cuts(const TfLayout *a, int64_t from[PR_PIECES + 1])
-{
-    pr_region_cuts((int64_t)a->ckpt, (int64_t)a->ckpt, (int64_t)a->wact, (int64_t)a->act,
-                   from);
-}
-
-/* The region contiguous at act, laid out as a. */
+/* The region laid out as a contiguous at act (NULL: only its cuts, floats), in the
+ * pieces of runtime/region.h: the slice input xs[0] is the whole checkpoint, so piece 0
+ * is [0, ckpt), piece 2 [ckpt, wact) (the forward part and the gradients W reads),
+ * piece 3 [wact, act) (B's temporaries). */
 static inline PrRegion tf_region_whole(void *act, const TfLayout *a)
 {
-    int64_t from[PR_PIECES + 1];
-    tf_layout_cuts(a, from);
-    return pr_region_whole(act, from);
+    return pr_layout_region(act, (int64_t)a->ckpt, (int64_t)a->wact, (int64_t)a->act);
 }
 
 /* Bytes one layer adds to what F keeps (xs entry + the per-layer forward part): the

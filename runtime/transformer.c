@@ -101,9 +101,8 @@ size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s)
 void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
 {
     TfLayout a = layout_of(c, s);
-    tf_layout_cuts(&a, from);
-    for (int k = 0; k <= PR_PIECES; k++)
-        from[k] *= (int64_t)sizeof(float);
+    PrRegion g = tf_region_whole(NULL, &a);
+    pr_region_cuts_bytes(&g, from);
 }
 size_t tf_layer_act_bytes(const TfConfig *c) { return tf_layer_fwd_bytes(&c->d); }
 

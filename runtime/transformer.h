@@ -97,7 +97,7 @@ size_t tf_io_bytes(const TfConfig *c);
 size_t tf_act_bytes(const TfConfig *c, const MlpSlice *s);
 size_t tf_ckpt_bytes(const TfConfig *c, const MlpSlice *s);
 size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s);
-/* The piece boundaries of a slice's region in bytes (runtime/region.h, tf_layout_cuts):
+/* The piece boundaries of a slice's region in bytes (runtime/region.h, tf_region_whole):
  * what the arena plan cuts it at; the runtime checks them against the program's. */
 void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1]);
 

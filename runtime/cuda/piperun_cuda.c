@@ -227,26 +227,22 @@ static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
     int w = run->opt.workload;
     size_t k = pr_vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
-    if (bytes > 0 && pr_op_placed(o, w)) {
-        /* the held prefix [0, bytes) sits in the pinned host buffer at region
-         * coordinates: SO gathers it from the region's pieces, SI scatters it into the
-         * SI's, as on the CPU */
-        const int64_t *from = run->prog->vstages[o->vstage].from[w];
-        for (int p = 0; p < PR_PIECES; p++) {
-            int64_t lo, n = pr_region_piece_held(from, bytes, p, &lo);
-            if (n == 0)
-                continue;
-            if (o->at[w][p] < 0) {
-                cu_error(__FILE__, __LINE__, o->kind == PR_SO ? "SO" : "SI",
-                         "the plan places no piece of the region it moves");
-                return -1;
-            }
-            unsigned char *dev = c->arena + o->at[w][p], *host = (unsigned char *)c->host[k] + lo;
-            if (o->kind == PR_SO)
-                CUDA_CHECK(cudaMemcpyAsync(host, dev, (size_t)n, cudaMemcpyDeviceToHost, st));
-            else
-                CUDA_CHECK(cudaMemcpyAsync(dev, host, (size_t)n, cudaMemcpyHostToDevice, st));
-        }
+    /* the held prefix [0, bytes) sits in the pinned host buffer at region coordinates:
+     * SO gathers it from the region's pieces, SI scatters it into the SI's, as on the
+     * CPU */
+    PrHeldPiece pc[PR_PIECES];
+    int np = bytes > 0 ? pr_held_pieces(run, o, w, pc) : 0;
+    if (np < 0) {
+        cu_error(__FILE__, __LINE__, o->kind == PR_SO ? "SO" : "SI",
+                 "the plan places no arena bytes for part of the region it moves");
+        return -1;
+    }
+    for (int j = 0; j < np; j++) {
+        unsigned char *dev = c->arena + pc[j].at, *host = (unsigned char *)c->host[k] + pc[j].lo;
+        if (o->kind == PR_SO)
+            CUDA_CHECK(cudaMemcpyAsync(host, dev, (size_t)pc[j].n, cudaMemcpyDeviceToHost, st));
+        else
+            CUDA_CHECK(cudaMemcpyAsync(dev, host, (size_t)pc[j].n, cudaMemcpyHostToDevice, st));
     }
     /* synthetic: the compiler's duration of the copy (the scaled copy is shorter) */
     if (w == PR_SYNTHETIC && cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms))

@@ -68,6 +68,14 @@ static const char *file_text(const EmitOut *o, const char *name)
     return NULL;
 }
 
+/* The generated rank_S.c of rank s. */
+static const char *rank_text(const EmitOut *o, int s)
+{
+    char name[32];
+    snprintf(name, sizeof name, "rank_%d.c", s);
+    return file_text(o, name);
+}
+
 /* The flags written at s (just after ".flags = "): named constants joined by " | ", or
  * 0. Any other text fails the test. */
 static unsigned read_flags(const char *s)
@@ -127,9 +135,8 @@ static void test_op_rows_designated_with_named_flags(void **state)
     static const char *const kind[] = {"PR_F", "PR_B", "PR_W", "PR_R", "PR_SO", "PR_SI"};
     int nwait_si = 0;
     for (int s = 0; s < p->P; s++) {
-        char name[32], row[128];
-        snprintf(name, sizeof name, "rank_%d.c", s);
-        const char *t = file_text(&e->out, name);
+        char row[128];
+        const char *t = rank_text(&e->out, s);
         for (uint32_t i = 0; i < p->stages[s].n; i++) {
             const Op *o = &p->stages[s].ops[i];
             snprintf(row, sizeof row, "    [%u] = {.kind = %s, .chunk = 0, .flags = ", i,
@@ -202,9 +209,8 @@ static void test_piece_rows_follow_the_plan(void **state)
     ArenaPlan *a = arena_plan(p, sz, 1);
     int nplaced = 0;
     for (int s = 0; s < p->P; s++) {
-        char name[32], row[64];
-        snprintf(name, sizeof name, "rank_%d.c", s);
-        const char *t = file_text(&e->out, name);
+        char row[64];
+        const char *t = rank_text(&e->out, s);
         for (uint32_t i = 0; i < p->stages[s].n; i++) {
             snprintf(row, sizeof row, "    [%u] = {.kind = ", i);
             const char *at = strstr(t, row);

@@ -85,7 +85,7 @@ static int setup(void **st)
     TfDims td = {arch_, vocab, C, 2, arch_ == TF_LLAMA ? 1 : 2, 3 * C, T, B};
     for (int v = 0; v < NR; v++) {
         TfLayout a = tf_layout(&td, 1, v == 0, v == NR - 1);
-        /* the slice input is the whole checkpoint (tf_layout_cuts) */
+        /* the slice input is the whole checkpoint (tf_region_whole) */
         mz[v] = arch_ ? (ArenaSizes){.act = (int64_t)a.act * 4, .ckpt = (int64_t)a.ckpt * 4,
                                      .wact = (int64_t)a.wact * 4, .input = (int64_t)a.ckpt * 4}
                       : mlp_region_sizes(vocab, C, T, B, 1, v == 0, v == NR - 1);
@@ -250,6 +250,32 @@ static int scatter(int w)
     return moved;
 }
 
+/* The op tables and rank descriptions as setup made them, while a test changes them. */
+typedef struct SavedPlan {
+    PrOp *ops[NR];
+    PrRankDesc ranks[NR];
+} SavedPlan;
+
+static SavedPlan save_plan(void)
+{
+    SavedPlan k;
+    memcpy(k.ranks, ranks_, sizeof k.ranks);
+    for (int s = 0; s < NR; s++) {
+        k.ops[s] = malloc(ranks_[s].nops * sizeof(PrOp));
+        memcpy(k.ops[s], ops_[s], ranks_[s].nops * sizeof(PrOp));
+    }
+    return k;
+}
+
+static void restore_plan(SavedPlan *k)
+{
+    for (int s = 0; s < NR; s++) {
+        memcpy(ops_[s], k->ops[s], ranks_[s].nops * sizeof(PrOp));
+        free(k->ops[s]);
+    }
+    memcpy(ranks_, k->ranks, sizeof k->ranks);
+}
+
 /* The same training with every piece of every region apart (scatter): the swap pair of
  * rank 0 gathers and scatters its region piece by piece, the R of rank 1 rebuilds into
  * pieces away from the checkpoint, and the gradients, losses and peaks are those of the
@@ -259,20 +285,10 @@ static void test_mlp_check_scattered(void **st)
     (void)st;
     PrResult packed, apart;
     run_check(&packed);
-    PrOp *keep[NR];
-    PrRankDesc keep_ranks[NR];
-    memcpy(keep_ranks, ranks_, sizeof keep_ranks);
-    for (int s = 0; s < NR; s++) {
-        keep[s] = malloc(ranks_[s].nops * sizeof(PrOp));
-        memcpy(keep[s], ops_[s], ranks_[s].nops * sizeof(PrOp));
-    }
+    SavedPlan keep = save_plan();
     assert_true(scatter(PR_MLP) > 2 * NM);
     run_check(&apart);
-    for (int s = 0; s < NR; s++) {
-        memcpy(ops_[s], keep[s], ranks_[s].nops * sizeof(PrOp));
-        free(keep[s]);
-    }
-    memcpy(ranks_, keep_ranks, sizeof keep_ranks);
+    restore_plan(&keep);
     assert_int_equal(apart.ngrad, packed.ngrad);
     for (int i = 0; i < packed.ngrad; i++)
         assert_true(apart.grad_err[i] == packed.grad_err[i]);
@@ -288,13 +304,7 @@ static void test_synthetic_scattered(void **st)
 {
     (void)st;
     unsetenv("PIPERUN_FAULT");
-    PrOp *keep[NR];
-    PrRankDesc keep_ranks[NR];
-    memcpy(keep_ranks, ranks_, sizeof keep_ranks);
-    for (int s = 0; s < NR; s++) {
-        keep[s] = malloc(ranks_[s].nops * sizeof(PrOp));
-        memcpy(keep[s], ops_[s], ranks_[s].nops * sizeof(PrOp));
-    }
+    SavedPlan keep = save_plan();
     assert_true(scatter(PR_SYNTHETIC) > 2 * NM);
     PrOptions o;
     pr_options_default(&o, &prog_);
@@ -302,11 +312,7 @@ static void test_synthetic_scattered(void **st)
     o.quiet = true;
     PrResult res;
     int rc = pr_run(&prog_, &o, &res);
-    for (int s = 0; s < NR; s++) {
-        memcpy(ops_[s], keep[s], ranks_[s].nops * sizeof(PrOp));
-        free(keep[s]);
-    }
-    memcpy(ranks_, keep_ranks, sizeof keep_ranks);
+    restore_plan(&keep);
     assert_int_equal(rc, 0);
     for (int s = 0; s < NR; s++)
         assert_int_equal(res.peak_arena[s], ranks_[s].peak_live_bytes[PR_SYNTHETIC]);
@@ -381,6 +387,15 @@ static void span(Spans *t, size_t off, size_t n)
     t->n[t->count++] = n;
 }
 
+/* The tensors (offset in the layer, floats) of each of L layers at base + i * stride. */
+static void layer_spans(Spans *t, size_t base, size_t stride, size_t L, const size_t (*x)[2],
+                        size_t n)
+{
+    for (size_t i = 0; i < L; i++)
+        for (size_t j = 0; j < n; j++)
+            span(t, base + i * stride + x[j][0], x[j][1]);
+}
+
 /* The spans tile [0, act) in order, and each lies wholly inside one piece of from. */
 static void spans_in_pieces(const Spans *t, const int64_t from[PR_PIECES + 1], size_t act)
 {
@@ -409,8 +424,8 @@ static void test_layout_pieces(void **st)
         for (int kind = 0; kind < 4; kind++) {
             bool embed = kind & 1, head = kind & 2;
             MlpLayout a = mlp_layout(V, C, T, B, (size_t)nl, embed, head);
-            int64_t from[PR_PIECES + 1];
-            mlp_layout_cuts(&a, from);
+            PrRegion cut = mlp_region_whole(NULL, &a);
+            const int64_t *from = cut.from;
             size_t nres = (size_t)nl + head, L = (size_t)nl;
             Spans t = {.count = 0};
             span(&t, a.xs, nres ? a.sbtc : 0);                       /* xs[0] */
@@ -445,8 +460,8 @@ static void test_layout_pieces(void **st)
                 bool embed = kind & 1, head = kind & 2;
                 TfDims d = {arch, 50, 8, 2, arch == TF_LLAMA ? 1 : 2, 24, 4, 3};
                 TfLayout a = tf_layout(&d, nl, embed, head);
-                int64_t from[PR_PIECES + 1];
-                tf_layout_cuts(&a, from);
+                PrRegion cut = tf_region_whole(NULL, &a);
+                const int64_t *from = cut.from;
                 size_t N = 12, K = 8 * (size_t)d.NKV / 2, L = (size_t)nl, h = head;
                 size_t nc = tf_pad16(N * 8), nqkv = tf_pad16(N * (8 + 2 * K));
                 size_t nf = tf_pad16(N * 24), natt = tf_pad16(3 * 2 * 4 * 4);
@@ -454,31 +469,17 @@ static void test_layout_pieces(void **st)
                 Spans t = {.count = 0};
                 span(&t, a.xs, L + h ? nc : 0);
                 span(&t, a.xs + nc, L + h > 1 ? (L + h - 1) * nc : 0);
-                for (size_t i = 0; i < L; i++) {
-                    size_t b = a.lbase + i * a.lstride;
-                    span(&t, b + a.l_ln1, nc);
-                    span(&t, b + a.l_qkv, nqkv);
-                    span(&t, b + a.l_att, natt);
-                    span(&t, b + a.l_atty, nc);
-                    span(&t, b + a.l_xmid, nc);
-                    span(&t, b + a.l_ln2, nc);
-                    span(&t, b + a.l_fa, nf);
-                    span(&t, b + a.l_fb, nf);
-                    span(&t, b + a.l_fc, llama ? nf : 0);
-                    span(&t, b + a.l_fd, llama ? nf : 0);
-                }
+                const size_t fwd[][2] = {{a.l_ln1, nc}, {a.l_qkv, nqkv}, {a.l_att, natt},
+                                         {a.l_atty, nc}, {a.l_xmid, nc}, {a.l_ln2, nc},
+                                         {a.l_fa, nf}, {a.l_fb, nf}, {a.l_fc, llama * nf},
+                                         {a.l_fd, llama * nf}};
+                const size_t grad[][2] = {{a.g_ln1, nc}, {a.g_qkv, nqkv}, {a.g_xmid, nc},
+                                          {a.g_ln2, nc}, {a.g_fa, nf}, {a.g_fc, llama * nf}};
+                layer_spans(&t, a.lbase, a.lstride, L, fwd, ARRAY_LEN(fwd));
                 span(&t, a.lnf, h * nc);
                 span(&t, a.logits, h * nv);
                 span(&t, a.probs, h * nv);
-                for (size_t i = 0; i < L; i++) {
-                    size_t b = a.gbase + i * a.gstride;
-                    span(&t, b + a.g_ln1, nc);
-                    span(&t, b + a.g_qkv, nqkv);
-                    span(&t, b + a.g_xmid, nc);
-                    span(&t, b + a.g_ln2, nc);
-                    span(&t, b + a.g_fa, nf);
-                    span(&t, b + a.g_fc, llama ? nf : 0);
-                }
+                layer_spans(&t, a.gbase, a.gstride, L, grad, ARRAY_LEN(grad));
                 span(&t, a.dxs, (L + embed) * nc);
                 span(&t, a.dlnf, h * nc);
                 span(&t, a.t_datt, any * natt);
