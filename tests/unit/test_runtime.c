@@ -208,6 +208,31 @@ static void test_mlp_check(void **st)
     pr_result_free(&res);
 }
 
+/* A program whose piece boundaries are not the model layout's is refused at start-up,
+ * with both sets named (as one planned for other region sizes is). */
+static void test_cuts_checked(void **st)
+{
+    (void)st;
+    unsetenv("PIPERUN_FAULT");
+    int64_t keep = vst_[1].from[PR_MLP][1];
+    vst_[1].from[PR_MLP][1] = keep + 64;
+    PrOptions o;
+    pr_options_default(&o, &prog_);
+    o.quiet = true;
+    PrResult res;
+    int rc = pr_run(&prog_, &o, &res);
+    vst_[1].from[PR_MLP][1] = keep;
+    char want[160];
+    snprintf(want, sizeof want, "virtual stage 1: the arena plan cuts the region into pieces "
+             "at 0/%lld/", (long long)keep + 64);
+    bool named = strstr(res.error, want) && strstr(res.error, "regenerate the program");
+    if (!named)
+        fprintf(stderr, "error: %s\n", res.error);
+    pr_result_free(&res);
+    assert_int_equal(rc, 1);
+    assert_true(named);
+}
+
 /* Moves every placed piece of every region of workload w to a place of its own: each
  * distinct (region, piece, planned offset) gets fresh bytes in a larger arena, the last
  * op's last piece lowest, so the pieces of a region lie apart and in reversed order,
@@ -540,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_mlp_check),
         cmocka_unit_test(test_mlp_check_scattered),
         cmocka_unit_test(test_synthetic_scattered),
+        cmocka_unit_test(test_cuts_checked),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_core_checks),
     };
@@ -547,7 +573,8 @@ int main(void)
     /* the same program training the gpt and llama workloads (runtime/transformer.h),
      * recompute and swap included */
     const struct CMUnitTest model_tests[] = {cmocka_unit_test(test_mlp_check),
-                                             cmocka_unit_test(test_mlp_check_scattered)};
+                                             cmocka_unit_test(test_mlp_check_scattered),
+                                             cmocka_unit_test(test_cuts_checked)};
     arch_ = TF_GPT;
     failed += cmocka_run_group_tests_name("gpt", model_tests, setup, teardown);
     arch_ = TF_LLAMA;
