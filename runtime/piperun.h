@@ -120,8 +120,10 @@ typedef struct PrOp {
     uint32_t nso_before;   /* SOs listed before this op that must end before it starts:
                               the count listed before it when it allocates (F, R, SI, LW:
                               memory order, compiler/opsem.h), else 0 */
-    int64_t held[PR_NWORKLOADS]; /* SO/SI: bytes of the region's prefix moved; F: bytes
-                                    allocated; otherwise 0 */
+    int64_t held[PR_NWORKLOADS]; /* bytes of the region's prefix [0, held) the op holds
+                                    (compiler/arena_plan.h ArenaRank.held): SO/SI: moved;
+                                    F: allocated; R: the whole region; B: kept for W;
+                                    otherwise 0 */
     double cost_ms;        /* cost-model duration (the synthetic workload's busy time;
                               OG: grads / host_bw + opt_host, LW: wload / host_bw) */
     double cost_bytes;     /* cost-model bytes the op allocates or moves (unscaled) */
