@@ -4,14 +4,14 @@
  * gpt/llama and synthetic workloads).
  *
  * A (v,m) region is laid out as nested prefixes (docs/runtime.md "Static memory
- * planning"): what the layers keep of the checkpoint [0, lay), the checkpoint
- * [0, ckpt), what a split B leaves for W [0, wact), everything [0, act). The arena plan
- * may put each piece between two of these boundaries at an offset of its own, so that a
- * region fills holes that are not contiguous (the lifetimes of some schedules admit no
- * packing at the memory walk's peak with whole regions: docs/runtime.md "What
- * fragmentation remains"). Piece k is the region's bytes [from[k], from[k+1]); a piece may be empty. Every tensor of a
- * workload's layout lies wholly inside one piece, so a kernel finds a tensor through
- * pr_region_piece and the piece's place.
+ * planning"): what the layers keep of the checkpoint [0, lay), the checkpoint [0, ckpt),
+ * what a split B leaves for W [0, wact), everything [0, act). The arena plan may put
+ * each piece between two of these boundaries at an offset of its own, so that a region
+ * fills holes that are not contiguous (the lifetimes of some schedules admit no packing
+ * at the memory walk's peak with whole regions: docs/runtime.md "What fragmentation
+ * remains"). Piece k is the region's bytes [from[k], from[k+1]); a piece may be empty.
+ * Every tensor of a workload's layout lies wholly inside one piece, so a kernel finds a
+ * tensor through pr_region_piece and the piece's place.
  *
  * Header-only (static inline): pure arithmetic, no allocation, no I/O; valid C11 and
  * C++ (nvcc).
