@@ -294,7 +294,7 @@ install: all
 	  if [ -f build/$$l ]; then echo "install -m 644 build/$$l $(DESTDIR)$(PREFIX)/lib/"; \
 	    install -m 644 build/$$l $(DESTDIR)$(PREFIX)/lib/ || exit 1; fi; \
 	done
-	install -m 644 runtime/piperun.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 runtime/piperun.h runtime/region.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 build/pipec.1 $(DESTDIR)$(PREFIX)/share/man/man1/pipec.1
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/pipec/
 	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/pipec/docs/
@@ -330,11 +330,11 @@ CU_CPU_SRC = runtime/piperun_common.c runtime/run_main.c runtime/mlp.c runtime/m
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
-build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h runtime/tf_kernels.h runtime/tf_layout.h
+build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h runtime/tf_kernels.h runtime/tf_layout.h runtime/region.h runtime/mlp_layout.h runtime/mlp.h runtime/transformer.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h compiler/stream_plan.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/region.h compiler/stream_plan.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "costmodel.h"
 #include "opsem.h"
 #include "util.h"
 
@@ -43,15 +44,28 @@ static int64_t clamp_bytes(double b)
 ArenaSizes *arena_sizes_from_costs(const Pipeline *p)
 {
     size_t nv = (size_t)p->P * (size_t)p->V;
-    ArenaSizes *sz = xcalloc(nv, sizeof *sz);
+    ArenaSizes *sz = xcalloc(nv ? nv : 1, sizeof *sz);
+    double *lay = xmalloc((nv ? nv : 1) * sizeof *lay);
+    cm_ckpt_layers(p, lay);
     for (int32_t s = 0; s < p->P; s++)
         for (int32_t c = 0; c < p->V; c++) {
-            ArenaSizes *z = &sz[ir_vstage(p, s, c)];
+            int32_t v = ir_vstage(p, s, c);
+            ArenaSizes *z = &sz[v];
             z->act = clamp_bytes(ir_cost(p, s, c, COST_ACT));
             z->ckpt = clamp_bytes(ir_cost(p, s, c, COST_CKPT));
             z->wact = clamp_bytes(ir_cost(p, s, c, COST_WACT));
+            z->ckpt_layers = clamp_bytes(lay[v]);
         }
+    free(lay);
     return sz;
+}
+
+void arena_region_cuts(const ArenaSizes *z, int64_t from[ARENA_PIECES + 1])
+{
+    int64_t a = align_up(z->act);
+    pr_region_cuts(align_up(z->ckpt_layers < z->act ? z->ckpt_layers : z->act),
+                   align_up(z->ckpt < z->act ? z->ckpt : z->act),
+                   align_up(z->wact < z->act ? z->wact : z->act), a, from);
 }
 
 /* One incarnation of a (v,m) region: the prefix [0, size) at one offset, live over
@@ -646,20 +660,64 @@ static int64_t place_all(const Inc *incs, size_t n, int64_t peak, bool quick, in
 
 /* What plan_rank builds: the incarnations, and for each op the incarnation it works on
  * (opinc) and, while its region is in two places, the one holding the region's bytes
- * from splitat on (splitop). held is the plan's held[] (ArenaRank). */
+ * from splitat on (splitop). held is the plan's held[] (ArenaRank). Each incarnation is
+ * also cut at its region's piece boundaries (runtime/region.h) into pieces, each an
+ * incarnation of its own (pcs), placed independently where whole incarnations leave a
+ * gap: incarnation j starts at region byte ibase[j] and its pieces are pcs[pfirst[j] ..
+ * pfirst[j + 1]), piece q starting at region byte plo[q]. */
 typedef struct Build {
     Inc *incs;
     size_t n, cap;
     uint32_t *opinc, *splitop; /* [nops] NONE for none */
     int64_t *splitat;          /* [nops] */
     int64_t *held;             /* [nops] */
+    int64_t *ibase;            /* [n] */
+    size_t ibcap;
+    Inc *pcs;                  /* [np] */
+    size_t np, pcap;
+    int64_t *plo;              /* [np] */
+    size_t plcap;
+    uint32_t *pfirst;          /* [n + 1] */
+    size_t pfn, pfcap;
 } Build;
 
-static uint32_t new_inc(Build *b, int64_t size, uint64_t t0)
+static uint32_t new_inc(Build *b, int64_t base, int64_t size, uint64_t t0)
 {
     Inc in = {size, size, t0, t0, t0, 0};
     VEC_PUSH(b->incs, b->n, b->cap, in);
+    size_t nb = b->n - 1;
+    VEC_PUSH(b->ibase, nb, b->ibcap, base);
     return (uint32_t)(b->n - 1);
+}
+
+/* Cuts incarnations [j0, b->n) of one region at its piece boundaries from[]: a piece
+ * below the incarnation's keep lives as long as it, one above it ends at tk. */
+static void cut_incs(Build *b, size_t j0, const int64_t from[ARENA_PIECES + 1])
+{
+    for (size_t j = j0; j < b->n; j++) {
+        const Inc *in = &b->incs[j];
+        int64_t lo = b->ibase[j], end = lo + in->size;
+        VEC_PUSH(b->pfirst, b->pfn, b->pfcap, (uint32_t)b->np);
+        for (int k = 1; k <= ARENA_PIECES && lo < end; k++) {
+            int64_t hi = k == ARENA_PIECES || from[k] > end ? end : from[k];
+            if (hi <= lo)
+                continue;
+            Inc y = *in;
+            int64_t kp = in->keep - (lo - b->ibase[j]);
+            y.size = hi - lo;
+            y.keep = kp <= 0 ? 0 : kp > y.size ? y.size : kp;
+            if (y.keep == 0) { /* all of it above the keep: ends with it */
+                y.t1 = in->tk;
+                y.keep = y.size;
+            }
+            if (y.keep == y.size)
+                y.tk = y.t1;
+            VEC_PUSH(b->pcs, b->np, b->pcap, y);
+            size_t nl = b->np - 1;
+            VEC_PUSH(b->plo, nl, b->plcap, lo);
+            lo = hi;
+        }
+    }
 }
 
 /* Ends incarnation ix at list time t (its whole prefix). */
@@ -687,7 +745,7 @@ typedef struct VmBuild {
 static void vm_f(Build *b, VmBuild *v, uint32_t i)
 {
     v->h = v->kk;
-    v->cur = v->h > 0 ? new_inc(b, v->h, 2 * (uint64_t)i) : NONE;
+    v->cur = v->h > 0 ? new_inc(b, 0, v->h, 2 * (uint64_t)i) : NONE;
     b->held[i] = v->h;
 }
 
@@ -699,10 +757,10 @@ static void vm_r(Build *b, VmBuild *v, uint32_t i)
     if (v->cur == NONE) {
         /* F kept nothing (an empty checkpoint: the embedding slice of the mlp model):
          * the whole region is R's, in one place */
-        v->cur = new_inc(b, v->a, 2 * (uint64_t)i);
+        v->cur = new_inc(b, 0, v->a, 2 * (uint64_t)i);
         b->held[i] = v->a;
     } else {
-        v->top = new_inc(b, v->a - v->h, 2 * (uint64_t)i);
+        v->top = new_inc(b, v->h, v->a - v->h, 2 * (uint64_t)i);
         v->topat = v->h;
         b->opinc[i] = v->cur;
         b->held[i] = v->a - v->h;
@@ -745,7 +803,7 @@ static void vm_si(Build *b, VmBuild *v, uint32_t i)
     if (!v->swap_frees) {
         /* the moved top comes back as a piece of its own */
         if (v->moved > 0) {
-            v->top = new_inc(b, v->moved, 2 * (uint64_t)i);
+            v->top = new_inc(b, v->h - v->moved, v->moved, 2 * (uint64_t)i);
             v->topat = v->h - v->moved;
         }
         b->held[i] = v->moved;
@@ -753,7 +811,7 @@ static void vm_si(Build *b, VmBuild *v, uint32_t i)
         return;
     }
     v->h = v->moved;
-    v->cur = v->h > 0 ? new_inc(b, v->h, 2 * (uint64_t)i) : NONE;
+    v->cur = v->h > 0 ? new_inc(b, 0, v->h, 2 * (uint64_t)i) : NONE;
     b->held[i] = v->h;
 }
 
@@ -864,19 +922,18 @@ static void build_vm(Build *b, const Pos *q, const ArenaSizes *z, bool swap_free
 
 /* ---- one rank ---------------------------------------------------------------------- */
 
-/* Allocates the per-op arrays of r (no region: off = rest = -1). */
+/* Allocates the per-op arrays of r (no region: every piece at -1). */
 static void rank_init(ArenaRank *r, uint32_t n)
 {
     size_t n1 = n ? n : 1;
     r->nops = n;
-    r->off = xmalloc(n1 * sizeof *r->off);
-    r->rest = xmalloc(n1 * sizeof *r->rest);
-    r->split = xcalloc(n1, sizeof *r->split);
     r->held = xcalloc(n1, sizeof *r->held);
     r->alloc = xcalloc(n1, sizeof *r->alloc);
     r->freed = xcalloc(n1, sizeof *r->freed);
+    r->at = xmalloc(n1 * sizeof *r->at);
     for (uint32_t i = 0; i < n; i++)
-        r->off[i] = r->rest[i] = -1;
+        for (int k = 0; k < ARENA_PIECES; k++)
+            r->at[i][k] = -1;
 }
 
 /* The list positions of the ops of each (chunk, mb) of rank s ([V*M]); the first
@@ -942,11 +999,12 @@ static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const 
     free(cc);
 }
 
-/* Places the incarnations of b (the arena is the highest end placed, r->size) and
- * writes each op's offsets. Within a budget any plan that fits it will do: the search
- * stops there. */
+/* Places the incarnations of b (the arena is the highest end placed, r->size): whole,
+ * and where that leaves a gap above the walk's peak (or, within a budget, above the room
+ * it leaves), cut into pieces, keeping the smaller arena. Writes each piece's offset to
+ * poff[np]. Within a budget any plan that fits it will do: the search stops there. */
 static void place_rank(const Pipeline *p, int32_t s, Build *b, double budget, bool quick,
-                       ArenaRank *r)
+                       ArenaRank *r, int64_t *poff)
 {
     int64_t *ioff = xmalloc((b->n ? b->n : 1) * sizeof *ioff);
     int64_t enough = r->peak_live;
@@ -956,15 +1014,53 @@ static void place_rank(const Pipeline *p, int32_t s, Build *b, double budget, bo
             enough = room > 4.0e18 ? INT64_MAX / 2 : (int64_t)room;
     }
     r->size = place_all(b->incs, b->n, enough, quick, ioff);
-    for (uint32_t i = 0; i < r->nops; i++) {
-        if (b->opinc[i] != NONE)
-            r->off[i] = ioff[b->opinc[i]];
-        if (b->splitop[i] != NONE) {
-            r->rest[i] = ioff[b->splitop[i]];
-            r->split[i] = b->splitat[i];
+    for (size_t j = 0; j < b->n; j++)
+        for (uint32_t q = b->pfirst[j]; q < b->pfirst[j + 1]; q++)
+            poff[q] = ioff[j] + (b->plo[q] - b->ibase[j]);
+    if (r->size > enough && b->np > b->n) {
+        int64_t *tmp = xmalloc(b->np * sizeof *tmp);
+        int64_t a = place_all(b->pcs, b->np, enough, quick, tmp);
+        if (a < r->size) {
+            r->size = a;
+            memcpy(poff, tmp, b->np * sizeof *poff);
         }
+        free(tmp);
     }
     free(ioff);
+}
+
+/* Where piece k of op i's region lives: region bytes [from[k], ...) are in the
+ * incarnation the op works on (or, split, the one from splitat on), whose piece that
+ * holds byte from[k] is at poff. */
+static void pieces_of_ops(const Pipeline *p, int32_t s, const ArenaSizes *sz, const Build *b,
+                          const int64_t *poff, ArenaRank *r)
+{
+    const StageOps *so = &p->stages[s];
+    for (uint32_t i = 0; i < r->nops; i++) {
+        const Op *o = &so->ops[i];
+        if (o->chunk >= (uint32_t)p->V || b->opinc[i] == NONE)
+            continue;
+        int64_t from[ARENA_PIECES + 1];
+        arena_region_cuts(&sz[ir_vstage(p, s, o->chunk)], from);
+        for (int k = 0; k < ARENA_PIECES; k++) {
+            int64_t x = from[k];
+            uint32_t j = b->splitop[i] != NONE && x >= b->splitat[i] ? b->splitop[i]
+                                                                      : b->opinc[i];
+            if (from[k + 1] == x || j == NONE || from[k + 1] <= b->ibase[j] ||
+                x >= b->ibase[j] + b->incs[j].size)
+                continue;
+            if (x < b->ibase[j]) {
+                /* the piece a partial swap brings back starts inside piece k (the cost
+                 * model's view, never emitted): where piece k would start */
+                uint32_t q = b->pfirst[j];
+                r->at[i][k] = poff[q] - (b->plo[q] - x);
+                continue;
+            }
+            for (uint32_t q = b->pfirst[j]; q < b->pfirst[j + 1]; q++)
+                if (b->plo[q] <= x && x < b->plo[q] + b->pcs[q].size)
+                    r->at[i][k] = poff[q] + (x - b->plo[q]);
+        }
+    }
 }
 
 /* Plans rank s into r: index its ops, build the incarnations of every (chunk, mb),
@@ -981,16 +1077,34 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     Pos *pos = index_ops(so, V, M);
     double frac = ir_cost(p, s, 0, COST_SWAP_FRACTION);
     bool swap_frees = full_swap || frac >= 1.0;
-    Build b = {NULL, 0, 0, xmalloc(n * sizeof *b.opinc), xmalloc(n * sizeof *b.splitop),
-               xcalloc(n, sizeof *b.splitat), r->held};
+    Build b = {0};
+    b.opinc = xmalloc(n * sizeof *b.opinc);
+    b.splitop = xmalloc(n * sizeof *b.splitop);
+    b.splitat = xcalloc(n, sizeof *b.splitat);
+    b.held = r->held;
     for (uint32_t i = 0; i < n; i++)
         b.opinc[i] = b.splitop[i] = NONE;
-    for (size_t c = 0; c < V; c++)
-        for (size_t m = 0; m < M; m++)
-            build_vm(&b, &pos[c * M + m], &sz[ir_vstage(p, s, (int32_t)c)], swap_frees, frac);
+    for (size_t c = 0; c < V; c++) {
+        const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
+        int64_t from[ARENA_PIECES + 1];
+        arena_region_cuts(z, from);
+        for (size_t m = 0; m < M; m++) {
+            size_t j0 = b.n;
+            build_vm(&b, &pos[c * M + m], z, swap_frees, frac);
+            cut_incs(&b, j0, from);
+        }
+    }
+    VEC_PUSH(b.pfirst, b.pfn, b.pfcap, (uint32_t)b.np);
     walk_rank(p, s, sz, pos, swap_frees ? 1.0 : frac, r);
-    place_rank(p, s, &b, budget, quick, r);
+    int64_t *poff = xmalloc((b.np ? b.np : 1) * sizeof *poff);
+    place_rank(p, s, &b, budget, quick, r, poff);
+    pieces_of_ops(p, s, sz, &b, poff, r);
+    free(poff);
     free(b.incs);
+    free(b.ibase);
+    free(b.pcs);
+    free(b.plo);
+    free(b.pfirst);
     free(b.opinc);
     free(b.splitop);
     free(b.splitat);
@@ -1011,6 +1125,10 @@ ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_s
     ArenaSizes *own = NULL;
     if (!sz)
         sz = own = arena_sizes_from_costs(p);
+    size_t nv = (size_t)p->P * (size_t)p->V;
+    a->from = xmalloc((nv ? nv : 1) * sizeof *a->from);
+    for (size_t v = 0; v < nv; v++)
+        arena_region_cuts(&sz[v], a->from[v]);
     for (int32_t s = 0; s < p->P; s++)
         plan_rank(p, s, sz, full_swap, budget, quick, &a->rank[s]);
     free(own);
@@ -1022,14 +1140,13 @@ void arena_plan_free(ArenaPlan *a)
     if (!a)
         return;
     for (int32_t s = 0; s < a->P; s++) {
-        free(a->rank[s].off);
         free(a->rank[s].held);
-        free(a->rank[s].rest);
-        free(a->rank[s].split);
+        free(a->rank[s].at);
         free(a->rank[s].alloc);
         free(a->rank[s].freed);
     }
     free(a->rank);
+    free(a->from);
     free(a);
 }
 

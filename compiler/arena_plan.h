@@ -10,7 +10,7 @@
  *   - R allocates [ckpt, act) in a place of its own, anywhere: the checkpoint stays
  *     where F put it, and the region is then in two places (runtime/mlp.h
  *     mlp_recompute_split) until B/W, or until an SO moves both parts out (the SI
- *     brings them back as one contiguous region). So the plan holds exactly what the
+ *     brings them back as one incarnation). So the plan holds exactly what the
  *     DESIGN.md walk holds, and no bytes are copied;
  *   - B frees everything, except [0, wact) when a W(v,m) exists, which W frees;
  *   - SO(v,m) moves what the region holds at that point (always a prefix) to the host
@@ -26,17 +26,26 @@
  * for every SO listed before it, so a region freed by an SO at list position i is
  * really free for any allocation listed after i.
  *
+ * Pieces. Each incarnation is also cut at its region's piece boundaries (runtime/
+ * region.h: what the layers keep of the checkpoint, the checkpoint, what W reads,
+ * everything), and each piece can be placed on its own, with the incarnation's lifetime
+ * (the part above a split B's keep ends at the B). Every op then names where each piece
+ * of its region is (ArenaRank.at), and the runtimes address a region through its pieces.
+ * Some lifetimes admit no packing at the walk's peak with whole regions
+ * (docs/runtime.md "What fragmentation remains, and why"); in pieces they do.
+ *
  * Packing (offline dynamic storage allocation: every lifetime is known): a first-fit
  * and a best-fit replay of the list; where they leave a gap above the walk's peak, the
  * greedy-by-size family of offline plans (TelaMalloc, Maas et al., ASPLOS'23 §3); where
  * those still do, a bounded exact search over canonical (skyline) packings with
  * MiniMalloc's section bound (Moffitt, ASPLOS'23 §4), and last shuffled greedy orders
- * (docs/runtime.md "Static memory planning" has the details and the limits). The arena
- * of a rank is the highest end placed; fragmentation = arena / peak_live, where
- * peak_live is the peak of the DESIGN.md walk over these (aligned) regions: 1.0 = the
- * arena is the walk's peak. The arena is never below peak_live; above it only by
- * packing loss (and, with swap_fraction < 1 and an R of the same (v,m), by the part
- * the walk swaps out). */
+ * (docs/runtime.md "Static memory planning" has the details and the limits). Whole
+ * incarnations first; where they leave a gap, the same over the pieces, and the smaller
+ * arena wins. The arena of a rank is the highest end placed; fragmentation = arena /
+ * peak_live, where peak_live is the peak of the DESIGN.md walk over these (aligned)
+ * regions: 1.0 = the arena is the walk's peak. The arena is never below peak_live; above
+ * it only by packing loss (and, with swap_fraction < 1 and an R of the same (v,m), by
+ * the part the walk swaps out). */
 #ifndef PIPEC_ARENA_PLAN_H
 #define PIPEC_ARENA_PLAN_H
 
@@ -45,14 +54,22 @@
 
 #include "diag.h"
 #include "ir.h"
+#include "region.h"
 
 #define ARENA_ALIGN 64
+#define ARENA_PIECES PR_PIECES
 
 /* Region sizes of one virtual stage, bytes (rounded up to ARENA_ALIGN by the planner;
  * ckpt and wact are clamped to act). */
 typedef struct ArenaSizes {
     int64_t act, ckpt, wact;
+    int64_t ckpt_layers; /* the checkpoint's first piece: what the layers keep (the
+                          * rest is the embedding's and head's); 0 or ckpt: one piece */
 } ArenaSizes;
+
+/* The piece boundaries of a region of sizes z, as planned (aligned): runtime/region.h
+ * pr_region_cuts over the aligned sizes. from[PR_PIECES] is the aligned act. */
+void arena_region_cuts(const ArenaSizes *z, int64_t from[ARENA_PIECES + 1]);
 
 /* The plan of one rank. */
 typedef struct ArenaRank {
@@ -61,30 +78,29 @@ typedef struct ArenaRank {
                           * over the 64-aligned sizes */
     uint32_t peak_op;    /* list index of the op at which the peak is first reached */
     uint32_t nops;
-    int64_t *off;        /* [nops] offset of the region op i works on; -1 for none
-                          * (SI: where the bytes come back to) */
     int64_t *held;       /* [nops] SO/SI: bytes of the region prefix moved; F, R: bytes
                           * of the region allocated (R: the whole act); B: bytes kept
                           * for W; else 0 */
-    int64_t *rest;       /* [nops] when the region of op i is in two places (after an
-                          * R, until B/W or an SO): offset of its bytes [split, ...);
-                          * -1 when it is contiguous at off */
-    int64_t *split;      /* [nops] bytes of the region at off when rest >= 0 (the
-                          * checkpoint), else 0 */
     int64_t *alloc;      /* [nops] bytes op i allocates at its start, and */
     int64_t *freed;      /* [nops] bytes it frees at its end: the walk of DESIGN.md
                           * "Memory" (opsem_mem_step) over the aligned sizes, the
                           * amounts the runtime counts live bytes with */
+    int64_t (*at)[ARENA_PIECES]; /* [nops] offset of piece k of the region op i works on
+                          * (region bytes [from[k], from[k+1]) of arena_region_cuts at
+                          * at[i][k]); -1 where the op's region has none of that piece
+                          * (or the piece is empty, or the op has no region) */
 } ArenaRank;
 
 typedef struct ArenaPlan {
     int32_t P;
     ArenaRank *rank;     /* [P] */
+    int64_t (*from)[ARENA_PIECES + 1]; /* [P*V] the piece boundaries of each virtual
+                          * stage's region (arena_region_cuts of the sizes planned) */
 } ArenaPlan;
 
 /* Region sizes from the cost model: ir_cost act/ckpt/wact of every virtual stage
- * ([P*V], owned by the caller). wact is taken as 0 for stages without W ops. Sizes
- * above 2^62 bytes are clamped. */
+ * ([P*V], owned by the caller), and with a `model` the layers' part of the checkpoint
+ * (cm_ckpt_layers). Sizes above 2^62 bytes are clamped. */
 ArenaSizes *arena_sizes_from_costs(const Pipeline *p);
 
 /* Plans every rank for region sizes sz[P*V] (NULL: arena_sizes_from_costs). full_swap

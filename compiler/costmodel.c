@@ -636,6 +636,34 @@ void costmodel_get(const Pipeline *p, CostModel *cm)
         die("costmodel_get: a pass left an invalid partition");
 }
 
+void cm_ckpt_layers(const Pipeline *p, double *out)
+{
+    int32_t nv = p->P * p->V;
+    for (int32_t v = 0; v < nv; v++)
+        out[v] = -1;
+    if (!p->model || !p->cost_inputs || nv < 1)
+        return;
+    CostModel cm;
+    costmodel_get(p, &cm);
+    uint32_t mine = (1u << COST_ACT) | (1u << COST_CKPT);
+    for (int32_t v = 0; v < nv; v++) {
+        int32_t s, c;
+        ir_owner(p, v, &s, &c);
+        const CostBlock *b[3] = {&p->vstage_costs[v], &p->stage_costs[s], &p->costs};
+        bool by_hand = false;
+        for (int k = 0; k < 3; k++)
+            by_hand = by_hand || (b[k]->set & ~b[k]->derived & mine);
+        if (by_hand)
+            continue;
+        RecomputePolicy pol = p->stage_policy ? p->stage_policy[s] : POLICY_NONE;
+        CmCost k;
+        cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false,
+                 pol == POLICY_NONE ? POLICY_FULL : pol, &k); /* as derive_costs */
+        out[v] = k.ckpt;
+    }
+    costmodel_free(&cm);
+}
+
 /* Keeps what costmodel_init validated in the pipeline, for costmodel_get. */
 static void keep_inputs(Pipeline *p, const CostModel *cm)
 {

@@ -159,6 +159,13 @@ void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head
 /* The cost of virtual stage v (0 <= v < nv) under a policy: cm_slice of its units. */
 void cm_vstage(const CostModel *cm, int32_t v, RecomputePolicy pol, CmCost *out);
 
+/* The part of each virtual stage's checkpoint (COST_CKPT, bytes) that its transformer
+ * layers keep, into out[P*V]; the rest of the checkpoint is what the embedding and the
+ * head keep (they are never recomputed). The arena plan may place the two parts apart
+ * (runtime/region.h). -1 where it is not known: a pipeline without a `model`, or a
+ * virtual stage whose act or ckpt the source sets. */
+void cm_ckpt_layers(const Pipeline *p, double *out);
+
 /* One ring all-reduce of `bytes` over the t tensor-parallel ranks, ms:
  * 2(t-1)/t * bytes / peer_bw + 2(t-1) * peer_latency (Thakur, Rabenseifner and Gropp
  * 2005, §4.5: reduce-scatter then all-gather, t-1 steps each); 0 when t = 1 or without

@@ -307,6 +307,12 @@ void driver_memory_remedy(Diag *d, const Pipeline *p, const char *path)
                   "to fit, add `recompute stages %s policy %s` (simulated makespan %s), "
                   "or run `pipec tune %s` to search schedules, recomputation and swapping",
                   range, policy_name[best], human_ms(ms, sizeof ms, best_ms), path);
+    else if (lo < 0)
+        diag_note(d, at,
+                  "every stage's walk fits the budget, only the packing of its activations "
+                  "does not; run `pipec tune %s` to search schedules, recomputation and "
+                  "swapping",
+                  path);
     else if (weights_alone)
         diag_note(d, at,
                   "the weights alone exceed the budget: use more stages, tensor_parallel, or "

@@ -36,13 +36,21 @@
 /* The synthetic workload's arenas are scaled down to at most this many bytes. */
 #define SYNTH_MAX_ARENA (64ll << 20)
 
+/* Region sizes in bytes from a layout's prefix ends in floats. The slice input is the
+ * whole checkpoint in both layouts (mlp_region_whole, tf_region_whole): input = ckpt. */
+static ArenaSizes sizes_of_layout(size_t act, size_t ckpt, size_t wact)
+{
+    int64_t f = (int64_t)sizeof(float);
+    return (ArenaSizes){.act = (int64_t)act * f, .ckpt = (int64_t)ckpt * f,
+                        .wact = (int64_t)wact * f, .ckpt_layers = (int64_t)ckpt * f};
+}
+
 ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head)
 {
     /* The runtime's own layout (runtime/mlp_layout.h), in bytes. */
     MlpLayout a = mlp_layout((size_t)vocab, (size_t)C, (size_t)T, (size_t)B, (size_t)nl, embed,
                              head);
-    return (ArenaSizes){(int64_t)(a.act * sizeof(float)), (int64_t)(a.ckpt * sizeof(float)),
-                        (int64_t)(a.wact * sizeof(float))};
+    return sizes_of_layout(a.act, a.ckpt, a.wact);
 }
 
 static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out)
@@ -181,9 +189,7 @@ static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *wh
                      "for the CPU %s workload", m->name, arch);
             return -1;
         }
-        out->sizes[v] = (ArenaSizes){(int64_t)(a.act * sizeof(float)),
-                                     (int64_t)(a.ckpt * sizeof(float)),
-                                     (int64_t)(a.wact * sizeof(float))};
+        out->sizes[v] = sizes_of_layout(a.act, a.ckpt, a.wact);
     }
     return 0;
 }
@@ -400,6 +406,8 @@ static void plan_synthetic(EmitPlan *ep)
             ep->scaled[v].act = (int64_t)ceil((double)ep->cost[v].act / ep->scale);
             ep->scaled[v].ckpt = (int64_t)ceil((double)ep->cost[v].ckpt / ep->scale);
             ep->scaled[v].wact = (int64_t)ceil((double)ep->cost[v].wact / ep->scale);
+            ep->scaled[v].ckpt_layers =
+                (int64_t)ceil((double)ep->cost[v].ckpt_layers / ep->scale);
         }
         ep->plan_syn = arena_plan(p, ep->scaled, 1);
     }
@@ -475,6 +483,26 @@ static void put_flags(StrBuf *b, unsigned flags)
         sb_puts(b, "0");
 }
 
+/* "{a, b, c, d}": one row of piece offsets or boundaries. */
+static void put_row(StrBuf *b, const int64_t *x, int n)
+{
+    sb_putc(b, '{');
+    for (int k = 0; k < n; k++)
+        sb_printf(b, "%s%lld", k ? ", " : "", (long long)x[k]);
+    sb_putc(b, '}');
+}
+
+/* "SEP.NAME = {[PR_MLP] = {...}, [PR_SYNTHETIC] = {...}}": one per-workload row of n. */
+static void put_rows(StrBuf *b, const char *sep, const char *name, const int64_t *mlp,
+                     const int64_t *syn, int n)
+{
+    sb_printf(b, "%s.%s = {[PR_MLP] = ", sep, name);
+    put_row(b, mlp, n);
+    sb_puts(b, ", [PR_SYNTHETIC] = ");
+    put_row(b, syn, n);
+    sb_putc(b, '}');
+}
+
 /* "SEP.NAME = {[PR_MLP] = mlp, [PR_SYNTHETIC] = syn}": one per-workload field. */
 static void put_pair(StrBuf *b, const char *sep, const char *name, int64_t mlp, int64_t syn)
 {
@@ -501,11 +529,10 @@ static void write_op_row(const EmitPlan *ep, StrBuf *b, int32_t s, uint32_t i)
     sb_puts(b, ", .cost_bytes = ");
     put_double(b, r->cost_bytes);
     sb_printf(b, ", .line = %u,", r->line);
-    put_pair(b, "\n      ", "off", am ? am->off[i] : -1, as->off[i]);
-    put_pair(b, ", ", "held", am ? am->held[i] : 0, as->held[i]);
-    put_pair(b, ",\n      ", "rest", am ? am->rest[i] : -1, as->rest[i]);
-    put_pair(b, ", ", "split", am ? am->split[i] : 0, as->split[i]);
-    put_pair(b, ",\n      ", "mem_alloc", am ? am->alloc[i] : 0, as->alloc[i]);
+    static const int64_t none[PR_PIECES] = {-1, -1, -1, -1};
+    put_rows(b, "\n      ", "at", am ? am->at[i] : none, as->at[i], PR_PIECES);
+    put_pair(b, ",\n      ", "held", am ? am->held[i] : 0, as->held[i]);
+    put_pair(b, ", ", "mem_alloc", am ? am->alloc[i] : 0, as->alloc[i]);
     put_pair(b, ", ", "mem_free", am ? am->freed[i] : 0, as->freed[i]);
     sb_puts(b, "},\n");
 }
@@ -587,7 +614,16 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
     sb_puts(b, "};\n\n");
 }
 
-/* main.c's virtual-stage table: owner, and the mlp blocks and region sizes. */
+/* The synthetic workload's region sizes of virtual stage v: the scaled ones when the
+ * plan was scaled, else the cost model's. */
+static const ArenaSizes *synthetic_sizes(const EmitPlan *ep, int32_t v)
+{
+    return ep->scaled ? &ep->scaled[v] : &ep->cost[v];
+}
+
+/* main.c's virtual-stage table: owner, the mlp blocks and region sizes, and each
+ * workload's piece boundaries (arena_region_cuts over the sizes its plan was made
+ * with). */
 static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
 {
     const Pipeline *p = ep->p;
@@ -597,10 +633,16 @@ static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
         int32_t s, c;
         ir_owner(p, v, &s, &c);
         const ArenaSizes *z = ep->have_mlp ? &ep->mlp.sizes[v] : NULL;
+        int64_t fm[PR_PIECES + 1] = {0}, fs[PR_PIECES + 1];
+        if (z)
+            arena_region_cuts(z, fm);
+        arena_region_cuts(synthetic_sizes(ep, v), fs);
         sb_printf(b, "    [%d] = {.rank = %d, .chunk = %d, .layers = %d, .act = %lld, "
-                     ".ckpt = %lld, .wact = %lld},\n", v, s, c,
+                     ".ckpt = %lld, .wact = %lld,", v, s, c,
                   ep->have_mlp ? ep->mlp.layers[v] : 0, (long long)(z ? z->act : 0),
                   (long long)(z ? z->ckpt : 0), (long long)(z ? z->wact : 0));
+        put_rows(b, "\n      ", "from", fm, fs, PR_PIECES + 1);
+        sb_puts(b, "},\n");
     }
     sb_puts(b, "};\n\n");
 }

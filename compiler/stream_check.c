@@ -229,14 +229,29 @@ static void order_op(Verify *v, const StreamRank *k, uint32_t i, int64_t last[ST
     }
 }
 
-/* Where the arena plan puts op i's (v,m) region (ArenaRank's fields of op i). */
+/* Where the arena plan puts op i's (v,m) region: ArenaRank's pieces and held bytes of
+ * op i, and the region's piece boundaries (NULL at and from: not planned). */
 typedef struct OpPlace {
-    int64_t off, held, rest, split;
+    const int64_t *at, *from;
+    int64_t held;
 } OpPlace;
 
+/* The placed pieces of op i's region that lie below region byte upto, in region order,
+ * into pc; returns their number. */
+static int placed(OpPlace a, int64_t upto, Piece *pc)
+{
+    int n = 0;
+    for (int k = 0; a.at && k < ARENA_PIECES; k++)
+        if (a.at[k] >= 0 && a.from[k] < upto && a.from[k] < a.from[k + 1]) {
+            int64_t hi = a.from[k + 1] < upto ? a.from[k + 1] : upto;
+            pc[n++] = (Piece){a.at[k], hi - a.from[k]};
+        }
+    return n;
+}
+
 /* The accesses of op i (kind o->kind) to its (v,m) region, whose current pieces are
- * pc[0..*npc), and to the memory outside the arena (module comment), checked against
- * happens-before; updates the pieces to where the region is after i. */
+ * pc[0..*npc) in region order, and to the memory outside the arena (module comment),
+ * checked against happens-before; updates the pieces to where the region is after i. */
 static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *pc, int *npc,
                      OpPlace a)
 {
@@ -244,28 +259,22 @@ static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *
     switch (o->kind) {
     case OP_F:
         touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-        *npc = 0;
-        if (a.off >= 0 && a.held > 0) {
-            pc[0] = (Piece){a.off, a.held};
-            *npc = 1;
-            touch_pieces(v, i, 1, pc, 1);
-        }
+        *npc = a.held > 0 ? placed(a, a.held, pc) : 0;
+        touch_pieces(v, i, 1, pc, *npc);
         break;
     case OP_R:
     case OP_RO: /* an R run at its list position */
         touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-        if (a.rest >= 0 && a.held > 0) {          /* rebuilds the top in a place of its own */
+        if (a.held > 0 && a.at) { /* reads the checkpoint, rebuilds the rest */
             touch_pieces(v, i, 0, pc, *npc);
-            *npc = trim(pc, *npc, a.split);
-            if (*npc < 2) {
-                pc[*npc] = (Piece){a.rest, a.held};
-                touch_pieces(v, i, 1, &pc[*npc], 1);
-                (*npc)++;
-            }
-        } else if (a.off >= 0 && a.held > 0) {    /* an empty checkpoint: all of it */
-            pc[0] = (Piece){a.off, a.held};
-            *npc = 1;
-            touch_pieces(v, i, 1, pc, 1);
+            int64_t ext = 0;
+            for (int k = 0; k < *npc; k++)
+                ext += pc[k].len;
+            *npc = placed(a, a.from[ARENA_PIECES], pc);
+            int64_t lo = 0;
+            for (int k = 0; k < *npc; lo += pc[k].len, k++)
+                if (lo >= ext)
+                    touch_pieces(v, i, 1, &pc[k], 1);
         }
         break;
     case OP_SO:
@@ -278,12 +287,8 @@ static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *
     case OP_SI:
         if (a.held > 0) {
             touch(v, i, 0, SPACE_HOST_ACT, vmk, 0, a.held);
-            *npc = 0;
-            if (a.off >= 0) {
-                pc[0] = (Piece){a.off, a.held};
-                *npc = 1;
-                touch_pieces(v, i, 1, pc, 1);
-            }
+            *npc = placed(a, a.held, pc);
+            touch_pieces(v, i, 1, pc, *npc);
         }
         break;
     case OP_B:
@@ -313,7 +318,8 @@ static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *
 
 /* Verifies rank r's plan: replays its list in order, ordering each op (order_op) and
  * checking its accesses (touch_op) against the arena plan ar (may be NULL). */
-static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32_t r)
+static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar,
+                      const int64_t (*from)[ARENA_PIECES + 1], uint32_t r)
 {
     const StreamRank *k = v->k;
     uint32_t n = k->nops;
@@ -321,7 +327,7 @@ static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32
     size_t nv;
     int32_t *local = number_vstages(in, r, n, PV, &nv);
     size_t nvm = (nv ? nv : 1) * M;
-    Piece(*pcs)[2] = xcalloc(nvm, sizeof *pcs);
+    Piece(*pcs)[ARENA_PIECES] = xcalloc(nvm, sizeof *pcs);
     int *npc = xcalloc(nvm, sizeof *npc);
     int64_t last[STREAM_N] = {-1, -1, -1};
     for (uint32_t i = 0; i < n; i++) {
@@ -332,8 +338,8 @@ static int check_rank(Verify *v, const StreamIn *in, const ArenaRank *ar, uint32
             continue;
         size_t vmk = (size_t)local[o->vstage] * M + (size_t)o->mb;
         bool planned = ar && i < ar->nops;
-        OpPlace a = {planned ? ar->off[i] : -1, planned ? ar->held[i] : 0,
-                     planned ? ar->rest[i] : -1, planned ? ar->split[i] : 0};
+        OpPlace a = {planned ? ar->at[i] : NULL, planned ? from[o->vstage] : NULL,
+                     planned ? ar->held[i] : 0};
         touch_op(v, i, o, vmk, pcs[vmk], &npc[vmk], a);
     }
     free(local);
@@ -358,7 +364,8 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
         v.nacc = 0;
         fr[r] = xmalloc(((size_t)v.k->nops + 1) * sizeof *fr[r]);
         v.fr = fr[r];
-        check_rank(&v, in, ap && r < (uint32_t)ap->P ? &ap->rank[r] : NULL, r);
+        check_rank(&v, in, ap && r < (uint32_t)ap->P ? &ap->rank[r] : NULL,
+                   ap ? (const int64_t(*)[ARENA_PIECES + 1])ap->from : NULL, r);
     }
     /* messages: produced before sent, received before consumed */
     uint32_t *cons = xmalloc(((size_t)sp->nmsgs + 1) * sizeof *cons); /* op that waits for j */

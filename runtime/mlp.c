@@ -81,6 +81,13 @@ size_t mlp_wact_bytes(const MlpConfig *c, const MlpSlice *s)
     return act_layout(c, s).wact * sizeof(float);
 }
 
+void mlp_region_cuts(const MlpConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
+{
+    ActLayout a = act_layout(c, s);
+    PrRegion g = mlp_region_whole(NULL, &a);
+    pr_region_cuts_bytes(&g, from);
+}
+
 /* Parameter floats of one block. */
 static size_t layer_params(const MlpConfig *c)
 {
@@ -424,6 +431,15 @@ static void forward_into(MlpModel *m, const MlpSlice *s, const MlpActs *A, float
 int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *act,
                 const float *in, const int *tokens, const int *targets, bool keep_all)
 {
+    ActLayout a = act_layout(&m->cfg, s);
+    PrRegion g = mlp_region_whole(act, &a);
+    return mlp_forward_split(m, s, out, loss, &g, in, tokens, targets, keep_all);
+}
+
+int mlp_forward_split(MlpModel *m, const MlpSlice *s, float *out, float *loss,
+                      const PrRegion *g, const float *in, const int *tokens,
+                      const int *targets, bool keep_all)
+{
     const MlpConfig *c = &m->cfg;
     size_t btc = (size_t)c->B * c->T * c->C;
     assert(s->head ? out == NULL : out != NULL);
@@ -433,9 +449,8 @@ int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *a
         return 0;
     }
     ActLayout a = act_layout(c, s);
-    MlpRegion g = mlp_region_whole(act, &a);
     if (keep_all) {
-        MlpActs A = mlp_acts_in_region(&g, &a);
+        MlpActs A = mlp_acts_in_region(g, &a);
         if (!s->embed)
             memcpy(A.xs, in, btc * sizeof *in);
         forward_into(m, s, &A, out, loss, tokens, targets);
@@ -450,7 +465,7 @@ int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *a
         return -1;
     MlpActs A = mlp_acts_scratch(tmp, (size_t)c->C, (size_t)c->T, (size_t)c->B, s->head);
     if (!s->embed) {
-        memcpy(mlp_region_at(&g, a.xs), in, btc * sizeof *in);   /* the checkpoint */
+        memcpy(pr_region_at(g, (int64_t)a.xs), in, btc * sizeof *in);   /* the checkpoint */
         memcpy(A.xs, in, btc * sizeof *in);
     }
     forward_into(m, s, &A, out, loss, tokens, targets);
@@ -460,23 +475,23 @@ int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *a
 
 void mlp_recompute(MlpModel *m, const MlpSlice *s, void *act, const int *tokens)
 {
-    mlp_recompute_split(m, s, act, (char *)act + mlp_ckpt_bytes(&m->cfg, s), tokens);
+    ActLayout a = act_layout(&m->cfg, s);
+    PrRegion g = mlp_region_whole(act, &a);
+    mlp_recompute_split(m, s, &g, tokens);
 }
 
-void mlp_recompute_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
-                         const int *tokens)
+void mlp_recompute_split(MlpModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens)
 {
     if (slice_empty(s))
         return;
     ActLayout a = act_layout(&m->cfg, s);
-    MlpRegion g = {ckpt, rest, a.ckpt};
-    MlpActs A = mlp_acts_in_region(&g, &a);
+    MlpActs A = mlp_acts_in_region(g, &a);
     /* out = NULL: a slice without head does not keep its output; loss = NULL */
     forward_into(m, s, &A, NULL, NULL, tokens, NULL);
 }
 
 /* Gradient of xs[i] in the act region; dxs[0] of a slice without embedding is din. */
-static float *dxs_at(const MlpRegion *base, const ActLayout *a, const MlpSlice *s, int i,
+static float *dxs_at(const PrRegion *base, const ActLayout *a, const MlpSlice *s, int i,
                      float *din)
 {
     if (!s->embed) {
@@ -484,11 +499,11 @@ static float *dxs_at(const MlpRegion *base, const ActLayout *a, const MlpSlice *
             return din;
         i--;
     }
-    return mlp_region_at(base, a->dxs + (size_t)i * a->sbtc);
+    return pr_region_at(base, (int64_t)(a->dxs + (size_t)i * a->sbtc));
 }
 
 /* Weight gradients of the slice from the act region after its input-gradient pass. */
-static void weight_grads(MlpModel *m, const MlpSlice *s, const MlpRegion *base, const ActLayout *a,
+static void weight_grads(MlpModel *m, const MlpSlice *s, const PrRegion *base, const ActLayout *a,
                          const int *tokens)
 {
     const MlpConfig *c = &m->cfg;
@@ -497,7 +512,7 @@ static void weight_grads(MlpModel *m, const MlpSlice *s, const MlpRegion *base, 
     MlpActs A = mlp_acts_in_region(base, a);
     if (s->head) {
         mlp_matmul_backward_weight(g->head_w, g->head_b, A.probs, A.lnf_out, N, C, V);
-        mlp_layernorm_backward_weight(g->lnf_w, g->lnf_b, mlp_region_at(base, a->dlnf),
+        mlp_layernorm_backward_weight(g->lnf_w, g->lnf_b, pr_region_at(base, (int64_t)a->dlnf),
                                       mlp_xs(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd,
                                       N, C);
     }
@@ -509,7 +524,7 @@ static void weight_grads(MlpModel *m, const MlpSlice *s, const MlpRegion *base, 
         mlp_matmul_backward_weight(g->fc1_w + l * H * C, g->fc1_b + l * H,
                                    A.fch + i * A.s_bth, A.ln_out + i * A.s_btc, N, C, H);
         mlp_layernorm_backward_weight(g->ln_w + l * C, g->ln_b + l * C,
-                                      mlp_region_at(base, a->dln + i * a->sbtc), mlp_xs(&A, (size_t)i),
+                                      pr_region_at(base, (int64_t)(a->dln + i * a->sbtc)), mlp_xs(&A, (size_t)i),
                                       A.mean + i * A.s_bt, A.rstd + i * A.s_bt, N, C);
     }
     if (s->embed) {
@@ -519,7 +534,7 @@ static void weight_grads(MlpModel *m, const MlpSlice *s, const MlpRegion *base, 
 }
 
 /* B with the head's gradient scale gscale (1/M). */
-static void backward(MlpModel *m, const MlpSlice *s, float *din, const MlpRegion *base,
+static void backward(MlpModel *m, const MlpSlice *s, float *din, const PrRegion *base,
                      const float *dout, const int *tokens, const int *targets, bool split,
                      float gscale)
 {
@@ -539,7 +554,7 @@ static void backward(MlpModel *m, const MlpSlice *s, float *din, const MlpRegion
     float *dtop = dxs_at(base, &a, s, nl, din);   /* grad of the slice's top */
     if (s->head) {
         assert(targets && tokens_ok(targets, (size_t)N, V));
-        float *dlnf = mlp_region_at(base, a.dlnf);
+        float *dlnf = pr_region_at(base, (int64_t)a.dlnf);
         /* dlogits replaces probs */
         mlp_crossentropy_softmax_backward(A.probs, A.probs, targets, gscale / (float)N, N, V);
         mlp_matmul_backward_input(dlnf, A.probs, p->head_w, N, C, V);
@@ -549,13 +564,13 @@ static void backward(MlpModel *m, const MlpSlice *s, float *din, const MlpRegion
     } else {
         memcpy(dtop, dout, btc * sizeof *dtop);
     }
-    float *dgelu = mlp_region_at(base, a.dgelu);
+    float *dgelu = pr_region_at(base, (int64_t)a.dgelu);
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
         const float *dres = dxs_at(base, &a, s, i + 1, din);
         float *dx = dxs_at(base, &a, s, i, din);
         float *fch = A.fch + i * A.s_bth;   /* becomes dfch */
-        float *dln = mlp_region_at(base, a.dln + i * a.sbtc);
+        float *dln = pr_region_at(base, (int64_t)(a.dln + i * a.sbtc));
         mlp_matmul_backward_input(dgelu, dres, p->fc2_w + l * C * H, N, H, C);
         mlp_gelu_backward(fch, fch, dgelu, (size_t)N * H);
         mlp_matmul_backward_input(dln, fch, p->fc1_w + l * H * C, N, C, H);
@@ -572,30 +587,31 @@ static void backward(MlpModel *m, const MlpSlice *s, float *din, const MlpRegion
 void mlp_backward(MlpModel *m, const MlpSlice *s, float *din, void *act, const float *dout,
                   const int *tokens, const int *targets, bool split)
 {
-    mlp_backward_split(m, s, din, act, (char *)act + mlp_ckpt_bytes(&m->cfg, s), dout, tokens,
-                       targets, split);
+    ActLayout a = act_layout(&m->cfg, s);
+    PrRegion g = mlp_region_whole(act, &a);
+    backward(m, s, din, &g, dout, tokens, targets, split, 1.0f / (float)m->cfg.M);
 }
 
-void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, void *ckpt, void *rest,
+void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                         const float *dout, const int *tokens, const int *targets, bool split)
 {
-    MlpRegion g = {ckpt, rest, act_layout(&m->cfg, s).ckpt};
-    backward(m, s, din, &g, dout, tokens, targets, split, 1.0f / (float)m->cfg.M);
+    backward(m, s, din, g, dout, tokens, targets, split, 1.0f / (float)m->cfg.M);
 }
 
 void mlp_weight_grad(MlpModel *m, const MlpSlice *s, void *act, const int *tokens)
 {
-    mlp_weight_grad_split(m, s, act, (char *)act + mlp_ckpt_bytes(&m->cfg, s), tokens);
+    ActLayout a = act_layout(&m->cfg, s);
+    PrRegion g = mlp_region_whole(act, &a);
+    mlp_weight_grad_split(m, s, &g, tokens);
 }
 
-void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
+void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, const PrRegion *g,
                            const int *tokens)
 {
     if (slice_empty(s))
         return;
     ActLayout a = act_layout(&m->cfg, s);
-    MlpRegion g = {ckpt, rest, a.ckpt};
-    weight_grads(m, s, &g, &a, tokens);
+    weight_grads(m, s, g, &a, tokens);
 }
 
 float mlp_reference_iteration(MlpModel *m, int M, const int *tokens, const int *targets)
@@ -612,7 +628,7 @@ float mlp_reference_iteration(MlpModel *m, int M, const int *tokens, const int *
         const int *tok = tokens + (size_t)k * bt, *tgt = targets + (size_t)k * bt;
         mlp_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
         ActLayout a = act_layout(c, &s);
-        MlpRegion g = mlp_region_whole(act, &a);
+        PrRegion g = mlp_region_whole(act, &a);
         backward(m, &s, NULL, &g, NULL, tok, tgt, false, 1.0f / (float)M);
         sum += loss;
     }

@@ -37,7 +37,9 @@
  *                         that B uses for gradients.
  * So ckpt <= wact <= act, matching the pipeline memory model: F adds act (or ckpt when an
  * R follows), R adds act - ckpt, B frees all but wact when a W follows, W frees wact.
- * The region must be 64-byte aligned (float alignment is the hard requirement).
+ * The region must be 64-byte aligned (float alignment is the hard requirement). The
+ * static arena plan may place the pieces between these prefixes apart (runtime/
+ * region.h); the *_split entry points take the region as a PrRegion of those pieces.
  *
  * Threading. Every op of one slice runs on the thread of its rank; ops of different
  * slices may run at the same time on different threads: a slice's ops touch only its own
@@ -63,6 +65,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "region.h"
 
 /* Model shape, from the pipeline's `model` block (vocab, hidden, layers, seq, batch)
  * and its micro-batch count. All fields >= 1 except L >= 0. */
@@ -141,6 +145,9 @@ size_t mlp_io_bytes(const MlpConfig *c);
 size_t mlp_act_bytes(const MlpConfig *c, const MlpSlice *s);
 size_t mlp_ckpt_bytes(const MlpConfig *c, const MlpSlice *s);
 size_t mlp_wact_bytes(const MlpConfig *c, const MlpSlice *s);
+/* The piece boundaries of that region in bytes (runtime/region.h, mlp_region_whole):
+ * what the arena plan cuts it at; the runtime checks them against the program's. */
+void mlp_region_cuts(const MlpConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1]);
 /* Bytes of parameters + gradients of a slice (the runtime's static memory). */
 size_t mlp_weight_bytes(const MlpConfig *c, const MlpSlice *s);
 
@@ -175,16 +182,19 @@ void mlp_backward(MlpModel *m, const MlpSlice *s, float *din, void *act, const f
  * (tokens (B,T) on the embedding slice). Same result as an unsplit B. */
 void mlp_weight_grad(MlpModel *m, const MlpSlice *s, void *act, const int *tokens);
 
-/* The same three with the act region in two places: its checkpoint prefix
- * [0, mlp_ckpt_bytes) at ckpt and the rest [mlp_ckpt_bytes, mlp_act_bytes) at rest
- * (64-byte aligned, disjoint). mlp_recompute(act) is mlp_recompute_split(act,
- * act + ckpt bytes), and so on; results are bit-identical. This lets the static arena
- * plan keep the checkpoint where F put it and place what R rebuilds anywhere. */
-void mlp_recompute_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
-                         const int *tokens);
-void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, void *ckpt, void *rest,
+/* F, R, B and W with the act region in pieces (runtime/region.h PrRegion: piece k of
+ * the cuts of mlp_region_cuts at its own address, as the static arena plan places it;
+ * the pieces an op does not touch may be NULL: F without keep_all needs only the
+ * checkpoint, W only [0, wact)). mlp_forward(act) is mlp_forward_split of the region
+ * contiguous at act (mlp_region_whole), and so on; results are bit-identical wherever
+ * the pieces lie. */
+int mlp_forward_split(MlpModel *m, const MlpSlice *s, float *out, float *loss,
+                      const PrRegion *g, const float *in, const int *tokens,
+                      const int *targets, bool keep_all);
+void mlp_recompute_split(MlpModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens);
+void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                         const float *dout, const int *tokens, const int *targets, bool split);
-void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, void *ckpt, void *rest,
+void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, const PrRegion *g,
                            const int *tokens);
 
 /* Zeroes the gradients of the slice's parameters. */

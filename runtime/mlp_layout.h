@@ -11,8 +11,9 @@
  *   [0, ckpt)   the slice input xs[0] (B,T,C): empty on the embedding slice
  *   [0, wact)   what a split B leaves for W: activations and output gradients
  *   [0, act)    + B's temporary dgelu
- * An empty slice (no embedding, no head, no block) has an empty region. MlpActs and
- * MlpRegion carve a region into its tensors, for the CPU's and the GPU's passes alike.
+ * An empty slice (no embedding, no head, no block) has an empty region. MlpActs carves a
+ * region (runtime/region.h PrRegion: in up to PR_PIECES pieces, each anywhere) into its
+ * tensors, for the CPU's and the GPU's passes alike.
  *
  * Header-only (static inline): pure arithmetic, no allocation, no I/O; valid C11 and
  * C++ (nvcc).
@@ -22,6 +23,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "region.h"
 
 /* Offsets (floats from the region start) of the tensors of one (slice, micro-batch)
  * act region and of the gradient buffers B writes there. Per-layer tensors are arrays
@@ -103,29 +107,13 @@ typedef struct MlpActs {
     size_t s_x, s_bt, s_btc, s_bth;
 } MlpActs;
 
-/* An act region, possibly in two places (the arena plan may put the checkpoint apart
- * after an R): the checkpoint prefix [0, nck) floats at ck and the rest [nck, act) at
- * rest (rest == ck + nck when the region is contiguous). */
-typedef struct MlpRegion {
-    float *ck, *rest;
-    size_t nck;
-} MlpRegion;
-
-/* The contiguous region at act. */
-static inline MlpRegion mlp_region_whole(void *act, const MlpLayout *a)
+/* The region laid out as a contiguous at act (NULL: only its cuts, floats), in the
+ * pieces of runtime/region.h: the slice input xs[0] is the whole checkpoint, so piece 0
+ * is [0, ckpt), piece 2 [ckpt, wact), piece 3 [wact, act) (B's temporary dgelu); every
+ * tensor array of the layout lies inside one piece. */
+static inline PrRegion mlp_region_whole(void *act, const MlpLayout *a)
 {
-    MlpRegion g;
-    g.ck = (float *)act;
-    g.rest = (float *)act + a->ckpt;
-    g.nck = a->ckpt;
-    return g;
-}
-
-/* The float at layout offset off (a tensor never straddles nck: the checkpoint is
- * exactly xs[0]). */
-static inline float *mlp_region_at(const MlpRegion *g, size_t off)
-{
-    return off < g->nck ? g->ck + off : g->rest + (off - g->nck);
+    return pr_layout_region(act, (int64_t)a->ckpt, (int64_t)a->wact, (int64_t)a->act);
 }
 
 /* xs[i], the input of block i (i = nl: of the final layer norm). */
@@ -135,20 +123,20 @@ static inline float *mlp_xs(const MlpActs *A, size_t i)
 }
 
 /* The tensors of region g laid out as a. */
-static inline MlpActs mlp_acts_in_region(const MlpRegion *g, const MlpLayout *a)
+static inline MlpActs mlp_acts_in_region(const PrRegion *g, const MlpLayout *a)
 {
     MlpActs A;
-    A.xs = mlp_region_at(g, a->xs);
-    A.xs1 = mlp_region_at(g, a->xs + a->sbtc);
-    A.mean = mlp_region_at(g, a->mean);
-    A.rstd = mlp_region_at(g, a->rstd);
-    A.ln_out = mlp_region_at(g, a->ln_out);
-    A.fch = mlp_region_at(g, a->fch);
-    A.gelu = mlp_region_at(g, a->gelu);
-    A.lnf_mean = mlp_region_at(g, a->lnf_mean);
-    A.lnf_rstd = mlp_region_at(g, a->lnf_rstd);
-    A.lnf_out = mlp_region_at(g, a->lnf_out);
-    A.probs = mlp_region_at(g, a->probs);
+    A.xs = pr_region_at(g, (int64_t)a->xs);
+    A.xs1 = pr_region_at(g, (int64_t)(a->xs + a->sbtc));
+    A.mean = pr_region_at(g, (int64_t)a->mean);
+    A.rstd = pr_region_at(g, (int64_t)a->rstd);
+    A.ln_out = pr_region_at(g, (int64_t)a->ln_out);
+    A.fch = pr_region_at(g, (int64_t)a->fch);
+    A.gelu = pr_region_at(g, (int64_t)a->gelu);
+    A.lnf_mean = pr_region_at(g, (int64_t)a->lnf_mean);
+    A.lnf_rstd = pr_region_at(g, (int64_t)a->lnf_rstd);
+    A.lnf_out = pr_region_at(g, (int64_t)a->lnf_out);
+    A.probs = pr_region_at(g, (int64_t)a->probs);
     A.s_x = a->sbtc;
     A.s_bt = a->sbt;
     A.s_btc = a->sbtc;

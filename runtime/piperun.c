@@ -304,30 +304,29 @@ static int copy_op(PrRank *r, uint32_t i)
             r->peak = r->live;
         pthread_mutex_unlock(&r->mu);
     }
-    if (bytes > 0 && (o->off[w] >= 0 || o->rest[w] >= 0)) {
-        if (o->kind == PR_SO) {
-            if (grow_host(r, k, bytes) != 0) {
-                pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap",
-                        (long long)bytes);
-                return -1;
-            }
-            /* a region in two places (after an R) goes out as one */
-            int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
-            if (first > bytes)
-                first = bytes;
-            if (first > 0 && o->off[w] >= 0)
-                memcpy(r->host[k], r->arena + o->off[w], (size_t)first);
-            if (first < bytes)
-                memcpy((char *)r->host[k] + first, r->arena + o->rest[w],
-                       (size_t)(bytes - first));
-        } else {
-            if (r->host_cap[k] < bytes) {
-                pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO",
-                        (long long)bytes);
-                return -1;
-            }
-            memcpy(r->arena + o->off[w], r->host[k], (size_t)bytes);
-        }
+    PrHeldPiece pc[PR_PIECES];
+    int np = bytes > 0 && (o->kind == PR_SO || o->kind == PR_SI) ? pr_held_pieces(run, o, w, pc)
+                                                                 : 0;
+    if (np < 0) {
+        pr_fail(run, r->id, i, "the plan places no arena bytes for part of the region it moves");
+        return -1;
+    }
+    if (np > 0 && o->kind == PR_SO && grow_host(r, k, bytes) != 0) {
+        pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap", (long long)bytes);
+        return -1;
+    }
+    if (np > 0 && o->kind == PR_SI && r->host_cap[k] < bytes) {
+        pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO", (long long)bytes);
+        return -1;
+    }
+    /* the held prefix [0, bytes) sits in the host buffer at region coordinates: SO
+     * gathers it from the region's pieces, SI scatters it into the SI's */
+    for (int j = 0; j < np; j++) {
+        unsigned char *dev = r->arena + pc[j].at, *host = (unsigned char *)r->host[k] + pc[j].lo;
+        if (o->kind == PR_SO)
+            memcpy(host, dev, (size_t)pc[j].n);
+        else
+            memcpy(dev, host, (size_t)pc[j].n);
     }
     if (w == PR_SYNTHETIC) {
         double ms = o->cost_ms * run->opt.time_scale;

@@ -53,7 +53,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PIPERUN_ABI 1
+#include "region.h"
+
+#define PIPERUN_ABI 2
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -118,20 +120,21 @@ typedef struct PrOp {
     uint32_t nso_before;   /* SOs listed before this op that must end before it starts:
                               the count listed before it when it allocates (F, R, SI, LW:
                               memory order, compiler/opsem.h), else 0 */
-    int64_t off[PR_NWORKLOADS];  /* arena offset of the (v,m) region this op uses
-                                    (F/R/B/W/SO: its current place; SI: where it comes
-                                    back to); bytes, 64-aligned */
-    int64_t held[PR_NWORKLOADS]; /* SO/SI: bytes of the region's prefix moved; F: bytes
-                                    allocated; otherwise 0 */
+    int64_t held[PR_NWORKLOADS]; /* bytes of the region's prefix [0, held) the op holds
+                                    (compiler/arena_plan.h ArenaRank.held): SO/SI: moved;
+                                    F: allocated; R: the whole region; B: kept for W;
+                                    otherwise 0 */
     double cost_ms;        /* cost-model duration (the synthetic workload's busy time;
                               OG: grads / host_bw + opt_host, LW: wload / host_bw) */
     double cost_bytes;     /* cost-model bytes the op allocates or moves (unscaled) */
     int32_t line;          /* source line of the op (messages), 0 when unknown */
-    int64_t rest[PR_NWORKLOADS];  /* R/B/W/SO while the (v,m) region is in two places
-                                     (after an R: the checkpoint stays at off, what R
-                                     rebuilt is here): offset of the region's bytes
-                                     [split, ...); -1 when it is contiguous at off */
-    int64_t split[PR_NWORKLOADS]; /* bytes of the region at off when rest >= 0 */
+    int64_t at[PR_NWORKLOADS][PR_PIECES]; /* arena byte offset (64-aligned) of piece k of
+                                    the (v,m) region this op uses (runtime/region.h: the
+                                    region's bytes [from[k], from[k+1]) of its PrVstage,
+                                    per workload's plan); F/R/B/W/SO: where the piece is,
+                                    SI: where it comes back to; -1 where the op's region
+                                    has none of piece k (or the piece is empty, or the op
+                                    has no region) */
     int64_t mem_alloc[PR_NWORKLOADS]; /* bytes this op allocates at its start, and */
     int64_t mem_free[PR_NWORKLOADS];  /* bytes it frees at its end: the compiler's memory
                                          walk (opsem.h), which the runtime's live-byte
@@ -168,6 +171,12 @@ typedef struct PrVstage {
     int32_t layers;            /* mlp blocks on this virtual stage */
     int64_t act, ckpt, wact;   /* planned mlp region bytes (checked against runtime/mlp.h
                                   at start-up) */
+    int64_t from[PR_NWORKLOADS][PR_PIECES + 1]; /* the piece boundaries of this virtual
+                                  stage's region in each workload's plan, bytes
+                                  (runtime/region.h pr_region_cuts over the sizes planned:
+                                  from[w][0] = 0, from[w][PR_PIECES] = the region's act);
+                                  the mlp and gpt/llama workloads check from[PR_MLP]
+                                  against their own layout at start-up */
 } PrVstage;
 
 /* The whole generated program: constant tables emitted by `pipec emit`. */

@@ -69,6 +69,23 @@ void pr_op_name(char *buf, size_t n, const PrOp *o)
         snprintf(buf, n, "%s%d", k, (int)o->mb);
 }
 
+int pr_held_pieces(const PrRun *run, const PrOp *o, int w, PrHeldPiece out[PR_PIECES])
+{
+    if (!pr_op_placed(o, w))
+        return 0;
+    const int64_t *from = run->prog->vstages[o->vstage].from[w];
+    int n = 0;
+    for (int k = 0; k < PR_PIECES; k++) {
+        int64_t lo, len = pr_region_piece_held(from, o->held[w], k, &lo);
+        if (len == 0)
+            continue;
+        if (o->at[w][k] < 0)
+            return -1;
+        out[n++] = (PrHeldPiece){lo, o->at[w][k], len};
+    }
+    return n;
+}
+
 void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
 {
     char msg[200];

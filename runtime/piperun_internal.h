@@ -148,6 +148,35 @@ struct PrRun {
     atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
 };
 
+/* The (v,m) region op o works on, as workload w's plan places it in arena (host or
+ * device): its pieces at o->at[w], cut at its virtual stage's from[w]. */
+static inline PrRegion pr_op_region(const PrRun *run, const PrOp *o, int w, void *arena)
+{
+    return pr_region_placed(arena, o->at[w], run->prog->vstages[o->vstage].from[w]);
+}
+
+/* Whether workload w's plan gives op o a region at all (some piece placed). */
+static inline bool pr_op_placed(const PrOp *o, int w)
+{
+    for (int k = 0; k < PR_PIECES; k++)
+        if (o->at[w][k] >= 0)
+            return true;
+    return false;
+}
+
+/* One piece of an op's held prefix: n bytes at region offset lo (SO/SI: the offset in
+ * the host buffer) and at arena offset at. */
+typedef struct PrHeldPiece {
+    int64_t lo, at, n;
+} PrHeldPiece;
+
+/* The pieces of the prefix [0, o->held[w]) of op o's region in workload w's plan, in
+ * region order, into out: what an SO gathers into one host buffer and an SI scatters
+ * back into its own pieces (piperun.c with memcpy, cuda/piperun_cuda.c with
+ * cudaMemcpyAsync), what the synthetic workload's F and R touch. Returns how many, 0
+ * when the plan gives o no region, or -1 when a piece of the prefix is not placed. */
+int pr_held_pieces(const PrRun *run, const PrOp *o, int w, PrHeldPiece out[PR_PIECES]);
+
 /* The index of (v,m) in a rank's [P*V*M] tables. */
 static inline size_t pr_vm(const PrRun *run, int v, int m)
 {
@@ -239,16 +268,18 @@ void pr_model_tensor(const PrRun *run, int i, const char **name, float **param, 
  * (workload_mlp.c), which the mlp and the gpt/llama workloads share:
  * pr_slices_setup allocates run->slice and fills it with init(cfg, PV, layers, slices)
  * from the program's layers per virtual stage (L: the model's layers, for the message);
- * pr_check_region_sizes checks that every slice's act/ckpt/wact (sizes) is what the
- * arena was planned for; pr_model_ready loads the text, sets io_bytes, gives the
+ * pr_check_region_sizes checks that every slice's act/ckpt/wact and piece boundaries
+ * (sizes: bytes, as its layout gives them) are what the arena was planned for
+ * (PrVstage act/ckpt/wact and from[PR_MLP]); pr_model_ready loads the text, sets io_bytes, gives the
  * offloaded virtual stages their host states and sets OpenBLAS's threads. Each returns
  * 0 or -1 (pr_fail called). pr_model_states_free frees the host states, the slices and
  * the text. */
 int pr_slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const int *layers,
                                              MlpSlice *slices),
                     const void *cfg, int L, const char *model);
-int pr_check_region_sizes(PrRun *run, void (*sizes)(const void *cfg, const MlpSlice *s,
-                                                    int64_t out[3]),
+int pr_check_region_sizes(PrRun *run,
+                          void (*sizes)(const void *cfg, const MlpSlice *s, int64_t out[3],
+                                        int64_t from[PR_PIECES + 1]),
                           const void *cfg);
 /* A model workload's sequential reference, for --check and --reference (workload_mlp.c
  * runs both over it; each arch supplies one): create a fresh model with the program's

@@ -15,9 +15,9 @@
  *               without dropout; the Llama adaptation), plus the head's
  *   [0, wact)   + the output gradients of every weighted op, which W reads
  *   [0, act)    + B's temporaries (the attention-probability gradient and two more)
- * Every tensor lies wholly inside [0, ckpt) or wholly after it, so a region split in two
- * places by the arena plan (checkpoint at one offset, the rest at another) still holds
- * whole tensors.
+ * Every tensor lies wholly inside one piece of tf_region_whole's cuts ([0, ckpt),
+ * [ckpt, wact), [wact, act)), so a region whose pieces the arena plan places apart (runtime/region.h)
+ * still holds whole tensors.
  *
  * Header-only (static inline): pure arithmetic, no allocation, no I/O.
  */
@@ -26,7 +26,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
+
+#include "region.h"
 
 /* Architectures of the transformer workloads (stdlib/models.pipe `arch`). */
 enum { TF_GPT = 1, TF_LLAMA = 2 };
@@ -132,6 +135,15 @@ static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
     a.t_dfb = o;   o += any * nf;
     a.act = o;
     return a;
+}
+
+/* The region laid out as a contiguous at act (NULL: only its cuts, floats), in the
+ * pieces of runtime/region.h: the slice input xs[0] is the whole checkpoint, so piece 0
+ * is [0, ckpt), piece 2 [ckpt, wact) (the forward part and the gradients W reads),
+ * piece 3 [wact, act) (B's temporaries). */
+static inline PrRegion tf_region_whole(void *act, const TfLayout *a)
+{
+    return pr_layout_region(act, (int64_t)a->ckpt, (int64_t)a->wact, (int64_t)a->act);
 }
 
 /* Bytes one layer adds to what F keeps (xs entry + the per-layer forward part): the

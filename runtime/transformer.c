@@ -98,6 +98,12 @@ size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s)
 {
     return layout_of(c, s).wact * sizeof(float);
 }
+void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
+{
+    TfLayout a = layout_of(c, s);
+    PrRegion g = tf_region_whole(NULL, &a);
+    pr_region_cuts_bytes(&g, from);
+}
 size_t tf_layer_act_bytes(const TfConfig *c) { return tf_layer_fwd_bytes(&c->d); }
 
 /* ---- parameters ------------------------------------------------------------------ */
@@ -394,15 +400,10 @@ static void attention_backward(float *dqkv, float *datt, const float *dy, const 
 
 /* ---- regions --------------------------------------------------------------------- */
 
-/* A region, possibly in two places: [0, nck) floats at ck, the rest at rest. */
-typedef struct Region {
-    float *ck, *rest;
-    size_t nck;
-} Region;
-
-static float *at(const Region *g, size_t off)
+/* The float at region offset off (a tensor lies wholly in one piece: tf_layout.h). */
+static float *at(const PrRegion *g, size_t off)
 {
-    return off < g->nck ? g->ck + off : g->rest + (off - g->nck);
+    return pr_region_at(g, (int64_t)off);
 }
 
 static size_t nc_of(const TfConfig *c)
@@ -411,23 +412,23 @@ static size_t nc_of(const TfConfig *c)
 }
 
 /* xs[i]: input of layer i of the slice (i = nl: of the final norm). */
-static float *xs_at(const Region *g, const TfLayout *a, const TfConfig *c, int i)
+static float *xs_at(const PrRegion *g, const TfLayout *a, const TfConfig *c, int i)
 {
     return at(g, a->xs + (size_t)i * nc_of(c));
 }
 
-static float *lay(const Region *g, const TfLayout *a, int i, size_t off)
+static float *lay(const PrRegion *g, const TfLayout *a, int i, size_t off)
 {
     return at(g, a->lbase + (size_t)i * a->lstride + off);
 }
 
-static float *glay(const Region *g, const TfLayout *a, int i, size_t off)
+static float *glay(const PrRegion *g, const TfLayout *a, int i, size_t off)
 {
     return at(g, a->gbase + (size_t)i * a->gstride + off);
 }
 
 /* Gradient of xs[i]; dxs[0] of a slice without embedding is din. */
-static float *dxs_at(const Region *g, const TfLayout *a, const TfConfig *c, const MlpSlice *s,
+static float *dxs_at(const PrRegion *g, const TfLayout *a, const TfConfig *c, const MlpSlice *s,
                      int i, float *din)
 {
     if (!s->embed) {
@@ -455,7 +456,7 @@ static float *G(const TfModel *m, size_t l, int k)
 /* The forward of slice s into region g (keep-all). xs[0] holds the input unless the
  * slice embeds. The last layer writes out (no head), or xs[nl] (head); out may be NULL
  * (recompute: the slice output is not kept). */
-static void forward_into(TfModel *m, const MlpSlice *s, const Region *g, float *out,
+static void forward_into(TfModel *m, const MlpSlice *s, const PrRegion *g, float *out,
                          float *loss, const int *tokens, const int *targets)
 {
     const TfConfig *c = &m->cfg;
@@ -522,6 +523,14 @@ static void forward_into(TfModel *m, const MlpSlice *s, const Region *g, float *
 int tf_forward(TfModel *m, const MlpSlice *s, float *out, float *loss, void *act,
                const float *in, const int *tokens, const int *targets, bool keep_all)
 {
+    TfLayout a = layout_of(&m->cfg, s);
+    PrRegion g = tf_region_whole(act, &a);
+    return tf_forward_split(m, s, out, loss, &g, in, tokens, targets, keep_all);
+}
+
+int tf_forward_split(TfModel *m, const MlpSlice *s, float *out, float *loss, const PrRegion *g,
+                     const float *in, const int *tokens, const int *targets, bool keep_all)
+{
     const TfConfig *c = &m->cfg;
     size_t btc = (size_t)c->d.B * c->d.T * c->d.C;
     assert(s->head ? out == NULL : out != NULL);
@@ -532,38 +541,37 @@ int tf_forward(TfModel *m, const MlpSlice *s, float *out, float *loss, void *act
         return 0;
     }
     if (keep_all) {
-        Region g = {act, (float *)act + a.ckpt, a.ckpt};
         if (!s->embed)
-            memcpy(xs_at(&g, &a, c, 0), in, btc * sizeof *in);
-        forward_into(m, s, &g, out, loss, tokens, targets);
+            memcpy(xs_at(g, &a, c, 0), in, btc * sizeof *in);
+        forward_into(m, s, g, out, loss, tokens, targets);
         return 0;
     }
     /* Only the checkpoint is kept: run in a temporary region, keep its prefix. */
     float *tmp = malloc(a.act * sizeof *tmp);
     if (!tmp)
         return -1;
-    Region g = {tmp, tmp + a.ckpt, a.ckpt};
+    PrRegion t = tf_region_whole(tmp, &a);
     if (!s->embed)
         memcpy(tmp, in, btc * sizeof *in);
-    forward_into(m, s, &g, out, loss, tokens, targets);
-    memcpy(act, tmp, a.ckpt * sizeof *tmp);
+    forward_into(m, s, &t, out, loss, tokens, targets);
+    if (a.ckpt)
+        memcpy(at(g, 0), tmp, a.ckpt * sizeof *tmp);
     free(tmp);
     return 0;
 }
 
-void tf_recompute(TfModel *m, const MlpSlice *s, void *ckpt, void *rest, const int *tokens)
+void tf_recompute(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens)
 {
     TfLayout a = layout_of(&m->cfg, s);
     if (a.act == 0)
         return;
-    Region g = {ckpt, rest, a.ckpt};
-    forward_into(m, s, &g, NULL, NULL, tokens, NULL);
+    forward_into(m, s, g, NULL, NULL, tokens, NULL);
 }
 
 /* ---- backward -------------------------------------------------------------------- */
 
 /* Weight gradients of the slice from the wact prefix of its region. */
-static void weight_grads(TfModel *m, const MlpSlice *s, const Region *g, const int *tokens)
+static void weight_grads(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens)
 {
     const TfConfig *c = &m->cfg;
     const TfDims *d = &c->d;
@@ -606,7 +614,7 @@ static void weight_grads(TfModel *m, const MlpSlice *s, const Region *g, const i
     }
 }
 
-static void backward(TfModel *m, const MlpSlice *s, float *din, const Region *g,
+static void backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                      const float *dout, const int *tokens, const int *targets, bool split,
                      float gscale)
 {
@@ -673,20 +681,18 @@ static void backward(TfModel *m, const MlpSlice *s, float *din, const Region *g,
         weight_grads(m, s, g, tokens);
 }
 
-void tf_backward(TfModel *m, const MlpSlice *s, float *din, void *ckpt, void *rest,
+void tf_backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                  const float *dout, const int *tokens, const int *targets, bool split)
 {
-    Region g = {ckpt, rest, layout_of(&m->cfg, s).ckpt};
-    backward(m, s, din, &g, dout, tokens, targets, split, 1.0f / (float)m->cfg.M);
+    backward(m, s, din, g, dout, tokens, targets, split, 1.0f / (float)m->cfg.M);
 }
 
-void tf_weight_grad(TfModel *m, const MlpSlice *s, void *ckpt, void *rest, const int *tokens)
+void tf_weight_grad(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens)
 {
     TfLayout a = layout_of(&m->cfg, s);
     if (a.act == 0)
         return;
-    Region g = {ckpt, rest, a.ckpt};
-    weight_grads(m, s, &g, tokens);
+    weight_grads(m, s, g, tokens);
 }
 
 float tf_reference_iteration(TfModel *m, int M, const int *tokens, const int *targets)
@@ -703,7 +709,7 @@ float tf_reference_iteration(TfModel *m, int M, const int *tokens, const int *ta
         float loss = 0.0f;
         const int *tok = tokens + (size_t)k * bt, *tgt = targets + (size_t)k * bt;
         tf_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
-        Region g = {act, act + a.ckpt, a.ckpt};
+        PrRegion g = tf_region_whole(act, &a);
         backward(m, &s, NULL, &g, NULL, tok, tgt, false, 1.0f / (float)M);
         sum += loss;
     }

@@ -23,9 +23,10 @@
  * Slices, regions and ops: as for mlp (MlpSlice: layers layer0.., the embedding on the
  * first virtual stage, final norm + head + loss on the last). The region of a (slice,
  * micro-batch) is tf_layout.h's: nested prefixes ckpt <= wact <= act, floats only, so
- * SO/SI may move it and the arena plan may split it at ckpt. F keeps act (keep_all) or
- * only ckpt (an R follows), R rebuilds the rest, B writes input gradients (split: and
- * leaves in wact what W needs), W accumulates weight gradients. Pipelined gradients are
+ * SO/SI may move it and the arena plan may place its pieces apart (runtime/region.h:
+ * cut at ckpt and wact). F keeps act (keep_all) or only ckpt (an R follows), R rebuilds
+ * the rest, B writes input gradients (split: and leaves in wact what W needs), W
+ * accumulates weight gradients. Pipelined gradients are
  * bit-identical to tf_reference_iteration's when each rank runs a virtual stage's B/W in
  * micro-batch order, and within rounding otherwise (docs/model.md).
  *
@@ -96,18 +97,25 @@ size_t tf_io_bytes(const TfConfig *c);
 size_t tf_act_bytes(const TfConfig *c, const MlpSlice *s);
 size_t tf_ckpt_bytes(const TfConfig *c, const MlpSlice *s);
 size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s);
+/* The piece boundaries of a slice's region in bytes (runtime/region.h, tf_region_whole):
+ * what the arena plan cuts it at; the runtime checks them against the program's. */
+void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1]);
 
 /* F: as mlp_forward. in (N,C) or NULL on the embedding slice; tokens/targets (B,T);
  * out (N,C) or NULL on the head slice; loss receives the head's mean cross-entropy.
  * Returns 0, or -1 when out of memory (keep_all=false runs in a temporary region). */
 int tf_forward(TfModel *m, const MlpSlice *s, float *out, float *loss, void *act,
                const float *in, const int *tokens, const int *targets, bool keep_all);
-/* R, B, W with the region's checkpoint prefix at ckpt and the rest at rest (rest =
- * ckpt + tf_ckpt_bytes when contiguous); as mlp_recompute_split and friends. */
-void tf_recompute(TfModel *m, const MlpSlice *s, void *ckpt, void *rest, const int *tokens);
-void tf_backward(TfModel *m, const MlpSlice *s, float *din, void *ckpt, void *rest,
+/* F, R, B, W with the region in pieces (runtime/region.h PrRegion over the cuts of
+ * tf_region_cuts, each piece anywhere; those an op does not touch may be NULL), as
+ * mlp_forward_split and friends; tf_forward(act) is tf_forward_split of the region
+ * contiguous at act (tf_region_whole). */
+int tf_forward_split(TfModel *m, const MlpSlice *s, float *out, float *loss, const PrRegion *g,
+                     const float *in, const int *tokens, const int *targets, bool keep_all);
+void tf_recompute(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens);
+void tf_backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                  const float *dout, const int *tokens, const int *targets, bool split);
-void tf_weight_grad(TfModel *m, const MlpSlice *s, void *ckpt, void *rest, const int *tokens);
+void tf_weight_grad(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens);
 
 void tf_zero_grad(TfModel *m, const MlpSlice *s);
 /* p -= lr * grad on the slice's parameters. */

@@ -197,13 +197,14 @@ int pr_slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const int *
     return 0;
 }
 
-int pr_check_region_sizes(PrRun *run, void (*sizes)(const void *cfg, const MlpSlice *s,
-                                                    int64_t out[3]),
+int pr_check_region_sizes(PrRun *run,
+                          void (*sizes)(const void *cfg, const MlpSlice *s, int64_t out[3],
+                                        int64_t from[PR_PIECES + 1]),
                           const void *cfg)
 {
     for (int v = 0; v < run->PV; v++) {
-        int64_t z[3];
-        sizes(cfg, &run->slice[v], z);
+        int64_t z[3], from[PR_PIECES + 1];
+        sizes(cfg, &run->slice[v], z, from);
         const PrVstage *pv = &run->prog->vstages[v];
         if (z[0] != pv->act || z[1] != pv->ckpt || z[2] != pv->wact) {
             pr_fail(run, -1, -1,
@@ -212,6 +213,18 @@ int pr_check_region_sizes(PrRun *run, void (*sizes)(const void *cfg, const MlpSl
                     "the program with this pipec",
                     v, (long long)pv->act, (long long)pv->ckpt, (long long)pv->wact,
                     (long long)z[0], (long long)z[1], (long long)z[2]);
+            return -1;
+        }
+        const int64_t *pf = pv->from[PR_MLP];
+        if (memcmp(from, pf, sizeof from) != 0) {
+            pr_fail(run, -1, -1,
+                    "virtual stage %d: the arena plan cuts the region into pieces at "
+                    "%lld/%lld/%lld/%lld/%lld bytes but the model's layout at "
+                    "%lld/%lld/%lld/%lld/%lld; regenerate the program with this pipec",
+                    v, (long long)pf[0], (long long)pf[1], (long long)pf[2],
+                    (long long)pf[3], (long long)pf[4], (long long)from[0],
+                    (long long)from[1], (long long)from[2], (long long)from[3],
+                    (long long)from[4]);
             return -1;
         }
     }
@@ -252,11 +265,13 @@ static int mlp_init(const void *cfg, int nv, const int *layers, MlpSlice *slices
     return mlp_slices_init(cfg, nv, layers, slices);
 }
 
-static void mlp_sizes(const void *cfg, const MlpSlice *s, int64_t out[3])
+static void mlp_sizes(const void *cfg, const MlpSlice *s, int64_t out[3],
+                      int64_t from[PR_PIECES + 1])
 {
     out[0] = (int64_t)mlp_act_bytes(cfg, s);
     out[1] = (int64_t)mlp_ckpt_bytes(cfg, s);
     out[2] = (int64_t)mlp_wact_bytes(cfg, s);
+    mlp_region_cuts(cfg, s, from);
 }
 
 int pr_mlp_setup(PrRun *run)
@@ -332,11 +347,7 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
     const MlpSlice *s = &run->slice[o->vstage];
     MlpModel *m = run->model;
     size_t k = (size_t)o->vstage * (size_t)run->M + (size_t)o->mb;
-    void *act = o->off[PR_MLP] >= 0 ? r->arena + o->off[PR_MLP] : r->arena;
-    /* after an R the region may be in two places: the checkpoint at off, the rest */
-    void *rest = o->rest[PR_MLP] >= 0 ? r->arena + o->rest[PR_MLP] : NULL;
-    if (rest && o->off[PR_MLP] < 0)
-        act = rest; /* an empty checkpoint (the embedding slice) */
+    PrRegion g = pr_op_region(run, o, PR_MLP, r->arena);
     bool need_data = s->embed || s->head;
     if (need_data && batch(r, o) != 0) {
         pr_fail(run, r->id, i, "no batch from the training text");
@@ -357,8 +368,8 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
             return -1;
         }
         float loss = 0;
-        int rc = mlp_forward(m, s, out, s->head ? &loss : NULL, act, in, r->tokens,
-                             r->targets, !(o->flags & PR_HAS_R));
+        int rc = mlp_forward_split(m, s, out, s->head ? &loss : NULL, &g, in, r->tokens,
+                                   r->targets, !(o->flags & PR_HAS_R));
         free(in);
         r->in_f[k] = NULL;
         if (rc != 0) {
@@ -378,10 +389,7 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
         return 0;
     }
     case PR_R:
-        if (rest)
-            mlp_recompute_split(m, s, act, rest, r->tokens);
-        else
-            mlp_recompute(m, s, act, r->tokens);
+        mlp_recompute_split(m, s, &g, r->tokens);
         return 0;
     case PR_B: {
         float *dout = NULL, *din = NULL;
@@ -396,12 +404,8 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
             pr_fail(run, r->id, i, "out of memory (%zu bytes)", run->io_bytes);
             return -1;
         }
-        if (rest)
-            mlp_backward_split(m, s, din, act, rest, dout, r->tokens, r->targets,
-                               (o->flags & PR_HAS_W) != 0);
-        else
-            mlp_backward(m, s, din, act, dout, r->tokens, r->targets,
-                         (o->flags & PR_HAS_W) != 0);
+        mlp_backward_split(m, s, din, &g, dout, r->tokens, r->targets,
+                           (o->flags & PR_HAS_W) != 0);
         free(dout);
         r->in_b[k] = NULL;
         if (din) {
@@ -414,10 +418,7 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
         return 0;
     }
     case PR_W:
-        if (rest)
-            mlp_weight_grad_split(m, s, act, rest, r->tokens);
-        else
-            mlp_weight_grad(m, s, act, r->tokens);
+        mlp_weight_grad_split(m, s, &g, r->tokens);
         return 0;
     default:
         return 0;

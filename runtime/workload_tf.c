@@ -1,6 +1,6 @@
 /* workload_tf.c - the `gpt` and `llama` workloads in the runtime: each op of a rank runs
  * the slice of runtime/transformer.h that its virtual stage owns, on activations in the
- * rank's arena. Data flow, io buffers, regions (one place, or split after an R) and
+ * rank's arena. Data flow, io buffers, regions (pieces placed by the plan) and
  * model-state offload are those of workload_mlp.c, whose entry points hand over here
  * when the program's model is a transformer (PrProgram.model_arch). */
 #define _POSIX_C_SOURCE 200809L
@@ -24,11 +24,13 @@ static int tf_init(const void *cfg, int nv, const int *layers, MlpSlice *slices)
     return tf_slices_init(cfg, nv, layers, slices);
 }
 
-static void tf_sizes(const void *cfg, const MlpSlice *s, int64_t out[3])
+static void tf_sizes(const void *cfg, const MlpSlice *s, int64_t out[3],
+                     int64_t from[PR_PIECES + 1])
 {
     out[0] = (int64_t)tf_act_bytes(cfg, s);
     out[1] = (int64_t)tf_ckpt_bytes(cfg, s);
     out[2] = (int64_t)tf_wact_bytes(cfg, s);
+    tf_region_cuts(cfg, s, from);
 }
 
 int pr_tf_setup(PrRun *run)
@@ -81,10 +83,8 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
     const MlpSlice *s = &run->slice[o->vstage];
     TfModel *m = run->tf;
     size_t k = (size_t)o->vstage * (size_t)run->M + (size_t)o->mb;
-    /* the region: contiguous at off, or (after an R) checkpoint at off, rest apart */
-    size_t ck = tf_ckpt_bytes(&m->cfg, s);
-    unsigned char *act = r->arena + (o->off[PR_MLP] >= 0 ? o->off[PR_MLP] : 0);
-    unsigned char *rest = o->rest[PR_MLP] >= 0 ? r->arena + o->rest[PR_MLP] : act + ck;
+    /* the region: its pieces wherever the plan put them */
+    PrRegion rg = pr_op_region(run, o, PR_MLP, r->arena);
     if (s->embed || s->head) {
         if (data_batch(&run->data, run->opt.seed, r->iter, o->mb, g->mlp_B, g->mlp_T,
                        g->mlp_vocab, r->tokens, r->targets) != 0) {
@@ -104,8 +104,8 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
             return -1;
         }
         float loss = 0;
-        int rc = tf_forward(m, s, out, s->head ? &loss : NULL, act, in, r->tokens, r->targets,
-                            !(o->flags & PR_HAS_R));
+        int rc = tf_forward_split(m, s, out, s->head ? &loss : NULL, &rg, in, r->tokens,
+                                  r->targets, !(o->flags & PR_HAS_R));
         free(in);
         r->in_f[k] = NULL;
         if (rc != 0) {
@@ -125,7 +125,7 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
         return 0;
     }
     case PR_R:
-        tf_recompute(m, s, act, rest, r->tokens);
+        tf_recompute(m, s, &rg, r->tokens);
         return 0;
     case PR_B: {
         float *dout = NULL, *din = NULL;
@@ -137,7 +137,7 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
             pr_fail(run, r->id, i, "out of memory (%zu bytes)", run->io_bytes);
             return -1;
         }
-        tf_backward(m, s, din, act, rest, dout, r->tokens, r->targets,
+        tf_backward(m, s, din, &rg, dout, r->tokens, r->targets,
                     (o->flags & PR_HAS_W) != 0);
         free(dout);
         r->in_b[k] = NULL;
@@ -151,7 +151,7 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
         return 0;
     }
     case PR_W:
-        tf_weight_grad(m, s, act, rest, r->tokens);
+        tf_weight_grad(m, s, &rg, r->tokens);
         return 0;
     default:
         return 0;

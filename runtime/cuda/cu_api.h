@@ -56,18 +56,20 @@ int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act, co
 int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
                     const float *dout, const int *tok, const int *tgt, bool split);
 int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act, const int *tok);
-/* The same three with the act region in two places, as mlp_recompute_split & co: the
- * checkpoint prefix [0, mlp_ckpt_bytes) at ckpt and the rest [mlp_ckpt_bytes,
- * mlp_act_bytes) at rest (device, 64-byte aligned, disjoint). cu_mlp_recompute(act) is
- * cu_mlp_recompute_split(act, act + ckpt bytes), and so on. With an empty checkpoint
- * (the embedding slice) ckpt is not read and may be any pointer, e.g. rest. */
-int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt, void *rest,
+/* The four with the act region in pieces (runtime/region.h PrRegion, device addresses;
+ * the pieces an op does not touch may be NULL), as mlp_forward_split & co:
+ * cu_mlp_recompute(act) is cu_mlp_recompute_split of the region contiguous at act, and
+ * so on. */
+int cu_mlp_forward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
+                         const PrRegion *rg, const float *in, const int *tok, const int *tgt,
+                         bool keep_all);
+int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
                            const int *tok);
-int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *ckpt,
-                          void *rest, const float *dout, const int *tok, const int *tgt,
-                          bool split);
-int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
-                             void *rest, const int *tok);
+int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din,
+                          const PrRegion *rg, const float *dout, const int *tok,
+                          const int *tgt, bool split);
+int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
+                             const int *tok);
 /* Zeroes / SGD-steps (p -= lr * g) the slice's tensors. */
 int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
 int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
@@ -78,17 +80,20 @@ int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel 
  * cu_tf_init instead of cu_mlp_init (host: the initial parameters, shape and tensor
  * offsets; slices: all nv virtual stages, for the scratch of an F that keeps only its
  * checkpoint), then the cu_mlp_* calls above hand over to these, with tf_layout.h's
- * regions (tf_act_bytes & co). rest NULL: the region is contiguous at ckpt.
+ * regions (tf_act_bytes & co) addressed through PrRegion (tf_region_cuts' pieces).
  * cu_tf_grads_to_host copies the slice's gradients into dst (same config). */
 int cu_tf_init(CuMlp *g, const struct TfModel *host, const MlpSlice *slices, int nv);
 void cu_tf_free(CuMlp *g);
-int cu_tf_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out, void *act,
-                  const float *in, const int *tok, const int *tgt, bool keep_all);
-int cu_tf_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt, void *rest,
+/* The region contiguous at act of slice s in the gpt/llama layout (tf_region_whole). */
+PrRegion cu_tf_region_whole(CuMlp *g, const MlpSlice *s, void *act);
+int cu_tf_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
+                  const PrRegion *rg, const float *in, const int *tok, const int *tgt,
+                  bool keep_all);
+int cu_tf_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
                     const int *tok);
-int cu_tf_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *ckpt,
-                   void *rest, const float *dout, const int *tok, const int *tgt, bool split);
-int cu_tf_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt, void *rest,
+int cu_tf_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, const PrRegion *rg,
+                   const float *dout, const int *tok, const int *tgt, bool split);
+int cu_tf_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
                       const int *tok);
 int cu_tf_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
 int cu_tf_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);

@@ -138,12 +138,29 @@ static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpA
     return 0;
 }
 
+/* The region contiguous at act of slice s, in the layout of the model g holds. */
+static PrRegion whole_region(CuMlp *g, const MlpSlice *s, void *act)
+{
+    if (g->tf)
+        return cu_tf_region_whole(g, s, act);
+    Layout a = layout(&g->host->cfg, s);
+    return mlp_region_whole(act, &a);
+}
+
 extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
                               void *act, const float *in, const int *tok, const int *tgt,
                               bool keep_all)
 {
+    PrRegion rg = whole_region(g, s, act);
+    return cu_mlp_forward_split(g, st, s, mb, out, &rg, in, tok, tgt, keep_all);
+}
+
+extern "C" int cu_mlp_forward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb,
+                                    float *out, const PrRegion *rg, const float *in,
+                                    const int *tok, const int *tgt, bool keep_all)
+{
     if (g->tf)
-        return cu_tf_forward(g, st, s, mb, out, act, in, tok, tgt, keep_all);
+        return cu_tf_forward(g, st, s, mb, out, rg, in, tok, tgt, keep_all);
     const MlpConfig *c = &g->host->cfg;
     size_t btc = (size_t)c->B * c->T * c->C;
     if (slice_empty(s)) {
@@ -151,10 +168,9 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
         return 0;
     }
     Layout a = layout(c, s);
-    MlpRegion rg = mlp_region_whole(act, &a);
     float *loss = s->head ? g->loss + mb : NULL;
     if (keep_all) {
-        MlpActs A = mlp_acts_in_region(&rg, &a);
+        MlpActs A = mlp_acts_in_region(rg, &a);
         if (!s->embed)
             CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
         return forward_into(g, st, s, &A, out, loss, tok, tgt);
@@ -162,7 +178,8 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
     /* Only the checkpoint is kept: scratch reused by every block (mlp.c does the same). */
     MlpActs A = mlp_acts_scratch(g->tmp, (size_t)c->C, (size_t)c->T, (size_t)c->B, true);
     if (!s->embed) {
-        CUDA_CHECK(cudaMemcpyAsync(mlp_region_at(&rg, a.xs), in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(pr_region_at(rg, (int64_t)a.xs), in, btc * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(A.xs, in, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
     return forward_into(g, st, s, &A, out, loss, tok, tgt);
@@ -171,39 +188,36 @@ extern "C" int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int 
 extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                 const int *tok)
 {
-    if (g->tf)
-        return cu_tf_recompute(g, st, s, act, NULL, tok);
-    return cu_mlp_recompute_split(g, st, s, act,
-                                  (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
+    PrRegion rg = whole_region(g, s, act);
+    return cu_mlp_recompute_split(g, st, s, &rg, tok);
 }
 
-extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
-                                      void *rest, const int *tok)
+extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s,
+                                      const PrRegion *rg, const int *tok)
 {
     if (g->tf)
-        return cu_tf_recompute(g, st, s, ckpt, rest, tok);
+        return cu_tf_recompute(g, st, s, rg, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
-    MlpRegion rg = {(float *)ckpt, (float *)rest, a.ckpt};
-    MlpActs A = mlp_acts_in_region(&rg, &a);
+    MlpActs A = mlp_acts_in_region(rg, &a);
     /* out = NULL: a slice without head does not keep its output; loss = NULL */
     return forward_into(g, st, s, &A, NULL, NULL, tok, NULL);
 }
 
 /* Gradient of xs[i] in the act region; dxs[0] of a slice without embedding is din. */
-static float *dxs_at(const MlpRegion *rg, const Layout *a, const MlpSlice *s, int i, float *din)
+static float *dxs_at(const PrRegion *rg, const Layout *a, const MlpSlice *s, int i, float *din)
 {
     if (!s->embed) {
         if (i == 0)
             return din;
         i--;
     }
-    return mlp_region_at(rg, a->dxs + (size_t)i * a->sbtc);
+    return pr_region_at(rg, (int64_t)(a->dxs + (size_t)i * a->sbtc));
 }
 
 /* Weight gradients of the slice from the act region after its input-gradient pass. */
-static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpRegion *rg,
+static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
                         const Layout *a, const int *tok)
 {
     const MlpConfig *c = &g->host->cfg;
@@ -214,7 +228,7 @@ static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpR
     if (s->head &&
         (matmul_backward_weight(h, st, dg(g, gr->head_w), dg(g, gr->head_b), A.probs, A.lnf_out, N,
                                 C, V) ||
-         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), mlp_region_at(rg, a->dlnf),
+         layernorm_backward_weight(st, dg(g, gr->lnf_w), dg(g, gr->lnf_b), pr_region_at(rg, (int64_t)a->dlnf),
                                    mlp_xs(&A, (size_t)nl), A.lnf_mean, A.lnf_rstd, N, C)))
         return -1;
     for (int i = nl - 1; i >= 0; i--) {
@@ -225,7 +239,7 @@ static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpR
             matmul_backward_weight(h, st, dg(g, gr->fc1_w + l * H * C), dg(g, gr->fc1_b + l * H),
                                    A.fch + i * A.s_bth, A.ln_out + i * A.s_btc, N, C, H) ||
             layernorm_backward_weight(st, dg(g, gr->ln_w + l * C), dg(g, gr->ln_b + l * C),
-                                      mlp_region_at(rg, a->dln + i * a->sbtc), mlp_xs(&A, (size_t)i),
+                                      pr_region_at(rg, (int64_t)(a->dln + i * a->sbtc)), mlp_xs(&A, (size_t)i),
                                       A.mean + i * A.s_bt, A.rstd + i * A.s_bt, N, C))
             return -1;
     }
@@ -237,19 +251,16 @@ static int weight_grads(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpR
 extern "C" int cu_mlp_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din, void *act,
                                const float *dout, const int *tok, const int *tgt, bool split)
 {
-    if (g->tf)
-        return cu_tf_backward(g, st, s, din, act, NULL, dout, tok, tgt, split);
-    return cu_mlp_backward_split(g, st, s, din, act,
-                                 (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), dout, tok, tgt,
-                                 split);
+    PrRegion rg = whole_region(g, s, act);
+    return cu_mlp_backward_split(g, st, s, din, &rg, dout, tok, tgt, split);
 }
 
 extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din,
-                                     void *ckpt, void *rest, const float *dout, const int *tok,
+                                     const PrRegion *rg, const float *dout, const int *tok,
                                      const int *tgt, bool split)
 {
     if (g->tf)
-        return cu_tf_backward(g, st, s, din, ckpt, rest, dout, tok, tgt, split);
+        return cu_tf_backward(g, st, s, din, rg, dout, tok, tgt, split);
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *p = &g->host->params;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
@@ -260,11 +271,10 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
         return 0;
     }
     Layout a = layout(c, s);
-    MlpRegion rg = {(float *)ckpt, (float *)rest, a.ckpt};
-    MlpActs A = mlp_acts_in_region(&rg, &a);
-    float *dtop = dxs_at(&rg, &a, s, nl, din);   /* grad of the slice's top */
+    MlpActs A = mlp_acts_in_region(rg, &a);
+    float *dtop = dxs_at(rg, &a, s, nl, din);   /* grad of the slice's top */
     if (s->head) {
-        float *dlnf = mlp_region_at(&rg, a.dlnf);
+        float *dlnf = pr_region_at(rg, (int64_t)a.dlnf);
         float gscale = 1.0f / (float)c->M;
         /* dlogits (N,V) replaces probs; -> dlnf (N,C) -> dtop (N,C) */
         if (crossentropy_softmax_backward(st, A.probs, A.probs, tgt, gscale / (float)N, N, V) ||
@@ -277,12 +287,12 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
     } else {
         CUDA_CHECK(cudaMemcpyAsync(dtop, dout, btc * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
-    float *dgelu = mlp_region_at(&rg, a.dgelu);
+    float *dgelu = pr_region_at(rg, (int64_t)a.dgelu);
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
-        const float *dres = dxs_at(&rg, &a, s, i + 1, din);
-        float *dx = dxs_at(&rg, &a, s, i, din), *fch = A.fch + i * A.s_bth;
-        float *dln = mlp_region_at(&rg, a.dln + i * a.sbtc);
+        const float *dres = dxs_at(rg, &a, s, i + 1, din);
+        float *dx = dxs_at(rg, &a, s, i, din), *fch = A.fch + i * A.s_bth;
+        float *dln = pr_region_at(rg, (int64_t)(a.dln + i * a.sbtc));
         /* dres (N,C) -> fc2^T -> dgelu (N,H) -> GELU' -> dfch (N,H) -> fc1^T -> dln (N,C)
          * -> LN' -> dx (N,C) += residual */
         if (matmul_backward_input(h, st, dgelu, dres, dp(g, p->fc2_w + l * C * H), N, H, C) ||
@@ -294,28 +304,25 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
                                      A.rstd + i * A.s_bt, dp(g, p->ln_w + l * C), N, C))
             return -1;
     }
-    return split ? 0 : weight_grads(g, st, s, &rg, &a, tok);
+    return split ? 0 : weight_grads(g, st, s, rg, &a, tok);
 }
 
 extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *act,
                                   const int *tok)
 {
-    if (g->tf)
-        return cu_tf_weight_grad(g, st, s, act, NULL, tok);
-    return cu_mlp_weight_grad_split(g, st, s, act,
-                                    (char *)act + mlp_ckpt_bytes(&g->host->cfg, s), tok);
+    PrRegion rg = whole_region(g, s, act);
+    return cu_mlp_weight_grad_split(g, st, s, &rg, tok);
 }
 
-extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
-                                        void *rest, const int *tok)
+extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s,
+                                        const PrRegion *rg, const int *tok)
 {
     if (g->tf)
-        return cu_tf_weight_grad(g, st, s, ckpt, rest, tok);
+        return cu_tf_weight_grad(g, st, s, rg, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
-    MlpRegion rg = {(float *)ckpt, (float *)rest, a.ckpt};
-    return weight_grads(g, st, s, &rg, &a, tok);
+    return weight_grads(g, st, s, rg, &a, tok);
 }
 
 __global__ void sgd_kernel(float *p, const float *gr, float lr, size_t n)

@@ -137,11 +137,8 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
     PrRun *run = r->run;
     const MlpSlice *s = &run->slice[o->vstage];
     size_t k = pr_vm(run, o->vstage, o->mb), bt = (size_t)run->prog->mlp_B * run->prog->mlp_T;
-    void *act = c->arena + (o->off[PR_MLP] >= 0 ? o->off[PR_MLP] : 0);
-    /* after an R the region may be in two places: the checkpoint at off, the rest */
-    void *rest = o->rest[PR_MLP] >= 0 ? c->arena + o->rest[PR_MLP] : NULL;
-    if (rest && o->off[PR_MLP] < 0)
-        act = rest; /* an empty checkpoint (the embedding slice) */
+    /* the region: its pieces wherever the plan put them in the device arena */
+    PrRegion rg = pr_op_region(run, o, PR_MLP, c->arena);
     const int *tok = c->tok + (size_t)o->mb * bt, *tgt = c->tgt + (size_t)o->mb * bt;
     switch (o->kind) {
     case PR_F: {
@@ -150,13 +147,11 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
             int nv = o->vstage + 1;
             out = run->prog->vstages[nv].rank == r->id ? c->in_f[pr_vm(run, nv, o->mb)] : c->out_f[k];
         }
-        return cu_mlp_forward(&c->mlp, c->comp, s, o->mb, out, act, c->in_f[k], tok, tgt,
-                              !(o->flags & PR_HAS_R));
+        return cu_mlp_forward_split(&c->mlp, c->comp, s, o->mb, out, &rg, c->in_f[k], tok, tgt,
+                                    !(o->flags & PR_HAS_R));
     }
     case PR_R:
-        if (rest)
-            return cu_mlp_recompute_split(&c->mlp, c->comp, s, act, rest, tok);
-        return cu_mlp_recompute(&c->mlp, c->comp, s, act, tok);
+        return cu_mlp_recompute_split(&c->mlp, c->comp, s, &rg, tok);
     case PR_B: {
         float *din = NULL;
         if (!s->embed) {
@@ -165,15 +160,10 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
         }
         const float *dout = s->head ? NULL : c->in_b[k];
         bool split = (o->flags & PR_HAS_W) != 0;
-        if (rest)
-            return cu_mlp_backward_split(&c->mlp, c->comp, s, din, act, rest, dout, tok, tgt,
-                                         split);
-        return cu_mlp_backward(&c->mlp, c->comp, s, din, act, dout, tok, tgt, split);
+        return cu_mlp_backward_split(&c->mlp, c->comp, s, din, &rg, dout, tok, tgt, split);
     }
     case PR_W:
-        if (rest)
-            return cu_mlp_weight_grad_split(&c->mlp, c->comp, s, act, rest, tok);
-        return cu_mlp_weight_grad(&c->mlp, c->comp, s, act, tok);
+        return cu_mlp_weight_grad_split(&c->mlp, c->comp, s, &rg, tok);
     default:
         return 0;
     }
@@ -237,21 +227,22 @@ static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
     int w = run->opt.workload;
     size_t k = pr_vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
-    if (bytes > 0 && (o->off[w] >= 0 || (o->kind == PR_SO && o->rest[w] >= 0))) {
-        if (o->kind == PR_SO) {
-            /* a region in two places (after an R) goes out as one, as on the CPU */
-            int64_t first = o->rest[w] >= 0 ? o->split[w] : bytes;
-            if (first > bytes)
-                first = bytes;
-            if (first > 0 && o->off[w] >= 0)
-                CUDA_CHECK(cudaMemcpyAsync(c->host[k], c->arena + o->off[w], (size_t)first,
-                                           cudaMemcpyDeviceToHost, st));
-            if (first < bytes)
-                CUDA_CHECK(cudaMemcpyAsync((char *)c->host[k] + first, c->arena + o->rest[w],
-                                           (size_t)(bytes - first), cudaMemcpyDeviceToHost, st));
-        } else
-            CUDA_CHECK(cudaMemcpyAsync(c->arena + o->off[w], c->host[k], (size_t)bytes,
-                                       cudaMemcpyHostToDevice, st));
+    /* the held prefix [0, bytes) sits in the pinned host buffer at region coordinates:
+     * SO gathers it from the region's pieces, SI scatters it into the SI's, as on the
+     * CPU */
+    PrHeldPiece pc[PR_PIECES];
+    int np = bytes > 0 ? pr_held_pieces(run, o, w, pc) : 0;
+    if (np < 0) {
+        cu_error(__FILE__, __LINE__, o->kind == PR_SO ? "SO" : "SI",
+                 "the plan places no arena bytes for part of the region it moves");
+        return -1;
+    }
+    for (int j = 0; j < np; j++) {
+        unsigned char *dev = c->arena + pc[j].at, *host = (unsigned char *)c->host[k] + pc[j].lo;
+        if (o->kind == PR_SO)
+            CUDA_CHECK(cudaMemcpyAsync(host, dev, (size_t)pc[j].n, cudaMemcpyDeviceToHost, st));
+        else
+            CUDA_CHECK(cudaMemcpyAsync(dev, host, (size_t)pc[j].n, cudaMemcpyHostToDevice, st));
     }
     /* synthetic: the compiler's duration of the copy (the scaled copy is shorter) */
     if (w == PR_SYNTHETIC && cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms))

@@ -360,31 +360,37 @@ extern "C" void cu_tf_free(CuMlp *g)
     cu_model_release(g);
 }
 
-extern "C" int cu_tf_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
-                             void *act, const float *in, const int *tok, const int *tgt,
-                             bool keep_all)
+extern "C" PrRegion cu_tf_region_whole(CuMlp *g, const MlpSlice *s, void *act)
 {
-    return tfd_forward(dev_on(g, st), s, mb, out, (float *)act, in, tok, tgt, keep_all);
+    const TfDims *d = &g->tf->dev.host->cfg.d;
+    TfLayout a = tf_layout(d, s->nlayers, s->embed, s->head);
+    return tf_region_whole(act, &a);
 }
 
-extern "C" int cu_tf_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
-                               void *rest, const int *tok)
+extern "C" int cu_tf_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
+                             const PrRegion *rg, const float *in, const int *tok,
+                             const int *tgt, bool keep_all)
 {
-    return tfd_recompute(dev_on(g, st), s, (float *)ckpt, (float *)rest, tok);
+    return tfd_forward(dev_on(g, st), s, mb, out, rg, in, tok, tgt, keep_all);
+}
+
+extern "C" int cu_tf_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
+                               const int *tok)
+{
+    return tfd_recompute(dev_on(g, st), s, rg, tok);
 }
 
 extern "C" int cu_tf_backward(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din,
-                              void *ckpt, void *rest, const float *dout, const int *tok,
+                              const PrRegion *rg, const float *dout, const int *tok,
                               const int *tgt, bool split)
 {
-    return tfd_backward(dev_on(g, st), s, din, (float *)ckpt, (float *)rest, dout, tok, tgt,
-                        split);
+    return tfd_backward(dev_on(g, st), s, din, rg, dout, tok, tgt, split);
 }
 
-extern "C" int cu_tf_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *ckpt,
-                                 void *rest, const int *tok)
+extern "C" int cu_tf_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s,
+                                 const PrRegion *rg, const int *tok)
 {
-    return tfd_weight_grad(dev_on(g, st), s, (float *)ckpt, (float *)rest, tok);
+    return tfd_weight_grad(dev_on(g, st), s, rg, tok);
 }
 
 extern "C" int cu_tf_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)

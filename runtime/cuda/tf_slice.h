@@ -12,8 +12,8 @@
  * (an error already reported), and so does every pass.
  *
  * Legend as transformer.h: B, T, N = B*T, C, NH, NKV, K = C*NKV/NH, F, V; QKV = C + 2K.
- * Pointers are device pointers; a region may be in two places (checkpoint at ckpt, the
- * rest at rest), as on the CPU.
+ * Pointers are device pointers; a region is addressed through runtime/region.h's PrRegion
+ * (its pieces wherever the arena plan put them), as on the CPU.
  */
 #ifndef PIPERUN_TF_SLICE_H
 #define PIPERUN_TF_SLICE_H
@@ -92,33 +92,26 @@ static int tfk_sgd(TfDev *x, float *p, const float *g, float lr, size_t n);
 
 #define TFD_NONE ((size_t)-1)
 
-/* A region, possibly in two places: [0, nck) floats at ck, the rest at rest. */
-typedef struct TfdRegion {
-    float *ck, *rest;
-    size_t nck;
-} TfdRegion;
-
 /* The pieces every pass reads: shape, layout, region. */
 typedef struct TfdPass {
     TfDev *x;
     const MlpSlice *s;
     TfLayout a;
-    TfdRegion g;
+    PrRegion g;
     bool gpt;
     int N, C, F, V, QKV, nl;
     size_t nc, btc;
 } TfdPass;
 
-static TfdPass tfd_pass(TfDev *x, const MlpSlice *s, float *ck, float *rest)
+/* The pass of slice s over region g (NULL: a contiguous region at act). */
+static TfdPass tfd_pass(TfDev *x, const MlpSlice *s, const PrRegion *g, float *act)
 {
     const TfDims *d = &x->host->cfg.d;
     TfdPass p;
     p.x = x;
     p.s = s;
     p.a = tf_layout(d, s->nlayers, s->embed, s->head);
-    p.g.ck = ck;
-    p.g.rest = rest ? rest : ck + p.a.ckpt;
-    p.g.nck = p.a.ckpt;
+    p.g = g ? *g : tf_region_whole(act, &p.a);
     p.gpt = d->arch == TF_GPT;
     p.N = d->B * d->T;
     p.C = d->C;
@@ -133,7 +126,7 @@ static TfdPass tfd_pass(TfDev *x, const MlpSlice *s, float *ck, float *rest)
 
 static float *tfd_at(const TfdPass *p, size_t off)
 {
-    return off < p->g.nck ? p->g.ck + off : p->g.rest + (off - p->g.nck);
+    return pr_region_at(&p->g, (int64_t)off);
 }
 /* xs[i]: the input of layer i (i = nl: of the final norm). */
 static float *tfd_xs(const TfdPass *p, int i)
@@ -244,11 +237,11 @@ static int tfd_forward_into(const TfdPass *p, float *out, float *loss, const int
 
 /* F (tf_forward): out (N,C) or NULL on the head slice; in (N,C) or NULL on the
  * embedding slice; the head's loss goes to x->loss[mb]. keep_all false: the forward
- * runs in x->tmp and only the checkpoint prefix is kept in act. */
-static int tfd_forward(TfDev *x, const MlpSlice *s, int mb, float *out, float *act,
+ * runs in x->tmp and only the checkpoint prefix is kept in the region g. */
+static int tfd_forward(TfDev *x, const MlpSlice *s, int mb, float *out, const PrRegion *g,
                        const float *in, const int *tok, const int *tgt, bool keep_all)
 {
-    TfdPass p = tfd_pass(x, s, act, NULL);
+    TfdPass p = tfd_pass(x, s, g, NULL);
     float *loss = s->head ? x->loss + mb : NULL;
     if (p.a.act == 0) /* identity slice */
         return tfk_copy(x, out, in, p.btc);
@@ -258,17 +251,17 @@ static int tfd_forward(TfDev *x, const MlpSlice *s, int mb, float *out, float *a
                    ? -1 : 0;
     if (p.a.act > x->tmp_floats)
         return -1;
-    TfdPass t = tfd_pass(x, s, x->tmp, NULL);
+    TfdPass t = tfd_pass(x, s, NULL, x->tmp);
     if ((!s->embed && tfk_copy(x, x->tmp, in, p.btc)) ||
         tfd_forward_into(&t, out, loss, tok, tgt))
         return -1;
-    return p.a.ckpt ? tfk_copy(x, act, x->tmp, p.a.ckpt) : 0;
+    return p.a.ckpt ? tfk_copy(x, tfd_at(&p, 0), x->tmp, p.a.ckpt) : 0;
 }
 
-/* R (tf_recompute): the whole region again from its checkpoint (rest NULL: contiguous). */
-static int tfd_recompute(TfDev *x, const MlpSlice *s, float *ckpt, float *rest, const int *tok)
+/* R (tf_recompute): the whole region again from its checkpoint. */
+static int tfd_recompute(TfDev *x, const MlpSlice *s, const PrRegion *g, const int *tok)
 {
-    TfdPass p = tfd_pass(x, s, ckpt, rest);
+    TfdPass p = tfd_pass(x, s, g, NULL);
     return p.a.act == 0 ? 0 : tfd_forward_into(&p, NULL, NULL, tok, NULL);
 }
 
@@ -314,10 +307,10 @@ static int tfd_weight_grads(const TfdPass *p, const int *tok)
 
 /* B (tf_backward): din (N,C) or NULL on the embedding slice, dout (N,C) or NULL on the
  * head slice; split: leave the weight gradients to W (their inputs stay in wact). */
-static int tfd_backward(TfDev *x, const MlpSlice *s, float *din, float *ckpt, float *rest,
+static int tfd_backward(TfDev *x, const MlpSlice *s, float *din, const PrRegion *g,
                         const float *dout, const int *tok, const int *tgt, bool split)
 {
-    TfdPass p = tfd_pass(x, s, ckpt, rest);
+    TfdPass p = tfd_pass(x, s, g, NULL);
     const TfModel *m = x->host;
     int N = p.N, C = p.C, F = p.F, nl = p.nl;
     size_t nf = (size_t)N * F;
@@ -380,9 +373,9 @@ static int tfd_backward(TfDev *x, const MlpSlice *s, float *din, float *ckpt, fl
 }
 
 /* W (tf_weight_grad). */
-static int tfd_weight_grad(TfDev *x, const MlpSlice *s, float *ckpt, float *rest, const int *tok)
+static int tfd_weight_grad(TfDev *x, const MlpSlice *s, const PrRegion *g, const int *tok)
 {
-    TfdPass p = tfd_pass(x, s, ckpt, rest);
+    TfdPass p = tfd_pass(x, s, g, NULL);
     return p.a.act == 0 ? 0 : tfd_weight_grads(&p, tok);
 }
 

@@ -22,8 +22,18 @@
 
 static ArenaPlan *plan1(Pipeline *p, int64_t act, int64_t ckpt, int64_t wact, int full)
 {
-    ArenaSizes z = {act, ckpt, wact};
+    ArenaSizes z = {.act = act, .ckpt = ckpt, .wact = wact};
     return arena_plan(p, &z, full);
+}
+
+/* Where op i of rank s finds byte x of its region (its piece's offset + x - the piece's
+ * start), -1 when the op's region has no such piece. */
+static int64_t where(const ArenaPlan *a, int s, uint32_t i, int64_t x)
+{
+    const ArenaRank *r = &a->rank[s];
+    const int64_t *from = a->from[0];
+    int k = pr_region_piece(from, x);
+    return r->at[i][k] < 0 ? -1 : r->at[i][k] + (x - from[k]);
 }
 
 /* Two live regions side by side; then reuse when lifetimes do not overlap. */
@@ -34,9 +44,9 @@ static void test_gpipe_vs_1f1b(void **st)
     ArenaPlan *a = plan1(p, 100, 0, 0, 1); /* 100 -> 128 aligned */
     assert_int_equal(a->rank[0].size, 256);
     assert_int_equal(a->rank[0].peak_live, 256);
-    assert_int_equal(a->rank[0].off[0], 0);
-    assert_int_equal(a->rank[0].off[1], 128);
-    assert_int_equal(a->rank[0].off[2], 0);   /* B0 works on F0's region */
+    assert_int_equal(where(a, 0, 0, 0), 0);
+    assert_int_equal(where(a, 0, 1, 0), 128);
+    assert_int_equal(where(a, 0, 2, 0), 0);   /* B0 works on F0's region */
     assert_int_equal(a->rank[0].held[0], 128);
     arena_plan_free(a);
     pipeline_free(p);
@@ -44,7 +54,7 @@ static void test_gpipe_vs_1f1b(void **st)
     p = one(2, 1, "F0 B0 F1 B1");
     a = plan1(p, 128, 0, 0, 1);
     assert_int_equal(a->rank[0].size, 128);   /* B0 frees at its end, F1 reuses */
-    assert_int_equal(a->rank[0].off[2], 0);
+    assert_int_equal(where(a, 0, 2, 0), 0);
     arena_plan_free(a);
     pipeline_free(p);
 }
@@ -63,18 +73,17 @@ static void test_recompute(void **st)
     ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->peak_live, 1152);
-    assert_int_equal(r->off[0], 0);
-    assert_int_equal(r->off[1], 128);
+    assert_int_equal(where(a, 0, 0, 0), 0);
+    assert_int_equal(where(a, 0, 1, 0), 128);
     assert_int_equal(r->size, 1152);
     assert_int_equal(r->held[0], 128);   /* F0 allocates the checkpoint */
     assert_int_equal(r->held[2], 896);   /* R0 the rest */
-    assert_int_equal(r->off[2], 0);      /* R0: checkpoint at 0 ... */
-    assert_int_equal(r->rest[2], 256);   /* ... the rest at 256 */
-    assert_int_equal(r->split[2], 128);
-    assert_int_equal(r->rest[3], 256);   /* B0 sees both parts */
-    assert_int_equal(r->off[4], 128);
-    assert_int_equal(r->rest[4], 256);   /* R1 reuses R0's place */
-    assert_int_equal(r->rest[0], -1);    /* F0: contiguous */
+    assert_int_equal(where(a, 0, 2, 0), 0);      /* R0: checkpoint at 0 ... */
+    assert_int_equal(where(a, 0, 2, 128), 256);   /* ... the rest at 256 */
+    assert_int_equal(where(a, 0, 3, 128), 256);   /* B0 sees both parts */
+    assert_int_equal(where(a, 0, 4, 0), 128);
+    assert_int_equal(where(a, 0, 4, 128), 256);   /* R1 reuses R0's place */
+    assert_int_equal(where(a, 0, 0, 128), -1);    /* F0: only the checkpoint */
     arena_plan_free(a);
     pipeline_free(p);
 }
@@ -92,12 +101,12 @@ static void test_recompute_empty_ckpt(void **st)
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->held[0], 0);     /* F0 keeps nothing */
     assert_int_equal(r->held[2], 1024);  /* R0 the whole region */
-    assert_int_equal(r->off[2], 0);
-    assert_int_equal(r->rest[2], -1);    /* in one place */
-    assert_int_equal(r->off[3], 1024);   /* R1 beside it */
-    assert_int_equal(r->off[4], 0);      /* B0 finds R0's bytes */
-    assert_int_equal(r->rest[4], -1);
-    assert_int_equal(r->off[5], 1024);
+    assert_int_equal(where(a, 0, 2, 0), 0);
+    assert_int_equal(where(a, 0, 2, 1023), 1023); /* in one place */
+    assert_int_equal(where(a, 0, 3, 0), 1024);   /* R1 beside it */
+    assert_int_equal(where(a, 0, 4, 0), 0);      /* B0 finds R0's bytes */
+    assert_int_equal(where(a, 0, 4, 1023), 1023);
+    assert_int_equal(where(a, 0, 5, 0), 1024);
     assert_int_equal(r->peak_live, 2048);
     assert_int_equal(r->size, 2048);
     arena_plan_free(a);
@@ -132,9 +141,9 @@ static void test_recompute_w(void **st)
     assert_int_equal(r->peak_live, 1152);
     assert_int_equal(r->size, 1152);
     assert_int_equal(r->held[3], 512);
-    assert_int_equal(r->off[4], 0);      /* W0: checkpoint part */
-    assert_int_equal(r->rest[4], 256);   /* and the rest of its wact */
-    assert_int_equal(r->rest[5], 256);
+    assert_int_equal(where(a, 0, 4, 0), 0);      /* W0: checkpoint part */
+    assert_int_equal(where(a, 0, 4, 128), 256);   /* and the rest of its wact */
+    assert_int_equal(where(a, 0, 5, 128), 256);
     arena_plan_free(a);
     pipeline_free(p);
 }
@@ -150,12 +159,12 @@ static void test_swap_recompute(void **st)
     ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
     const ArenaRank *r = &a->rank[0];
     assert_int_equal(r->held[1], 128);
-    assert_int_equal(r->off[2], 0);
-    assert_int_equal(r->off[3], 1024);
+    assert_int_equal(where(a, 0, 2, 0), 0);
+    assert_int_equal(where(a, 0, 3, 0), 1024);
     assert_int_equal(r->held[3], 128);
-    assert_int_equal(r->off[4], 1024);
-    assert_int_equal(r->rest[4], 1152);
-    assert_int_equal(r->rest[5], 1152);
+    assert_int_equal(where(a, 0, 4, 0), 1024);
+    assert_int_equal(where(a, 0, 4, 128), 1152);
+    assert_int_equal(where(a, 0, 5, 128), 1152);
     assert_int_equal(r->size, 2048);
     assert_int_equal(r->peak_live, 2048);
     arena_plan_free(a);
@@ -171,7 +180,7 @@ static void test_split_w(void **st)
     (void)st;
     Pipeline *p = one(2, 1, "F0 B0 F1 W0 B1 W1");
     ArenaPlan *a = plan1(p, 1024, 0, 256, 1);
-    assert_int_equal(a->rank[0].off[2], 256);
+    assert_int_equal(where(a, 0, 2, 0), 256);
     assert_int_equal(a->rank[0].size, 1280);
     assert_int_equal(a->rank[0].peak_live, 1280);
     arena_plan_free(a);
@@ -181,18 +190,19 @@ static void test_split_w(void **st)
 /* Swap: SO0 frees region 0 at its end (t3), F1 (t4) reuses offset 0, SI0 (t6) brings
  * region 0 back elsewhere (128) and B0 works there. With swap_fraction 0.5 and no full
  * swap the SO frees the top 64 bytes only: F1 fits at 64, the SI's 64 bytes go to 192,
- * B0 names the part that stayed at 0; peak 64 + 128 + 64 = 256. */
+ * (region bytes [64, 128)); B0 names the part that stayed at 0; peak 64 + 128 + 64 =
+ * 256. */
 static void test_swap(void **st)
 {
     (void)st;
     Pipeline *p = one(2, 1, "F0 SO0 F1 SI0 B0 B1");
     ArenaPlan *a = plan1(p, 128, 0, 0, 1);
     const ArenaRank *r = &a->rank[0];
-    assert_int_equal(r->off[0], 0);
-    assert_int_equal(r->off[1], 0);      /* SO reads from the old place */
-    assert_int_equal(r->off[2], 0);      /* F1 reuses it */
-    assert_int_equal(r->off[3], 128);    /* SI writes to the new place */
-    assert_int_equal(r->off[4], 128);    /* B0 works there */
+    assert_int_equal(where(a, 0, 0, 0), 0);
+    assert_int_equal(where(a, 0, 1, 0), 0);      /* SO reads from the old place */
+    assert_int_equal(where(a, 0, 2, 0), 0);      /* F1 reuses it */
+    assert_int_equal(where(a, 0, 3, 0), 128);    /* SI writes to the new place */
+    assert_int_equal(where(a, 0, 4, 0), 128);    /* B0 works there */
     assert_int_equal(r->held[1], 128);
     assert_int_equal(r->held[3], 128);
     assert_int_equal(r->size, 256);
@@ -203,22 +213,24 @@ static void test_swap(void **st)
     p->costs.set |= 1u << COST_SWAP_FRACTION;
     a = plan1(p, 128, 0, 0, 0);
     assert_int_equal(a->rank[0].held[1], 64);
-    assert_int_equal(a->rank[0].off[2], 64);
-    assert_int_equal(a->rank[0].off[3], 192);
-    assert_int_equal(a->rank[0].off[4], 0);
+    assert_int_equal(where(a, 0, 2, 0), 64);
+    assert_int_equal(where(a, 0, 3, 64), 192);
+    assert_int_equal(where(a, 0, 4, 0), 0);
     assert_int_equal(a->rank[0].size, 256);
     assert_int_equal(a->rank[0].peak_live, 256);
     arena_plan_free(a);
     pipeline_free(p);
 }
 
-/* Whether the F/B-only plan of rank s is a packing: every region [off, off + act) of a
- * (chunk, mb) lives from its F's start (list time 2i) to its B's end (2j + 1), and no
- * two regions that live at once overlap. Checked from the ops and the offsets alone. */
-static bool fb_packing_ok(const Pipeline *p, const ArenaRank *r, int s, const ArenaSizes *sz)
+/* Whether the F/B-only plan of rank s is a packing: every piece [at, at + len) of a
+ * (chunk, mb) region lives, at one place, from its F's start (list time 2i) to its B's
+ * end (2j + 1), and no two pieces that live at once overlap. Checked from the ops, the
+ * piece boundaries and the offsets alone. */
+static bool fb_packing_ok(const Pipeline *p, const ArenaPlan *ap, int s)
 {
+    const ArenaRank *r = &ap->rank[s];
     const StageOps *so = &p->stages[s];
-    int64_t(*blk)[4] = calloc(so->n, sizeof *blk); /* lo, hi, t0, t1 */
+    int64_t(*blk)[4] = calloc((size_t)so->n * ARENA_PIECES, sizeof *blk); /* lo, hi, t0, t1 */
     size_t nb = 0;
     bool ok = true;
     for (uint32_t i = 0; i < so->n; i++) {
@@ -228,14 +240,19 @@ static bool fb_packing_ok(const Pipeline *p, const ArenaRank *r, int s, const Ar
         while (j < so->n && !(so->ops[j].kind == OP_B && so->ops[j].mb == so->ops[i].mb &&
                               so->ops[j].chunk == so->ops[i].chunk))
             j++;
-        int64_t act = (sz[ir_vstage(p, s, so->ops[i].chunk)].act + 63) / 64 * 64;
-        ok = ok && j < so->n && r->off[i] >= 0 && r->off[j] == r->off[i] &&
-             r->off[i] + act <= r->size;
-        blk[nb][0] = r->off[i];
-        blk[nb][1] = r->off[i] + act;
-        blk[nb][2] = 2 * (int64_t)i;
-        blk[nb][3] = 2 * (int64_t)j + 1;
-        nb++;
+        const int64_t *from = ap->from[ir_vstage(p, s, so->ops[i].chunk)];
+        ok = ok && j < so->n;
+        for (int k = 0; ok && k < ARENA_PIECES; k++) {
+            if (from[k] == from[k + 1])
+                continue;
+            int64_t at = r->at[i][k];
+            ok = at >= 0 && r->at[j][k] == at && at + from[k + 1] - from[k] <= r->size;
+            blk[nb][0] = at;
+            blk[nb][1] = at + from[k + 1] - from[k];
+            blk[nb][2] = 2 * (int64_t)i;
+            blk[nb][3] = 2 * (int64_t)j + 1;
+            nb++;
+        }
     }
     for (size_t a = 0; a < nb; a++)
         for (size_t b = a + 1; b < nb; b++)
@@ -263,11 +280,11 @@ static void test_interleaved_v4(void **st)
     gen_interleaved(p);
     ArenaSizes sz[32];
     for (int v = 0; v < 32; v++)
-        sz[v] = (ArenaSizes){kib[v] * 1024, 0, 0};
+        sz[v] = (ArenaSizes){.act = kib[v] * 1024};
     ArenaPlan *a = arena_plan(p, sz, 1);
     for (int s = 0; s < 8; s++) {
         const ArenaRank *r = &a->rank[s];
-        assert_true(fb_packing_ok(p, r, s, sz));
+        assert_true(fb_packing_ok(p, a, s));
         assert_true(r->size >= r->peak_live);
         if (s == 4 || s == 6)
             assert_int_equal(r->size, r->peak_live);
@@ -316,7 +333,7 @@ static void test_malformed(void **st)
     (void)st;
     Pipeline *p = one(3, 1, "B0 W1 B1 F2 SI2 SO2 B2");
     ArenaPlan *a = plan1(p, 128, 64, 64, 1);
-    assert_int_equal(a->rank[0].off[0], -1);
+    assert_int_equal(where(a, 0, 0, 0), -1);
     assert_true(a->rank[0].size >= 0);
     arena_plan_free(a);
     pipeline_free(p);

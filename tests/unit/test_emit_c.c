@@ -6,6 +6,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -63,6 +66,14 @@ static const char *file_text(const EmitOut *o, const char *name)
             return o->files[i].text.s;
     fail_msg("no generated file %s", name);
     return NULL;
+}
+
+/* The generated rank_S.c of rank s. */
+static const char *rank_text(const EmitOut *o, int s)
+{
+    char name[32];
+    snprintf(name, sizeof name, "rank_%d.c", s);
+    return file_text(o, name);
 }
 
 /* The flags written at s (just after ".flags = "): named constants joined by " | ", or
@@ -124,9 +135,8 @@ static void test_op_rows_designated_with_named_flags(void **state)
     static const char *const kind[] = {"PR_F", "PR_B", "PR_W", "PR_R", "PR_SO", "PR_SI"};
     int nwait_si = 0;
     for (int s = 0; s < p->P; s++) {
-        char name[32], row[128];
-        snprintf(name, sizeof name, "rank_%d.c", s);
-        const char *t = file_text(&e->out, name);
+        char row[128];
+        const char *t = rank_text(&e->out, s);
         for (uint32_t i = 0; i < p->stages[s].n; i++) {
             const Op *o = &p->stages[s].ops[i];
             snprintf(row, sizeof row, "    [%u] = {.kind = %s, .chunk = 0, .flags = ", i,
@@ -170,12 +180,80 @@ static void test_main_tables_designated(void **state)
                               ".payload = PR_PAY_GRAD,"));
 }
 
+/* The n numbers of the row "{a, b, ...}" that follows `key` in s (after `from`). */
+static void read_row(const char *s, const char *key, int64_t *x, int n)
+{
+    const char *at = strstr(s, key);
+    if (!at)
+        fail_msg("no \"%s\" in %.80s", key, s);
+    at += strlen(key);
+    for (int k = 0; k < n; k++) {
+        char *end;
+        x[k] = strtoll(at, &end, 10);
+        assert_true(end != at);
+        at = end;
+        assert_int_equal(*at, k + 1 < n ? ',' : '}');
+        at += k + 1 < n ? 2 : 1;
+    }
+}
+
+/* Every op row places each piece of its region where the synthetic workload's arena
+ * plan puts it (.at, runtime/region.h), and every virtual stage's row cuts its region
+ * where that plan does (.from: arena_region_cuts over the cost-model sizes); without a
+ * model the mlp rows place nothing. */
+static void test_piece_rows_follow_the_plan(void **state)
+{
+    const Emitted *e = *state;
+    const Pipeline *p = e->p;
+    ArenaSizes *sz = arena_sizes_from_costs(p);
+    ArenaPlan *a = arena_plan(p, sz, 1);
+    int nplaced = 0;
+    for (int s = 0; s < p->P; s++) {
+        char row[64];
+        const char *t = rank_text(&e->out, s);
+        for (uint32_t i = 0; i < p->stages[s].n; i++) {
+            snprintf(row, sizeof row, "    [%u] = {.kind = ", i);
+            const char *at = strstr(t, row);
+            assert_non_null(at);
+            int64_t mlp[PR_PIECES], syn[PR_PIECES];
+            read_row(at, ".at = {[PR_MLP] = {", mlp, PR_PIECES);
+            read_row(at, "[PR_SYNTHETIC] = {", syn, PR_PIECES);
+            for (int k = 0; k < PR_PIECES; k++) {
+                assert_int_equal(mlp[k], -1);
+                assert_int_equal(syn[k], a->rank[s].at[i][k]);
+                nplaced += syn[k] >= 0;
+            }
+        }
+    }
+    assert_true(nplaced > 0);
+    const char *t = file_text(&e->out, "main.c");
+    for (int v = 0; v < p->P * p->V; v++) {
+        char row[64];
+        snprintf(row, sizeof row, "    [%d] = {.rank = ", v);
+        const char *at = strstr(t, row);
+        assert_non_null(at);
+        int64_t mlp[PR_PIECES + 1], syn[PR_PIECES + 1], want[PR_PIECES + 1];
+        read_row(at, ".from = {[PR_MLP] = {", mlp, PR_PIECES + 1);
+        read_row(at, "[PR_SYNTHETIC] = {", syn, PR_PIECES + 1);
+        arena_region_cuts(&sz[v], want);
+        for (int k = 0; k <= PR_PIECES; k++) {
+            assert_int_equal(mlp[k], 0);
+            assert_int_equal(syn[k], want[k]);
+        }
+        assert_int_equal(syn[PR_PIECES], 1 << 20);
+    }
+    arena_plan_free(a);
+    free(sz);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_op_rows_designated_with_named_flags, emit_sample,
                                         free_sample),
         cmocka_unit_test_setup_teardown(test_main_tables_designated, emit_sample, free_sample),
+        cmocka_unit_test_setup_teardown(test_piece_rows_follow_the_plan, emit_sample,
+                                        free_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* test_runtime.c - libpiperun driven in-process: a PrProgram built here from an IR (1F1B
  * on 2 ranks, with a swap pair), the comm lowering of comm.h and the arena planner, run
- * with the synthetic and the mlp workloads (and the gpt and llama ones in its place); then a dropped message must end in the
- * watchdog's error, and an injected failure must name its rank and op. The rank
+ * with the synthetic and the mlp workloads (and the gpt and llama ones in its place),
+ * as planned and with every piece of every region moved apart (runtime/region.h); the
+ * tensors of both layouts lie inside the pieces; then a dropped message must end in
+ * the watchdog's error, and an injected failure must name its rank and op. The rank
  * programs interpret the same (recv, op, send) sequence that emit_c.c writes out. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include "ir.h"
 #include "piperun.h"
 #include "piperun_internal.h"
+#include "mlp_layout.h"
 #include "tf_layout.h"
 
 #define NR 2
@@ -82,10 +85,13 @@ static int setup(void **st)
     TfDims td = {arch_, vocab, C, 2, arch_ == TF_LLAMA ? 1 : 2, 3 * C, T, B};
     for (int v = 0; v < NR; v++) {
         TfLayout a = tf_layout(&td, 1, v == 0, v == NR - 1);
-        mz[v] = arch_ ? (ArenaSizes){(int64_t)a.act * 4, (int64_t)a.ckpt * 4, (int64_t)a.wact * 4}
+        /* the slice input is the whole checkpoint (tf_region_whole) */
+        mz[v] = arch_ ? (ArenaSizes){.act = (int64_t)a.act * 4, .ckpt = (int64_t)a.ckpt * 4,
+                                     .wact = (int64_t)a.wact * 4, .ckpt_layers = (int64_t)a.ckpt * 4}
                       : mlp_region_sizes(vocab, C, T, B, 1, v == 0, v == NR - 1);
     }
-    ArenaPlan *am = arena_plan(pipe_, mz, 1), *as = arena_plan(pipe_, NULL, 1);
+    ArenaSizes *cz = arena_sizes_from_costs(pipe_);
+    ArenaPlan *am = arena_plan(pipe_, mz, 1), *as = arena_plan(pipe_, cz, 1);
     for (int s = 0; s < NR; s++) {
         const StageOps *so = &pipe_->stages[s];
         ops_[s] = calloc(so->n, sizeof(PrOp));
@@ -102,14 +108,10 @@ static int setup(void **st)
             if ((q->flags & PR_HAS_SI) && opsem_waits_on((OpKind)o->kind, OP_SI))
                 q->flags |= PR_WAIT_SI;
             q->nso_before = op_sem[o->kind].mem == MEM_ALLOC ? (uint32_t)nso : 0;
-            q->off[PR_MLP] = am->rank[s].off[i];
-            q->off[PR_SYNTHETIC] = as->rank[s].off[i];
+            memcpy(q->at[PR_MLP], am->rank[s].at[i], sizeof q->at[PR_MLP]);
+            memcpy(q->at[PR_SYNTHETIC], as->rank[s].at[i], sizeof q->at[PR_SYNTHETIC]);
             q->held[PR_MLP] = am->rank[s].held[i];
             q->held[PR_SYNTHETIC] = as->rank[s].held[i];
-            q->rest[PR_MLP] = am->rank[s].rest[i];
-            q->rest[PR_SYNTHETIC] = as->rank[s].rest[i];
-            q->split[PR_MLP] = am->rank[s].split[i];
-            q->split[PR_SYNTHETIC] = as->rank[s].split[i];
             q->mem_alloc[PR_MLP] = am->rank[s].alloc[i];
             q->mem_alloc[PR_SYNTHETIC] = as->rank[s].alloc[i];
             q->mem_free[PR_MLP] = am->rank[s].freed[i];
@@ -121,7 +123,9 @@ static int setup(void **st)
         ranks_[s] = (PrRankDesc){s ? rank1 : rank0, ops_[s], so->n,
                                  {am->rank[s].size, as->rank[s].size},
                                  {am->rank[s].peak_live, as->rank[s].peak_live}, 1e9, 0};
-        vst_[s] = (PrVstage){s, 0, 1, mz[s].act, mz[s].ckpt, mz[s].wact};
+        vst_[s] = (PrVstage){s, 0, 1, mz[s].act, mz[s].ckpt, mz[s].wact, {{0}}};
+        arena_region_cuts(&mz[s], vst_[s].from[PR_MLP]);
+        arena_region_cuts(&cz[s], vst_[s].from[PR_SYNTHETIC]);
     }
     msgs_ = calloc(cp_->nmsgs, sizeof *msgs_);
     for (uint32_t k = 0; k < cp_->nmsgs; k++) {
@@ -140,6 +144,7 @@ static int setup(void **st)
                         .model_heads = td.NH, .model_kv_heads = td.NKV, .model_ffn = td.F};
     arena_plan_free(am);
     arena_plan_free(as);
+    free(cz);
     return 0;
 }
 
@@ -175,9 +180,11 @@ static void test_synthetic(void **st)
     pr_result_free(&res);
 }
 
-static void test_mlp_check(void **st)
+/* Three iterations of the model workload with --check: the gradients of iteration 1
+ * match the sequential reference (PrRefModel), and the measured peak of live arena
+ * bytes is the plan's. */
+static void run_check(PrResult *res)
 {
-    (void)st;
     unsetenv("PIPERUN_FAULT");
     PrOptions o;
     pr_options_default(&o, &prog_);
@@ -185,13 +192,155 @@ static void test_mlp_check(void **st)
     o.iters = 3;
     o.check = true;
     o.quiet = true;
-    PrResult res;
-    assert_int_equal(pr_run(&prog_, &o, &res), 0);
-    assert_true(res.ngrad > 0);
-    assert_true(res.max_grad_err >= 0 && res.max_grad_err < 1e-5);
-    assert_true(res.loss[0] > 0);
+    assert_int_equal(pr_run(&prog_, &o, res), 0);
+    assert_true(res->ngrad > 0);
+    assert_true(res->max_grad_err >= 0 && res->max_grad_err < 1e-5);
+    assert_true(res->loss[0] > 0);
     for (int s = 0; s < NR; s++)
-        assert_int_equal(res.peak_arena[s], ranks_[s].peak_live_bytes[PR_MLP]);
+        assert_int_equal(res->peak_arena[s], ranks_[s].peak_live_bytes[PR_MLP]);
+}
+
+static void test_mlp_check(void **st)
+{
+    (void)st;
+    PrResult res;
+    run_check(&res);
+    pr_result_free(&res);
+}
+
+/* A program whose piece boundaries are not the model layout's is refused at start-up,
+ * with both sets named (as one planned for other region sizes is). */
+static void test_cuts_checked(void **st)
+{
+    (void)st;
+    unsetenv("PIPERUN_FAULT");
+    int64_t keep = vst_[1].from[PR_MLP][1];
+    vst_[1].from[PR_MLP][1] = keep + 64;
+    PrOptions o;
+    pr_options_default(&o, &prog_);
+    o.quiet = true;
+    PrResult res;
+    int rc = pr_run(&prog_, &o, &res);
+    vst_[1].from[PR_MLP][1] = keep;
+    char want[160];
+    snprintf(want, sizeof want, "virtual stage 1: the arena plan cuts the region into pieces "
+             "at 0/%lld/", (long long)keep + 64);
+    bool named = strstr(res.error, want) && strstr(res.error, "regenerate the program");
+    if (!named)
+        fprintf(stderr, "error: %s\n", res.error);
+    pr_result_free(&res);
+    assert_int_equal(rc, 1);
+    assert_true(named);
+}
+
+/* Moves every placed piece of every region of workload w to a place of its own: each
+ * distinct (region, piece, planned offset) gets fresh bytes in a larger arena, the last
+ * op's last piece lowest, so the pieces of a region lie apart and in reversed order,
+ * with a 64-byte gap after each. No two places overlap, so any valid plan stays valid.
+ * Returns the number of pieces placed apart. */
+static int scatter(int w)
+{
+    int moved = 0;
+    for (int s = 0; s < NR; s++) {
+        uint32_t n = ranks_[s].nops;
+        int64_t (*key)[3] = calloc((size_t)n * PR_PIECES, sizeof *key), *to;
+        to = calloc((size_t)n * PR_PIECES, sizeof *to);
+        int nk = 0;
+        int64_t next = 0;
+        for (uint32_t i = n; i-- > 0;) {
+            PrOp *q = &ops_[s][i];
+            for (int k = PR_PIECES - 1; k >= 0; k--) {
+                if (q->at[w][k] < 0)
+                    continue;
+                int64_t vm = (int64_t)q->vstage * NM + q->mb, old = q->at[w][k];
+                int j = 0;
+                while (j < nk && !(key[j][0] == vm && key[j][1] == k && key[j][2] == old))
+                    j++;
+                if (j == nk) {
+                    const int64_t *from = vst_[q->vstage].from[w];
+                    key[nk][0] = vm;
+                    key[nk][1] = k;
+                    key[nk][2] = old;
+                    to[nk++] = next;
+                    next += from[k + 1] - from[k] + 64;
+                    moved++;
+                }
+                q->at[w][k] = to[j];
+            }
+        }
+        ranks_[s].arena_bytes[w] = next;
+        free(key);
+        free(to);
+    }
+    return moved;
+}
+
+/* The op tables and rank descriptions as setup made them, while a test changes them. */
+typedef struct SavedPlan {
+    PrOp *ops[NR];
+    PrRankDesc ranks[NR];
+} SavedPlan;
+
+static SavedPlan save_plan(void)
+{
+    SavedPlan k;
+    memcpy(k.ranks, ranks_, sizeof k.ranks);
+    for (int s = 0; s < NR; s++) {
+        k.ops[s] = malloc(ranks_[s].nops * sizeof(PrOp));
+        memcpy(k.ops[s], ops_[s], ranks_[s].nops * sizeof(PrOp));
+    }
+    return k;
+}
+
+static void restore_plan(SavedPlan *k)
+{
+    for (int s = 0; s < NR; s++) {
+        memcpy(ops_[s], k->ops[s], ranks_[s].nops * sizeof(PrOp));
+        free(k->ops[s]);
+    }
+    memcpy(ranks_, k->ranks, sizeof k->ranks);
+}
+
+/* The same training with every piece of every region apart (scatter): the swap pair of
+ * rank 0 gathers and scatters its region piece by piece, the R of rank 1 rebuilds into
+ * pieces away from the checkpoint, and the gradients, losses and peaks are those of the
+ * packed plan, to the bit. */
+static void test_mlp_check_scattered(void **st)
+{
+    (void)st;
+    PrResult packed, apart;
+    run_check(&packed);
+    SavedPlan keep = save_plan();
+    assert_true(scatter(PR_MLP) > 2 * NM);
+    run_check(&apart);
+    restore_plan(&keep);
+    assert_int_equal(apart.ngrad, packed.ngrad);
+    for (int i = 0; i < packed.ngrad; i++)
+        assert_true(apart.grad_err[i] == packed.grad_err[i]);
+    for (int it = 0; it < packed.iters; it++)
+        assert_true(apart.loss[it] == packed.loss[it]);
+    pr_result_free(&packed);
+    pr_result_free(&apart);
+}
+
+/* The synthetic workload on scattered pieces: F and R touch, SO and SI move, every
+ * piece where it now lies; the measured peak is the plan's. */
+static void test_synthetic_scattered(void **st)
+{
+    (void)st;
+    unsetenv("PIPERUN_FAULT");
+    SavedPlan keep = save_plan();
+    assert_true(scatter(PR_SYNTHETIC) > 2 * NM);
+    PrOptions o;
+    pr_options_default(&o, &prog_);
+    o.workload = PR_SYNTHETIC;
+    o.quiet = true;
+    PrResult res;
+    int rc = pr_run(&prog_, &o, &res);
+    restore_plan(&keep);
+    assert_int_equal(rc, 0);
+    for (int s = 0; s < NR; s++)
+        assert_int_equal(res.peak_arena[s], ranks_[s].peak_live_bytes[PR_SYNTHETIC]);
     pr_result_free(&res);
 }
 
@@ -248,6 +397,123 @@ static void test_faults(void **st)
     assert_true(same);
 }
 
+/* Tensors of a layout as spans [off, off + n) of floats, in layout order. */
+typedef struct Spans {
+    size_t off[256], n[256];
+    int count;
+} Spans;
+
+static void span(Spans *t, size_t off, size_t n)
+{
+    assert_true(t->count < 256);
+    if (n == 0)
+        return;
+    t->off[t->count] = off;
+    t->n[t->count++] = n;
+}
+
+/* The tensors (offset in the layer, floats) of each of L layers at base + i * stride. */
+static void layer_spans(Spans *t, size_t base, size_t stride, size_t L, const size_t (*x)[2],
+                        size_t n)
+{
+    for (size_t i = 0; i < L; i++)
+        for (size_t j = 0; j < n; j++)
+            span(t, base + i * stride + x[j][0], x[j][1]);
+}
+
+/* The spans tile [0, act) in order, and each lies wholly inside one piece of from. */
+static void spans_in_pieces(const Spans *t, const int64_t from[PR_PIECES + 1], size_t act)
+{
+    size_t end = 0;
+    for (int i = 0; i < t->count; i++) {
+        assert_int_equal(t->off[i], end);
+        end = t->off[i] + t->n[i];
+        int k = pr_region_piece(from, (int64_t)t->off[i]);
+        if (!((int64_t)end <= from[k + 1]))
+            fail_msg("tensor %d [%zu, %zu) crosses the cut at %lld", i, t->off[i], end,
+                     (long long)from[k + 1]);
+    }
+    assert_int_equal(end, act);
+    assert_int_equal(from[PR_PIECES], (int64_t)act);
+}
+
+/* Every tensor (per-layer arrays as MlpActs addresses them) of the mlp layout and every
+ * tensor of the gpt/llama layout lies wholly inside one piece of its layout's cuts
+ * (runtime/region.h), for every kind of slice; and the code generator cuts the mlp
+ * region where the runtime does. */
+static void test_layout_pieces(void **st)
+{
+    (void)st;
+    size_t V = 50, C = 8, T = 4, B = 3;
+    for (int nl = 0; nl <= 3; nl++)
+        for (int kind = 0; kind < 4; kind++) {
+            bool embed = kind & 1, head = kind & 2;
+            MlpLayout a = mlp_layout(V, C, T, B, (size_t)nl, embed, head);
+            PrRegion cut = mlp_region_whole(NULL, &a);
+            const int64_t *from = cut.from;
+            size_t nres = (size_t)nl + head, L = (size_t)nl;
+            Spans t = {.count = 0};
+            span(&t, a.xs, nres ? a.sbtc : 0);                       /* xs[0] */
+            span(&t, a.xs + a.sbtc, nres > 1 ? (nres - 1) * a.sbtc : 0);
+            span(&t, a.mean, L * a.sbt);
+            span(&t, a.rstd, L * a.sbt);
+            span(&t, a.ln_out, L * a.sbtc);
+            span(&t, a.fch, L * a.sbth);
+            span(&t, a.gelu, L * a.sbth);
+            if (head) {
+                span(&t, a.lnf_mean, a.sbt);
+                span(&t, a.lnf_rstd, a.sbt);
+                span(&t, a.lnf_out, a.sbtc);
+                span(&t, a.probs, mlp_pad16(B * T * V));
+            }
+            span(&t, a.dxs, (L + embed) * a.sbtc);
+            span(&t, a.dln, L * a.sbtc);
+            if (head)
+                span(&t, a.dlnf, a.sbtc);
+            span(&t, a.dgelu, L ? a.sbth : 0);
+            spans_in_pieces(&t, from, a.act);
+            /* emit plans with the same cuts (bytes) */
+            ArenaSizes z = mlp_region_sizes((int)V, (int)C, (int)T, (int)B, nl, embed, head);
+            int64_t planned[PR_PIECES + 1];
+            arena_region_cuts(&z, planned);
+            for (int k = 0; k <= PR_PIECES; k++)
+                assert_int_equal(planned[k], from[k] * (int64_t)sizeof(float));
+        }
+    for (int arch = TF_GPT; arch <= TF_LLAMA; arch++)
+        for (int nl = 0; nl <= 2; nl++)
+            for (int kind = 0; kind < 4; kind++) {
+                bool embed = kind & 1, head = kind & 2;
+                TfDims d = {arch, 50, 8, 2, arch == TF_LLAMA ? 1 : 2, 24, 4, 3};
+                TfLayout a = tf_layout(&d, nl, embed, head);
+                PrRegion cut = tf_region_whole(NULL, &a);
+                const int64_t *from = cut.from;
+                size_t N = 12, K = 8 * (size_t)d.NKV / 2, L = (size_t)nl, h = head;
+                size_t nc = tf_pad16(N * 8), nqkv = tf_pad16(N * (8 + 2 * K));
+                size_t nf = tf_pad16(N * 24), natt = tf_pad16(3 * 2 * 4 * 4);
+                size_t nv = tf_pad16(N * 50), any = L > 0, llama = arch == TF_LLAMA;
+                Spans t = {.count = 0};
+                span(&t, a.xs, L + h ? nc : 0);
+                span(&t, a.xs + nc, L + h > 1 ? (L + h - 1) * nc : 0);
+                const size_t fwd[][2] = {{a.l_ln1, nc}, {a.l_qkv, nqkv}, {a.l_att, natt},
+                                         {a.l_atty, nc}, {a.l_xmid, nc}, {a.l_ln2, nc},
+                                         {a.l_fa, nf}, {a.l_fb, nf}, {a.l_fc, llama * nf},
+                                         {a.l_fd, llama * nf}};
+                const size_t grad[][2] = {{a.g_ln1, nc}, {a.g_qkv, nqkv}, {a.g_xmid, nc},
+                                          {a.g_ln2, nc}, {a.g_fa, nf}, {a.g_fc, llama * nf}};
+                layer_spans(&t, a.lbase, a.lstride, L, fwd, ARRAY_LEN(fwd));
+                span(&t, a.lnf, h * nc);
+                span(&t, a.logits, h * nv);
+                span(&t, a.probs, h * nv);
+                layer_spans(&t, a.gbase, a.gstride, L, grad, ARRAY_LEN(grad));
+                span(&t, a.dxs, (L + embed) * nc);
+                span(&t, a.dlnf, h * nc);
+                span(&t, a.t_datt, any * natt);
+                span(&t, a.t_datty, any * nc);
+                span(&t, a.t_dfb, any * nf);
+                spans_in_pieces(&t, from, a.act);
+            }
+}
+
 /* A rank program that sends message 0 to a rank that is not its receiver. */
 static int bad_send(PrRank *r)
 {
@@ -294,15 +560,21 @@ static void test_core_checks(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_pieces),
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_mlp_check),
+        cmocka_unit_test(test_mlp_check_scattered),
+        cmocka_unit_test(test_synthetic_scattered),
+        cmocka_unit_test(test_cuts_checked),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_core_checks),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     /* the same program training the gpt and llama workloads (runtime/transformer.h),
      * recompute and swap included */
-    const struct CMUnitTest model_tests[] = {cmocka_unit_test(test_mlp_check)};
+    const struct CMUnitTest model_tests[] = {cmocka_unit_test(test_mlp_check),
+                                             cmocka_unit_test(test_mlp_check_scattered),
+                                             cmocka_unit_test(test_cuts_checked)};
     arch_ = TF_GPT;
     failed += cmocka_run_group_tests_name("gpt", model_tests, setup, teardown);
     arch_ = TF_LLAMA;

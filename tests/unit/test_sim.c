@@ -928,6 +928,72 @@ static void perturb(Pipeline *p)
     }
 }
 
+/* Whether rank s's arena plan is a packing, from the plan's pieces alone (ArenaRank.at,
+ * held, ArenaPlan.from) and the op kinds, as arena_plan.h states them with every SO
+ * moving the whole region: a piece of a (v,m) region goes live where F (below its
+ * held bytes), R (the pieces not live yet) or SI (below its held bytes) names it, and
+ * ends at the SO, at the B that does not keep it (above its held bytes) or at the W;
+ * every op in between names it at the same offset. No two pieces live at once may
+ * overlap, and each lies within the arena. Returns NULL or what is wrong. */
+static const char *plan_is_packing(const Pipeline *p, const ArenaPlan *a, int s)
+{
+    static char why[160];
+    const StageOps *so = &p->stages[s];
+    const ArenaRank *r = &a->rank[s];
+    size_t V = (size_t)p->V, M = (size_t)p->M, cap = (size_t)so->n * ARENA_PIECES + 1, n = 0;
+    int64_t(*pc)[4] = calloc(cap, sizeof *pc);     /* lo, hi, t0, t1 */
+    int64_t(*live)[ARENA_PIECES] = malloc(V * M * sizeof *live); /* piece index or -1 */
+    memset(live, 0xff, V * M * sizeof *live);
+    why[0] = 0;
+    for (uint32_t i = 0; i < so->n && !why[0]; i++) {
+        const Op *o = &so->ops[i];
+        if (o->kind != OP_F && o->kind != OP_R && o->kind != OP_RO && o->kind != OP_B &&
+            o->kind != OP_W && o->kind != OP_SO && o->kind != OP_SI)
+            continue;
+        int64_t *lv = live[o->chunk * M + o->mb];
+        const int64_t *from = a->from[ir_vstage(p, s, o->chunk)];
+        int64_t t0 = 2 * (int64_t)i, t1 = t0 + 1;
+        for (int k = 0; k < ARENA_PIECES && !why[0]; k++) {
+            int64_t at = r->at[i][k], len = from[k + 1] - from[k];
+            if (len == 0)
+                continue;
+            if (lv[k] >= 0 && at != pc[lv[k]][0])
+                snprintf(why, sizeof why, "op %u names piece %d at %lld, it lives at %lld", i,
+                         k, (long long)at, (long long)pc[lv[k]][0]);
+            bool born = lv[k] < 0 && at >= 0 &&
+                        (o->kind == OP_R || o->kind == OP_RO ||
+                         ((o->kind == OP_F || o->kind == OP_SI) && from[k] < r->held[i]));
+            if (born) {
+                pc[n][0] = at;
+                pc[n][1] = at + len;
+                pc[n][2] = t0;
+                pc[n][3] = INT64_MAX;
+                lv[k] = (int64_t)n++;
+            }
+            bool dies = lv[k] >= 0 && (o->kind == OP_SO || o->kind == OP_W ||
+                                       (o->kind == OP_B && from[k] >= r->held[i]));
+            if (dies) {
+                pc[lv[k]][3] = t1;
+                lv[k] = -1;
+            }
+        }
+    }
+    for (size_t x = 0; x < n && !why[0]; x++) {
+        if (pc[x][0] < 0 || pc[x][1] > r->size)
+            snprintf(why, sizeof why, "a piece at [%lld, %lld) outside the arena of %lld",
+                     (long long)pc[x][0], (long long)pc[x][1], (long long)r->size);
+        for (size_t y = x + 1; y < n && !why[0]; y++)
+            if (pc[x][2] <= pc[y][3] && pc[y][2] <= pc[x][3] && pc[x][0] < pc[y][1] &&
+                pc[y][0] < pc[x][1])
+                snprintf(why, sizeof why, "pieces [%lld, %lld) and [%lld, %lld) overlap while "
+                         "both live", (long long)pc[x][0], (long long)pc[x][1],
+                         (long long)pc[y][0], (long long)pc[y][1]);
+    }
+    free(pc);
+    free(live);
+    return why[0] ? why : NULL;
+}
+
 /* Runs n random schedules from seed; returns how many planned above the walk. */
 static int agree_run(uint64_t seed, int n, int *nplanned, int *ndead)
 {
@@ -989,6 +1055,10 @@ static int agree_run(uint64_t seed, int n, int *nplanned, int *ndead)
                 if (a->rank[s].size < a->rank[s].peak_live)
                     fail_msg("seed %llu schedule %d rank %d: arena below the walk's peak",
                              (unsigned long long)seed, it, s);
+                const char *bad = plan_is_packing(p, a, s);
+                if (bad)
+                    fail_msg("seed %llu schedule %d rank %d: not a packing: %s",
+                             (unsigned long long)seed, it, s, bad);
                 (*nplanned)++;
             }
             arena_plan_free(a);

@@ -1,6 +1,7 @@
 /* test_tf_cuda_host.c - the CUDA backend's gpt and llama workloads without a GPU: the
  * passes of runtime/cuda/tf_slice.h (what tf_cuda.cu enqueues: the call order, every
- * tensor's place in the region, the split region after an R, split B/W, the identity
+ * tensor's place in the region, a region whose pieces lie apart (runtime/region.h), an R
+ * into the pieces F did not keep, split B/W, the identity
  * slice) run on the host, with the kernel bodies of runtime/tf_kernels.h called in
  * a loop over every index a GPU thread would take, and the layer functions the GPU
  * takes from the mlp's .cuh kernels and cuBLAS done by their CPU twins
@@ -251,11 +252,35 @@ static void dev_free(TfDev *x)
     free(x->tmp);
 }
 
+/* The region of slice s with every piece in an allocation of its own, exactly its size
+ * (ASan flags a tensor that would cross a cut), allocated last piece first. */
+static PrRegion pieces_apart(const TfConfig *c, const MlpSlice *s)
+{
+    int64_t from[PR_PIECES + 1];
+    tf_region_cuts(c, s, from);
+    PrRegion g;
+    for (int k = 0; k <= PR_PIECES; k++)
+        g.from[k] = from[k] / (int64_t)sizeof(float);
+    for (int k = PR_PIECES - 1; k >= 0; k--) {
+        size_t n = (size_t)(from[k + 1] - from[k]);
+        g.base[k] = n ? malloc(n) : NULL;
+        assert_true(!n || g.base[k]);
+    }
+    return g;
+}
+
+static void pieces_free(PrRegion *g)
+{
+    for (int k = 0; k < PR_PIECES; k++)
+        free(g->base[k]);
+}
+
 /* One iteration of M micro-batches over the slices of `layers` (nv virtual stages) with
  * the passes of tf_slice.h, each micro-batch in schedule-like order: F of every slice,
- * the last slice through an F that keeps only its checkpoint, an R into a region split
- * in two places and a split B + W; the middle slices keep all, B without split. The
- * gradients must match the sequential reference within 1e-4 relative; the losses too. */
+ * the last slice through an F that keeps only its checkpoint, an R into the pieces F did
+ * not keep and a split B + W; the middle slices keep all, B without split. Every region
+ * has its pieces in allocations of their own. The gradients must match the sequential
+ * reference within 1e-4 relative; the losses too. */
 static void pipelined_matches_reference(TfConfig c, int nv, const int *layers)
 {
     TfModel *m = tf_create(&c, 3), *ref = tf_create(&c, 3);
@@ -277,45 +302,42 @@ static void pipelined_matches_reference(TfConfig c, int nv, const int *layers)
     TfDev x = dev_create(m, sl, nv);
     for (int v = 0; v < nv; v++)
         assert_int_equal(tfd_zero_or_step(&x, &sl[v], true, 0.0f), 0);
-    float *act[8], *rest[8], *h[9], *dh[9];
+    PrRegion rg[8];
+    float *h[9], *dh[9];
     for (int v = 0; v <= nv; v++) {
         h[v] = calloc(btc, sizeof(float));
         dh[v] = calloc(btc, sizeof(float));
         assert_true(h[v] && dh[v]);
     }
-    for (int v = 0; v < nv; v++) {
-        size_t a = tf_act_bytes(&c, &sl[v]) / sizeof(float) + 1;
-        act[v] = malloc(a * sizeof(float));
-        rest[v] = malloc(a * sizeof(float));
-        assert_true(act[v] && rest[v]);
-    }
+    for (int v = 0; v < nv; v++)
+        rg[v] = pieces_apart(&c, &sl[v]);
     double loss = 0;
     for (int mb = 0; mb < c.M; mb++) {
         const int *tk = tok + (size_t)mb * N, *tg = tgt + (size_t)mb * N;
         for (int v = 0; v < nv; v++) {
             bool last = v == nv - 1;
             /* the slice boundary: h[v] in, h[v+1] out */
-            assert_int_equal(tfd_forward(&x, &sl[v], mb, sl[v].head ? NULL : h[v + 1], act[v],
+            assert_int_equal(tfd_forward(&x, &sl[v], mb, sl[v].head ? NULL : h[v + 1], &rg[v],
                                          sl[v].embed ? NULL : h[v], tk, tg, !last),
                              0);
             if (last) {
-                /* poison what F did not keep, then R rebuilds it apart from the ckpt */
-                size_t ck = tf_ckpt_bytes(&c, &sl[v]) / sizeof(float);
-                size_t a = tf_act_bytes(&c, &sl[v]) / sizeof(float);
-                for (size_t j = 0; j < a - ck; j++)
-                    rest[v][j] = NAN;
-                assert_int_equal(tfd_recompute(&x, &sl[v], act[v], rest[v], tk), 0);
+                /* poison what F did not keep (the pieces past the checkpoint), then R
+                 * rebuilds it */
+                int64_t ck = (int64_t)(tf_ckpt_bytes(&c, &sl[v]) / sizeof(float));
+                for (int k = 0; k < PR_PIECES; k++)
+                    for (int64_t j = rg[v].from[k]; j < rg[v].from[k + 1] && j >= ck; j++)
+                        rg[v].base[k][j - rg[v].from[k]] = NAN;
+                assert_int_equal(tfd_recompute(&x, &sl[v], &rg[v], tk), 0);
             }
         }
         loss += x.loss[mb];
         for (int v = nv - 1; v >= 0; v--) {
             bool last = v == nv - 1;
-            float *r = last ? rest[v] : NULL;
-            assert_int_equal(tfd_backward(&x, &sl[v], sl[v].embed ? NULL : dh[v], act[v], r,
+            assert_int_equal(tfd_backward(&x, &sl[v], sl[v].embed ? NULL : dh[v], &rg[v],
                                           sl[v].head ? NULL : dh[v + 1], tk, tg, last),
                              0);
             if (last)
-                assert_int_equal(tfd_weight_grad(&x, &sl[v], act[v], r, tk), 0);
+                assert_int_equal(tfd_weight_grad(&x, &sl[v], &rg[v], tk), 0);
         }
     }
     assert_float_equal(loss / c.M, ref_loss, 1e-5 * fabs(ref_loss) + 1e-6);
@@ -336,10 +358,8 @@ static void pipelined_matches_reference(TfConfig c, int nv, const int *layers)
     for (size_t j = 0; j < m->nparams; j += 7)
         assert_float_equal(x.params[j], ref->param_mem[j],
                            1e-4 * fabs(ref->param_mem[j]) + 1e-5);
-    for (int v = 0; v < nv; v++) {
-        free(act[v]);
-        free(rest[v]);
-    }
+    for (int v = 0; v < nv; v++)
+        pieces_free(&rg[v]);
     for (int v = 0; v <= nv; v++) {
         free(h[v]);
         free(dh[v]);

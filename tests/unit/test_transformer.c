@@ -116,6 +116,20 @@ static void test_llama_fd(void **state)
 
 enum { MODE_KEEP, MODE_RECOMPUTE, MODE_SPLIT };
 
+/* The region of slice s in two places: its checkpoint at ck, the rest at rest. */
+static PrRegion two_places(const TfConfig *c, const MlpSlice *s, void *ck, void *rest)
+{
+    int64_t from[PR_PIECES + 1], nck = (int64_t)(tf_ckpt_bytes(c, s) / sizeof(float));
+    tf_region_cuts(c, s, from);
+    for (int k = 0; k <= PR_PIECES; k++)
+        from[k] /= (int64_t)sizeof(float);
+    PrRegion g = pr_region_whole(ck, from);
+    for (int k = 0; k < PR_PIECES; k++)
+        if (g.base[k] && from[k] >= nck)
+            g.base[k] = (float *)rest + (from[k] - nck);
+    return g;
+}
+
 /* One iteration of M micro-batches, slice by slice (forwards in model order, then
  * backwards in reverse), with regions allocated at exactly the bytes the mode leaves
  * alive, so that AddressSanitizer catches any access outside them. Gradients must equal
@@ -146,7 +160,8 @@ static void run_slices(TfConfig c, int nv, const int *layers, int mode)
                 ck[v] = malloc(k ? k : 1);
                 assert_int_equal(tf_forward(m, &sl[v], out, &loss, ck[v], x, tk, tg, false), 0);
                 rest[v] = malloc(a - k ? a - k : 1);   /* R rebuilds the rest elsewhere */
-                tf_recompute(m, &sl[v], ck[v], rest[v], tk);
+                PrRegion g = two_places(&c, &sl[v], ck[v], rest[v]);
+                tf_recompute(m, &sl[v], &g, tk);
             } else {
                 ck[v] = malloc(a ? a : 1);
                 assert_int_equal(tf_forward(m, &sl[v], out, &loss, ck[v], x, tk, tg, true), 0);
@@ -161,13 +176,15 @@ static void run_slices(TfConfig c, int nv, const int *layers, int mode)
         for (int v = nv - 1; v >= 0; v--) {
             float *din = sl[v].embed ? NULL : malloc(io);
             bool split = mode == MODE_SPLIT;
-            tf_backward(m, &sl[v], din, ck[v], rest[v], dout, tk, tg, split);
+            PrRegion g = two_places(&c, &sl[v], ck[v], rest[v]);
+            tf_backward(m, &sl[v], din, &g, dout, tk, tg, split);
             if (split) { /* keep only the wact prefix for W */
                 size_t w = tf_wact_bytes(&c, &sl[v]), k = tf_ckpt_bytes(&c, &sl[v]);
                 char *keep = malloc(w ? w : 1);
                 memcpy(keep, ck[v], w);
                 free(ck[v]);
-                tf_weight_grad(m, &sl[v], keep, keep + k, tk);
+                PrRegion gw = two_places(&c, &sl[v], keep, keep + k);
+                tf_weight_grad(m, &sl[v], &gw, tk);
                 free(keep);
             } else {
                 free(ck[v]);
