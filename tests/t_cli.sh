@@ -62,6 +62,9 @@ usage_error "print with a missing -o argument" print "$good" -o
 usage_error "opt without --pass" opt "$good"
 usage_error "opt without a file" opt --pass recompute
 usage_error "help with two commands" help check sim
+usage_error "emit without -o" emit "$good"
+usage_error "emit with two files" emit -o "$tmp/e2" "$good" "$good"
+usage_error "compile with an unknown backend" compile --backend tpu "$good" -o "$tmp/e3"
 usage_error "-W with anything but error" check -Wall "$good"
 "$P" -h >"$tmp/out" 2>&1
 check "-h is --help" grep -q "^usage: pipec COMMAND" "$tmp/out"
