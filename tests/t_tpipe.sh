@@ -223,4 +223,22 @@ og = [e for e in sim.values() if e["cat"] == "OG"]; lw = {e["pid"]: e for e in s
 for e in og:   # OG = grads / host_bw + opt_host = LW's time + 20 ms
     assert abs(e["dur"] - (lw[e["pid"]]["dur"] + 20e3)) < 1, (e, lw[e["pid"]])
 E
+# With chunks 3, trecomp_blockwise(chunks=0..=1) recomputes only chunks 0 and 1 (an R for
+# each of their micro-batches) and toffload(chunks=2..=2) moves only chunk 2's states (one
+# OG and one LW per stage).
+cat >"$tmp/v3.pipe" <<E
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline v3 { stages 2 microbatches 6 chunks 3 model gpt_1_3b device h100_sxm_80g
+  schedule interleaved
+  apply trecomp_blockwise(chunks=0..=1)
+  apply toffload(chunks=2..=2) }
+E
+check "chunks 3, trecomp 0..=1 + toffload 2..=2: checks" q "$PIPEC_ASAN" check "$tmp/v3.pipe"
+for s in 0 1; do
+    got=$("$PIPEC" print "$tmp/v3.pipe" | sed -n "/^  stage $s {/,/}/p" | tr -s ' \n' '\n' |
+          grep -E '^(R|OG|LW)' | sed 's/^\([A-Z]*\)[0-9]*\(\.[0-9]\)\{0,1\}$/\1\2/' | sort | uniq -c | tr -s ' \n' ' ')
+    check "chunks 3, stage $s: 6 R of chunk 0, 6 of chunk 1, OG and LW of chunk 2 ($got)" test "$got" = " 1 LW.2 1 OG.2 6 R 6 R.1 "
+done
 finish
