@@ -186,6 +186,20 @@ check "export-csv with one dep: exit 0" test $? = 0
 check "export-csv with one dep: the warning" grep -q "warning\[csv\]: the schedule's 1 dep edge cannot be written to a PyTorch CSV and is left out$" "$tmp/err"
 check "export-csv with one dep: the actions" test "$(cat "$tmp/dep1.csv")" = "$(printf '0F0,0B0\n1F0,1B0')"
 
+# An action without its stage index; blanks (tabs, spaces) around a cell are not part of it.
+printf 'F0,0B0\n' >"$tmp/n1.csv"
+expect "$tmp/n1.csv" "$tmp/n1.csv:1:1: error[syntax]: bad action 'F0': an action starts with its stage index, as in 2F0
+    F0,0B0
+    ^"
+printf '\t0F0\t, 0B0 \n' >"$tmp/n2.csv"
+"$PIPEC" import-csv "$tmp/n2.csv" -o "$tmp/n2.pipe" 2>"$tmp/err"
+check "blanks around cells: exit 0" test $? = 0
+check "blanks around cells: the ops" test "$(ops_of <"$tmp/n2.pipe")" = "0: F0 B0"
+# Two dep edges: the warning in the plural.
+printf 'pipeline d { stages 2 microbatches 1 costs { f 1ms b 2ms } stage 0 { F0 B0 } stage 1 { F0 B0 } dep 0:F0 -> 1:F0 dep 1:B0 -> 0:B0 }\n' >"$tmp/dep2.pipe"
+"$PIPEC" export-csv "$tmp/dep2.pipe" >/dev/null 2>"$tmp/err"
+check "export-csv with two deps: the warning" grep -q "warning\[csv\]: the schedule's 2 dep edges cannot be written to a PyTorch CSV and are left out$" "$tmp/err"
+
 # A CSV that imports but is not a complete schedule: import succeeds, check finds it.
 printf '0F0,0F1,0B0\n' >"$tmp/inc.csv"
 "$PIPEC" import-csv "$tmp/inc.csv" -o "$tmp/inc.pipe"
