@@ -1136,6 +1136,20 @@ static void test_writers(void **state)
     pipeline_free(p);
 }
 
+/* sim_json_string writes a JSON string literal: quote and backslash escaped, control
+ * characters as \\u00XX, other bytes as they are; NULL is the empty string. */
+static void test_json_string(void **state)
+{
+    (void)state;
+    StrBuf b = {0};
+    sim_json_string(&b, "a\"b\\c\n\x01" "d/\xc3\xa9");
+    assert_string_equal(b.s, "\"a\\\"b\\\\c\\u000a\\u0001d/\xc3\xa9\"");
+    b.len = 0;
+    sim_json_string(&b, NULL);
+    assert_string_equal(b.s, "\"\"");
+    sb_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1153,6 +1167,7 @@ int main(void)
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_op_semantics_agree),
         cmocka_unit_test(test_writers),
+        cmocka_unit_test(test_json_string),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
