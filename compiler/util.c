@@ -178,7 +178,9 @@ int write_file_atomic(const char *path, const char *data, size_t len)
         }
         off += (size_t)w;
     }
-    if (fchmod(fd, 0644) != 0 || close(fd) != 0) {
+    if (fchmod(fd, 0644) != 0)
+        goto fail; /* fd still open: closed there */
+    if (close(fd) != 0) {
         fd = -1;
         goto fail;
     }

@@ -2,7 +2,7 @@
  * fail, to test how pipec survives out of memory and I/O errors (tests/fault/run.sh).
  *
  *   FAULT_FUNC=NAME   malloc calloc realloc fopen fwrite rename renameat2 fclose write
- *                     mkdtemp
+ *                     mkdtemp fchmod close
  *   FAULT_N=N         fail the N-th call (1-based) of NAME in this process, only that one
  *   FAULT_COUNT=PATH  fail nothing; at exit append "NAME COUNT" per function to PATH
  *   FAULT_NO_EXCHANGE=1  besides, every renameat2 fails with EINVAL, as on a file
@@ -18,8 +18,9 @@
  * A failed call does what a real failure does: malloc/calloc/realloc return NULL with
  * ENOMEM; fopen returns NULL with EIO; fwrite writes nothing, sets the stream's error
  * flag and ENOSPC; write returns -1 with ENOSPC; rename/renameat2 return -1 with EIO
- * and move nothing; mkdtemp returns NULL with ENOSPC and creates nothing; fclose
- * closes the stream and then reports EOF with EIO (a close error, as NFS gives). The
+ * and move nothing; mkdtemp returns NULL with ENOSPC and creates nothing; fchmod
+ * returns -1 with EIO and changes nothing; fclose and close close and then report an
+ * error, EIO (a close error, as NFS gives). The
  * malloc family calls glibc's __libc_* entry points, so no dlsym happens inside an
  * allocation. */
 #define _GNU_SOURCE
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern void *__libc_malloc(size_t);
@@ -35,9 +37,10 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
 enum { F_MALLOC, F_CALLOC, F_REALLOC, F_FOPEN, F_FWRITE, F_RENAME, F_RENAMEAT2, F_FCLOSE,
-       F_WRITE, F_MKDTEMP, NFUNC };
+       F_WRITE, F_MKDTEMP, F_FCHMOD, F_CLOSE, NFUNC };
 static const char *const names[NFUNC] = {"malloc", "calloc", "realloc", "fopen", "fwrite",
-                                         "rename", "renameat2", "fclose", "write", "mkdtemp"};
+                                         "rename", "renameat2", "fclose", "write", "mkdtemp",
+                                         "fchmod", "close"};
 
 static int state;                /* 0 before main, 1 off, 2 failing, 3 counting */
 static int target = -1;          /* the function to fail */
@@ -233,6 +236,28 @@ void _exit(int status)
             dump();
     }
     real__exit(status);
+}
+
+int fchmod(int fd, mode_t mode)
+{
+    NEXT(fchmod);
+    if (hit(F_FCHMOD)) {
+        errno = EIO;
+        return -1;
+    }
+    return real_fchmod(fd, mode);
+}
+
+int close(int fd)
+{
+    NEXT(close);
+    int fail = hit(F_CLOSE);
+    int rc = real_close(fd);
+    if (fail) {
+        errno = EIO;
+        return -1;
+    }
+    return rc;
 }
 
 int fclose(FILE *f)

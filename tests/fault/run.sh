@@ -7,10 +7,11 @@
 # scenario (check of three examples; sim --json --svg --trace; emit over a folder an
 # older emit wrote, the same on a file system without RENAME_EXCHANGE, emit into a new
 # folder, and emit --backend cuda, whose stream plan allocates on its own; print -o;
-# opt -o; sim --html; tune -o; import-csv -o; export-csv -o), a clean run counts the calls of every intercepted function
-# (malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp); then the
-# N-th call of one function fails, for every N (the full sweep) or, with --sample K,
-# for K values of N spread over the range (always the first and the last). Every
+# opt -o; sim --html; tune -o; import-csv -o; export-csv -o), a clean run counts the
+# calls of every intercepted function (malloc calloc realloc fopen fwrite rename
+# renameat2 fclose write mkdtemp fchmod close); then the N-th call of one function
+# fails, for every N (the full sweep) or, with --sample K, for K values of N spread over
+# the range (always the first and the last). Every
 # injected run must:
 #   - end without a signal and without hanging (20 s), with exit status 0 or 1;
 #   - with exit status 1, say what failed on stderr (a line starting "pipec: " or
@@ -36,7 +37,7 @@ P=$(realpath "${PIPEC:-bin/pipec}")
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp"
+funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp fchmod close"
 runs=0 injected=0 reported=0 survived=0
 
 # scenario NAME: sets up $T/w (the work folder, cleared) and runs the command there.
