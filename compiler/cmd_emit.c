@@ -269,15 +269,17 @@ static char *find_nvcc(void)
     return NULL;
 }
 
-/* Runs argv (no shell) and waits; returns its exit status, or -1 when it could not
- * start. With quiet_out its stdout goes to stderr. */
+/* Runs argv (no shell) and waits; returns its exit status, or -1 after a message when
+ * it could not start or be waited for. With quiet_out its stdout goes to stderr. */
 static int spawn(char *const argv[], bool quiet_out)
 {
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        fprintf(stderr, "pipec: cannot start %s: %s\n", argv[0], strerror(errno));
         return -1;
+    }
     if (pid == 0) {
         if (quiet_out)
             dup2(2, 1);
@@ -287,8 +289,10 @@ static int spawn(char *const argv[], bool quiet_out)
     }
     int st;
     while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
+        if (errno != EINTR) {
+            fprintf(stderr, "pipec: cannot wait for %s: %s\n", argv[0], strerror(errno));
             return -1;
+        }
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     if (WIFSIGNALED(st))
@@ -307,6 +311,7 @@ static int spawn_many(char **const *cmds, int n, int jobs)
         while (next < n && running < jobs && !bad) {
             pid_t pid = fork();
             if (pid < 0) {
+                fprintf(stderr, "pipec: cannot start %s: %s\n", cmds[next][0], strerror(errno));
                 bad = 1;
                 break;
             }
@@ -326,6 +331,7 @@ static int spawn_many(char **const *cmds, int n, int jobs)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
+            fprintf(stderr, "pipec: cannot wait for the compiler: %s\n", strerror(errno));
             return 1;
         }
         running--;

@@ -2,7 +2,7 @@
  * fail, to test how pipec survives out of memory and I/O errors (tests/fault/run.sh).
  *
  *   FAULT_FUNC=NAME   malloc calloc realloc fopen fwrite rename renameat2 fclose write
- *                     mkdtemp fchmod close
+ *                     mkdtemp fchmod close fork waitpid
  *   FAULT_N=N         fail the N-th call (1-based) of NAME in this process, only that one
  *   FAULT_COUNT=PATH  fail nothing; at exit append "NAME COUNT" per function to PATH
  *   FAULT_NO_EXCHANGE=1  besides, every renameat2 fails with EINVAL, as on a file
@@ -20,7 +20,8 @@
  * flag and ENOSPC; write returns -1 with ENOSPC; rename/renameat2 return -1 with EIO
  * and move nothing; mkdtemp returns NULL with ENOSPC and creates nothing; fchmod
  * returns -1 with EIO and changes nothing; fclose and close close and then report an
- * error, EIO (a close error, as NFS gives). The
+ * error, EIO (a close error, as NFS gives); fork returns -1 with EAGAIN and starts
+ * nothing; waitpid returns -1 with ECHILD (the child is left to finish on its own). The
  * malloc family calls glibc's __libc_* entry points, so no dlsym happens inside an
  * allocation. */
 #define _GNU_SOURCE
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern void *__libc_malloc(size_t);
@@ -37,10 +39,10 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
 enum { F_MALLOC, F_CALLOC, F_REALLOC, F_FOPEN, F_FWRITE, F_RENAME, F_RENAMEAT2, F_FCLOSE,
-       F_WRITE, F_MKDTEMP, F_FCHMOD, F_CLOSE, NFUNC };
+       F_WRITE, F_MKDTEMP, F_FCHMOD, F_CLOSE, F_FORK, F_WAITPID, NFUNC };
 static const char *const names[NFUNC] = {"malloc", "calloc", "realloc", "fopen", "fwrite",
                                          "rename", "renameat2", "fclose", "write", "mkdtemp",
-                                         "fchmod", "close"};
+                                         "fchmod", "close", "fork", "waitpid"};
 
 static int state;                /* 0 before main, 1 off, 2 failing, 3 counting */
 static int target = -1;          /* the function to fail */
@@ -258,6 +260,26 @@ int close(int fd)
         return -1;
     }
     return rc;
+}
+
+pid_t fork(void)
+{
+    NEXT(fork);
+    if (hit(F_FORK)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return real_fork();
+}
+
+pid_t waitpid(pid_t pid, int *status, int options)
+{
+    NEXT(waitpid);
+    if (hit(F_WAITPID)) {
+        errno = ECHILD;
+        return -1;
+    }
+    return real_waitpid(pid, status, options);
 }
 
 int fclose(FILE *f)

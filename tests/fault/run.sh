@@ -7,9 +7,10 @@
 # scenario (check of three examples; sim --json --svg --trace; emit over a folder an
 # older emit wrote, the same on a file system without RENAME_EXCHANGE, emit into a new
 # folder, and emit --backend cuda, whose stream plan allocates on its own; print -o;
-# opt -o; sim --html; tune -o; import-csv -o; export-csv -o), a clean run counts the
+# opt -o; sim --html; tune -o; import-csv -o; export-csv -o; compile -o over an older
+# emit, with $CC a stand-in that writes the program), a clean run counts the
 # calls of every intercepted function (malloc calloc realloc fopen fwrite rename
-# renameat2 fclose write mkdtemp fchmod close); then the N-th call of one function
+# renameat2 fclose write mkdtemp fchmod close fork waitpid); then the N-th call of one function
 # fails, for every N (the full sweep) or, with --sample K, for K values of N spread over
 # the range (always the first and the last). Every
 # injected run must:
@@ -37,7 +38,8 @@ P=$(realpath "${PIPEC:-bin/pipec}")
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp fchmod close"
+funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp fchmod close fork
+    waitpid"
 runs=0 injected=0 reported=0 survived=0
 
 # scenario NAME: sets up $T/w (the work folder, cleared) and runs the command there.
@@ -45,7 +47,7 @@ setup() {
     rm -rf "$T/w"
     mkdir -p "$T/w"
     case $1 in
-    emit | emit_noexchange) cp -r "$T/ref_old_gen" "$T/w/gen" ;;
+    emit | emit_noexchange | compile) cp -r "$T/ref_old_gen" "$T/w/gen" ;;
     print) cp "$T/ref_old_print" "$T/w/out.pipe" ;;
     esac
 }
@@ -55,6 +57,7 @@ command_of() {
     sim) echo sim examples/demo.pipe --json --svg "$T/w/t.svg" --trace "$T/w/t.json" ;;
     emit | emit_noexchange | emit_new) echo emit examples/demo.pipe -o "$T/w/gen" ;;
     emit_cuda) echo emit --backend cuda examples/demo.pipe -o "$T/w/gen" ;;
+    compile) echo compile examples/demo.pipe -o "$T/w/gen" ;;
     print) echo print examples/obscura_llama2_18b_gb16.pipe -o "$T/w/out.pipe" ;;
     opt) echo opt examples/demo.pipe --pass recompute -o "$T/w/opt.pipe" ;;
     sim_html) echo sim examples/demo.pipe --html "$T/w/t.html" ;;
@@ -63,6 +66,10 @@ command_of() {
     export_csv) echo export-csv examples/tiny_1f1b.pipe -o "$T/w/out.csv" ;;
     esac
 }
+
+# compile's C compiler: a stand-in that writes the program named after -o.
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  if [ "$1" = -o ]; then printf "program\\n" >"$2" && chmod +x "$2"; exit $?; fi\n  shift\ndone\nexit 1\n' >"$T/cc"
+chmod +x "$T/cc"
 
 # The old contents the emit and print scenarios overwrite.
 "$P" emit examples/tiny_1f1b.pipe -o "$T/ref_old_gen" >/dev/null || exit 1
@@ -99,6 +106,14 @@ outputs_ok() {
             return 1
         fi
         ;;
+    compile)
+        # the emitted files all old or all new; after a failed build, no program
+        if ! diff -rq "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1 && ! diff -rq "$T/w/gen" "$T/ref_old_gen" >/dev/null 2>&1 &&
+           ! { [ "$rc" = 1 ] && [ ! -e "$T/w/gen/demo" ] && diff -rq -x demo "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1; }; then
+            echo "the compile folder is neither old, new, nor new without its program"
+            return 1
+        fi
+        ;;
     emit_new | emit_cuda)
         if [ -e "$T/w/gen" ] && ! diff -rq "$T/w/gen" "$ref/w/gen" >/dev/null 2>&1; then
             echo "the new emit folder is incomplete"
@@ -123,12 +138,13 @@ outputs_ok() {
 env_of() {
     case $1 in
     emit_noexchange) echo FAULT_NO_EXCHANGE=1 ;;
+    compile) echo CC="$T/cc" ;;
     *) echo FAULT_NO_EXCHANGE=0 ;;
     esac
 }
 
 for name in check sim emit emit_noexchange emit_new emit_cuda print opt sim_html tune import_csv \
-    export_csv; do
+    export_csv compile; do
     # the clean run: reference outputs and call counts
     setup $name
     mkdir -p "$T/ref_$name"
