@@ -263,6 +263,18 @@ check "tune -o, one-chunk best of a chunks 2 file: checks" q "$PIPEC" check "$tm
 b=$(best "$tmp/v2.tab"); o=$(makespan "$tmp/v2.best.pipe")
 expect "tune -o, one-chunk best of a chunks 2 file: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
 
+# Without a memory budget: the table says so, -o writes no memory line, and zbh1 wins.
+# By hand, 2 stages x 4 micro-batches, f 1 ms, b 2 ms of which w 1 ms: 1F1B takes
+# (M + P - 1)(f + b) = 15 ms; zbh1 fills the cooldown with the split-off W, so each stage
+# is busy 4 x 3 ms plus the 1 ms the last stage waits for its first forward: 13 ms.
+printf 'import "std/schedules.pipe"\npipeline nm { stages 2 microbatches 4 costs { f 1ms b 2ms w 1ms } schedule onef1b }\n' >"$tmp/nm.pipe"
+"$PIPEC" tune "$tmp/nm.pipe" -o "$tmp/nm.best.pipe" >"$tmp/nm.tab" 2>/dev/null
+check "tune, no budget: the table says budget none" grep -q "^# .*: 2 stages, 4 micro-batches, budget none;" "$tmp/nm.tab"
+check "tune, no budget: row 1 is zbh1 at 13 ms" grep -qE '^ +1 +13\.0 .* zbh1$' "$tmp/nm.tab"
+check "tune -o, no budget: no memory line" bash -c "! grep -q '^  memory' '$tmp/nm.best.pipe'"
+o=$(makespan "$tmp/nm.best.pipe")
+expect "tune -o, no budget: simulates to 13 ms ($o)" "abs($o - 13) < 1e-9"
+
 # --budget stops the search wherever it runs out (the file as written, a template, a
 # recompute, swap or pass step): N variants tried, never more, for N across the whole
 # search of Obscura's Llama-2 18B at gb16.
