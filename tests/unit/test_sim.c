@@ -1136,6 +1136,31 @@ static void test_writers(void **state)
     pipeline_free(p);
 }
 
+/* A schedule too incomplete to index (fewer ops than (v,m) pairs) is stuck: sim_makespan
+ * is +inf and sim_mem_deltas all zero (sim.h); simulate marks it stuck. */
+static void test_incomplete(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 2, 1);
+    ops(p, 0, "F0");
+    ops(p, 1, "F0");
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_B, 2);
+    set_cost(&p->costs, COST_ACT, 1024);
+    void *scratch = NULL;
+    assert_true(isinf(sim_makespan(p, &scratch)));
+    sim_scratch_free(scratch);
+    double d0[1] = {7}, d1[1] = {7};
+    double *delta[2] = {d0, d1};
+    sim_mem_deltas(p, delta);
+    assert_true(d0[0] == 0 && d1[0] == 0);
+    SimResult *r = simulate(p);
+    assert_non_null(r);
+    assert_true(r->stuck);
+    sim_free(r);
+    pipeline_free(p);
+}
+
 /* sim_json_string writes a JSON string literal: quote and backslash escaped, control
  * characters as \\u00XX, other bytes as they are; NULL is the empty string. */
 static void test_json_string(void **state)
@@ -1168,6 +1193,7 @@ int main(void)
         cmocka_unit_test(test_op_semantics_agree),
         cmocka_unit_test(test_writers),
         cmocka_unit_test(test_json_string),
+        cmocka_unit_test(test_incomplete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
