@@ -302,6 +302,10 @@ static void test_number_format(void **state)
     assert_string_equal(sim_fmt_num(buf, sizeof buf, 0.00012345), "0.00012345");
     assert_string_equal(sim_fmt_bytes(buf, sizeof buf, 8 * GiB), "8589934592");
     assert_string_equal(sim_fmt_bytes(buf, sizeof buf, 2.5), "3");
+    assert_string_equal(sim_fmt_bytes(buf, sizeof buf, -0.0), "0");
+    assert_string_equal(sim_fmt_bytes(buf, sizeof buf, 1.0 / 0.0), "null");
+    assert_string_equal(sim_fmt_bytes(buf, sizeof buf, nan("")), "null");
+    assert_string_equal(sim_fmt_num(buf, sizeof buf, nan("")), "null");
     assert_string_equal(sim_fmt_size(buf, sizeof buf, 36 * GiB), "36.0 GiB");
     assert_string_equal(sim_fmt_size(buf, sizeof buf, 512), "512 B");
 }
