@@ -1148,9 +1148,6 @@ static void test_incomplete(void **state)
     Pipeline *p = mk(2, 2, 1);
     ops(p, 0, "F0");
     ops(p, 1, "F0");
-    set_cost(&p->costs, COST_F, 1);
-    set_cost(&p->costs, COST_B, 2);
-    set_cost(&p->costs, COST_ACT, 1024);
     void *scratch = NULL;
     assert_true(isinf(sim_makespan(p, &scratch)));
     sim_scratch_free(scratch);
