@@ -2,7 +2,7 @@
  * fail, to test how pipec survives out of memory and I/O errors (tests/fault/run.sh).
  *
  *   FAULT_FUNC=NAME   malloc calloc realloc fopen fwrite rename renameat2 fclose write
- *                     mkdtemp fchmod close fork waitpid
+ *                     mkdtemp fchmod close fork waitpid chmod lstat opendir unlink rmdir
  *   FAULT_N=N         fail the N-th call (1-based) of NAME in this process, only that one
  *   FAULT_COUNT=PATH  fail nothing; at exit append "NAME COUNT" per function to PATH
  *   FAULT_NO_EXCHANGE=1  besides, every renameat2 fails with EINVAL, as on a file
@@ -21,10 +21,17 @@
  * and move nothing; mkdtemp returns NULL with ENOSPC and creates nothing; fchmod
  * returns -1 with EIO and changes nothing; fclose and close close and then report an
  * error, EIO (a close error, as NFS gives); fork returns -1 with EAGAIN and starts
- * nothing; waitpid returns -1 with ECHILD (the child is left to finish on its own). The
+ * nothing; waitpid returns -1 with ECHILD (the child is left to finish on its own);
+ * chmod, lstat, unlink and rmdir return -1 with EIO and change nothing; opendir returns
+ * NULL with EIO. The
  * malloc family calls glibc's __libc_* entry points, so no dlsym happens inside an
- * allocation. */
+ * allocation.
+ *
+ * A child that pipec forks and that then runs another program (execvp) would take the
+ * counters of a pipec built with --coverage with it; where __gcov_dump is exported, the
+ * child writes them first, so that its side of the fork counts. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -39,10 +46,12 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
 enum { F_MALLOC, F_CALLOC, F_REALLOC, F_FOPEN, F_FWRITE, F_RENAME, F_RENAMEAT2, F_FCLOSE,
-       F_WRITE, F_MKDTEMP, F_FCHMOD, F_CLOSE, F_FORK, F_WAITPID, NFUNC };
+       F_WRITE, F_MKDTEMP, F_FCHMOD, F_CLOSE, F_FORK, F_WAITPID, F_CHMOD, F_LSTAT, F_OPENDIR,
+       F_UNLINK, F_RMDIR, NFUNC };
 static const char *const names[NFUNC] = {"malloc", "calloc", "realloc", "fopen", "fwrite",
                                          "rename", "renameat2", "fclose", "write", "mkdtemp",
-                                         "fchmod", "close", "fork", "waitpid"};
+                                         "fchmod", "close", "fork", "waitpid", "chmod",
+                                         "lstat", "opendir", "unlink", "rmdir"};
 
 static int state;                /* 0 before main, 1 off, 2 failing, 3 counting */
 static int target = -1;          /* the function to fail */
@@ -292,4 +301,70 @@ int fclose(FILE *f)
         return EOF;
     }
     return rc;
+}
+
+int chmod(const char *path, mode_t mode)
+{
+    NEXT(chmod);
+    if (hit(F_CHMOD)) {
+        errno = EIO;
+        return -1;
+    }
+    return real_chmod(path, mode);
+}
+
+int lstat(const char *restrict path, struct stat *restrict st)
+{
+    NEXT(lstat);
+    if (hit(F_LSTAT)) {
+        errno = EIO;
+        return -1;
+    }
+    return real_lstat(path, st);
+}
+
+DIR *opendir(const char *path)
+{
+    NEXT(opendir);
+    if (hit(F_OPENDIR)) {
+        errno = EIO;
+        return NULL;
+    }
+    return real_opendir(path);
+}
+
+int unlink(const char *path)
+{
+    NEXT(unlink);
+    if (hit(F_UNLINK)) {
+        errno = EIO;
+        return -1;
+    }
+    return real_unlink(path);
+}
+
+int rmdir(const char *path)
+{
+    NEXT(rmdir);
+    if (hit(F_RMDIR)) {
+        errno = EIO;
+        return -1;
+    }
+    return real_rmdir(path);
+}
+
+/* Writes the counters of a pipec built with --coverage before a forked child of it runs
+ * another program (nothing counted or failed meanwhile). */
+int execvp(const char *file, char *const argv[])
+{
+    NEXT(execvp);
+    if (state >= 2) {
+        int was = state;
+        state = 1;
+        void (*dump)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "__gcov_dump");
+        if (dump)
+            dump();
+        state = was;
+    }
+    return real_execvp(file, argv);
 }
