@@ -12,9 +12,11 @@
 
 #include <cmocka.h>
 
+#include "driver.h"
 #include "emit_c.h"
 #include "piperun.h"
 #include "testutil.h"
+#include "tf_layout.h"
 
 /* Two ranks, two micro-batches: rank 0 swaps (v0,m0) out and back and splits its
  * backwards with W; rank 1 recomputes (v1,m0). */
@@ -246,6 +248,77 @@ static void test_piece_rows_follow_the_plan(void **state)
     free(sz);
 }
 
+/* The shape of `model` a pipeline declares, through the CLI's pipeline (driver_compile_
+ * string): mlp_shape accepts the workloads' models and otherwise names what is wrong,
+ * which `pipec run` and `pipec check` print as the reason the model cannot run. Each
+ * case is the whole pipeline text after the model block and the stages. */
+static void test_mlp_shape_reasons(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *model;     /* the model block's fields */
+        const char *extra;     /* pipeline lines besides stages 2, microbatches 2 */
+        const char *why;       /* NULL: accepted */
+    } cases[] = {
+        {"arch gpt layers 4 hidden 64 heads 4 vocab 256 seq 16 mbs 2", "", NULL},
+        {"arch llama layers 2 hidden 64 heads 4 kv_heads 2 ffn 96 vocab 256 seq 16 mbs 2",
+         "", NULL},
+        {"arch mlp layers 2 hidden 32 vocab 64 seq 8 mbs 2", "partition [1, 1]", NULL},
+        {"arch gpt layers 4 hidden 64 heads 4 vocab 20000000 seq 16 mbs 2", "",
+         "model m: `vocab` must be a whole number in 1..16777216"},
+        {"arch gpt layers 4 hidden 64 heads 4 vocab 256 seq 16 mbs 20000000", "",
+         "model m: `mbs` must be a whole number in 1..16777216"},
+        {"arch gpt layers 4 hidden 64 heads 4 ffn 20000000 vocab 256 seq 16 mbs 2", "",
+         "model m: `ffn` must be a whole number"},
+        {"arch llama layers 4 hidden 12 heads 4 vocab 256 seq 16 mbs 2", "",
+         "model m: heads must divide hidden, kv_heads heads, and a llama head size must be even"},
+        {"arch mlp layers 3 hidden 32 vocab 64 seq 8 mbs 2", "partition [1.5, 1.5]",
+         "the mlp workload runs whole layers only (partition entry 0 is 1.5)"},
+        {"arch gpt layers 40 hidden 5120 heads 40 vocab 50304 seq 16 mbs 1", "",
+         "model m is too large for the CPU gpt workload (1.73e+10 parameters)"},
+        {"arch mlp layers 40 hidden 5120 vocab 50304 seq 16 mbs 1", "",
+         "model m is too large for the CPU mlp workload (8.91e+09 parameters)"},
+        {"arch mlp layers 2 hidden 64 vocab 256 seq 65536 mbs 64", "",
+         "model m: activations of one micro-batch are too large for the CPU mlp workload"},
+        {"arch gpt layers 2 hidden 64 heads 4 vocab 256 seq 65536 mbs 64", "",
+         "model m: activations of one micro-batch are too large for the CPU gpt workload"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        char *src = xasprintf("model m { %s dtype fp32 }\n"
+                              "pipeline t {\n  stages 2  microbatches 2  model m\n  %s\n"
+                              "  stage 0 { F0 F1 B0 B1 }\n  stage 1 { F0 B0 F1 B1 }\n}\n",
+                              cases[i].model, cases[i].extra);
+        Diag d = {0};
+        char *text = NULL;
+        size_t len = 0;
+        d.out = open_memstream(&text, &len);
+        Pipeline *p = driver_compile_string(&d, NULL, "t.pipe", src, strlen(src));
+        fflush(d.out);
+        if (!p)
+            fail_msg("case %zu does not compile: %s", i, text);
+        MlpShape sh;
+        char why[200] = "";
+        int rc = mlp_shape(p, &sh, why, sizeof why);
+        if (cases[i].why) {
+            assert_int_equal(rc, -1);
+            assert_string_equal(why, cases[i].why);
+        } else {
+            if (rc != 0)
+                fail_msg("case %zu: %s", i, why);
+            assert_int_equal(sh.L, i == 0 ? 4 : 2);
+            assert_int_equal(sh.layers[0] + sh.layers[1], sh.L);    /* whole layers */
+            assert_int_equal(sh.arch, i == 0 ? TF_GPT : i == 1 ? TF_LLAMA : 0);
+            assert_true(sh.sizes[0].act > 0 && sh.sizes[1].act > 0);
+            mlp_shape_free(&sh);
+        }
+        pipeline_free(p);
+        fclose(d.out);
+        free(text);
+        diag_free(&d);
+        free(src);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +327,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_main_tables_designated, emit_sample, free_sample),
         cmocka_unit_test_setup_teardown(test_piece_rows_follow_the_plan, emit_sample,
                                         free_sample),
+        cmocka_unit_test(test_mlp_shape_reasons),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
