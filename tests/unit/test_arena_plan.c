@@ -412,6 +412,112 @@ static void test_mlp_sizes(void **st)
     }
 }
 
+/* Sizes beyond 2^62 bytes are clamped to 4e18 (arena_plan.h), and a budget that large
+ * leaves room for anything: the plan is the plain one. */
+static void test_huge_sizes(void **st)
+{
+    (void)st;
+    Pipeline *p = one(2, 1, "F0 F1 B0 B1");
+    set_cost(&p->costs, COST_ACT, 1e20);
+    set_cost(&p->costs, COST_CKPT, 1e3);
+    ArenaSizes *sz = arena_sizes_from_costs(p);
+    assert_int_equal(sz[0].act, 4000000000000000000LL);
+    assert_int_equal(sz[0].ckpt, 1000);          /* aligned by the planner, not here */
+    assert_int_equal(sz[0].wact, sz[0].act);     /* wact defaults to act, clamped too */
+    free(sz);
+
+    ArenaPlan *a = arena_plan_within(p, NULL, 0, 1e30, false);
+    ArenaPlan *b = arena_plan(p, NULL, 0);
+    assert_int_equal(a->rank[0].size, 2 * 4000000000000000000LL);
+    assert_int_equal(a->rank[0].size, b->rank[0].size);
+    assert_int_equal(a->rank[0].peak_live, a->rank[0].size);
+    arena_plan_free(a);
+    arena_plan_free(b);
+    pipeline_free(p);
+}
+
+/* A stage without activations (act 0): nothing is placed, the arena is empty, and the
+ * report calls it unfragmented (1.000) rather than dividing by zero. */
+static void test_no_activations(void **st)
+{
+    (void)st;
+    Pipeline *p = one(2, 1, "F0 F1 B0 B1");
+    set_cost(&p->costs, COST_WEIGHTS, 2048);
+    ArenaPlan *a = arena_plan(p, NULL, 0);
+    assert_int_equal(a->rank[0].size, 0);
+    assert_int_equal(a->rank[0].peak_live, 0);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(a->rank[0].at[i][0], -1);
+    arena_plan_free(a);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    arena_plan_report(f, p, NULL, "none");
+    fclose(f);
+    assert_non_null(strstr(text, "\n    0          0 B          0 B    1.000      2.0 KiB      2.0 KiB            -\n"));
+    free(text);
+    pipeline_free(p);
+}
+
+/* The budget check over a rank with no ops: its weights alone exceed the budget, so it
+ * gets the error, with no "live activations peak" note (there is no op to point at);
+ * the other rank fits. The report prints the budget column in the same units. */
+static void test_budget_empty_rank(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(2, 1, 1);
+    ops(p, 0, "F0 B0");
+    ops(p, 1, "");
+    set_cost(&p->costs, COST_ACT, 1024);
+    set_cost(&p->stage_costs[1], COST_WEIGHTS, 8 << 20);
+    p->has_memory = true;
+    p->memory = 4 << 20;
+    char *text = NULL;
+    size_t len = 0;
+    Diag d = {0};
+    d.out = open_memstream(&text, &len);
+    assert_int_equal(arena_check(&d, p), 1);
+    fflush(d.out);
+    assert_non_null(strstr(text, "stage 1: static arena 0 B + weights 8.0 MiB = 8.0 MiB "
+                                 "exceeds the budget 4.0 MiB by 4.0 MiB"));
+    assert_null(strstr(text, "live activations peak"));
+    fclose(d.out);
+    free(text);
+    diag_free(&d);
+    text = NULL;
+    FILE *f = open_memstream(&text, &len);
+    arena_plan_report(f, p, NULL, "costs");
+    fclose(f);
+    assert_non_null(strstr(text, "\n    0      1.0 KiB      1.0 KiB    1.000          0 B      1.0 KiB      4.0 MiB\n"));
+    assert_non_null(strstr(text, "\n    1          0 B          0 B    1.000      8.0 MiB      8.0 MiB      4.0 MiB\n"));
+    free(text);
+    pipeline_free(p);
+}
+
+/* Quick mode (the search loops' plan) skips the exact search and the shuffled orders:
+ * on the interleaved case where only the exact search reaches the peak it may leave a
+ * gap, never an arena below the walk's peak, and never one below the full plan's. */
+static void test_quick(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(4, 8, 2);
+    gen_interleaved(p);
+    set_cost(&p->costs, COST_ACT, 3 << 10);
+    for (int v = 0; v < 8; v += 3)
+        set_cost(&p->vstage_costs[v], COST_ACT, 1 << 10);
+    ArenaPlan *full = arena_plan(p, NULL, 0);
+    ArenaPlan *quick = arena_plan_within(p, NULL, 0, 0, true);
+    for (int s = 0; s < p->P; s++) {
+        assert_int_equal(quick->rank[s].peak_live, full->rank[s].peak_live);
+        assert_true(quick->rank[s].size >= full->rank[s].size);
+        assert_true(full->rank[s].size >= full->rank[s].peak_live);
+        assert_true(fb_packing_ok(p, quick, s));
+    }
+    arena_plan_free(full);
+    arena_plan_free(quick);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +528,8 @@ int main(void)
         cmocka_unit_test(test_recompute_w),   cmocka_unit_test(test_swap_recompute),
         cmocka_unit_test(test_recompute_empty_ckpt), cmocka_unit_test(test_misordered),
         cmocka_unit_test(test_interleaved_v4),
+        cmocka_unit_test(test_huge_sizes),    cmocka_unit_test(test_no_activations),
+        cmocka_unit_test(test_budget_empty_rank), cmocka_unit_test(test_quick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
