@@ -319,6 +319,83 @@ static void test_mlp_shape_reasons(void **st)
     }
 }
 
+/* A pipeline without a name (built by hand: the front end always names one) is the
+ * program "pipeline"; one rank sends no messages, so the message table is one empty
+ * row; with no model the program says why the model workload cannot run. */
+static void test_nameless_one_rank(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(1, 2, 1);
+    free(p->name);
+    p->name = NULL;
+    ops(p, 0, "F0 F1 B0 B1");
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_B, 2);
+    set_cost(&p->costs, COST_ACT, 1 << 20);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    assert_string_equal(out.progname, "pipeline");
+    const char *main_c = file_text(&out, "main.c");
+    assert_non_null(strstr(main_c, ".name = \"pipeline\""));
+    assert_non_null(strstr(main_c, "static const PrMsg msgs[1] = {\n    {0},\n};"));
+    assert_non_null(strstr(main_c, ".nmsgs = 0,"));
+    assert_non_null(strstr(main_c, ".sim_ms = 6,"));   /* F F B B: 1 + 1 + 2 + 2 */
+    /* the reason as a C literal, its backquotes octal escapes (put_cstr) */
+    assert_non_null(strstr(main_c, ".mlp_unavailable = \"the pipeline has no \\140model\\140\","));
+    assert_non_null(strstr(file_text(&out, "Makefile"), "pipeline"));
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* A schedule the simulator cannot finish (rank 1 runs B0 before the F0 it needs) is
+ * still generated, its simulated makespan written as -1 (unknown); the runtime's own
+ * deadlock detection is what reports it when run. */
+static void test_stuck_schedule(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(2, 1, 1);
+    ops(p, 0, "F0 B0");
+    ops(p, 1, "B0 F0");
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_B, 2);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    assert_non_null(strstr(file_text(&out, "main.c"), ".sim_ms = -1,"));
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* A pipeline with no stages, chunks or micro-batches: a value error, and no files. */
+static void test_nothing_to_generate(void **st)
+{
+    (void)st;
+    for (int k = 0; k < 3; k++) {
+        Pipeline *p = mk(1, 1, 1);
+        ops(p, 0, "F0 B0");
+        *(k == 0 ? &p->P : k == 1 ? &p->V : &p->M) = 0;
+        Diag d = {0};
+        char *text = NULL;
+        size_t len = 0;
+        d.out = open_memstream(&text, &len);
+        EmitOut out;
+        assert_int_equal(emit_c(&d, p, "t.pipe", &out), 1);
+        fflush(d.out);
+        assert_int_equal(out.n, 0);
+        assert_int_equal(d.ncode[DIAG_VALUE], 1);
+        assert_non_null(strstr(text, "nothing to generate: the pipeline has no ops"));
+        *(k == 0 ? &p->P : k == 1 ? &p->V : &p->M) = 1;
+        emit_out_free(&out);
+        fclose(d.out);
+        free(text);
+        diag_free(&d);
+        pipeline_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +405,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_piece_rows_follow_the_plan, emit_sample,
                                         free_sample),
         cmocka_unit_test(test_mlp_shape_reasons),
+        cmocka_unit_test(test_nameless_one_rank),
+        cmocka_unit_test(test_stuck_schedule),
+        cmocka_unit_test(test_nothing_to_generate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
