@@ -518,6 +518,29 @@ static void test_quick(void **st)
     pipeline_free(p);
 }
 
+/* A (v,m) whose B comes before its F, or that has no B, gets no region (arena_plan.h:
+ * "left without a region"): its ops name no place, and the arena holds only the other
+ * micro-batch's region, though the walk, which counts every F, peaks higher. */
+static void test_unpaired(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *list;
+        uint32_t f0, f1;        /* list positions of F0 and F1 */
+    } cases[] = {{"B0 F0 F1 B1", 1, 2}, {"F0 F1 B1", 0, 1}};
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        Pipeline *p = one(2, 1, cases[i].list);
+        ArenaPlan *a = plan1(p, 128, 64, 64, 1);
+        const ArenaRank *r = &a->rank[0];
+        assert_int_equal(where(a, 0, cases[i].f0, 0), -1);
+        assert_int_equal(where(a, 0, cases[i].f1, 0), 0);
+        assert_int_equal(r->size, 128);
+        assert_int_equal(r->peak_live, 256);
+        arena_plan_free(a);
+        pipeline_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_interleaved_v4),
         cmocka_unit_test(test_huge_sizes),    cmocka_unit_test(test_no_activations),
         cmocka_unit_test(test_budget_empty_rank), cmocka_unit_test(test_quick),
+        cmocka_unit_test(test_unpaired),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
