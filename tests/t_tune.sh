@@ -290,4 +290,28 @@ done
 check "tune --budget N tries min(N, $total) variants for every N tried (failed:${bad_budgets:- none})" test -z "$bad_budgets"
 echo 'pipeline x { stages 0 }' >"$tmp/bad.pipe"
 "$PIPEC_ASAN" tune "$tmp/bad.pipe" >/dev/null 2>&1; check "tune on a bad file: exit 1" test $? = 1
+# --- usage: -h on stdout (exit 0); unknown options, no FILE, bad --top: exit 2 -----------------
+"$PIPEC" tune -h >"$tmp/h.out" 2>"$tmp/h.err"
+check "tune -h: exit 0" test $? = 0
+check "tune -h: usage on stdout" grep -q '^usage: pipec tune \[options\] FILE' "$tmp/h.out"
+check "tune -h: nothing on stderr" test ! -s "$tmp/h.err"
+"$PIPEC" tune --bogus examples/tiny_1f1b.pipe >"$tmp/u.out" 2>"$tmp/u.err"
+check "tune --bogus: exit 2" test $? = 2
+check "tune --bogus: names the option" grep -q "unknown option '--bogus'" "$tmp/u.err"
+"$PIPEC" tune >/dev/null 2>"$tmp/u.err"
+check "tune without FILE: exit 2" test $? = 2
+check "tune without FILE: usage on stderr" grep -q '^usage: pipec tune' "$tmp/u.err"
+"$PIPEC" tune --top 0 examples/tiny_1f1b.pipe >/dev/null 2>"$tmp/u.err"
+check "tune --top 0: exit 2" test $? = 2
+check "tune --top 0: says what it wants" grep -qxF "pipec tune: --top wants a whole number >= 1, not '0'" "$tmp/u.err"
+
+# --- nothing fits the budget: exit 1, an empty table, and no -o file ----------------------------
+sed 's/^  memory 40GiB$/  memory 1GiB/' examples/tiny_1f1b.pipe >"$tmp/tight.pipe"
+check "tune, nothing fits: the budget lowered to 1 GiB" grep -qx '  memory 1GiB' "$tmp/tight.pipe"
+"$PIPEC" tune --budget 50 "$tmp/tight.pipe" -o "$tmp/tight.best.pipe" >"$tmp/tight.tab" 2>"$tmp/tight.err"
+check "tune, nothing fits: exit 1" test $? = 1
+check "tune, nothing fits: says so" grep -qxF "pipec tune: no variant of $tmp/tight.pipe passes check" "$tmp/tight.err"
+check "tune, nothing fits: 0 pass check in the header" grep -q '^# .* variants tried, 0 pass check$' "$tmp/tight.tab"
+check "tune, nothing fits: no table rows" bash -c "! grep -qE '^ +[0-9]+ ' '$tmp/tight.tab'"
+check "tune, nothing fits: no -o file" test ! -e "$tmp/tight.best.pipe"
 finish
