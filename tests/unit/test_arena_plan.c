@@ -36,6 +36,18 @@ static int64_t where(const ArenaPlan *a, int s, uint32_t i, int64_t x)
     return r->at[i][k] < 0 ? -1 : r->at[i][k] + (x - from[k]);
 }
 
+/* arena_plan_report's table for p (cost-model sizes) under the line naming `what`
+ * (caller frees). */
+static char *report_text(const Pipeline *p, const char *what)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    arena_plan_report(f, p, NULL, what);
+    fclose(f);
+    return text;
+}
+
 /* Two live regions side by side; then reuse when lifetimes do not overlap. */
 static void test_gpipe_vs_1f1b(void **st)
 {
@@ -379,11 +391,7 @@ static void test_budget(void **st)
     p->memory -= 1;
     assert_int_equal(arena_check(&d, p), 1);
     assert_int_equal(d.ncode[DIAG_MEMORY], 1);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    arena_plan_report(f, p, NULL, "the cost model's act, ckpt and wact");
-    fclose(f);
+    char *text = report_text(p, "the cost model's act, ckpt and wact");
     assert_non_null(strstr(text, "  sizes: the cost model's act, ckpt and wact\n"));
     free(text);
     fclose(d.out);
@@ -449,11 +457,7 @@ static void test_no_activations(void **st)
     for (uint32_t i = 0; i < 4; i++)
         assert_int_equal(a->rank[0].at[i][0], -1);
     arena_plan_free(a);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    arena_plan_report(f, p, NULL, "none");
-    fclose(f);
+    char *text = report_text(p, "none");
     assert_non_null(strstr(text, "\n    0          0 B          0 B    1.000      2.0 KiB      2.0 KiB            -\n"));
     free(text);
     pipeline_free(p);
@@ -484,10 +488,7 @@ static void test_budget_empty_rank(void **st)
     fclose(d.out);
     free(text);
     diag_free(&d);
-    text = NULL;
-    FILE *f = open_memstream(&text, &len);
-    arena_plan_report(f, p, NULL, "costs");
-    fclose(f);
+    text = report_text(p, "costs");
     assert_non_null(strstr(text, "\n    0      1.0 KiB      1.0 KiB    1.000          0 B      1.0 KiB      4.0 MiB\n"));
     assert_non_null(strstr(text, "\n    1          0 B          0 B    1.000      8.0 MiB      8.0 MiB      4.0 MiB\n"));
     free(text);
