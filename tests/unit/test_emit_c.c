@@ -396,6 +396,79 @@ static void test_nothing_to_generate(void **st)
     }
 }
 
+/* Every row of main.c's message table carries the payload DESIGN.md "Dependencies"
+ * gives its ops: a hidden state for F(v,m) -> F(v+1,m), a gradient for B(v+1,m) ->
+ * B(v,m), a token for a `dep` line (here B0 of stage 1 -> F1 of stage 0) and anything
+ * else. Checked row by row from the row's own fields, on interleaved 1F1B (P = 2, V =
+ * 2, M = 2), whose messages also run from the last stage back to the first. */
+static void test_message_payloads(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(2, 2, 2);
+    gen_interleaved(p);
+    add_dep(p, 1, OP_B, 0, 0, OP_F, 1);
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_B, 2);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    const char *t = file_text(&out, "main.c");
+    unsigned n = 0, nact = 0, ngrad = 0, ntoken = 0;
+    for (const char *r = strstr(t, "] = {.src = "); r; r = strstr(r + 1, "] = {.src = ")) {
+        unsigned src, dst, fmb, tmb;
+        int fv, tv;
+        char fk[8], tk[8], pay[16];
+        assert_int_equal(sscanf(r, "] = {.src = %u, .dst = %u, .from_kind = PR_%7[A-Z], "
+                                   ".to_kind = PR_%7[A-Z], .payload = PR_PAY_%15[A-Z],\n"
+                                   "      .from_v = %d, .from_mb = %u, .to_v = %d, .to_mb = %u}",
+                                &src, &dst, fk, tk, pay, &fv, &fmb, &tv, &tmb), 9);
+        bool same = fmb == tmb;
+        const char *want = !strcmp(fk, "F") && !strcmp(tk, "F") && tv == fv + 1 && same ? "ACT"
+                           : !strcmp(fk, "B") && !strcmp(tk, "B") && tv + 1 == fv && same
+                               ? "GRAD"
+                               : "TOKEN";
+        if (strcmp(pay, want))
+            fail_msg("message %s%u (v%d) -> %s%u (v%d): payload %s, want %s", fk, fmb, fv, tk,
+                     tmb, tv, pay, want);
+        nact += !strcmp(pay, "ACT");
+        ngrad += !strcmp(pay, "GRAD");
+        ntoken += !strcmp(pay, "TOKEN");
+        n++;
+    }
+    /* 3 boundaries (v0-v1, v1-v2, v2-v3) x 2 micro-batches each way, and the dep */
+    assert_int_equal(nact, 6);
+    assert_int_equal(ngrad, 6);
+    assert_int_equal(ntoken, 1);
+    assert_non_null(strstr(t, ".nmsgs = 13,"));
+    assert_int_equal(n, 13);
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* A rank with no ops gets an op table of one empty row (C has no empty arrays) and
+ * zero ops in the rank table. */
+static void test_empty_rank(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(2, 1, 1);
+    ops(p, 0, "F0 B0");
+    ops(p, 1, "");
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_B, 2);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    assert_non_null(strstr(rank_text(&out, 1), "const PrOp pr_rank_1_ops[1] = {\n    {0},\n};"));
+    assert_non_null(strstr(rank_text(&out, 0), "const PrOp pr_rank_0_ops[2] = {\n"));
+    const char *t = file_text(&out, "main.c");
+    assert_non_null(strstr(t, "[1] = {.run = pr_rank_1, .ops = pr_rank_1_ops, .nops = 0,"));
+    assert_non_null(strstr(t, "[0] = {.run = pr_rank_0, .ops = pr_rank_0_ops, .nops = 2,"));
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +481,8 @@ int main(void)
         cmocka_unit_test(test_nameless_one_rank),
         cmocka_unit_test(test_stuck_schedule),
         cmocka_unit_test(test_nothing_to_generate),
+        cmocka_unit_test(test_message_payloads),
+        cmocka_unit_test(test_empty_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
