@@ -353,8 +353,9 @@ static void test_malformed(void **st)
 
 /* Misordered ops of a (v,m) are planned as arena_plan.h says, conservatively: an R
  * outside F..B is ignored (F keeps the whole act, as without R), a W before its B too
- * (the region ends at B), and an SO/SI pair before F moves nothing. Each arena is the
- * size of the schedule's without the misordered op. */
+ * (the region ends at B), and an SO/SI pair moves nothing unless it lies between F and
+ * the region's end with no R, B or W of it in between. Each arena is the size of the
+ * schedule's without the misordered ops. */
 static void test_misordered(void **st)
 {
     (void)st;
@@ -363,6 +364,11 @@ static void test_misordered(void **st)
         {"R0 F0 F1 B0 B1", "F0 F1 B0 B1"},             /* R before F */
         {"F0 F1 W0 B0 B1", "F0 F1 B0 B1"},             /* W before B */
         {"SO0 SI0 F0 F1 B0 B1", "F0 F1 B0 B1"},        /* a swap before F */
+        {"F0 SO0 F1 B1 B0", "F0 F1 B1 B0"},            /* an SO without SI */
+        {"F0 SI0 SO0 F1 B0 B1", "F0 F1 B0 B1"},        /* SI before SO */
+        {"F0 SO0 F1 B0 SI0 B1", "F0 F1 B0 B1"},        /* B between SO and SI */
+        {"F0 SO0 F1 R0 SI0 B0 B1", "F0 F1 R0 B0 B1"},  /* R between SO and SI */
+        {"F0 SO0 F1 B0 B1 SI0", "F0 F1 B0 B1"},        /* SI after B */
     };
     for (size_t i = 0; i < ARRAY_LEN(pairs); i++) {
         Pipeline *p = one(2, 1, pairs[i][0]), *q = one(2, 1, pairs[i][1]);
