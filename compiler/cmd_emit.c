@@ -572,7 +572,7 @@ static int folder_list(const char *dir, Folder *f, size_t *cap)
     }
     int rc = 0;
     struct dirent *e;
-    while (rc == 0 && (e = readdir(dp)) != NULL) {
+    while (rc == 0 && (errno = 0, e = readdir(dp)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         if (!replaceable(dir, e->d_name)) {
@@ -582,6 +582,10 @@ static int folder_list(const char *dir, Folder *f, size_t *cap)
         } else {
             VEC_PUSH(f->names, f->n, *cap, xstrdup(e->d_name));
         }
+    }
+    if (rc == 0 && errno) { /* readdir failed: the listing is not the whole folder */
+        fprintf(stderr, "pipec: cannot read %s: %s\n", dir, strerror(errno));
+        rc = 1;
     }
     closedir(dp);
     return rc;

@@ -2,7 +2,8 @@
  * fail, to test how pipec survives out of memory and I/O errors (tests/fault/run.sh).
  *
  *   FAULT_FUNC=NAME   malloc calloc realloc fopen fwrite rename renameat2 fclose write
- *                     mkdtemp fchmod close fork waitpid chmod lstat opendir unlink rmdir
+ *                     mkdtemp fchmod close fork waitpid chmod lstat opendir readdir unlink
+ *                     rmdir
  *   FAULT_N=N         fail the N-th call (1-based) of NAME in this process, only that one
  *   FAULT_COUNT=PATH  fail nothing; at exit append "NAME COUNT" per function to PATH
  *   FAULT_NO_EXCHANGE=1  besides, every renameat2 fails with EINVAL, as on a file
@@ -23,7 +24,8 @@
  * error, EIO (a close error, as NFS gives); fork returns -1 with EAGAIN and starts
  * nothing; waitpid returns -1 with ECHILD (the child is left to finish on its own);
  * chmod, lstat, unlink and rmdir return -1 with EIO and change nothing; opendir returns
- * NULL with EIO. The
+ * NULL with EIO, and readdir NULL with EIO (a directory that cannot be read further).
+ * The
  * malloc family calls glibc's __libc_* entry points, so no dlsym happens inside an
  * allocation.
  *
@@ -47,11 +49,12 @@ extern void *__libc_realloc(void *, size_t);
 
 enum { F_MALLOC, F_CALLOC, F_REALLOC, F_FOPEN, F_FWRITE, F_RENAME, F_RENAMEAT2, F_FCLOSE,
        F_WRITE, F_MKDTEMP, F_FCHMOD, F_CLOSE, F_FORK, F_WAITPID, F_CHMOD, F_LSTAT, F_OPENDIR,
-       F_UNLINK, F_RMDIR, NFUNC };
+       F_UNLINK, F_RMDIR, F_READDIR, NFUNC };
 static const char *const names[NFUNC] = {"malloc", "calloc", "realloc", "fopen", "fwrite",
                                          "rename", "renameat2", "fclose", "write", "mkdtemp",
                                          "fchmod", "close", "fork", "waitpid", "chmod",
-                                         "lstat", "opendir", "unlink", "rmdir"};
+                                         "lstat", "opendir", "unlink", "rmdir",
+                                         "readdir"};
 
 static int state;                /* 0 before main, 1 off, 2 failing, 3 counting */
 static int target = -1;          /* the function to fail */
@@ -331,6 +334,16 @@ DIR *opendir(const char *path)
         return NULL;
     }
     return real_opendir(path);
+}
+
+struct dirent *readdir(DIR *dp)
+{
+    NEXT(readdir);
+    if (hit(F_READDIR)) {
+        errno = EIO;
+        return NULL;
+    }
+    return real_readdir(dp);
 }
 
 int unlink(const char *path)

@@ -12,7 +12,7 @@
 # same with the stand-in as nvcc, which compiles the files in parallel and then links;
 # skipped where the CUDA runtime is not built), a clean run counts the
 # calls of every intercepted function (malloc calloc realloc fopen fwrite rename
-# renameat2 fclose write mkdtemp fchmod close fork waitpid chmod lstat opendir unlink
+# renameat2 fclose write mkdtemp fchmod close fork waitpid chmod lstat opendir readdir unlink
 # rmdir); then the N-th call of one function
 # fails, for every N (the full sweep) or, with --sample K, for K values of N spread over
 # the range (always the first and the last). Every
@@ -44,7 +44,7 @@ export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 funcs="malloc calloc realloc fopen fwrite rename renameat2 fclose write mkdtemp fchmod close fork
-    waitpid chmod lstat opendir unlink rmdir"
+    waitpid chmod lstat opendir readdir unlink rmdir"
 runs=0 injected=0 reported=0 survived=0
 
 # scenario NAME: sets up $T/w (the work folder, cleared) and runs the command there.
