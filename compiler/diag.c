@@ -157,6 +157,11 @@ static void vprimary(Diag *d, Loc loc, const char *kind, const char *fmt, va_lis
         diag_note(d, loc, "%s", d->expand_note);
 }
 
+bool diag_wants_op(const Diag *d)
+{
+    return d->expand_span.end > d->expand_span.off;
+}
+
 void diag_set_op(Diag *d, const char *fmt, ...)
 {
     va_list ap;

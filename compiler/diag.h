@@ -126,6 +126,10 @@ void diag_set_expansion(Diag *d, Span span, Loc at, const char *note);
  * the op comes from a template, the expansion note names it. Cleared by diag_error. */
 void diag_set_op(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Whether a note set by diag_set_op can be printed at all: only errors inside a template
+ * expansion print it, so without one (an explicit file) callers skip formatting it. */
+bool diag_wants_op(const Diag *d);
+
 /* A note attached to the previous error (printed only if that error was printed). */
 void diag_note(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
