@@ -1031,17 +1031,16 @@ static void place_rank(const Pipeline *p, int32_t s, Build *b, double budget, bo
 
 /* Where piece k of op i's region lives: region bytes [from[k], ...) are in the
  * incarnation the op works on (or, split, the one from splitat on), whose piece that
- * holds byte from[k] is at poff. */
-static void pieces_of_ops(const Pipeline *p, int32_t s, const ArenaSizes *sz, const Build *b,
-                          const int64_t *poff, ArenaRank *r)
+ * holds byte from[k] is at poff. cuts: the plan's piece boundaries per virtual stage. */
+static void pieces_of_ops(const Pipeline *p, int32_t s, const int64_t (*cuts)[ARENA_PIECES + 1],
+                          const Build *b, const int64_t *poff, ArenaRank *r)
 {
     const StageOps *so = &p->stages[s];
     for (uint32_t i = 0; i < r->nops; i++) {
         const Op *o = &so->ops[i];
         if (o->chunk >= (uint32_t)p->V || b->opinc[i] == NONE)
             continue;
-        int64_t from[ARENA_PIECES + 1];
-        arena_region_cuts(&sz[ir_vstage(p, s, o->chunk)], from);
+        const int64_t *from = cuts[ir_vstage(p, s, o->chunk)];
         for (int k = 0; k < ARENA_PIECES; k++) {
             int64_t x = from[k];
             uint32_t j = b->splitop[i] != NONE && x >= b->splitat[i] ? b->splitop[i]
@@ -1057,16 +1056,20 @@ static void pieces_of_ops(const Pipeline *p, int32_t s, const ArenaSizes *sz, co
                 continue;
             }
             for (uint32_t q = b->pfirst[j]; q < b->pfirst[j + 1]; q++)
-                if (b->plo[q] <= x && x < b->plo[q] + b->pcs[q].size)
+                if (b->plo[q] <= x && x < b->plo[q] + b->pcs[q].size) {
                     r->at[i][k] = poff[q] + (x - b->plo[q]);
+                    break;
+                }
         }
     }
 }
 
-/* Plans rank s into r: index its ops, build the incarnations of every (chunk, mb),
- * walk the memory rule for the peak, place. */
-static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int full_swap,
-                      double budget, bool quick, ArenaRank *r)
+/* Plans rank s into r: index its ops, build the incarnations of every (chunk, mb) and
+ * cut them at the piece boundaries cuts[v] (ArenaPlan.from), walk the memory rule for
+ * the peak, place. */
+static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz,
+                      const int64_t (*cuts)[ARENA_PIECES + 1], int full_swap, double budget,
+                      bool quick, ArenaRank *r)
 {
     const StageOps *so = &p->stages[s];
     uint32_t n = so->n;
@@ -1085,20 +1088,18 @@ static void plan_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, int fu
     for (uint32_t i = 0; i < n; i++)
         b.opinc[i] = b.splitop[i] = NONE;
     for (size_t c = 0; c < V; c++) {
-        const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
-        int64_t from[ARENA_PIECES + 1];
-        arena_region_cuts(z, from);
+        int32_t v = ir_vstage(p, s, (int32_t)c);
         for (size_t m = 0; m < M; m++) {
             size_t j0 = b.n;
-            build_vm(&b, &pos[c * M + m], z, swap_frees, frac);
-            cut_incs(&b, j0, from);
+            build_vm(&b, &pos[c * M + m], &sz[v], swap_frees, frac);
+            cut_incs(&b, j0, cuts[v]);
         }
     }
     VEC_PUSH(b.pfirst, b.pfn, b.pfcap, (uint32_t)b.np);
     walk_rank(p, s, sz, pos, swap_frees ? 1.0 : frac, r);
     int64_t *poff = xmalloc((b.np ? b.np : 1) * sizeof *poff);
     place_rank(p, s, &b, budget, quick, r, poff);
-    pieces_of_ops(p, s, sz, &b, poff, r);
+    pieces_of_ops(p, s, cuts, &b, poff, r);
     free(poff);
     free(b.incs);
     free(b.ibase);
@@ -1130,7 +1131,8 @@ ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_s
     for (size_t v = 0; v < nv; v++)
         arena_region_cuts(&sz[v], a->from[v]);
     for (int32_t s = 0; s < p->P; s++)
-        plan_rank(p, s, sz, full_swap, budget, quick, &a->rank[s]);
+        plan_rank(p, s, sz, (const int64_t(*)[ARENA_PIECES + 1])a->from, full_swap, budget,
+                  quick, &a->rank[s]);
     free(own);
     return a;
 }

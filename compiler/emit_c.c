@@ -614,16 +614,8 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
     sb_puts(b, "};\n\n");
 }
 
-/* The synthetic workload's region sizes of virtual stage v: the scaled ones when the
- * plan was scaled, else the cost model's. */
-static const ArenaSizes *synthetic_sizes(const EmitPlan *ep, int32_t v)
-{
-    return ep->scaled ? &ep->scaled[v] : &ep->cost[v];
-}
-
 /* main.c's virtual-stage table: owner, the mlp blocks and region sizes, and each
- * workload's piece boundaries (arena_region_cuts over the sizes its plan was made
- * with). */
+ * workload's piece boundaries (its plan's ArenaPlan.from). */
 static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
 {
     const Pipeline *p = ep->p;
@@ -633,15 +625,13 @@ static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
         int32_t s, c;
         ir_owner(p, v, &s, &c);
         const ArenaSizes *z = ep->have_mlp ? &ep->mlp.sizes[v] : NULL;
-        int64_t fm[PR_PIECES + 1] = {0}, fs[PR_PIECES + 1];
-        if (z)
-            arena_region_cuts(z, fm);
-        arena_region_cuts(synthetic_sizes(ep, v), fs);
+        static const int64_t none[PR_PIECES + 1] = {0};
+        const int64_t *fm = ep->plan_mlp ? ep->plan_mlp->from[v] : none;
         sb_printf(b, "    [%d] = {.rank = %d, .chunk = %d, .layers = %d, .act = %lld, "
                      ".ckpt = %lld, .wact = %lld,", v, s, c,
                   ep->have_mlp ? ep->mlp.layers[v] : 0, (long long)(z ? z->act : 0),
                   (long long)(z ? z->ckpt : 0), (long long)(z ? z->wact : 0));
-        put_rows(b, "\n      ", "from", fm, fs, PR_PIECES + 1);
+        put_rows(b, "\n      ", "from", fm, ep->plan_syn->from[v], PR_PIECES + 1);
         sb_puts(b, "},\n");
     }
     sb_puts(b, "};\n\n");
