@@ -636,6 +636,15 @@ void costmodel_get(const Pipeline *p, CostModel *cm)
         die("costmodel_get: a pass left an invalid partition");
 }
 
+/* The policy rank s's costs are derived with: its `recompute` policy; a rank with
+ * policy none has no R ops, and if one is written by hand it is a full recomputation
+ * (r and ckpt only matter where an R exists). */
+static RecomputePolicy costed_policy(const Pipeline *p, int32_t s)
+{
+    RecomputePolicy pol = p->stage_policy ? p->stage_policy[s] : POLICY_NONE;
+    return pol == POLICY_NONE ? POLICY_FULL : pol;
+}
+
 void cm_ckpt_layers(const Pipeline *p, double *out)
 {
     int32_t nv = p->P * p->V;
@@ -655,10 +664,8 @@ void cm_ckpt_layers(const Pipeline *p, double *out)
             by_hand = by_hand || (b[k]->set & ~b[k]->derived & mine);
         if (by_hand)
             continue;
-        RecomputePolicy pol = p->stage_policy ? p->stage_policy[s] : POLICY_NONE;
         CmCost k;
-        cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false,
-                 pol == POLICY_NONE ? POLICY_FULL : pol, &k); /* as derive_costs */
+        cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false, costed_policy(p, s), &k);
         out[v] = k.ckpt;
     }
     costmodel_free(&cm);
@@ -744,11 +751,8 @@ static int derive(Diag *d, Pipeline *p)
     for (int32_t v = 0; v < nv; v++) {
         int32_t s, c;
         ir_owner(p, v, &s, &c);
-        RecomputePolicy pol = p->stage_policy ? p->stage_policy[s] : POLICY_NONE;
-        /* A rank with policy none has no R ops; if one is written by hand, it is a full
-         * recomputation (r and ckpt only matter where an R exists). */
         CmCost k;
-        cm_vstage(&cm, v, pol == POLICY_NONE ? POLICY_FULL : pol, &k);
+        cm_vstage(&cm, v, costed_policy(p, s), &k);
         params[s] += k.params;
         double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
