@@ -546,49 +546,34 @@ static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
         return 0;
     }
     Loc loc = p->partition_loc;
-    bool per_rank = p->npartition == (uint32_t)p->P && nv != p->P;
-    if (p->npartition != (uint32_t)nv && !per_rank) {
+    int64_t *units = xcalloc((size_t)nv, sizeof *units);
+    int bad = ir_partition_units(p, 2 * MAX_SHAPE, units);
+    if (bad) {
+        free(units);
         if (!d)
             return 1;
-        diag_error(d, loc, DIAG_VALUE, "partition has %u entries; the pipeline has %d stages",
-                   p->npartition, p->P);
-        if (p->V > 1)
-            diag_note(d, loc, "with chunks %d, give one entry per stage or one per virtual "
-                              "stage (%d), in model order", p->V, nv);
+        if (bad < 0) {
+            diag_error(d, loc, DIAG_VALUE, "partition has %u entries; the pipeline has %d stages",
+                       p->npartition, p->P);
+            if (p->V > 1)
+                diag_note(d, loc, "with chunks %d, give one entry per stage or one per virtual "
+                                  "stage (%d), in model order", p->V, nv);
+        } else {
+            diag_error(d, loc, DIAG_VALUE,
+                       "partition entry %d (%g) must be a number of layers >= 0 in steps of 0.5",
+                       bad - 1, p->partition[bad - 1]);
+        }
         return 1;
-    }
-    int err = 0;
-    int64_t *units = xcalloc((size_t)nv, sizeof *units);
-    for (uint32_t i = 0; i < p->npartition; i++) {
-        double x = p->partition[i], u2 = 2 * x;
-        if (!isfinite(x) || x < 0 || u2 != floor(u2) || u2 > 2 * MAX_SHAPE) {
-            if (d)
-                diag_error(d, loc, DIAG_VALUE,
-                           "partition entry %u (%g) must be a number of layers >= 0 in steps "
-                           "of 0.5", i, x);
-            err++;
-            continue;
-        }
-        if (!per_rank) {
-            units[i] = (int64_t)u2;
-            continue;
-        }
-        /* one entry per rank: its units split evenly over its chunks, the remainder to
-         * the later chunks */
-        int64_t n = (int64_t)u2, q = n / p->V, rem = n % p->V;
-        for (int32_t c = 0; c < p->V; c++)
-            units[ir_vstage(p, (int32_t)i, c)] = q + (c >= p->V - rem ? 1 : 0);
     }
     for (int32_t v = 0; v < nv; v++)
         cm->ubeg[v + 1] = cm->ubeg[v] + units[v];
     free(units);
-    if (!err && cm->ubeg[nv] != U) {
-        if (d)
-            diag_error(d, loc, DIAG_VALUE, "partition sums to %g layers; model '%s' has %g",
-                       (double)cm->ubeg[nv] / 2, p->model->name, cm->model.layers);
-        err++;
-    }
-    return err;
+    if (cm->ubeg[nv] == U)
+        return 0;
+    if (d)
+        diag_error(d, loc, DIAG_VALUE, "partition sums to %g layers; model '%s' has %g",
+                   (double)cm->ubeg[nv] / 2, p->model->name, cm->model.layers);
+    return 1;
 }
 
 int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)

@@ -127,21 +127,37 @@ static int mlp_layers(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
             out->layers[v] = (int)((long long)(v + 1) * out->L / PV - (long long)v * out->L / PV);
         return 0;
     }
-    if ((int32_t)p->npartition != PV) {
-        snprintf(why, why_n, "the partition lists %u entries, the mlp workload needs one "
-                 "per virtual stage (%d)", p->npartition, PV);
+    /* the cost model's split (ir_partition_units), in whole layers */
+    int64_t *units = xcalloc((size_t)PV, sizeof *units);
+    int bad = ir_partition_units(p, 2.0 * (1 << 24), units);
+    int32_t half = -1; /* the first virtual stage given half a layer */
+    long long sum = 0;
+    for (int32_t v = 0; v < PV && !bad; v++) {
+        out->layers[v] = (int)(units[v] / 2);
+        sum += units[v] / 2;
+        if (units[v] % 2 && half < 0)
+            half = v;
+    }
+    double half_layers = half >= 0 ? (double)units[half] / 2 : 0;
+    free(units);
+    if (bad < 0) {
+        snprintf(why, why_n, "the partition lists %u entries; the pipeline has %d stages and "
+                 "%d virtual stages", p->npartition, p->P, PV);
         return -1;
     }
-    long long sum = 0;
-    for (int32_t v = 0; v < PV; v++) {
-        double x = p->partition[v];
-        if (!(x >= 0) || x != floor(x) || x > 1 << 24) {
+    if (bad > 0) {
+        snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry %d is "
+                 "%g)", bad - 1, p->partition[bad - 1]);
+        return -1;
+    }
+    if (half >= 0) {
+        if ((int32_t)p->npartition == PV)
             snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry "
-                     "%d is %g)", v, x);
-            return -1;
-        }
-        out->layers[v] = (int)x;
-        sum += (long long)x;
+                     "%d is %g)", half, half_layers);
+        else
+            snprintf(why, why_n, "the mlp workload runs whole layers only (the partition "
+                     "gives virtual stage %d %g layers)", half, half_layers);
+        return -1;
     }
     if (sum != out->L) {
         snprintf(why, why_n, "the partition sums to %lld layers, the model has %d", sum, out->L);

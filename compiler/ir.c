@@ -224,6 +224,27 @@ int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c)
     return c * p->P + s;
 }
 
+int ir_partition_units(const Pipeline *p, double max_units, int64_t *units)
+{
+    uint32_t nv = (uint32_t)p->P * (uint32_t)p->V;
+    bool per_stage = p->npartition == (uint32_t)p->P && nv != (uint32_t)p->P;
+    if (p->npartition != nv && !per_stage)
+        return -1;
+    for (uint32_t i = 0; i < p->npartition; i++) {
+        double u2 = 2 * p->partition[i];
+        if (!(u2 >= 0) || u2 != floor(u2) || u2 > max_units)
+            return 1 + (int)i;
+        int64_t n = (int64_t)u2;
+        if (!per_stage) {
+            units[i] = n;
+            continue;
+        }
+        for (int32_t c = 0; c < p->V; c++)
+            units[ir_vstage(p, (int32_t)i, c)] = n / p->V + (c >= p->V - n % p->V ? 1 : 0);
+    }
+    return 0;
+}
+
 void ir_owner(const Pipeline *p, int32_t v, int32_t *s, int32_t *c)
 {
     int32_t cc = v / p->P, r = v % p->P;

@@ -274,6 +274,16 @@ int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c);
 /* The rank and chunk that own virtual stage v (inverse of ir_vstage). */
 void ir_owner(const Pipeline *p, int32_t v, int32_t *s, int32_t *c);
 
+/* The half-layer units of each of the P*V virtual stages under the list form of
+ * `partition` (docs/cost-model.md "Units of the model and the partition"): P*V entries
+ * give one per virtual stage in model order; P entries give one per stage, split evenly
+ * over its chunks with the remainder going to the later chunks. Each entry is a number of
+ * layers >= 0 in steps of 0.5 and at most max_units half-layer units. units has P*V
+ * elements. Returns 0; -1 when the list has neither P nor P*V entries; 1 + i when entry
+ * i is not a valid number of layers. The one split the cost model and the CPU workload
+ * share. */
+int ir_partition_units(const Pipeline *p, double max_units, int64_t *units);
+
 /* The value of cost field f for chunk c on rank s: `costs vstage`, else `costs stage`,
  * else `costs`, else the default (0; host_bw +inf; swap_fraction 1; wact = act).
  * For SCOPE_RANK fields c is ignored. */

@@ -93,12 +93,29 @@ while IFS='|' read -r body why; do
 done <<'CASES'
 pipeline w { stages 2 microbatches 2 model tiny { arch llama heads 16 hidden 48 } device cpu schedule onef1b }|model tiny: heads must divide hidden, kv_heads heads, and a llama head size must be even
 pipeline w { stages 2 microbatches 2 model tiny partition [1.5, 2.5] device cpu schedule onef1b }|the mlp workload runs whole layers only (partition entry 0 is 1.5)
-pipeline w { stages 2 microbatches 2 chunks 2 model tiny partition [2, 2] device cpu schedule interleaved }|the partition lists 2 entries, the mlp workload needs one per virtual stage (4)
+pipeline w { stages 2 microbatches 2 chunks 2 model tiny partition [3, 1] device cpu schedule interleaved }|the mlp workload runs whole layers only (the partition gives virtual stage 0 1.5 layers)
 pipeline w { stages 2 microbatches 2 model tiny { seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU mlp workload
 pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs 64 } device cpu memory 100GiB schedule onef1b }|model tiny: activations of one micro-batch are too large for the CPU gpt workload
 model m { arch mlp layers 2 hidden 64 vocab 256 seq 16 } pipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }|model m: `mbs` must be a whole number in 1..16777216
 model m { arch gpt layers 2 hidden 64 heads 4 ffn 100000000 vocab 256 seq 16 mbs 2 } pipeline w { stages 2 microbatches 2 model m device cpu memory 1TiB schedule onef1b }|model m: `ffn` must be a whole number
 CASES
+# A partition with one entry per stage is split over its chunks as the cost model splits
+# it (docs/cost-model.md): [4, 0] with two chunks is [2, 0, 2, 0] per virtual stage, and
+# the mlp workload trains both alike: the same losses and the same arenas, which differ
+# from those of [1, 1, 1, 1].
+i=0
+for part in "[4, 0]" "[2, 0, 2, 0]" "[1, 1, 1, 1]"; do
+    i=$((i + 1))
+    printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\npipeline w { stages 2 microbatches 2 chunks 2 model tiny partition %s device cpu schedule interleaved }\n' "$part" >"$tmp/w.pipe"
+    "$PIPEC" run --workload mlp "$tmp/w.pipe" --iters 2 --seed 3 --cache "$tmp/cache6" >"$tmp/out" 2>"$tmp/err"
+    check "partition $part with chunks 2: the mlp workload trains it" test $? = 0
+    grep "^iter [0-9]" "$tmp/out" | sed "s/ *time.*//" >"$tmp/loss$i"
+    grep -o "arena [^,]*" "$tmp/out" >"$tmp/arena$i"
+done
+check "partition [4, 0] and [2, 0, 2, 0] with chunks 2: the same losses" cmp -s "$tmp/loss1" "$tmp/loss2"
+check "... two iterations' losses" test "$(wc -l <"$tmp/loss1")" = 2
+check "... the same arenas, one per stage" cmp -s "$tmp/arena1" "$tmp/arena2"
+check "... which differ from [1, 1, 1, 1]'s" test "$(wc -l <"$tmp/arena1")" = 2 -a "$(cat "$tmp/arena1")" != "$(cat "$tmp/arena3")"
 # The build cache: --cache, else $XDG_CACHE_HOME/pipec (an absolute path only, as the XDG
 # spec says), else $HOME/.cache/pipec.
 XDG_CACHE_HOME=$tmp/xdg "$PIPEC" run examples/tiny_1f1b.pipe --iters 1 >/dev/null 2>"$tmp/err"

@@ -416,6 +416,17 @@ static void test_settings(void **state)
     assert_ops(p, 3, "F0.1");
     done(&r);
 
+    /* with chunks, one entry per stage or one per virtual stage (docs/cost-model.md) */
+    p = load(&r, "pipeline x { stages 2 microbatches 1 chunks 2 partition [1, 2, 3, 4.5] }");
+    assert_non_null(p);
+    assert_int_equal(p->npartition, 4);
+    assert_true(p->partition[3] == 4.5);
+    done(&r);
+    p = load(&r, "pipeline x { stages 2 microbatches 1 chunks 2 partition [3, 4] }");
+    assert_non_null(p);
+    assert_int_equal(p->npartition, 2);
+    done(&r);
+
     p = load(&r, "pipeline x { stages 2 microbatches 1 partition even }");
     assert_non_null(p);
     assert_true(p->partition_set && p->partition_even);
@@ -427,6 +438,8 @@ static void test_settings(void **state)
     expect_error(PRE "device nope }", "error[name]: unknown device 'nope'");
     expect_error(PRE "schedule nope }", "error[name]: unknown schedule template 'nope'");
     expect_error(PRE "partition [1, 2, 3] }", "error[value]: 'partition' lists 3 stages, but the pipeline has 2");
+    expect_error(PRE "chunks 2 partition [1, 2, 3] }",
+                 "t.pipe:1:47: note: with chunks 2, give one entry per stage or one per virtual stage (4)");
     expect_error(PRE "partition [1, 2.25] }", "error[value]: a partition entry is a number of layers, a multiple of 0.5");
     expect_error(PRE "recompute stages 0..=2 policy full }",
                  "error[value]: recompute stages 0..3 are not a non-empty range within stages 2");
