@@ -679,12 +679,15 @@ static void drop_derived(CostBlock *b)
 }
 
 /* True when the user set field f in a block that applies to (rank s, virtual stage v);
- * v < 0 for rank fields. */
+ * v < 0 for rank fields. A value derive_costs put there earlier in the same run does
+ * not count (act is derived before wact is asked about). */
 static bool user_set(const Pipeline *p, int32_t s, int32_t v, CostField f)
 {
     uint32_t bit = 1u << f;
-    return (v >= 0 && (p->vstage_costs[v].set & bit)) || (p->stage_costs[s].set & bit) ||
-           (p->costs.set & bit);
+    const CostBlock *vb = v >= 0 ? &p->vstage_costs[v] : NULL;
+    return (vb && (vb->set & ~vb->derived & bit)) ||
+           (p->stage_costs[s].set & ~p->stage_costs[s].derived & bit) ||
+           (p->costs.set & ~p->costs.derived & bit);
 }
 
 static void put(CostBlock *b, CostField f, double x)
