@@ -451,6 +451,91 @@ static bool blocks_equal(const CostBlock *a, const CostBlock *b, size_t n)
     return true;
 }
 
+/* wact (bytes B keeps for W) is derived from the model where the user set neither act
+ * nor wact: the GEMM inputs and output gradients, capped at act (docs/cost-model.md
+ * "wact"); less than act for a whole transformer stage, whose attention core and
+ * dropout masks W does not read. A user's act alone keeps DESIGN's wact = act. */
+static void test_wact_derived(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 2, "eager"), dev());
+    p->stage_costs[1].v[COST_ACT] = 5;
+    p->stage_costs[1].set |= 1u << COST_ACT;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    CostModel cm;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    CmCost v0;
+    cm_vstage(&cm, 0, POLICY_FULL, &v0);
+    assert_true(v0.wact > 0 && v0.wact < v0.act);
+    assert_near(ir_cost(p, 0, 0, COST_WACT), v0.wact);
+    assert_true(p->vstage_costs[0].derived & (1u << COST_WACT));
+    assert_true(ir_cost(p, 1, 0, COST_WACT) == 5);
+    assert_false(p->vstage_costs[1].set & (1u << COST_WACT));
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* A device without mem_bw, host_bw or peer_bw: memory traffic costs nothing (cmb's
+ * recomputation is elementwise work only: r = 0), an all-reduce is its latency alone,
+ * 2(t-1) x peer_latency = 2 x 3 x 0.01 ms, and no rank gets a host_bw (unlimited). */
+static void test_device_without_links(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Entity *d = ent("bare");
+    ent_num(d, "peak_tflops", 100, UNIT_NONE);
+    ent_num(d, "peer_latency", 0.01, UNIT_TIME);
+    Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 2, "flash"), d);
+    p->tensor_parallel = 4;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    CostModel cm;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    assert_near(cm_allreduce_ms(&cm, 8388608.0), 0.06);
+    CmCost cmb, none;
+    cm_unit(&cm, CM_MLP, false, POLICY_CMB, &cmb);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &none);
+    assert_true(cmb.r == 0 && cmb.ckpt < none.act);
+    /* stage 0 holds 2 layers: 2 attention and 2 MLP blocks, one all-reduce each */
+    assert_near(ir_cost(p, 0, 0, COST_FCOMM), 4 * 0.06);
+    assert_false(p->stage_costs[0].set & (1u << COST_HOST_BW));
+    assert_true(isinf(ir_cost(p, 0, 0, COST_HOST_BW)));
+    assert_false(p->has_memory);
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* cm_ckpt_layers: -1 everywhere before derive_costs has costed the pipeline, and for a
+ * virtual stage whose act the source sets; the model's checkpoint elsewhere. */
+static void test_ckpt_layers(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 2, "flash"), dev());
+    double out[2] = {0, 0};
+    cm_ckpt_layers(p, out);
+    assert_true(out[0] == -1 && out[1] == -1);
+    p->vstage_costs[1].v[COST_ACT] = 5;
+    p->vstage_costs[1].set |= 1u << COST_ACT;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    cm_ckpt_layers(p, out);
+    CostModel cm;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    CmCost k;
+    cm_slice(&cm, cm.ubeg[0], cm.ubeg[1], false, false, POLICY_FULL, &k);
+    assert_true(k.ckpt > 0);
+    assert_near(out[0], k.ckpt);
+    assert_true(out[1] == -1);
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
 /* Deriving twice, or after a policy round trip, changes nothing. */
 static void test_idempotent(void **state)
 {
@@ -549,6 +634,16 @@ static void test_partition(void **state)
     for (int i = 0; i < 5; i++)
         assert_true(cm.ubeg[i] == want2[i]);
     costmodel_free(&cm);
+    /* three entries fit neither the 2 ranks nor the 4 virtual stages */
+    Cap e;
+    cap_open(&e);
+    p->npartition = 3;
+    assert_int_equal(costmodel_init(&e.d, p, &cm), 1);
+    assert_non_null(strstr(cap_text(&e), "partition has 3 entries; the pipeline has 2 stages"));
+    assert_non_null(strstr(cap_text(&e), "note: with chunks 2, give one entry per stage or one "
+                                         "per virtual stage (4), in model order"));
+    costmodel_free(&cm);
+    cap_close(&e);
     pipeline_free(p);
     cap_close(&c);
 }
@@ -791,7 +886,19 @@ static void test_recompute_bad_args(void **state)
     assert_non_null(strstr(cap_text(&c), "stage 2 is out of range: the pipeline has 2 stages"));
     run_recompute(&c, p, 0, 1, "most", 1);
     assert_non_null(strstr(cap_text(&c), "unknown recomputation policy 'most'"));
+    run_recompute(&c, p, -1, 1, "full", 1); /* a range the front end cannot write */
+    assert_non_null(strstr(cap_text(&c), "bad stage range -1..1"));
     assert_ops(p, 0, "F0 F1 B0 F2 B1 B2");
+    /* without a model, cmb and mlp are costed as full recomputation, and say so; an
+     * empty range rewrites nothing and says nothing */
+    run_recompute(&c, p, 1, 1, "selective", 0);
+    assert_null(strstr(cap_text(&c), "warning"));
+    run_recompute(&c, p, 0, 1, "cmb", 0);
+    assert_non_null(strstr(cap_text(&c), "policy 'cmb' needs a model to size its savings"));
+    run_recompute(&c, p, 1, 2, "mlp", 0);
+    assert_non_null(strstr(cap_text(&c), "policy 'mlp' needs a model to size its savings"));
+    assert_true(p->stage_policy[0] == POLICY_CMB && p->stage_policy[1] == POLICY_MLP);
+    assert_ops(p, 0, "F0 F1 R0 B0 F2 R1 B1 R2 B2");
     pipeline_free(p);
     cap_close(&c);
 }
@@ -808,6 +915,9 @@ int main(void)
         cmocka_unit_test(test_recompute_costs), cmocka_unit_test(test_recompute_bad_args),
         cmocka_unit_test(test_tp_comm),
         cmocka_unit_test(test_rederive_kept_inputs),
+        cmocka_unit_test(test_wact_derived),
+        cmocka_unit_test(test_device_without_links),
+        cmocka_unit_test(test_ckpt_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -217,11 +217,63 @@ static void test_appendix_c(void **state)
     done(&x);
 }
 
+/* The printed form of src compiled; fails the test when it does not compile. */
+static char *compiled(const char *src)
+{
+    Built x;
+    build(&x, src);
+    if (!x.p)
+        fail_msg("did not build:\n%s", src);
+    char *t = printed(x.p);
+    done(&x);
+    return t;
+}
+
+/* `chunks=all` names every chunk of the rank: the same schedule as the explicit range
+ * 0..=V-1, and not the default range (trecomp_blockwise: chunk 0; toffload: chunk V-1).
+ * The toffload device has a host link fast enough for the offload to hide in the
+ * bubbles of every rank but the first. */
+static void test_chunks_all(void **state)
+{
+    (void)state;
+    static const char *const src[] = {
+        "import \"std/schedules.pipe\"\n"
+        "pipeline c { stages 2 microbatches 4 chunks 3\n"
+        "  costs { f 1ms b 2ms act 1MiB ckpt 0 } schedule interleaved\n"
+        "  apply trecomp_blockwise(delay=0, lead=1%s) }\n",
+        "import \"std/tpipe.pipe\"\nimport \"std/models.pipe\"\n"
+        "device d { peak_tflops 100 host_bw 10000GB/s }\n"
+        "pipeline c { stages 4 microbatches 8 chunks 2\n"
+        "  model llama2_7b { layers 16 seq 1024 } device d schedule tpipe\n"
+        "  apply toffload(cpu_step=0ms%s) }\n",
+    };
+    static const char *const args[][3] = {{"", ", chunks=all", ", chunks=0..=2"},
+                                          {"", ", chunks=all", ", chunks=0..=1"}};
+    /* an op on a chunk that only the whole range reaches: chunk 1 recomputed, chunk 0's
+     * gradients offloaded after the last backward */
+    static const char *const shallow[] = {"R0.1", "B7 OG0\n"};
+    for (size_t i = 0; i < ARRAY_LEN(src); i++) {
+        char *t[3];
+        for (int k = 0; k < 3; k++) {
+            StrBuf s = {0};
+            sb_printf(&s, src[i], args[i][k]);
+            t[k] = compiled(s.s);
+            sb_free(&s);
+        }
+        assert_string_equal(t[1], t[2]);
+        assert_null(strstr(t[0], shallow[i]));
+        assert_non_null(strstr(t[1], shallow[i]));
+        for (int k = 0; k < 3; k++)
+            free(t[k]);
+    }
+}
+
 int main(void)
 {
     setenv("PIPEC_STDLIB", "stdlib", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_appendix_c),
+        cmocka_unit_test(test_chunks_all),
         cmocka_unit_test(test_random_explicit),
         cmocka_unit_test(test_random_model),
     };
