@@ -3,12 +3,15 @@
  * PR_HAS_* / PR_WAIT_SI constants of runtime/piperun.h that its (v,m) calls for
  * (DESIGN.md "Dependencies": B and R wait for the SI of their (v,m); F keeps only the
  * checkpoint when an R exists; B computes input gradients only when a W exists). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -264,6 +267,8 @@ static void test_mlp_shape_reasons(void **st)
         {"arch llama layers 2 hidden 64 heads 4 kv_heads 2 ffn 96 vocab 256 seq 16 mbs 2",
          "", NULL},
         {"arch mlp layers 2 hidden 32 vocab 64 seq 8 mbs 2", "partition [1, 1]", NULL},
+        /* no arch: the cost model's default, gpt */
+        {"layers 2 hidden 64 heads 4 vocab 256 seq 16 mbs 2", "", NULL},
         {"arch gpt layers 4 hidden 64 heads 4 vocab 20000000 seq 16 mbs 2", "",
          "model m: `vocab` must be a whole number in 1..16777216"},
         {"arch gpt layers 4 hidden 64 heads 4 vocab 256 seq 16 mbs 20000000", "",
@@ -305,9 +310,13 @@ static void test_mlp_shape_reasons(void **st)
         } else {
             if (rc != 0)
                 fail_msg("case %zu: %s", i, why);
-            assert_int_equal(sh.L, i == 0 ? 4 : 2);
+            /* the layers and the workload as the model block writes them */
+            int L = atoi(strstr(cases[i].model, "layers ") + strlen("layers "));
+            int arch = strstr(cases[i].model, "arch llama") ? TF_LLAMA
+                       : strstr(cases[i].model, "arch mlp") ? 0 : TF_GPT;
+            assert_int_equal(sh.L, L);
             assert_int_equal(sh.layers[0] + sh.layers[1], sh.L);    /* whole layers */
-            assert_int_equal(sh.arch, i == 0 ? TF_GPT : i == 1 ? TF_LLAMA : 0);
+            assert_int_equal(sh.arch, arch);
             assert_true(sh.sizes[0].act > 0 && sh.sizes[1].act > 0);
             mlp_shape_free(&sh);
         }
@@ -344,6 +353,78 @@ static void test_nameless_one_rank(void **st)
     /* the reason as a C literal, its backquotes octal escapes (put_cstr) */
     assert_non_null(strstr(main_c, ".mlp_unavailable = \"the pipeline has no \\140model\\140\","));
     assert_non_null(strstr(file_text(&out, "Makefile"), "pipeline"));
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* The program's file name keeps [A-Za-z0-9_] of the pipeline name, at most 64 of them;
+ * the source name in comments loses what could end or open a comment or make a
+ * trigraph; no source at all is an empty one. */
+static void test_odd_names(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(1, 1, 1);
+    free(p->name);
+    StrBuf name = {0};
+    sb_puts(&name, "Pipe~line[1]_-x");
+    for (int i = 0; i < 60; i++)
+        sb_putc(&name, 'y');
+    p->name = name.s;
+    ops(p, 0, "F0 B0");
+    set_cost(&p->costs, COST_F, 1);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "dir/x*/y??z/*w\\.pipe", &out), 0);
+    assert_int_equal(strlen(out.progname), 64);
+    assert_true(strncmp(out.progname, "Pipeline1_xyyy", 14) == 0);
+    assert_non_null(strstr(file_text(&out, "Makefile"), " from dir/x*_y?_z/_w_.pipe.\n"));
+    emit_out_free(&out);
+    assert_int_equal(emit_c(&d, p, NULL, &out), 0);
+    assert_non_null(strstr(file_text(&out, "main.c"), ".source = \"\","));
+    assert_non_null(strstr(file_text(&out, "Makefile"), " from .\n"));
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* emit_write: -1 with errno set when the folder cannot be made (its parent is
+ * missing) or a file cannot be written (a folder is in its place); the files it did
+ * write are whole. */
+static void test_emit_write_failures(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(1, 1, 1);
+    ops(p, 0, "F0 B0");
+    set_cost(&p->costs, COST_F, 1);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    char dir[] = "/tmp/pipec_emit_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *missing = xasprintf("%s/no/such", dir);
+    errno = 0;
+    assert_int_equal(emit_write(&out, missing), -1);
+    assert_int_equal(errno, ENOENT);
+    char *blocked = xasprintf("%s/%s", dir, out.files[out.n - 1].name);
+    assert_int_equal(mkdir(blocked, 0755), 0);
+    errno = 0;
+    assert_int_equal(emit_write(&out, dir), -1);
+    assert_int_not_equal(errno, 0);
+    char *first = xasprintf("%s/%s", dir, out.files[0].name);
+    struct stat sb;
+    assert_int_equal(stat(first, &sb), 0);
+    assert_int_equal((size_t)sb.st_size, out.files[0].text.len);
+    for (uint32_t i = 0; i + 1 < out.n; i++) {
+        char *f = xasprintf("%s/%s", dir, out.files[i].name);
+        unlink(f);
+        free(f);
+    }
+    rmdir(blocked);
+    rmdir(dir);
+    free(first);
+    free(blocked);
+    free(missing);
     emit_out_free(&out);
     diag_free(&d);
     pipeline_free(p);
@@ -479,7 +560,8 @@ int main(void)
                                         free_sample),
         cmocka_unit_test(test_mlp_shape_reasons),
         cmocka_unit_test(test_nameless_one_rank),
-        cmocka_unit_test(test_stuck_schedule),
+        cmocka_unit_test(test_stuck_schedule), cmocka_unit_test(test_odd_names),
+        cmocka_unit_test(test_emit_write_failures),
         cmocka_unit_test(test_nothing_to_generate),
         cmocka_unit_test(test_message_payloads),
         cmocka_unit_test(test_empty_rank),
