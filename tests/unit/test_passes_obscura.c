@@ -402,6 +402,37 @@ static void test_swap_hidden(void **state)
     free(s.s);
 }
 
+/* Eq. 2-3 on the hand example (f = 1, r = 1, g = 3f + r = 4 ms, M = 12, k = 2): rank 3
+ * takes 3 M f = 36; without swaps (lambda 0) T^C = 0 and T_s = max(T_{s+1} + 4,
+ * 48 + 4(k - s)): 48, 52, 56 on ranks 2, 1, 0. With lambda 2, beta 0.5 and host_bw
+ * 134.217728 GB/s, a block is x = 1 GiB x 0.5 / B = 4 ms and l_s = 4, 3, 2 on ranks 0-2:
+ * T^C_2 = 2(4 - 1) + 2(4 - 3) = 8, T^C_1 = 3 x 3 - 3 + 3 = 9, T^C_0 = 4 x 3 - 6 + 4 = 10,
+ * so T_2 = 56, T_1 = max(60, 61) = 61, T_0 = max(65, 66) = 66. Without a host_bw (an
+ * unlimited link) a block costs nothing: 56 again. With every rank adjusted (k = 3: a
+ * 19.5 GiB budget, below even rank 3's 16 + 4 GiB) rank 3 takes its own g M = 48 and the
+ * others 52, 56, 60. */
+static void test_eq23(void **state)
+{
+    (void)state;
+    Built b;
+    hand(&b, "host_bw 134.217728GB/s", "");
+    assert_int_equal(sched_last_adjusted(b.p), 2);
+    assert_true(fabs(obscura_eq23(b.p, 0, 1.0) - 56) < 1e-9);
+    assert_true(fabs(obscura_eq23(b.p, 2, 0.5) - 66) < 1e-9);
+    done(&b);
+    hand(&b, "", "");
+    assert_true(fabs(obscura_eq23(b.p, 2, 0.5) - 56) < 1e-9);
+    done(&b);
+    build(&b, "import \"std/schedules.pipe\"\n"
+              "pipeline fig { stages 4 microbatches 12 memory 19.5GiB\n"
+              "  costs { f 1ms b 2ms r 1ms act 4GiB ckpt 1GiB weights 16GiB }\n"
+              "  schedule onef1b apply identify_adjusted(cmb=false) }\n");
+    assert_non_null(b.p);
+    assert_int_equal(sched_last_adjusted(b.p), 3);
+    assert_true(fabs(obscura_eq23(b.p, 0, 1.0) - 60) < 1e-9);
+    done(&b);
+}
+
 /* §8: Llama-2 18B (8 x A100-80GB, seq 4096, M = 16): rank 0 is over the budget under
  * 1F1B, and the CMB policy alone brings it within (docs/passes.md §9.2 table), so with
  * cmb=true no rank is adjusted; with cmb=false rank 0 is adjusted and fully recomputed. */
@@ -613,6 +644,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identify_adjusted),
+        cmocka_unit_test(test_eq23),
         cmocka_unit_test(test_forward_migration),
         cmocka_unit_test(test_dependency_relaxation),
         cmocka_unit_test(test_migration_refinement),
