@@ -454,7 +454,8 @@ static bool blocks_equal(const CostBlock *a, const CostBlock *b, size_t n)
 /* wact (bytes B keeps for W) is derived from the model where the user set neither act
  * nor wact: the GEMM inputs and output gradients, capped at act (docs/cost-model.md
  * "wact"); less than act for a whole transformer stage, whose attention core and
- * dropout masks W does not read. A user's act alone keeps DESIGN's wact = act. */
+ * dropout masks W does not read. A user's act alone keeps DESIGN's wact = act, and a
+ * user's host_bw is kept over the device's. */
 static void test_wact_derived(void **state)
 {
     (void)state;
@@ -463,7 +464,10 @@ static void test_wact_derived(void **state)
     Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 2, "eager"), dev());
     p->stage_costs[1].v[COST_ACT] = 5;
     p->stage_costs[1].set |= 1u << COST_ACT;
+    p->costs.v[COST_HOST_BW] = 5e9; /* the user's host link, not the device's 20 GB/s */
+    p->costs.set |= 1u << COST_HOST_BW;
     assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(ir_cost(p, 0, 0, COST_HOST_BW) == 5e9 && ir_cost(p, 1, 0, COST_HOST_BW) == 5e9);
     CostModel cm;
     assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
     CmCost v0;
