@@ -28,6 +28,10 @@ check "PIPEC_PATH without the folder: exit 1" test $? = 1
 check "... located error[name]" grep -q '^m.pipe:1:8: error\[name\]: cannot find import "lib.pipe"' err
 check "... the note lists every folder searched, in order" \
     grep -qF "note: searched: ., $tmp/a, $stdlib" err
+PIPEC_PATH="$tmp/a:$tmp/c" "$P" check m.pipe >out 2>err
+check "PIPEC_PATH whose last folder lacks it too: exit 1" test $? = 1
+check "... the note lists both folders, then the stdlib" \
+    grep -qF "note: searched: ., $tmp/a, $tmp/c, $stdlib" err
 "$P" check -I "$tmp/c" -I "$tmp/b" m.pipe >out 2>err
 check "-I: found in the second -I folder" test $? = 0
 PIPEC_PATH="$tmp/b" "$P" check -I "$tmp/c" m.pipe >out 2>err
@@ -50,6 +54,8 @@ for layout in stdlib share/pipec/stdlib; do
     env -u PIPEC_STDLIB inst/bin/pipec check "$OLDPWD/examples/demo.pipe" >out 2>err
     check "stdlib in <bin>/../$layout is found without PIPEC_STDLIB" test $? = 0
 done
+PIPEC_STDLIB= inst/bin/pipec check "$OLDPWD/examples/demo.pipe" >out 2>err
+check "an empty PIPEC_STDLIB is as unset: the stdlib beside the binary" test $? = 0
 rm -rf inst/share && env -u PIPEC_STDLIB inst/bin/pipec check "$OLDPWD/examples/demo.pipe" >out 2>err
 check "no stdlib beside the binary: exit 1" test $? = 1
 check "... naming the missing stdlib import" grep -q 'error\[name\]: cannot find import "std/' err
