@@ -949,6 +949,38 @@ static void test_garbage(void **state)
     }
 }
 
+/* diag_closest (did-you-mean): case folded, a swap of two neighbours counts 1, the word
+ * itself and NULL entries are skipped, nothing for an empty word or one of 64 bytes or
+ * more, and the distance limit grows with the word (0 up to 2 letters, 1 up to 4, 2 up
+ * to 8, 3 beyond). diag_suggest with no room writes nothing. */
+static void test_did_you_mean(void **state)
+{
+    (void)state;
+    char long_name[80];
+    memset(long_name, 'x', 70);
+    long_name[70] = 0;
+    const char *const names[] = {"onef1b", NULL, "gpipe", "interleaved", long_name, "zbh1"};
+    size_t n = ARRAY_LEN(names);
+    assert_null(diag_closest(NULL, names, n));
+    assert_null(diag_closest("", names, n));
+    assert_string_equal(diag_closest("OneF1B", names, n), "onef1b");
+    assert_string_equal(diag_closest("noef1b", names, n), "onef1b"); /* one swap */
+    assert_string_equal(diag_closest("gpip", names, n), "gpipe");    /* 4 letters: 1 */
+    assert_null(diag_closest("gpi", names, n));                      /* 2 edits */
+    assert_string_equal(diag_closest("intrleavd", names, n), "interleaved");
+    assert_null(diag_closest("zb", names, n)); /* 2 letters: exact only */
+    const char *const plural[] = {"gpipe", "gpipes"}; /* the word itself is skipped */
+    assert_string_equal(diag_closest("gpipe", plural, 2), "gpipes");
+    long_name[69] = 'y'; /* one edit from the 70-byte name, but too long to compare */
+    const char *const longer[] = {"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"};
+    assert_null(diag_closest(long_name, longer, 1));
+    char buf[64] = "unchanged";
+    assert_ptr_equal(diag_suggest(buf, 0, "gpip", names, n), buf);
+    assert_string_equal(buf, "unchanged");
+    assert_string_equal(diag_suggest(buf, sizeof buf, "gpip", names, n),
+                        ", did you mean 'gpipe'?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -971,6 +1003,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_import_errors, imports_setup, imports_teardown),
         cmocka_unit_test(test_stdlib_schedules),
         cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_did_you_mean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
