@@ -616,24 +616,42 @@ static void test_obscura_28b(void **state)
         free(s[i].s);
 }
 
-/* Inputs outside the 1F1B family get a `value` error naming the pass, not a crash. */
+/* Inputs outside the 1F1B family get a `value` error naming the pass and what the rank
+ * does wrong, not a crash. */
 static void test_refuses(void **state)
 {
     (void)state;
-    static const char *const srcs[] = {
-        "import \"std/schedules.pipe\"\npipeline v { stages 2 microbatches 4 chunks 2 "
-        "costs { f 1 b 2 } schedule interleaved apply forward_migration(stages=all) }\n",
-        "pipeline x { stages 2 microbatches 2 costs { f 1 b 2 }\n"
-        "  stage 0 { F1 F0 B0 B1 } stage 1 { F0 B0 F1 B1 } apply dependency_relaxation(stages=all) }\n",
-        "pipeline w { stages 2 microbatches 2 costs { f 1 b 2 w 1 }\n"
-        "  stage 0 { F0 F1 B0 W0 B1 W1 } stage 1 { F0 B0 W0 F1 B1 W1 } apply swap(stages=all) }\n",
+    static const struct {
+        const char *src, *why;
+    } cases[] = {
+        {"import \"std/schedules.pipe\"\npipeline v { stages 2 microbatches 4 chunks 2 "
+         "costs { f 1 b 2 } schedule interleaved apply forward_migration(stages=all) }\n",
+         "needs one chunk per rank (the pipeline has 2)"},
+        {"pipeline x { stages 2 microbatches 2 costs { f 1 b 2 }\n"
+         "  stage 0 { F1 F0 B0 B1 } stage 1 { F0 B0 F1 B1 } apply dependency_relaxation(stages=all) }\n",
+         "rank 0 lists its forwards out of micro-batch order"},
+        {"pipeline w { stages 2 microbatches 2 costs { f 1 b 2 w 1 }\n"
+         "  stage 0 { F0 F1 B0 W0 B1 W1 } stage 1 { F0 B0 W0 F1 B1 W1 } apply swap(stages=all) }\n",
+         "rank 0 has W ops (split backwards are not supported)"},
+        {"pipeline t { stages 2 microbatches 3 costs { f 1 b 2 }\n"
+         "  stage 0 { F0 F0 F1 B0 B1 } stage 1 { F0 B0 F1 B1 F2 B2 } apply dependency_relaxation(stages=all) }\n",
+         "rank 0 lists an op twice"},
+        {"pipeline t { stages 2 microbatches 3 costs { f 1 b 2 }\n"
+         "  stage 0 { F0 F1 B1 B0 } stage 1 { F0 B0 F1 B1 F2 B2 } apply dependency_relaxation(stages=all) }\n",
+         "rank 0 lists its backwards out of micro-batch order"},
+        {"pipeline t { stages 2 microbatches 3 costs { f 1 b 2 }\n"
+         "  stage 0 { F0 B0 F1 F2 B1 B2 } stage 1 { F0 B0 F1 B1 F2 B2 } apply dependency_relaxation(stages=all) }\n",
+         "rank 0 does not alternate forwards and backwards after its warm-up"},
+        {"pipeline t { stages 2 microbatches 3 costs { f 1 b 2 }\n"
+         "  stage 0 { F0 B0 } stage 1 { F0 B0 F1 B1 F2 B2 } apply dependency_relaxation(stages=all) }\n",
+         "rank 0 does not list every forward and backward"},
     };
-    for (size_t i = 0; i < sizeof srcs / sizeof *srcs; i++) {
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         Built b;
-        build(&b, srcs[i]);
+        build(&b, cases[i].src);
         assert_null(b.p);
         char *msg = diag_text(&b);
-        if (!strstr(msg, "error[value]"))
+        if (!strstr(msg, "error[value]") || !strstr(msg, cases[i].why))
             fail_msg("case %zu: %s", i, msg);
         free(msg);
         done(&b);
