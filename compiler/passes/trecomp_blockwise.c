@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "costmodel.h"
+#include "opsem.h"
 #include "passes.h"
 #include "sim.h"
 #include "util.h"
@@ -140,7 +141,8 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Inserts R(v, m) `lead` compute ops ahead of each B(v, m) of the recomputed chunks
- * that has none on the rank, never ahead of F(v, m). O(n log n + n * lead). */
+ * that has none on the rank, never ahead of an op of (v, m) that R waits for (F, and
+ * SI when the micro-batch swaps; opsem_waits_on). O(n log n + n * lead). */
 static void insert_r(StageOps *st, int64_t lo, int64_t hi, int64_t lead, Loc loc)
 {
     uint32_t n = st->n, nr = 0, nb = 0;
@@ -165,7 +167,7 @@ static void insert_r(StageOps *st, int64_t lo, int64_t hi, int64_t lead, Loc loc
         uint32_t at = i;
         for (int64_t left = lead; left > 0 && at > 0; at--) {
             const Op *q = &st->ops[at - 1];
-            if (q->kind == OP_F && q->chunk == b->chunk && q->mb == b->mb)
+            if (q->chunk == b->chunk && q->mb == b->mb && opsem_waits_on(OP_R, (OpKind)q->kind))
                 break;
             if (op_stream(q->kind) == STREAM_COMPUTE && q->kind != OP_R)
                 left--;

@@ -268,12 +268,30 @@ static void test_chunks_all(void **state)
     }
 }
 
+/* T-Recomp on a hand-written schedule that swaps micro-batch 1 (lead 1): an R written by
+ * hand (rank 0's R0) is kept and not doubled; R1 goes after SI1, which it waits for,
+ * even where the lead would put it earlier (rank 0); a swap of another micro-batch is
+ * not counted in the lead (rank 1: R0 passes over SI1 to land one backward ahead). */
+static void test_trecomp_explicit(void **state)
+{
+    (void)state;
+    char *t = compiled("pipeline c { stages 2 microbatches 2 chunks 2\n"
+                       "  costs { f 1ms b 2ms r 1ms act 1MiB ckpt 0 }\n"
+                       "  stage 0 { F0 F1 SO1 F0.1 F1.1 B0.1 R0 B1.1 B0 SI1 B1 }\n"
+                       "  stage 1 { F0 F1 SO1 F0.1 B0.1 F1.1 B1.1 SI1 B0 B1 }\n"
+                       "  apply trecomp_blockwise(delay=0, lead=1) }\n");
+    assert_non_null(strstr(t, "stage 0 { F0 F1 SO1 F0.1 F1.1 B0.1 R0 B1.1 B0 SI1 R1 B1 }"));
+    assert_non_null(strstr(t, "stage 1 { F0 F1 SO1 F0.1 B0.1 F1.1 R0 B1.1 SI1 R1 B0 B1 }"));
+    free(t);
+}
+
 int main(void)
 {
     setenv("PIPEC_STDLIB", "stdlib", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_appendix_c),
         cmocka_unit_test(test_chunks_all),
+        cmocka_unit_test(test_trecomp_explicit),
         cmocka_unit_test(test_random_explicit),
         cmocka_unit_test(test_random_model),
     };
