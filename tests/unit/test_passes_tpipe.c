@@ -285,6 +285,58 @@ static void test_trecomp_explicit(void **state)
     free(t);
 }
 
+/* T-Offload twice, chunk 0 then chunk 1, on ZB-V (V-shape, split backwards): each OG
+ * follows the last B or W of its chunk (here a W), the second call leaves the first's
+ * LW and OG alone, a rank whose warm-up bubble cannot hide the reload keeps its model
+ * states (rank 0 for chunk 0: it has no warm-up bubble), and since the two calls' transfers
+ * share each rank's host link, the second lengthens the makespan and says so. */
+static void test_toffload_twice(void **state)
+{
+    (void)state;
+    const char *src = "import \"std/schedules.pipe\"\nimport \"std/models.pipe\"\n"
+                      "device d { peak_tflops 100 host_bw 10000GB/s }\n"
+                      "pipeline c { stages 4 microbatches 8 chunks 2 vshape\n"
+                      "  model llama2_7b { layers 16 seq 1024 } device d schedule zbv\n"
+                      "  apply toffload(chunks=0) apply toffload(chunks=1) }\n";
+    Diag d = {0};
+    char *text = NULL;
+    size_t len = 0;
+    d.out = open_memstream(&text, &len);
+    Pipeline *p = driver_compile_string(&d, NULL, "t.pipe", src, strlen(src));
+    fflush(d.out);
+    if (!p)
+        fail_msg("did not build: %s", text);
+    assert_non_null(strstr(text, "warning[pass]: toffload: stage 0 keeps its model states"));
+    assert_non_null(strstr(text, "warning[pass]: toffload: the model-state transfers lengthen "
+                                 "the makespan"));
+    for (int32_t s = 0; s < p->P; s++) {
+        const StageOps *st = &p->stages[s];
+        int32_t lw[2] = {-1, -1}, og[2] = {-1, -1}, lastbw[2] = {-1, -1};
+        for (uint32_t i = 0; i < st->n; i++) {
+            const Op *o = &st->ops[i];
+            if (o->kind == OP_LW)
+                lw[o->chunk] = (int32_t)i;
+            else if (o->kind == OP_OG)
+                og[o->chunk] = (int32_t)i;
+            else if (o->kind == OP_B || o->kind == OP_W)
+                lastbw[o->chunk] = (int32_t)i;
+        }
+        for (int c = 0; c < 2; c++) {
+            if (s == 0 && c == 0) { /* kept */
+                assert_true(lw[c] < 0 && og[c] < 0);
+                continue;
+            }
+            assert_true(lw[c] >= 0 && lw[c] < 2); /* at the head of the list */
+            assert_int_equal(og[c], lastbw[c] + 1);
+            assert_int_equal(st->ops[lastbw[c]].kind, OP_W);
+        }
+    }
+    pipeline_free(p);
+    fclose(d.out);
+    free(text);
+    diag_free(&d);
+}
+
 int main(void)
 {
     setenv("PIPEC_STDLIB", "stdlib", 0);
@@ -292,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_appendix_c),
         cmocka_unit_test(test_chunks_all),
         cmocka_unit_test(test_trecomp_explicit),
+        cmocka_unit_test(test_toffload_twice),
         cmocka_unit_test(test_random_explicit),
         cmocka_unit_test(test_random_model),
     };
