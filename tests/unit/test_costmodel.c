@@ -540,6 +540,33 @@ static void test_ckpt_layers(void **state)
     cap_close(&c);
 }
 
+/* ir_cost outside the shape falls back one level: a chunk outside [0, V) to the rank's
+ * block, a rank outside [0, P) to the pipeline's `costs`, and a pipeline without
+ * per-rank arrays (no shape yet) to `costs`, then the defaults. */
+static void test_ir_cost_fallback(void **state)
+{
+    (void)state;
+    Pipeline *p = mkpipe(2, 2, 2, NULL, NULL);
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_WEIGHTS, 10);
+    set_cost(&p->stage_costs[1], COST_F, 2);
+    set_cost(&p->stage_costs[1], COST_WEIGHTS, 20);
+    set_cost(&p->vstage_costs[ir_vstage(p, 1, 1)], COST_F, 3);
+    assert_true(ir_cost(p, 1, 1, COST_F) == 3);
+    assert_true(ir_cost(p, 1, -1, COST_F) == 2);
+    assert_true(ir_cost(p, 1, 2, COST_F) == 2);
+    assert_true(ir_cost(p, 1, 0, COST_WEIGHTS) == 20);
+    assert_true(ir_cost(p, -1, 0, COST_WEIGHTS) == 10);
+    assert_true(ir_cost(p, 2, 0, COST_WEIGHTS) == 10);
+    pipeline_free(p);
+    Pipeline *q = pipeline_new();
+    set_cost(&q->costs, COST_B, 4);
+    assert_true(ir_cost(q, 0, 0, COST_B) == 4);
+    assert_true(ir_cost(q, 0, 0, COST_F) == 0);
+    assert_true(isinf(ir_cost(q, 0, 0, COST_HOST_BW)));
+    pipeline_free(q);
+}
+
 /* Deriving twice, or after a policy round trip, changes nothing. */
 static void test_idempotent(void **state)
 {
@@ -922,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_wact_derived),
         cmocka_unit_test(test_device_without_links),
         cmocka_unit_test(test_ckpt_layers),
+        cmocka_unit_test(test_ir_cost_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -949,6 +949,31 @@ static void test_garbage(void **state)
     }
 }
 
+/* IR helpers on input no front end makes: an op kind beyond the table runs on the compute
+ * stream and is named "?"; a clone of a nameless pipeline is nameless, and a rank whose
+ * list was emptied (ops allocated, none left) clones to an empty rank. */
+static void test_ir_odd_input(void **state)
+{
+    (void)state;
+    char buf[16];
+    assert_int_equal(op_stream((OpKind)OP_NKINDS), STREAM_COMPUTE);
+    assert_string_equal(op_name(buf, sizeof buf, (OpKind)OP_NKINDS, 3, 0), "?3");
+    assert_string_equal(op_name(buf, sizeof buf, OP_SI, 3, 1), "SI3.1");
+    Pipeline *p = mk(2, 1, 1);
+    free(p->name);
+    p->name = NULL;
+    ops(p, 0, "F0 B0");
+    ops(p, 1, "F0 B0");
+    p->stages[1].n = 0;
+    Pipeline *q = pipeline_clone(p);
+    assert_null(q->name);
+    assert_int_equal(q->stages[0].n, 2);
+    assert_int_equal(q->stages[1].n, 0);
+    assert_null(q->stages[1].ops);
+    pipeline_free(q);
+    pipeline_free(p);
+}
+
 /* diag_closest (did-you-mean): case folded, a swap of two neighbours counts 1, the word
  * itself and NULL entries are skipped, nothing for an empty word or one of 64 bytes or
  * more, and the distance limit grows with the word (0 up to 2 letters, 1 up to 4, 2 up
@@ -1004,6 +1029,7 @@ int main(void)
         cmocka_unit_test(test_stdlib_schedules),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_did_you_mean),
+        cmocka_unit_test(test_ir_odd_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
