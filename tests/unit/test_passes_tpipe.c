@@ -285,6 +285,23 @@ static void test_trecomp_explicit(void **state)
     free(t);
 }
 
+/* T-Recomp on chunk 0, then on chunk 1 (no delay: a range that does not start at chunk
+ * 0 gets none by default): the second call adds the R ops of chunk 1 on ranks that
+ * already recompute (their policy stays full), each one compute op ahead of its B or
+ * right after its own F, and keeps the first call's. */
+static void test_trecomp_two_calls(void **state)
+{
+    (void)state;
+    char *t = compiled("import \"std/schedules.pipe\"\n"
+                       "pipeline c { stages 2 microbatches 2 chunks 2\n"
+                       "  costs { f 1ms b 2ms act 1MiB ckpt 0 } schedule interleaved\n"
+                       "  apply trecomp_blockwise(delay=0, lead=1)\n"
+                       "  apply trecomp_blockwise(chunks=1, lead=1) }\n");
+    assert_non_null(strstr(t, "stage 0 { F0 F1 F0.1 R0.1 F1.1 R1.1 B0.1 R0 B1.1 R1 B0 B1 }"));
+    assert_non_null(strstr(t, "stage 1 { F0 F1 F0.1 R0.1 B0.1 F1.1 R1.1 R0 B1.1 R1 B0 B1 }"));
+    free(t);
+}
+
 /* T-Offload twice, chunk 0 then chunk 1, on ZB-V (V-shape, split backwards): each OG
  * follows the last B or W of its chunk (here a W), the second call leaves the first's
  * LW and OG alone, a rank whose warm-up bubble cannot hide the reload keeps its model
@@ -344,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_appendix_c),
         cmocka_unit_test(test_chunks_all),
         cmocka_unit_test(test_trecomp_explicit),
+        cmocka_unit_test(test_trecomp_two_calls),
         cmocka_unit_test(test_toffload_twice),
         cmocka_unit_test(test_random_explicit),
         cmocka_unit_test(test_random_model),
