@@ -287,8 +287,8 @@ static void test_trecomp_explicit(void **state)
 
 /* T-Recomp on chunk 0, then on chunk 1 (no delay: a range that does not start at chunk
  * 0 gets none by default): the second call adds the R ops of chunk 1 on ranks that
- * already recompute (their policy stays full), each one compute op ahead of its B or
- * right after its own F, and keeps the first call's. */
+ * already recompute, each one compute op ahead of its B or right after its own F, and
+ * keeps the first call's. */
 static void test_trecomp_two_calls(void **state)
 {
     (void)state;
