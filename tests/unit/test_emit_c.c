@@ -527,6 +527,37 @@ static void test_message_payloads(void **st)
     pipeline_free(p);
 }
 
+/* A `dep` line that repeats a data dependency (F0 of v0 -> F0 of v1, B1 of v1 -> B1 of
+ * v0) is a message of its own carrying a token; the data messages between the same ops
+ * keep their hidden state and gradient: 6 + 6 data messages as above, 2 tokens. */
+static void test_dep_repeating_data(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(2, 2, 2);
+    gen_interleaved(p);
+    add_dep(p, 0, OP_F, 0, 1, OP_F, 0);
+    add_dep(p, 1, OP_B, 1, 0, OP_B, 1);
+    set_cost(&p->costs, COST_F, 1);
+    set_cost(&p->costs, COST_B, 2);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    const char *t = file_text(&out, "main.c");
+    unsigned n[3] = {0, 0, 0};
+    static const char *const pay[3] = {".payload = PR_PAY_ACT,", ".payload = PR_PAY_GRAD,",
+                                       ".payload = PR_PAY_TOKEN,"};
+    for (int k = 0; k < 3; k++)
+        for (const char *r = strstr(t, pay[k]); r; r = strstr(r + 1, pay[k]))
+            n[k]++;
+    assert_int_equal(n[0], 6);
+    assert_int_equal(n[1], 6);
+    assert_int_equal(n[2], 2);
+    assert_non_null(strstr(t, ".nmsgs = 14,"));
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
 /* A rank with no ops gets an op table of one empty row (C has no empty arrays) and
  * zero ops in the rank table. */
 static void test_empty_rank(void **st)
@@ -564,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_emit_write_failures),
         cmocka_unit_test(test_nothing_to_generate),
         cmocka_unit_test(test_message_payloads),
+        cmocka_unit_test(test_dep_repeating_data),
         cmocka_unit_test(test_empty_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
