@@ -974,6 +974,29 @@ static void test_ir_odd_input(void **state)
     pipeline_free(p);
 }
 
+/* util.h: a size of 0 still gives a block of its own, never NULL (two such blocks are
+ * distinct), and an empty StrBuf reads as "". */
+static void test_util_zero_sizes(void **state)
+{
+    (void)state;
+    char *a = xmalloc(0), *b = xcalloc(0, 8), *c = xcalloc(8, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    assert_ptr_not_equal(a, b);
+    char *r = xrealloc(xmalloc(16), 0);
+    assert_non_null(r);
+    free(a);
+    free(b);
+    free(c);
+    free(r);
+    StrBuf e = {0};
+    assert_string_equal(sb_str(&e), "");
+    sb_puts(&e, "x");
+    assert_string_equal(sb_str(&e), "x");
+    sb_free(&e);
+}
+
 /* diag_closest (did-you-mean): case folded, a swap of two neighbours counts 1, the word
  * itself and NULL entries are skipped, nothing for an empty word or one of 64 bytes or
  * more, and the distance limit grows with the word (0 up to 2 letters, 1 up to 4, 2 up
@@ -1030,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_did_you_mean),
         cmocka_unit_test(test_ir_odd_input),
+        cmocka_unit_test(test_util_zero_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
