@@ -182,7 +182,7 @@ void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
     if (printed_ok(d)) {
         char kind[48];
         snprintf(kind, sizeof kind, "%s[%s]: ", d->demote ? "warning" : "error",
-                 diag_code_name[code]);
+                 (unsigned)code < DIAG_NCODES ? diag_code_name[code] : "?");
         va_list ap;
         va_start(ap, fmt);
         vprimary(d, loc, kind, fmt, ap);

@@ -997,6 +997,44 @@ static void test_util_zero_sizes(void **state)
     sb_free(&e);
 }
 
+/* diag.h: max_errors stops the printing, not the counting (warnings included, as check's
+ * quiet pass uses it); an unknown file index has no name and takes none; a code beyond
+ * the tables still counts, as an error or as a warning named "?". */
+static void test_diag_limits(void **state)
+{
+    (void)state;
+    Diag d = {0};
+    char *text = NULL;
+    size_t len = 0;
+    d.out = open_memstream(&text, &len);
+    uint32_t f = diag_add_file(&d, "a.pipe", xstrdup("x\n"), 2);
+    Loc at = {0, f};
+    diag_set_name(&d, f + 1, "other");
+    assert_string_equal(diag_file_name(&d, f + 1), "");
+    assert_string_equal(diag_file_name(&d, f), "a.pipe");
+    diag_warning(&d, at, (WarnCode)WARN_NCODES, "odd %d", 1);
+    diag_error(&d, at, (DiagCode)DIAG_NCODES, "odder");
+    fflush(d.out);
+    assert_non_null(strstr(text, "a.pipe:1:1: warning[?]: odd 1"));
+    assert_non_null(strstr(text, "a.pipe:1:1: error[?]: odder"));
+    assert_int_equal(d.nwarn, 1);
+    assert_int_equal(d.nerr, 1);
+    for (int c = 0; c < DIAG_NCODES; c++)
+        assert_int_equal(d.ncode[c], 0);
+    d.max_errors = -1;
+    size_t before = len;
+    diag_error(&d, at, DIAG_VALUE, "hidden");
+    diag_warning(&d, at, WARN_PASS, "hidden too");
+    fflush(d.out);
+    assert_int_equal(len, before);
+    assert_int_equal(d.nerr, 2);
+    assert_int_equal(d.nwarn, 2);
+    assert_int_equal(d.ncode[DIAG_VALUE], 1);
+    fclose(d.out);
+    free(text);
+    diag_free(&d);
+}
+
 /* diag_closest (did-you-mean): case folded, a swap of two neighbours counts 1, the word
  * itself and NULL entries are skipped, nothing for an empty word or one of 64 bytes or
  * more, and the distance limit grows with the word (0 up to 2 letters, 1 up to 4, 2 up
@@ -1054,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_did_you_mean),
         cmocka_unit_test(test_ir_odd_input),
         cmocka_unit_test(test_util_zero_sizes),
+        cmocka_unit_test(test_diag_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
