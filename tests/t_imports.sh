@@ -56,6 +56,10 @@ for layout in stdlib share/pipec/stdlib; do
 done
 PIPEC_STDLIB= inst/bin/pipec check "$OLDPWD/examples/demo.pipe" >out 2>err
 check "an empty PIPEC_STDLIB is as unset: the stdlib beside the binary" test $? = 0
+: >inst/stdlib
+env -u PIPEC_STDLIB inst/bin/pipec check "$OLDPWD/examples/demo.pipe" >out 2>err
+check "a file named stdlib beside bin/ is passed over for share/pipec/stdlib" test $? = 0
+rm -f inst/stdlib
 rm -rf inst/share && env -u PIPEC_STDLIB inst/bin/pipec check "$OLDPWD/examples/demo.pipe" >out 2>err
 check "no stdlib beside the binary: exit 1" test $? = 1
 check "... naming the missing stdlib import" grep -q 'error\[name\]: cannot find import "std/' err
