@@ -462,10 +462,8 @@ static void test_wact_derived(void **state)
     Cap c;
     cap_open(&c);
     Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 2, "eager"), dev());
-    p->stage_costs[1].v[COST_ACT] = 5;
-    p->stage_costs[1].set |= 1u << COST_ACT;
-    p->costs.v[COST_HOST_BW] = 5e9; /* the user's host link, not the device's 20 GB/s */
-    p->costs.set |= 1u << COST_HOST_BW;
+    set_cost(&p->stage_costs[1], COST_ACT, 5);
+    set_cost(&p->costs, COST_HOST_BW, 5e9); /* the user's host link, not the device's */
     assert_int_equal(derive_costs(&c.d, p), 0);
     assert_true(ir_cost(p, 0, 0, COST_HOST_BW) == 5e9 && ir_cost(p, 1, 0, COST_HOST_BW) == 5e9);
     CostModel cm;
@@ -524,8 +522,7 @@ static void test_ckpt_layers(void **state)
     double out[2] = {0, 0};
     cm_ckpt_layers(p, out);
     assert_true(out[0] == -1 && out[1] == -1);
-    p->vstage_costs[1].v[COST_ACT] = 5;
-    p->vstage_costs[1].set |= 1u << COST_ACT;
+    set_cost(&p->vstage_costs[1], COST_ACT, 5);
     assert_int_equal(derive_costs(&c.d, p), 0);
     cm_ckpt_layers(p, out);
     CostModel cm;

@@ -40,15 +40,19 @@ static uint32_t rnd(uint32_t n)
 typedef struct Built {
     Diag d;
     Pipeline *p;
+    char *text; /* the diagnostics */
+    size_t len;
 } Built;
 
 /* Compiles src as `pipec` does (driver_compile: costs, recompute directives, passes,
- * structural and dependency checks); p is NULL on any error. */
+ * structural and dependency checks); p is NULL on any error. The diagnostics are in
+ * b->text. */
 static void build(Built *b, const char *src)
 {
     memset(b, 0, sizeof *b);
-    b->d.out = fopen("/dev/null", "w");
+    b->d.out = open_memstream(&b->text, &b->len);
     b->p = driver_compile_string(&b->d, NULL, "t.pipe", src, strlen(src));
+    fflush(b->d.out);
 }
 
 static void done(Built *b)
@@ -56,6 +60,7 @@ static void done(Built *b)
     pipeline_free(b->p);
     if (b->d.out)
         fclose(b->d.out);
+    free(b->text);
     diag_free(&b->d);
 }
 
@@ -268,6 +273,20 @@ static void test_chunks_all(void **state)
     }
 }
 
+/* src compiled lists exactly `stage0` and `stage1` as its two ranks' op lists. */
+static void assert_two_ranks(const char *src, const char *stage0, const char *stage1)
+{
+    char *t = compiled(src), *want[2];
+    want[0] = xasprintf("  stage 0 { %s }\n", stage0);
+    want[1] = xasprintf("  stage 1 { %s }\n", stage1);
+    for (int s = 0; s < 2; s++) {
+        if (!strstr(t, want[s]))
+            fail_msg("want\n%sin\n%s", want[s], t);
+        free(want[s]);
+    }
+    free(t);
+}
+
 /* T-Recomp on a hand-written schedule that swaps micro-batch 1 (lead 1): an R written by
  * hand (rank 0's R0) is kept and not doubled; R1 goes after SI1, which it waits for,
  * even where the lead would put it earlier (rank 0); a swap of another micro-batch is
@@ -275,14 +294,13 @@ static void test_chunks_all(void **state)
 static void test_trecomp_explicit(void **state)
 {
     (void)state;
-    char *t = compiled("pipeline c { stages 2 microbatches 2 chunks 2\n"
-                       "  costs { f 1ms b 2ms r 1ms act 1MiB ckpt 0 }\n"
-                       "  stage 0 { F0 F1 SO1 F0.1 F1.1 B0.1 R0 B1.1 B0 SI1 B1 }\n"
-                       "  stage 1 { F0 F1 SO1 F0.1 B0.1 F1.1 B1.1 SI1 B0 B1 }\n"
-                       "  apply trecomp_blockwise(delay=0, lead=1) }\n");
-    assert_non_null(strstr(t, "stage 0 { F0 F1 SO1 F0.1 F1.1 B0.1 R0 B1.1 B0 SI1 R1 B1 }"));
-    assert_non_null(strstr(t, "stage 1 { F0 F1 SO1 F0.1 B0.1 F1.1 R0 B1.1 SI1 R1 B0 B1 }"));
-    free(t);
+    assert_two_ranks("pipeline c { stages 2 microbatches 2 chunks 2\n"
+                     "  costs { f 1ms b 2ms r 1ms act 1MiB ckpt 0 }\n"
+                     "  stage 0 { F0 F1 SO1 F0.1 F1.1 B0.1 R0 B1.1 B0 SI1 B1 }\n"
+                     "  stage 1 { F0 F1 SO1 F0.1 B0.1 F1.1 B1.1 SI1 B0 B1 }\n"
+                     "  apply trecomp_blockwise(delay=0, lead=1) }\n",
+                     "F0 F1 SO1 F0.1 F1.1 B0.1 R0 B1.1 B0 SI1 R1 B1",
+                     "F0 F1 SO1 F0.1 B0.1 F1.1 R0 B1.1 SI1 R1 B0 B1");
 }
 
 /* T-Recomp on chunk 0, then on chunk 1 (no delay: a range that does not start at chunk
@@ -292,14 +310,13 @@ static void test_trecomp_explicit(void **state)
 static void test_trecomp_two_calls(void **state)
 {
     (void)state;
-    char *t = compiled("import \"std/schedules.pipe\"\n"
-                       "pipeline c { stages 2 microbatches 2 chunks 2\n"
-                       "  costs { f 1ms b 2ms act 1MiB ckpt 0 } schedule interleaved\n"
-                       "  apply trecomp_blockwise(delay=0, lead=1)\n"
-                       "  apply trecomp_blockwise(chunks=1, lead=1) }\n");
-    assert_non_null(strstr(t, "stage 0 { F0 F1 F0.1 R0.1 F1.1 R1.1 B0.1 R0 B1.1 R1 B0 B1 }"));
-    assert_non_null(strstr(t, "stage 1 { F0 F1 F0.1 R0.1 B0.1 F1.1 R1.1 R0 B1.1 R1 B0 B1 }"));
-    free(t);
+    assert_two_ranks("import \"std/schedules.pipe\"\n"
+                     "pipeline c { stages 2 microbatches 2 chunks 2\n"
+                     "  costs { f 1ms b 2ms act 1MiB ckpt 0 } schedule interleaved\n"
+                     "  apply trecomp_blockwise(delay=0, lead=1)\n"
+                     "  apply trecomp_blockwise(chunks=1, lead=1) }\n",
+                     "F0 F1 F0.1 R0.1 F1.1 R1.1 B0.1 R0 B1.1 R1 B0 B1",
+                     "F0 F1 F0.1 R0.1 B0.1 F1.1 R1.1 R0 B1.1 R1 B0 B1");
 }
 
 /* T-Offload twice, chunk 0 then chunk 1, on ZB-V (V-shape, split backwards): each OG
@@ -315,17 +332,14 @@ static void test_toffload_twice(void **state)
                       "pipeline c { stages 4 microbatches 8 chunks 2 vshape\n"
                       "  model llama2_7b { layers 16 seq 1024 } device d schedule zbv\n"
                       "  apply toffload(chunks=0) apply toffload(chunks=1) }\n";
-    Diag d = {0};
-    char *text = NULL;
-    size_t len = 0;
-    d.out = open_memstream(&text, &len);
-    Pipeline *p = driver_compile_string(&d, NULL, "t.pipe", src, strlen(src));
-    fflush(d.out);
-    if (!p)
-        fail_msg("did not build: %s", text);
-    assert_non_null(strstr(text, "warning[pass]: toffload: stage 0 keeps its model states"));
-    assert_non_null(strstr(text, "warning[pass]: toffload: the model-state transfers lengthen "
-                                 "the makespan"));
+    Built x;
+    build(&x, src);
+    if (!x.p)
+        fail_msg("did not build: %s", x.text);
+    const Pipeline *p = x.p;
+    assert_non_null(strstr(x.text, "warning[pass]: toffload: stage 0 keeps its model states"));
+    assert_non_null(strstr(x.text, "warning[pass]: toffload: the model-state transfers lengthen "
+                                   "the makespan"));
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *st = &p->stages[s];
         int32_t lw[2] = {-1, -1}, og[2] = {-1, -1}, lastbw[2] = {-1, -1};
@@ -348,10 +362,7 @@ static void test_toffload_twice(void **state)
             assert_int_equal(st->ops[lastbw[c]].kind, OP_W);
         }
     }
-    pipeline_free(p);
-    fclose(d.out);
-    free(text);
-    diag_free(&d);
+    done(&x);
 }
 
 int main(void)
