@@ -386,16 +386,13 @@ static bool is_c(const char *name)
 }
 
 /* The link flags of target t after the objects or sources: runtime libraries, then
- * cuBLAS/NCCL/cudart for CUDA, OpenBLAS, pthreads, libm. */
+ * cuBLAS/NCCL/cudart for CUDA, OpenBLAS, pthreads, libm. nvcc links only without MPI
+ * (with MPI the linker is mpicc, for CUDA too), so the MPI wrapping is gcc's spelling. */
 static void link_libs(Argv *a, Target t, const char *lib, bool linker_is_nvcc)
 {
     if (t.mpi) {
-        arg(a, linker_is_nvcc ? "-Xlinker" : "-Wl,--wrap=pr_main");
-        if (linker_is_nvcc)
-            arg(a, "--wrap=pr_main");
-        arg(a, linker_is_nvcc ? "-Xlinker" : "-Wl,--wrap=pr_run");
-        if (linker_is_nvcc)
-            arg(a, "--wrap=pr_run");
+        arg(a, "-Wl,--wrap=pr_main");
+        arg(a, "-Wl,--wrap=pr_run");
     }
     for (const char *const *n = target_libs(t); *n; n++)
         argf(a, xasprintf("%s/%s", lib, *n));
