@@ -26,6 +26,11 @@ done
 check "nothing written for a bad value" test ! -e "$tmp/x"
 "$P" emit --backend gpu $E -o "$tmp/x" >/dev/null 2>"$tmp/err"
 check "emit --backend gpu: exit 2" test $? = 2
+# emit writes sources for any launcher: --launcher is compile's and run's option only.
+"$P" emit --launcher mpi $E -o "$tmp/x" >/dev/null 2>"$tmp/err"
+check "emit --launcher: exit 2" test $? = 2
+check "emit --launcher: an unknown option of emit" grep -qxF "pipec emit: unknown option '--launcher'" "$tmp/err"
+check "emit --launcher: nothing written" test ! -e "$tmp/x"
 "$P" emit $E -o "$tmp/default" >/dev/null 2>&1
 "$P" emit --backend cpu $E -o "$tmp/cpu" >/dev/null 2>&1
 check "emit --backend cpu is the default" diff -r "$tmp/default" "$tmp/cpu"
