@@ -155,5 +155,12 @@ else
     root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
     want=$(printf '%s\n' -np 4 --oversubscribe $root; ls "$tmp"/cmpi/*/tiny_1f1b; printf '%s\n' --iters 1)
     check "MPIRUN: its arguments" test "$(cat "$tmp/mpirun.args")" = "$want"
+    # An empty $MPIRUN is mpirun, found on PATH (the build is cached by now).
+    mkdir -p "$tmp/mpibin"
+    cp "$tmp/mpirun" "$tmp/mpibin/mpirun"
+    rm -f "$tmp/mpirun.args"
+    PATH=$tmp/mpibin:$PATH MPIRUN= "$PIPEC" run examples/tiny_1f1b.pipe --launcher mpi --iters 1 --cache "$tmp/cmpi" >/dev/null 2>"$tmp/err"
+    check "an empty MPIRUN: exit 0" test $? = 0
+    check "an empty MPIRUN: mpirun on PATH ran, with the same arguments" test "$(cat "$tmp/mpirun.args")" = "$want"
 fi
 finish
