@@ -1030,8 +1030,10 @@ static int build_cached(const EmitOut *eo, Target t, const char *dir, const char
     if (!quiet)
         fprintf(stderr, "pipec run: building %s (%d rank%s) in %s\n", eo->progname, nranks,
                 nranks == 1 ? "" : "s", dir);
-    if (emit_write(eo, dir) != 0) {
-        fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
+    const char *failed;
+    if (emit_write(eo, dir, &failed) != 0) {
+        fprintf(stderr, "pipec: cannot write %s%s%s: %s\n", dir, failed ? "/" : "",
+                failed ? failed : "", strerror(errno));
         return 1;
     }
     return build(eo, dir, t);

@@ -784,8 +784,9 @@ void emit_out_free(EmitOut *out)
     memset(out, 0, sizeof *out);
 }
 
-int emit_write(const EmitOut *out, const char *dir)
+int emit_write(const EmitOut *out, const char *dir, const char **failed)
 {
+    *failed = NULL;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return -1;
     for (uint32_t i = 0; i < out->n; i++) {
@@ -793,8 +794,10 @@ int emit_write(const EmitOut *out, const char *dir)
         const StrBuf *t = &out->files[i].text;
         int rc = write_file_atomic(path, t->s ? t->s : "", t->len);
         free(path);
-        if (rc != 0)
+        if (rc != 0) {
+            *failed = out->files[i].name;
             return -1;
+        }
     }
     return 0;
 }

@@ -135,6 +135,19 @@ check "... under the current folder" test -d "$tmp/cwd/.cache/pipec"
 check "--cache that cannot be created: exit 1" test $? = 1
 check "--cache that cannot be created: named, with the reason" grep -q "^pipec: cannot create the cache folder /dev/null/c/[0-9a-f]*: Not a directory\$" "$tmp/err"
 check "--cache that cannot be created: nothing ran" test ! -s "$tmp/out"
+# A cache folder whose program cannot be built because a generated file cannot be
+# written there (here main.c is a folder): exit 1 naming that file, nothing runs; once
+# the obstacle is gone the next run builds and runs.
+cdir=$(dirname "$(ls "$tmp"/cache/*/tiny_1f1b | head -n 1)")
+rm -rf "$cdir"
+mkdir -p "$cdir/main.c"
+"$PIPEC" run examples/tiny_1f1b.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "a cache file that cannot be written: exit 1" test $? = 1
+check "... the file named, with the reason" grep -qx "pipec: cannot write $cdir/main.c: Is a directory" "$tmp/err"
+check "... nothing ran" test ! -s "$tmp/out"
+rmdir "$cdir/main.c"
+"$PIPEC" run examples/tiny_1f1b.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "... the obstacle gone, the next run builds and runs" grep -q "^iter 1" "$tmp/out"
 # Usage errors: no FILE, an unknown option.
 "$PIPEC" run >"$tmp/out" 2>"$tmp/err"
 check "run without FILE: exit 2" test $? = 2
