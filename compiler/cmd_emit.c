@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "costmodel.h"
 #include "driver.h"
 #include "emit_c.h"
 #include "piperun.h"
@@ -135,10 +136,8 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
             if (info->mlp_ok)
                 mlp_shape_free(&shape);
             snprintf(info->model, sizeof info->model, "%s", p->model ? p->model->name : "");
-            const Field *a = p->model ? field_find(p->model->fields, p->model->nfields, "arch")
-                                      : NULL;
             snprintf(info->arch, sizeof info->arch, "%s",
-                     a && a->val.kind == VAL_IDENT ? a->val.str : "mlp");
+                     p->model ? model_arch_name(p->model) : "mlp");
         }
     }
     pipeline_free(p);

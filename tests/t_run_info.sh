@@ -99,6 +99,12 @@ pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs
 model m { arch mlp layers 2 hidden 64 vocab 256 seq 16 } pipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }|model m: `mbs` must be a whole number in 1..16777216
 model m { arch gpt layers 2 hidden 64 heads 4 ffn 100000000 vocab 256 seq 16 mbs 2 } pipeline w { stages 2 microbatches 2 model m device cpu memory 1TiB schedule onef1b }|model m: `ffn` must be a whole number
 CASES
+# A model without `arch` is a gpt (docs/cost-model.md): announced and run as one.
+printf 'import "std/schedules.pipe"\nimport "std/devices.pipe"\nmodel m { layers 2 hidden 32 heads 2 vocab 64 seq 8 mbs 2 }\npipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }\n' >"$tmp/w.pipe"
+"$PIPEC" run "$tmp/w.pipe" --iters 1 --cache "$tmp/cache6" >"$tmp/out" 2>"$tmp/err"
+check "a model without arch: exit 0" test $? = 0
+check "... announced as the gpt workload" grep -qx "pipec run: workload gpt: model m really trains (its shape fits the CPU workload)" "$tmp/err"
+check "... and run as one" grep -q "^w: 2 stages, 2 micro-batches, 1 chunk, workload gpt, 1 iteration" "$tmp/out"
 # A partition with one entry per stage is split over its chunks as the cost model splits
 # it (docs/cost-model.md): [4, 0] with two chunks is [2, 0, 2, 0] per virtual stage, and
 # the mlp workload trains both alike: the same losses and the same arenas, which differ
