@@ -396,8 +396,8 @@ static void test_odd_names(void **st)
 }
 
 /* emit_write: -1 with errno set when the folder cannot be made (its parent is
- * missing) or a file cannot be written (a folder is in its place); the files it did
- * write are whole. */
+ * missing; no file named) or a file cannot be written (a folder is in its place; that
+ * file named); the files it did write are whole. */
 static void test_emit_write_failures(void **st)
 {
     (void)st;
@@ -407,14 +407,17 @@ static void test_emit_write_failures(void **st)
     char dir[] = "/tmp/pipec_emit_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char *missing = xasprintf("%s/no/such", dir);
+    const char *failed = "";
     errno = 0;
-    assert_int_equal(emit_write(out, missing), -1);
+    assert_int_equal(emit_write(out, missing, &failed), -1);
     assert_int_equal(errno, ENOENT);
+    assert_null(failed);
     char *blocked = xasprintf("%s/%s", dir, out->files[out->n - 1].name);
     assert_int_equal(mkdir(blocked, 0755), 0);
     errno = 0;
-    assert_int_equal(emit_write(out, dir), -1);
+    assert_int_equal(emit_write(out, dir, &failed), -1);
     assert_int_not_equal(errno, 0);
+    assert_string_equal(failed, out->files[out->n - 1].name);
     char *first = xasprintf("%s/%s", dir, out->files[0].name);
     struct stat sb;
     assert_int_equal(stat(first, &sb), 0);
