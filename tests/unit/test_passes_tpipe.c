@@ -365,6 +365,26 @@ static void test_toffload_twice(void **state)
     done(&x);
 }
 
+/* partition_balance without a memory budget (a device with no `memory`): layers move
+ * from the longer stage while that shortens it, [20, 12] -> [16, 16] for Llama-2 7B
+ * (the head costs less than a layer, so a 17th layer on stage 0 would be longer than
+ * stage 1's 16 and the head). */
+static void test_balance_without_budget(void **state)
+{
+    (void)state;
+    Built x;
+    build(&x, "import \"std/schedules.pipe\"\nimport \"std/models.pipe\"\n"
+              "device d { peak_tflops 100 }\n"
+              "pipeline pb { stages 2 microbatches 4 model llama2_7b device d\n"
+              "  partition [20, 12] schedule onef1b apply partition_balance }\n");
+    if (!x.p)
+        fail_msg("did not build: %s", x.text);
+    assert_false(x.p->has_memory);
+    assert_int_equal(x.p->npartition, 2);
+    assert_true(x.p->partition[0] == 16 && x.p->partition[1] == 16);
+    done(&x);
+}
+
 int main(void)
 {
     setenv("PIPEC_STDLIB", "stdlib", 0);
@@ -374,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_trecomp_explicit),
         cmocka_unit_test(test_trecomp_two_calls),
         cmocka_unit_test(test_toffload_twice),
+        cmocka_unit_test(test_balance_without_budget),
         cmocka_unit_test(test_random_explicit),
         cmocka_unit_test(test_random_model),
     };
