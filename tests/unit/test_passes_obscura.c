@@ -473,6 +473,25 @@ static void test_identify_cmb(void **state)
     assert_int_equal(sched_last_adjusted(b.p), 0);
     done(&b);
     free(s.s);
+    /* a rank that already recomputes (selective, still over) is not tried with CMB: it
+     * is adjusted, fully recomputed */
+    s = (StrBuf){0};
+    sb_printf(&s, src, "recompute stages 0 policy selective");
+    build(&b, s.s);
+    assert_non_null(b.p);
+    assert_false(sched_fits(b.p, over));
+    assert_int_equal(over[0], 1);
+    done(&b);
+    free(s.s);
+    s = (StrBuf){0};
+    sb_printf(&s, src, "recompute stages 0 policy selective apply identify_adjusted");
+    build(&b, s.s);
+    assert_non_null(b.p);
+    assert_int_equal(b.p->adjusted[0], 1);
+    assert_int_equal(b.p->stage_policy[0], POLICY_FULL);
+    assert_int_equal(sched_last_adjusted(b.p), 0);
+    done(&b);
+    free(s.s);
 }
 
 static double part_sum(const Pipeline *p)
