@@ -433,6 +433,32 @@ static void test_eq23(void **state)
     done(&b);
 }
 
+/* §5.3 with a rank between adjusted ones that is not adjusted (rank 1, act 1.5 GiB: 16 +
+ * 4 x 1.5 = 22 GiB with its 4 warm-up forwards, within 23) and keeps more warm-up
+ * forwards than 1F1B's 3: k = 2, rank 1 is left as written, and rank 0 (11 warm-up
+ * forwards) keeps W_k + (k - 0) = 4 but never fewer than W_1 + 1 = 5, so that warm-up
+ * counts still fall from rank to rank. */
+static void test_refinement_around_unadjusted(void **state)
+{
+    (void)state;
+    Built b;
+    build(&b, "pipeline fig { stages 4 microbatches 12 memory 23GiB\n"
+              "  costs { f 1ms b 2ms r 1ms act 4GiB ckpt 1GiB weights 16GiB }\n"
+              "  costs stage 1 { act 1.5GiB }\n"
+              "  stage 0 { F0 F1 F2 F3 F4 F5 F6 F7 F8 F9 F10 B0 F11 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11 }\n"
+              "  stage 1 { F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 F8 B5 F9 B6 F10 B7 F11 B8 B9 B10 B11 }\n"
+              "  stage 2 { F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 F8 B7 F9 B8 F10 B9 F11 B10 B11 }\n"
+              "  stage 3 { F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7 F8 B8 F9 B9 F10 B10 F11 B11 }\n"
+              "  apply identify_adjusted(cmb=false) apply migration_refinement }\n");
+    assert_non_null(b.p);
+    assert_true(b.p->adjusted[0] && !b.p->adjusted[1] && b.p->adjusted[2] && !b.p->adjusted[3]);
+    assert_ops(b.p, 0, "F0 F1 F2 F3 F4 R0 B0 F5 R1 B1 F6 R2 B2 F7 R3 B3 F8 R4 B4 F9 R5 B5 "
+                       "F10 R6 B6 F11 R7 B7 R8 B8 R9 B9 R10 B10 R11 B11");
+    assert_ops(b.p, 1, "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 F8 B5 F9 B6 F10 B7 F11 B8 B9 "
+                       "B10 B11");
+    done(&b);
+}
+
 /* §8: Llama-2 18B (8 x A100-80GB, seq 4096, M = 16): rank 0 is over the budget under
  * 1F1B, and the CMB policy alone brings it within (docs/passes.md §9.2 table), so with
  * cmb=true no rank is adjusted; with cmb=false rank 0 is adjusted and fully recomputed. */
@@ -685,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_forward_migration),
         cmocka_unit_test(test_dependency_relaxation),
         cmocka_unit_test(test_migration_refinement),
+        cmocka_unit_test(test_refinement_around_unadjusted),
         cmocka_unit_test(test_swap),
         cmocka_unit_test(test_swap_hidden),
         cmocka_unit_test(test_identify_cmb),
