@@ -459,6 +459,39 @@ static void test_refinement_around_unadjusted(void **state)
     done(&b);
 }
 
+/* The schedule passes rewrite the SI gates they add (`dep` from the compute op before a
+ * swap-in on its rank) and keep the source's own `dep` lines, here one to a backward,
+ * one to an SI from another rank and one to an SI from an SO; a second rewrite
+ * (migration_refinement, which moves nothing here) gives the same text. */
+static void test_user_deps_kept(void **state)
+{
+    (void)state;
+    static const char *const mine[] = {"dep 1:F0 -> 0:B0", "dep 1:F2 -> 0:SI0",
+                                       "dep 0:SO0 -> 0:SI0"};
+    static const char *const deps = "  dep 1:F0 -> 0:B0 dep 1:F2 -> 0:SI0 dep 0:SO0 -> 0:SI0\n";
+    StrBuf a = {0}, b = {0};
+    sb_printf(&a, "%s  apply swap(lambda=2, beta=0.5)\n", deps);
+    sb_printf(&b, "%s  apply swap(lambda=2, beta=0.5) apply migration_refinement\n", deps);
+    Built x, y;
+    hand(&x, "host_bw 100GB/s", a.s);
+    hand(&y, "host_bw 100GB/s", b.s);
+    char *px = printed(x.p), *py = printed(y.p);
+    for (size_t i = 0; i < ARRAY_LEN(mine); i++) {
+        const char *at = strstr(px, mine[i]);
+        assert_non_null(at);
+        assert_null(strstr(at + 1, mine[i])); /* once */
+    }
+    assert_non_null(strstr(px, "dep 0:F2 -> 0:SI0")); /* swap's gate of SI0 on rank 0 */
+    assert_string_equal(px, py);
+    assert_legal(y.p);
+    free(px);
+    free(py);
+    free(a.s);
+    free(b.s);
+    done(&x);
+    done(&y);
+}
+
 /* §8: Llama-2 18B (8 x A100-80GB, seq 4096, M = 16): rank 0 is over the budget under
  * 1F1B, and the CMB policy alone brings it within (docs/passes.md §9.2 table), so with
  * cmb=true no rank is adjusted; with cmb=false rank 0 is adjusted and fully recomputed. */
@@ -714,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_refinement_around_unadjusted),
         cmocka_unit_test(test_swap),
         cmocka_unit_test(test_swap_hidden),
+        cmocka_unit_test(test_user_deps_kept),
         cmocka_unit_test(test_identify_cmb),
         cmocka_unit_test(test_partition_adjust),
         cmocka_unit_test(test_obscura_28b),
