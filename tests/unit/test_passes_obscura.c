@@ -694,6 +694,32 @@ static void test_obscura_28b(void **state)
         free(s[i].s);
 }
 
+/* A stage range no source can write (it starts below 0) is refused by the passes that
+ * take `stages`, naming the range, and the schedule is left as it was. */
+static void test_stage_range_below_zero(void **state)
+{
+    (void)state;
+    Built b;
+    hand(&b, "", "");
+    char *before = printed(b.p);
+    Field arg = {0};
+    arg.key = (char *)"stages";
+    arg.val.kind = VAL_RANGE;
+    arg.val.lo = -1;
+    arg.val.hi = 1;
+    PassCall call = {(char *)"forward_migration", &arg, 1, LOC_NONE};
+    assert_int_equal(run_pass(&b.d, b.p, &call), 1);
+    char *msg = diag_text(&b);
+    assert_non_null(strstr(msg, "error[value]: stage range -1..1 is out of range: the "
+                                "pipeline has 4 stages"));
+    char *after = printed(b.p);
+    assert_string_equal(before, after);
+    free(msg);
+    free(before);
+    free(after);
+    done(&b);
+}
+
 /* Inputs outside the 1F1B family get a `value` error naming the pass and what the rank
  * does wrong, not a crash. */
 static void test_refuses(void **state)
@@ -752,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_partition_adjust),
         cmocka_unit_test(test_obscura_28b),
         cmocka_unit_test(test_refuses),
+        cmocka_unit_test(test_stage_range_below_zero),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
