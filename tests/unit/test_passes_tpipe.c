@@ -385,6 +385,43 @@ static void test_balance_without_budget(void **state)
     done(&x);
 }
 
+/* Ranges no source can write (starting below 0, built in the IR) are refused with the
+ * pass's own message, the schedule left as it was. */
+static void test_ranges_below_zero(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pass, *key, *msg;
+    } cases[] = {
+        {"trecomp_blockwise", "chunks", "chunks -1..1 is not a non-empty range of the 2 chunks"},
+        {"toffload", "chunks", "chunks -1..1 is not a non-empty range of the 2 chunks"},
+        {"lynx_overlap", "stages", "bad stage range -1..1: the pipeline has 2 stages"},
+    };
+    Built x;
+    build(&x, "import \"std/schedules.pipe\"\n"
+              "pipeline c { stages 2 microbatches 4 chunks 2\n"
+              "  costs { f 1ms b 2ms act 1MiB ckpt 0 } schedule interleaved }\n");
+    assert_non_null(x.p);
+    char *before = printed(x.p);
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        Field arg = {0};
+        arg.key = (char *)cases[i].key;
+        arg.val.kind = VAL_RANGE;
+        arg.val.lo = -1;
+        arg.val.hi = 1;
+        PassCall call = {(char *)cases[i].pass, &arg, 1, LOC_NONE};
+        assert_int_equal(run_pass(&x.d, x.p, &call), 1);
+        fflush(x.d.out);
+        if (!strstr(x.text, cases[i].msg))
+            fail_msg("%s: want \"%s\" in\n%s", cases[i].pass, cases[i].msg, x.text);
+        char *after = printed(x.p);
+        assert_string_equal(before, after);
+        free(after);
+    }
+    free(before);
+    done(&x);
+}
+
 int main(void)
 {
     setenv("PIPEC_STDLIB", "stdlib", 0);
@@ -395,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_trecomp_two_calls),
         cmocka_unit_test(test_toffload_twice),
         cmocka_unit_test(test_balance_without_budget),
+        cmocka_unit_test(test_ranges_below_zero),
         cmocka_unit_test(test_random_explicit),
         cmocka_unit_test(test_random_model),
     };
