@@ -344,6 +344,10 @@ static void test_p2p(void **state)
     mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), dev(), 1);
     assert_near(cm_p2p_ms(&cm), 0.09388608);
     costmodel_free(&cm);
+    /* no device: no link to time */
+    mkcm(&c, &cm, gpt_model(2, 1024, 16, 2048, 2, "flash"), NULL, 1);
+    assert_true(cm_p2p_ms(&cm) == 0);
+    costmodel_free(&cm);
     cap_close(&c);
 }
 
@@ -728,6 +732,12 @@ static void test_bad_blocks(void **state)
     assert_int_equal(device_read(&c.d, d, &ds), 1);
     assert_non_null(strstr(cap_text(&c), "device 'nopeak' has no 'peak_tflops'"));
     ent_free(d);
+    /* tensor_parallel 0, which the front end refuses first, is refused here too */
+    Pipeline *z = mkpipe(2, 2, 1, gpt_model(2, 1024, 16, 2048, 2, "flash"), NULL);
+    z->tensor_parallel = 0;
+    assert_int_equal(derive_costs(&c.d, z), 1);
+    assert_non_null(strstr(cap_text(&c), "tensor_parallel must be at least 1"));
+    pipeline_free(z);
     /* tensor parallel must divide the heads: 16 heads, t = 3 */
     Pipeline *p = mkpipe(2, 2, 1, gpt_model(2, 1024, 16, 2048, 2, "flash"), NULL);
     p->tensor_parallel = 3;
