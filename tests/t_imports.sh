@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t_imports.sh - where imports are found (docs/language.md "Imports"): the importing
 # file's folder, -I, each folder of $PIPEC_PATH (colon-separated, empty entries
-# skipped), the stdlib ($PIPEC_STDLIB, else <dir of pipec>/../stdlib, else
+# skipped), the stdlib ($PIPEC_STDLIB unless empty, else <dir of pipec>/../stdlib, else
 # <dir of pipec>/../share/pipec/stdlib); absolute paths as written; what a missing
 # import says it searched; files that cannot be sources (a folder, one over the size
 # limit) rejected with a located error and exit 1.
