@@ -173,7 +173,8 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
         if (!sr->stuck && sr->makespan_ms > before * (1 + 1e-9) + 1e-9)
             diag_warning(d, call->loc, WARN_PASS,
                          "toffload: the model-state transfers lengthen the makespan from %.3f "
-                         "to %.3f ms (they share the host link with swaps)",
+                         "to %.3f ms (they share the host link with swaps and earlier "
+                         "model-state transfers)",
                          before, sr->makespan_ms);
         sim_free(sr);
     }

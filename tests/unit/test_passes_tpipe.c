@@ -340,6 +340,8 @@ static void test_toffload_twice(void **state)
     assert_non_null(strstr(x.text, "warning[pass]: toffload: stage 0 keeps its model states"));
     assert_non_null(strstr(x.text, "warning[pass]: toffload: the model-state transfers lengthen "
                                    "the makespan"));
+    assert_non_null(strstr(x.text, "(they share the host link with swaps and earlier "
+                                   "model-state transfers)"));
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *st = &p->stages[s];
         int32_t lw[2] = {-1, -1}, og[2] = {-1, -1}, lastbw[2] = {-1, -1};
