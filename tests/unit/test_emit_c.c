@@ -332,6 +332,34 @@ static void test_mlp_shape_reasons(void **st)
     }
 }
 
+/* mlp_shape on partitions the front end and the cost model refuse (changed in the IR
+ * after compiling): an entry count that is neither P nor P*V, and whole layers that do
+ * not add up to the model's. */
+static void test_mlp_shape_bad_partition(void **st)
+{
+    (void)st;
+    const char *src = "model m { arch mlp layers 2 hidden 32 vocab 64 seq 8 mbs 2 dtype fp32 }\n"
+                      "pipeline t {\n  stages 2  microbatches 2  model m  partition [1, 1]\n"
+                      "  stage 0 { F0 F1 B0 B1 }\n  stage 1 { F0 B0 F1 B1 }\n}\n";
+    Diag d = {0};
+    Pipeline *p = driver_compile_string(&d, NULL, "t.pipe", src, strlen(src));
+    assert_non_null(p);
+    MlpShape sh;
+    char why[200] = "";
+    p->npartition = 1;
+    assert_int_equal(mlp_shape(p, &sh, why, sizeof why), -1);
+    assert_string_equal(why, "the partition lists 1 entries; the pipeline has 2 stages and 2 "
+                             "virtual stages");
+    mlp_shape_free(&sh);
+    p->npartition = 2;
+    p->partition[1] = 2;
+    assert_int_equal(mlp_shape(p, &sh, why, sizeof why), -1);
+    assert_string_equal(why, "the partition sums to 3 layers, the model has 2");
+    mlp_shape_free(&sh);
+    pipeline_free(p);
+    diag_free(&d);
+}
+
 /* A pipeline without a name (built by hand: the front end always names one) is the
  * program "pipeline"; one rank sends no messages, so the message table is one empty
  * row; with no model the program says why the model workload cannot run. */
@@ -564,6 +592,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_piece_rows_follow_the_plan, emit_sample,
                                         free_sample),
         cmocka_unit_test(test_mlp_shape_reasons),
+        cmocka_unit_test(test_mlp_shape_bad_partition),
         cmocka_unit_test(test_nameless_one_rank),
         cmocka_unit_test(test_stuck_schedule), cmocka_unit_test(test_odd_names),
         cmocka_unit_test(test_emit_write_failures),
