@@ -160,27 +160,38 @@ static void hand(Built *b, const char *costs_extra, const char *applies)
     free(s.s);
 }
 
+/* The hand example (with costs_extra) built with applies a and with applies b: both
+ * must print the same and mark the same ranks adjusted. Returns the printed form
+ * (caller frees). */
+static char *assert_same(const char *costs_extra, const char *a, const char *b, const char *what)
+{
+    Built x, y;
+    hand(&x, costs_extra, a);
+    hand(&y, costs_extra, b);
+    char *px = printed(x.p), *py = printed(y.p);
+    if (strcmp(px, py) != 0)
+        fail_msg("%s", what);
+    for (int32_t s = 0; s < x.p->P; s++)
+        assert_int_equal(x.p->adjusted[s], y.p->adjusted[s]);
+    assert_legal(y.p);
+    free(py);
+    done(&x);
+    done(&y);
+    return px;
+}
+
 /* Builds src twice, once with `apply X` and once with `apply X apply X`, and asserts the
  * same printed form. */
 static void assert_idempotent(const char *pre, const char *pass)
 {
-    StrBuf a = {0}, b = {0};
+    StrBuf a = {0}, b = {0}, what = {0};
     sb_printf(&a, "%sapply %s\n", pre, pass);
     sb_printf(&b, "%sapply %s apply %s\n", pre, pass, pass);
-    Built x, y;
-    hand(&x, "", a.s);
-    hand(&y, "", b.s);
-    char *px = printed(x.p), *py = printed(y.p);
-    if (strcmp(px, py) != 0)
-        fail_msg("%s is not idempotent", pass);
-    for (int32_t s = 0; s < x.p->P; s++)
-        assert_int_equal(x.p->adjusted[s], y.p->adjusted[s]);
-    free(px);
-    free(py);
+    sb_printf(&what, "%s is not idempotent", pass);
+    free(assert_same("", a.s, b.s, what.s));
     free(a.s);
     free(b.s);
-    done(&x);
-    done(&y);
+    free(what.s);
 }
 
 static const char *const ONEF1B_3 =
@@ -472,24 +483,32 @@ static void test_user_deps_kept(void **state)
     StrBuf a = {0}, b = {0};
     sb_printf(&a, "%s  apply swap(lambda=2, beta=0.5)\n", deps);
     sb_printf(&b, "%s  apply swap(lambda=2, beta=0.5) apply migration_refinement\n", deps);
-    Built x, y;
-    hand(&x, "host_bw 100GB/s", a.s);
-    hand(&y, "host_bw 100GB/s", b.s);
-    char *px = printed(x.p), *py = printed(y.p);
+    char *px = assert_same("host_bw 100GB/s", a.s, b.s, "the second rewrite changed the text");
     for (size_t i = 0; i < ARRAY_LEN(mine); i++) {
         const char *at = strstr(px, mine[i]);
         assert_non_null(at);
         assert_null(strstr(at + 1, mine[i])); /* once */
     }
     assert_non_null(strstr(px, "dep 0:F2 -> 0:SI0")); /* swap's gate of SI0 on rank 0 */
-    assert_string_equal(px, py);
-    assert_legal(y.p);
     free(px);
-    free(py);
     free(a.s);
     free(b.s);
-    done(&x);
-    done(&y);
+}
+
+/* Llama-2 18B on 8 x A100-80GB as test_identify_cmb uses it, with `extra` in the
+ * pipeline body. */
+static void l18(Built *b, const char *extra)
+{
+    StrBuf s = {0};
+    sb_printf(&s,
+              "import \"std/schedules.pipe\"\nimport \"std/models.pipe\"\n"
+              "import \"std/devices.pipe\"\n"
+              "pipeline l18 { stages 8 microbatches 16 model llama2_18b device a100_sxm_80g\n"
+              "  partition even schedule onef1b %s }\n",
+              extra);
+    build(b, s.s);
+    free(s.s);
+    assert_non_null(b->p);
 }
 
 /* §8: Llama-2 18B (8 x A100-80GB, seq 4096, M = 16): rank 0 is over the budget under
@@ -498,59 +517,34 @@ static void test_user_deps_kept(void **state)
 static void test_identify_cmb(void **state)
 {
     (void)state;
-    static const char *const src =
-        "import \"std/schedules.pipe\"\nimport \"std/models.pipe\"\nimport \"std/devices.pipe\"\n"
-        "pipeline l18 { stages 8 microbatches 16 model llama2_18b device a100_sxm_80g\n"
-        "  partition even schedule onef1b %s }\n";
-    StrBuf s = {0};
     Built b;
-    sb_printf(&s, src, "");
-    build(&b, s.s);
-    assert_non_null(b.p);
     uint8_t over[8];
+    l18(&b, "");
     assert_false(sched_fits(b.p, over));
     assert_int_equal(over[0], 1);
     done(&b);
-    free(s.s);
-    s = (StrBuf){0};
-    sb_printf(&s, src, "apply identify_adjusted");
-    build(&b, s.s);
-    assert_non_null(b.p);
+    l18(&b, "apply identify_adjusted");
     assert_int_equal(sched_last_adjusted(b.p), -1);
     assert_int_equal(b.p->stage_policy[0], POLICY_CMB);
     for (int32_t r = 1; r < 8; r++)
         assert_int_equal(b.p->stage_policy[r], POLICY_NONE);
     assert_true(fits_all(b.p));
     done(&b);
-    free(s.s);
-    s = (StrBuf){0};
-    sb_printf(&s, src, "apply identify_adjusted(cmb=false)");
-    build(&b, s.s);
-    assert_non_null(b.p);
-    assert_int_equal(b.p->adjusted[0], 1);
-    assert_int_equal(b.p->stage_policy[0], POLICY_FULL);
-    assert_int_equal(sched_last_adjusted(b.p), 0);
-    done(&b);
-    free(s.s);
-    /* a rank that already recomputes (selective, still over) is not tried with CMB: it
-     * is adjusted, fully recomputed */
-    s = (StrBuf){0};
-    sb_printf(&s, src, "recompute stages 0 policy selective");
-    build(&b, s.s);
-    assert_non_null(b.p);
+    /* cmb=false, or a rank that already recomputes (selective, still over: it is not
+     * tried with CMB): adjusted, fully recomputed */
+    l18(&b, "recompute stages 0 policy selective");
     assert_false(sched_fits(b.p, over));
     assert_int_equal(over[0], 1);
     done(&b);
-    free(s.s);
-    s = (StrBuf){0};
-    sb_printf(&s, src, "recompute stages 0 policy selective apply identify_adjusted");
-    build(&b, s.s);
-    assert_non_null(b.p);
-    assert_int_equal(b.p->adjusted[0], 1);
-    assert_int_equal(b.p->stage_policy[0], POLICY_FULL);
-    assert_int_equal(sched_last_adjusted(b.p), 0);
-    done(&b);
-    free(s.s);
+    static const char *const adj[] = {"apply identify_adjusted(cmb=false)",
+                                      "recompute stages 0 policy selective apply identify_adjusted"};
+    for (size_t i = 0; i < ARRAY_LEN(adj); i++) {
+        l18(&b, adj[i]);
+        assert_int_equal(b.p->adjusted[0], 1);
+        assert_int_equal(b.p->stage_policy[0], POLICY_FULL);
+        assert_int_equal(sched_last_adjusted(b.p), 0);
+        done(&b);
+    }
 }
 
 static double part_sum(const Pipeline *p)
