@@ -45,7 +45,8 @@ int pass_swap(Diag *d, Pipeline *p, const PassCall *call)
     if (err)
         return err;
     if (lambda < 0 || lambda > IR_MAX_MICROBATCHES) {
-        diag_error(d, pass_arg_loc(call, "lambda"), DIAG_VALUE, "lambda must be >= 0 (got %lld)",
+        diag_error(d, pass_arg_loc(call, "lambda"), DIAG_VALUE,
+                   "lambda must be between 0 and %d (got %lld)", IR_MAX_MICROBATCHES,
                    (long long)lambda);
         return 1;
     }
