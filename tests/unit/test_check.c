@@ -714,6 +714,58 @@ static void test_graph_bad_ir(void **state)
     pipeline_free(p);
 }
 
+/* Rendezvous (every send waits for its recv): GPipe, P = 2, M = 2, needs no buffering.
+ * Stage 0 blocks in the send of F0 until stage 1 reaches its recv; stage 1 then waits in
+ * the recv of F1, so when stage 0 sends F1 its receiver is already there, and stage 1
+ * finds that message done when it resumes. */
+static void test_rendezvous_receiver_first(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 2, 1);
+    gen_gpipe(p);
+    CommPlan *cp = comm_plan(p);
+    CommHang h = comm_simulate(p, cp, COMM_RENDEZVOUS);
+    assert_false(h.hung);
+    assert_int_equal(h.nblocked, 0);
+    comm_plan_free(cp);
+    pipeline_free(p);
+    /* no stages: no messages, nothing to block */
+    p = mk(0, 1, 1);
+    cp = comm_plan(p);
+    assert_int_equal(cp->nmsgs, 0);
+    h = comm_simulate(p, cp, COMM_RENDEZVOUS);
+    assert_false(h.hung);
+    comm_plan_free(cp);
+    pipeline_free(p);
+}
+
+/* A lowering hang around a ring of 17 stages (more than the 16 the message walks):
+ * every stage s lists F0 SO0 SI0 F1 B0 B1 with a dep from F1 of stage s+1 (stage 0 for
+ * the last) into its SI0. The wait graph is acyclic (F1 does not wait for SI0), but each
+ * host program blocks in the recv before its SI0, waiting for an F1 the next stage
+ * lists after its own SI0. */
+static void test_lowering_hang_ring(void **state)
+{
+    (void)state;
+    enum { P = 17 };
+    Pipeline *p = mk(P, 2, 1);
+    for (int s = 0; s < P; s++) {
+        ops(p, s, "F0 SO0 SI0 F1 B0 B1");
+        add_dep(p, (s + 1) % P, OP_F, 1, s, OP_SI, 0);
+    }
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[deadlock]: stage 0 blocks before SI0 in the recv of F1 from stage 1, "
+                  "while stage 1 blocks before SI0 in the recv of F1 from stage 2, while ");
+    expect_has(t, "while stage 15 blocks before SI0 in the recv of F1 from stage 16, ... (17 "
+                  "stages): every send of the cycle comes after a recv that waits for it");
+    if (strstr(t, "stage 16 blocks"))
+        fail_msg("the walk shows 16 stages, not 17:\n%s", t);
+    assert_int_equal(d.nerr, 1);
+    free(t);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -741,6 +793,8 @@ int main(void)
         cmocka_unit_test(test_bad_shape_skipped),
         cmocka_unit_test(test_memory_weights_alone),
         cmocka_unit_test(test_graph_bad_ir),
+        cmocka_unit_test(test_rendezvous_receiver_first),
+        cmocka_unit_test(test_lowering_hang_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
