@@ -766,6 +766,31 @@ static void test_lowering_hang_ring(void **state)
     pipeline_free(p);
 }
 
+/* A peak at LW, before any activation is live: the composition names the weights and
+ * the model states only. Stage 0 lists LW0 F0 B0 OG0 with weights 1 GiB, grads and
+ * wload 1 GiB each (LW brings back 2 GiB) and no activations: 3 GiB at LW0. */
+static void test_memory_peak_at_lw(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(1, 1, 1);
+    push(p, 0, OP_LW, 0, 0);
+    ops(p, 0, "F0 B0");
+    push(p, 0, OP_OG, 0, 0);
+    set_cost(&p->costs, COST_WEIGHTS, 1 * GiB);
+    set_cost(&p->costs, COST_GRADS, 1 * GiB);
+    set_cost(&p->costs, COST_WLOAD, 1 * GiB);
+    set_cost(&p->costs, COST_ACT, 0);
+    p->has_memory = true;
+    p->memory = 2 * GiB;
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[memory]: stage 0 needs 3.0 GiB at LW0, over its budget of 2.0 GiB by "
+                  "1.0 GiB: weights 1.0 GiB + model states 2.0 GiB loaded by LW\n");
+    assert_int_equal(d.nerr, 1);
+    free(t);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -795,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_graph_bad_ir),
         cmocka_unit_test(test_rendezvous_receiver_first),
         cmocka_unit_test(test_lowering_hang_ring),
+        cmocka_unit_test(test_memory_peak_at_lw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
