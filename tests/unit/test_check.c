@@ -53,6 +53,26 @@ static void expect_has(const char *text, const char *needle)
         fail_msg("expected \"%s\" in:\n%s", needle, text);
 }
 
+/* Adds the dep from -> to (testutil.h's add_dep with any chunk, kind or stage). */
+static void push_dep(Pipeline *p, OpRef from, OpRef to)
+{
+    size_t cap = p->depcap;
+    Dep dp = {from, to, LOC_NONE};
+    VEC_PUSH(p->deps, p->ndeps, cap, dp);
+    p->depcap = (uint32_t)cap;
+}
+
+/* Checks p (`what`): the report holds `want` and nerr errors in all. Frees p. */
+static void expect_report(Pipeline *p, unsigned what, const char *want, int nerr)
+{
+    Diag d;
+    char *t = run(p, what, &d);
+    expect_has(t, want);
+    assert_int_equal(d.nerr, nerr);
+    free(t);
+    pipeline_free(p);
+}
+
 /* ---- tests -------------------------------------------------------------------------- */
 
 static void test_onef1b_ok(void **state)
@@ -477,16 +497,8 @@ static void test_dep_refs(void **state)
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         Pipeline *p = onef1b(2, 2);
-        size_t cap = p->depcap;
-        Dep dp = {{0, 0, OP_F, 0}, cases[i].to, LOC_NONE};
-        VEC_PUSH(p->deps, p->ndeps, cap, dp);
-        p->depcap = (uint32_t)cap;
-        Diag d;
-        char *t = run(p, CHECK_ALL, &d);
-        expect_has(t, cases[i].want);
-        assert_int_equal(d.nerr, 1);
-        free(t);
-        pipeline_free(p);
+        push_dep(p, (OpRef){0, 0, OP_F, 0}, cases[i].to);
+        expect_report(p, CHECK_ALL, cases[i].want, 1);
     }
 }
 
@@ -544,20 +556,13 @@ static void test_opindex_sparse_edges(void **state)
 static void test_chunk_plural(void **state)
 {
     (void)state;
-    Pipeline *p = mk(1, 1, 2);
-    ops(p, 0, "F0 F0.1 B0.1 B0 F0.5");
-    size_t cap = p->depcap;
-    Dep dp = {{0, 0, OP_F, 0}, {0, 0, OP_B, 3}, LOC_NONE};
-    VEC_PUSH(p->deps, p->ndeps, cap, dp);
-    p->depcap = (uint32_t)cap;
-    Diag d;
-    char *t = run(p, CHECK_STRUCTURE, &d);
-    expect_has(t, "error[placement]: F0.5 on stage 0 names chunk 5, but each stage holds 2 "
-                  "chunks (virtual stages vs(0, 0..1))");
-    expect_has(t, "error[placement]: dep names 0:B0.3, but stage 0 holds only 2 chunks");
-    assert_int_equal(d.nerr, 2);
-    free(t);
-    pipeline_free(p);
+    Pipeline *p = one(1, 2, "F0 F0.1 B0.1 B0 F0.5");
+    expect_report(p, CHECK_STRUCTURE, "error[placement]: F0.5 on stage 0 names chunk 5, but "
+                  "each stage holds 2 chunks (virtual stages vs(0, 0..1))", 1);
+    p = one(1, 2, "F0 F0.1 B0.1 B0");
+    push_dep(p, (OpRef){0, 0, OP_F, 0}, (OpRef){0, 0, OP_B, 3});
+    expect_report(p, CHECK_STRUCTURE,
+                  "error[placement]: dep names 0:B0.3, but stage 0 holds only 2 chunks", 1);
 }
 
 /* A dep from an op to itself is an `order` error of its own wording (check_order). */
@@ -566,13 +571,7 @@ static void test_dep_self(void **state)
     (void)state;
     Pipeline *p = onef1b(2, 2);
     add_dep(p, 1, OP_F, 1, 1, OP_F, 1);
-    Diag d;
-    char *t = run(p, CHECK_ALL, &d);
-    expect_has(t, "error[order]: dep makes F1 on stage 1 wait for itself");
-    assert_int_equal(d.ncode[DIAG_ORDER], 1);
-    assert_int_equal(d.nerr, 1);
-    free(t);
-    pipeline_free(p);
+    expect_report(p, CHECK_ALL, "error[order]: dep makes F1 on stage 1 wait for itself", 1);
 }
 
 /* A shape the elaborator rejected (P, M or V not positive, no stages) is not checked
@@ -782,13 +781,9 @@ static void test_memory_peak_at_lw(void **state)
     set_cost(&p->costs, COST_ACT, 0);
     p->has_memory = true;
     p->memory = 2 * GiB;
-    Diag d;
-    char *t = run(p, CHECK_ALL, &d);
-    expect_has(t, "error[memory]: stage 0 needs 3.0 GiB at LW0, over its budget of 2.0 GiB by "
-                  "1.0 GiB: weights 1.0 GiB + model states 2.0 GiB loaded by LW\n");
-    assert_int_equal(d.nerr, 1);
-    free(t);
-    pipeline_free(p);
+    expect_report(p, CHECK_ALL,
+                  "error[memory]: stage 0 needs 3.0 GiB at LW0, over its budget of 2.0 GiB by "
+                  "1.0 GiB: weights 1.0 GiB + model states 2.0 GiB loaded by LW\n", 1);
 }
 
 int main(void)
