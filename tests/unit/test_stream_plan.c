@@ -416,6 +416,28 @@ static void test_send_at_producer(void **state)
     }
 }
 
+/* What the verifier checks a plan against: the comm plan, the plan's input and the
+ * cost-model arena plan (full swap) of one pipeline. */
+typedef struct Inputs {
+    CommPlan *cp;
+    StreamInBuf b;
+    ArenaPlan *ap;
+} Inputs;
+
+static void inputs_open(Inputs *x, const Pipeline *p)
+{
+    x->cp = comm_plan(p);
+    stream_in_build(&x->b, p, x->cp);
+    x->ap = arena_plan(p, NULL, 1);
+}
+
+static void inputs_close(Inputs *x)
+{
+    arena_plan_free(x->ap);
+    stream_in_free(&x->b);
+    comm_plan_free(x->cp);
+}
+
 /* The verifier catches each kind of broken plan it documents (stream_check.h): a wait
  * on an op not listed before, a send that may leave before its producer ends, a consumer
  * that waits for no receive. Each corruption of the correct plan of 1F1B (P = 2, M = 4,
@@ -429,13 +451,12 @@ static void test_verifier_rejects(void **state)
     ops(p, 1, "F0 B0 F1 B1 F2 B2 F3 B3");
     set_cost(&p->costs, COST_ACT, 4096);
     set_cost(&p->costs, COST_WACT, 1024);
-    CommPlan *cp = comm_plan(p);
-    StreamInBuf b;
-    stream_in_build(&b, p, cp);
-    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    Inputs x;
+    inputs_open(&x, p);
+    const CommPlan *cp = x.cp;
     char why[512];
     for (int corrupt = 0; corrupt < 5; corrupt++) {
-        StreamPlan *sp = stream_plan(&b.in);
+        StreamPlan *sp = stream_plan(&x.b.in);
         why[0] = 0;
         const char *want = NULL;
         StreamRank *k = &sp->rank[0];
@@ -463,7 +484,7 @@ static void test_verifier_rejects(void **state)
         }
         /* with the arena plan, and without one (ap NULL: waits and messages only) */
         for (int with_ap = 1; with_ap >= 0; with_ap--) {
-            int nbad = stream_plan_check(p, &b.in, sp, with_ap ? ap : NULL, why, sizeof why);
+            int nbad = stream_plan_check(p, &x.b.in, sp, with_ap ? x.ap : NULL, why, sizeof why);
             if (!want) {
                 assert_int_equal(nbad, 0);
             } else {
@@ -474,9 +495,7 @@ static void test_verifier_rejects(void **state)
         }
         stream_plan_free(sp);
     }
-    arena_plan_free(ap);
-    stream_in_free(&b);
-    comm_plan_free(cp);
+    inputs_close(&x);
     pipeline_free(p);
 }
 
@@ -595,23 +614,21 @@ static void test_verifier_orders(void **state)
     Pipeline *p = mk(2, 4, 1);
     gen_1f1b(p);
     set_cost(&p->costs, COST_ACT, 4096);
-    CommPlan *cp = comm_plan(p);
-    StreamInBuf b;
-    stream_in_build(&b, p, cp);
-    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    Inputs x;
+    inputs_open(&x, p);
     char why[300];
     /* stage 0: F0 F1 B0 F2 B1 F3 B2 B3; the message of F0 (#0) sent after F1 (#1) */
-    StreamPlan *sp = stream_plan(&b.in);
+    StreamPlan *sp = stream_plan(&x.b.in);
     uint32_t j = 0;
-    while (!(cp->msgs[j].src == 0 && cp->msgs[j].src_pos == 0))
+    while (!(x.cp->msgs[j].src == 0 && x.cp->msgs[j].src_pos == 0))
         j++;
     sp->send_after[j] = 1;
-    assert_int_equal(stream_plan_check(p, &b.in, sp, ap, why, sizeof why), 0);
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why), 0);
     stream_plan_free(sp);
     /* stage 1: F0 B0 F1 ...; the receive of F1 (#2) moved to B0 (#1), then to B1 (#3) */
     StreamRank *k;
     for (int later = 0; later < 2; later++) {
-        sp = stream_plan(&b.in);
+        sp = stream_plan(&x.b.in);
         k = &sp->rank[1];
         assert_int_equal(k->rstart[2] - k->rstart[1], 0);
         assert_int_equal(k->rstart[3] - k->rstart[2], 1);
@@ -620,7 +637,7 @@ static void test_verifier_orders(void **state)
             k->rstart[3]--;
         else
             k->rstart[2]++;
-        int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
+        int nbad = stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why);
         if (later) {
             assert_int_equal(nbad, 1);
             assert_non_null(strstr(why, "rank 1: F1 (#2) may start before message"));
@@ -629,9 +646,7 @@ static void test_verifier_orders(void **state)
         }
         stream_plan_free(sp);
     }
-    arena_plan_free(ap);
-    stream_in_free(&b);
-    comm_plan_free(cp);
+    inputs_close(&x);
     pipeline_free(p);
 
     /* F0 SO0 SI0 B0: SO0 (#1) waits for F0 (#0) only; without it, it may read what F0
@@ -639,38 +654,36 @@ static void test_verifier_orders(void **state)
     p = one(1, 1, "F0 SO0 SI0 B0");
     set_cost(&p->costs, COST_ACT, 4096);
     set_cost(&p->costs, COST_HOST_BW, 1e9);
-    stream_in_build(&b, p, NULL);
-    ap = arena_plan(p, NULL, 1);
-    sp = stream_plan(&b.in);
+    inputs_open(&x, p);
+    sp = stream_plan(&x.b.in);
     k = &sp->rank[0];
     assert_int_equal(k->wstart[2] - k->wstart[1], 1);
-    assert_int_equal(stream_plan_check(p, &b.in, sp, ap, why, sizeof why), 0);
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why), 0);
     k->wstart[2] = k->wstart[1];
-    assert_true(stream_plan_check(p, &b.in, sp, ap, why, sizeof why) > 0);
+    int nbad = stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why);
+    assert_true(nbad > 0);
     assert_non_null(strstr(why, "rank 0: SO0 (#1) may read arena bytes [0, "));
     assert_non_null(strstr(why, ") that F0 (#0) writes before F0 ends: no wait orders them"));
-    int nbad = stream_plan_check(p, &b.in, sp, ap, why, sizeof why);
-    assert_int_equal(stream_plan_check(p, &b.in, sp, ap, NULL, 0), nbad);
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, x.ap, NULL, 0), nbad);
     stream_plan_free(sp);
-    arena_plan_free(ap);
-    stream_in_free(&b);
+    inputs_close(&x);
     pipeline_free(p);
 
-    /* LW0 F0 B0 OG0: F0 (#1) reads the weights LW0 (#0) writes */
+    /* LW0 F0 B0 OG0: F0 (#1) reads the weights LW0 (#0) writes (no arena plan needed) */
     p = mk(1, 1, 1);
     push(p, 0, OP_LW, 0, 0);
     ops(p, 0, "F0 B0");
     push(p, 0, OP_OG, 0, 0);
-    stream_in_build(&b, p, NULL);
-    sp = stream_plan(&b.in);
+    inputs_open(&x, p);
+    sp = stream_plan(&x.b.in);
     k = &sp->rank[0];
-    assert_int_equal(stream_plan_check(p, &b.in, sp, NULL, why, sizeof why), 0);
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, NULL, why, sizeof why), 0);
     k->wstart[2] = k->wstart[1];
-    assert_true(stream_plan_check(p, &b.in, sp, NULL, why, sizeof why) > 0);
+    assert_true(stream_plan_check(p, &x.b.in, sp, NULL, why, sizeof why) > 0);
     assert_string_equal(why, "rank 0: F0 (#1) may read model-state bytes [0, 1) that LW0 (#0) "
                              "writes before LW0 ends: no wait orders them");
     stream_plan_free(sp);
-    stream_in_free(&b);
+    inputs_close(&x);
     pipeline_free(p);
 }
 
