@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "driver.h"
 #include "frontend.h"
 #include "ir.h"
 #include "print.h"
@@ -117,6 +118,8 @@ static void test_size(void **state)
     assert_string_equal(print_size(buf, sizeof buf, 1000 * GiB), "1000GiB");
     /* 12.5 MB = 12500 KB; 12500000 = 2^5 * 5^8 so no binary unit above B divides. */
     assert_string_equal(print_size(buf, sizeof buf, 12.5e6), "12500KB");
+    /* No unit divides what is not a whole number of bytes, infinity included. */
+    assert_string_equal(print_size(buf, sizeof buf, INFINITY), "infB");
 }
 
 static void test_bw(void **state)
@@ -311,6 +314,84 @@ static void test_round_trip_through_parser(void **state)
     free(b);
 }
 
+/* IR the checks would reject still prints, so that a dump can show it: no name
+ * ("unnamed"), no ranks (no stage lines and no blank line before them), an unlimited
+ * budget (no memory line: it cannot be written), an op kind outside the table ("?"),
+ * chunk numbers of two digits. */
+static void test_degenerate_ir(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    p->has_memory = true;
+    p->memory = INFINITY;
+    StrBuf out = {0};
+    print_pipeline(&out, p);
+    assert_string_equal(out.s, "pipeline unnamed {\n"
+                               "  stages 0\n"
+                               "  microbatches 0\n"
+                               "  chunks 0\n"
+                               "}\n");
+    pipeline_set_shape(p, 1, 1, 13);
+    stage_push(&p->stages[0], op(OP_F, 0, 12));
+    stage_push(&p->stages[0], (Op){.mb = 0, .kind = OP_NKINDS, .loc = LOC_NONE});
+    stage_push(&p->stages[0], op(OP_B, 0, 12));
+    out.len = 0;
+    print_pipeline(&out, p);
+    assert_string_equal(out.s, "pipeline unnamed {\n"
+                               "  stages 1\n"
+                               "  microbatches 1\n"
+                               "  chunks 13\n"
+                               "\n"
+                               "  stage 0 { F0.12 ?0 B0.12 }\n"
+                               "}\n");
+    sb_free(&out);
+    pipeline_free(p);
+}
+
+/* -Werror through the driver (DriverOpts.werror, as `pipec check -Werror`): a pass that
+ * warns (partition_adjust without a model moves nothing) makes the compile fail with one
+ * error and no warning; without it the pipeline compiles with one warning. */
+static void test_werror_through_driver(void **state)
+{
+    (void)state;
+    static const char src[] = "pipeline pa { stages 1 microbatches 1 costs { f 1ms b 2ms }\n"
+                              "  stage 0 { F0 B0 }\n"
+                              "  apply partition_adjust }\n";
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
+    for (int werror = 0; werror < 2; werror++) {
+        Diag d = {.out = devnull};
+        DriverOpts o = {.werror = werror};
+        Pipeline *p = driver_compile_string(&d, &o, "pa.pipe", src, strlen(src));
+        assert_int_equal(d.nerr, werror);
+        assert_int_equal(d.nwarn, 1 - werror);
+        if (werror)
+            assert_null(p);
+        else
+            assert_int_equal(pipeline_nops(p), 2);
+        pipeline_free(p);
+        diag_free(&d);
+    }
+    fclose(devnull);
+}
+
+/* The usage texts: one per command, `build` is compile's, an unknown command has none
+ * and driver_usage then prints the general usage line. */
+static void test_usage_texts(void **state)
+{
+    (void)state;
+    assert_ptr_equal(driver_usage_text("build"), driver_usage_text("compile"));
+    assert_non_null(strstr(driver_usage_text("tune"), "usage: pipec tune "));
+    assert_null(driver_usage_text("frobnicate"));
+    assert_null(driver_usage_text(NULL));
+    char text[256] = "";
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    assert_non_null(f);
+    driver_usage(f, "frobnicate");
+    fclose(f);
+    assert_string_equal(text, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +404,9 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_wrap_and_vshape),
         cmocka_unit_test(test_round_trip_through_parser),
+        cmocka_unit_test(test_degenerate_ir),
+        cmocka_unit_test(test_werror_through_driver),
+        cmocka_unit_test(test_usage_texts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
