@@ -17,6 +17,7 @@
 
 #include "driver.h"
 #include "frontend.h"
+#include "human.h"
 #include "ir.h"
 #include "print.h"
 #include "units.h"
@@ -173,6 +174,34 @@ static void test_units_shared(void **state)
     char list[160];
     assert_string_equal(unit_list(list, sizeof list),
                         "times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; bandwidths: SIZE/s");
+    /* A short buffer gets the list's beginning, never more than n bytes. */
+    char small[12];
+    memset(small, 'x', sizeof small);
+    assert_string_equal(unit_list(small, 10), "times: us");
+    assert_int_equal(small[10], 'x');
+    assert_string_equal(unit_class_name(UNIT_TIME), "a time");
+    assert_string_equal(unit_class_name(UNIT_SIZE), "a size");
+    assert_string_equal(unit_class_name(UNIT_BW), "a bandwidth");
+    assert_string_equal(unit_class_name(UNIT_FRACTION), "a plain number");
+    assert_string_equal(unit_class_name(UNIT_NONE), "a plain number");
+}
+
+/* Numbers for people (human.h): the unit follows the size, "-" for what is not finite,
+ * sizes beyond PiB stay in PiB. */
+static void test_human(void **state)
+{
+    (void)state;
+    char h[32];
+    assert_string_equal(human_ms(h, sizeof h, 0.5), "500 us");
+    assert_string_equal(human_ms(h, sizeof h, 1.83), "1.83 ms");
+    assert_string_equal(human_ms(h, sizeof h, 18300), "18.3 s");
+    assert_string_equal(human_ms(h, sizeof h, 0), "0 ms");
+    assert_string_equal(human_ms(h, sizeof h, INFINITY), "-");
+    assert_string_equal(human_ms(h, sizeof h, NAN), "-");
+    assert_string_equal(human_size(h, sizeof h, 512), "512 B");
+    assert_string_equal(human_size(h, sizeof h, 3.6 * GiB), "3.6 GiB");
+    assert_string_equal(human_size(h, sizeof h, 2048 * 1024 * TiB), "2048.0 PiB");
+    assert_string_equal(human_size(h, sizeof h, INFINITY), "-");
 }
 
 static void test_layout(void **state)
@@ -401,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_bw),
         cmocka_unit_test(test_units_shared),
+        cmocka_unit_test(test_human),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_wrap_and_vshape),
         cmocka_unit_test(test_round_trip_through_parser),
