@@ -347,6 +347,15 @@ for o in twom twov; do
     check "diff --json, $o: exit 1" test $? = 1
     check "diff --json, $o: the shape differs" grep -qF '"shape_differs": true' "$tmp/j2"
 done
+# Two changes more than 2 * DIFF_CONTEXT (6) equal ops apart are two hunks, each with
+# 3 ops of context: F0/F1 swapped at the front, B10/B11 at the end of 24 ops.
+a="F0 F1 F2 F3 F4 F5 F6 F7 F8 F9 F10 F11 B0 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11"
+b="F1 F0 F2 F3 F4 F5 F6 F7 F8 F9 F10 F11 B0 B1 B2 B3 B4 B5 B6 B7 B8 B9 B11 B10"
+printf 'pipeline ha { stages 1 microbatches 12 costs { f 1ms b 2ms } stage 0 { %s } }\n' "$a" >"$tmp/ha.pipe"
+printf 'pipeline hb { stages 1 microbatches 12 costs { f 1ms b 2ms } stage 0 { %s } }\n' "$b" >"$tmp/hb.pipe"
+"$P" diff "$tmp/ha.pipe" "$tmp/hb.pipe" >"$tmp/hunks"
+check "diff, two far changes: two hunks" test "$(grep '^@@' "$tmp/hunks" | tr '\n' ' ')" = "@@ -1,5 +1,5 @@ @@ -20,5 +20,5 @@ "
+check "diff, two far changes: the second hunk" test "$(sed -n '/^@@ -20/,$p' "$tmp/hunks" | sed -n '2,7p' | tr '\n' ' ')" = " B7  B8  B9 -B10  B11 +B10 "
 # The SVG's time axis ticks at 1, 2 or 5 times a power of ten, about ten of them: a
 # 12 ms schedule every 1 ms, an 80 ms one every 10 ms.
 for t in "12 4 8 0 1 2 3 4 5 6 7 8 9 10 11 12" "80 30 50 0 10 20 30 40 50 60 70 80"; do

@@ -421,6 +421,27 @@ static void test_usage_texts(void **state)
     assert_string_equal(text, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
 }
 
+/* `pipec print` is print_pipeline of driver_compile; without options (NULL) a golden
+ * input compiles and prints as its .expected says. */
+static void test_print_golden_through_driver(void **state)
+{
+    (void)state;
+    Diag d = {0};
+    Pipeline *p = driver_compile(&d, NULL, "tests/golden/print/minimal.pipe");
+    assert_non_null(p);
+    assert_int_equal(d.nerr + d.nwarn, 0);
+    StrBuf out = {0};
+    print_pipeline(&out, p);
+    size_t n;
+    char *want = read_file("tests/golden/print/minimal.expected", &n);
+    assert_non_null(want);
+    assert_string_equal(out.s, want);
+    free(want);
+    sb_free(&out);
+    pipeline_free(p);
+    diag_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_degenerate_ir),
         cmocka_unit_test(test_werror_through_driver),
         cmocka_unit_test(test_usage_texts),
+        cmocka_unit_test(test_print_golden_through_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
