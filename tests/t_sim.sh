@@ -356,6 +356,18 @@ printf 'pipeline hb { stages 1 microbatches 12 costs { f 1ms b 2ms } stage 0 { %
 "$P" diff "$tmp/ha.pipe" "$tmp/hb.pipe" >"$tmp/hunks"
 check "diff, two far changes: two hunks" test "$(grep '^@@' "$tmp/hunks" | tr '\n' ' ')" = "@@ -1,5 +1,5 @@ @@ -20,5 +20,5 @@ "
 check "diff, two far changes: the second hunk" test "$(sed -n '/^@@ -20/,$p' "$tmp/hunks" | sed -n '2,7p' | tr '\n' ' ')" = " B7  B8  B9 -B10  B11 +B10 "
+# The gantt axis leaves out a tick's time where the one before runs into it: at 880
+# columns a 1050 s schedule ticks every 10 s, 8.3 columns apart, and 1.01e+06 (8
+# characters and a space) leaves no room for 1.02e+06.
+printf 'pipeline big { stages 1 microbatches 1 costs { f 350000ms b 700000ms } stage 0 { F0 B0 } }\n' >"$tmp/bigms.pipe"
+COLUMNS=880 "$P" sim --gantt "$tmp/bigms.pipe" >"$tmp/bg"
+nums=$(grep -A1 '^ *+-' "$tmp/bg" | tail -n 1)
+check "gantt axis: 1.01e+06 then 1.03e+06" bash -c "grep -q ' 1\.01e+06 *1\.03e+06 ' <<<'$nums '"
+check "gantt axis: every label whole, a multiple of 10 s" python3 -c "
+import sys
+t = sys.argv[1].split()
+assert t[0] == 'ms' and len(t) > 90, t
+assert all(float(x) % 10000 == 0 for x in t[1:]), t" "$nums"
 # The SVG's time axis ticks at 1, 2 or 5 times a power of ten, about ten of them: a
 # 12 ms schedule every 1 ms, an 80 ms one every 10 ms.
 for t in "12 4 8 0 1 2 3 4 5 6 7 8 9 10 11 12" "80 30 50 0 10 20 30 40 50 60 70 80"; do

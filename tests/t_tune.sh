@@ -197,71 +197,6 @@ check "tune -o, written partition: checks" q "$PIPEC" check "$tmp/tw.best.pipe"
 b=$(best "$tmp/tw.tab")
 o=$("$PIPEC" sim --json "$tmp/tw.best.pipe" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_ms"])')
 expect "tune -o, written partition: simulates to row 1 ($o vs $b)" "abs(${o:-0} - ${b:-1}) <= 0.05 + 1e-6 * ${b:-1}"
-# --- the source form of more variants (-o) ----------------------------------------------------
-# An `apply` without arguments in the file as written is written back as such.
-cat >"$tmp/aw2.pipe" <<E
-import "std/schedules.pipe"
-pipeline aw2 { stages 2 microbatches 4 memory 4GiB
-  costs { f 1ms b 2ms r 1ms act 3GiB ckpt 1GiB }
-  schedule onef1b
-  recompute stages 0..=0 policy full
-  apply swap(lambda=1, stages=1..=1), recompute_in_stalls
-}
-E
-"$PIPEC" tune "$tmp/aw2.pipe" -o "$tmp/aw2.best.pipe" >"$tmp/aw2.tab" 2>/dev/null
-check "tune, as written with an argument-less apply: row 1" grep -qE '^ +1 +17\.0 .* as written \(schedule onef1b\)' "$tmp/aw2.tab"
-check "tune -o: the argument-less apply line" grep -qx '  apply recompute_in_stalls' "$tmp/aw2.best.pipe"
-check "tune -o, argument-less apply: checks" q "$PIPEC" check "$tmp/aw2.best.pipe"
-# Swapping alone is best when the host link is fast enough to hide it (10 TB/s: 3 GiB in
-# 0.3 ms): 1F1B's (M + P - 1)(f + b) = 33 ms with rank 0 within 10 GiB; -o writes the
-# swap step as an `apply swap(...)` line.
-printf 'import "std/schedules.pipe"\npipeline sw { stages 4 microbatches 8 memory 10GiB\n  costs { f 1ms b 2ms r 1ms act 3GiB ckpt 1GiB host_bw 10000GB/s }\n  schedule onef1b }\n' >"$tmp/sw.pipe"
-"$PIPEC" tune "$tmp/sw.pipe" -o "$tmp/sw.best.pipe" >"$tmp/sw1.tab" 2>/dev/null
-check "tune, fast host link: row 1 swaps at 33 ms" grep -qE '^ +1 +33\.0 .* onef1b \| swap lambda=[0-9]+ 0\.\.=0$' "$tmp/sw1.tab"
-check "tune -o, swap row: the apply swap line" grep -qE '^  apply swap\(lambda=[0-9]+, stages=0\.\.=0\)$' "$tmp/sw.best.pipe"
-o=$(makespan "$tmp/sw.best.pipe")
-expect "tune -o, swap row: simulates to 33 ms ($o)" "abs($o - 33) < 1e-9"
-# A partition with one entry per virtual stage (chunks 2) does not fit a one-chunk
-# template: the variant is costed with the even split, and -o writes `partition even`.
-cat >"$tmp/pv.pipe" <<E
-import "std/schedules.pipe"
-import "std/models.pipe"
-import "std/devices.pipe"
-pipeline pv { stages 2 microbatches 4 chunks 2 model tiny device cpu
-  partition [1, 1, 1, 1]
-  schedule interleaved }
-E
-"$PIPEC" tune "$tmp/pv.pipe" -o "$tmp/pv.best.pipe" >"$tmp/pv.tab" 2>/dev/null
-check "tune, per-virtual-stage partition: row 1 is zbh1" grep -qE '^ +1 +[0-9.]+ .* zbh1( |$)' "$tmp/pv.tab"
-check "tune -o, one-chunk best: partition even" grep -qx '  partition even' "$tmp/pv.best.pipe"
-check "tune -o, one-chunk best: checks" q "$PIPEC" check "$tmp/pv.best.pipe"
-b=$(best "$tmp/pv.tab"); o=$(makespan "$tmp/pv.best.pipe")
-expect "tune -o, one-chunk best: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
-# A device without a model (explicit costs): -o writes the device and its line, and the
-# per-virtual-stage costs when the best keeps the file's chunks.
-cat >"$tmp/dv.pipe" <<E
-import "std/schedules.pipe"
-import "std/devices.pipe"
-pipeline dv { stages 2 microbatches 4 chunks 2 device cpu
-  costs { f 1ms b 2ms }
-  costs vstage 1 { f 2ms }
-  schedule interleaved }
-E
-"$PIPEC" tune "$tmp/dv.pipe" -o "$tmp/dv.best.pipe" >"$tmp/dv.tab" 2>/dev/null
-check "tune, device without a model: exit 0" test $? = 0
-check "tune -o, device without a model: the device line" grep -qx '  device cpu' "$tmp/dv.best.pipe"
-check "tune -o, device without a model: no model" bash -c "! grep -q 'model' '$tmp/dv.best.pipe'"
-check "tune -o: the vstage costs" grep -qx '  costs vstage 1 { f 2ms }' "$tmp/dv.best.pipe"
-b=$(best "$tmp/dv.tab"); o=$(makespan "$tmp/dv.best.pipe")
-expect "tune -o, device without a model: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
-# On a terminal, the progress line before any variant fits says best 0.0 ms.
-if command -v script >/dev/null; then
-    script -qec "'$PIPEC' tune '$tmp/none.pipe' >/dev/null" /dev/null >"$tmp/tty0" 2>&1
-    check "tune on a terminal, nothing fits: progress says best 0.0 ms" grep -q $'\rtune: 1 variants, 0 fit, best 0.0 ms' "$tmp/tty0"
-else
-    skip "tune on a terminal, nothing fits" "no script(1)"
-fi
-
 # --help and -h print the usage on stdout with exit 0; an unknown option is exit 2.
 for h in --help -h; do
     "$PIPEC" tune $h >"$tmp/o" 2>"$tmp/e"
@@ -327,6 +262,50 @@ check "tune -o, one-chunk best of a chunks 2 file: no chunks line" bash -c "! gr
 check "tune -o, one-chunk best of a chunks 2 file: checks" q "$PIPEC" check "$tmp/v2.best.pipe"
 b=$(best "$tmp/v2.tab"); o=$(makespan "$tmp/v2.best.pipe")
 expect "tune -o, one-chunk best of a chunks 2 file: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
+
+# --- the source form of more variants (-o) ----------------------------------------------------
+# tune_o NAME BASE: `pipec tune $tmp/BASE.pipe -o $tmp/BASE.best.pipe` (table in
+# BASE.tab) exits 0, and the variant it writes checks and simulates to row 1.
+tune_o() {
+    local name=$1 f=$tmp/$2 b o
+    "$PIPEC" tune "$f.pipe" -o "$f.best.pipe" >"$f.tab" 2>/dev/null
+    check "$name: exit 0" test $? = 0
+    check "$name: -o checks" q "$PIPEC" check "$f.best.pipe"
+    b=$(best "$f.tab"); o=$(makespan "$f.best.pipe")
+    expect "$name: -o simulates to row 1 ($o vs $b)" "abs($o - ${b:-0}) <= 0.05 + 1e-6 * ${b:-0}"
+}
+# An `apply` without arguments in the file as written is written back as such.
+sed 's/^  apply swap(lambda=1, stages=1..=1)$/&, recompute_in_stalls/' "$tmp/aw.pipe" >"$tmp/aw2.pipe"
+tune_o "tune, as written with an argument-less apply" aw2
+check "tune, argument-less apply: row 1 as written at 17 ms" grep -qE '^ +1 +17\.0 .* as written \(schedule onef1b\)' "$tmp/aw2.tab"
+check "tune -o: the argument-less apply line" grep -qx '  apply recompute_in_stalls' "$tmp/aw2.best.pipe"
+# Swapping alone is best when the host link is fast enough to hide it (10 TB/s: 3 GiB in
+# 0.3 ms): 1F1B's (M + P - 1)(f + b) = 33 ms with rank 0 within 10 GiB; -o writes the
+# swap step as an `apply swap(...)` line.
+printf 'import "std/schedules.pipe"\npipeline sw { stages 4 microbatches 8 memory 10GiB\n  costs { f 1ms b 2ms r 1ms act 3GiB ckpt 1GiB host_bw 10000GB/s }\n  schedule onef1b }\n' >"$tmp/sw1.pipe"
+tune_o "tune, fast host link" sw1
+check "tune, fast host link: row 1 swaps at 33 ms" grep -qE '^ +1 +33\.0 .* onef1b \| swap lambda=[0-9]+ 0\.\.=0$' "$tmp/sw1.tab"
+check "tune -o, swap row: the apply swap line" grep -qE '^  apply swap\(lambda=[0-9]+, stages=0\.\.=0\)$' "$tmp/sw1.best.pipe"
+# A partition with one entry per virtual stage (chunks 2) does not fit a one-chunk
+# template: the variant is costed with the even split, and -o writes `partition even`.
+sed 's/^pipeline v2 { /pipeline pv { /; s/^  costs vstage 1 { f 2ms }$/  partition [1, 1, 1, 1]/' "$tmp/v2.pipe" >"$tmp/pv.pipe"
+tune_o "tune, per-virtual-stage partition" pv
+check "tune, per-virtual-stage partition: row 1 is zbh1" grep -qE '^ +1 +[0-9.]+ .* zbh1( |$)' "$tmp/pv.tab"
+check "tune -o, one-chunk best: partition even" grep -qx '  partition even' "$tmp/pv.best.pipe"
+# A device without a model (explicit costs): -o writes the device and its line, and the
+# per-virtual-stage costs when the best keeps the file's chunks.
+sed 's/^import "std\/models.pipe"$//; s/ model tiny device cpu$/ device cpu\n  costs { f 1ms b 2ms }/' "$tmp/v2.pipe" >"$tmp/dv.pipe"
+tune_o "tune, a device without a model" dv
+check "tune -o, device without a model: the device line" grep -qx '  device cpu' "$tmp/dv.best.pipe"
+check "tune -o, device without a model: no model" bash -c "! grep -q 'model' '$tmp/dv.best.pipe'"
+check "tune -o: the vstage costs" grep -qx '  costs vstage 1 { f 2ms }' "$tmp/dv.best.pipe"
+# On a terminal, the progress line before any variant fits says best 0.0 ms.
+if command -v script >/dev/null; then
+    script -qec "'$PIPEC' tune '$tmp/none.pipe' >/dev/null" /dev/null >"$tmp/tty0" 2>&1
+    check "tune on a terminal, nothing fits: progress says best 0.0 ms" grep -q $'\rtune: 1 variants, 0 fit, best 0.0 ms' "$tmp/tty0"
+else
+    skip "tune on a terminal, nothing fits" "no script(1)"
+fi
 
 # Without a memory budget: the table says so, -o writes no memory line, and zbh1 wins.
 # By hand, 2 stages x 4 micro-batches, f 1 ms, b 2 ms of which w 1 ms: 1F1B takes

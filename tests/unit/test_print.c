@@ -142,6 +142,15 @@ static Op op(OpKind k, uint32_t mb, uint8_t chunk)
     return (Op){.mb = mb, .kind = (uint8_t)k, .chunk = chunk, .loc = LOC_NONE};
 }
 
+/* Asserts that print_pipeline(p) is want. */
+static void expect_print(const Pipeline *p, const char *want)
+{
+    StrBuf out = {0};
+    print_pipeline(&out, p);
+    assert_string_equal(out.s, want);
+    sb_free(&out);
+}
+
 /* P = 2, M = 2, V = 1 GPipe with every layout feature: memory, costs, a stage and a
  * vstage override, a dep. */
 /* The printer writes sizes with the units the front end reads (units.h): every size
@@ -233,29 +242,26 @@ static void test_layout(void **state)
     VEC_PUSH(p->deps, p->ndeps, cap, dep);
     p->depcap = (uint32_t)cap;
 
-    StrBuf out = {0};
-    print_pipeline(&out, p);
-    assert_string_equal(out.s, "pipeline two {\n"
-                               "  stages 2\n"
-                               "  microbatches 2\n"
-                               "  chunks 1\n"
-                               "  memory 40GiB\n"
-                               "\n"
-                               "  costs {\n"
-                               "    f 1ms\n"
-                               "    b 2ms\n"
-                               "    act 8GiB\n"
-                               "    host_bw 25GB/s\n"
-                               "  }\n"
-                               "  costs stage 0 { f 1.2ms weights 4GiB }\n"
-                               "  costs vstage 1 { act 9GiB }\n"
-                               "\n"
-                               "  stage 0 { F0 F1 B0 B1 }\n"
-                               "  stage 1 { F0 F1 B0 B1 }\n"
-                               "\n"
-                               "  dep 1:F1 -> 0:B0\n"
-                               "}\n");
-    sb_free(&out);
+    expect_print(p, "pipeline two {\n"
+                    "  stages 2\n"
+                    "  microbatches 2\n"
+                    "  chunks 1\n"
+                    "  memory 40GiB\n"
+                    "\n"
+                    "  costs {\n"
+                    "    f 1ms\n"
+                    "    b 2ms\n"
+                    "    act 8GiB\n"
+                    "    host_bw 25GB/s\n"
+                    "  }\n"
+                    "  costs stage 0 { f 1.2ms weights 4GiB }\n"
+                    "  costs vstage 1 { act 9GiB }\n"
+                    "\n"
+                    "  stage 0 { F0 F1 B0 B1 }\n"
+                    "  stage 1 { F0 F1 B0 B1 }\n"
+                    "\n"
+                    "  dep 1:F1 -> 0:B0\n"
+                    "}\n");
     pipeline_free(p);
 }
 
@@ -272,20 +278,17 @@ static void test_wrap_and_vshape(void **state)
         for (uint32_t m = 0; m < 9; m++)
             stage_push(&p->stages[0], op(OP_F, m, c));
     stage_push(&p->stages[0], op(OP_SO, 12, 1));
-    StrBuf out = {0};
-    print_pipeline(&out, p);
     assert_int_equal(PRINT_OPS_PER_LINE, 16);
-    assert_string_equal(out.s, "pipeline w {\n"
-                               "  stages 1\n"
-                               "  microbatches 9\n"
-                               "  chunks 2 vshape\n"
-                               "\n"
-                               "  stage 0 {\n"
-                               "    F0 F1 F2 F3 F4 F5 F6 F7 F8 F0.1 F1.1 F2.1 F3.1 F4.1 F5.1 F6.1\n"
-                               "    F7.1 F8.1 SO12.1\n"
-                               "  }\n"
-                               "}\n");
-    sb_free(&out);
+    expect_print(p, "pipeline w {\n"
+                    "  stages 1\n"
+                    "  microbatches 9\n"
+                    "  chunks 2 vshape\n"
+                    "\n"
+                    "  stage 0 {\n"
+                    "    F0 F1 F2 F3 F4 F5 F6 F7 F8 F0.1 F1.1 F2.1 F3.1 F4.1 F5.1 F6.1\n"
+                    "    F7.1 F8.1 SO12.1\n"
+                    "  }\n"
+                    "}\n");
     pipeline_free(p);
 }
 
@@ -353,27 +356,22 @@ static void test_degenerate_ir(void **state)
     Pipeline *p = pipeline_new();
     p->has_memory = true;
     p->memory = INFINITY;
-    StrBuf out = {0};
-    print_pipeline(&out, p);
-    assert_string_equal(out.s, "pipeline unnamed {\n"
-                               "  stages 0\n"
-                               "  microbatches 0\n"
-                               "  chunks 0\n"
-                               "}\n");
+    expect_print(p, "pipeline unnamed {\n"
+                    "  stages 0\n"
+                    "  microbatches 0\n"
+                    "  chunks 0\n"
+                    "}\n");
     pipeline_set_shape(p, 1, 1, 13);
     stage_push(&p->stages[0], op(OP_F, 0, 12));
     stage_push(&p->stages[0], (Op){.mb = 0, .kind = OP_NKINDS, .loc = LOC_NONE});
     stage_push(&p->stages[0], op(OP_B, 0, 12));
-    out.len = 0;
-    print_pipeline(&out, p);
-    assert_string_equal(out.s, "pipeline unnamed {\n"
-                               "  stages 1\n"
-                               "  microbatches 1\n"
-                               "  chunks 13\n"
-                               "\n"
-                               "  stage 0 { F0.12 ?0 B0.12 }\n"
-                               "}\n");
-    sb_free(&out);
+    expect_print(p, "pipeline unnamed {\n"
+                    "  stages 1\n"
+                    "  microbatches 1\n"
+                    "  chunks 13\n"
+                    "\n"
+                    "  stage 0 { F0.12 ?0 B0.12 }\n"
+                    "}\n");
     pipeline_free(p);
 }
 
@@ -430,14 +428,11 @@ static void test_print_golden_through_driver(void **state)
     Pipeline *p = driver_compile(&d, NULL, "tests/golden/print/minimal.pipe");
     assert_non_null(p);
     assert_int_equal(d.nerr + d.nwarn, 0);
-    StrBuf out = {0};
-    print_pipeline(&out, p);
     size_t n;
     char *want = read_file("tests/golden/print/minimal.expected", &n);
     assert_non_null(want);
-    assert_string_equal(out.s, want);
+    expect_print(p, want);
     free(want);
-    sb_free(&out);
     pipeline_free(p);
     diag_free(&d);
 }
