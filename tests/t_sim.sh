@@ -327,13 +327,22 @@ check "diff, 4002 edits: no hunk" bash -c "! grep -q '^@@' '$tmp/big2002'"
 # --- edges of the reports ------------------------------------------------------------------
 # Same makespan, different bubble ratio: diff says they differ (exit 1); B / A of a zero
 # A is "-" (A has no bubble, B's memory has no A counterpart).
-printf 'pipeline one { stages 1 microbatches 1 costs { f 3ms b 3ms } stage 0 { F0 B0 } }\n' >"$tmp/one.pipe"
-printf 'pipeline two { stages 2 microbatches 1 costs { f 1ms b 2ms act 1GiB }\n  stage 0 { F0 B0 } stage 1 { F0 B0 } }\n' >"$tmp/two.pipe"
+cat >"$tmp/one.pipe" <<'E'
+pipeline one { stages 1 microbatches 1 costs { f 3ms b 3ms } stage 0 { F0 B0 } }
+E
+cat >"$tmp/two.pipe" <<'E'
+pipeline two { stages 2 microbatches 1 costs { f 1ms b 2ms act 1GiB }
+  stage 0 { F0 B0 } stage 1 { F0 B0 } }
+E
 "$P" diff "$tmp/one.pipe" "$tmp/two.pipe" >"$tmp/d1" 2>&1
 check "diff, same makespan, other bubble ratio: exit 1" test $? = 1
-check "diff: makespan 6 both" grep -qE '^makespan ms +6\.000 +6\.000 +\+0\.000 +1\.000$' "$tmp/d1"
-check "diff: bubble ratio 0 vs 1/2, ratio -" grep -qE '^bubble ratio +0\.0000 +0\.5000 +\+0\.5000 +-$' "$tmp/d1"
-check "diff: peak 0 vs 1 GiB, ratio -" grep -qE '^peak mem stage 0 +0 B +1\.0 GiB +\+1\.0 GiB +-$' "$tmp/d1"
+while IFS='|' read -r what row; do
+    check "diff: $what" grep -qE "$row" "$tmp/d1"
+done <<'ROWS'
+makespan 6 both|^makespan ms +6\.000 +6\.000 +\+0\.000 +1\.000$
+bubble ratio 0 vs 1/2, ratio -|^bubble ratio +0\.0000 +0\.5000 +\+0\.5000 +-$
+peak 0 vs 1 GiB, ratio -|^peak mem stage 0 +0 B +1\.0 GiB +\+1\.0 GiB +-$
+ROWS
 # --json: the same shape with another makespan differs; so do other micro-batch or chunk
 # counts with the same stages (shape_differs).
 sed 's/b 2ms act 1GiB/b 3ms/; s/pipeline two/pipeline slow/' "$tmp/two.pipe" >"$tmp/slow.pipe"

@@ -169,10 +169,13 @@ check "tune, nothing fits: -o not written" test ! -e "$tmp/none.best.pipe"
 "$PIPEC" tune "$tmp/aw.pipe" -o "$tmp/no/such/best.pipe" >/dev/null 2>"$tmp/e"
 check "tune -o into a missing folder: exit 1" test $? = 1
 check "tune -o into a missing folder: names it, with the reason" grep -qxF "pipec: cannot write $tmp/no/such/best.pipe: No such file or directory" "$tmp/e"
-# On a terminal, stderr shows the search's progress, each line over the last ("\r").
+# On a terminal, stderr shows the search's progress, each line over the last ("\r");
+# before any variant fits it says best 0.0 ms.
 if command -v script >/dev/null; then
     script -qec "'$PIPEC' tune '$tmp/aw.pipe' >/dev/null" /dev/null >"$tmp/tty" 2>&1
     check "tune on a terminal: progress lines rewritten with \\r" grep -q $'\rtune: [0-9]* variants, [0-9]* fit, best 17.0 ms' "$tmp/tty"
+    script -qec "'$PIPEC' tune '$tmp/none.pipe' >/dev/null" /dev/null >"$tmp/tty0" 2>&1
+    check "tune on a terminal, nothing fits yet: best 0.0 ms" grep -q $'\rtune: 1 variants, 0 fit, best 0.0 ms' "$tmp/tty0"
 else
     skip "tune on a terminal" "no script(1)"
 fi
@@ -299,13 +302,6 @@ tune_o "tune, a device without a model" dv
 check "tune -o, device without a model: the device line" grep -qx '  device cpu' "$tmp/dv.best.pipe"
 check "tune -o, device without a model: no model" bash -c "! grep -q 'model' '$tmp/dv.best.pipe'"
 check "tune -o: the vstage costs" grep -qx '  costs vstage 1 { f 2ms }' "$tmp/dv.best.pipe"
-# On a terminal, the progress line before any variant fits says best 0.0 ms.
-if command -v script >/dev/null; then
-    script -qec "'$PIPEC' tune '$tmp/none.pipe' >/dev/null" /dev/null >"$tmp/tty0" 2>&1
-    check "tune on a terminal, nothing fits: progress says best 0.0 ms" grep -q $'\rtune: 1 variants, 0 fit, best 0.0 ms' "$tmp/tty0"
-else
-    skip "tune on a terminal, nothing fits" "no script(1)"
-fi
 
 # Without a memory budget: the table says so, -o writes no memory line, and zbh1 wins.
 # By hand, 2 stages x 4 micro-batches, f 1 ms, b 2 ms of which w 1 ms: 1F1B takes
