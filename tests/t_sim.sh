@@ -330,11 +330,11 @@ check "diff, 4002 edits: no hunk" bash -c "! grep -q '^@@' '$tmp/big2002'"
 cat >"$tmp/one.pipe" <<'E'
 pipeline one { stages 1 microbatches 1 costs { f 3ms b 3ms } stage 0 { F0 B0 } }
 E
-cat >"$tmp/two.pipe" <<'E'
-pipeline two { stages 2 microbatches 1 costs { f 1ms b 2ms act 1GiB }
+cat >"$tmp/duo.pipe" <<'E'
+pipeline duo { stages 2 microbatches 1 costs { f 1ms b 2ms act 1GiB }
   stage 0 { F0 B0 } stage 1 { F0 B0 } }
 E
-"$P" diff "$tmp/one.pipe" "$tmp/two.pipe" >"$tmp/d1" 2>&1
+"$P" diff "$tmp/one.pipe" "$tmp/duo.pipe" >"$tmp/d1" 2>&1
 check "diff, same makespan, other bubble ratio: exit 1" test $? = 1
 while IFS='|' read -r what row; do
     check "diff: $what" grep -qE "$row" "$tmp/d1"
@@ -345,14 +345,14 @@ peak 0 vs 1 GiB, ratio -|^peak mem stage 0 +0 B +1\.0 GiB +\+1\.0 GiB +-$
 ROWS
 # --json: the same shape with another makespan differs; so do other micro-batch or chunk
 # counts with the same stages (shape_differs).
-sed 's/b 2ms act 1GiB/b 3ms/; s/pipeline two/pipeline slow/' "$tmp/two.pipe" >"$tmp/slow.pipe"
+sed 's/b 2ms act 1GiB/b 3ms/; s/pipeline duo/pipeline slow/' "$tmp/duo.pipe" >"$tmp/slow.pipe"
 printf 'pipeline twom { stages 2 microbatches 2 costs { f 1ms b 2ms }\n  stage 0 { F0 F1 B0 B1 } stage 1 { F0 B0 F1 B1 } }\n' >"$tmp/twom.pipe"
 printf 'pipeline twov { stages 2 microbatches 1 chunks 2 costs { f 1ms b 2ms }\n  stage 0 { F0 F0.1 B0.1 B0 } stage 1 { F0 F0.1 B0.1 B0 } }\n' >"$tmp/twov.pipe"
-"$P" diff --json "$tmp/two.pipe" "$tmp/slow.pipe" >"$tmp/j1"
+"$P" diff --json "$tmp/duo.pipe" "$tmp/slow.pipe" >"$tmp/j1"
 check "diff --json, slower B: exit 1" test $? = 1
 check "diff --json, slower B: shape same, differ" grep -qF '"shape_differs": false, "stages_differ": [], "differ": true}' "$tmp/j1"
 for o in twom twov; do
-    "$P" diff --json "$tmp/two.pipe" "$tmp/$o.pipe" >"$tmp/j2"
+    "$P" diff --json "$tmp/duo.pipe" "$tmp/$o.pipe" >"$tmp/j2"
     check "diff --json, $o: exit 1" test $? = 1
     check "diff --json, $o: the shape differs" grep -qF '"shape_differs": true' "$tmp/j2"
 done
