@@ -303,6 +303,13 @@ check "tune -o, device without a model: the device line" grep -qx '  device cpu'
 check "tune -o, device without a model: no model" bash -c "! grep -q 'model' '$tmp/dv.best.pipe'"
 check "tune -o: the vstage costs" grep -qx '  costs vstage 1 { f 2ms }' "$tmp/dv.best.pipe"
 
+# TPipe's template best (vstage 2's activations twice the others', 5 GiB): -o imports
+# std/tpipe.pipe, where the template lives.
+printf 'import "std/schedules.pipe"\npipeline tq { stages 2 microbatches 4 chunks 2 memory 5GiB\n  costs { f 1ms b 2ms r 1ms act 1GiB ckpt 256MiB }\n  costs vstage 2 { act 2GiB }\n  schedule interleaved }\n' >"$tmp/tq.pipe"
+tune_o "tune, tpipe best" tq
+check "tune, tpipe best: row 1" grep -qE '^ +1 +30\.0 .* tpipe$' "$tmp/tq.tab"
+check "tune -o, tpipe best: imports std/tpipe.pipe" grep -qx 'import "std/tpipe.pipe"' "$tmp/tq.best.pipe"
+check "tune -o, tpipe best: schedule tpipe" grep -qx '  schedule tpipe' "$tmp/tq.best.pipe"
 # Without a memory budget: the table says so, -o writes no memory line, and zbh1 wins.
 # By hand, 2 stages x 4 micro-batches, f 1 ms, b 2 ms of which w 1 ms: 1F1B takes
 # (M + P - 1)(f + b) = 15 ms; zbh1 fills the cooldown with the split-off W, so each stage
