@@ -218,7 +218,9 @@ test-tsan: deps all build/tsan/libpiperun.a
 # figures for compiler/ and runtime/ (build/cov/summary.txt, HTML in build/cov/html;
 # the figures of a run are recorded in docs/reliability.md).
 # Generated programs link build/cov/lib/libpiperun.a, a linker script naming the
-# instrumented runtime and libgcov, so the runtime's coverage counts too.
+# instrumented runtime and libgcov, so the runtime's coverage counts too. README.md and
+# docs/ are linked beside build/cov/bin as they sit beside bin/, so the instrumented
+# pipec finds `run`'s default training text where the plain one does.
 COV      = -O0 -g --coverage
 COBJ     = $(COMP_SRC:%.c=build/cov/%.o) $(GEN_SRC:build/gen/%.c=build/cov/gen/%.o)
 RT_COBJ  = $(RT_SRC:%.c=build/cov/%.o)
@@ -266,6 +268,7 @@ coverage: deps all
 	@$(MAKE) --no-print-directory build/cov/bin/pipec build/cov/lib/libpiperun.a $(COV_UNIT) \
 	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
 	@for l in $(OPTIONAL_LIBS); do [ ! -f build/$$l ] || cp build/$$l build/cov/lib/; done
+	@ln -sfn $(CURDIR)/README.md build/cov/README.md && ln -sfn $(CURDIR)/docs build/cov/docs
 	@find build/cov -name '*.gcda' -delete
 	-@PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
 	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \

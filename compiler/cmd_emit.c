@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "costmodel.h"
 #include "driver.h"
 #include "emit_c.h"
 #include "piperun.h"
@@ -135,10 +136,8 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
             if (info->mlp_ok)
                 mlp_shape_free(&shape);
             snprintf(info->model, sizeof info->model, "%s", p->model ? p->model->name : "");
-            const Field *a = p->model ? field_find(p->model->fields, p->model->nfields, "arch")
-                                      : NULL;
             snprintf(info->arch, sizeof info->arch, "%s",
-                     a && a->val.kind == VAL_IDENT ? a->val.str : "mlp");
+                     p->model ? model_arch_name(p->model) : "mlp");
         }
     }
     pipeline_free(p);
@@ -386,16 +385,13 @@ static bool is_c(const char *name)
 }
 
 /* The link flags of target t after the objects or sources: runtime libraries, then
- * cuBLAS/NCCL/cudart for CUDA, OpenBLAS, pthreads, libm. */
+ * cuBLAS/NCCL/cudart for CUDA, OpenBLAS, pthreads, libm. nvcc links only without MPI
+ * (with MPI the linker is mpicc, for CUDA too), so the MPI wrapping is gcc's spelling. */
 static void link_libs(Argv *a, Target t, const char *lib, bool linker_is_nvcc)
 {
     if (t.mpi) {
-        arg(a, linker_is_nvcc ? "-Xlinker" : "-Wl,--wrap=pr_main");
-        if (linker_is_nvcc)
-            arg(a, "--wrap=pr_main");
-        arg(a, linker_is_nvcc ? "-Xlinker" : "-Wl,--wrap=pr_run");
-        if (linker_is_nvcc)
-            arg(a, "--wrap=pr_run");
+        arg(a, "-Wl,--wrap=pr_main");
+        arg(a, "-Wl,--wrap=pr_run");
     }
     for (const char *const *n = target_libs(t); *n; n++)
         argf(a, xasprintf("%s/%s", lib, *n));
@@ -1033,8 +1029,10 @@ static int build_cached(const EmitOut *eo, Target t, const char *dir, const char
     if (!quiet)
         fprintf(stderr, "pipec run: building %s (%d rank%s) in %s\n", eo->progname, nranks,
                 nranks == 1 ? "" : "s", dir);
-    if (emit_write(eo, dir) != 0) {
-        fprintf(stderr, "pipec: cannot write %s: %s\n", dir, strerror(errno));
+    const char *failed;
+    if (emit_write(eo, dir, &failed) != 0) {
+        fprintf(stderr, "pipec: cannot write %s%s%s: %s\n", dir, failed ? "/" : "",
+                failed ? failed : "", strerror(errno));
         return 1;
     }
     return build(eo, dir, t);

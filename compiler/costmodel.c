@@ -71,9 +71,17 @@ static bool field_live(const Entity *e, uint32_t i)
     return field_find(e->fields, e->nfields, e->fields[i].key) == &e->fields[i];
 }
 
+/* The names of ModelArch, in its order (ARCH_GPT, the default, first). */
+static const char *const archs[] = {"gpt", "llama", "mlp"};
+
+const char *model_arch_name(const Entity *m)
+{
+    const Field *f = field_find(m->fields, m->nfields, "arch");
+    return f && f->val.kind == VAL_IDENT ? f->val.str : archs[ARCH_GPT];
+}
+
 int model_read(Diag *d, const Entity *e, ModelShape *m)
 {
-    static const char *const archs[] = {"gpt", "llama", "mlp"};
     static const char *const attns[] = {"flash", "eager"};
     static const char *const dtypes[] = {"bf16", "fp16", "fp32"};
     static const double dtype_bytes[] = {2, 2, 4};

@@ -95,6 +95,11 @@ typedef struct DeviceSpec {
  * (model: layers hidden heads vocab seq; device: peak_tflops): `value` at the entity.
  * Returns the number of errors; *out is filled with defaults where fields are absent. */
 int model_read(Diag *d, const Entity *e, ModelShape *out);
+
+/* Model m's architecture by name ("gpt", "llama", "mlp"): its `arch` field, else the
+ * default model_read leaves (gpt). The one place that default is spelt, read by the code
+ * generator's CPU workloads and by `run`'s announcement. */
+const char *model_arch_name(const Entity *m);
 int device_read(Diag *d, const Entity *e, DeviceSpec *out);
 
 /* The pieces of a model a partition moves around (Obscura §7.2). */

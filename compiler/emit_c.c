@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "comm.h"
+#include "costmodel.h"
 #include "memory.h"
 #include "mlp_layout.h"
 #include "opindex.h"
@@ -63,13 +64,6 @@ static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out
     return true;
 }
 
-/* The model's `arch` (gpt when it names none: the cost model's default). */
-static const char *mlp_arch_name(const Entity *m)
-{
-    const Field *af = field_find(m->fields, m->nfields, "arch");
-    return af && af->val.kind == VAL_IDENT ? af->val.str : "gpt";
-}
-
 /* The model's shape fields (vocab hidden layers seq mbs; arch, and for gpt/llama heads
  * kv_heads ffn) into out. Returns 0, or -1 with the reason in why. */
 static int mlp_read_model(const Entity *m, MlpShape *out, char *why, size_t why_n)
@@ -86,7 +80,7 @@ static int mlp_read_model(const Entity *m, MlpShape *out, char *why, size_t why_
     }
     /* The arch picks the workload: gpt and llama run runtime/transformer.h (the cost
      * model's default arch is gpt), mlp runtime/mlp.h. */
-    const char *arch = mlp_arch_name(m);
+    const char *arch = model_arch_name(m);
     out->arch = !strcmp(arch, "gpt") ? TF_GPT : !strcmp(arch, "llama") ? TF_LLAMA : 0;
     if (!out->arch)
         return 0;
@@ -172,7 +166,7 @@ static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *wh
                      size_t why_n)
 {
     int32_t PV = p->P * p->V;
-    const char *arch = mlp_arch_name(m);
+    const char *arch = model_arch_name(m);
     double C = out->C, V = out->vocab;
     double params = out->L * (2 * C + 8 * C * C + 5 * C) + 2 * V * C + V + 2 * C;
     if (out->arch) /* qkv, proj, the MLP, norms and biases per layer; wte, wpe, head */
@@ -784,8 +778,9 @@ void emit_out_free(EmitOut *out)
     memset(out, 0, sizeof *out);
 }
 
-int emit_write(const EmitOut *out, const char *dir)
+int emit_write(const EmitOut *out, const char *dir, const char **failed)
 {
+    *failed = NULL;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return -1;
     for (uint32_t i = 0; i < out->n; i++) {
@@ -793,8 +788,10 @@ int emit_write(const EmitOut *out, const char *dir)
         const StrBuf *t = &out->files[i].text;
         int rc = write_file_atomic(path, t->s ? t->s : "", t->len);
         free(path);
-        if (rc != 0)
+        if (rc != 0) {
+            *failed = out->files[i].name;
             return -1;
+        }
     }
     return 0;
 }

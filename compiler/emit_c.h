@@ -58,7 +58,9 @@ ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, 
 int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out);
 void emit_out_free(EmitOut *out);
 
-/* Writes every file into dir (created if missing). Returns 0, or -1 with errno set. */
-int emit_write(const EmitOut *out, const char *dir);
+/* Writes every file into dir (created if missing), each atomically. Returns 0, or -1
+ * with errno set and *failed naming the file that could not be written (NULL when
+ * dir itself could not be created). */
+int emit_write(const EmitOut *out, const char *dir, const char **failed);
 
 #endif

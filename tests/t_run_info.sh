@@ -99,6 +99,12 @@ pipeline w { stages 2 microbatches 2 model tiny { arch gpt heads 4 seq 65536 mbs
 model m { arch mlp layers 2 hidden 64 vocab 256 seq 16 } pipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }|model m: `mbs` must be a whole number in 1..16777216
 model m { arch gpt layers 2 hidden 64 heads 4 ffn 100000000 vocab 256 seq 16 mbs 2 } pipeline w { stages 2 microbatches 2 model m device cpu memory 1TiB schedule onef1b }|model m: `ffn` must be a whole number
 CASES
+# A model without `arch` is a gpt (docs/cost-model.md): announced and run as one.
+printf 'import "std/schedules.pipe"\nimport "std/devices.pipe"\nmodel m { layers 2 hidden 32 heads 2 vocab 64 seq 8 mbs 2 }\npipeline w { stages 2 microbatches 2 model m device cpu schedule onef1b }\n' >"$tmp/w.pipe"
+"$PIPEC" run "$tmp/w.pipe" --iters 1 --cache "$tmp/cache6" >"$tmp/out" 2>"$tmp/err"
+check "a model without arch: exit 0" test $? = 0
+check "... announced as the gpt workload" grep -qx "pipec run: workload gpt: model m really trains (its shape fits the CPU workload)" "$tmp/err"
+check "... and run as one" grep -q "^w: 2 stages, 2 micro-batches, 1 chunk, workload gpt, 1 iteration" "$tmp/out"
 # A partition with one entry per stage is split over its chunks as the cost model splits
 # it (docs/cost-model.md): [4, 0] with two chunks is [2, 0, 2, 0] per virtual stage, and
 # the mlp workload trains both alike: the same losses and the same arenas, which differ
@@ -135,6 +141,19 @@ check "... under the current folder" test -d "$tmp/cwd/.cache/pipec"
 check "--cache that cannot be created: exit 1" test $? = 1
 check "--cache that cannot be created: named, with the reason" grep -q "^pipec: cannot create the cache folder /dev/null/c/[0-9a-f]*: Not a directory\$" "$tmp/err"
 check "--cache that cannot be created: nothing ran" test ! -s "$tmp/out"
+# A cache folder whose program cannot be built because a generated file cannot be
+# written there (here main.c is a folder): exit 1 naming that file, nothing runs; once
+# the obstacle is gone the next run builds and runs.
+cdir=$(dirname "$(ls "$tmp"/cache/*/tiny_1f1b | head -n 1)")
+rm -rf "$cdir"
+mkdir -p "$cdir/main.c"
+"$PIPEC" run examples/tiny_1f1b.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "a cache file that cannot be written: exit 1" test $? = 1
+check "... the file named, with the reason" grep -qx "pipec: cannot write $cdir/main.c: Is a directory" "$tmp/err"
+check "... nothing ran" test ! -s "$tmp/out"
+rmdir "$cdir/main.c"
+"$PIPEC" run examples/tiny_1f1b.pipe --iters 1 --cache "$tmp/cache" >"$tmp/out" 2>"$tmp/err"
+check "... the obstacle gone, the next run builds and runs" grep -q "^iter 1" "$tmp/out"
 # Usage errors: no FILE, an unknown option.
 "$PIPEC" run >"$tmp/out" 2>"$tmp/err"
 check "run without FILE: exit 2" test $? = 2
@@ -155,5 +174,12 @@ else
     root=; [ "$(id -u)" = 0 ] && root=--allow-run-as-root
     want=$(printf '%s\n' -np 4 --oversubscribe $root; ls "$tmp"/cmpi/*/tiny_1f1b; printf '%s\n' --iters 1)
     check "MPIRUN: its arguments" test "$(cat "$tmp/mpirun.args")" = "$want"
+    # An empty $MPIRUN is mpirun, found on PATH (the build is cached by now).
+    mkdir -p "$tmp/mpibin"
+    cp "$tmp/mpirun" "$tmp/mpibin/mpirun"
+    rm -f "$tmp/mpirun.args"
+    PATH=$tmp/mpibin:$PATH MPIRUN= "$PIPEC" run examples/tiny_1f1b.pipe --launcher mpi --iters 1 --cache "$tmp/cmpi" >/dev/null 2>"$tmp/err"
+    check "an empty MPIRUN: exit 0" test $? = 0
+    check "an empty MPIRUN: mpirun on PATH ran, with the same arguments" test "$(cat "$tmp/mpirun.args")" = "$want"
 fi
 finish

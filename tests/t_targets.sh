@@ -26,6 +26,11 @@ done
 check "nothing written for a bad value" test ! -e "$tmp/x"
 "$P" emit --backend gpu $E -o "$tmp/x" >/dev/null 2>"$tmp/err"
 check "emit --backend gpu: exit 2" test $? = 2
+# emit writes sources for any launcher: --launcher is compile's and run's option only.
+"$P" emit --launcher mpi $E -o "$tmp/x" >/dev/null 2>"$tmp/err"
+check "emit --launcher: exit 2" test $? = 2
+check "emit --launcher: an unknown option of emit" grep -qxF "pipec emit: unknown option '--launcher'" "$tmp/err"
+check "emit --launcher: nothing written" test ! -e "$tmp/x"
 "$P" emit $E -o "$tmp/default" >/dev/null 2>&1
 "$P" emit --backend cpu $E -o "$tmp/cpu" >/dev/null 2>&1
 check "emit --backend cpu is the default" diff -r "$tmp/default" "$tmp/cpu"
@@ -88,6 +93,60 @@ PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib CC=$tmp/killcc "$P" compile $E -o "$tmp/
 check "CC killed by a signal: exit 1" test $? = 1
 check "CC killed by a signal: named, with the signal" grep -qx "pipec: $tmp/killcc was killed by signal 9" "$tmp/err"
 check "CC killed by a signal: the build failed" grep -qx "pipec: compiling the generated program in $tmp/cc5 failed" "$tmp/err"
+# --- the CUDA build's commands, with a stand-in nvcc (docs/cuda.md "Building") ----------------
+# No nvcc on PATH and $CUDA_HOME/bin/nvcc a script that logs its arguments: pipec runs it
+# once per generated .c (-x c, in parallel), then links with it, taking cuBLAS, NCCL and
+# cudart from $CUDA_HOME/lib64. The runtime it names is a stand-in too (only its presence
+# is checked before the compiler runs).
+mkdir -p "$tmp/cuda/bin" "$tmp/fakert/inc" "$tmp/fakert/lib" "$tmp/nopath"
+: >"$tmp/fakert/inc/piperun.h"
+for l in libpiperun.a libpiperun_cuda.a libpiperun_mpi.a; do : >"$tmp/fakert/lib/$l"; done
+nopath=
+for d in $(echo "$PATH" | tr ':' ' '); do [ -x "$d/nvcc" ] || nopath=$nopath${nopath:+:}$d; done
+# $1: what the stand-in does when it compiles (-c): exit 0 after writing its -o file, or
+# fail with exit 3, or be killed; when it links: be killed.
+fake_nvcc() {
+    cat >"$tmp/cuda/bin/nvcc" <<FAKE
+#!/bin/sh
+echo "\$*" >>"$tmp/nvcc.log"
+case " \$* " in *" -c "*) ;; *) kill -9 \$\$ ;; esac
+case "$1" in fail) exit 3 ;; kill) kill -9 \$\$ ;; esac
+while [ \$# -gt 1 ]; do [ "\$1" = -o ] && : >"\$2"; shift; done
+FAKE
+    chmod +x "$tmp/cuda/bin/nvcc"
+    rm -f "$tmp/nvcc.log"
+}
+fake_nvcc ok
+PATH=$nopath CUDA_HOME=$tmp/cuda PIPERUN_INC=$tmp/fakert/inc PIPERUN_LIB=$tmp/fakert/lib \
+    "$P" compile --backend cuda $E -o "$tmp/cu1" >"$tmp/out" 2>"$tmp/err"
+check "nvcc from \$CUDA_HOME/bin: exit 1 when its link is killed" test $? = 1
+check "... the link named, with the signal" grep -qx "pipec: $tmp/cuda/bin/nvcc was killed by signal 9" "$tmp/err"
+check "... the build reported failed" grep -qx "pipec: compiling the generated program in $tmp/cu1 failed" "$tmp/err"
+check "... one nvcc -x c call per generated .c" test "$(grep -c -- '^-x c -O2 -Xcompiler -std=c11,-Wall,-Wextra ' "$tmp/nvcc.log")" = "$(ls "$tmp/cu1"/*.c | wc -l)"
+check "... the link takes the CUDA libraries from \$CUDA_HOME/lib64, rpath there too" \
+    grep -q -- "^-o $tmp/cu1/tiny_1f1b .*$tmp/fakert/lib/libpiperun_cuda.a -L$tmp/cuda/lib64 -Xlinker -rpath=$tmp/cuda/lib64 -lcublas -lnccl -lcudart -lopenblas -lpthread -lm\$" "$tmp/nvcc.log"
+check "... no program" test ! -e "$tmp/cu1/tiny_1f1b"
+for how in fail kill; do
+    fake_nvcc $how
+    PATH=$nopath CUDA_HOME=$tmp/cuda PIPERUN_INC=$tmp/fakert/inc PIPERUN_LIB=$tmp/fakert/lib \
+        "$P" compile --backend cuda $E -o "$tmp/cu-$how" >"$tmp/out" 2>"$tmp/err"
+    check "nvcc -c that ${how}s: exit 1" test $? = 1
+    check "nvcc -c that ${how}s: the build reported failed" grep -qx "pipec: compiling the generated program in $tmp/cu-$how failed" "$tmp/err"
+    check "nvcc -c that ${how}s: no link was tried" test "$(grep -vc -- ' -c ' "$tmp/nvcc.log")" = 0
+done
+# With --launcher mpi the CUDA program needs libpiperun_cuda_mpi.a: named with its make target.
+PATH=$nopath CUDA_HOME=$tmp/cuda PIPERUN_INC=$tmp/fakert/inc PIPERUN_LIB=$tmp/fakert/lib \
+    "$P" compile --backend cuda --launcher mpi $E -o "$tmp/cu2" >"$tmp/out" 2>"$tmp/err"
+check "cuda + mpi without libpiperun_cuda_mpi.a: exit 1" test $? = 1
+check "... named, with \`make cuda-mpi\`" grep -qx "pipec: cannot find libpiperun_cuda_mpi.a in $tmp/fakert/lib (run \`make cuda-mpi\`)" "$tmp/err"
+# An empty $MPICC is mpicc, found on PATH.
+mkdir -p "$tmp/mpibin"
+printf '#!/bin/sh\necho "mpicc $*" >"%s"\nexit 4\n' "$tmp/mpicc.log" >"$tmp/mpibin/mpicc"
+chmod +x "$tmp/mpibin/mpicc"
+PATH=$tmp/mpibin:$PATH MPICC= PIPERUN_INC=$tmp/fakert/inc PIPERUN_LIB=$tmp/fakert/lib \
+    "$P" compile --launcher mpi $E -o "$tmp/mp1" >"$tmp/out" 2>"$tmp/err"
+check "an empty MPICC is mpicc: exit 1 when it fails" test $? = 1
+check "... it was mpicc on PATH, wrapping pr_main and pr_run" grep -q -- "^mpicc -std=c11 .* -Wl,--wrap=pr_main -Wl,--wrap=pr_run $tmp/fakert/lib/libpiperun_mpi.a $tmp/fakert/lib/libpiperun.a -lopenblas" "$tmp/mpicc.log"
 if [ -f "$rt_lib/libpiperun_mpi.a" ]; then
     PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib MPICC=false "$P" compile --launcher mpi $E -o "$tmp/cc4" >"$tmp/out" 2>"$tmp/err"
     rc=$?
