@@ -310,6 +310,25 @@ tune_o "tune, tpipe best" tq
 check "tune, tpipe best: row 1" grep -qE '^ +1 +30\.0 .* tpipe$' "$tmp/tq.tab"
 check "tune -o, tpipe best: imports std/tpipe.pipe" grep -qx 'import "std/tpipe.pipe"' "$tmp/tq.best.pipe"
 check "tune -o, tpipe best: schedule tpipe" grep -qx '  schedule tpipe' "$tmp/tq.best.pipe"
+# A best row of several steps (GPT 1.3B, 2 stages, 24 GiB: interleaved, a recompute, then
+# passes): -o writes one line per step, in the row's order.
+printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\npipeline ms3 { stages 2 microbatches 8 model gpt_1_3b device a100_sxm_40g memory 24GiB\n  schedule onef1b }\n' >"$tmp/ms3.pipe"
+tune_o "tune, a best of several steps" ms3
+check "tune -o, several steps: a line per step, in order" python3 -c "
+import re, sys
+row = next(l for l in open(sys.argv[1]) if re.match(r' +1 ', l))
+steps = row.split(' | ')[1:]
+steps[-1] = steps[-1].split('  (and')[0].strip()
+assert len(steps) >= 2, row
+want = []
+for st in steps:
+    if st.startswith('recompute '):
+        want += ['  recompute stages %s policy %s' % tuple(x.split()) for x in st[10:].split(', ')]
+    else:
+        want.append('  apply ' + st)
+body = open(sys.argv[2]).read().split('\n')
+got = body[body.index('  schedule interleaved') + 1:body.index('}', body.index('  schedule interleaved'))]
+assert got == want, (got, want)" "$tmp/ms3.tab" "$tmp/ms3.best.pipe"
 # Without a memory budget: the table says so, -o writes no memory line, and zbh1 wins.
 # By hand, 2 stages x 4 micro-batches, f 1 ms, b 2 ms of which w 1 ms: 1F1B takes
 # (M + P - 1)(f + b) = 15 ms; zbh1 fills the cooldown with the split-off W, so each stage
