@@ -171,8 +171,9 @@ static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
                 continue;
             }
             int32_t v = ir_vstage(p, s, op->chunk);
-            uint32_t first;
-            if (opindex_find(idx, (OpKind)op->kind, v, op->mb, NULL, &first) && first != i) {
+            uint32_t first = i; /* the index holds every op in range: its first occurrence */
+            opindex_find(idx, (OpKind)op->kind, v, op->mb, NULL, &first);
+            if (first != i) {
                 diag_error(d, op->loc, DIAG_DUPLICATE, "duplicate %s on stage %d",
                            opn(a, sizeof a, op), s);
                 diag_note(d, st->ops[first].loc, "first %s is here", opn(a, sizeof a, op));
@@ -411,8 +412,8 @@ int check_pipeline(Diag *d, const Pipeline *p, unsigned what)
         graph_build(&g, p, idx);
         int o0 = d->nerr;
         check_order(d, &g);
-        int c = check_waitgraph(d, &g);
-        if (d->nerr == o0 && !c)
+        check_waitgraph(d, &g); /* reports every cycle it counts */
+        if (d->nerr == o0)
             check_comm(d, p, &g);
         graph_free(&g);
     }

@@ -31,9 +31,10 @@ static CommPlan *plan_graph(const Graph *g)
     for (uint32_t b = 0; b < cp->P; b++) {
         for (uint32_t j = 0; j < p->stages[b].n; j++) {
             uint32_t u = g->off[b] + j, n = graph_preds(g, u, buf, true), k = 0;
+            /* a wait across ranks is a data or a dep wait (stream and memory waits
+             * stay on the rank) */
             for (uint32_t e = 0; e < n; e++)
-                if (g->rank[buf[e].node] != b &&
-                    (buf[e].why == WAIT_DATA || buf[e].why == WAIT_DEP))
+                if (g->rank[buf[e].node] != b)
                     src[k++] = buf[e].node, dpi[k - 1] = buf[e].why == WAIT_DEP ? buf[e].dep : NONE;
             /* order by producer (rank, position) = node number; keep dep index along */
             for (uint32_t x = 1; x < k; x++)

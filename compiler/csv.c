@@ -96,11 +96,10 @@ static bool batched_comm_suffix(const char *c, size_t n)
         i++;
     if (n - i < 7 || (memcmp(c + i, "RECV_B", 6) != 0 && memcmp(c + i, "RECV_F", 6) != 0))
         return false;
-    i += 6;
-    size_t j = i;
+    i += 6; /* n - i >= 1: at least one byte follows, which must be a digit */
     while (i < n && is_digit(c[i]))
         i++;
-    return i == n && i > j;
+    return i == n;
 }
 
 /* Parses one simple action c[0..n) (already stripped) at byte offset off of row rank;

@@ -103,7 +103,7 @@ static int check_options(const char *cmd, int argc, char **argv)
         const char *arg = argv[a];
         if (!strcmp(arg, "--"))
             break;
-        if (strncmp(arg, "--", 2) || !arg[2])
+        if (strncmp(arg, "--", 2)) /* "--" itself ended the loop above */
             continue;
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
@@ -121,6 +121,22 @@ static int check_options(const char *cmd, int argc, char **argv)
         return 2;
     }
     return 0;
+}
+
+/* True when arg is --help or an abbreviation of it that no other option of cmd shares
+ * (--he, --hel; --h too where cmd has no other --h... option): getopt_long's rule for
+ * abbreviations, applied to the --help every command takes. */
+static bool asks_help(const char *cmd, const char *arg)
+{
+    size_t k = strlen(arg);
+    if (k < 3 || strncmp(arg, "--help", k))
+        return false;
+    char names[64][24];
+    size_t n = documented_options(cmd, names, 64);
+    for (size_t i = 1; i < n; i++) /* names[0] is help */
+        if (!strncmp(names[i], arg + 2, k - 2))
+            return false;
+    return true;
 }
 
 static int help(const char *name)
@@ -173,7 +189,7 @@ static int dispatch(int argc, char **argv)
     for (int a = 2; a < argc; a++) {
         if (!strcmp(argv[a], "--"))
             break;
-        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+        if (asks_help(cmd, argv[a]) || !strcmp(argv[a], "-h")) {
             driver_usage(stdout, cmd);
             return 0;
         }

@@ -176,7 +176,7 @@ uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t
     }
     uint32_t n = 0;
     for (uint32_t i = 0; i < st->n; i++)
-        if (w.slot[i] == i && w.vm[i].held > 0 && !OP_IS_CHUNKWIDE(st->ops[i].kind)) {
+        if (w.slot[i] == i && w.vm[i].held > 0) { /* a chunk-wide op holds no (v,m) */
             if (n < cap)
                 held[n] = w.vm[i].held;
             n++;

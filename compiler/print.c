@@ -8,10 +8,11 @@
 
 #include "units.h"
 
-/* Shortest %.Ne digits that read back to x: "d.ddde+XX". */
+/* Shortest %.Ne digits that read back to x: "d.ddde+XX". 17 significant digits
+ * (%.16e) always read back (IEEE 754 binary64), so that is the last resort. */
 static void shortest_exp(char *tmp, size_t n, double x)
 {
-    for (int prec = 0; prec < 17; prec++) {
+    for (int prec = 0; prec < 16; prec++) {
         snprintf(tmp, n, "%.*e", prec, x);
         if (strtod(tmp, NULL) == x)
             return;

@@ -32,16 +32,10 @@ static void js_string(StrBuf *out, const char *s)
     sb_putc(out, '"');
 }
 
-typedef struct MemSink {
-    StrBuf *out;
-    bool first;
-} MemSink;
-
+/* One sample of a stage's memory curve, after the "0,WEIGHTS" pair that opens it. */
 static void mem_sample(void *ctx, double t_ms, double bytes)
 {
-    MemSink *m = ctx;
-    sb_printf(m->out, "%s%.9g,%.9g", m->first ? "" : ",", t_ms, bytes);
-    m->first = false;
+    sb_printf(ctx, ",%.9g,%.9g", t_ms, bytes);
 }
 
 static void write_variant(StrBuf *out, const HtmlVariant *v)
@@ -74,9 +68,8 @@ static void write_variant(StrBuf *out, const HtmlVariant *v)
                       r->start[s][i], r->end[s][i]);
         }
         sb_puts(out, "],\"mem\":[");
-        MemSink m = {out, false};
         sb_printf(out, "0,%.9g", S->static_mem_bytes);
-        sim_mem_replay(p, r, delta, s, mem_sample, &m);
+        sim_mem_replay(p, r, delta, s, mem_sample, out);
         sb_puts(out, "]}");
     }
     sb_puts(out, "]}");

@@ -230,18 +230,18 @@ static void order_op(Verify *v, const StreamRank *k, uint32_t i, int64_t last[ST
 }
 
 /* Where the arena plan puts op i's (v,m) region: ArenaRank's pieces and held bytes of
- * op i, and the region's piece boundaries (NULL at and from: not planned). */
+ * op i, and the region's piece boundaries (NULL at and from, held 0: not planned). */
 typedef struct OpPlace {
     const int64_t *at, *from;
     int64_t held;
 } OpPlace;
 
 /* The placed pieces of op i's region that lie below region byte upto, in region order,
- * into pc; returns their number. */
+ * into pc; returns their number. Only for a planned op (held > 0: at and from set). */
 static int placed(OpPlace a, int64_t upto, Piece *pc)
 {
     int n = 0;
-    for (int k = 0; a.at && k < ARENA_PIECES; k++)
+    for (int k = 0; k < ARENA_PIECES; k++)
         if (a.at[k] >= 0 && a.from[k] < upto && a.from[k] < a.from[k + 1]) {
             int64_t hi = a.from[k + 1] < upto ? a.from[k + 1] : upto;
             pc[n++] = (Piece){a.at[k], hi - a.from[k]};
@@ -265,7 +265,7 @@ static void touch_op(Verify *v, uint32_t i, const SpOp *o, uint64_t vmk, Piece *
     case OP_R:
     case OP_RO: /* an R run at its list position */
         touch(v, i, 0, SPACE_PARAM, vs, 0, 1);
-        if (a.held > 0 && a.at) { /* reads the checkpoint, rebuilds the rest */
+        if (a.held > 0) { /* reads the checkpoint, rebuilds the rest */
             touch_pieces(v, i, 0, pc, *npc);
             int64_t ext = 0;
             for (int k = 0; k < *npc; k++)

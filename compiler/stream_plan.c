@@ -33,11 +33,12 @@ void stream_plan_free(StreamPlan *sp)
     free(sp);
 }
 
-/* Adds op w to the waits of op i (stream si) when it is another stream's, earlier op. */
-static void add_wait(uint32_t *w, uint32_t *n, uint32_t i, uint32_t dep, uint8_t si,
-                     const uint8_t *stream)
+/* Adds op dep to the waits w of an op on stream si when it is another stream's. The
+ * tables it comes from hold only ops listed before the op (they are updated after its
+ * waits are read). */
+static void add_wait(uint32_t *w, uint32_t *n, uint32_t dep, uint8_t si, const uint8_t *stream)
 {
-    if (dep == SP_NONE || dep >= i || stream[dep] == si)
+    if (dep == SP_NONE || stream[dep] == si)
         return;
     for (uint32_t k = 0; k < *n; k++)
         if (w[k] == dep)
@@ -105,21 +106,21 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
             if (v2 < 0 || v2 >= in->PV || local[v2] < 0)
                 continue;   /* on another rank: a message */
             size_t m2 = OP_IS_CHUNKWIDE(rule->kind) ? 0 : (size_t)o->mb;
-            add_wait(w, &m, i, at[((size_t)local[v2] * M + m2) * OP_NKINDS + rule->kind], s,
+            add_wait(w, &m, at[((size_t)local[v2] * M + m2) * OP_NKINDS + rule->kind], s,
                      k->stream);
         }
         if (sem->waits_last_bw)
-            add_wait(w, &m, i, last_bw[v], s, k->stream);
+            add_wait(w, &m, last_bw[v], s, k->stream);
         /* 2. memory order (DESIGN.md "Time") */
         if (sem->mem == MEM_ALLOC)
             for (unsigned t = 0; t < STREAM_N; t++)
-                add_wait(w, &m, i, last_free[t], s, k->stream);
+                add_wait(w, &m, last_free[t], s, k->stream);
         /* 3. the bytes: the op before it on the same region or model states */
         if (OP_IS_CHUNKWIDE(o->kind)) {
-            add_wait(w, &m, i, last_cw[v], s, k->stream);
+            add_wait(w, &m, last_cw[v], s, k->stream);
             last_cw[v] = i;
         } else {
-            add_wait(w, &m, i, last_vm[vmk], s, k->stream);
+            add_wait(w, &m, last_vm[vmk], s, k->stream);
             last_vm[vmk] = i;
         }
         if (at[vmk * OP_NKINDS + o->kind] == SP_NONE)

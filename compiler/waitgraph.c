@@ -200,26 +200,19 @@ typedef struct Sub {
     Pred *e;          /* edges to ops that are also left */
 } Sub;
 
+/* Every op that an op left waits for is left too (Kahn peels an op only once no op
+ * left waits for it), so each op left keeps all its predecessors. */
 static void sub_build(Sub *sb, const Graph *g, const uint32_t *left, Pred *buf)
 {
     sb->start = xcalloc((size_t)g->N + 1, sizeof *sb->start);
-    for (uint32_t u = 0; u < g->N; u++) {
-        uint32_t c = 0;
-        if (left[u]) {
-            uint32_t n = graph_preds(g, u, buf, false);
-            for (uint32_t k = 0; k < n; k++)
-                c += left[buf[k].node] != 0;
-        }
-        sb->start[u + 1] = sb->start[u] + c;
-    }
+    for (uint32_t u = 0; u < g->N; u++)
+        sb->start[u + 1] = sb->start[u] + (left[u] ? graph_preds(g, u, buf, false) : 0);
     sb->e = xmalloc(((size_t)sb->start[g->N] + 1) * sizeof *sb->e);
     for (uint32_t u = 0; u < g->N; u++) {
         if (!left[u])
             continue;
-        uint32_t n = graph_preds(g, u, buf, false), at = sb->start[u];
-        for (uint32_t k = 0; k < n; k++)
-            if (left[buf[k].node])
-                sb->e[at++] = buf[k];
+        uint32_t n = graph_preds(g, u, buf, false);
+        memcpy(&sb->e[sb->start[u]], buf, n * sizeof *buf);
     }
 }
 
@@ -228,11 +221,11 @@ static void sub_build(Sub *sb, const Graph *g, const uint32_t *left, Pred *buf)
 static uint32_t tarjan(const Graph *g, const Sub *sb, const uint32_t *left, uint32_t *comp,
                        uint32_t **size)
 {
-    uint32_t N = g->N, N1 = N ? N : 1;
-    uint32_t *index = xmalloc(N1 * sizeof *index), *low = xmalloc(N1 * sizeof *low);
-    uint32_t *stk = xmalloc(N1 * sizeof *stk), *fn = xmalloc(N1 * sizeof *fn);
-    uint32_t *fe = xmalloc(N1 * sizeof *fe);
-    uint8_t *on = xcalloc(N1, 1);
+    uint32_t N = g->N; /* > 0: only a graph with a cycle gets here */
+    uint32_t *index = xmalloc(N * sizeof *index), *low = xmalloc(N * sizeof *low);
+    uint32_t *stk = xmalloc(N * sizeof *stk), *fn = xmalloc(N * sizeof *fn);
+    uint32_t *fe = xmalloc(N * sizeof *fe);
+    uint8_t *on = xcalloc(N, 1);
     uint32_t nidx = 0, sp = 0, ncomp = 0;
     size_t cap = 0;
     *size = NULL;
@@ -533,7 +526,7 @@ int check_waitgraph(Diag *d, const Graph *g)
             if (bestcost != NONE && work > BFS_WORK)
                 break;
             uint32_t cst = bfs_cycle(g, &sb, comp, c, u, &b, bestcost, &cyc, &ncyc, &work);
-            if (cst != NONE && cst < bestcost) {
+            if (cst != NONE) { /* below bestcost: bfs_cycle's bound */
                 bestcost = cst;
                 uint32_t *t = best;
                 best = cyc;

@@ -84,4 +84,17 @@ for form in "all|0..=1" "1|1..=1" "0|0..1"; do
 done
 check "recompute stages all: R ops on both stages" test "$(grep -c ' R0 ' "$tmp/rs_all.out")" = 2
 check "recompute stages 1: R ops on stage 1 only" test "$(grep -c ' R0 ' "$tmp/rs_1.out")" = 1
+# A dep naming an op that its stage lacks points at that stage's block ("stage N is
+# here"); when the stage has no block at all, there is nothing to point at and no note.
+printf 'pipeline ns {\n  stages 2  microbatches 1\n  stage 0 { F0 B0 }\n  stage 1 { F0 B0 }\n  dep 1:W0 -> 0:B0\n}\n' >"$tmp/ns.pipe"
+"$PIPEC_ASAN" check "$tmp/ns.pipe" >"$tmp/out" 2>"$tmp/err"
+check "dep to an absent op: exit 1" test $? = 1
+check "dep to an absent op: the error" grep -qF 'ns.pipe:5:3: error[placement]: dep names 1:W0, but stage 1 has no such op' "$tmp/err"
+check "dep to an absent op: the stage block noted" grep -qF 'ns.pipe:4:3: note: stage 1 is here' "$tmp/err"
+printf 'pipeline ns {\n  stages 2  microbatches 1\n  stage 0 { F0 B0 }\n  dep 1:F0 -> 0:B0\n}\n' >"$tmp/ns.pipe"
+"$PIPEC_ASAN" check "$tmp/ns.pipe" >"$tmp/out" 2>"$tmp/err"
+check "dep into a stage without a block: exit 1" test $? = 1
+check "dep into a stage without a block: the error" grep -qF 'ns.pipe:4:3: error[placement]: dep names 1:F0, but stage 1 has no such op' "$tmp/err"
+check "dep into a stage without a block: no note" test "$(grep -c 'is here' "$tmp/err")" = 0
+
 finish

@@ -66,6 +66,31 @@ usage_error "emit without -o" emit "$good"
 usage_error "emit with two files" emit -o "$tmp/e2" "$good" "$good"
 usage_error "compile with an unknown backend" compile --backend tpu "$good" -o "$tmp/e3"
 usage_error "-W with anything but error" check -Wall "$good"
+# An abbreviation of a documented option is the option (getopt_long's rule), --help too:
+# every command prints its usage on stdout for --he, exit 0, as for --help.
+for c in $commands; do
+    "$P" "$c" --he "$good" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    "$P" help "$c" >"$tmp/h" 2>&1
+    if [ $rc = 0 ] && cmp -s "$tmp/h" "$tmp/out" && [ ! -s "$tmp/err" ]; then ok
+    else bad "$c --he is $c --help" "exit $rc: $(head -n 1 "$tmp/err")"; fi
+done
+# --h is --help where the command has no other --h... option; sim's --html makes it
+# ambiguous there (a usage error, exit 2, as getopt_long says).
+"$P" check --h "$good" >"$tmp/out" 2>&1
+check "check --h is check --help" grep -q "^usage: pipec check " "$tmp/out"
+usage_error "sim --h is ambiguous (--help, --html)" sim --h "$good"
+grep -q "option '--h' is ambiguous" "$tmp/err"
+check "sim --h: says it is ambiguous" test $? = 0
+# An unknown short option is a usage error of the command: exit 2, getopt's message and
+# the command's usage on stderr, nothing on stdout.
+for c in $commands; do
+    "$P" "$c" -Z "$good" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 2 ] && [ ! -s "$tmp/out" ] && grep -q "invalid option -- 'Z'" "$tmp/err" &&
+        grep -q "^usage: pipec $c " "$tmp/err"; then ok
+    else bad "$c -Z: a usage error" "exit $rc: $(head -n 2 "$tmp/err")"; fi
+done
 "$P" -h >"$tmp/out" 2>&1
 check "-h is --help" grep -q "^usage: pipec COMMAND" "$tmp/out"
 # After "--" every argument is a file, even one spelled like an option.

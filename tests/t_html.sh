@@ -23,6 +23,14 @@ cp $G/tiny_gpipe.pipe "$tmp/x<y>.pipe"
 check "diff --html, special names: the A label, quote escaped" grep -qF '"label":"A: '"$tmp"'/a&b\".pipe"' "$tmp/esc.html"
 check "diff --html, special names: '<' written \u003c" grep -qF 'x\u003c' "$tmp/esc.html"
 check "diff --html, special names: no extra </script" test "$(grep -c '</script' "$tmp/esc.html")" = "$(grep -c '</script' "$tmp/d.html")"
+# A backslash is escaped, a control character (a tab) written \u0009.
+cp $G/tiny_1f1b.pipe "$tmp/b\\s"$'\t'"t.pipe"
+"$PIPEC" diff $G/tiny_1f1b.pipe "$tmp/b\\s"$'\t'"t.pipe" --html "$tmp/esc2.html" >/dev/null 2>&1
+check "diff --html, special names: backslash and tab escaped" grep -qF '"label":"B: '"$tmp"'/b\\s\u0009t.pipe"' "$tmp/esc2.html"
+# Without a memory budget the page's budget is null (no budget line is drawn).
+"$PIPEC" sim $G/swap.pipe --html "$tmp/nb.html" >/dev/null
+check "sim --html without a budget: budget null" grep -qF '"budget":null' "$tmp/nb.html"
+check "sim --html with a budget: the budget in bytes" grep -qF '"budget":42949672960' "$tmp/t.html"
 
 chrome=""
 for c in chromium chromium-browser google-chrome chrome headless_shell; do

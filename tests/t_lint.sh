@@ -54,4 +54,9 @@ lint "empty -Werror" 1 -Werror "$tmp/empty.pipe"
 printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\npipeline e { stages 3 microbatches 2 model tiny device cpu\n  partition [2, 0, 2]\n  schedule onef1b }\n' >"$tmp/part.pipe"
 lint "empty, partition [2, 0, 2]" 0 "$tmp/part.pipe"
 check "empty, partition [2, 0, 2]: located at the partition" grep -qF "part.pipe:5:3: warning[empty]: 1 of 3 virtual stages get no layers that take time from model 'tiny' (4 layers for 3 virtual stages): 1 (stage 1, chunk 0); their F and B take 0 ms" "$tmp/err"
+# A stage whose forward costs nothing but whose backward does is not empty: no warning.
+printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\npipeline z { stages 2 microbatches 4 model tiny device cpu\n  costs stage 1 { f 0ms }\n  schedule onef1b }\n' >"$tmp/f0.pipe"
+lint "f 0ms, b derived" 0 "$tmp/f0.pipe"
+check "f 0ms, b derived: no warning" test ! -s "$tmp/err"
+check "f 0ms, b derived: ok" grep -q "f0.pipe: ok" "$tmp/out"
 finish

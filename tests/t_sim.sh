@@ -324,6 +324,108 @@ check "diff, 4000 edits: no 'not shown' line" bash -c "! grep -q 'not shown' '$t
 check "diff, 4002 edits: says so instead" grep -qx 'stage 0: the op orders differ in more than 4000 places (not shown)' "$tmp/big2002"
 check "diff, 4002 edits: no hunk" bash -c "! grep -q '^@@' '$tmp/big2002'"
 
+# --- edges of the reports ------------------------------------------------------------------
+# Same makespan, different bubble ratio: diff says they differ (exit 1); B / A of a zero
+# A is "-" (A has no bubble, B's memory has no A counterpart).
+cat >"$tmp/one.pipe" <<'E'
+pipeline one { stages 1 microbatches 1 costs { f 3ms b 3ms } stage 0 { F0 B0 } }
+E
+cat >"$tmp/duo.pipe" <<'E'
+pipeline duo { stages 2 microbatches 1 costs { f 1ms b 2ms act 1GiB }
+  stage 0 { F0 B0 } stage 1 { F0 B0 } }
+E
+"$P" diff "$tmp/one.pipe" "$tmp/duo.pipe" >"$tmp/d1" 2>&1
+check "diff, same makespan, other bubble ratio: exit 1" test $? = 1
+while IFS='|' read -r what row; do
+    check "diff: $what" grep -qE "$row" "$tmp/d1"
+done <<'ROWS'
+makespan 6 both|^makespan ms +6\.000 +6\.000 +\+0\.000 +1\.000$
+bubble ratio 0 vs 1/2, ratio -|^bubble ratio +0\.0000 +0\.5000 +\+0\.5000 +-$
+peak 0 vs 1 GiB, ratio -|^peak mem stage 0 +0 B +1\.0 GiB +\+1\.0 GiB +-$
+ROWS
+# --json: the same shape with another makespan differs; so do other micro-batch or chunk
+# counts with the same stages (shape_differs).
+sed 's/b 2ms act 1GiB/b 3ms/; s/pipeline duo/pipeline slow/' "$tmp/duo.pipe" >"$tmp/slow.pipe"
+printf 'pipeline twom { stages 2 microbatches 2 costs { f 1ms b 2ms }\n  stage 0 { F0 F1 B0 B1 } stage 1 { F0 B0 F1 B1 } }\n' >"$tmp/twom.pipe"
+printf 'pipeline twov { stages 2 microbatches 1 chunks 2 costs { f 1ms b 2ms }\n  stage 0 { F0 F0.1 B0.1 B0 } stage 1 { F0 F0.1 B0.1 B0 } }\n' >"$tmp/twov.pipe"
+"$P" diff --json "$tmp/duo.pipe" "$tmp/slow.pipe" >"$tmp/j1"
+check "diff --json, slower B: exit 1" test $? = 1
+check "diff --json, slower B: shape same, differ" grep -qF '"shape_differs": false, "stages_differ": [], "differ": true}' "$tmp/j1"
+for o in twom twov; do
+    "$P" diff --json "$tmp/duo.pipe" "$tmp/$o.pipe" >"$tmp/j2"
+    check "diff --json, $o: exit 1" test $? = 1
+    check "diff --json, $o: the shape differs" grep -qF '"shape_differs": true' "$tmp/j2"
+done
+# Two changes more than 2 * DIFF_CONTEXT (6) equal ops apart are two hunks, each with
+# 3 ops of context: F0/F1 swapped at the front, B10/B11 at the end of 24 ops.
+a="F0 F1 F2 F3 F4 F5 F6 F7 F8 F9 F10 F11 B0 B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11"
+b="F1 F0 F2 F3 F4 F5 F6 F7 F8 F9 F10 F11 B0 B1 B2 B3 B4 B5 B6 B7 B8 B9 B11 B10"
+printf 'pipeline ha { stages 1 microbatches 12 costs { f 1ms b 2ms } stage 0 { %s } }\n' "$a" >"$tmp/ha.pipe"
+printf 'pipeline hb { stages 1 microbatches 12 costs { f 1ms b 2ms } stage 0 { %s } }\n' "$b" >"$tmp/hb.pipe"
+"$P" diff "$tmp/ha.pipe" "$tmp/hb.pipe" >"$tmp/hunks"
+check "diff, two far changes: two hunks" test "$(grep '^@@' "$tmp/hunks" | tr '\n' ' ')" = "@@ -1,5 +1,5 @@ @@ -20,5 +20,5 @@ "
+check "diff, two far changes: the second hunk" test "$(sed -n '/^@@ -20/,$p' "$tmp/hunks" | sed -n '2,7p' | tr '\n' ' ')" = " B7  B8  B9 -B10  B11 +B10 "
+# The gantt axis leaves out a tick's time where the one before runs into it: at 880
+# columns a 1050 s schedule ticks every 10 s, 8.3 columns apart, and 1.01e+06 (8
+# characters and a space) leaves no room for 1.02e+06.
+printf 'pipeline big { stages 1 microbatches 1 costs { f 350000ms b 700000ms } stage 0 { F0 B0 } }\n' >"$tmp/bigms.pipe"
+COLUMNS=880 "$P" sim --gantt "$tmp/bigms.pipe" >"$tmp/bg"
+nums=$(grep -A1 '^ *+-' "$tmp/bg" | tail -n 1)
+check "gantt axis: 1.01e+06 then 1.03e+06" bash -c "grep -q ' 1\.01e+06 *1\.03e+06 ' <<<'$nums '"
+check "gantt axis: every label whole, a multiple of 10 s" python3 -c "
+import sys
+t = sys.argv[1].split()
+assert t[0] == 'ms' and len(t) > 90, t
+assert all(float(x) % 10000 == 0 for x in t[1:]), t" "$nums"
+# The SVG's time axis ticks at 1, 2 or 5 times a power of ten, about ten of them: a
+# 12 ms schedule every 1 ms, an 80 ms one every 10 ms.
+for t in "12 4 8 0 1 2 3 4 5 6 7 8 9 10 11 12" "80 30 50 0 10 20 30 40 50 60 70 80"; do
+    set -- $t
+    printf 'pipeline t%s { stages 1 microbatches 1 costs { f %sms b %sms } stage 0 { F0 B0 } }\n' "$1" "$2" "$3" >"$tmp/t$1.pipe"
+    "$P" sim "$tmp/t$1.pipe" --svg "$tmp/t$1.svg" >/dev/null
+    n=$1; shift 3
+    check "svg: a ${n} ms schedule ticks at $*" test "$(sed -n 's/.*class="tick">\([0-9.]*\)<.*/\1/p' "$tmp/t$n.svg" | tr '\n' ' ')" = "$* "
+done
+# A rank of 2400 ops needs more than the widest picture: capped at SVG_MAX_WIDTH.
+printf 'import "std/schedules.pipe"\npipeline wide { stages 2 microbatches 1200 costs { f 1ms b 2ms } schedule onef1b }\n' >"$tmp/wide.pipe"
+"$P" sim "$tmp/wide.pipe" --svg "$tmp/wide.svg" >/dev/null
+max=$(sed -n 's/^#define SVG_MAX_WIDTH \([0-9]*\)$/\1/p' compiler/sim_svg.h)
+check "svg: width capped at SVG_MAX_WIDTH ($max)" test "$(sed -n 's/^<svg [^>]* width="\([0-9]*\)".*/\1/p' "$tmp/wide.svg")" = "$max"
+# A file name with a control character: dropped from the SVG's text, the rest escaped.
+cp "$tmp/one.pipe" "$tmp/q\"b"$'\t'"c.pipe"
+"$P" diff --svg "$tmp/pair.svg" "$tmp/one.pipe" "$tmp/q\"b"$'\t'"c.pipe" >/dev/null
+check "svg: a tab in a label dropped, a quote escaped" grep -qF 'q&quot;bc.pipe' "$tmp/pair.svg"
+# The trace draws a flow for each cross-rank chain link and dep edge: none between the
+# two chunks a V-shape keeps on one rank, none for a dep within a rank.
+printf 'pipeline dx { stages 2 microbatches 1 costs { f 1ms b 2ms } stage 0 { F0 B0 } stage 1 { F0 B0 }\n  dep 0:F0 -> 1:B0\n  dep 0:F0 -> 0:B0 }\n' >"$tmp/dx.pipe"
+"$P" sim "$tmp/dx.pipe" --trace "$tmp/dx.json" >/dev/null
+check "trace: one dep flow, for the cross-rank edge" python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+dep = [(e['ph'], e['pid']) for e in ev if e.get('name') == 'dep']
+assert dep == [('s', 0), ('f', 1)], dep" "$tmp/dx.json"
+printf 'import "std/schedules.pipe"\npipeline zv { stages 2 microbatches 4 chunks 2 vshape costs { f 1ms b 2ms w 1ms } schedule zbv }\n' >"$tmp/zv.pipe"
+"$P" sim "$tmp/zv.pipe" --trace "$tmp/zv.json" >/dev/null
+# P*V = 4 virtual stages, 4 micro-batches, F and B: 3 links each, 1 of them (1 -> 2) on
+# rank 1, so 2 flows (an s and an f event each) per (kind, micro-batch).
+check "trace, V-shape: no flow between the chunks on one rank" python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+n = sum(1 for e in ev if e.get('name') == 'p2p')
+assert n == 2 * 4 * 2 * 2, n" "$tmp/zv.json"
+# The gantt legend lists RO when the schedule has overlapped recomputation (Lynx).
+COLUMNS=100 "$P" sim --gantt examples/lynx_gpt7b_lynx.pipe >"$tmp/lx" 2>&1
+check "gantt: RO in the legend of a Lynx schedule" grep -q 'RO overlapped recompute, exposed part (\*)' "$tmp/lx"
+check "gantt: RO boxes drawn (*)" grep -q '^ *stage [0-9] |.*\*' "$tmp/lx"
+check "gantt: no RO in the legend of 1F1B" bash -c "! grep -q 'RO overlapped' '$tmp/gantt'"
+# On a terminal narrower than 20 columns --gantt takes 100 columns (as off a terminal).
+if command -v script >/dev/null; then
+    env -u COLUMNS script -qec "stty cols 15; '$P' sim --gantt '$tmp/one.pipe'" /dev/null >"$tmp/tty" 2>&1
+    check "gantt on a 15-column terminal: 100 columns" test "$(tr -d '\r' <"$tmp/tty" | awk '/stage 0 \|/ { print length($0) }')" = 100
+else
+    skip "gantt on a narrow terminal" "no script(1)"
+fi
+
 # --- --help of sim and diff --------------------------------------------------------------
 for c in sim diff; do
     for h in --help -h; do

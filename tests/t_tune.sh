@@ -169,10 +169,13 @@ check "tune, nothing fits: -o not written" test ! -e "$tmp/none.best.pipe"
 "$PIPEC" tune "$tmp/aw.pipe" -o "$tmp/no/such/best.pipe" >/dev/null 2>"$tmp/e"
 check "tune -o into a missing folder: exit 1" test $? = 1
 check "tune -o into a missing folder: names it, with the reason" grep -qxF "pipec: cannot write $tmp/no/such/best.pipe: No such file or directory" "$tmp/e"
-# On a terminal, stderr shows the search's progress, each line over the last ("\r").
+# On a terminal, stderr shows the search's progress, each line over the last ("\r");
+# before any variant fits it says best 0.0 ms.
 if command -v script >/dev/null; then
     script -qec "'$PIPEC' tune '$tmp/aw.pipe' >/dev/null" /dev/null >"$tmp/tty" 2>&1
     check "tune on a terminal: progress lines rewritten with \\r" grep -q $'\rtune: [0-9]* variants, [0-9]* fit, best 17.0 ms' "$tmp/tty"
+    script -qec "'$PIPEC' tune '$tmp/none.pipe' >/dev/null" /dev/null >"$tmp/tty0" 2>&1
+    check "tune on a terminal, nothing fits yet: best 0.0 ms" grep -q $'\rtune: 1 variants, 0 fit, best 0.0 ms' "$tmp/tty0"
 else
     skip "tune on a terminal" "no script(1)"
 fi
@@ -263,6 +266,69 @@ check "tune -o, one-chunk best of a chunks 2 file: checks" q "$PIPEC" check "$tm
 b=$(best "$tmp/v2.tab"); o=$(makespan "$tmp/v2.best.pipe")
 expect "tune -o, one-chunk best of a chunks 2 file: simulates to row 1 ($o vs $b)" "abs($o - $b) <= 0.05 + 1e-6 * $b"
 
+# --- the source form of more variants (-o) ----------------------------------------------------
+# tune_o NAME BASE: `pipec tune $tmp/BASE.pipe -o $tmp/BASE.best.pipe` (table in
+# BASE.tab) exits 0, and the variant it writes checks and simulates to row 1.
+tune_o() {
+    local name=$1 f=$tmp/$2 b o
+    "$PIPEC" tune "$f.pipe" -o "$f.best.pipe" >"$f.tab" 2>/dev/null
+    check "$name: exit 0" test $? = 0
+    check "$name: -o checks" q "$PIPEC" check "$f.best.pipe"
+    b=$(best "$f.tab"); o=$(makespan "$f.best.pipe")
+    expect "$name: -o simulates to row 1 ($o vs $b)" "abs($o - ${b:-0}) <= 0.05 + 1e-6 * ${b:-0}"
+}
+# An `apply` without arguments in the file as written is written back as such.
+sed 's/^  apply swap(lambda=1, stages=1..=1)$/&, recompute_in_stalls/' "$tmp/aw.pipe" >"$tmp/aw2.pipe"
+tune_o "tune, as written with an argument-less apply" aw2
+check "tune, argument-less apply: row 1 as written at 17 ms" grep -qE '^ +1 +17\.0 .* as written \(schedule onef1b\)' "$tmp/aw2.tab"
+check "tune -o: the argument-less apply line" grep -qx '  apply recompute_in_stalls' "$tmp/aw2.best.pipe"
+# Swapping alone is best when the host link is fast enough to hide it (10 TB/s: 3 GiB in
+# 0.3 ms): 1F1B's (M + P - 1)(f + b) = 33 ms with rank 0 within 10 GiB; -o writes the
+# swap step as an `apply swap(...)` line.
+printf 'import "std/schedules.pipe"\npipeline sw { stages 4 microbatches 8 memory 10GiB\n  costs { f 1ms b 2ms r 1ms act 3GiB ckpt 1GiB host_bw 10000GB/s }\n  schedule onef1b }\n' >"$tmp/sw1.pipe"
+tune_o "tune, fast host link" sw1
+check "tune, fast host link: row 1 swaps at 33 ms" grep -qE '^ +1 +33\.0 .* onef1b \| swap lambda=[0-9]+ 0\.\.=0$' "$tmp/sw1.tab"
+check "tune -o, swap row: the apply swap line" grep -qE '^  apply swap\(lambda=[0-9]+, stages=0\.\.=0\)$' "$tmp/sw1.best.pipe"
+# A partition with one entry per virtual stage (chunks 2) does not fit a one-chunk
+# template: the variant is costed with the even split, and -o writes `partition even`.
+sed 's/^pipeline v2 { /pipeline pv { /; s/^  costs vstage 1 { f 2ms }$/  partition [1, 1, 1, 1]/' "$tmp/v2.pipe" >"$tmp/pv.pipe"
+tune_o "tune, per-virtual-stage partition" pv
+check "tune, per-virtual-stage partition: row 1 is zbh1" grep -qE '^ +1 +[0-9.]+ .* zbh1( |$)' "$tmp/pv.tab"
+check "tune -o, one-chunk best: partition even" grep -qx '  partition even' "$tmp/pv.best.pipe"
+# A device without a model (explicit costs): -o writes the device and its line, and the
+# per-virtual-stage costs when the best keeps the file's chunks.
+sed 's/^import "std\/models.pipe"$//; s/ model tiny device cpu$/ device cpu\n  costs { f 1ms b 2ms }/' "$tmp/v2.pipe" >"$tmp/dv.pipe"
+tune_o "tune, a device without a model" dv
+check "tune -o, device without a model: the device line" grep -qx '  device cpu' "$tmp/dv.best.pipe"
+check "tune -o, device without a model: no model" bash -c "! grep -q 'model' '$tmp/dv.best.pipe'"
+check "tune -o: the vstage costs" grep -qx '  costs vstage 1 { f 2ms }' "$tmp/dv.best.pipe"
+
+# TPipe's template best (vstage 2's activations twice the others', 5 GiB): -o imports
+# std/tpipe.pipe, where the template lives.
+printf 'import "std/schedules.pipe"\npipeline tq { stages 2 microbatches 4 chunks 2 memory 5GiB\n  costs { f 1ms b 2ms r 1ms act 1GiB ckpt 256MiB }\n  costs vstage 2 { act 2GiB }\n  schedule interleaved }\n' >"$tmp/tq.pipe"
+tune_o "tune, tpipe best" tq
+check "tune, tpipe best: row 1" grep -qE '^ +1 +30\.0 .* tpipe$' "$tmp/tq.tab"
+check "tune -o, tpipe best: imports std/tpipe.pipe" grep -qx 'import "std/tpipe.pipe"' "$tmp/tq.best.pipe"
+check "tune -o, tpipe best: schedule tpipe" grep -qx '  schedule tpipe' "$tmp/tq.best.pipe"
+# A best row of several steps (GPT 1.3B, 2 stages, 24 GiB: interleaved, a recompute, then
+# passes): -o writes one line per step, in the row's order.
+printf 'import "std/schedules.pipe"\nimport "std/models.pipe"\nimport "std/devices.pipe"\npipeline ms3 { stages 2 microbatches 8 model gpt_1_3b device a100_sxm_40g memory 24GiB\n  schedule onef1b }\n' >"$tmp/ms3.pipe"
+tune_o "tune, a best of several steps" ms3
+check "tune -o, several steps: a line per step, in order" python3 -c "
+import re, sys
+row = next(l for l in open(sys.argv[1]) if re.match(r' +1 ', l))
+steps = row.split(' | ')[1:]
+steps[-1] = steps[-1].split('  (and')[0].strip()
+assert len(steps) >= 2, row
+want = []
+for st in steps:
+    if st.startswith('recompute '):
+        want += ['  recompute stages %s policy %s' % tuple(x.split()) for x in st[10:].split(', ')]
+    else:
+        want.append('  apply ' + st)
+body = open(sys.argv[2]).read().split('\n')
+got = body[body.index('  schedule interleaved') + 1:body.index('}', body.index('  schedule interleaved'))]
+assert got == want, (got, want)" "$tmp/ms3.tab" "$tmp/ms3.best.pipe"
 # Without a memory budget: the table says so, -o writes no memory line, and zbh1 wins.
 # By hand, 2 stages x 4 micro-batches, f 1 ms, b 2 ms of which w 1 ms: 1F1B takes
 # (M + P - 1)(f + b) = 15 ms; zbh1 fills the cooldown with the split-off W, so each stage

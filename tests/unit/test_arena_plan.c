@@ -548,6 +548,122 @@ static void test_unpaired(void **st)
     }
 }
 
+/* Shapes and ops the checker rejects, planned as arena_plan.h says: no ranks, no chunks
+ * or no micro-batches (every op without a region), ops out of range or of unknown kind
+ * (no region, nothing allocated), a duplicate (the first occurrence is the region's). */
+static void test_bad_ir(void **st)
+{
+    (void)st;
+    Pipeline *p = mk(0, 1, 1);
+    ArenaPlan *a = arena_plan(p, NULL, 1);
+    assert_int_equal(a->P, 0);
+    arena_plan_free(a);
+    pipeline_free(p);
+    for (int c = 0; c < 2; c++) {
+        p = mk(1, c ? 0 : 1, c ? 1 : 0);
+        push(p, 0, OP_F, 0, 0);
+        push(p, 0, OP_B, 0, 0);
+        a = plan1(p, 128, 0, 0, 1);
+        assert_int_equal(a->rank[0].nops, 2);
+        assert_int_equal(a->rank[0].size, 0);
+        assert_int_equal(a->rank[0].at[0][0], -1);
+        assert_int_equal(a->rank[0].at[1][0], -1);
+        arena_plan_free(a);
+        pipeline_free(p);
+    }
+    /* 0 F0 | 1 F0.1 (V = 1) | 2 F5 (M = 1) | 3 op of kind 99 | 4 F0 again | 5 B0 */
+    p = one(1, 1, "F0");
+    push(p, 0, OP_F, 0, 1);
+    push(p, 0, OP_F, 5, 0);
+    push(p, 0, (OpKind)99, 0, 0);
+    ops(p, 0, "F0 B0");
+    a = plan1(p, 128, 0, 0, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(where(a, 0, 0, 0), 0);
+    assert_int_equal(where(a, 0, 5, 0), 0);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_int_equal(r->at[i][0], -1);
+        assert_int_equal(r->alloc[i], 0);
+        assert_int_equal(r->freed[i], 0);
+    }
+    assert_int_equal(r->held[4], 0);
+    assert_int_equal(r->size, 128);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* A full swap of a region that R has rebuilt (F0 R0 SO0 SI0 B0, act 1024, ckpt 128): R
+ * adds the 896 bytes above the checkpoint as a part of their own, the SO moves and frees
+ * both parts (the whole 1024), the SI brings the 1024 back in one piece, where B works.
+ *   0 F0 [0,128) | 1 R0 [128,1024) | 2 SO0 frees both at t5 | 3 SI0 (t6) | 4 B0 */
+static void test_swap_after_recompute(void **st)
+{
+    (void)st;
+    Pipeline *p = one(1, 1, "F0 R0 SO0 SI0 B0");
+    ArenaPlan *a = plan1(p, 1024, 128, 0, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->held[2], 1024);
+    assert_int_equal(r->held[3], 1024);
+    assert_int_equal(where(a, 0, 2, 0), where(a, 0, 0, 0));
+    assert_int_equal(where(a, 0, 2, 128), where(a, 0, 1, 128));
+    assert_int_equal(where(a, 0, 4, 0), where(a, 0, 3, 0));
+    assert_int_equal(where(a, 0, 4, 1000), where(a, 0, 3, 0) + 1000);
+    assert_int_equal(r->size, r->peak_live);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
+/* Partial swaps (swap_fraction < 1, not full_swap) that move nothing: a fraction of
+ * under 64 bytes of the region (0.25 of 128 rounds down to 0), and a (v,m) with an R
+ * (the region is rebuilt, not swapped). The SO and SI hold 0 bytes and name the place
+ * F wrote; the arena is the region. */
+static void test_partial_swap_moves_nothing(void **st)
+{
+    (void)st;
+    static const char *const lists[] = {"F0 SO0 SI0 B0", "F0 SO0 SI0 R0 B0"};
+    for (size_t c = 0; c < ARRAY_LEN(lists); c++) {
+        Pipeline *p = one(1, 1, lists[c]);
+        set_cost(&p->costs, COST_SWAP_FRACTION, 0.25);
+        ArenaPlan *a = plan1(p, 128, c ? 128 : 0, 0, 0);
+        assert_int_equal(a->rank[0].held[1], 0);
+        assert_int_equal(a->rank[0].held[2], 0);
+        assert_int_equal(where(a, 0, 1, 0), 0);
+        assert_int_equal(a->rank[0].size, 128);
+        arena_plan_free(a);
+        pipeline_free(p);
+    }
+}
+
+/* B of a region that a partial swap has split, with W (F0 SO0 SI0 B0 W0, act 128, wact
+ * 64, swap_fraction 0.5): SO moves [64, 128) out and frees it at t3, SI (t4) brings it
+ * back as a part of its own, first fit at the same 64; B keeps [0, 64) for W, which
+ * stayed in place, and ends the part that came back. Arena 128. With wact 0 (F0 B0 W0)
+ * B keeps nothing and W has no region. */
+static void test_split_region_b(void **st)
+{
+    (void)st;
+    Pipeline *p = one(1, 1, "F0 SO0 SI0 B0 W0");
+    set_cost(&p->costs, COST_SWAP_FRACTION, 0.5);
+    ArenaPlan *a = plan1(p, 128, 0, 64, 0);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->held[1], 64);
+    assert_int_equal(r->held[3], 64);
+    assert_int_equal(where(a, 0, 3, 0), 0);
+    assert_int_equal(where(a, 0, 4, 0), 0);
+    assert_int_equal(where(a, 0, 2, 64), 64);
+    assert_int_equal(where(a, 0, 3, 64), 64);
+    assert_int_equal(r->size, 128);
+    arena_plan_free(a);
+    pipeline_free(p);
+    p = one(1, 1, "F0 B0 W0");
+    a = plan1(p, 128, 0, 0, 1);
+    assert_int_equal(a->rank[0].held[1], 0);
+    assert_int_equal(where(a, 0, 2, 0), -1);
+    assert_int_equal(a->rank[0].size, 128);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +677,10 @@ int main(void)
         cmocka_unit_test(test_huge_sizes),    cmocka_unit_test(test_no_activations),
         cmocka_unit_test(test_budget_empty_rank), cmocka_unit_test(test_quick),
         cmocka_unit_test(test_unpaired),
+        cmocka_unit_test(test_bad_ir),
+        cmocka_unit_test(test_swap_after_recompute),
+        cmocka_unit_test(test_partial_swap_moves_nothing),
+        cmocka_unit_test(test_split_region_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

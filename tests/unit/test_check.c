@@ -19,6 +19,7 @@
 #include "ir.h"
 #include "sim.h"
 #include "util.h"
+#include "waitgraph.h"
 #include "testutil.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -50,6 +51,26 @@ static void expect_has(const char *text, const char *needle)
 {
     if (!strstr(text, needle))
         fail_msg("expected \"%s\" in:\n%s", needle, text);
+}
+
+/* Adds the dep from -> to (testutil.h's add_dep with any chunk, kind or stage). */
+static void push_dep(Pipeline *p, OpRef from, OpRef to)
+{
+    size_t cap = p->depcap;
+    Dep dp = {from, to, LOC_NONE};
+    VEC_PUSH(p->deps, p->ndeps, cap, dp);
+    p->depcap = (uint32_t)cap;
+}
+
+/* Checks p (`what`): the report holds `want` and nerr errors in all. Frees p. */
+static void expect_report(Pipeline *p, unsigned what, const char *want, int nerr)
+{
+    Diag d;
+    char *t = run(p, what, &d);
+    expect_has(t, want);
+    assert_int_equal(d.nerr, nerr);
+    free(t);
+    pipeline_free(p);
 }
 
 /* ---- tests -------------------------------------------------------------------------- */
@@ -476,17 +497,293 @@ static void test_dep_refs(void **state)
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         Pipeline *p = onef1b(2, 2);
-        size_t cap = p->depcap;
-        Dep dp = {{0, 0, OP_F, 0}, cases[i].to, LOC_NONE};
-        VEC_PUSH(p->deps, p->ndeps, cap, dp);
-        p->depcap = (uint32_t)cap;
+        push_dep(p, (OpRef){0, 0, OP_F, 0}, cases[i].to);
+        expect_report(p, CHECK_ALL, cases[i].want, 1);
+    }
+}
+
+/* The sparse index (P*V*M far beyond the op count) on what a pass or an importer can
+ * hand it: a duplicate keeps its first occurrence, out-of-range ops are left out, and
+ * every out-of-range question answers "absent" (opindex.h). */
+static void test_opindex_sparse_edges(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 2000000000, 1);
+    ops(p, 0, "F7 B7 F7 F3 F7");
+    ops(p, 1, "F5");
+    push(p, 0, OP_F, 1, 1);        /* chunk 1 with V = 1 */
+    push(p, 1, (OpKind)99, 0, 0);  /* unknown kind */
+    OpIndex *x = opindex_build(p);
+    assert_int_equal(opindex_count(x), 4); /* F7 B7 F3 on stage 0, F5 on stage 1 */
+    int32_t r;
+    uint32_t pos;
+    assert_true(opindex_find(x, OP_F, 0, 7, &r, &pos));
+    assert_int_equal(pos, 0); /* the first of the three F7 */
+    assert_true(opindex_find(x, OP_F, 0, 3, NULL, &pos));
+    assert_int_equal(pos, 3);
+    assert_false(opindex_find(x, (OpKind)99, 0, 0, &r, &pos));
+    assert_false(opindex_find(x, OP_F, -1, 7, &r, &pos));
+    assert_false(opindex_find(x, OP_F, 0, 2000000000u, &r, &pos));
+    /* beyond the last key held (the last kind, the last virtual stage) */
+    assert_false(opindex_find(x, (OpKind)(OP_NKINDS - 1), 1, 1999999999u, &r, &pos));
+    assert_int_equal(opindex_next(x, OP_F, 0, 4), 7);
+    assert_int_equal(opindex_next(x, OP_F, 0, 8), NONE);
+    assert_int_equal(opindex_next(x, OP_F, 0, 2000000000u), NONE);
+    assert_int_equal(opindex_next(x, (OpKind)99, 0, 0), NONE);
+    assert_int_equal(opindex_next(x, OP_F, -1, 0), NONE);
+    assert_int_equal(opindex_next(x, OP_F, 2, 0), NONE);
+    opindex_free(x);
+    pipeline_free(p);
+    /* no ops at all, sparse (huge M) and dense (M = 0: no cells) */
+    p = mk(2, 2000000000, 1);
+    x = opindex_build(p);
+    assert_int_equal(opindex_count(x), 0);
+    assert_false(opindex_find(x, OP_F, 0, 0, &r, &pos));
+    assert_int_equal(opindex_next(x, OP_F, 0, 0), NONE);
+    opindex_free(x);
+    pipeline_free(p);
+    p = mk(1, 0, 1);
+    x = opindex_build(p);
+    assert_int_equal(opindex_count(x), 0);
+    assert_false(opindex_find(x, OP_F, 0, 0, &r, &pos));
+    assert_int_equal(opindex_next(x, OP_F, 0, 0), NONE);
+    opindex_free(x);
+    pipeline_free(p);
+}
+
+/* The messages that depend on V: a chunk out of range with several chunks per stage,
+ * in an op and in a dep endpoint (the plural forms). */
+static void test_chunk_plural(void **state)
+{
+    (void)state;
+    Pipeline *p = one(1, 2, "F0 F0.1 B0.1 B0 F0.5");
+    expect_report(p, CHECK_STRUCTURE, "error[placement]: F0.5 on stage 0 names chunk 5, but "
+                  "each stage holds 2 chunks (virtual stages vs(0, 0..1))", 1);
+    p = one(1, 2, "F0 F0.1 B0.1 B0");
+    push_dep(p, (OpRef){0, 0, OP_F, 0}, (OpRef){0, 0, OP_B, 3});
+    expect_report(p, CHECK_STRUCTURE,
+                  "error[placement]: dep names 0:B0.3, but stage 0 holds only 2 chunks", 1);
+}
+
+/* A dep from an op to itself is an `order` error of its own wording (check_order). */
+static void test_dep_self(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 2);
+    add_dep(p, 1, OP_F, 1, 1, OP_F, 1);
+    expect_report(p, CHECK_ALL, "error[order]: dep makes F1 on stage 1 wait for itself", 1);
+}
+
+/* A shape the elaborator rejected (P, M or V not positive, no stages) is not checked
+ * again: nothing is reported, whatever the ops. */
+static void test_bad_shape_skipped(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 2);
+    push(p, 0, (OpKind)99, 0, 0); /* an error the checker reports on a sound shape */
+    int32_t *field[] = {&p->P, &p->M, &p->V};
+    for (size_t i = 0; i < ARRAY_LEN(field); i++) {
+        int32_t keep = *field[i];
+        *field[i] = 0;
         Diag d;
         char *t = run(p, CHECK_ALL, &d);
-        expect_has(t, cases[i].want);
-        assert_int_equal(d.nerr, 1);
+        assert_int_equal(d.nerr, 0);
+        assert_string_equal(t, "");
         free(t);
-        pipeline_free(p);
+        *field[i] = keep;
     }
+    StageOps *st = p->stages;
+    p->stages = NULL;
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    assert_int_equal(d.nerr, 0);
+    free(t);
+    p->stages = st;
+    t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[value]: unknown op kind 99 on stage 0");
+    free(t);
+    pipeline_free(p);
+}
+
+/* Weights alone over the budget: no op is named (the peak is before the first op), and
+ * the memory table says "-" where it names the peak op. */
+static void test_memory_weights_alone(void **state)
+{
+    (void)state;
+    Pipeline *p = onef1b(2, 2);
+    set_cost(&p->costs, COST_WEIGHTS, 10 * GiB);
+    set_cost(&p->costs, COST_ACT, 0);
+    p->has_memory = true;
+    p->memory = 1 * GiB;
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[memory]: stage 0 needs 10.0 GiB for its weights alone, over its budget "
+                  "of 1.0 GiB by 9.0 GiB");
+    expect_has(t, "error[memory]: stage 1 needs 10.0 GiB for its weights alone");
+    assert_int_equal(d.nerr, 2);
+    free(t);
+    char *tab = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&tab, &len);
+    check_mem_table(f, p);
+    fclose(f);
+    expect_has(tab, "    0     10.0 GiB      1.0 GiB     -9.0 GiB     10.0 GiB          0 B  - (0)  OVER");
+    free(tab);
+    pipeline_free(p);
+}
+
+/* The wait graph on IR the checker would reject (waitgraph.h: deps naming absent ops are
+ * left out; an op of unknown kind or out-of-range chunk or micro-batch waits only for
+ * the op before it on its stream). */
+static void test_graph_bad_ir(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 1, 1);
+    ops(p, 0, "F0 B0");
+    ops(p, 1, "F0 B0");
+    push(p, 1, (OpKind)99, 0, 0);
+    push(p, 1, OP_F, 0, 3);  /* chunk 3 with V = 1 */
+    push(p, 1, OP_F, 4, 0);  /* micro-batch 4 with M = 1 */
+    add_dep(p, 0, OP_W, 0, 1, OP_F, 0);  /* from an absent op */
+    add_dep(p, 0, OP_F, 0, 1, OP_W, 0);  /* to an absent op */
+    add_dep(p, 0, OP_F, 0, 1, OP_B, 0);  /* kept */
+    OpIndex *idx = opindex_build(p);
+    Graph g;
+    graph_build(&g, p, idx);
+    assert_int_equal(g.N, 7);
+    static const OpRef bad[] = {
+        {0, 0, 99, 0}, {0, 2, OP_F, 0}, {0, 0, OP_F, 1}, {1, 0, OP_F, 0}, {0, 0, OP_W, 0},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+        assert_int_equal(graph_ref(&g, bad[i]), NONE);
+    assert_int_equal(graph_ref(&g, (OpRef){0, 1, OP_B, 0}), 3);
+    Pred *buf = malloc(g.maxpred * sizeof *buf);
+    /* stage 1 F0 (node 2) waits for stage 0 F0 only: the dep from 0:W0 is left out */
+    uint32_t n = graph_preds(&g, 2, buf, true);
+    assert_int_equal(n, 1);
+    assert_int_equal(buf[0].node, 0);
+    assert_int_equal(buf[0].why, WAIT_DATA);
+    /* stage 1 B0 (node 3): its stream, its F, the next stage's B (none: last stage),
+     * and the kept dep from stage 0 F0 */
+    n = graph_preds(&g, 3, buf, true);
+    assert_int_equal(n, 3);
+    assert_int_equal(buf[2].node, 0);
+    assert_int_equal(buf[2].why, WAIT_DEP);
+    assert_int_equal(buf[2].dep, 2);
+    /* the unknown kind, the chunk 3 and the micro-batch 4: the op before them only */
+    for (uint32_t u = 4; u < 7; u++) {
+        n = graph_preds(&g, u, buf, true);
+        assert_int_equal(n, 1);
+        assert_int_equal(buf[0].node, u - 1);
+        assert_int_equal(buf[0].why, WAIT_STREAM);
+    }
+    Diag d;
+    memset(&d, 0, sizeof d);
+    d.out = fopen("/dev/null", "w");
+    assert_int_equal(check_waitgraph(&d, &g), 0);
+    fclose(d.out);
+    free(buf);
+    graph_free(&g);
+    opindex_free(idx);
+    pipeline_free(p);
+    /* an OG whose chunk has no B or W on its rank waits for nothing (add_last_bw) */
+    p = mk(1, 1, 1);
+    ops(p, 0, "F0");
+    push(p, 0, OP_OG, 0, 0);
+    idx = opindex_build(p);
+    graph_build(&g, p, idx);
+    buf = malloc(g.maxpred * sizeof *buf);
+    assert_int_equal(graph_preds(&g, 1, buf, true), 0);
+    free(buf);
+    graph_free(&g);
+    opindex_free(idx);
+    pipeline_free(p);
+    /* no ops: an empty graph without a cycle */
+    p = mk(1, 1, 1);
+    idx = opindex_build(p);
+    graph_build(&g, p, idx);
+    assert_int_equal(g.N, 0);
+    memset(&d, 0, sizeof d);
+    d.out = fopen("/dev/null", "w");
+    assert_int_equal(check_waitgraph(&d, &g), 0);
+    assert_int_equal(d.nerr, 0);
+    fclose(d.out);
+    graph_free(&g);
+    opindex_free(idx);
+    pipeline_free(p);
+}
+
+/* Rendezvous (every send waits for its recv): GPipe, P = 2, M = 2, needs no buffering.
+ * Stage 0 blocks in the send of F0 until stage 1 reaches its recv; stage 1 then waits in
+ * the recv of F1, so when stage 0 sends F1 its receiver is already there, and stage 1
+ * finds that message done when it resumes. */
+static void test_rendezvous_receiver_first(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 2, 1);
+    gen_gpipe(p);
+    CommPlan *cp = comm_plan(p);
+    CommHang h = comm_simulate(p, cp, COMM_RENDEZVOUS);
+    assert_false(h.hung);
+    assert_int_equal(h.nblocked, 0);
+    comm_plan_free(cp);
+    pipeline_free(p);
+    /* no stages: no messages, nothing to block */
+    p = mk(0, 1, 1);
+    cp = comm_plan(p);
+    assert_int_equal(cp->nmsgs, 0);
+    h = comm_simulate(p, cp, COMM_RENDEZVOUS);
+    assert_false(h.hung);
+    comm_plan_free(cp);
+    pipeline_free(p);
+}
+
+/* A lowering hang around a ring of 17 stages (more than the 16 the message walks):
+ * every stage s lists F0 SO0 SI0 F1 B0 B1 with a dep from F1 of stage s+1 (stage 0 for
+ * the last) into its SI0. The wait graph is acyclic (F1 does not wait for SI0), but each
+ * host program blocks in the recv before its SI0, waiting for an F1 the next stage
+ * lists after its own SI0. */
+static void test_lowering_hang_ring(void **state)
+{
+    (void)state;
+    enum { P = 17 };
+    Pipeline *p = mk(P, 2, 1);
+    for (int s = 0; s < P; s++) {
+        ops(p, s, "F0 SO0 SI0 F1 B0 B1");
+        add_dep(p, (s + 1) % P, OP_F, 1, s, OP_SI, 0);
+    }
+    Diag d;
+    char *t = run(p, CHECK_ALL, &d);
+    expect_has(t, "error[deadlock]: stage 0 blocks before SI0 in the recv of F1 from stage 1, "
+                  "while stage 1 blocks before SI0 in the recv of F1 from stage 2, while ");
+    expect_has(t, "while stage 15 blocks before SI0 in the recv of F1 from stage 16, ... (17 "
+                  "stages): every send of the cycle comes after a recv that waits for it");
+    if (strstr(t, "stage 16 blocks"))
+        fail_msg("the walk shows 16 stages, not 17:\n%s", t);
+    assert_int_equal(d.nerr, 1);
+    free(t);
+    pipeline_free(p);
+}
+
+/* A peak at LW, before any activation is live: the composition names the weights and
+ * the model states only. Stage 0 lists LW0 F0 B0 OG0 with weights 1 GiB, grads and
+ * wload 1 GiB each (LW brings back 2 GiB) and no activations: 3 GiB at LW0. */
+static void test_memory_peak_at_lw(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(1, 1, 1);
+    push(p, 0, OP_LW, 0, 0);
+    ops(p, 0, "F0 B0");
+    push(p, 0, OP_OG, 0, 0);
+    set_cost(&p->costs, COST_WEIGHTS, 1 * GiB);
+    set_cost(&p->costs, COST_GRADS, 1 * GiB);
+    set_cost(&p->costs, COST_WLOAD, 1 * GiB);
+    set_cost(&p->costs, COST_ACT, 0);
+    p->has_memory = true;
+    p->memory = 2 * GiB;
+    expect_report(p, CHECK_ALL,
+                  "error[memory]: stage 0 needs 3.0 GiB at LW0, over its budget of 2.0 GiB by "
+                  "1.0 GiB: weights 1.0 GiB + model states 2.0 GiB loaded by LW\n", 1);
 }
 
 int main(void)
@@ -510,6 +807,15 @@ int main(void)
         cmocka_unit_test(test_swap_wait_cycle),
         cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_dep_refs),
+        cmocka_unit_test(test_opindex_sparse_edges),
+        cmocka_unit_test(test_chunk_plural),
+        cmocka_unit_test(test_dep_self),
+        cmocka_unit_test(test_bad_shape_skipped),
+        cmocka_unit_test(test_memory_weights_alone),
+        cmocka_unit_test(test_graph_bad_ir),
+        cmocka_unit_test(test_rendezvous_receiver_first),
+        cmocka_unit_test(test_lowering_hang_ring),
+        cmocka_unit_test(test_memory_peak_at_lw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

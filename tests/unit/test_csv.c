@@ -499,6 +499,90 @@ static void test_bad(void **state)
                  "        ^\n");
 }
 
+/* A one-rank CSV of micro-batch 0 imports without a diagnostic into rank 0's ops of
+ * the kinds want[0..n), in order. */
+static void expect_rank0(const char *text, const OpKind *want, uint32_t n)
+{
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = import_text(&c, "ok.csv", text);
+    assert_non_null(p);
+    assert_int_equal(c.d.nerr + c.d.nwarn, 0);
+    assert_int_equal(p->stages[0].n, n);
+    for (uint32_t i = 0; i < n; i++)
+        assert_op(p, 0, i, want[i], 0, 0);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* The edges of a cell: a batched send/receive whose second half is not one (all digits,
+ * a trailing character), a communication action with a stray character, messages that
+ * quote a long cell (60 bytes) or composite type (30 bytes) cut short, and a file whose
+ * last line has no newline (a quoted cell at the very end, unterminated or followed by
+ * a stray character). */
+static void test_bad_edges(void **state)
+{
+    (void)state;
+    expect_error("0F0,0SEND_F0_2\n",
+                 "bad.csv:1:13: error[syntax]: bad action '0SEND_F0_2': unexpected '_' after "
+                 "the micro-batch index\n"
+                 "    0F0,0SEND_F0_2\n"
+                 "                ^\n");
+    expect_error("0F0,0SEND_F0_2RECV_F0x\n",
+                 "bad.csv:1:13: error[syntax]: bad action '0SEND_F0_2RECV_F0x': unexpected '_' "
+                 "after the micro-batch index\n"
+                 "    0F0,0SEND_F0_2RECV_F0x\n"
+                 "                ^\n");
+    expect_error("0F0,0SEND_F0x\n",
+                 "bad.csv:1:13: error[syntax]: bad action '0SEND_F0x': unexpected 'x' after "
+                 "the micro-batch index\n"
+                 "    0F0,0SEND_F0x\n"
+                 "                ^\n");
+    char cell[80] = "0", want[600];
+    memset(cell + 1, 'X', 70);
+    cell[71] = 0;
+    snprintf(want, sizeof want,
+             "bad.csv:1:6: error[syntax]: bad action '%.60s': unknown action type; expected "
+             "F, I, B, W, BW, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD or "
+             "REDUCE_GRAD\n"
+             "    0F0,%s\n"
+             "         ^\n",
+             cell, cell);
+    char text[100];
+    snprintf(text, sizeof text, "0F0,%s\n", cell);
+    expect_error(text, want);
+    expect_error("(0F0;0B0)OVERLAP_WITH_A_VERY_LONG_NAME_INDEED_YES_REALLY_LONG\n",
+                 "bad.csv:1:10: error[syntax]: bad action "
+                 "'(0F0;0B0)OVERLAP_WITH_A_VERY_LONG_NAME_INDEED_YES_REALLY_LON': unknown "
+                 "composite action type 'OVERLAP_WITH_A_VERY_LONG_NAME_'; expected "
+                 "OVERLAP_F_B\n"
+                 "    (0F0;0B0)OVERLAP_WITH_A_VERY_LONG_NAME_INDEED_YES_REALLY_LONG\n"
+                 "             ^\n");
+    expect_error("0F0,\"0B0",
+                 "bad.csv:1:5: error[syntax]: unterminated quoted cell: a '\"' opens it and "
+                 "the line ends\n"
+                 "    0F0,\"0B0\n"
+                 "        ^\n");
+    expect_error("\"0F0\"x",
+                 "bad.csv:1:6: error[syntax]: unexpected 'x' after a quoted cell; expected ',' "
+                 "or the end of the line\n"
+                 "    \"0F0\"x\n"
+                 "         ^\n");
+    /* A quoted cell that ends the file, after "\r" or nothing, is read. */
+    static const OpKind fb[] = {OP_F, OP_B};
+    expect_rank0("0F0,\"0B0\"", fb, ARRAY_LEN(fb));
+    expect_rank0("\"0F0\",\"0B0\"\r", fb, ARRAY_LEN(fb));
+}
+
+/* The importer leaves completeness to `pipec check` (docs/csv.md): a W twice is imported
+ * as two W ops, after the I that both pair with. */
+static void test_import_leaves_duplicates(void **state)
+{
+    (void)state;
+    static const OpKind fbww[] = {OP_F, OP_B, OP_W, OP_W};
+    expect_rank0("0F0,0I0,0W0,0W0\n", fbww, ARRAY_LEN(fbww));
+}
+
 /* Every prefix of a real artifact, and every single-byte corruption of a small one,
  * imports or fails cleanly (ASan/UBSan watch). */
 static void test_no_crash(void **state)
@@ -547,6 +631,12 @@ static void test_name_from_path(void **state)
     free(s);
     assert_string_equal(s = csv_name_from_path(".csv"), "_csv");
     free(s);
+    /* Characters just outside the letters ('~' after z, '^' between Z and a) become
+     * '_'; a path that names a folder gives "_". */
+    assert_string_equal(s = csv_name_from_path("a~b^c.csv"), "a_b_c");
+    free(s);
+    assert_string_equal(s = csv_name_from_path("runs/"), "_");
+    free(s);
 }
 
 /* The IR's limits: more rows (ranks) than IR_MAX_STAGES, more chunks per rank than
@@ -587,6 +677,8 @@ int main(void)
         cmocka_unit_test(test_export_drops),
         cmocka_unit_test(test_import_forms_ok),
         cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_bad_edges),
+        cmocka_unit_test(test_import_leaves_duplicates),
         cmocka_unit_test(test_no_crash),
         cmocka_unit_test(test_name_from_path),
         cmocka_unit_test(test_limits),

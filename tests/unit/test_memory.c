@@ -169,6 +169,52 @@ static void test_edges(void **state)
     pipeline_free(p);
 }
 
+/* mem_live_at (memory.h): the (v,m) live just after op `upto` started. Ranks F0 F1 LW0
+ * OG0 F5 (F5 out of range with M = 2), act 8, grads + wload 5: F0 and F1 hold 8 each
+ * from their starts on; LW's model states, OG and the out-of-range op are no (v,m).
+ * Asked at F0: 1 live; at LW, OG, F5 or past the end: 2. held gets at most cap values;
+ * a rank that does not exist has none. */
+static void test_live_at(void **state)
+{
+    (void)state;
+    Pipeline *p = one(2, 1, "F0 F1");
+    push(p, 0, OP_LW, 0, 0);
+    push(p, 0, OP_OG, 0, 0);
+    push(p, 0, OP_F, 5, 0);
+    set_cost(&p->costs, COST_ACT, 8);
+    set_cost(&p->costs, COST_GRADS, 2);
+    set_cost(&p->costs, COST_WLOAD, 3);
+    double held[4] = {0, 0, 0, 0};
+    assert_int_equal(mem_live_at(p, 0, 0, held, 4), 1);
+    assert_true(held[0] == 8);
+    for (uint32_t upto = 2; upto <= 5; upto++) {
+        held[0] = held[1] = 0;
+        assert_int_equal(mem_live_at(p, 0, upto, held, 4), 2);
+        assert_true(held[0] == 8 && held[1] == 8);
+    }
+    held[1] = -1;
+    assert_int_equal(mem_live_at(p, 0, 1, held, 1), 2);
+    assert_true(held[0] == 8 && held[1] == -1);
+    assert_int_equal(mem_live_at(p, -1, 0, held, 4), 0);
+    assert_int_equal(mem_live_at(p, 1, 0, held, 4), 0);
+    /* the walk counts LW's model states in the peak, not as a (v,m) */
+    MemRank r;
+    mem_walk(p, &r);
+    assert_true(r.peak == 21);
+    assert_true(r.states == 5);
+    assert_int_equal(r.live_at_peak, 2);
+    pipeline_free(p);
+    /* no chunks (V = 0): every op is out of range, the peak is the weights */
+    p = mk(1, 1, 0);
+    push(p, 0, OP_F, 0, 0);
+    set_cost(&p->costs, COST_WEIGHTS, 7);
+    set_cost(&p->costs, COST_ACT, 8);
+    mem_walk(p, &r);
+    assert_true(r.peak == 7);
+    assert_int_equal(r.peak_op, UINT32_MAX);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_swap),
         cmocka_unit_test(test_cost_overrides),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_live_at),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

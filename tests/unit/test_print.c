@@ -15,7 +15,9 @@
 
 #include <cmocka.h>
 
+#include "driver.h"
 #include "frontend.h"
+#include "human.h"
 #include "ir.h"
 #include "print.h"
 #include "units.h"
@@ -117,6 +119,8 @@ static void test_size(void **state)
     assert_string_equal(print_size(buf, sizeof buf, 1000 * GiB), "1000GiB");
     /* 12.5 MB = 12500 KB; 12500000 = 2^5 * 5^8 so no binary unit above B divides. */
     assert_string_equal(print_size(buf, sizeof buf, 12.5e6), "12500KB");
+    /* No unit divides what is not a whole number of bytes, infinity included. */
+    assert_string_equal(print_size(buf, sizeof buf, INFINITY), "infB");
 }
 
 static void test_bw(void **state)
@@ -136,6 +140,15 @@ static void test_bw(void **state)
 static Op op(OpKind k, uint32_t mb, uint8_t chunk)
 {
     return (Op){.mb = mb, .kind = (uint8_t)k, .chunk = chunk, .loc = LOC_NONE};
+}
+
+/* Asserts that print_pipeline(p) is want. */
+static void expect_print(const Pipeline *p, const char *want)
+{
+    StrBuf out = {0};
+    print_pipeline(&out, p);
+    assert_string_equal(out.s, want);
+    sb_free(&out);
 }
 
 /* P = 2, M = 2, V = 1 GPipe with every layout feature: memory, costs, a stage and a
@@ -170,6 +183,34 @@ static void test_units_shared(void **state)
     char list[160];
     assert_string_equal(unit_list(list, sizeof list),
                         "times: us ms s; sizes: B KiB MiB GiB TiB KB MB GB TB; bandwidths: SIZE/s");
+    /* A short buffer gets the list's beginning, never more than n bytes. */
+    char small[12];
+    memset(small, 'x', sizeof small);
+    assert_string_equal(unit_list(small, 10), "times: us");
+    assert_int_equal(small[10], 'x');
+    assert_string_equal(unit_class_name(UNIT_TIME), "a time");
+    assert_string_equal(unit_class_name(UNIT_SIZE), "a size");
+    assert_string_equal(unit_class_name(UNIT_BW), "a bandwidth");
+    assert_string_equal(unit_class_name(UNIT_FRACTION), "a plain number");
+    assert_string_equal(unit_class_name(UNIT_NONE), "a plain number");
+}
+
+/* Numbers for people (human.h): the unit follows the size, "-" for what is not finite,
+ * sizes beyond PiB stay in PiB. */
+static void test_human(void **state)
+{
+    (void)state;
+    char h[32];
+    assert_string_equal(human_ms(h, sizeof h, 0.5), "500 us");
+    assert_string_equal(human_ms(h, sizeof h, 1.83), "1.83 ms");
+    assert_string_equal(human_ms(h, sizeof h, 18300), "18.3 s");
+    assert_string_equal(human_ms(h, sizeof h, 0), "0 ms");
+    assert_string_equal(human_ms(h, sizeof h, INFINITY), "-");
+    assert_string_equal(human_ms(h, sizeof h, NAN), "-");
+    assert_string_equal(human_size(h, sizeof h, 512), "512 B");
+    assert_string_equal(human_size(h, sizeof h, 3.6 * GiB), "3.6 GiB");
+    assert_string_equal(human_size(h, sizeof h, 2048 * 1024 * TiB), "2048.0 PiB");
+    assert_string_equal(human_size(h, sizeof h, INFINITY), "-");
 }
 
 static void test_layout(void **state)
@@ -201,29 +242,26 @@ static void test_layout(void **state)
     VEC_PUSH(p->deps, p->ndeps, cap, dep);
     p->depcap = (uint32_t)cap;
 
-    StrBuf out = {0};
-    print_pipeline(&out, p);
-    assert_string_equal(out.s, "pipeline two {\n"
-                               "  stages 2\n"
-                               "  microbatches 2\n"
-                               "  chunks 1\n"
-                               "  memory 40GiB\n"
-                               "\n"
-                               "  costs {\n"
-                               "    f 1ms\n"
-                               "    b 2ms\n"
-                               "    act 8GiB\n"
-                               "    host_bw 25GB/s\n"
-                               "  }\n"
-                               "  costs stage 0 { f 1.2ms weights 4GiB }\n"
-                               "  costs vstage 1 { act 9GiB }\n"
-                               "\n"
-                               "  stage 0 { F0 F1 B0 B1 }\n"
-                               "  stage 1 { F0 F1 B0 B1 }\n"
-                               "\n"
-                               "  dep 1:F1 -> 0:B0\n"
-                               "}\n");
-    sb_free(&out);
+    expect_print(p, "pipeline two {\n"
+                    "  stages 2\n"
+                    "  microbatches 2\n"
+                    "  chunks 1\n"
+                    "  memory 40GiB\n"
+                    "\n"
+                    "  costs {\n"
+                    "    f 1ms\n"
+                    "    b 2ms\n"
+                    "    act 8GiB\n"
+                    "    host_bw 25GB/s\n"
+                    "  }\n"
+                    "  costs stage 0 { f 1.2ms weights 4GiB }\n"
+                    "  costs vstage 1 { act 9GiB }\n"
+                    "\n"
+                    "  stage 0 { F0 F1 B0 B1 }\n"
+                    "  stage 1 { F0 F1 B0 B1 }\n"
+                    "\n"
+                    "  dep 1:F1 -> 0:B0\n"
+                    "}\n");
     pipeline_free(p);
 }
 
@@ -240,20 +278,17 @@ static void test_wrap_and_vshape(void **state)
         for (uint32_t m = 0; m < 9; m++)
             stage_push(&p->stages[0], op(OP_F, m, c));
     stage_push(&p->stages[0], op(OP_SO, 12, 1));
-    StrBuf out = {0};
-    print_pipeline(&out, p);
     assert_int_equal(PRINT_OPS_PER_LINE, 16);
-    assert_string_equal(out.s, "pipeline w {\n"
-                               "  stages 1\n"
-                               "  microbatches 9\n"
-                               "  chunks 2 vshape\n"
-                               "\n"
-                               "  stage 0 {\n"
-                               "    F0 F1 F2 F3 F4 F5 F6 F7 F8 F0.1 F1.1 F2.1 F3.1 F4.1 F5.1 F6.1\n"
-                               "    F7.1 F8.1 SO12.1\n"
-                               "  }\n"
-                               "}\n");
-    sb_free(&out);
+    expect_print(p, "pipeline w {\n"
+                    "  stages 1\n"
+                    "  microbatches 9\n"
+                    "  chunks 2 vshape\n"
+                    "\n"
+                    "  stage 0 {\n"
+                    "    F0 F1 F2 F3 F4 F5 F6 F7 F8 F0.1 F1.1 F2.1 F3.1 F4.1 F5.1 F6.1\n"
+                    "    F7.1 F8.1 SO12.1\n"
+                    "  }\n"
+                    "}\n");
     pipeline_free(p);
 }
 
@@ -311,6 +346,97 @@ static void test_round_trip_through_parser(void **state)
     free(b);
 }
 
+/* IR the checks would reject still prints, so that a dump can show it: no name
+ * ("unnamed"), no ranks (no stage lines and no blank line before them), an unlimited
+ * budget (no memory line: it cannot be written), an op kind outside the table ("?"),
+ * chunk numbers of two digits. */
+static void test_degenerate_ir(void **state)
+{
+    (void)state;
+    Pipeline *p = pipeline_new();
+    p->has_memory = true;
+    p->memory = INFINITY;
+    expect_print(p, "pipeline unnamed {\n"
+                    "  stages 0\n"
+                    "  microbatches 0\n"
+                    "  chunks 0\n"
+                    "}\n");
+    pipeline_set_shape(p, 1, 1, 13);
+    stage_push(&p->stages[0], op(OP_F, 0, 12));
+    stage_push(&p->stages[0], (Op){.mb = 0, .kind = OP_NKINDS, .loc = LOC_NONE});
+    stage_push(&p->stages[0], op(OP_B, 0, 12));
+    expect_print(p, "pipeline unnamed {\n"
+                    "  stages 1\n"
+                    "  microbatches 1\n"
+                    "  chunks 13\n"
+                    "\n"
+                    "  stage 0 { F0.12 ?0 B0.12 }\n"
+                    "}\n");
+    pipeline_free(p);
+}
+
+/* -Werror through the driver (DriverOpts.werror, as `pipec check -Werror`): a pass that
+ * warns (partition_adjust without a model moves nothing) makes the compile fail with one
+ * error and no warning; without it the pipeline compiles with one warning. */
+static void test_werror_through_driver(void **state)
+{
+    (void)state;
+    static const char src[] = "pipeline pa { stages 1 microbatches 1 costs { f 1ms b 2ms }\n"
+                              "  stage 0 { F0 B0 }\n"
+                              "  apply partition_adjust }\n";
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
+    for (int werror = 0; werror < 2; werror++) {
+        Diag d = {.out = devnull};
+        DriverOpts o = {.werror = werror};
+        Pipeline *p = driver_compile_string(&d, &o, "pa.pipe", src, strlen(src));
+        assert_int_equal(d.nerr, werror);
+        assert_int_equal(d.nwarn, 1 - werror);
+        if (werror)
+            assert_null(p);
+        else
+            assert_int_equal(pipeline_nops(p), 2);
+        pipeline_free(p);
+        diag_free(&d);
+    }
+    fclose(devnull);
+}
+
+/* The usage texts: one per command, `build` is compile's, an unknown command has none
+ * and driver_usage then prints the general usage line. */
+static void test_usage_texts(void **state)
+{
+    (void)state;
+    assert_ptr_equal(driver_usage_text("build"), driver_usage_text("compile"));
+    assert_non_null(strstr(driver_usage_text("tune"), "usage: pipec tune "));
+    assert_null(driver_usage_text("frobnicate"));
+    assert_null(driver_usage_text(NULL));
+    char text[256] = "";
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    assert_non_null(f);
+    driver_usage(f, "frobnicate");
+    fclose(f);
+    assert_string_equal(text, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
+}
+
+/* `pipec print` is print_pipeline of driver_compile; without options (NULL) a golden
+ * input compiles and prints as its .expected says. */
+static void test_print_golden_through_driver(void **state)
+{
+    (void)state;
+    Diag d = {0};
+    Pipeline *p = driver_compile(&d, NULL, "tests/golden/print/minimal.pipe");
+    assert_non_null(p);
+    assert_int_equal(d.nerr + d.nwarn, 0);
+    size_t n;
+    char *want = read_file("tests/golden/print/minimal.expected", &n);
+    assert_non_null(want);
+    expect_print(p, want);
+    free(want);
+    pipeline_free(p);
+    diag_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,9 +446,14 @@ int main(void)
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_bw),
         cmocka_unit_test(test_units_shared),
+        cmocka_unit_test(test_human),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_wrap_and_vshape),
         cmocka_unit_test(test_round_trip_through_parser),
+        cmocka_unit_test(test_degenerate_ir),
+        cmocka_unit_test(test_werror_through_driver),
+        cmocka_unit_test(test_usage_texts),
+        cmocka_unit_test(test_print_golden_through_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

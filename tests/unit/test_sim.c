@@ -36,6 +36,7 @@
 #include "check.h"
 #include "ir.h"
 #include "memory.h"
+#include "opsem.h"
 #include "sim.h"
 #include "waitgraph.h"
 #include "util.h"
@@ -1176,6 +1177,236 @@ static void test_json_string(void **state)
     sb_free(&b);
 }
 
+/* ---- the op semantics table's helpers (opsem.h) on kinds and costs no front end gives */
+
+static void test_opsem_edges(void **state)
+{
+    (void)state;
+    /* opsem_why: the rule's words, else the generic phrase */
+    assert_string_equal(opsem_why((OpKind)99, OP_F), "it depends on it");
+    assert_string_equal(opsem_why(OP_F, OP_SO), "it depends on it");
+    assert_string_equal(opsem_why(OP_OG, OP_F), "it depends on it");
+    assert_string_equal(opsem_why(OP_OG, OP_W),
+                        "a gradient offload must come after every backward of its chunk");
+    assert_string_equal(opsem_why(OP_B, OP_F), "a backward needs its forward");
+    /* opsem_waits_on: a dv = 0 row only */
+    assert_false(opsem_waits_on((OpKind)99, OP_F));
+    assert_false(opsem_waits_on(OP_F, OP_F)); /* the previous virtual stage's (dv = -1) */
+    assert_true(opsem_waits_on(OP_B, OP_F));
+    /* a host link of 0 bytes/s moves nothing in no time (not a division by zero) */
+    Pipeline *p = mk(1, 1, 1);
+    set_cost(&p->costs, COST_HOST_BW, 0);
+    set_cost(&p->costs, COST_SWAP_FRACTION, -0.5);
+    OpCosts c;
+    opsem_costs(p, 0, 0, &c);
+    assert_true(c.ms_per_byte == 0);
+    assert_true(opsem_duration(OP_SI, &c, 0, GiB) == 0);
+    /* a negative swap fraction frees nothing (never a negative free) */
+    VmMem st = {100, 0};
+    double a, f;
+    opsem_mem_step(OP_SO, &c, 0, &st, &a, &f);
+    assert_true(a == 0 && f == 0);
+    assert_true(st.held == 100);
+    pipeline_free(p);
+    /* opsem_host skips ops of other streams and of unknown kind */
+    p = mk(1, 2, 1);
+    ops(p, 0, "F0");
+    push(p, 0, OP_RO, 0, 0);
+    push(p, 0, OP_SO, 0, 0);
+    push(p, 0, (OpKind)99, 0, 0);
+    push(p, 0, OP_RO, 1, 0);
+    ops(p, 0, "F1");
+    assert_int_equal(opsem_host(&p->stages[0], 1), 5);
+    assert_int_equal(opsem_host(&p->stages[0], 5), -1);
+    pipeline_free(p);
+}
+
+/* opsem_check_costs: w > b where the block of w has no location (an IR built in C) and
+ * b is set nowhere: the error is located at the pipeline, once per (rank, chunk); a
+ * pipeline without cost tables is not checked. */
+static void test_opsem_check_costs_unlocated(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 1, 1);
+    set_cost(&p->costs, COST_W, 5);
+    Cap c;
+    cap_open(&c);
+    assert_int_equal(opsem_check_costs(&c.d, p), 2);
+    const char *t = cap_text(&c);
+    assert_non_null(strstr(t, "error[value]: weight-gradient time w (5 ms) exceeds the whole "
+                              "backward b (0 ms) of stage 0 chunk 0: b includes w"));
+    assert_non_null(strstr(t, "of stage 1 chunk 0: b includes w"));
+    cap_close(&c);
+    CostBlock *sc = p->stage_costs;
+    p->stage_costs = NULL;
+    cap_open(&c);
+    assert_int_equal(opsem_check_costs(&c.d, p), 0);
+    assert_string_equal(cap_text(&c), "");
+    cap_close(&c);
+    p->stage_costs = sc;
+    CostBlock *vc = p->vstage_costs;
+    p->vstage_costs = NULL;
+    cap_open(&c);
+    assert_int_equal(opsem_check_costs(&c.d, p), 0);
+    cap_close(&c);
+    p->vstage_costs = vc;
+    pipeline_free(p);
+    /* w set nowhere (0) over a negative b: located at the block of b, also unlocated */
+    p = mk(1, 1, 1);
+    set_cost(&p->costs, COST_B, -1);
+    cap_open(&c);
+    assert_int_equal(opsem_check_costs(&c.d, p), 1);
+    assert_non_null(strstr(cap_text(&c), "weight-gradient time w (0 ms) exceeds the whole "
+                                          "backward b (-1 ms) of stage 0 chunk 0"));
+    cap_close(&c);
+    pipeline_free(p);
+}
+
+/* ---- the simulator on IR the checker would reject -------------------------------- */
+
+/* No ops: the makespan is 0 with stages and +inf without (sim.h: +inf when it cannot
+ * run); sim_busy of an unrunnable schedule is all 0. */
+static void test_makespan_degenerate(void **state)
+{
+    (void)state;
+    void *scratch = NULL;
+    Pipeline *p = mk(2, 1, 1);
+    assert_true(sim_makespan(p, &scratch) == 0);
+    pipeline_free(p);
+    p = mk(1, 0, 1);
+    assert_true(sim_makespan(p, &scratch) == 0);
+    pipeline_free(p);
+    p = mk(1, 1, 0);
+    assert_true(sim_makespan(p, &scratch) == 0);
+    pipeline_free(p);
+    p = mk(0, 1, 1);
+    assert_true(isinf(sim_makespan(p, &scratch)));
+    pipeline_free(p);
+    sim_scratch_free(scratch);
+    p = mk(2, 2, 1);
+    uniform(p, 1, 2, 0);
+    ops(p, 0, "F0 F1");
+    ops(p, 1, "F0");
+    double busy[2] = {7, 7};
+    sim_busy(p, busy);
+    assert_true(busy[0] == 0 && busy[1] == 0);
+    pipeline_free(p);
+}
+
+/* An op of unknown kind takes no time, runs on no stream and changes no memory: it never
+ * runs (so the schedule is reported stuck, sim.h), and the busy times, the times of the
+ * ops that ran, the bubbles and the memory replay equal the schedule's without it. */
+static void test_unknown_kind_ignored(void **state)
+{
+    (void)state;
+    Pipeline *a = mk(2, 2, 1), *b = mk(2, 2, 1);
+    uniform(a, 1, 2, GiB);
+    uniform(b, 1, 2, GiB);
+    ops(a, 0, "F0 F1 B0 B1");
+    ops(a, 1, "F0 B0 F1 B1");
+    ops(b, 0, "F0");
+    push(b, 0, (OpKind)99, 0, 0);
+    ops(b, 0, "F1 B0");
+    push(b, 0, (OpKind)99, 1, 0);
+    ops(b, 0, "B1");
+    ops(b, 1, "F0 B0 F1 B1");
+    double ba[2], bb[2];
+    sim_busy(a, ba);
+    sim_busy(b, bb);
+    assert_near(bb[0], ba[0]);
+    assert_near(bb[0], 6);
+    SimResult *ra = simulate(a), *rb = simulate(b);
+    assert_false(ra->stuck);
+    assert_true(rb->stuck);
+    assert_near(rb->makespan_ms, ra->makespan_ms);
+    assert_near(rb->stage[0].fwd_bubble_ms, ra->stage[0].fwd_bubble_ms);
+    assert_near(rb->stage[0].bwd_bubble_ms, ra->stage[0].bwd_bubble_ms);
+    assert_near(rb->stage[0].idle_ms, ra->stage[0].idle_ms);
+    double *da[2] = {xcalloc(4, sizeof(double)), xcalloc(4, sizeof(double))};
+    double *db[2] = {xcalloc(6, sizeof(double)), xcalloc(4, sizeof(double))};
+    sim_mem_deltas(a, da);
+    sim_mem_deltas(b, db);
+    assert_true(db[0][1] == 0 && db[0][4] == 0);
+    assert_near(sim_mem_replay(b, rb, db, 0, NULL, NULL), sim_mem_replay(a, ra, da, 0, NULL, NULL));
+    assert_near(sim_mem_replay(b, rb, db, 0, NULL, NULL), 2 * GiB);
+    for (int i = 0; i < 2; i++) {
+        free(da[i]);
+        free(db[i]);
+    }
+    sim_free(ra);
+    sim_free(rb);
+    pipeline_free(a);
+    pipeline_free(b);
+}
+
+/* Bubbles of a rank without a backward (no window to measure: both 0) and of one whose
+ * backward is listed before its forward (stuck: no forward window). */
+static void test_bubbles_without_window(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(1, 1, 1);
+    uniform(p, 1, 2, 0);
+    ops(p, 0, "F0");
+    SimResult *r = simulate(p);
+    assert_false(r->stuck);
+    assert_near(r->makespan_ms, 1);
+    assert_true(r->stage[0].fwd_bubble_ms == 0 && r->stage[0].bwd_bubble_ms == 0);
+    sim_free(r);
+    pipeline_free(p);
+    p = mk(1, 1, 1);
+    uniform(p, 1, 2, 0);
+    ops(p, 0, "B0 F0");
+    r = simulate(p);
+    assert_true(r->stuck);
+    assert_true(r->stage[0].fwd_bubble_ms == 0);
+    sim_free(r);
+    pipeline_free(p);
+}
+
+/* An overlapped recompute with no host (nothing after it on the compute stream) or whose
+ * host is not a valid op hides nothing: it takes its whole r (opsem_exposed with no
+ * budget), even though its host would have all-reduces. */
+static void test_ro_without_host(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        Pipeline *p = mk(1, 1, 1);
+        uniform(p, 1, 2, 0);
+        set_cost(&p->costs, COST_R, 3);
+        set_cost(&p->costs, COST_FCOMM, 0.5);
+        ops(p, 0, "F0");
+        push(p, 0, OP_RO, 0, 0);
+        if (k == 1)
+            push(p, 0, OP_F, 7, 0); /* micro-batch 7 with M = 1 */
+        SimResult *r = simulate(p);
+        assert_near(r->end[0][1] - r->start[0][1], 3);
+        sim_free(r);
+        pipeline_free(p);
+    }
+}
+
+/* The summary of an unnamed one-stage pipeline (singular words) with a budget of 0
+ * (no percentage of it). */
+static void test_summary_unnamed(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(1, 1, 1);
+    free(p->name);
+    p->name = NULL;
+    uniform(p, 1, 2, 0);
+    ops(p, 0, "F0 B0");
+    p->has_memory = true;
+    p->memory = 0;
+    SimResult *r = simulate(p);
+    StrBuf b = {0};
+    sim_write_summary(&b, p, r);
+    assert_non_null(strstr(b.s, "pipeline (unnamed): 1 stage, 1 micro-batch, 1 chunk\n"));
+    assert_non_null(strstr(b.s, "    0     3.000     0.000      0.000      0.000        0 B        0 B      -\n"));
+    sb_free(&b);
+    sim_free(r);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1195,6 +1426,13 @@ int main(void)
         cmocka_unit_test(test_writers),
         cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_incomplete),
+        cmocka_unit_test(test_opsem_edges),
+        cmocka_unit_test(test_opsem_check_costs_unlocated),
+        cmocka_unit_test(test_makespan_degenerate),
+        cmocka_unit_test(test_unknown_kind_ignored),
+        cmocka_unit_test(test_bubbles_without_window),
+        cmocka_unit_test(test_summary_unnamed),
+        cmocka_unit_test(test_ro_without_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

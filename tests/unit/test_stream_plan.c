@@ -416,6 +416,28 @@ static void test_send_at_producer(void **state)
     }
 }
 
+/* What the verifier checks a plan against: the comm plan, the plan's input and the
+ * cost-model arena plan (full swap) of one pipeline. */
+typedef struct Inputs {
+    CommPlan *cp;
+    StreamInBuf b;
+    ArenaPlan *ap;
+} Inputs;
+
+static void inputs_open(Inputs *x, const Pipeline *p)
+{
+    x->cp = comm_plan(p);
+    stream_in_build(&x->b, p, x->cp);
+    x->ap = arena_plan(p, NULL, 1);
+}
+
+static void inputs_close(Inputs *x)
+{
+    arena_plan_free(x->ap);
+    stream_in_free(&x->b);
+    comm_plan_free(x->cp);
+}
+
 /* The verifier catches each kind of broken plan it documents (stream_check.h): a wait
  * on an op not listed before, a send that may leave before its producer ends, a consumer
  * that waits for no receive. Each corruption of the correct plan of 1F1B (P = 2, M = 4,
@@ -429,13 +451,12 @@ static void test_verifier_rejects(void **state)
     ops(p, 1, "F0 B0 F1 B1 F2 B2 F3 B3");
     set_cost(&p->costs, COST_ACT, 4096);
     set_cost(&p->costs, COST_WACT, 1024);
-    CommPlan *cp = comm_plan(p);
-    StreamInBuf b;
-    stream_in_build(&b, p, cp);
-    ArenaPlan *ap = arena_plan(p, NULL, 1);
+    Inputs x;
+    inputs_open(&x, p);
+    const CommPlan *cp = x.cp;
     char why[512];
     for (int corrupt = 0; corrupt < 5; corrupt++) {
-        StreamPlan *sp = stream_plan(&b.in);
+        StreamPlan *sp = stream_plan(&x.b.in);
         why[0] = 0;
         const char *want = NULL;
         StreamRank *k = &sp->rank[0];
@@ -463,7 +484,7 @@ static void test_verifier_rejects(void **state)
         }
         /* with the arena plan, and without one (ap NULL: waits and messages only) */
         for (int with_ap = 1; with_ap >= 0; with_ap--) {
-            int nbad = stream_plan_check(p, &b.in, sp, with_ap ? ap : NULL, why, sizeof why);
+            int nbad = stream_plan_check(p, &x.b.in, sp, with_ap ? x.ap : NULL, why, sizeof why);
             if (!want) {
                 assert_int_equal(nbad, 0);
             } else {
@@ -474,9 +495,7 @@ static void test_verifier_rejects(void **state)
         }
         stream_plan_free(sp);
     }
-    arena_plan_free(ap);
-    stream_in_free(&b);
-    comm_plan_free(cp);
+    inputs_close(&x);
     pipeline_free(p);
 }
 
@@ -507,6 +526,167 @@ static void test_unknown_ops(void **state)
     stream_plan_free(sp);
 }
 
+/* The plan's edges: stream names, a rank without ops, no ranks, PV or M of 0 (every op
+ * unplaceable: no waits), ops with a negative virtual stage or micro-batch, and a
+ * duplicate op (the SI waits for the later SO of its (v,m), the latest of that stream). */
+static void test_plan_edges(void **state)
+{
+    (void)state;
+    assert_string_equal(stream_name(STREAM_D2H), "d2h");
+    assert_string_equal(stream_name(STREAM_N), "?");
+    /* rank 0: F0 SO0 SO0 SI0 (SO duplicated), then SO with v = -1 and SI with m = -1;
+     * rank 1: nothing */
+    const SpOp ops0[] = {{OP_F, 0, 0}, {OP_SO, 0, 0}, {OP_SO, 0, 0}, {OP_SI, 0, 0},
+                         {OP_SO, -1, 0}, {OP_SI, 0, -1}};
+    const SpOp *const ops[] = {ops0, NULL};
+    const uint32_t nops[] = {6, 0};
+    StreamIn in = {.P = 2, .PV = 2, .M = 1, .ops = ops, .nops = nops};
+    StreamPlan *sp = stream_plan(&in);
+    assert_non_null(sp);
+    const StreamRank *k = &sp->rank[0];
+    assert_int_equal(k->wstart[4] - k->wstart[3], 1);
+    assert_int_equal(k->waits[k->wstart[3]], 2);
+    assert_int_equal(k->wstart[6] - k->wstart[4], 0);
+    assert_int_equal(sp->rank[1].nops, 0);
+    assert_int_equal(sp->rank[1].wstart[0], 0);
+    stream_plan_free(sp);
+    /* PV = 0, then M = 0: nothing can be placed, so nothing waits */
+    for (int c = 0; c < 2; c++) {
+        in.PV = c == 0 ? 0 : 2;
+        in.M = c == 0 ? 1 : 0;
+        sp = stream_plan(&in);
+        assert_non_null(sp);
+        assert_int_equal(sp->rank[0].wstart[6], 0);
+        assert_int_equal(sp->rank[0].stream[1], STREAM_D2H);
+        char why[200];
+        assert_int_equal(stream_plan_check(NULL, &in, sp, NULL, why, sizeof why), 0);
+        stream_plan_free(sp);
+    }
+    /* no ranks at all */
+    in.P = 0;
+    sp = stream_plan(&in);
+    assert_non_null(sp);
+    assert_int_equal(sp->P, 0);
+    stream_plan_free(sp);
+}
+
+/* The verifier on inputs the front end never gives: ops it cannot place are skipped, a
+ * message naming a rank that does not exist is skipped, one whose consumer position
+ * does not exist is reported (named "op #9"); with no room for the description
+ * (why_n = 0) the count is the same. No comm plan: no messages. */
+static void test_verifier_bad_input(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(1, 1, 1);
+    ops(p, 0, "F0 B0");
+    StreamInBuf b;
+    stream_in_build(&b, p, NULL);
+    assert_int_equal(b.in.nmsgs, 0);
+    stream_in_free(&b);
+    assert_null(b.ops);
+    stream_in_free(&b); /* an emptied buffer frees nothing more */
+    assert_int_equal(b.in.P, 0);
+    const SpOp ops0[] = {{OP_F, 0, 0}, {99, 0, 0}, {OP_SO, 5, 0}, {OP_SI, 0, 7},
+                         {OP_SO, -1, 0}, {OP_SI, 0, -1}, {OP_B, 0, 0}};
+    const SpOp *const ops[] = {ops0};
+    const uint32_t nops[] = {7};
+    const SpMsg msgs[] = {{0, 0, 3, 0}, {3, 0, 0, 0}, {0, 0, 0, 9}};
+    StreamIn in = {.P = 1, .PV = 1, .M = 1, .ops = ops, .nops = nops, .msgs = msgs, .nmsgs = 3};
+    StreamPlan *sp = stream_plan(&in);
+    char why[300];
+    assert_int_equal(stream_plan_check(p, &in, sp, NULL, why, sizeof why), 1);
+    assert_string_equal(why, "rank 0: op #9 (#9) may start before message 2 (F0 of rank 0) "
+                             "arrives: no receive is waited for");
+    assert_int_equal(stream_plan_check(p, &in, sp, NULL, NULL, 0), 1);
+    stream_plan_free(sp);
+    pipeline_free(p);
+}
+
+/* The verifier's orders through same-stream order, and the reads it catches. On 1F1B
+ * P = 2, M = 4 (stage 1: F0 B0 F1 B1 ...): a send that waits for an op listed after its
+ * producer on the producer's stream, and a consumer whose receive is waited for by the
+ * op before it on its stream, are both correct; a receive moved to the op after the
+ * consumer is not. Then a swap-out whose waits are dropped may read the arena bytes its
+ * F writes, and an F whose waits are dropped may read the weights its LW writes. */
+static void test_verifier_orders(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 4, 1);
+    gen_1f1b(p);
+    set_cost(&p->costs, COST_ACT, 4096);
+    Inputs x;
+    inputs_open(&x, p);
+    char why[300];
+    /* stage 0: F0 F1 B0 F2 B1 F3 B2 B3; the message of F0 (#0) sent after F1 (#1) */
+    StreamPlan *sp = stream_plan(&x.b.in);
+    uint32_t j = 0;
+    while (!(x.cp->msgs[j].src == 0 && x.cp->msgs[j].src_pos == 0))
+        j++;
+    sp->send_after[j] = 1;
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why), 0);
+    stream_plan_free(sp);
+    /* stage 1: F0 B0 F1 ...; the receive of F1 (#2) moved to B0 (#1), then to B1 (#3) */
+    StreamRank *k;
+    for (int later = 0; later < 2; later++) {
+        sp = stream_plan(&x.b.in);
+        k = &sp->rank[1];
+        assert_int_equal(k->rstart[2] - k->rstart[1], 0);
+        assert_int_equal(k->rstart[3] - k->rstart[2], 1);
+        assert_int_equal(k->rstart[4] - k->rstart[3], 0);
+        if (later)
+            k->rstart[3]--;
+        else
+            k->rstart[2]++;
+        int nbad = stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why);
+        if (later) {
+            assert_int_equal(nbad, 1);
+            assert_non_null(strstr(why, "rank 1: F1 (#2) may start before message"));
+        } else {
+            assert_int_equal(nbad, 0);
+        }
+        stream_plan_free(sp);
+    }
+    inputs_close(&x);
+    pipeline_free(p);
+
+    /* F0 SO0 SI0 B0: SO0 (#1) waits for F0 (#0) only; without it, it may read what F0
+     * is still writing */
+    p = one(1, 1, "F0 SO0 SI0 B0");
+    set_cost(&p->costs, COST_ACT, 4096);
+    set_cost(&p->costs, COST_HOST_BW, 1e9);
+    inputs_open(&x, p);
+    sp = stream_plan(&x.b.in);
+    k = &sp->rank[0];
+    assert_int_equal(k->wstart[2] - k->wstart[1], 1);
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why), 0);
+    k->wstart[2] = k->wstart[1];
+    int nbad = stream_plan_check(p, &x.b.in, sp, x.ap, why, sizeof why);
+    assert_true(nbad > 0);
+    assert_non_null(strstr(why, "rank 0: SO0 (#1) may read arena bytes [0, "));
+    assert_non_null(strstr(why, ") that F0 (#0) writes before F0 ends: no wait orders them"));
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, x.ap, NULL, 0), nbad);
+    stream_plan_free(sp);
+    inputs_close(&x);
+    pipeline_free(p);
+
+    /* LW0 F0 B0 OG0: F0 (#1) reads the weights LW0 (#0) writes (no arena plan needed) */
+    p = mk(1, 1, 1);
+    push(p, 0, OP_LW, 0, 0);
+    ops(p, 0, "F0 B0");
+    push(p, 0, OP_OG, 0, 0);
+    inputs_open(&x, p);
+    sp = stream_plan(&x.b.in);
+    k = &sp->rank[0];
+    assert_int_equal(stream_plan_check(p, &x.b.in, sp, NULL, why, sizeof why), 0);
+    k->wstart[2] = k->wstart[1];
+    assert_true(stream_plan_check(p, &x.b.in, sp, NULL, why, sizeof why) > 0);
+    assert_string_equal(why, "rank 0: F0 (#1) may read model-state bytes [0, 1) that LW0 (#0) "
+                             "writes before LW0 ends: no wait orders them");
+    stream_plan_free(sp);
+    inputs_close(&x);
+    pipeline_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +698,9 @@ int main(void)
         cmocka_unit_test(test_send_at_producer),
         cmocka_unit_test(test_verifier_rejects),
         cmocka_unit_test(test_unknown_ops),
+        cmocka_unit_test(test_plan_edges),
+        cmocka_unit_test(test_verifier_bad_input),
+        cmocka_unit_test(test_verifier_orders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
