@@ -124,7 +124,8 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
             cm_set_partition(p, units, P);
             rederive_costs(p);
             double ms = sim_makespan(p, &scratch);
-            if (sched_fits(p, NULL) && ms < base * (1 - 1e-9)) {
+            bool fits = sched_fits(p, NULL); /* the candidate's memory: line 6's M_s <= G */
+            if (fits && ms < base * (1 - 1e-9)) {
                 free(saved.v);
                 base = ms;
                 moved = true;
@@ -134,8 +135,9 @@ int pass_partition_adjust(Diag *d, Pipeline *p, const PassCall *call)
                 units[b]--;
                 part_restore(p, &saved);
                 rederive_costs(p);
-                if (sched_fits(p, NULL) && ms >= base * (1 - 1e-9) && ms < INFINITY) {
-                    /* b fits but does not help: Algorithm 1 stops here */
+                if (fits && ms < INFINITY) {
+                    /* b fits but does not help: Algorithm 1 stops here; a b that does
+                     * not fit is passed over for the next fastest (line 6) */
                     i = no;
                 }
             }

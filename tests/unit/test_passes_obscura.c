@@ -630,6 +630,62 @@ static void test_partition_adjust(void **state)
     done(&e);
 }
 
+/* The half-layer units of each rank of p (one chunk). */
+static void rank_units(Pipeline *p, int64_t *u)
+{
+    CostModel cm;
+    Diag cd = {0};
+    cd.out = fopen("/dev/null", "w");
+    assert_int_equal(costmodel_init(&cd, p, &cm), 0);
+    for (int32_t r = 0; r < p->P; r++)
+        u[r] = cm.ubeg[r + 1] - cm.ubeg[r];
+    costmodel_free(&cm);
+    fclose(cd.out);
+    diag_free(&cd);
+}
+
+/* Algorithm 1 line 6 picks b among the ranks that still fit: a move to the fastest
+ * non-adjusted rank that would not fit is passed over for the next one, which here
+ * takes the units (rank 1), where stopping at the first would have moved nothing. */
+static void test_partition_adjust_skips_unfit(void **state)
+{
+    (void)state;
+    static const char *const src =
+        "import \"std/schedules.pipe\"\nimport \"std/models.pipe\"\nimport \"std/devices.pipe\"\n"
+        "pipeline pa { stages 4 microbatches 16 model llama2_7b { layers 12 } device a100_sxm_80g\n"
+        "  memory 20GiB partition [3.5, 2.5, 4.5, 1.5] schedule onef1b\n"
+        "  apply identify_adjusted(cmb=false) %s }\n";
+    StrBuf s0 = {0}, s1 = {0};
+    sb_printf(&s0, src, "");
+    sb_printf(&s1, src, "apply partition_adjust");
+    Built a, b;
+    build(&a, s0.s);
+    build(&b, s1.s);
+    assert_non_null(a.p);
+    assert_non_null(b.p);
+    assert_true(fits_all(a.p));
+    static const uint8_t want_adj[4] = {1, 0, 0, 0};
+    for (int32_t r = 0; r < 4; r++)
+        assert_int_equal(a.p->adjusted[r], want_adj[r]);
+    int64_t u0[4], u1[4];
+    rank_units(a.p, u0);
+    rank_units(b.p, u1);
+    /* rank 3 is the fastest non-adjusted rank by 3 f_s, but one more unit there does
+     * not fit: the units go to rank 1 */
+    assert_true(3 * ir_cost(a.p, 3, 0, COST_F) < 3 * ir_cost(a.p, 1, 0, COST_F));
+    assert_true(u1[0] < u0[0]);
+    assert_int_equal(u1[1] - u0[1], u0[0] - u1[0]);
+    assert_int_equal(u1[2], u0[2]);
+    assert_int_equal(u1[3], u0[3]);
+    assert_true(makespan(b.p) < makespan(a.p));
+    assert_true(fits_all(b.p));
+    assert_legal(b.p);
+    done(&a);
+    done(&b);
+    free(s0.s);
+    free(s1.s);
+}
+
 /* §6.2 and §9.2 on Llama-2 28B, M = 16: the whole planner fits the budget under the walk
  * and the arena, keeps Eq. 4's bandwidth bound on every swapping rank, is at least 1.2x
  * faster than DAPPLE+ (full recomputation everywhere) and at most as fast as 1F1B
@@ -770,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_user_deps_kept),
         cmocka_unit_test(test_identify_cmb),
         cmocka_unit_test(test_partition_adjust),
+        cmocka_unit_test(test_partition_adjust_skips_unfit),
         cmocka_unit_test(test_obscura_28b),
         cmocka_unit_test(test_refuses),
         cmocka_unit_test(test_stage_range_below_zero),
