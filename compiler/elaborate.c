@@ -861,13 +861,12 @@ static void read_partition(Elab *e, const Node *n)
         cnt++;
     /* One entry per stage, or with chunks one per virtual stage in model order (the
      * cost model splits a per-stage entry over the stage's chunks; docs/cost-model.md). */
-    uint32_t nv = (uint32_t)p->P * (uint32_t)p->V;
-    if (cnt != (uint32_t)p->P && cnt != nv) {
+    if (!ir_partition_count_ok(p, cnt)) {
         diag_error(e->d, n->loc, DIAG_VALUE, "'partition' lists %u stages, but the pipeline has %d", cnt,
                    (int)p->P);
         if (p->V > 1)
-            diag_note(e->d, n->loc, "with chunks %d, give one entry per stage or one per virtual stage (%u)",
-                      (int)p->V, nv);
+            diag_note(e->d, n->loc, "with chunks %d, give one entry per stage or one per virtual stage (%d)",
+                      (int)p->V, (int)(p->P * p->V));
         return;
     }
     p->partition = xmalloc(cnt * sizeof *p->partition);

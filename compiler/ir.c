@@ -224,12 +224,16 @@ int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c)
     return c * p->P + s;
 }
 
+bool ir_partition_count_ok(const Pipeline *p, uint32_t n)
+{
+    return n == (uint32_t)p->P || n == (uint32_t)p->P * (uint32_t)p->V;
+}
+
 int ir_partition_units(const Pipeline *p, double max_units, int64_t *units)
 {
-    uint32_t nv = (uint32_t)p->P * (uint32_t)p->V;
-    bool per_stage = p->npartition == (uint32_t)p->P && nv != (uint32_t)p->P;
-    if (p->npartition != nv && !per_stage)
+    if (!ir_partition_count_ok(p, p->npartition))
         return -1;
+    bool per_stage = p->npartition != (uint32_t)p->P * (uint32_t)p->V;
     for (uint32_t i = 0; i < p->npartition; i++) {
         double u2 = 2 * p->partition[i];
         if (!(u2 >= 0) || u2 != floor(u2) || u2 > max_units)

@@ -284,6 +284,11 @@ void ir_owner(const Pipeline *p, int32_t v, int32_t *s, int32_t *c);
  * share. */
 int ir_partition_units(const Pipeline *p, double max_units, int64_t *units);
 
+/* Whether a `partition` list of n entries fits p's shape: one per stage (P) or one per
+ * virtual stage (P*V). The count rule the front end checks and ir_partition_units
+ * reads. */
+bool ir_partition_count_ok(const Pipeline *p, uint32_t n);
+
 /* The value of cost field f for chunk c on rank s: `costs vstage`, else `costs stage`,
  * else `costs`, else the default (0; host_bw +inf; swap_fraction 1; wact = act).
  * For SCOPE_RANK fields c is ignored. */
