@@ -638,6 +638,18 @@ static RecomputePolicy costed_policy(const Pipeline *p, int32_t s)
     return pol == POLICY_NONE ? POLICY_FULL : pol;
 }
 
+/* True when the user set field f in a block that applies to (rank s, virtual stage v);
+ * v < 0 for rank fields. A value derive_costs put there earlier in the same run does
+ * not count (act is derived before wact is asked about). */
+static bool user_set(const Pipeline *p, int32_t s, int32_t v, CostField f)
+{
+    uint32_t bit = 1u << f;
+    const CostBlock *vb = v >= 0 ? &p->vstage_costs[v] : NULL;
+    return (vb && (vb->set & ~vb->derived & bit)) ||
+           (p->stage_costs[s].set & ~p->stage_costs[s].derived & bit) ||
+           (p->costs.set & ~p->costs.derived & bit);
+}
+
 void cm_ckpt_layers(const Pipeline *p, double *out)
 {
     int32_t nv = p->P * p->V;
@@ -647,15 +659,10 @@ void cm_ckpt_layers(const Pipeline *p, double *out)
         return;
     CostModel cm;
     costmodel_get(p, &cm);
-    uint32_t mine = (1u << COST_ACT) | (1u << COST_CKPT);
     for (int32_t v = 0; v < nv; v++) {
         int32_t s, c;
         ir_owner(p, v, &s, &c);
-        const CostBlock *b[3] = {&p->vstage_costs[v], &p->stage_costs[s], &p->costs};
-        bool by_hand = false;
-        for (int k = 0; k < 3; k++)
-            by_hand = by_hand || (b[k]->set & ~b[k]->derived & mine);
-        if (by_hand)
+        if (user_set(p, s, v, COST_ACT) || user_set(p, s, v, COST_CKPT))
             continue;
         CmCost k;
         cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false, costed_policy(p, s), &k);
@@ -684,18 +691,6 @@ static void drop_derived(CostBlock *b)
             b->v[f] = 0;
     b->set &= ~b->derived;
     b->derived = 0;
-}
-
-/* True when the user set field f in a block that applies to (rank s, virtual stage v);
- * v < 0 for rank fields. A value derive_costs put there earlier in the same run does
- * not count (act is derived before wact is asked about). */
-static bool user_set(const Pipeline *p, int32_t s, int32_t v, CostField f)
-{
-    uint32_t bit = 1u << f;
-    const CostBlock *vb = v >= 0 ? &p->vstage_costs[v] : NULL;
-    return (vb && (vb->set & ~vb->derived & bit)) ||
-           (p->stage_costs[s].set & ~p->stage_costs[s].derived & bit) ||
-           (p->costs.set & ~p->costs.derived & bit);
 }
 
 static void put(CostBlock *b, CostField f, double x)
