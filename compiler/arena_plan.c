@@ -1045,7 +1045,7 @@ static void pieces_of_ops(const Pipeline *p, int32_t s, const int64_t (*cuts)[AR
             int64_t x = from[k];
             uint32_t j = b->splitop[i] != NONE && x >= b->splitat[i] ? b->splitop[i]
                                                                       : b->opinc[i];
-            if (from[k + 1] == x || j == NONE || from[k + 1] <= b->ibase[j] ||
+            if (from[k + 1] == x || from[k + 1] <= b->ibase[j] ||
                 x >= b->ibase[j] + b->incs[j].size)
                 continue;
             if (x < b->ibase[j]) {

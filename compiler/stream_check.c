@@ -241,11 +241,11 @@ typedef struct OpPlace {
 static int placed(OpPlace a, int64_t upto, Piece *pc)
 {
     int n = 0;
-    for (int k = 0; k < ARENA_PIECES; k++)
-        if (a.at[k] >= 0 && a.from[k] < upto && a.from[k] < a.from[k + 1]) {
-            int64_t hi = a.from[k + 1] < upto ? a.from[k + 1] : upto;
-            pc[n++] = (Piece){a.at[k], hi - a.from[k]};
-        }
+    for (int k = 0; k < ARENA_PIECES; k++) {
+        int64_t lo, len = pr_region_piece_held(a.from, upto, k, &lo);
+        if (a.at[k] >= 0 && len > 0)
+            pc[n++] = (Piece){a.at[k], len};
+    }
     return n;
 }
 
