@@ -156,6 +156,22 @@ expect $A/bad_unpaired.csv "$A/bad_unpaired.csv:1:9: error[missing]: backward-in
     0F0,0F1,0I0,0B1
             ^"
 
+# The comms form: SEND/RECV pair per ordered pair of ranks in issue order, as NCCL pairs
+# them. PyTorch's ZB1P comms artifact with rank 1's first two receives swapped: rank 0's
+# first send to rank 1 (0SEND_F0) meets rank 1's first receive from rank 0 (1RECV_F1).
+expect $A/bad_comm_swapped.csv "$A/bad_comm_swapped.csv:2:1: error[order]: 1RECV_F1 on rank 1 is matched with 0SEND_F0 from rank 0: it is rank 1's next receive from rank 0 and that is rank 0's next send to rank 1, so NCCL pairs them; expected 1RECV_F0
+    $(sed -n 2p $A/bad_comm_swapped.csv)
+    ^
+$A/bad_comm_swapped.csv:1:5: note: 0SEND_F0 is here
+    $(sed -n 1p $A/bad_comm_swapped.csv)
+        ^"
+expect $A/bad_comm_unmatched_send.csv "$A/bad_comm_unmatched_send.csv:1:18: error[missing]: 0SEND_F1 on rank 0 has no matching 1RECV_F1 on rank 1
+    0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1
+                     ^"
+expect $A/bad_comm_unmatched_recv.csv "$A/bad_comm_unmatched_recv.csv:1:40: error[missing]: 0RECV_B1 on rank 0 has no matching 1SEND_B1 on rank 1
+    0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1
+                                           ^"
+
 # RFC 4180 quoting: a quote left open, text after a closing quote; an empty overlap; an
 # older release's batched pair whose second half has no micro-batch index.
 printf '"0F0,0F1\n' >"$tmp/q1.csv"
