@@ -463,6 +463,58 @@ static char *comm_name(char *buf, size_t n, const Act *a)
     return buf;
 }
 
+/* Phase 2b, on one rank: a RECV_F of (stage, mb) comes before the F it feeds and a
+ * SEND_F after the F that produces it; RECV_B and SEND_B likewise around the backward
+ * (B, I or BW) of the same stage and micro-batch. File offsets give the order within a
+ * row. A comm action without that compute action is left to the pairing check. */
+static void check_comm_order(Reader *r)
+{
+    char b1[48], b2[48];
+    Act *sorted = xmalloc((r->nacts + 1) * sizeof *sorted);
+    if (r->nacts)
+        memcpy(sorted, r->acts, r->nacts * sizeof *sorted);
+    qsort(sorted, r->nacts, sizeof *sorted, cmp_act);
+    for (size_t i = 0; i < r->ncomms; i++) {
+        const Act *c = &r->comms[i];
+        bool fwd = c->kind < 2, send = (c->kind & 1) == 0;
+        size_t lo = 0, hi = r->nacts; /* first act not below (stage, mb) */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const Act *m = &sorted[mid];
+            if (m->stage < c->stage || (m->stage == c->stage && m->mb < c->mb))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const Act *compute = NULL;
+        for (size_t k = lo;
+             k < r->nacts && sorted[k].stage == c->stage && sorted[k].mb == c->mb; k++) {
+            const Act *a = &sorted[k];
+            bool feeds = fwd ? a->kind == ACT_F : a->kind != ACT_F && a->kind != ACT_W;
+            if (a->rank == c->rank && feeds) {
+                compute = a;
+                break;
+            }
+        }
+        if (!compute)
+            continue;
+        if (send && compute->loc.off > c->loc.off) {
+            diag_error(r->d, c->loc, DIAG_ORDER,
+                       "%s comes before %s, which produces what it sends",
+                       comm_name(b1, sizeof b1, c),
+                       act_name(b2, sizeof b2, compute->stage, (int)compute->kind, compute->mb));
+            diag_note(r->d, compute->loc, "%s is here", b2);
+        } else if (!send && compute->loc.off < c->loc.off) {
+            diag_error(r->d, c->loc, DIAG_ORDER,
+                       "%s comes after %s, which consumes what it receives",
+                       comm_name(b1, sizeof b1, c),
+                       act_name(b2, sizeof b2, compute->stage, (int)compute->kind, compute->mb));
+            diag_note(r->d, compute->loc, "%s is here", b2);
+        }
+    }
+    free(sorted);
+}
+
 /* Phase 2b: the comms form's point-to-point actions pair up as NCCL pairs them. A
  * SEND_F of stage s goes to the owner of stage s+1 and is received there as RECV_F of
  * stage s+1 (RECV names the receiving stage, as PyTorch's _add_send_recv writes it); a
@@ -483,17 +535,18 @@ static void check_comms(Reader *r, const Owner *own, uint32_t S)
         int64_t other = (int64_t)a->stage + ((fwd == send) ? 1 : -1);
         peer[i] = P;
         if (a->stage >= S || own[a->stage].rank != a->rank)
-            diag_error(d, a->loc, DIAG_PLACEMENT,
-                       "%s is on rank %u, which does not hold stage %u", comm_name(b1, sizeof b1, a),
-                       a->rank, a->stage);
+            diag_error(d, a->loc, DIAG_PLACEMENT, "%s is on rank %u, which does not hold stage %u",
+                       comm_name(b1, sizeof b1, a), a->rank, a->stage);
         else if (other < 0 || other >= (int64_t)S)
-            diag_error(d, a->loc, DIAG_MISSING, "%s has no %s stage to %s", comm_name(b1, sizeof b1, a),
-                       (fwd == send) ? "next" : "previous", send ? "send to" : "receive from");
+            diag_error(d, a->loc, DIAG_MISSING, "%s has no %s stage to %s",
+                       comm_name(b1, sizeof b1, a), (fwd == send) ? "next" : "previous",
+                       send ? "send to" : "receive from");
         else
             peer[i] = own[other].rank;
     }
     if (d->nerr != nerr0)
         goto out;
+    check_comm_order(r);
     for (uint32_t src = 0; src < P; src++) {
         for (uint32_t dst = 0; dst < P; dst++) {
             size_t si = 0, ri = 0;

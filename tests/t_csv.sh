@@ -171,6 +171,19 @@ expect $A/bad_comm_unmatched_send.csv "$A/bad_comm_unmatched_send.csv:1:18: erro
 expect $A/bad_comm_unmatched_recv.csv "$A/bad_comm_unmatched_recv.csv:1:40: error[missing]: 0RECV_B1 on rank 0 has no matching 1SEND_B1 on rank 1
     0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1
                                            ^"
+# A RECV after the compute that consumes it, a SEND before the compute that produces it.
+expect $A/bad_comm_recv_late.csv "$A/bad_comm_recv_late.csv:2:18: error[order]: 1RECV_F1 comes after 1F1, which consumes what it receives
+    1RECV_F0,1F0,1F1,1RECV_F1,1B0,1SEND_B0,1B1,1SEND_B1
+                     ^
+$A/bad_comm_recv_late.csv:2:14: note: 1F1 is here
+    1RECV_F0,1F0,1F1,1RECV_F1,1B0,1SEND_B0,1B1,1SEND_B1
+                 ^"
+expect $A/bad_comm_send_early.csv "$A/bad_comm_send_early.csv:1:14: error[order]: 0SEND_F1 comes before 0F1, which produces what it sends
+    0F0,0SEND_F0,0SEND_F1,0F1,0RECV_B0,0B0,0RECV_B1,0B1
+                 ^
+$A/bad_comm_send_early.csv:1:23: note: 0F1 is here
+    0F0,0SEND_F0,0SEND_F1,0F1,0RECV_B0,0B0,0RECV_B1,0B1
+                          ^"
 
 # RFC 4180 quoting: a quote left open, text after a closing quote; an empty overlap; an
 # older release's batched pair whose second half has no micro-batch index.
