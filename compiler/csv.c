@@ -515,6 +515,62 @@ static void check_comm_order(Reader *r)
     free(sorted);
 }
 
+/* Phase 2b, after the pairing check passed: runs the ranks' comm actions with blocking
+ * (rendezvous) sends, as a SEND and its RECV complete together; compute never blocks.
+ * When no rank can move and some have actions left, the schedule deadlocks: reported at
+ * the first stuck rank's action, naming what its peer waits in. peer[i] is comms[i]'s
+ * other rank. */
+static void check_comm_deadlock(Reader *r, const uint32_t *peer)
+{
+    uint32_t P = r->nrows;
+    size_t *head = xmalloc((P + 1) * sizeof *head), *end = xmalloc((P + 1) * sizeof *end);
+    for (uint32_t k = 0; k < P; k++)
+        head[k] = end[k] = r->ncomms;
+    for (size_t i = 0; i < r->ncomms; i++) { /* a rank's actions are contiguous */
+        uint32_t k = r->comms[i].rank;
+        if (head[k] == r->ncomms)
+            head[k] = i;
+        end[k] = i + 1;
+    }
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (uint32_t k = 0; k < P; k++) {
+            if (head[k] >= end[k])
+                continue;
+            uint32_t o = peer[head[k]];
+            if (o == k) { /* a rank sending to itself does not wait */
+                head[k]++, moved = true;
+                continue;
+            }
+            if (head[o] < end[o] && peer[head[o]] == k &&
+                (r->comms[head[o]].kind & 1) != (r->comms[head[k]].kind & 1)) {
+                head[k]++, head[o]++, moved = true;
+            }
+        }
+    }
+    for (uint32_t k = 0; k < P; k++) {
+        if (head[k] >= end[k])
+            continue;
+        char b1[48], b2[48];
+        const Act *c = &r->comms[head[k]];
+        uint32_t o = peer[head[k]];
+        if (head[o] < end[o]) {
+            diag_error(r->d, c->loc, DIAG_DEADLOCK,
+                       "%s on rank %u waits for rank %u, which waits in %s: with blocking "
+                       "sends neither can go on", comm_name(b1, sizeof b1, c), k, o,
+                       comm_name(b2, sizeof b2, &r->comms[head[o]]));
+            diag_note(r->d, r->comms[head[o]].loc, "%s is here", b2);
+        } else {
+            diag_error(r->d, c->loc, DIAG_DEADLOCK,
+                       "%s on rank %u waits for rank %u, which has no comm action left",
+                       comm_name(b1, sizeof b1, c), k, o);
+        }
+        break;
+    }
+    free(head);
+    free(end);
+}
+
 /* Phase 2b: the comms form's point-to-point actions pair up as NCCL pairs them. A
  * SEND_F of stage s goes to the owner of stage s+1 and is received there as RECV_F of
  * stage s+1 (RECV names the receiving stage, as PyTorch's _add_send_recv writes it); a
@@ -593,6 +649,8 @@ static void check_comms(Reader *r, const Owner *own, uint32_t S)
             }
         }
     }
+    if (d->nerr == nerr0)
+        check_comm_deadlock(r, peer);
 out:
     free(peer);
 }

@@ -184,6 +184,13 @@ expect $A/bad_comm_send_early.csv "$A/bad_comm_send_early.csv:1:14: error[order]
 $A/bad_comm_send_early.csv:1:23: note: 0F1 is here
     0F0,0SEND_F0,0SEND_F1,0F1,0RECV_B0,0B0,0RECV_B1,0B1
                           ^"
+# Blocking sends: rank 0 waits to receive B0 before sending F0, which rank 1 needs first.
+expect $A/bad_comm_deadlock.csv "$A/bad_comm_deadlock.csv:1:5: error[deadlock]: 0RECV_B0 on rank 0 waits for rank 1, which waits in 1RECV_F0: with blocking sends neither can go on
+    0F0,0RECV_B0,0SEND_F0,0B0
+        ^
+$A/bad_comm_deadlock.csv:2:1: note: 1RECV_F0 is here
+    1RECV_F0,1F0,1B0,1SEND_B0
+    ^"
 
 # RFC 4180 quoting: a quote left open, text after a closing quote; an empty overlap; an
 # older release's batched pair whose second half has no micro-batch index.
