@@ -67,13 +67,16 @@ static Pipeline *compile_loaded(Diag *d, const DriverOpts *o, Pipeline *p, int n
         goto fail;
     return p;
 fail:
+    if (o && o->nsets)
+        note_overrides(d);
     pipeline_free(p);
     return NULL;
 }
 
 static LoadOpts load_opts(const DriverOpts *o)
 {
-    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
+    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0,
+                      .sets = o ? o->sets : NULL, .nsets = o ? o->nsets : 0};
 }
 
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
@@ -95,6 +98,15 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
 
 bool driver_common_opt(DriverOpts *o, int opt, const char *arg)
 {
+    if (opt == DRIVER_OPT_SET) {
+        size_t cap = (size_t)o->nsets;
+        size_t len = strlen(arg);
+        const char *eq = strchr(arg, '=');
+        SetOverride so = {.text = arg, .lo = (uint32_t)(eq ? (size_t)(eq - arg) + 1 : len),
+                          .hi = (uint32_t)len};
+        VEC_PUSH(o->sets, o->nsets, cap, so);
+        return true;
+    }
     if (opt == 'W' && arg && !strcmp(arg, "error")) {
         o->werror = true;
         return true;
@@ -111,10 +123,15 @@ void driver_opts_free(DriverOpts *o)
     free(o->include_dirs);
     o->include_dirs = NULL;
     o->ninclude = 0;
+    free(o->sets);
+    o->sets = NULL;
+    o->nsets = 0;
 }
 
 /* Usage texts: DESIGN.md "Command line", one entry per command of cmds.h. */
 #define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n" \
+                    "  --set KEY=VALUE     override a pipeline setting, as the line `KEY VALUE`\n" \
+                    "                      in the file (repeatable; docs/language.md)\n" \
                     "  -Werror             treat warnings as errors\n"
 
 static const struct {

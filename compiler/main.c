@@ -47,6 +47,7 @@ static void usage(FILE *out)
             fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nOptions every command takes:\n"
                  "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n"
+                 "  --set KEY=VALUE     override a pipeline setting (repeatable)\n"
                  "  -Werror             treat warnings as errors\n"
                  "\n`pipec help COMMAND` shows a command's options. Docs: docs/*.md.\n");
 }
