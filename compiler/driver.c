@@ -235,6 +235,17 @@ static const struct {
      "  -o, --output OUT    write the best variant's explicit form to OUT\n"
      "      --budget N      evaluate at most N variants (default 2000)\n"
      "      --top N         print the N best (default 10)\n" COMMON_OPTS},
+    {"compare",
+     "usage: pipec compare [options] FILE... [--set KEY=V[,V...]]... [--format F] [-o OUT]\n"
+     "Simulates each FILE at each point of the sweep the --set lists span (their cartesian\n"
+     "product, the first --set varying slowest) and prints one row per file and point:\n"
+     "name, P, M, V, schedule and passes, makespan, bubble ratio, peak memory (largest\n"
+     "and per stage), whether it fits the budget (docs/compare.md).\n"
+     "  --format F          text (default), csv, md (Markdown), latex (a tabular) or json\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n"
+     "  --set KEY=V1,V2     a setting's values: a comma outside brackets separates them\n"
+     "A file that does not compile gets a row whose status names the error codes, its\n"
+     "diagnostics on standard error, and exit status 1.\n" COMMON_OPTS},
 };
 
 const char *driver_usage_text(const char *name)

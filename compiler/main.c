@@ -34,6 +34,7 @@ static const struct {
     {"import-csv", cmd_import_csv, "PyTorch pipelining schedule CSV -> .pipe"},
     {"export-csv", cmd_export_csv, ".pipe -> PyTorch pipelining schedule CSV"},
     {"tune", cmd_tune, "search schedule variants under the cost model"},
+    {"compare", cmd_compare, "a table of figures per file and per --set sweep point"},
 };
 
 static void usage(FILE *out)
