@@ -354,9 +354,19 @@ void note_overrides(Diag *d)
     if (!d->nerr || (d->last_error.file < d->nfiles &&
                      !strcmp(d->files[d->last_error.file].path, SET_FILE_NAME)))
         return;
-    for (uint32_t f = 0; f < d->nfiles; f++)
-        if (!strcmp(d->files[f].path, SET_FILE_NAME))
+    for (uint32_t f = 0; f < d->nfiles; f++) {
+        if (strcmp(d->files[f].path, SET_FILE_NAME))
+            continue;
+        /* An override a later one of the same key replaced took no part. */
+        const char *t = d->files[f].text;
+        size_t key = strcspn(t, "=");
+        bool replaced = false;
+        for (uint32_t g = f + 1; g < d->nfiles && !replaced; g++)
+            replaced = !strcmp(d->files[g].path, SET_FILE_NAME) &&
+                       strcspn(d->files[g].text, "=") == key && !strncmp(d->files[g].text, t, key);
+        if (!replaced)
             diag_note(d, (Loc){0, f}, "the file was read with this override");
+    }
 }
 
 /* Loads the main file (registered as `file`), checks where pipelines are, elaborates. */

@@ -105,6 +105,18 @@ check "--set memory: exit 1" test $? = 1
 check "--set memory: the budget's note points at the override" grep -qx -- '--set:1:1: note: the budget is set here' "$tmp/err"
 check "--set memory: a note names the override" grep -qx -- '--set:1:1: note: the file was read with this override' "$tmp/err"
 check "--set memory: the error is in the file" grep -q "^$U:[0-9]*:[0-9]*: error\[memory\]" "$tmp/err"
+# The note names the overrides in effect: not one a later --set of its key replaced.
+printf 'pipeline x { stages 2 microbatches 4\n  stage 0 { F0 B0 } stage 1 { F0 B0 } }\n' >"$tmp/two.pipe"
+diag "--set: notes name the overrides in effect" "$tmp/two.pipe:2:27: error[value]: stage 1 is out of range (stages 1)
+      stage 0 { F0 B0 } stage 1 { F0 B0 } }
+                              ^
+--set:1:1: note: the file was read with this override
+    microbatches=1
+    ^
+--set:1:1: note: the file was read with this override
+    stages=1
+    ^
+$tmp/two.pipe: 1 error" check "$tmp/two.pipe" --set microbatches=1 --set stages=3 --set stages=1
 "$P" print "$U" --set stages=0 -o "$tmp/never.pipe" >/dev/null 2>&1
 check "print --set error: no output file" test ! -e "$tmp/never.pipe"
 
