@@ -207,6 +207,12 @@ EOF
 "$P" compare "$U" --format csv -o "$tmp/o.csv" >"$tmp/out" 2>&1
 check "-o: nothing on stdout" test ! -s "$tmp/out"
 check "-o: the table" test "$(sed -n 2p "$tmp/o.csv" | cut -d, -f1)" = "$U"
+"$P" compare "$U" -o "$tmp/nodir/x.csv" >/dev/null 2>"$tmp/err"
+check "-o into a missing folder: exit 1" test $? = 1
+check "-o into a missing folder: says so" grep -q "cannot write $tmp/nodir/x.csv" "$tmp/err"
+echo keep >"$tmp/keep.csv"
+"$P" compare "$U" --set stages=0 -o "$tmp/keep.csv" >/dev/null 2>&1
+check "-o: a failing row still writes the whole table" test "$(sed -n 2p "$tmp/keep.csv" | grep -c 'error\[value\]')" = 1
 mkdir "$tmp/ro"; chmod 555 "$tmp/ro"
 "$P" compare "$U" -o "$tmp/ro/x.csv" >/dev/null 2>&1
 rc=$?
