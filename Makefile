@@ -270,7 +270,7 @@ coverage: deps all
 	@for l in $(OPTIONAL_LIBS); do [ ! -f build/$$l ] || cp build/$$l build/cov/lib/; done
 	@ln -sfn $(CURDIR)/README.md build/cov/README.md && ln -sfn $(CURDIR)/docs build/cov/docs
 	@find build/cov -name '*.gcda' -delete
-	-@PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
+	-@PIPEC_TEST_JOBS=1 PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
 	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \
 	  >build/cov/tests.log 2>&1; tail -n 1 build/cov/tests.log
 	@$(LCOV) --ignore-errors gcov --capture --directory build/cov --output-file build/cov/all.info
