@@ -109,6 +109,11 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
             snprintf(run->error, sizeof run->error, "%.200s", msg);
         }
         atomic_store(&run->failed, 1);
+        /* Printed when recorded, not after teardown: a teardown that hangs (a GPU
+         * communicator that cannot be aborted) or a process killed by its launcher must
+         * not swallow the reason (docs/runtime.md "Failures"). */
+        fprintf(stderr, "piperun: %s\n", run->error);
+        fflush(stderr);
     }
     pthread_cond_broadcast(&run->cv);
     pthread_mutex_unlock(&run->mu);
@@ -731,6 +736,7 @@ static int run_finish(PrRun *run, pthread_t *th, int started, PrResult *res)
     if (!atomic_load(&run->failed))
         return 0;
     snprintf(res->error, sizeof res->error, "%s", run->error);
+    res->error_shown = true;
     for (int s = 0; s < run->ranks_ready; s++)
         pr_flight_print(run, s, stderr);
     return 1;

@@ -266,7 +266,8 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     PrResult res;
     int rc = pr_run(prog, &o, &res);
     if (rc) {
-        fprintf(stderr, "piperun: %s\n", res.error[0] ? res.error : "the run failed");
+        if (!res.error_shown)
+            fprintf(stderr, "piperun: %s\n", res.error[0] ? res.error : "the run failed");
         pr_result_free(&res);
         return 1;
     }

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cu_api.h"
 #include "cu_dist.h"
@@ -44,8 +45,12 @@
 
 _Thread_local int cu_rank = -1;
 
+/* Seconds a failed run's teardown (joins, then every communicator aborted at once) may
+ * take before the process gives up and exits 1 (cu_host.h cu_teardown). */
+#define CU_TEARDOWN_DEADLINE_S 20.0
+
 /* One process drives every rank unless piperun_cuda_mpi.c says otherwise. */
-CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL};
+CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL, NULL};
 
 typedef struct CuRank {
     bool local;                /* run by this process (always, unless one rank per process) */
@@ -515,7 +520,7 @@ static int drain(PrRank *r, CuRank *c)
                     break;
                 }
             pr_fail(run, r->id, stuck, "watchdog: no op finished on the GPU for %.1f s (this op "
-                    "has not finished; communicators aborted)", run->opt.timeout_s);
+                    "has not finished; the communicators are aborted next)", run->opt.timeout_s);
             return -1;
         }
         struct timespec ts = {0, 100000L};
@@ -987,6 +992,19 @@ static void down_destroy(void *ctx, int k)
     }
 }
 
+/* A failed run's teardown passed its deadline: say so and end the process (the job
+ * under MPI) with status 1, leaving the driver to reclaim the GPU. */
+static void down_give_up(void *ctx, double deadline_s)
+{
+    (void)ctx;
+    fprintf(stderr, "piperun: the failed run's teardown did not end within %.0f s (a GPU "
+            "communicator could not be aborted); exiting\n", deadline_s);
+    fflush(stderr);
+    if (cu_dist.np > 1 && cu_dist.abort_job)
+        cu_dist.abort_job();
+    _exit(1);
+}
+
 static void down_free(void *ctx)
 {
     (void)ctx;
@@ -1082,7 +1100,8 @@ static int cuda_iter_end(PrRun *run, int it)
 static void cuda_stop(PrRun *run, pthread_t *th, int started)
 {
     Down down = {th, CU.comms ? 2 * run->P * run->P : 0};
-    CuTeardown td = {&down, started, down_join, down.ncomms, down_abort, down_destroy, down_free};
+    CuTeardown td = {&down, started, down_join, down.ncomms, down_abort, down_destroy, down_free,
+                     CU_TEARDOWN_DEADLINE_S, down_give_up};
     cu_teardown(&td, atomic_load(&run->failed) != 0);
     if (!atomic_load(&run->failed) && cu_dist.np > 1 && started == run->P &&
         (!cu_dist.at_end || cu_dist.at_end(run) != 0))
