@@ -837,6 +837,29 @@ void pr_process_options(PrOptions *o, int me, char *trace, size_t n)
     }
 }
 
+/* The page size, for pr_host_bytes (4 KiB when sysconf cannot say). */
+static size_t host_page(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    return pg > 0 ? (size_t)pg : 4096;
+}
+
+size_t pr_host_bytes(size_t nfloats)
+{
+    size_t pg = host_page(), b = nfloats * sizeof(float);
+    return b <= pg ? pg : (b + pg - 1) / pg * pg;
+}
+
+float *pr_host_alloc(size_t nfloats)
+{
+    void *p = NULL;
+    size_t b = pr_host_bytes(nfloats);
+    if (posix_memalign(&p, host_page(), b) != 0)
+        return NULL;
+    memset(p, 0, b);
+    return p;
+}
+
 int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
     return pr_run_core(&pr_backend, prog, o, res);

@@ -726,9 +726,10 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     /* OG/LW copy from and to these host copies asynchronously: pin them */
     for (int v = 0; v < run->PV; v++)
         if (owns(run, s, v) && run->offloaded && run->offloaded[v] && run->host_w[v]) {
-            size_t n = pr_vstage_grad_floats(run, v) * sizeof(float);
-            CUDA_CHECK(cudaHostRegister(run->host_w[v], n ? n : 4, cudaHostRegisterPortable));
-            cudaError_t e = cudaHostRegister(run->host_g[v], n ? n : 4, cudaHostRegisterPortable);
+            /* whole pages of their own (pr_host_alloc): two registrations never share one */
+            size_t n = pr_host_bytes(pr_vstage_grad_floats(run, v));
+            CUDA_CHECK(cudaHostRegister(run->host_w[v], n, cudaHostRegisterPortable));
+            cudaError_t e = cudaHostRegister(run->host_g[v], n, cudaHostRegisterPortable);
             if (e != cudaSuccess) {
                 cudaHostUnregister(run->host_w[v]);
                 CUDA_CHECK(e);
