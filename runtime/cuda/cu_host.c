@@ -34,6 +34,17 @@ int cu_pick_device(int np, int local, int nlocal, int ngpu, int rank, int *dev, 
     return 0;
 }
 
+void cu_env_defaults(void)
+{
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
+int cu_nccl_max_ctas(int sm_count, int pending)
+{
+    int cap = sm_count / (pending > 0 ? pending + 1 : 1);
+    return cap < 1 ? 1 : cap > 32 ? 32 : cap;
+}
+
 StreamPlan *cu_stream_plan(const PrProgram *g, uint32_t *bad_msg)
 {
     *bad_msg = UINT32_MAX;

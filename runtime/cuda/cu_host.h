@@ -22,6 +22,19 @@
 int cu_pick_device(int np, int local, int nlocal, int ngpu, int rank, int *dev, char *why,
                    size_t why_n);
 
+/* Environment defaults set before the first CUDA call, each only when the user has not
+ * set it: CUDA_MODULE_LOADING=EAGER, since with lazy loading (the CUDA default) a
+ * kernel's first launch can wait for the whole device while NCCL kernels wait on a peer,
+ * and two ranks can deadlock (docs/cuda.md "Teardown and residency"). */
+void cu_env_defaults(void);
+
+/* NCCL's CTA cap for a GPU with sm_count multiprocessors on which up to `pending` NCCL
+ * kernels (one per pair stream with messages: sends and receives of every rank on the
+ * GPU) can wait at once: all of them, and one compute kernel, must be resident together,
+ * which NCCL does not guarantee across communicators. sm_count / (pending + 1), at least
+ * 1 and at most 32 (NCCL's own largest default). */
+int cu_nccl_max_ctas(int sm_count, int pending);
+
 /* The stream plan (compiler/stream_plan.h) of a generated program: its op lists and, for
  * every message, the producing and consuming op found by (kind, virtual stage,
  * micro-batch) on the sender and the receiver. The same input the compiler builds from

@@ -816,6 +816,28 @@ static bool has_pair(const PrProgram *g, int a, int b)
     return false;
 }
 
+/* cfg.maxCTAs for every pair communicator (cu_host.h cu_nccl_max_ctas): the NCCL
+ * kernels that can wait at once on the busiest local GPU are its ranks' pair streams. */
+static int pair_max_ctas(PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    int P = run->P, cap = 32;
+    for (int s = 0; s < P; s++) {
+        if (!CU.r[s].local)
+            continue;
+        int pending = 0, sm = 0;
+        for (int t = 0; t < P; t++)
+            if (CU.r[t].local && CU.r[t].dev == CU.r[s].dev)
+                for (int q = 0; q < P; q++)
+                    pending += (q != t && has_pair(g, t, q)) + (q != t && has_pair(g, q, t));
+        if (cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, CU.r[s].dev) != cudaSuccess)
+            sm = 32;
+        int c = cu_nccl_max_ctas(sm, pending);
+        cap = c < cap ? c : cap;
+    }
+    return cap;
+}
+
 /* Creates the NCCL communicator of every ordered pair (a,b) with messages, two members
  * (a = 0, b = 1), non-blocking, and the pair's stream on each side; then connects
  * every pair with one one-byte message in one group, so that no send or receive of an
@@ -829,6 +851,7 @@ static int setup_pairs(PrRun *run)
     int P = run->P;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
+    cfg.maxCTAs = pair_max_ctas(run);
     for (int a = 0; a < P; a++)
         for (int b = 0; b < P; b++) {
             if (a == b || !has_pair(g, a, b))
@@ -1020,6 +1043,7 @@ static void down_free(void *ctx)
 static int cuda_setup(PrRun *run)
 {
     const PrProgram *prog = run->prog;
+    cu_env_defaults();   /* before the first CUDA call */
     if (cu_dist.np > 1 && cu_dist.np != prog->P) {
         pr_fail(run, -1, -1, "started with %d MPI processes but the program has %d ranks; run "
                 "`mpirun -np %d`", cu_dist.np, prog->P, prog->P);

@@ -370,6 +370,24 @@ static void test_runtime_plan_is_compilers(void **state)
     assert_true(n >= 10);
 }
 
+/* CUDA_MODULE_LOADING=EAGER unless the user chose; NCCL's CTA cap leaves room for every
+ * waiting NCCL kernel and one compute kernel. */
+static void test_env_and_ctas(void **state)
+{
+    (void)state;
+    unsetenv("CUDA_MODULE_LOADING");
+    cu_env_defaults();
+    assert_string_equal(getenv("CUDA_MODULE_LOADING"), "EAGER");
+    setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+    cu_env_defaults();
+    assert_string_equal(getenv("CUDA_MODULE_LOADING"), "LAZY");
+    unsetenv("CUDA_MODULE_LOADING");
+    assert_int_equal(cu_nccl_max_ctas(132, 4), 26);   /* H100: 132 SMs, 1F1B middle rank */
+    assert_int_equal(cu_nccl_max_ctas(132, 0), 32);   /* at most NCCL's default */
+    assert_int_equal(cu_nccl_max_ctas(8, 16), 1);     /* at least one */
+    assert_int_equal(cu_nccl_max_ctas(108, 8), 12);   /* A100, 8 pair streams */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_teardown_order),
         cmocka_unit_test(test_teardown_aborts_at_once),
         cmocka_unit_test(test_teardown_deadline),
+        cmocka_unit_test(test_env_and_ctas),
         cmocka_unit_test(test_runtime_plan_is_compilers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
