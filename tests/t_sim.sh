@@ -448,4 +448,29 @@ check "sim on a missing file: 1" test $? = 1
 check "trace into a missing folder: 1" test $? = 1
 check "trace into a missing folder: says why" grep -q 'no/such/dir' "$tmp/e"
 
+# --- figures of huge schedules: refused beyond 250000 ops unless --large ------------------
+# (docs/simulator.md "Size of the figures"); 1F1B has 2 ops per (stage, micro-batch).
+big() { # big NAME P M: a uniform 1F1B of P x M
+    printf 'import "std/schedules.pipe"\npipeline %s {\n  stages %d microbatches %d\n  costs { f 1ms b 2ms }\n  schedule onef1b\n}\n' "$1" "$2" "$3" >"$tmp/$1.pipe"
+}
+big at_limit 5 25000    # 250000 ops: drawn
+big over_limit 4 31251  # 250008 ops: refused
+for o in svg html trace; do
+    "$P" sim "$tmp/over_limit.pipe" --$o "$tmp/over.$o" >"$tmp/out" 2>"$tmp/e"
+    check "--$o of 250008 ops: exit 1" test $? = 1
+    check "--$o of 250008 ops: nothing written" test ! -e "$tmp/over.$o"
+    check "--$o of 250008 ops: a located limit error naming --large" grep -qE \
+        "^$tmp/over_limit.pipe:2:10: error\[limit\]: sim --$o of 250008 ops would write about [0-9]+ MB: figures draw at most 250000 ops \(--large draws them anyway\)\$" "$tmp/e"
+done
+"$P" sim "$tmp/over_limit.pipe" --svg "$tmp/over.svg" --large >/dev/null 2>"$tmp/e"
+check "--large draws it" test $? = 0 -a -s "$tmp/over.svg"
+"$P" sim "$tmp/at_limit.pipe" --html "$tmp/at.html" >/dev/null 2>"$tmp/e"
+check "250000 ops are drawn" test $? = 0 -a -s "$tmp/at.html"
+"$P" sim "$tmp/over_limit.pipe" --json >"$tmp/out" 2>"$tmp/e"
+check "no figure asked: no bound" test $? = 0
+big half 4 20000        # 160000 ops: two of them are 320000
+"$P" diff "$tmp/half.pipe" "$tmp/half.pipe" --svg "$tmp/huge_diff.svg" >/dev/null 2>"$tmp/e"
+check "diff --svg counts both schedules: exit 2" test $? = 2 -a ! -e "$tmp/huge_diff.svg"
+check "... diff names it" grep -q "error\[limit\]: diff --svg of 320000 ops" "$tmp/e"
+
 finish
