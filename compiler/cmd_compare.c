@@ -14,7 +14,8 @@
  * names the error codes; its diagnostics go to standard error and the exit status is 1.
  *
  * The columns are one table (columns[] below): their keys are the CSV header and the
- * JSON fields, DESIGN.md "Command line" fixes `makespan_ms` and `bubble_ratio`. Every
+ * JSON fields, DESIGN.md "Command line" fixes `makespan_ms`, `bubble_ratio`,
+ * `tokens_per_s` and `mfu`; every figure is SimResult's (sim.h). Every
  * format reads the same cells: csv and json at full precision (sim_fmt_num), text, md
  * and latex rounded for people. */
 #include <getopt.h>
@@ -41,12 +42,18 @@ typedef struct Row {
     char *status;        /* "ok", "stuck" or "error[CODE,...]" */
     int P, M, V;
     double makespan_ms, bubble_ratio;
+    double lower_bound_ms;   /* no order of the same ops can be faster (sim_lower_bound) */
+    double above_bound;      /* makespan / lower bound - 1 */
+    double overhead_ratio;   /* (idle + recomputation) / (P x makespan) */
+    double tokens_per_s, mfu; /* NaN without a model and a device */
     double peak_max;     /* bytes, the largest stage's peak (weights included) */
     double *peak;        /* [P] bytes per stage, NULL when unknown */
     int fits;            /* 1 within the budget (or none set), 0 over it, -1 unknown */
 } Row;
 
-typedef enum ColKind { COL_STR, COL_INT, COL_MS, COL_RATIO, COL_BYTES, COL_PEAKS, COL_FITS } ColKind;
+typedef enum ColKind {
+    COL_STR, COL_INT, COL_MS, COL_RATIO, COL_RATE, COL_BYTES, COL_PEAKS, COL_FITS
+} ColKind;
 
 /* The columns, in output order: key (CSV header, JSON field), head (text, md, latex). */
 static const struct Column {
@@ -62,10 +69,15 @@ static const struct Column {
     {"chunks", "V", COL_INT, offsetof(Row, V)},
     {"schedule", "schedule and passes", COL_STR, offsetof(Row, schedule)},
     {"makespan_ms", "makespan ms", COL_MS, offsetof(Row, makespan_ms)},
+    {"lower_bound_ms", "bound ms", COL_MS, offsetof(Row, lower_bound_ms)},
+    {"above_lower_bound", "above bound", COL_RATIO, offsetof(Row, above_bound)},
     {"bubble_ratio", "bubble", COL_RATIO, offsetof(Row, bubble_ratio)},
+    {"overhead_ratio", "overhead", COL_RATIO, offsetof(Row, overhead_ratio)},
     {"peak_mem_bytes", "peak GiB", COL_BYTES, offsetof(Row, peak_max)},
     {"peak_mem_bytes_per_stage", "peak GiB per stage", COL_PEAKS, offsetof(Row, peak)},
     {"fits", "fits", COL_FITS, offsetof(Row, fits)},
+    {"tokens_per_s", "tokens/s", COL_RATE, offsetof(Row, tokens_per_s)},
+    {"mfu", "MFU", COL_RATIO, offsetof(Row, mfu)},
     {"status", "status", COL_STR, offsetof(Row, status)},
 };
 enum { NCOLS = sizeof columns / sizeof columns[0] };
@@ -96,14 +108,15 @@ static void put_cell(StrBuf *out, const Row *r, const struct Column *c, Format f
             sb_puts(out, f == FMT_JSON ? "null" : f == FMT_CSV ? "" : "-");
         return;
     case COL_MS:
-    case COL_RATIO: {
+    case COL_RATIO:
+    case COL_RATE: {
         double x = *(const double *)at;
         if (full)
             sb_puts(out, isfinite(x) ? sim_fmt_num(b, sizeof b, x) : f == FMT_JSON ? "null" : "");
         else if (!isfinite(x))
             sb_puts(out, "-");
         else
-            sb_printf(out, c->kind == COL_MS ? "%.3f" : "%.4f", x);
+            sb_printf(out, c->kind == COL_MS ? "%.3f" : c->kind == COL_RATE ? "%.0f" : "%.4f", x);
         return;
     }
     case COL_BYTES: {
@@ -342,6 +355,8 @@ static bool measure(Row *row, const DriverOpts *o, const char *path, FILE *devnu
     Diag d = {0};
     Pipeline *p = driver_compile(&d, o, path);
     row->makespan_ms = row->bubble_ratio = row->peak_max = NAN;
+    row->lower_bound_ms = row->above_bound = row->overhead_ratio = NAN;
+    row->tokens_per_s = row->mfu = NAN;
     row->fits = -1;
     if (!p) {
         StrBuf st = {0};
@@ -366,6 +381,12 @@ static bool measure(Row *row, const DriverOpts *o, const char *path, FILE *devnu
     if (!r->stuck) {
         row->makespan_ms = r->makespan_ms;
         row->bubble_ratio = r->bubble_ratio;
+        row->lower_bound_ms = r->lower_bound_ms;
+        if (r->lower_bound_ms > 0)
+            row->above_bound = r->makespan_ms / r->lower_bound_ms - 1;
+        row->overhead_ratio = r->overhead_ratio;
+        row->tokens_per_s = r->tokens_per_s;
+        row->mfu = r->mfu;
         row->peak = xmalloc((size_t)p->P * sizeof *row->peak);
         row->peak_max = 0;
         for (int32_t s = 0; s < p->P; s++) {

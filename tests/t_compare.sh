@@ -7,7 +7,8 @@
 # (f = 1 ms, b = 2 ms, P = 4): makespan (M + P - 1)(f + b), bubble ratio
 # (P - 1)/(M + P - 1); peaks weights + (in-flight micro-batches) x act, with 1F1B's stage
 # 0 holding min(P, M) and GPipe's M. Full-precision numbers are checked against
-# `pipec sim --json` of the same point, an independent path through the simulator.
+# `pipec sim --json` of the same point, an independent path through the simulator;
+# the lower bound is the makespan on uniform 1F1B and GPipe (both optimal there).
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
@@ -126,7 +127,7 @@ check "compare csv exits 0" test $? = 0
 check "compare csv: nothing on stderr" test ! -s "$tmp/err"
 check "compare csv: a header and 4 rows" test "$(wc -l <"$tmp/c.csv")" = 5
 head -n 1 "$tmp/c.csv" | tr , '\n' >"$tmp/cols"
-for c in makespan_ms bubble_ratio file set name stages microbatches chunks schedule peak_mem_bytes peak_mem_bytes_per_stage fits status; do
+for c in makespan_ms bubble_ratio tokens_per_s mfu lower_bound_ms above_lower_bound overhead_ratio file set name stages microbatches chunks schedule peak_mem_bytes peak_mem_bytes_per_stage fits status; do
     check "compare csv: column $c" grep -qx "$c" "$tmp/cols"
 done
 col() { awk -F, -v k="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i; next } { print $c }' "$tmp/c.csv"; }
@@ -139,6 +140,12 @@ check "sweep: stage-0 peaks" test "$(col peak_mem_bytes | tr '\n' ' ')" = "$((5 
 check "sweep: fits" test "$(col fits | tr '\n' ' ')" = "yes yes yes no "
 check "sweep: per-stage peaks of 1F1B" test "$(col peak_mem_bytes_per_stage | head -n 1)" = "$((5 * GiB)) $((4 * GiB)) $((3 * GiB)) $((2 * GiB))"
 check "sweep: schedule column" test "$(col schedule | tr '\n' ' ')" = "onef1b gpipe onef1b gpipe "
+# 1F1B with uniform costs is optimal: the lower bound is the makespan (docs/simulator.md
+# "Metrics"); without recomputation the overhead is the bubble; no model, no tokens/s.
+check "sweep: lower bound = makespan on uniform 1F1B and GPipe" test "$(col lower_bound_ms | tr '\n' ' ')" = "33.0 33.0 57.0 57.0 "
+check "sweep: 0 above the bound" test "$(col above_lower_bound | tr '\n' ' ')" = "0.0 0.0 0.0 0.0 "
+check "sweep: overhead = bubble without recomputation" test "$(col overhead_ratio | tr '\n' ' ')" = "$(col bubble_ratio | tr '\n' ' ')"
+check "sweep: no model, no tokens/s or MFU" test "$(col tokens_per_s | tr '\n' ' ')$(col mfu | tr '\n' ' ')" = "        "
 check "sweep: status" test "$(col status | tr '\n' ' ')" = "ok ok ok ok "
 # bubble_ratio at full precision: what sim --json says for the same point.
 want=$("$P" sim --json "$U" --set microbatches=16 | python3 -c 'import json,sys; print(repr(json.load(sys.stdin)["bubble_ratio"]))')
@@ -157,23 +164,23 @@ assert [r["status"] for r in rows] == ["ok", "ok"]' "$tmp/c2.csv"
 
 # --- compare: each format --------------------------------------------------------------------
 "$P" compare "$U" --set microbatches=8,16 >"$tmp/c.txt" 2>&1
-check "text: header" grep -qE '^file +set +name +P +M +V +schedule and passes +makespan ms +bubble +peak GiB +peak GiB per stage +fits +status$' "$tmp/c.txt"
-check "text: row M=8" grep -qE "^$U +microbatches=8 +uni +4 +8 +1 +onef1b +33.000 +0.2727 +5.00 +5.00 4.00 3.00 2.00 +yes +ok$" "$tmp/c.txt"
+check "text: header" grep -qE '^file +set +name +P +M +V +schedule and passes +makespan ms +bound ms +above bound +bubble +overhead +peak GiB +peak GiB per stage +fits +tokens/s +MFU +status$' "$tmp/c.txt"
+check "text: row M=8" grep -qE "^$U +microbatches=8 +uni +4 +8 +1 +onef1b +33.000 +33.000 +0.0000 +0.2727 +0.2727 +5.00 +5.00 4.00 3.00 2.00 +yes +- +- +ok$" "$tmp/c.txt"
 check "text: 3 lines" test "$(wc -l <"$tmp/c.txt")" = 3
 "$P" compare "$U" >"$tmp/c.txt" 2>&1
 check "text without --set: no set column" grep -qE '^file +name +P ' "$tmp/c.txt"
 
 "$P" compare "$U" --set microbatches=8,16 --format md >"$tmp/c.md" 2>&1
-check "md: header row" grep -qx '| file | set | name | P | M | V | schedule and passes | makespan ms | bubble | peak GiB | peak GiB per stage | fits | status |' "$tmp/c.md"
-check "md: alignment row" grep -qx '|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---|---|' "$tmp/c.md"
-check "md: row M=16" grep -qxF "| $U | microbatches=16 | uni | 4 | 16 | 1 | onef1b | 57.000 | 0.1579 | 5.00 | 5.00 4.00 3.00 2.00 | yes | ok |" "$tmp/c.md"
+check "md: header row" grep -qx '| file | set | name | P | M | V | schedule and passes | makespan ms | bound ms | above bound | bubble | overhead | peak GiB | peak GiB per stage | fits | tokens/s | MFU | status |' "$tmp/c.md"
+check "md: alignment row" grep -qx '|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|' "$tmp/c.md"
+check "md: row M=16" grep -qxF "| $U | microbatches=16 | uni | 4 | 16 | 1 | onef1b | 57.000 | 57.000 | 0.0000 | 0.1579 | 0.1579 | 5.00 | 5.00 4.00 3.00 2.00 | yes | - | - | ok |" "$tmp/c.md"
 
 cp "$U" "$tmp/a_b.pipe"
 "$P" compare "$tmp/a_b.pipe" --format latex >"$tmp/c.tex" 2>&1
-check "latex: a tabular" test "$(head -n 1 "$tmp/c.tex")" = '\begin{tabular}{llrrrlrrrlll}'
+check "latex: a tabular" test "$(head -n 1 "$tmp/c.tex")" = '\begin{tabular}{llrrrlrrrrrrllrrl}'
 check "latex: ends the tabular" test "$(tail -n 1 "$tmp/c.tex")" = '\end{tabular}'
-check "latex: header" grep -qxF 'file & name & P & M & V & schedule and passes & makespan ms & bubble & peak GiB & peak GiB per stage & fits & status \\' "$tmp/c.tex"
-check "latex: _ escaped" grep -qF 'a\_b.pipe & uni & 4 & 8 & 1 & onef1b & 33.000 & 0.2727 &' "$tmp/c.tex"
+check "latex: header" grep -qxF 'file & name & P & M & V & schedule and passes & makespan ms & bound ms & above bound & bubble & overhead & peak GiB & peak GiB per stage & fits & tokens/s & MFU & status \\' "$tmp/c.tex"
+check "latex: _ escaped" grep -qF 'a\_b.pipe & uni & 4 & 8 & 1 & onef1b & 33.000 & 33.000 & 0.0000 & 0.2727 &' "$tmp/c.tex"
 if command -v pdflatex >/dev/null 2>&1; then
     { echo '\documentclass{article}\begin{document}'; cat "$tmp/c.tex"; echo '\end{document}'; } >"$tmp/doc.tex"
     check "latex: compiles" sh -c "cd '$tmp' && pdflatex -interaction=nonstopmode doc.tex >/dev/null 2>&1"
@@ -203,6 +210,31 @@ assert row["makespan_ms"] == sim["makespan_ms"] and row["bubble_ratio"] == sim["
 assert row["peak_mem_bytes_per_stage"] == [s["peak_mem_bytes"] for s in sim["per_stage"]]
 EOF
 
+# Recomputation is busy time for the bubble ratio, overhead for the overhead ratio.
+"$P" compare "$U" --set "recompute=stages 0..=3 policy full" --format json >"$tmp/r.json" 2>&1
+"$P" sim --json "$U" --set "recompute=stages 0..=3 policy full" >"$tmp/rs.json" 2>&1
+check "recompute: overhead above bubble, both sim --json's" python3 - "$tmp/r.json" "$tmp/rs.json" <<'EOF'
+import json, sys
+row = json.load(open(sys.argv[1]))[0]
+sim = json.load(open(sys.argv[2]))
+assert row["schedule"] == "onef1b | recompute 0..=3 full", row["schedule"]
+assert row["overhead_ratio"] > row["bubble_ratio"], row
+for k in ("makespan_ms", "bubble_ratio", "overhead_ratio", "lower_bound_ms"):
+    assert row[k] == sim[k], (k, row[k], sim[k])
+assert row["above_lower_bound"] == row["makespan_ms"] / row["lower_bound_ms"] - 1
+EOF
+# A model and a device: tokens/s and MFU, as sim --json gives them.
+L=examples/llama2_13b_1f1b.pipe
+"$P" compare "$L" --set microbatches=8 --format json >"$tmp/l.json" 2>&1
+"$P" sim --json "$L" --set microbatches=8 >"$tmp/ls.json" 2>&1
+check "model and device: tokens/s and MFU are sim --json's" python3 - "$tmp/l.json" "$tmp/ls.json" <<'EOF'
+import json, sys
+row = json.load(open(sys.argv[1]))[0]
+sim = json.load(open(sys.argv[2]))
+assert row["tokens_per_s"] > 0 and 0 < row["mfu"] < 1, row
+assert row["tokens_per_s"] == sim["tokens_per_s"] and row["mfu"] == sim["mfu"]
+EOF
+
 # --- compare: -o, failing rows, usage ----------------------------------------------------------
 "$P" compare "$U" --format csv -o "$tmp/o.csv" >"$tmp/out" 2>&1
 check "-o: nothing on stdout" test ! -s "$tmp/out"
@@ -228,7 +260,7 @@ check "a failing point: the diagnostic at the value's column" test "$(head -n 3 
                    ^"
 check "a failing point: the file and point named" grep -qx "pipec compare: $U with microbatches=0: 1 error" "$tmp/err"
 "$P" compare "$U" --set microbatches=8,0 --format json >"$tmp/c.json" 2>/dev/null
-check "json: a failing row's figures are null" python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[1]; assert r["makespan_ms"] is None and r["fits"] is None and r["stages"] is None and r["status"] == "error[value]"' "$tmp/c.json"
+check "json: a failing row's figures are null" python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[1]; assert r["makespan_ms"] is None and r["mfu"] is None and r["fits"] is None and r["stages"] is None and r["status"] == "error[value]"' "$tmp/c.json"
 printf 'pipeline broken { stages 2 microbatches 1 stage 0 { F0 B0 } stage 1 { F0 } }\n' >"$tmp/broken.pipe"
 "$P" compare "$U" "$tmp/broken.pipe" >"$tmp/out" 2>"$tmp/err"
 check "a file that fails check: exit 1" test $? = 1
