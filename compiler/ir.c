@@ -55,6 +55,7 @@ Pipeline *pipeline_new(void)
         p->shape_loc[i] = LOC_NONE;
     p->partition_loc = LOC_NONE;
     p->schedule_loc = LOC_NONE;
+    p->tp_loc = LOC_NONE;
     return p;
 }
 

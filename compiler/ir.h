@@ -234,6 +234,7 @@ typedef struct Pipeline {
     uint32_t npartition;
     Loc partition_loc;
     int32_t tensor_parallel;  /* >= 1 */
+    Loc tp_loc;               /* where `tensor_parallel` is set (LOC_NONE when not) */
     char *schedule;           /* template name given by `schedule`, or NULL */
     Loc schedule_loc;
     RecomputeDir *recompute;
