@@ -709,7 +709,7 @@ void cm_ckpt_layers(const Pipeline *p, double *out)
             continue;
         CmCost k;
         cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false, costed_policy(p, s), &k);
-        out[v] = k.ckpt;
+        out[v] = cost_quantise(COST_CKPT, k.ckpt); /* <= the ckpt put() stores */
     }
     costmodel_free(&cm);
 }
@@ -736,9 +736,11 @@ static void drop_derived(CostBlock *b)
     b->derived = 0;
 }
 
+/* Stores a derived value at the resolution print writes (cost_quantise), so that what
+ * `print` shows is what the simulator and the checker use. */
 static void put(CostBlock *b, CostField f, double x)
 {
-    b->v[f] = x;
+    b->v[f] = cost_quantise(f, x);
     b->set |= 1u << f;
     b->derived |= 1u << f;
 }

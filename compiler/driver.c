@@ -153,11 +153,13 @@ static const struct {
      "  -o, --output OUT    write OUT atomically instead of standard output\n"
      "  --list              list the passes and their arguments\n" COMMON_OPTS},
     {"diff",
-     "usage: pipec diff [options] A B [--json] [--svg OUT.svg] [--html OUT.html]\n"
+     "usage: pipec diff [options] A B [--metrics | --json] [--svg OUT.svg] [--html OUT.html]\n"
      "Simulates both schedules and prints their metrics side by side (with a note when\n"
      "their stages, micro-batches or chunks differ), each stage's busy, idle and bubble\n"
      "times, then each stage's op-order difference as a unified diff. Exit 0 when A and B\n"
      "are the same, 1 when they differ, 2 on errors (as diff(1)).\n"
+     "  --metrics           only the metrics table; the exit status compares shape and\n"
+     "                      metrics, not op orders\n"
      "  --json              one JSON object: both `sim --json` objects and what differs\n"
      "  --svg OUT.svg       both timelines, A above B, on one time axis\n"
      "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n"

@@ -748,19 +748,20 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
     if (r->stuck)
         sb_puts(out, "warning: the schedule cannot run to the end (a cycle of waits); "
                      "the numbers cover the ops that ran\n");
-    sb_printf(out, "makespan      %.3f ms\n", r->makespan_ms);
+    sb_printf(out, "makespan      %.3f ms\n", human_fix(r->makespan_ms, 3));
     if (r->makespan_ms > 0)
         sb_printf(out, "throughput    %.2f micro-batches/s\n", p->M / (r->makespan_ms / 1000.0));
     else
         sb_puts(out, "throughput    -\n");
-    sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n\n", r->bubble_ratio,
-              100 * r->bubble_ratio);
+    sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n\n",
+              human_fix(r->bubble_ratio, 4), human_fix(100 * r->bubble_ratio, 2));
     sb_printf(out, "%5s %9s %9s %10s %10s %10s %10s %6s\n", "stage", "busy ms", "idle ms",
               "fwd bubble", "bwd bubble", "peak mem", "budget", "use");
     for (int32_t s = 0; s < p->P; s++) {
         const SimStage *S = &r->stage[s];
-        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, S->busy_ms, S->idle_ms,
-                  S->fwd_bubble_ms, S->bwd_bubble_ms,
+        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, human_fix(S->busy_ms, 3),
+                  human_fix(S->idle_ms, 3), human_fix(S->fwd_bubble_ms, 3),
+                  human_fix(S->bwd_bubble_ms, 3),
                   sim_fmt_size(a, sizeof a, S->peak_mem_bytes),
                   p->has_memory ? sim_fmt_size(b, sizeof b, p->memory) : "-");
         if (p->has_memory && p->memory > 0)
