@@ -142,6 +142,7 @@ static const struct {
      "  --html OUT.html     write an interactive timeline: one self-contained page with\n"
      "                      zoom, pan, hover details of every op and the memory curves\n"
      "  --gantt             print an ASCII timeline, as wide as the terminal ($COLUMNS)\n"
+     "  --large             draw --svg, --html and --trace beyond 250000 ops\n"
      "A file argument `-` is standard input; `--svg -`, `--html -` and `--trace -` write to\n"
      "standard output (the summary then goes to standard error).\n" COMMON_OPTS},
     {"opt",
@@ -163,7 +164,8 @@ static const struct {
      "  --json              one JSON object: both `sim --json` objects and what differs\n"
      "  --svg OUT.svg       both timelines, A above B, on one time axis\n"
      "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n"
-     "  --html OUT.html     an interactive page with both timelines and a picker\n" COMMON_OPTS},
+     "  --html OUT.html     an interactive page with both timelines and a picker\n"
+     "  --large             draw --svg and --html beyond 250000 ops (both schedules)\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"
