@@ -36,15 +36,18 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
 /* The memory checks of `pipec check` (and of `pipec tune` on every candidate): the
  * static walk of DESIGN.md "Memory" (check_pipeline with CHECK_MEMORY) and, when the
  * walk fits, the static arena plan (arena_check), whose packing can need more than the
- * walk's peak. Returns the number of `memory` errors reported (as warnings too, when
- * the caller set d->demote: `pipec emit`, `compile` and `run` do). */
+ * walk's peak. When the weights alone exceed every rank's budget it reports instead one
+ * error that leads with what would hold them (more stages, more tensor parallelism, a
+ * larger device; docs/language.md §8). Returns the number of `memory` errors
+ * reported (as warnings too, when the caller set d->demote: `pipec emit`, `compile` and
+ * `run` do). */
 int driver_check_memory(Diag *d, const Pipeline *p);
 
 /* After memory errors on p (compiled from path), a closing note with a concrete remedy:
  * the `recompute` directive on the over-budget stages whose fastest policy fits
  * (each policy tried on a copy, checked and simulated), else `pipec tune FILE`; when a
  * rank's weights alone exceed the budget, says so. Prints nothing without memory
- * errors. */
+ * errors, nor when every rank's weights exceed it (that error carries its remedy). */
 void driver_memory_remedy(Diag *d, const Pipeline *p, const char *path);
 
 /* Parses the options every command shares (-I DIR, --include DIR, -Werror, --set

@@ -1071,6 +1071,7 @@ static void read_unshaped_settings(Elab *e, const Settings *s)
     }
     if (s->tp) {
         int64_t tp;
+        p->tp_loc = s->tp->loc;
         if (int_setting(e, s->tp, 1, INT32_MAX, &tp))
             p->tensor_parallel = (int32_t)tp;
     }

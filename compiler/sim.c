@@ -1007,22 +1007,23 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
     if (r->stuck)
         sb_puts(out, "warning: the schedule cannot run to the end (a cycle of waits); "
                      "the numbers cover the ops that ran\n");
-    sb_printf(out, "makespan      %.3f ms\n", r->makespan_ms);
+    sb_printf(out, "makespan      %.3f ms\n", human_fix(r->makespan_ms, 3));
     if (r->makespan_ms > 0)
         sb_printf(out, "throughput    %.2f micro-batches/s\n", p->M / (r->makespan_ms / 1000.0));
     else
         sb_puts(out, "throughput    -\n");
-    sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n", r->bubble_ratio,
-              100 * r->bubble_ratio);
+    sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n",
+              human_fix(r->bubble_ratio, 4), human_fix(100 * r->bubble_ratio, 2));
     if (isfinite(r->overhead_ratio))
         sb_printf(out, "overhead      %.4f (idle + recompute, %.2f%% of P x makespan)\n",
-                  r->overhead_ratio, 100 * r->overhead_ratio);
+                  human_fix(r->overhead_ratio, 4), human_fix(100 * r->overhead_ratio, 2));
     else
         sb_puts(out, "overhead      -\n");
     if (isfinite(r->lower_bound_ms) && r->lower_bound_ms > 0)
         sb_printf(out, "makespan %.3f ms, %.2f%% above the lower bound (%.3f ms)\n",
-                  r->makespan_ms, 100 * (r->makespan_ms / r->lower_bound_ms - 1),
-                  r->lower_bound_ms);
+                  human_fix(r->makespan_ms, 3),
+                  human_fix(100 * (r->makespan_ms / r->lower_bound_ms - 1), 2),
+                  human_fix(r->lower_bound_ms, 3));
     else
         sb_puts(out, "lower bound   -\n");
     if (isfinite(r->tokens_per_s))
@@ -1031,7 +1032,7 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
         sb_puts(out, "tokens/s      - (no model)\n");
     if (isfinite(r->mfu))
         sb_printf(out, "MFU           %.2f%% (model FLOPs / (makespan x GPUs x peak))\n",
-                  100 * r->mfu);
+                  human_fix(100 * r->mfu, 2));
     else
         sb_puts(out, "MFU           - (no model or device)\n");
     sb_putc(out, '\n');
@@ -1039,8 +1040,9 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
               "fwd bubble", "bwd bubble", "peak mem", "budget", "use");
     for (int32_t s = 0; s < p->P; s++) {
         const SimStage *S = &r->stage[s];
-        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, S->busy_ms, S->idle_ms,
-                  S->fwd_bubble_ms, S->bwd_bubble_ms,
+        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, human_fix(S->busy_ms, 3),
+                  human_fix(S->idle_ms, 3), human_fix(S->fwd_bubble_ms, 3),
+                  human_fix(S->bwd_bubble_ms, 3),
                   sim_fmt_size(a, sizeof a, S->peak_mem_bytes),
                   p->has_memory ? sim_fmt_size(b, sizeof b, p->memory) : "-");
         if (p->has_memory && p->memory > 0)

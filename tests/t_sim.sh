@@ -460,6 +460,75 @@ check "sim on a missing file: 1" test $? = 1
 check "trace into a missing folder: 1" test $? = 1
 check "trace into a missing folder: says why" grep -q 'no/such/dir' "$tmp/e"
 
+# --- figures at paper-column width (docs/simulator.md) ---------------------------------------
+# Computed from the emitted coordinates: each legend entry spans from its swatch's x to its
+# text's x + 6.6 px a character (11 px text) and is 12 px high; no two overlap, and none
+# reaches the peak-memory column (the picture's width less 150 px).
+cat >"$tmp/check_fig.py" <<'EOF'
+import re, sys, xml.etree.ElementTree as ET
+path, kind = sys.argv[1], sys.argv[2]
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(path).getroot()
+width = float(root.get("width"))
+boxes = []
+for g in root.iter(ns + "g"):
+    if g.get("class") != "leg-entry":
+        continue
+    first = list(g)[0]
+    if first.tag == ns + "rect":
+        x0 = float(first.get("x"))
+    else:
+        x0 = float(re.match(r"M([0-9.]+)", first.get("d")).group(1))
+    t = g.find(ns + "text")
+    x1 = float(t.get("x")) + len(t.text) * 6.6
+    y = float(t.get("y"))
+    boxes.append((x0, x1, y - 10, y + 2, t.text))
+assert len(boxes) >= 5, boxes
+for i, a in enumerate(boxes):
+    assert a[1] <= width - 150, ("into the peak-memory column", a, width)
+    for b in boxes[i + 1:]:
+        apart = a[1] <= b[0] or b[1] <= a[0] or a[3] <= b[2] or b[3] <= a[2]
+        assert apart, ("legend entries overlap", a, b)
+labels = [b[4] for b in boxes]
+# no op is told apart by opacity
+assert not [e for e in root.iter() if e.get("fill-opacity") or e.get("opacity")], "opacity used"
+style = "".join(s.text or "" for s in root.iter(ns + "style"))
+rule = lambda c: re.search(r"\." + c + r"\{([^}]*)\}", style).group(1)
+# the memory strip's axis: per stage its top in a size unit and 0 B
+memax = [t.text for t in root.iter(ns + "text") if t.get("class") == "memax"]
+assert memax and len(memax) % 2 == 0, memax
+assert all(re.fullmatch(r"[0-9.]+ (B|KiB|MiB|GiB|TiB)", m) for m in memax), memax
+assert memax.count("0 B") == len(memax) // 2, memax
+chunk_rects = [r for r in root.iter(ns + "rect") if r.get("class") == "chunk"]
+if kind == "vshape":
+    assert root.find(f".//{ns}pattern[@id='chunk']") is not None, "no chunk pattern"
+    assert "url(#chunk)" in rule("chunk"), rule("chunk")
+    assert "chunk 1" in labels, labels
+    assert len(chunk_rects) > 1, "chunk 1 ops not striped"
+else:
+    assert not [l for l in labels if "chunk" in l], labels
+if kind == "pair":
+    mk = [l for l in root.iter(ns + "line") if l.get("class") == "mksp"]
+    assert len(mk) == 2, len(mk)
+    b, m = rule("budget"), rule("mksp")
+    get = lambda r, k: re.search(k + r":([^;]*)", r).group(1)
+    assert get(b, "stroke") != get(m, "stroke"), (b, m)
+    assert get(b, "stroke-dasharray") != get(m, "stroke-dasharray"), (b, m)
+    assert "makespan of A, B" in labels, labels
+EOF
+printf 'import "std/schedules.pipe"\npipeline zbv { stages 4 microbatches 8 chunks 2 vshape\n  costs { f 1ms b 2ms w 1ms act 1GiB } memory 12GiB schedule zbv }\n' >"$tmp/zbv.pipe"
+for w in 600 1200; do
+    "$P" sim $G/tiny_1f1b.pipe --svg "$tmp/f$w.svg" --width $w >/dev/null
+    check "figure, 1F1B at $w px: legend apart, memory axis" python3 "$tmp/check_fig.py" "$tmp/f$w.svg" plain
+    "$P" sim "$tmp/zbv.pipe" --svg "$tmp/v$w.svg" --width $w >/dev/null
+    check "figure, zbv at $w px: chunk 1 striped and explained" python3 "$tmp/check_fig.py" "$tmp/v$w.svg" vshape
+    "$P" diff $G/tiny_1f1b.pipe $G/tiny_gpipe.pipe --svg "$tmp/p$w.svg" --width $w >/dev/null
+    check "figure, diff at $w px: makespan markers unlike the budget" python3 "$tmp/check_fig.py" "$tmp/p$w.svg" pair
+done
+check "figure at 600 px: the legend wraps (entries on two lines)" \
+    test "$(grep -o '<g class="leg-entry"><[a-z]* [^>]*y="[0-9.]*"' "$tmp/v600.svg" | sed 's/.*y="\([0-9.]*\)"/\1/' | sort -u | wc -l)" -ge 2
+check "figure at 600 px: a long title shrinks to fit" grep -q 'font-size="[0-9.]*" class="title"' "$tmp/p600.svg"
+
 # --- figures of huge schedules: refused beyond 250000 ops unless --large ------------------
 # (docs/simulator.md "Size of the figures"); 1F1B has 2 ops per (stage, micro-batch).
 big() { # big NAME P M: a uniform 1F1B of P x M
