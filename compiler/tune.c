@@ -84,6 +84,10 @@ typedef struct Tuner {
     bool own;                 /* the variants now evaluated are of the file's own schedule */
     uint32_t pruned;          /* variants not simulated: their bound exceeded the best */
     double *busy;             /* [P] sim_busy's scratch */
+    MemRank *mr;              /* [P] mem_walk's scratch */
+    double *kbest;            /* [top] the smallest distinct fitting makespans, ascending;
+                               * top 0 (--top above 65536): no pruning */
+    uint32_t nkbest, top;
     char **skipped;           /* what the search left out, a line each with the reason */
     uint32_t nskipped;
     size_t capskipped;
@@ -292,20 +296,33 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
     /* Pruning (docs/tune.md): no order beats the busiest rank's compute time, so a
      * variant whose bound exceeds the best fitting makespan so far can neither be the
      * best nor change it; it is neither checked nor simulated. */
-    if (isfinite(t->best_ms)) {
+    if (t->top && t->nkbest == t->top) {
         sim_busy(q, t->busy);
         double bound = 0;
         for (int32_t s = 0; s < q->P; s++)
             bound = fmax(bound, t->busy[s]);
-        if (bound > t->best_ms) {
+        if (bound > t->kbest[t->top - 1]) {
             t->pruned++;
             return false;
         }
     }
+    /* The static peaks first: one walk, and over budget is check's memory error. */
+    mem_walk(q, t->mr);
+    bool ok = true;
+    for (int32_t s = 0; s < q->P && q->has_memory && ok; s++)
+        ok = t->mr[s].peak <= q->memory;
     t->quiet.nerr = 0;
-    bool ok = check_pipeline(&t->quiet, q, CHECK_STRUCTURE | CHECK_DEPS) == 0 &&
-              driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
+    ok = ok && check_pipeline(&t->quiet, q, CHECK_STRUCTURE | CHECK_DEPS) == 0;
     double ms = ok ? sim_makespan(q, &t->scratch) : INFINITY;
+    /* The arena packing (driver_check_memory) costs most of a variant: a variant that
+     * cannot be among the first --top rows is not packed (pruned as by the bound). */
+    if (ok && t->top && t->nkbest == t->top && ms > t->kbest[t->top - 1]) {
+        t->pruned++;
+        return false;
+    }
+    ok = ok && driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
+    if (!ok)
+        ms = INFINITY;
     if (out_ms && ok)
         *out_ms = ms;
     if (ok && isfinite(ms) && ms == same_as)
@@ -315,12 +332,19 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
         Variant v = {.desc = xstrdup(desc), .makespan = ms, .order = t->tried,
                      .hash = schedule_hash(q), .own = t->own};
         v.peak = xmalloc((size_t)q->P * sizeof *v.peak);
-        MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
-        mem_walk(q, mr);
         for (int32_t s = 0; s < q->P; s++)
-            v.peak[s] = mr[s].peak;
-        free(mr);
+            v.peak[s] = t->mr[s].peak;
         VEC_PUSH(t->v, t->nv, t->capv, v);
+        /* the distinct top makespans: the pruning threshold is the last */
+        uint32_t at = 0;
+        while (at < t->nkbest && t->kbest[at] < ms)
+            at++;
+        if (at < t->top && (at == t->nkbest || t->kbest[at] != ms)) {
+            uint32_t n = t->nkbest < t->top ? t->nkbest : t->top - 1;
+            memmove(&t->kbest[at + 1], &t->kbest[at], (size_t)(n - at) * sizeof *t->kbest);
+            t->kbest[at] = ms;
+            t->nkbest = n + 1;
+        }
         if (ms < t->best_ms) {
             t->best_ms = ms;
             pipeline_free(t->best);
@@ -583,9 +607,11 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
             pipeline_free(r);
         }
     }
-    /* Lynx: both passes choose each rank's recomputation themselves (Lynx §4.2, §5) */
+    /* Lynx: both passes choose each rank's recomputation themselves (Lynx §4.2, §5);
+     * they recompute to fit the budget, so a template that fits without recomputation
+     * is not given to them (pruned: docs/tune.md). */
     static const char *const lynx[] = {"lynx_overlap", "lynx"};
-    for (int i = 0; i < 2 && q->model && t->tried < t->budget; i++) {
+    for (int i = 0; i < 2 && q->model && !none_fits && t->tried < t->budget; i++) {
         Pipeline *r = pipeline_clone(q);
         if (run(t, r, lynx[i], NULL, 0, 0, NULL, NULL) == 0) {
             d.len = 0;
@@ -1070,6 +1096,8 @@ static void tune_free(Tuner *t)
         free(t->skipped[i]);
     free(t->skipped);
     free(t->busy);
+    free(t->mr);
+    free(t->kbest);
     pipeline_free(t->best);
     sim_scratch_free(t->scratch);
     if (t->devnull)
@@ -1105,6 +1133,9 @@ int cmd_tune(int argc, char **argv)
     Tuner t = {.base = base, .path = path, .lo = &lo, .budget = (uint32_t)budget,
                .best_ms = INFINITY, .progress = isatty(2)};
     t.busy = xmalloc((size_t)base->P * sizeof *t.busy);
+    t.mr = xmalloc((size_t)base->P * sizeof *t.mr);
+    t.top = top <= 65536 ? (uint32_t)top : 0; /* 0: no pruning */
+    t.kbest = xmalloc((size_t)(t.top ? t.top : 1) * sizeof *t.kbest);
     t.devnull = fopen("/dev/null", "w");
     t.quiet.out = t.devnull ? t.devnull : stderr;
     t.quiet.max_errors = 1;
