@@ -380,4 +380,62 @@ check "tune, nothing fits: says so" grep -qxF "pipec tune: no variant of $tmp/ti
 check "tune, nothing fits: 0 pass check in the header" grep -q '^# .* variants tried, 0 pass check$' "$tmp/tight.tab"
 check "tune, nothing fits: no table rows" bash -c "! grep -qE '^ +[0-9]+ ' '$tmp/tight.tab'"
 check "tune, nothing fits: no -o file" test ! -e "$tmp/tight.best.pipe"
+# --- the whole stdlib (docs/tune.md): Llama-2 70B, 8 stages x tensor_parallel 8, 32 ---------
+# micro-batches on H100 (zbh1 as written). Each stdlib template written by hand into the
+# file is the oracle: tune's best is no slower than any of them that passes check, and
+# no slower than zbv's 2578.7 ms (issue 23).
+seventy=tests/tune/llama2_70b_tp8.pipe
+"$PIPEC" tune --json "$seventy" >"$tmp/70.json" 2>"$tmp/70.err"
+check "tune 70B: exit 0" test $? = 0
+tb=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["variants"][0]["makespan_ms"])' "$tmp/70.json" 2>/dev/null || echo nan)
+expect "tune 70B: best $tb <= zbv's 2578.7 ms" "$tb <= 2578.7 + 0.05"
+for spec in onef1b:1 zbh1:1 zbh2:1 eager1f1b:1 gpipe:1 "zbv:2 vshape" "dualpipev:2 vshape" \
+            "vhalf:2 vshape" "vmin:2 vshape" interleaved:2 interleaved:4 interleaved_zb:2 \
+            interleaved_zb:3 interleaved_zb:4 looped_bfs:2; do
+    name=${spec%%:*}; chunks=${spec#*:}
+    sed -e "s/^  schedule zbh1$/  chunks $chunks\n  schedule $name/" "$seventy" >"$tmp/70_$name.pipe"
+    if ! "$PIPEC" check "$tmp/70_$name.pipe" >/dev/null 2>&1; then continue; fi
+    m=$(makespan "$tmp/70_$name.pipe")
+    expect "tune 70B: best $tb <= $name chunks $chunks by hand ($m)" "$tb <= $m + 1e-6"
+done
+python3 - "$tmp/70.json" >"$tmp/70.py" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+v = j["variants"]
+assert v and all(set(["name", "source", "makespan_ms", "fits", "peak_mem_bytes"]) <= set(r) for r in v)
+assert all(len(r["peak_mem_bytes"]) == 8 and r["fits"] is True for r in v)
+assert all(r["source"] in ("stdlib", "file") for r in v)
+assert [r["makespan_ms"] for r in v] == sorted(r["makespan_ms"] for r in v)
+assert isinstance(j["searched"], int) and j["searched"] >= len(v)
+assert isinstance(j["skipped"], list) and all(isinstance(s, str) and ": " in s for s in j["skipped"])
+names = " ".join(r["name"] for r in v)
+print("ok")
+PY
+check "tune --json: the fixed shape ($(tail -n 1 "$tmp/70.py"))" grep -qx ok "$tmp/70.py"
+for want in zbv dualpipev "interleaved_zb V=2"; do
+    check "tune 70B: searches $want" grep -qF "\"name\": \"$want" "$tmp/70.json"
+done
+check "tune 70B: as written is a row from the file" grep -qF '"name": "as written (schedule zbh1)", "source": "file"' "$tmp/70.json"
+check "tune --json: skipped lists the chunk counts not searched" grep -qF 'chunks above 4: not searched' "$tmp/70.json"
+
+# --csv: the same rows under a header, a column per stage's peak.
+"$PIPEC" tune --csv "$seventy" >"$tmp/70.csv" 2>/dev/null
+check "tune --csv: header" grep -qx 'rank,name,source,makespan_ms,fits,identical,peak_mem_bytes_0,peak_mem_bytes_1,peak_mem_bytes_2,peak_mem_bytes_3,peak_mem_bytes_4,peak_mem_bytes_5,peak_mem_bytes_6,peak_mem_bytes_7' "$tmp/70.csv"
+nj=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["variants"]))' "$tmp/70.json")
+nc=$(python3 -c 'import csv,sys; print(len(list(csv.reader(open(sys.argv[1])))) - 1)' "$tmp/70.csv")
+expect "tune --csv: as many rows as --json ($nc vs $nj)" "$nc == $nj"
+"$PIPEC" tune --json --csv "$seventy" >/dev/null 2>&1; check "tune --json --csv: exit 2" test $? = 2
+
+# Over budget (chunks 2 vshape, zbv, tensor_parallel 4): no slower than the remedy `check`
+# suggests for the same file, read from its note.
+over=tests/tune/llama2_70b_tp4_zbv.pipe
+note=$("$PIPEC" check "$over" 2>&1 | grep -o 'simulated makespan [0-9.]* [ms]*' | head -n 1)
+rem=$(echo "$note" | awk '{ v = $3; if ($4 == "s") v *= 1000; print v }')
+check "tune over budget: check suggests a remedy ($note)" test -n "$rem"
+"$PIPEC" tune --json --top 1 "$over" >"$tmp/ov.json" 2>/dev/null
+check "tune over budget: exit 0" test $? = 0
+ob=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["variants"][0]["makespan_ms"])' "$tmp/ov.json" 2>/dev/null || echo nan)
+# the note rounds to 10 ms (4.71 s): compare against its upper end
+expect "tune over budget: best $ob <= check's remedy ${rem:-?} ms" "$ob <= ${rem:-0} + 5"
+
 finish
