@@ -25,7 +25,7 @@
 #define DIFF_MAX_EDITS 4000
 #define DIFF_CONTEXT 3
 
-enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH, OPT_HTML };
+enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH, OPT_HTML, OPT_LARGE };
 
 /* --width PX for the SVG: a whole number of pixels; returns false on a bad value. */
 static bool parse_width(const char *arg, SvgOpts *so)
@@ -63,7 +63,30 @@ typedef struct SimArgs {
     SvgOpts so;       /* --width */
     bool json, gantt; /* --json, --gantt */
     const char *trace, *svg, *html; /* output paths, NULL when not asked for */
+    bool large;       /* --large: draw figures beyond SIM_FIGURE_MAX_OPS */
 } SimArgs;
+
+/* Figures (--svg, --html, --trace) are drawn op by op: about 130, 25 and 300 bytes per op.
+ * Beyond this many ops they are refused unless --large (docs/simulator.md "Size of the
+ * figures"), so that a schedule of millions of ops never writes gigabytes unasked. */
+#define SIM_FIGURE_MAX_OPS 250000u
+
+/* Reports a `limit` error at the first pipeline when the figures asked for would draw
+ * more than SIM_FIGURE_MAX_OPS ops (nops: all the pipelines drawn together) and --large
+ * was not given. Returns true when refused. */
+static bool figure_refused(Diag *d, const Pipeline *p, uint64_t nops, const SimArgs *a,
+                           const char *cmd)
+{
+    if (a->large || (!a->svg && !a->html && !a->trace) || nops <= SIM_FIGURE_MAX_OPS)
+        return false;
+    double mb = (double)nops * (a->trace ? 300 : a->svg ? 130 : 25) / 1e6;
+    diag_error(d, p->loc, DIAG_LIMIT,
+               "%s %s of %llu ops would write about %.0f MB: figures draw at most %u ops "
+               "(--large draws them anyway)", cmd,
+               a->trace ? "--trace" : a->svg ? "--svg" : "--html", (unsigned long long)nops, mb,
+               SIM_FIGURE_MAX_OPS);
+    return true;
+}
 
 /* Reads the options of command cmd (longopts: the ones it takes) and checks that nfiles
  * file arguments follow; argv[optind] is the first. Returns -1 to go on, else the exit
@@ -82,6 +105,7 @@ static int read_sim_args(int argc, char **argv, const char *cmd, const struct op
         case OPT_TRACE: a->trace = optarg; break;
         case OPT_SVG: a->svg = optarg; break;
         case OPT_HTML: a->html = optarg; break;
+        case OPT_LARGE: a->large = true; break;
         case OPT_WIDTH:
             if (!parse_width(optarg, &a->so)) {
                 driver_opts_free(&a->o);
@@ -116,6 +140,7 @@ int cmd_sim(int argc, char **argv)
         {"gantt", no_argument, NULL, OPT_GANTT},
         {"width", required_argument, NULL, OPT_WIDTH},
         {"html", required_argument, NULL, OPT_HTML},
+        {"large", no_argument, NULL, OPT_LARGE},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -127,7 +152,8 @@ int cmd_sim(int argc, char **argv)
     Diag d = {0};
     Pipeline *p = driver_compile(&d, &sa.o, argv[optind]);
     driver_opts_free(&sa.o);
-    if (!p) {
+    if (!p || figure_refused(&d, p, pipeline_nops(p), &sa, "sim")) {
+        pipeline_free(p);
         diag_free(&d);
         return 1;
     }
@@ -509,6 +535,7 @@ int cmd_diff(int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"width", required_argument, NULL, OPT_WIDTH},
         {"html", required_argument, NULL, OPT_HTML},
+        {"large", no_argument, NULL, OPT_LARGE},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -523,7 +550,7 @@ int cmd_diff(int argc, char **argv)
     Pipeline *b = driver_compile(&d, &sa.o, fb);
     driver_opts_free(&sa.o);
     int rc = 0;
-    if (!a || !b) {
+    if (!a || !b || figure_refused(&d, a, pipeline_nops(a) + pipeline_nops(b), &sa, "diff")) {
         rc = 2; /* as diff(1): 0 the same, 1 different, 2 trouble */
         goto out;
     }

@@ -398,6 +398,27 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
     unreachable();
 }
 
+double cm_iteration_flops(const Pipeline *p)
+{
+    if (!p->cost_inputs)
+        return NAN;
+    CostModel cm;
+    memset(&cm, 0, sizeof cm);
+    cm.model = p->cost_inputs->model;
+    cm.tp = p->cost_inputs->tp;
+    /* the embedding (no FLOPs), L attention and L MLP half-units, the head; each unit's
+     * FLOPs are one tensor-parallel rank's share */
+    static const CmUnit kinds[] = {CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD};
+    double fwd = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        UnitParts q;
+        unit_parts(&cm, kinds[i], &q);
+        double n = kinds[i] == CM_ATTN || kinds[i] == CM_MLP ? cm.model.layers : 1;
+        fwd += n * (q.lin + q.core);
+    }
+    return 3.0 * p->M * fwd * cm.tp;
+}
+
 double cm_allreduce_ms(const CostModel *cm, double bytes)
 {
     double t = cm->tp;

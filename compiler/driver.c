@@ -67,13 +67,16 @@ static Pipeline *compile_loaded(Diag *d, const DriverOpts *o, Pipeline *p, int n
         goto fail;
     return p;
 fail:
+    if (o && o->nsets)
+        note_overrides(d);
     pipeline_free(p);
     return NULL;
 }
 
 static LoadOpts load_opts(const DriverOpts *o)
 {
-    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
+    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0,
+                      .sets = o ? o->sets : NULL, .nsets = o ? o->nsets : 0};
 }
 
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
@@ -95,6 +98,15 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
 
 bool driver_common_opt(DriverOpts *o, int opt, const char *arg)
 {
+    if (opt == DRIVER_OPT_SET) {
+        size_t cap = (size_t)o->nsets;
+        size_t len = strlen(arg);
+        const char *eq = strchr(arg, '=');
+        SetOverride so = {.text = arg, .lo = (uint32_t)(eq ? (size_t)(eq - arg) + 1 : len),
+                          .hi = (uint32_t)len};
+        VEC_PUSH(o->sets, o->nsets, cap, so);
+        return true;
+    }
     if (opt == 'W' && arg && !strcmp(arg, "error")) {
         o->werror = true;
         return true;
@@ -111,10 +123,15 @@ void driver_opts_free(DriverOpts *o)
     free(o->include_dirs);
     o->include_dirs = NULL;
     o->ninclude = 0;
+    free(o->sets);
+    o->sets = NULL;
+    o->nsets = 0;
 }
 
 /* Usage texts: DESIGN.md "Command line", one entry per command of cmds.h. */
 #define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n" \
+                    "  --set KEY=VALUE     override a pipeline setting, as the line `KEY VALUE`\n" \
+                    "                      in the file (repeatable; docs/language.md)\n" \
                     "  -Werror             treat warnings as errors\n"
 
 static const struct {
@@ -142,6 +159,7 @@ static const struct {
      "  --html OUT.html     write an interactive timeline: one self-contained page with\n"
      "                      zoom, pan, hover details of every op and the memory curves\n"
      "  --gantt             print an ASCII timeline, as wide as the terminal ($COLUMNS)\n"
+     "  --large             draw --svg, --html and --trace beyond 250000 ops\n"
      "A file argument `-` is standard input; `--svg -`, `--html -` and `--trace -` write to\n"
      "standard output (the summary then goes to standard error).\n" COMMON_OPTS},
     {"opt",
@@ -161,7 +179,8 @@ static const struct {
      "  --json              one JSON object: both `sim --json` objects and what differs\n"
      "  --svg OUT.svg       both timelines, A above B, on one time axis\n"
      "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n"
-     "  --html OUT.html     an interactive page with both timelines and a picker\n" COMMON_OPTS},
+     "  --html OUT.html     an interactive page with both timelines and a picker\n"
+     "  --large             draw --svg and --html beyond 250000 ops (both schedules)\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"
@@ -221,6 +240,18 @@ static const struct {
      "      --top N         print the N best (default 10); slower variants are pruned\n"
      "      --json          the rows, the count searched and what was skipped, as JSON\n"
      "      --csv           the rows as CSV with a header\n" COMMON_OPTS},
+    {"compare",
+     "usage: pipec compare [options] FILE... [--set KEY=V[,V...]]... [--format F] [-o OUT]\n"
+     "Simulates each FILE at each point of the sweep the --set lists span (their cartesian\n"
+     "product, the first --set varying slowest) and prints one row per file and point:\n"
+     "name, P, M, V, schedule and passes, makespan, lower bound and the distance to it,\n"
+     "bubble ratio, overhead ratio (recomputation counted), peak memory (largest and per\n"
+     "stage), whether it fits the budget, tokens/s and MFU (docs/compare.md).\n"
+     "  --format F          text (default), csv, md (Markdown), latex (a tabular) or json\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n"
+     "  --set KEY=V1,V2     a setting's values: a comma outside brackets separates them\n"
+     "A file that does not compile gets a row whose status names the error codes, its\n"
+     "diagnostics on standard error, and exit status 1.\n" COMMON_OPTS},
 };
 
 const char *driver_usage_text(const char *name)

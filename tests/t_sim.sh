@@ -26,7 +26,11 @@ for s in 0 1 2 3; do
     peak=$(( (4 + (4 - s) * 8) * GiB )); act=$(( (4 - s) * 8 * GiB ))
     want="$want{\"stage\": $s, \"busy_ms\": 24.0, \"idle_ms\": 9.0, \"fwd_bubble_ms\": $((2 * (3 - s))).0, \"bwd_bubble_ms\": $((3 - s)).0, \"peak_mem_bytes\": $peak, \"budget_bytes\": $((40 * GiB)), \"static_mem_bytes\": $((4 * GiB)), \"peak_act_bytes\": $act}"
 done
-want="$want]}"
+# Beyond DESIGN.md's example: 1F1B with uniform costs and no p2p is optimal, so the lower
+# bound is the makespan (stage P-1 waits (P-1) f for its first F and the last B needs
+# (P-1) b to drain after its last op: 3 + 24 + 6 = 33); no R, so the overhead ratio is the
+# bubble ratio; no model, so tokens/s and MFU are null.
+want="$want], \"lower_bound_ms\": 33.0, \"overhead_ratio\": 0.2727272727272727, \"tokens_per_s\": null, \"mfu\": null}"
 if [ "$(cat "$tmp/j")" = "$want" ]; then ok; else bad "sim --json tiny_1f1b" "$(diff <(echo "$want") "$tmp/j" | head -5)"; fi
 check "sim --json is one JSON object" python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/j"
 check "--json has DESIGN.md's stage-0 text" grep -qF '{"stage": 0, "busy_ms": 24.0, "idle_ms": 9.0, "fwd_bubble_ms": 6.0, "bwd_bubble_ms": 3.0, "peak_mem_bytes": 38654705664, "budget_bytes": 42949672960, "static_mem_bytes": 4294967296, "peak_act_bytes": 34359738368}' "$tmp/j"
@@ -37,6 +41,9 @@ check "summary: makespan" grep -q '^makespan  *33.000 ms$' "$tmp/s"
 # 8 micro-batches in 33 ms: 242.42 per second.
 check "summary: throughput" grep -q '^throughput  *242.42 micro-batches/s$' "$tmp/s"
 check "summary: bubble ratio" grep -q '^bubble ratio  *0.2727' "$tmp/s"
+check "summary: distance to the lower bound" grep -qx 'makespan 33.000 ms, 0.00% above the lower bound (33.000 ms)' "$tmp/s"
+check "summary: overhead ratio" grep -q '^overhead  *0.2727 (idle + recompute' "$tmp/s"
+check "summary: no model, no tokens/s or MFU" grep -q '^tokens/s  *- (no model)$' "$tmp/s"
 check "summary: stage 0 row" grep -qE '^ +0 +24.000 +9.000 +6.000 +3.000 +36.0 GiB +40.0 GiB +90.0%$' "$tmp/s"
 
 # --- other closed forms ---------------------------------------------------------------
@@ -44,6 +51,8 @@ check "summary: stage 0 row" grep -qE '^ +0 +24.000 +9.000 +6.000 +3.000 +36.0 G
 check "gpipe: makespan 33, ratio 3/11" grep -qF '"makespan_ms": 33.0, "bubble_ratio": 0.2727272727272727' "$tmp/g"
 check "gpipe: stage 0 bubbles 9 and 0, peak 4 + 8*8 GiB" grep -qF "{\"stage\": 0, \"busy_ms\": 24.0, \"idle_ms\": 9.0, \"fwd_bubble_ms\": 9.0, \"bwd_bubble_ms\": 0.0, \"peak_mem_bytes\": $((68 * GiB))," "$tmp/g"
 "$P" sim --json $G/swap.pipe >"$tmp/w"
+# The bound's longest chain: F0 1 + SO0 10 + SI0 10 + B0 2 = 23, the makespan.
+check "swap: lower bound = the chain F0 SO0 SI0 B0" grep -qF '"lower_bound_ms": 23.0,' "$tmp/w"
 check "swap: hand-timed makespan and bubbles" grep -qF '"makespan_ms": 23.0, "bubble_ratio": 0.7391304347826086, "per_stage": [{"stage": 0, "busy_ms": 6.0, "idle_ms": 17.0, "fwd_bubble_ms": 10.0, "bwd_bubble_ms": 7.0, "peak_mem_bytes": 3000000000, "budget_bytes": null, "static_mem_bytes": 1000000000, "peak_act_bytes": 2000000000}' "$tmp/w"
 "$P" sim --json $G/interleaved.pipe >"$tmp/i"
 check "interleaved: makespan M t + (P-1) t / V" grep -qF '"makespan_ms": 7.5, "bubble_ratio": 0.2,' "$tmp/i"
@@ -51,6 +60,9 @@ check "interleaved: idle (P-1)/V * t per rank" test "$(grep -o '"idle_ms": 1.5,'
 
 "$P" sim --json $G/dep.pipe --trace "$tmp/dep.json" >"$tmp/dep"
 check "dep: makespan 12 (the dep and its p2p)" grep -qF '"makespan_ms": 12.0,' "$tmp/dep"
+# Stage 1 can start no F before 1 + 0.5, its ops take 6, and its last B has stage 0's
+# B (2) after it, with p2p 0.5: 1.5 + 6 + 2.5 = 10 (its listed F1 after B0 costs 2 more).
+check "dep: lower bound 10" grep -qF '"lower_bound_ms": 10.0,' "$tmp/dep"
 cat >"$tmp/check_dep.py" <<'EOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
@@ -447,5 +459,30 @@ check "sim on a missing file: 1" test $? = 1
 "$P" sim $G/swap.pipe --trace "$tmp/no/such/dir/t.json" >/dev/null 2>"$tmp/e"
 check "trace into a missing folder: 1" test $? = 1
 check "trace into a missing folder: says why" grep -q 'no/such/dir' "$tmp/e"
+
+# --- figures of huge schedules: refused beyond 250000 ops unless --large ------------------
+# (docs/simulator.md "Size of the figures"); 1F1B has 2 ops per (stage, micro-batch).
+big() { # big NAME P M: a uniform 1F1B of P x M
+    printf 'import "std/schedules.pipe"\npipeline %s {\n  stages %d microbatches %d\n  costs { f 1ms b 2ms }\n  schedule onef1b\n}\n' "$1" "$2" "$3" >"$tmp/$1.pipe"
+}
+big at_limit 5 25000    # 250000 ops: drawn
+big over_limit 4 31251  # 250008 ops: refused
+for o in svg html trace; do
+    "$P" sim "$tmp/over_limit.pipe" --$o "$tmp/over.$o" >"$tmp/out" 2>"$tmp/e"
+    check "--$o of 250008 ops: exit 1" test $? = 1
+    check "--$o of 250008 ops: nothing written" test ! -e "$tmp/over.$o"
+    check "--$o of 250008 ops: a located limit error naming --large" grep -qE \
+        "^$tmp/over_limit.pipe:2:10: error\[limit\]: sim --$o of 250008 ops would write about [0-9]+ MB: figures draw at most 250000 ops \(--large draws them anyway\)\$" "$tmp/e"
+done
+"$P" sim "$tmp/over_limit.pipe" --svg "$tmp/over.svg" --large >/dev/null 2>"$tmp/e"
+check "--large draws it" test $? = 0 -a -s "$tmp/over.svg"
+"$P" sim "$tmp/at_limit.pipe" --html "$tmp/at.html" >/dev/null 2>"$tmp/e"
+check "250000 ops are drawn" test $? = 0 -a -s "$tmp/at.html"
+"$P" sim "$tmp/over_limit.pipe" --json >"$tmp/out" 2>"$tmp/e"
+check "no figure asked: no bound" test $? = 0
+big half 4 20000        # 160000 ops: two of them are 320000
+"$P" diff "$tmp/half.pipe" "$tmp/half.pipe" --svg "$tmp/huge_diff.svg" >/dev/null 2>"$tmp/e"
+check "diff --svg counts both schedules: exit 2" test $? = 2 -a ! -e "$tmp/huge_diff.svg"
+check "... diff names it" grep -q "error\[limit\]: diff --svg of 320000 ops" "$tmp/e"
 
 finish
