@@ -46,7 +46,9 @@ check "tune: the tpipe template is searched" grep -q " tpipe\($\| |\)" "$tmp/tp.
 start=$(date +%s.%N)
 "$PIPEC_ASAN" tune examples/llama2_18b_1f1b.pipe >"$tmp/a.tab" 2>/dev/null
 end=$(date +%s.%N)
-expect "tune 8x32 under a minute (sanitizer build: $(python3 -c "print(round($end - $start, 1))") s)" "$end - $start < 60"
+# (every stdlib template at each chunk count: about 110 s under the sanitizers on a loaded
+# 2-core machine; the bound catches a runaway search, docs/performance.md has the times)
+expect "tune 8x32 under five minutes (sanitizer build: $(python3 -c "print(round($end - $start, 1))") s)" "$end - $start < 300"
 "$PIPEC" tune examples/llama2_18b_1f1b.pipe >"$tmp/b.tab" 2>/dev/null
 check "tune is deterministic" cmp -s "$tmp/a.tab" "$tmp/b.tab"
 
@@ -62,7 +64,8 @@ while read -r rank ms rest; do
     tmpl=${rest%% |*}; tmpl=${tmpl##* }
     case "$desc" in recompute*) ;; *) continue ;; esac
     case "$desc" in *"|"*) continue ;; esac   # with further passes: not rebuilt here
-    grep -q "interleaved V=\|tpipe" <<<"$rest" && continue
+    # rebuilt with the file's chunks: templates at other chunk counts are -o's (below)
+    grep -q "[a-z_]* V=\|tpipe\|zbv\|dualpipev\|vhalf\|vmin" <<<"$rest" && continue
     n=$((n + 1))
     { grep -v '^ *\(schedule\|recompute\|}\)' "$tmp/mix.pipe"
       echo "  schedule $tmpl"
