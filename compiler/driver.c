@@ -233,12 +233,15 @@ static const struct {
      "      --current       spell it I/W and the full backward B, as PyTorch does now\n"
      COMMON_OPTS},
     {"tune",
-     "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N]\n"
-     "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
-     "table of the variants that pass check.\n"
+     "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N] [--json|--csv]\n"
+     "Searches every stdlib template the file's stages and micro-batches allow and the\n"
+     "file's own schedule, with recomputation policies, swapping and passes; prints a\n"
+     "ranked table of the variants that pass check.\n"
      "  -o, --output OUT    write the best variant's explicit form to OUT\n"
      "      --budget N      evaluate at most N variants (default 2000)\n"
-     "      --top N         print the N best (default 10)\n" COMMON_OPTS},
+     "      --top N         print the N best (default 10); slower variants are pruned\n"
+     "      --json          the rows, the count searched and what was skipped, as JSON\n"
+     "      --csv           the rows as CSV with a header\n" COMMON_OPTS},
     {"compare",
      "usage: pipec compare [options] FILE... [--set KEY=V[,V...]]... [--format F] [-o OUT]\n"
      "Simulates each FILE at each point of the sweep the --set lists span (their cartesian\n"
