@@ -38,6 +38,12 @@ case "$got" in
     *) bad "spec's sim --json example is what sim prints" "$want" ;;
 esac
 
+# The compare CSV header written in the spec is the one compare prints.
+want=$(sed -n '/^\*\*`pipec compare --format csv`\*\*/,/^$/p' docs/spec.md | tr '\n' ' ' |
+       sed -E 's/.*The header is `([^`]*)`.*/\1/; s/ //g')
+got=$("$PIPEC" compare --format csv tests/golden/sim/tiny_1f1b.pipe | head -n 1)
+check "spec's compare --format csv header is compare's" test -n "$want" -a "$want" = "$got"
+
 # --- the doc pages link it ----------------------------------------------------------
 for f in docs/semantics.md docs/language.md docs/architecture.md README.md; do
     check "$f links docs/spec.md" grep -qE 'docs/spec\.md|\(spec\.md\)' "$f"
