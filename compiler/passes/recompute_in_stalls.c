@@ -134,7 +134,8 @@ int pass_recompute_in_stalls(Diag *d, Pipeline *p, const PassCall *call)
             memcpy(save, st->ops, (size_t)st->n * sizeof *save);
             Dep *dsave = xmalloc(((size_t)p->ndeps + 1) * sizeof *dsave);
             uint32_t nd = p->ndeps;
-            memcpy(dsave, p->deps, (size_t)nd * sizeof *dsave);
+            if (nd)
+                memcpy(dsave, p->deps, (size_t)nd * sizeof *dsave);
             uint32_t moved = hoist_rank(p, sr, s);
             if (moved) {
                 double t = sim_makespan(p, &scratch);
@@ -143,7 +144,8 @@ int pass_recompute_in_stalls(Diag *d, Pipeline *p, const PassCall *call)
                     base = t;
                 } else {
                     memcpy(st->ops, save, (size_t)st->n * sizeof *save);
-                    memcpy(p->deps, dsave, (size_t)nd * sizeof *dsave); /* unbinding only shrinks */
+                    if (nd) /* unbinding only shrinks the lines */
+                        memcpy(p->deps, dsave, (size_t)nd * sizeof *dsave);
                     p->ndeps = nd;
                 }
             }
