@@ -64,8 +64,11 @@ b=$(budget "$f")
 if [ -n "$b" ] && awk -v b="$b" '$1 > b {exit 1}' "$tmp/p18r" && [ "$(wc -l <"$tmp/p18r")" = 8 ]; then ok; else bad "18b recompute fits" "$(cat "$tmp/p18r")"; fi
 # every B got its R, nothing else changed: 32 F + 32 R + 32 B per stage
 "$PIPEC" print "$f" >"$tmp/print" 2>&1
-nr=$(grep -oE '\bR[0-9]+\b' "$tmp/print" | wc -l)
+nr=$(grep -v '^ *dep ' "$tmp/print" | grep -oE '\bR[0-9]+\b' | wc -l)
 if [ "$nr" = 256 ]; then ok; else bad "18b recompute R ops" "$nr R ops, want 8 x 32"; fi
+# ... each bound to the backward of the next stage but on the last: 7 x 32 dep lines
+nd=$(grep -cE '^ *dep [0-9]+:B[0-9]+ -> [0-9]+:R[0-9]+$' "$tmp/print")
+if [ "$nd" = 224 ]; then ok; else bad "18b recompute binding lines" "$nd dep lines, want 7 x 32"; fi
 # full recomputation frees most activations: stage 0 drops by more than 30 GiB
 d=$(awk -v a="$(nth 0 <"$tmp/p18")" -v b="$(nth 0 <"$tmp/p18r")" -v g=$GIB 'BEGIN{printf "%.1f", (a-b)/g}')
 if awk -v x="$d" 'BEGIN{exit !(x > 30)}'; then ok; else bad "18b recompute saving" "$d GiB"; fi

@@ -3,15 +3,18 @@
 #
 # 1. Obscura Fig. 5 (examples/obscura_fig5_*.pipe: P = 4, M = 8, f = 1, b = 2, r = f):
 #    closed forms of the simulator, worked by hand: 1F1B takes (M + P - 1)(f + b) = 33;
-#    Recomp-All adds one r per micro-batch on the last stage, 33 + M r = 41. The paper's
+#    Recomp-All's recomputation is bound to the backward (each R(v,m) waits for
+#    B(v+1,m): docs/semantics.md "Dependencies"), so every backward in effect takes
+#    b + r and the makespan is (M + P - 1)(f + b + r) = 44, +33.3% (the paper's
+#    (f + b + r) / (f + b) = 4/3). The paper's
 #    ordering is asserted: Recomp-0, Recomp-1 and Recomp-All each slower than Recomp-Non
 #    (Observation 1), Recomp-0 < Recomp-1 < Recomp-All, Strawman-N faster than Recomp-N
 #    and no faster than Recomp-Non (it recovers part of the overhead, §3.2).
 # 2. Obscura §9.2 (examples/obscura_llama2_*_gb*.pipe): the `obscura` result passes
 #    `pipec check` with its memory check (every stage within 80 GB), the simulated
 #    per-stage peaks are within the budget, and DAPPLE+ (the same file with full
-#    recomputation on every stage instead) / obscura >= 1.2 (the issue's bound; the paper
-#    reports 1.22-1.31), on all nine configurations. The static arena fits too (`check`
+#    recomputation on every stage instead, bound to the backward) / obscura within
+#    1.28-1.34 (the paper reports 1.22-1.31), on all nine configurations. The static arena fits too (`check`
 #    runs it after the walk), and no plan is faster than 1F1B without recomputation, the
 #    ceiling of perfect concealment, which itself does not fit 80 GB.
 # 3. `pipec opt` runs each pass from the command line; the result re-checks, and the
@@ -32,7 +35,8 @@ for v in recomp_non recomp0 recomp1 recomp_all strawman0 strawman1; do
     check "fig5 $v checks" pc examples/obscura_fig5_$v.pipe
 done
 check "fig5 Recomp-Non = (M+P-1)(f+b) = 33" eq "$t_recomp_non" 33
-check "fig5 Recomp-All = 33 + M r = 41" eq "$t_recomp_all" 41
+check "fig5 Recomp-All = (M+P-1)(f+b+r) = 44" eq "$t_recomp_all" 44
+check "fig5 Recomp-All costs +33.3% over Recomp-Non" eq "$(awk -v a="$t_recomp_all" -v b="$t_recomp_non" 'BEGIN { printf "%.3f", a / b - 1 }')" 0.333
 check "fig5 Recomp-Non < Recomp-0" lt "$t_recomp_non" "$t_recomp0"
 check "fig5 Recomp-0 < Recomp-1" lt "$t_recomp0" "$t_recomp1"
 check "fig5 Recomp-1 < Recomp-All" lt "$t_recomp1" "$t_recomp_all"
@@ -55,10 +59,10 @@ print(all(s["peak_mem_bytes"] <= s["budget_bytes"] for s in j["per_stage"]))')
         o=$(ms "$f"); dp=$(ms "$tmp/dapple.pipe")
         r=$(awk -v a="$dp" -v b="$o" 'BEGIN { printf "%.4f", a / b }')
         check "$m gb$gb arena fits (check --mem)" sh -c "'$PIPEC' check --mem '$f' > '$tmp/mem' && grep -q '^arena plan' '$tmp/mem'"
-        if awk -v r="$r" 'BEGIN { exit !(r >= 1.2) }'; then
+        if awk -v r="$r" 'BEGIN { exit !(r >= 1.28 && r <= 1.34) }'; then
             ok
         else
-            bad "$m gb$gb speedup over DAPPLE+ >= 1.2" "got $r"
+            bad "$m gb$gb speedup over DAPPLE+ within 1.28-1.34" "got $r"
         fi
         # no plan beats 1F1B without recomputation (perfect concealment), which does not fit
         sed '/^  apply obscura$/d' "$f" > "$tmp/ceil.pipe"

@@ -18,7 +18,9 @@
  *     recomputation"), the nearest of up to LYNX_HOSTS that has all-reduce time left
  *     and keeps the rank within the budget, never before an op of its own (v,m);
  *   - on demand as the fallback: an R that finds no host stays where it is, just
- *     before its backward.
+ *     before its backward, bound to it (passes.h: it waits for B(v+1,m), phase 5 runs
+ *     on the critical path of the backward); an RO is decoupled from the gradient (it
+ *     runs in an earlier op's all-reduces, Fig. 7), so it loses that line.
  * Of the policies whose placement fits the budget (the rank's walk peak), the one
  * with the least compute-stream time (sim_busy: f, b, w, the on-demand r's and the
  * exposed part of each RO) wins, ties to the earlier of none, cmb, selective, mlp, full
@@ -103,8 +105,10 @@ static void place_overlaps(Pipeline *p, int32_t s)
             memmove(&st->ops[j + 1], &st->ops[j], (size_t)(i - j) * sizeof *st->ops);
             st->ops[j] = r;
             st->ops[j].kind = OP_RO;
-            if (rank_fits(p, s))
+            if (rank_fits(p, s)) {
+                recompute_unbind(p, s, &r); /* decoupled: hosted before its gradient */
                 break;
+            }
             memmove(&st->ops[j], &st->ops[j + 1], (size_t)(i - j) * sizeof *st->ops);
             st->ops[i] = r;
         }
@@ -113,10 +117,13 @@ static void place_overlaps(Pipeline *p, int32_t s)
 }
 
 /* Whether a `dep` line names a recompute (R or RO) of rank s: re-planning would move or
- * rename the op it names (Obscura's swap passes write such lines). */
+ * rename the op it names (Obscura's swap passes write such lines). A recompute's
+ * binding to its backward (passes.h) does not count: re-planning remakes it. */
 static bool deps_name_recompute(const Pipeline *p, int32_t s)
 {
     for (uint32_t i = 0; i < p->ndeps; i++) {
+        if (recompute_dep_is_binding(p, &p->deps[i]))
+            continue;
         const OpRef *e[2] = {&p->deps[i].from, &p->deps[i].to};
         for (int j = 0; j < 2; j++)
             if (e[j]->stage == s && e[j]->kind < OP_NKINDS &&

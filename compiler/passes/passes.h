@@ -48,4 +48,28 @@ bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **ou
  * the call leaves it to its default. */
 Loc pass_arg_loc(const PassCall *c, const char *key);
 
+/* Backward-bound recomputation (docs/semantics.md "Dependencies"): an R(v,m) that
+ * `recompute` places (the directive, the pass, and the baselines and passes built on
+ * it) also waits for the downstream backward B(v+1,m), as checkpointing runtimes run it.
+ * The binding is the explicit `dep B(v+1,m) -> R(v,m)` line in p->deps, so `print` shows
+ * it; on the last virtual stage (v = PV-1) there is none. Passes that decouple a
+ * recompute from the gradient (Lynx's RO and stall hoisting) remove its line. */
+
+/* True when dep e is the binding of a recompute: B(v+1,m) on the owner of v+1 ->
+ * R(v,m) or RO(v,m). */
+bool recompute_dep_is_binding(const Pipeline *p, const Dep *e);
+
+/* True when recompute r (an R or RO listed on rank s) has its binding line. */
+bool recompute_is_bound(const Pipeline *p, int32_t s, const Op *r);
+
+/* Adds the binding line of recompute r on rank s (nothing for v = PV-1 or when the
+ * line exists). loc: where the line is reported (the directive or pass call). */
+void recompute_bind(Pipeline *p, int32_t s, const Op *r, Loc loc);
+
+/* Removes the binding line of recompute r on rank s, if any. */
+void recompute_unbind(Pipeline *p, int32_t s, const Op *r);
+
+/* Removes every binding line of a recompute on rank s. */
+void recompute_unbind_rank(Pipeline *p, int32_t s);
+
 #endif

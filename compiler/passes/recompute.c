@@ -7,6 +7,15 @@
  * the rank, and with policy=none removes the rank's R ops instead. It then re-derives
  * the costs, so r and ckpt follow the policy (docs/cost-model.md "Policies").
  *
+ * Each R it places is bound to the backward (docs/semantics.md "Dependencies"): with
+ * v < PV-1 it also gets the line `dep B(v+1,m) -> R(v,m)`, so it runs after the
+ * gradient from the next virtual stage arrives, as activation checkpointing in
+ * Megatron-LM, DeepSpeed and PyTorch runs it (Obscura §5.1: "the backward pass of
+ * micro-batch x in stage s must wait for the completion of the backward pass of the
+ * same micro-batch in stage s + 1, preventing the use of preceding bubbles for
+ * recomputation"). An R already listed (written by hand or by another pass) keeps its
+ * dependencies. policy=none removes the rank's R ops and their binding lines.
+ *
  * Requires: nothing beyond a well-formed IR (ops may be missing or duplicated: a B met
  * twice gets one R). Leaves the op set legal when it was: R(v,m) after F(v,m), which
  * precedes B(v,m), and before B(v,m). */
@@ -55,16 +64,81 @@ static bool is_recompute(unsigned k)
     return k < OP_NKINDS && opsem_has_bit((OpKind)k) == VM_HAS_R;
 }
 
-/* Rewrites one rank's list: R before each B that has none, or every R removed.
- * O(n log n) in the rank's op count. */
-static void rewrite_rank(StageOps *st, RecomputePolicy pol, Loc loc)
+/* The binding line of recompute r on rank s: B(v+1,m) -> r; false when v = PV-1. */
+static bool binding_of(const Pipeline *p, int32_t s, const Op *r, Loc loc, Dep *out)
 {
+    int32_t v = ir_vstage(p, s, r->chunk), s2, c2;
+    if (v + 1 >= p->P * p->V)
+        return false;
+    ir_owner(p, v + 1, &s2, &c2);
+    *out = (Dep){{r->mb, (uint16_t)s2, OP_B, (uint8_t)c2}, {r->mb, (uint16_t)s, r->kind, r->chunk}, loc};
+    return true;
+}
+
+bool recompute_dep_is_binding(const Pipeline *p, const Dep *e)
+{
+    if (e->from.kind != OP_B || !is_recompute(e->to.kind) || e->from.mb != e->to.mb ||
+        e->from.stage >= p->P || e->to.stage >= p->P || e->from.chunk >= p->V ||
+        e->to.chunk >= p->V)
+        return false;
+    return ir_vstage(p, e->from.stage, e->from.chunk) == ir_vstage(p, e->to.stage, e->to.chunk) + 1;
+}
+
+/* True when e names op r of rank s as its waiting end. */
+static bool dep_to(const Dep *e, int32_t s, const Op *r)
+{
+    return e->to.stage == s && e->to.kind == r->kind && e->to.chunk == r->chunk &&
+           e->to.mb == r->mb;
+}
+
+bool recompute_is_bound(const Pipeline *p, int32_t s, const Op *r)
+{
+    for (uint32_t i = 0; i < p->ndeps; i++)
+        if (dep_to(&p->deps[i], s, r) && recompute_dep_is_binding(p, &p->deps[i]))
+            return true;
+    return false;
+}
+
+void recompute_bind(Pipeline *p, int32_t s, const Op *r, Loc loc)
+{
+    Dep e;
+    if (!binding_of(p, s, r, loc, &e) || recompute_is_bound(p, s, r))
+        return;
+    size_t cap = p->depcap;
+    VEC_PUSH(p->deps, p->ndeps, cap, e);
+    p->depcap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
+}
+
+void recompute_unbind(Pipeline *p, int32_t s, const Op *r)
+{
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < p->ndeps; i++)
+        if (!(dep_to(&p->deps[i], s, r) && recompute_dep_is_binding(p, &p->deps[i])))
+            p->deps[j++] = p->deps[i];
+    p->ndeps = j;
+}
+
+void recompute_unbind_rank(Pipeline *p, int32_t s)
+{
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < p->ndeps; i++)
+        if (!(p->deps[i].to.stage == s && recompute_dep_is_binding(p, &p->deps[i])))
+            p->deps[j++] = p->deps[i];
+    p->ndeps = j;
+}
+
+/* Rewrites rank s's list: R before each B that has none, each new R bound to the
+ * backward, or every R and its binding removed. O(n log n) in the rank's op count. */
+static void rewrite_rank(Pipeline *p, int32_t s, RecomputePolicy pol, Loc loc)
+{
+    StageOps *st = &p->stages[s];
     size_t nr = 0, nb = 0;
     for (uint32_t i = 0; i < st->n; i++) {
         nr += is_recompute(st->ops[i].kind);
         nb += st->ops[i].kind == OP_B;
     }
     if (pol == POLICY_NONE) {
+        recompute_unbind_rank(p, s);
         uint32_t j = 0;
         for (uint32_t i = 0; i < st->n; i++)
             if (!is_recompute(st->ops[i].kind))
@@ -101,6 +175,13 @@ static void rewrite_rank(StageOps *st, RecomputePolicy pol, Loc loc)
                 if (loc.file != LOC_NONE_FILE)
                     r.loc = loc;
                 out[j++] = r;
+                /* a new R has no line yet: a line naming a missing op fails `check` */
+                Dep e;
+                if (binding_of(p, s, &r, r.loc, &e)) {
+                    size_t dcap = p->depcap;
+                    VEC_PUSH(p->deps, p->ndeps, dcap, e);
+                    p->depcap = (uint32_t)(dcap > UINT32_MAX ? UINT32_MAX : dcap);
+                }
             }
         }
         out[j++] = *o;
@@ -153,7 +234,7 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
                      policy_name[pol]);
     for (int64_t s = lo; s < hi; s++) {
         p->stage_policy[s] = pol;
-        rewrite_rank(&p->stages[s], pol, call->loc);
+        rewrite_rank(p, (int32_t)s, pol, call->loc);
     }
     if (pipeline_nops(p) > IR_MAX_OPS) {
         diag_error(d, call->loc, DIAG_LIMIT, "recompute makes the pipeline exceed %u ops",

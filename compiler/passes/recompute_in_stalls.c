@@ -6,8 +6,9 @@
  * before an earlier backward).
  *
  * Legend: P = ranks; times ms, sizes bytes. The cool-down of a rank is its list after
- * its last F. An R(v, m) there depends only on F(v, m), which is on the same rank and
- * already done, so it may run earlier than the backward just before which it is listed.
+ * its last F. An R(v, m) there needs only F(v, m)'s checkpoint, which is on the same
+ * rank and already done, so it may run earlier than the backward just before which it
+ * is listed.
  *
  * The pass simulates the schedule, and for every rank walks its cool-down R ops in
  * order: an R is hoisted to just before the earliest cool-down compute op j that is
@@ -17,6 +18,11 @@
  * its re-materialised activations longer); otherwise the rank's list goes back. Then
  * the whole is simulated again and the walk repeats until nothing moves (at most 8
  * rounds), so a second application changes nothing: idempotent.
+ *
+ * A hoisted R is decoupled from the gradient: Lynx runs it "when all the dependent
+ * tensors are on the same GPU" (the checkpoint), so it loses its binding to B(v+1,m)
+ * (passes.h; docs/passes.md "Bound and decoupled recomputation"), or it could not use
+ * a stall that precedes that gradient; an R that stays keeps it.
  *
  * Requires a complete, checked schedule; R ops stay after their F (the last F precedes
  * every cool-down op) and before their B, so the result is complete and ordered; a
@@ -93,6 +99,7 @@ static uint32_t hoist_rank(Pipeline *p, const SimResult *sr, int32_t s)
             if (to >= from)
                 break;
             move_op(st->ops, from, to);
+            recompute_unbind(p, s, &orig[i]); /* decoupled: it runs before its gradient */
             for (uint32_t k = 0; k < n; k++)
                 if (where[k] >= to && where[k] < from)
                     where[k]++;
@@ -125,6 +132,10 @@ int pass_recompute_in_stalls(Diag *d, Pipeline *p, const PassCall *call)
             StageOps *st = &p->stages[s];
             Op *save = xmalloc(((size_t)st->n + 1) * sizeof *save);
             memcpy(save, st->ops, (size_t)st->n * sizeof *save);
+            Dep *dsave = xmalloc(((size_t)p->ndeps + 1) * sizeof *dsave);
+            uint32_t nd = p->ndeps;
+            if (nd)
+                memcpy(dsave, p->deps, (size_t)nd * sizeof *dsave);
             uint32_t moved = hoist_rank(p, sr, s);
             if (moved) {
                 double t = sim_makespan(p, &scratch);
@@ -133,9 +144,13 @@ int pass_recompute_in_stalls(Diag *d, Pipeline *p, const PassCall *call)
                     base = t;
                 } else {
                     memcpy(st->ops, save, (size_t)st->n * sizeof *save);
+                    if (nd) /* unbinding only shrinks the lines */
+                        memcpy(p->deps, dsave, (size_t)nd * sizeof *dsave);
+                    p->ndeps = nd;
                 }
             }
             free(save);
+            free(dsave);
         }
         sim_free(sr);
         if (!kept)

@@ -175,11 +175,20 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
         bool swaps = false;
         for (int32_t m = 0; m < M && !swaps; m++)
             swaps = swp[m] != 0;
+        /* bound[m]: R(m) waits for B(m) of rank s + 1 (a binding line, passes.h) */
+        uint8_t *bound = xcalloc((size_t)M, 1);
+        for (uint32_t k = 0; k < p->ndeps; k++)
+            if (p->deps[k].to.stage == s && p->deps[k].to.mb < (uint32_t)M &&
+                recompute_dep_is_binding(p, &p->deps[k]))
+                bound[p->deps[k].to.mb] = 1;
         for (int32_t i = 0; i < M; i++) {
             int64_t c = (int64_t)sh->warm[s] + i;
             if (c > M)
                 c = M;
-            bool early = swaps && rec[i] && i < nf; /* R(i) ahead of the step's forwards */
+            /* R(i) ahead of the step's forwards, unless bound: it would hold them until
+             * the gradient arrives (§5.1); a bound R(i) follows them, ahead of their SO */
+            bool early = swaps && rec[i] && i < nf && !bound[i];
+            bool after_f = swaps && rec[i] && bound[i];
             if (early) {
                 if (swp[i] && !si_done[i]) {
                     emit(st, sh, s, OP_SI, i, loc);
@@ -203,6 +212,14 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
                     emit(st, sh, s, OP_SO, so, loc);
                 so = swp[nf] ? nf : -1;
             }
+            if (after_f) {
+                if (swp[i] && !si_done[i]) {
+                    emit(st, sh, s, OP_SI, i, loc);
+                    dep_si(p, s, &cap);
+                    si_done[i] = 1;
+                }
+                emit(st, sh, s, OP_R, i, loc);
+            }
             if (so >= 0)
                 emit(st, sh, s, OP_SO, so, loc);
             /* SI(i) if not prefetched; then prefetch SI(i+1) when its SO is listed */
@@ -216,11 +233,12 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
                 dep_si(p, s, &cap);
                 si_done[i + 1] = 1;
             }
-            if (rec[i] && !early)
+            if (rec[i] && !early && !after_f)
                 emit(st, sh, s, OP_R, i, loc);
             emit(st, sh, s, OP_B, i, loc);
         }
         free(si_done);
+        free(bound);
     }
     p->depcap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
 }

@@ -10,15 +10,18 @@
  *     c_s(i) = min(M, W_s + i)         W_s = the rank's warm count, 1 <= W_s <= M
  *
  * (1F1B: W_s = min(M, P - s); GPipe: W_s = M), forwards and backwards in micro-batch
- * order, R(i) (when present) just before B(i), SO(m) just after F(m), and SI(m) listed
+ * order, R(i) (when present) the compute op just before B(i), SO(m) just after F(m), and SI(m) listed
  * one backward ahead of B(m): just before the R/B group of micro-batch m - 1 when SO(m)
  * is listed by then, else just before R(m)/B(m). On a rank that swaps, three placements
  * keep the copies off the compute stream's critical path (the simulator, like the
  * runtime, makes an allocating op - F, R, SI - wait for every SO listed before it):
- *   - in a steady step R(i) is listed before the step's forward F(y), so it does not
- *     wait for SO(y) (listed after F(y)): "R(i) F(y) SO(y) SI(i+1) B(i)". The static
- *     peak is the same as "F(y) SO(y) SI(i+1) R(i) B(i)": R(i)'s bytes and F(y)'s
- *     checkpoint are both held at F(y) instead of at R(i);
+ *   - in a steady step R(i) does not wait for SO(y) (listed after F(y)): an R bound to
+ *     the backward (a `dep B(i) -> R(i)` line from rank s + 1, passes.h) is listed
+ *     right after the step's forward and ahead of its SO, "F(y) R(i) SO(y) SI(i+1)
+ *     B(i)", since listed ahead of F(y) it would hold the forward until the gradient
+ *     arrives (Obscura §5.1); an R without that line is listed before the forward,
+ *     "R(i) F(y) SO(y) SI(i+1) B(i)". Both have the same static peak: R(i)'s bytes
+ *     and F(y)'s unswapped block are held together once, at the later of the two;
  *   - in the warm-up SO(m) is listed after F(m + 1), so F(m + 1) does not wait for it;
  *   - the warm-up's first load SI(i) is listed before the last warm-up forward, so the
  *     first backward does not wait for it.

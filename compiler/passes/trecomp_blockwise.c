@@ -11,8 +11,9 @@
  * For every B(v, m) of those chunks the pass lists an R(v, m) as its own block, `lead`
  * compute ops ahead of the B (never ahead of F(v, m)), and gives every rank the `full`
  * policy (F then keeps only the checkpoint, R re-materialises the rest; docs/cost-model.md).
- * In pipec's semantics an R depends on F(v, m) only, never on B(v+1, m), so the R is
- * decoupled from the backward that needs it (Fig. 6(d)): the accumulated recomputation
+ * The pass lists these R ops without the binding line `recompute` writes (passes.h,
+ * docs/semantics.md section 2), so an R depends on F(v, m) only, never on B(v+1, m):
+ * it is decoupled from the backward that needs it (Fig. 6(d)): the accumulated recomputation
  * of the layer-grouped scheme (Fig. 6(b)), where the recomputation runs inside the
  * backward and delays every later stage's backward, cannot arise. With lead = 0 the R
  * fills the stall before its backward; a larger lead moves it into the preceding round.

@@ -349,12 +349,15 @@ static void test_swap(void **state)
     assert_true(fabs(ir_cost(b.p, 3, 0, COST_SWAP_FRACTION) - 1.0) < 1e-12);
     /* rank 2 by hand: eviction in the warm-up (SO0, SO1, each listed one forward late,
      * so that the next forward does not wait for the copy); loads one backward
-     * ahead (SI1 before R0 B0; SI0, whose backward comes first, one forward earlier); evict-one-load-one in the steady phase (SO5 ...
-     * SI5); loading only at the end (SI10, SI11). On a swapping rank R(i) is listed
-     * before the step's forward, so it never waits for that forward's SO (the simulator
-     * makes an allocating op wait for every SO listed before it). */
-    assert_ops(b.p, 2, "F0 F1 SO0 F2 SO1 F3 SI0 F4 SI1 R0 B0 R1 F5 SO5 B1 R2 F6 SO6 B2 R3 F7 B3 "
-                       "R4 F8 SI5 B4 R5 F9 SI6 B5 R6 F10 SO10 B6 R7 F11 SO11 B7 R8 B8 R9 SI10 B9 "
+     * ahead (SI1 before B0; SI0, whose backward comes first, one forward earlier); evict-one-load-one in the steady phase (SO5 ...
+     * SI5); loading only at the end (SI10, SI11). The R ops come from identify_adjusted
+     * (the recompute pass), so they are bound to the backward (docs/semantics.md
+     * section 2): on a swapping rank R(i) is listed right after the step's forward and
+     * ahead of that forward's SO, so it never waits for the copy (the simulator makes
+     * an allocating op wait for every SO listed before it) and does not hold the
+     * forward until B(i) of rank 3 arrives (§5.1). */
+    assert_ops(b.p, 2, "F0 F1 SO0 F2 SO1 F3 SI0 F4 R0 SI1 B0 F5 R1 SO5 B1 F6 R2 SO6 B2 F7 R3 B3 "
+                       "F8 R4 SI5 B4 F9 R5 SI6 B5 F10 R6 SO10 B6 F11 R7 SO11 B7 R8 B8 R9 SI10 B9 "
                        "R10 SI11 B10 R11 B11");
     assert_ops(b.p, 3, ONEF1B_3);
     assert_legal(b.p);
