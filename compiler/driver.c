@@ -213,11 +213,17 @@ static const struct {
      COMMON_OPTS},
     {"tune",
      "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N]\n"
+     "       pipec tune --exact FILE [--time-limit S] [--json] [-o OUT]\n"
      "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
      "table of the variants that pass check.\n"
      "  -o, --output OUT    write the best variant's explicit form to OUT\n"
      "      --budget N      evaluate at most N variants (default 2000)\n"
-     "      --top N         print the N best (default 10)\n" COMMON_OPTS},
+     "      --top N         print the N best (default 10)\n"
+     "      --exact         a makespan-optimal order of the file's ops within its budget,\n"
+     "                      by mixed-integer programming (COIN-OR CBC; Debian package\n"
+     "                      coinor-libcbc-dev); the order with -o OUT\n"
+     "      --time-limit S  stop the exact search after S seconds (default 60)\n"
+     "      --json          with --exact: {\"status\", \"makespan_ms\", \"lower_bound_ms\", \"gap\"}\n" COMMON_OPTS},
 };
 
 const char *driver_usage_text(const char *name)

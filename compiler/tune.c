@@ -46,6 +46,7 @@
 #include "cmds.h"
 #include "costmodel.h"
 #include "driver.h"
+#include "exact.h"
 #include "frontend.h"
 #include "human.h"
 #include "memory.h"
@@ -847,6 +848,9 @@ int cmd_tune(int argc, char **argv)
     DriverOpts o = {0};
     const char *out = NULL;
     long budget = 2000, top = 10;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--exact"))
+            return cmd_tune_exact(argc, argv);
     int rc = tune_args(argc, argv, &o, &out, &budget, &top);
     if (rc >= 0) {
         driver_opts_free(&o);

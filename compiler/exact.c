@@ -1,0 +1,744 @@
+/* exact.c - `pipec tune --exact`: the order of a file's ops that minimises the makespan
+ * within its memory budget, as a mixed-integer program (Qi et al., Zero Bubble Pipeline
+ * Parallelism, ICLR 2024, §3: start-time variables, pairwise order binaries, big-M
+ * stream constraints, memory over the order binaries) solved with COIN-OR CBC through its
+ * C interface. The formulation, with the valid inequalities and the symmetry breaking
+ * that let the solver prove optimality, is docs/tune.md "Exact search".
+ *
+ * Every rule comes from the op table (opsem.h) and the memory walk (memory.h); the order
+ * found is simulated again (sim_makespan) and walked (mem_walk), and a simulated makespan
+ * above the program's is reported as an internal error: a rule the program missed. */
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmds.h"
+#include "driver.h"
+#include "exact.h"
+#include "human.h"
+#include "memory.h"
+#include "opindex.h"
+#include "opsem.h"
+#include "print.h"
+#include "sim.h"
+#include "util.h"
+
+#ifdef PIPEC_HAVE_CBC
+#include <coin/Cbc_C_Interface.h>
+#endif
+
+#define EXACT_PACKAGE "coinor-libcbc-dev"
+
+bool exact_available(void)
+{
+#ifdef PIPEC_HAVE_CBC
+    return true;
+#else
+    return false;
+#endif
+}
+
+static const char *const status_name[] = {"optimal", "feasible", "infeasible", "timeout"};
+
+#ifdef PIPEC_HAVE_CBC
+
+/* One op of the program: its rank, position in the file's list, duration (ms), net
+ * memory change in the walk (bytes; alloc at start for F and R) and its time window. */
+typedef struct XOp {
+    int32_t rank;
+    uint32_t pos;
+    uint8_t kind;
+    int32_t v;
+    uint32_t mb;
+    double d, alloc, freed;
+    double head, tail;    /* longest path before its start / after its end, ms */
+    uint32_t ntopo_in;
+} XOp;
+
+typedef struct XEdge {
+    uint32_t from, to;
+    double lag;           /* to starts >= from's start + lag */
+    bool sym;             /* a symmetry-breaking order, not a rule of the schedule */
+} XEdge;
+
+typedef struct Model {
+    const Pipeline *p;
+    OpIndex *idx;
+    XOp *op;
+    uint32_t n;
+    uint32_t *off;        /* [P+1]: rank s holds ops off[s]..off[s+1]-1 */
+    XEdge *e;
+    uint32_t ne, ecap;
+    uint64_t *reach;      /* n x words bits: reach[i] has j when i must precede j */
+    uint32_t words;
+    int *ycol;            /* [pair index within a rank] column of y(i before j), i < j */
+    uint64_t *yoff;       /* [P]: start of rank s's pairs in ycol */
+    double ub, lb0;
+} Model;
+
+static void add_edge(Model *m, uint32_t from, uint32_t to, double lag, bool sym)
+{
+    if (m->ne == m->ecap) {
+        m->ecap = m->ecap ? 2 * m->ecap : 256;
+        m->e = xrealloc(m->e, m->ecap * sizeof *m->e);
+    }
+    m->e[m->ne++] = (XEdge){from, to, lag, sym};
+}
+
+static bool reaches(const Model *m, uint32_t i, uint32_t j)
+{
+    return (m->reach[(size_t)i * m->words + j / 64] >> (j % 64)) & 1u;
+}
+
+/* The column of y for ops i < j of one rank (both global ids). */
+static int ycol(const Model *m, int32_t s, uint32_t i, uint32_t j)
+{
+    uint64_t n = m->off[s + 1] - m->off[s], a = i - m->off[s], b = j - m->off[s];
+    return m->ycol[m->yoff[s] + a * n + b];
+}
+
+static void model_free(Model *m)
+{
+    opindex_free(m->idx);
+    free(m->op);
+    free(m->off);
+    free(m->e);
+    free(m->reach);
+    free(m->ycol);
+    free(m->yoff);
+}
+
+/* The global id of op (kind, v, mb), or UINT32_MAX when absent. */
+static uint32_t find(const Model *m, OpKind k, int32_t v, uint32_t mb)
+{
+    int32_t r;
+    uint32_t pos;
+    if (!opindex_find(m->idx, k, v, mb, &r, &pos))
+        return UINT32_MAX;
+    return m->off[r] + pos;
+}
+
+/* Reads p's ops, durations, memory changes and waits. Returns false after an error for
+ * an op kind the program does not model. */
+static bool model_ops(Diag *d, Model *m)
+{
+    const Pipeline *p = m->p;
+    m->idx = opindex_build(p);
+    m->off = xcalloc((size_t)p->P + 1, sizeof *m->off);
+    for (int32_t s = 0; s < p->P; s++)
+        m->off[s + 1] = m->off[s] + p->stages[s].n;
+    m->n = m->off[p->P];
+    m->op = xcalloc(m->n ? m->n : 1, sizeof *m->op);
+    for (int32_t s = 0; s < p->P; s++) {
+        const StageOps *so = &p->stages[s];
+        double *alloc = xcalloc(so->n + 1, sizeof *alloc);
+        double *freed = xcalloc(so->n + 1, sizeof *freed);
+        mem_walk_ops(p, m->idx, s, alloc, freed);
+        for (uint32_t i = 0; i < so->n; i++) {
+            const Op *o = &so->ops[i];
+            if (o->kind != OP_F && o->kind != OP_B && o->kind != OP_W && o->kind != OP_R) {
+                char nm[48];
+                diag_error(d, o->loc, DIAG_LIMIT,
+                           "tune --exact models F, B, W and R only; %s is a %s",
+                           op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk),
+                           o->kind == OP_SO || o->kind == OP_SI ? "swap"
+                           : o->kind == OP_RO                  ? "overlapped recomputation"
+                                                               : "model-state offload");
+                free(alloc);
+                free(freed);
+                return false;
+            }
+            XOp *x = &m->op[m->off[s] + i];
+            OpCosts c;
+            opsem_costs(p, s, o->chunk, &c);
+            x->rank = s;
+            x->pos = i;
+            x->kind = o->kind;
+            x->v = ir_vstage(p, s, o->chunk);
+            x->mb = o->mb;
+            x->d = opsem_duration((OpKind)o->kind, &c, mem_vm_has(m->idx, x->v, o->mb), 0);
+            x->alloc = alloc[i];
+            x->freed = freed[i];
+        }
+        free(alloc);
+        free(freed);
+    }
+    /* The waits of DESIGN.md "Dependencies" (op_sem rows) and the file's dep lines. */
+    int32_t PV = p->P * p->V;
+    for (uint32_t j = 0; j < m->n; j++) {
+        const XOp *x = &m->op[j];
+        const OpSem *sem = &op_sem[x->kind];
+        for (int w = 0; w < sem->nwait; w++) {
+            int32_t v = x->v + sem->wait[w].dv;
+            if (v < 0 || v >= PV)
+                continue;
+            uint32_t i = find(m, (OpKind)sem->wait[w].kind, v, x->mb);
+            if (i == UINT32_MAX)
+                continue;
+            double p2p = m->op[i].rank != x->rank ? ir_cost(p, x->rank, 0, COST_P2P) : 0;
+            add_edge(m, i, j, m->op[i].d + p2p, false);
+        }
+    }
+    for (uint32_t k = 0; k < p->ndeps; k++) {
+        const Dep *dp = &p->deps[k];
+        uint32_t i = find(m, (OpKind)dp->from.kind, ir_vstage(p, dp->from.stage, dp->from.chunk),
+                          dp->from.mb);
+        uint32_t j = find(m, (OpKind)dp->to.kind, ir_vstage(p, dp->to.stage, dp->to.chunk),
+                          dp->to.mb);
+        if (i == UINT32_MAX || j == UINT32_MAX)
+            continue;
+        double p2p = m->op[i].rank != m->op[j].rank ? ir_cost(p, m->op[j].rank, 0, COST_P2P) : 0;
+        add_edge(m, i, j, m->op[i].d + p2p, false);
+    }
+    return true;
+}
+
+/* Symmetry breaking (docs/tune.md "Exact search"): costs depend on (rank, chunk) only,
+ * so when every micro-batch of virtual stage v has the same optional ops and the file
+ * has no dep lines, the ops of one kind on v can run in micro-batch order: giving the
+ * i-th slot of each kind to micro-batch i keeps every wait (the i-th slot waits for i
+ * distinct producers, so for the i-th producer slot) and every memory change. */
+static void model_symmetry(Model *m)
+{
+    const Pipeline *p = m->p;
+    if (p->ndeps)
+        return;
+    int32_t PV = p->P * p->V;
+    for (int32_t v = 0; v < PV; v++) {
+        unsigned has0 = mem_vm_has(m->idx, v, 0);
+        bool same = true;
+        for (int32_t mb = 1; mb < p->M && same; mb++)
+            same = mem_vm_has(m->idx, v, (uint32_t)mb) == has0;
+        if (!same)
+            continue;
+        static const OpKind kinds[] = {OP_F, OP_B, OP_W, OP_R};
+        for (size_t k = 0; k < ARRAY_LEN(kinds); k++)
+            for (int32_t mb = 0; mb + 1 < p->M; mb++) {
+                uint32_t i = find(m, kinds[k], v, (uint32_t)mb);
+                uint32_t j = find(m, kinds[k], v, (uint32_t)mb + 1);
+                if (i != UINT32_MAX && j != UINT32_MAX)
+                    add_edge(m, i, j, m->op[i].d, true);
+            }
+    }
+}
+
+/* Topological order of the edges, heads and tails (longest paths), the reachability
+ * bits. Returns false on a cycle (which check rejects before). */
+static bool model_paths(Model *m)
+{
+    uint32_t n = m->n;
+    uint32_t *order = xmalloc((n ? n : 1) * sizeof *order);
+    uint32_t *start = xcalloc((size_t)n + 1, sizeof *start);
+    uint32_t *adj = xmalloc((m->ne ? m->ne : 1) * sizeof *adj);
+    for (uint32_t k = 0; k < m->ne; k++) {
+        start[m->e[k].from + 1]++;
+        m->op[m->e[k].to].ntopo_in++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        start[i + 1] += start[i];
+    uint32_t *fill = xmalloc(((size_t)n + 1) * sizeof *fill);
+    memcpy(fill, start, ((size_t)n + 1) * sizeof *fill);
+    for (uint32_t k = 0; k < m->ne; k++)
+        adj[fill[m->e[k].from]++] = k;
+    free(fill);
+    uint32_t nq = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!m->op[i].ntopo_in)
+            order[nq++] = i;
+    for (uint32_t q = 0; q < nq; q++)
+        for (uint32_t a = start[order[q]]; a < start[order[q] + 1]; a++) {
+            const XEdge *e = &m->e[adj[a]];
+            if (m->op[e->to].head < m->op[e->from].head + e->lag)
+                m->op[e->to].head = m->op[e->from].head + e->lag;
+            if (--m->op[e->to].ntopo_in == 0)
+                order[nq++] = e->to;
+        }
+    bool ok = nq == n;
+    m->words = (n + 63) / 64;
+    m->reach = xcalloc((size_t)n * m->words + 1, sizeof *m->reach);
+    for (uint32_t q = nq; ok && q-- > 0;) {
+        uint32_t i = order[q];
+        XOp *x = &m->op[i];
+        for (uint32_t a = start[i]; a < start[i + 1]; a++) {
+            const XEdge *e = &m->e[adj[a]];
+            /* e->lag - x->d is the p2p of the edge (or 0). */
+            double t = e->lag - x->d + m->op[e->to].d + m->op[e->to].tail;
+            if (x->tail < t)
+                x->tail = t;
+            uint64_t *ri = &m->reach[(size_t)i * m->words], *rj = &m->reach[(size_t)e->to * m->words];
+            ri[e->to / 64] |= 1ull << (e->to % 64);
+            for (uint32_t w = 0; w < m->words; w++)
+                ri[w] |= rj[w];
+        }
+    }
+    free(order);
+    free(start);
+    free(adj);
+    return ok;
+}
+
+/* Whether i is before j in the program's solution x (i, j on one rank). */
+static bool before(const Model *m, const double *x, uint32_t i, uint32_t j)
+{
+    if (reaches(m, i, j))
+        return true;
+    if (reaches(m, j, i))
+        return false;
+    int32_t s = m->op[i].rank;
+    return i < j ? x[ycol(m, s, i, j)] > 0.5 : x[ycol(m, s, j, i)] < 0.5;
+}
+
+/* Appends coefficient c of "j is before i" to a row (cols/coefs at *nz), adding the
+ * constant part to *k: fixed pairs give a constant, free ones y or 1 - y. */
+static void add_before(const Model *m, uint32_t j, uint32_t i, double c, int *cols,
+                       double *coefs, int *nz, double *k)
+{
+    if (reaches(m, j, i)) {
+        *k += c;
+    } else if (reaches(m, i, j)) {
+        /* never before */
+    } else if (j < i) {
+        cols[*nz] = ycol(m, m->op[i].rank, j, i);
+        coefs[(*nz)++] = c;
+    } else {
+        *k += c;
+        cols[*nz] = ycol(m, m->op[i].rank, i, j);
+        coefs[(*nz)++] = -c;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Builds the program in cbc (docs/tune.md "Exact search"): column 0 the makespan C,
+ * columns 1..n the start times, then one binary per free pair of a rank. */
+static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
+{
+    const Pipeline *p = m->p;
+    uint32_t n = m->n;
+    int cols[4];
+    double coefs[4];
+    Cbc_setObjSense(cbc, 1);
+    Cbc_addCol(cbc, "C", m->lb0, m->ub, 1.0, 0, 0, NULL, NULL);
+    char name[64];
+    for (uint32_t i = 0; i < n; i++) {
+        const XOp *x = &m->op[i];
+        snprintf(name, sizeof name, "t%u", i);
+        double hi = m->ub - x->d - x->tail;
+        Cbc_addCol(cbc, name, x->head, hi < x->head ? x->head : hi, 0.0, 0, 0, NULL, NULL);
+    }
+    int col = (int)n + 1;
+    m->yoff = xcalloc((size_t)p->P + 1, sizeof *m->yoff);
+    for (int32_t s = 0; s < p->P; s++) {
+        uint64_t k = m->off[s + 1] - m->off[s];
+        m->yoff[s + 1] = m->yoff[s] + k * k;
+    }
+    m->ycol = xmalloc((m->yoff[p->P] ? m->yoff[p->P] : 1) * sizeof *m->ycol);
+    for (int32_t s = 0; s < p->P; s++)
+        for (uint32_t i = m->off[s]; i < m->off[s + 1]; i++)
+            for (uint32_t j = i + 1; j < m->off[s + 1]; j++) {
+                int *slot = &m->ycol[m->yoff[s] + (uint64_t)(i - m->off[s]) * (m->off[s + 1] - m->off[s]) + (j - m->off[s])];
+                *slot = -1;
+                if (reaches(m, i, j) || reaches(m, j, i))
+                    continue;
+                snprintf(name, sizeof name, "y%u_%u", i, j);
+                Cbc_addCol(cbc, name, 0, 1, 0.0, 1, 0, NULL, NULL);
+                *slot = col++;
+            }
+    /* Waits: t_j - t_i >= lag (the rules; symmetry orders are in the pair rows). */
+    for (uint32_t k = 0; k < m->ne; k++) {
+        if (m->e[k].sym)
+            continue;
+        cols[0] = (int)m->e[k].to + 1, coefs[0] = 1;
+        cols[1] = (int)m->e[k].from + 1, coefs[1] = -1;
+        Cbc_addRow(cbc, "", 2, cols, coefs, 'G', m->e[k].lag);
+    }
+    int *rc = xmalloc(((size_t)n + 2) * sizeof *rc);
+    double *rv = xmalloc(((size_t)n + 2) * sizeof *rv);
+    for (int32_t s = 0; s < p->P; s++) {
+        uint32_t a = m->off[s], b = m->off[s + 1];
+        double minhead = INFINITY, mintail = INFINITY;
+        for (uint32_t i = a; i < b; i++) {
+            minhead = fmin(minhead, m->op[i].head);
+            mintail = fmin(mintail, m->op[i].tail);
+        }
+        /* One stream: a pair runs in its list order, the later after the earlier ends.
+         * Big-M from the time windows: t_i + d_i - t_j <= (ub - tail_i) - head_j. */
+        for (uint32_t i = a; i < b; i++)
+            for (uint32_t j = i + 1; j < b; j++) {
+                const XOp *x = &m->op[i], *y = &m->op[j];
+                cols[0] = (int)j + 1, coefs[0] = 1;
+                cols[1] = (int)i + 1, coefs[1] = -1;
+                if (reaches(m, i, j)) {
+                    Cbc_addRow(cbc, "", 2, cols, coefs, 'G', x->d);
+                    continue;
+                }
+                if (reaches(m, j, i)) {
+                    Cbc_addRow(cbc, "", 2, cols, coefs, 'L', -y->d);
+                    continue;
+                }
+                int yc = ycol(m, s, i, j);
+                double M1 = fmax(m->ub - x->tail - y->head, x->d);
+                double M2 = fmax(m->ub - y->tail - x->head, y->d);
+                cols[2] = yc, coefs[2] = -M1;
+                Cbc_addRow(cbc, "", 3, cols, coefs, 'G', x->d - M1);
+                coefs[0] = -1, coefs[1] = 1, coefs[2] = M2;
+                Cbc_addRow(cbc, "", 3, cols, coefs, 'G', y->d);
+            }
+        for (uint32_t i = a; i < b; i++) {
+            const XOp *x = &m->op[i];
+            /* C >= t_i + d_i + tail_i. */
+            cols[0] = 0, coefs[0] = 1;
+            cols[1] = (int)i + 1, coefs[1] = -1;
+            Cbc_addRow(cbc, "", 2, cols, coefs, 'G', x->d + x->tail);
+            /* What runs after i on its stream: C >= t_i + d_i + sum of d_j after i
+             * + the least tail of the rank. */
+            int cnt = 0;
+            double k = 0;
+            for (uint32_t j = a; j < b; j++)
+                if (j != i)
+                    add_before(m, i, j, m->op[j].d, rc + 2, rv + 2, &cnt, &k);
+            rc[0] = 0, rv[0] = 1;
+            rc[1] = (int)i + 1, rv[1] = -1;
+            for (int q = 0; q < cnt; q++)
+                rv[2 + q] = -rv[2 + q];
+            Cbc_addRow(cbc, "", cnt + 2, rc, rv, 'G', x->d + k + mintail);
+            /* What runs before i on its stream: t_i >= least head + sum of d_j before. */
+            cnt = 0;
+            k = 0;
+            for (uint32_t j = a; j < b; j++)
+                if (j != i)
+                    add_before(m, j, i, m->op[j].d, rc + 1, rv + 1, &cnt, &k);
+            rc[0] = (int)i + 1, rv[0] = 1;
+            for (int q = 0; q < cnt; q++)
+                rv[1 + q] = -rv[1 + q];
+            Cbc_addRow(cbc, "", cnt + 1, rc, rv, 'G', minhead + k);
+        }
+        /* Memory (DESIGN.md "Memory", the walk in list order): at the start of every
+         * allocating op a, weights + alloc_a + the net change of every op listed
+         * before it <= budget. In GiB, to keep the coefficients near 1. */
+        if (!p->has_memory)
+            continue;
+        const double G = 1.0 / 1073741824.0;
+        for (uint32_t i = a; i < b; i++) {
+            if (m->op[i].alloc <= 0)
+                continue;
+            int cnt = 0;
+            double k = 0;
+            for (uint32_t j = a; j < b; j++)
+                if (j != i)
+                    add_before(m, j, i, (m->op[j].alloc - m->op[j].freed) * G, rc, rv, &cnt,
+                               &k);
+            double rhs = (p->memory - walk[s].weights - m->op[i].alloc) * G - k;
+            if (cnt)
+                Cbc_addRow(cbc, "", cnt, rc, rv, 'L', rhs);
+            else if (rhs < -1e-12)
+                /* a fixed prefix over budget: no order fits */
+                Cbc_setColUpper(cbc, (int)i + 1, -1), Cbc_setColLower(cbc, (int)i + 1, 0);
+        }
+    }
+    free(rc);
+    free(rv);
+}
+
+/* The file's own order as a start for the solver: its binaries and simulated times. */
+static void model_start(const Model *m, Cbc_Model *cbc, const SimResult *sr)
+{
+    int ncols = Cbc_getNumCols(cbc);
+    int *idx = xmalloc((size_t)ncols * sizeof *idx);
+    double *val = xmalloc((size_t)ncols * sizeof *val);
+    int k = 0;
+    idx[k] = 0, val[k++] = sr->makespan_ms;
+    for (uint32_t i = 0; i < m->n; i++)
+        idx[k] = (int)i + 1, val[k++] = sr->start[m->op[i].rank][m->op[i].pos];
+    for (int32_t s = 0; s < m->p->P; s++)
+        for (uint32_t i = m->off[s]; i < m->off[s + 1]; i++)
+            for (uint32_t j = i + 1; j < m->off[s + 1]; j++) {
+                int c = ycol(m, s, i, j);
+                if (c >= 0)
+                    idx[k] = c, val[k++] = m->op[i].pos < m->op[j].pos ? 1.0 : 0.0;
+            }
+    Cbc_setMIPStartI(cbc, k, idx, val);
+    free(idx);
+    free(val);
+}
+
+typedef struct Rank {
+    uint32_t id, before;
+    double t;
+} Rank;
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const Rank *x = a, *y = b;
+    if (x->before != y->before)
+        return x->before < y->before ? -1 : 1;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+/* Reorders p's lists to the solution x: each op after the ops the solution puts before
+ * it. */
+static void apply_order(const Model *m, Pipeline *p, const double *x)
+{
+    for (int32_t s = 0; s < p->P; s++) {
+        uint32_t a = m->off[s], b = m->off[s + 1];
+        if (b == a)
+            continue;
+        Rank *r = xmalloc((b - a) * sizeof *r);
+        for (uint32_t i = a; i < b; i++) {
+            r[i - a] = (Rank){i, 0, x[i + 1]};
+            for (uint32_t j = a; j < b; j++)
+                if (j != i && before(m, x, j, i))
+                    r[i - a].before++;
+        }
+        qsort(r, b - a, sizeof *r, cmp_rank);
+        Op *ops = xmalloc((b - a) * sizeof *ops);
+        for (uint32_t i = 0; i < b - a; i++)
+            ops[i] = p->stages[s].ops[m->op[r[i].id].pos];
+        memcpy(p->stages[s].ops, ops, (b - a) * sizeof *ops);
+        free(ops);
+        free(r);
+    }
+}
+
+int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
+{
+    *res = (ExactResult){.status = EXACT_TIMEOUT, .makespan_ms = NAN, .lower_bound_ms = NAN,
+                         .gap = NAN};
+    Model m = {.p = p};
+    if (!model_ops(d, &m)) {
+        model_free(&m);
+        return 1;
+    }
+    model_symmetry(&m);
+    if (!model_paths(&m)) {
+        fprintf(stderr, "pipec tune: internal error: the waits of the schedule form a cycle\n");
+        model_free(&m);
+        return 1;
+    }
+    MemRank *walk = xcalloc((size_t)p->P, sizeof *walk);
+    mem_walk(p, walk);
+    bool fits = true;
+    for (int32_t s = 0; s < p->P && p->has_memory; s++)
+        fits = fits && walk[s].peak <= p->memory;
+    SimResult *sr = simulate(p);
+    /* An upper bound of the optimum: the file's order when it fits, else any order's
+     * longest path (every op once, each step with at most the largest p2p). */
+    double maxp2p = 0, total = 0;
+    for (int32_t s = 0; s < p->P; s++)
+        maxp2p = fmax(maxp2p, ir_cost(p, s, 0, COST_P2P));
+    for (uint32_t i = 0; i < m.n; i++)
+        total += m.op[i].d;
+    m.ub = fits && !sr->stuck ? sr->makespan_ms : total + m.n * maxp2p;
+    m.ub = m.ub * (1 + 1e-9) + 1e-9;
+    /* A bound before the search: the longest wait path and each rank's work. */
+    for (uint32_t i = 0; i < m.n; i++)
+        m.lb0 = fmax(m.lb0, m.op[i].head + m.op[i].d + m.op[i].tail);
+    for (int32_t s = 0; s < p->P; s++) {
+        double mh = INFINITY, mt = INFINITY, sum = 0;
+        for (uint32_t i = m.off[s]; i < m.off[s + 1]; i++) {
+            mh = fmin(mh, m.op[i].head);
+            mt = fmin(mt, m.op[i].tail);
+            sum += m.op[i].d;
+        }
+        if (m.off[s + 1] > m.off[s])
+            m.lb0 = fmax(m.lb0, mh + sum + mt);
+    }
+    Cbc_Model *cbc = Cbc_newModel();
+    Cbc_setLogLevel(cbc, 0);
+    Cbc_setParameter(cbc, "threads", "1");
+    char lim[32];
+    snprintf(lim, sizeof lim, "%g", time_limit_s);
+    Cbc_setParameter(cbc, "sec", lim);
+    Cbc_setMaximumSeconds(cbc, time_limit_s);
+    model_build(&m, cbc, walk);
+    if (fits && !sr->stuck)
+        model_start(&m, cbc, sr);
+    double t0 = now_s();
+    Cbc_solve(cbc);
+    res->seconds = now_s() - t0;
+    int rc = 0;
+    const double *x = Cbc_bestSolution(cbc);
+    double bound = Cbc_getBestPossibleObjValue(cbc);
+    if (Cbc_isProvenInfeasible(cbc) && !x) {
+        res->status = EXACT_INFEASIBLE;
+    } else if (x) {
+        double obj = x[0];
+        apply_order(&m, p, x);
+        void *scratch = NULL;
+        double ms = sim_makespan(p, &scratch);
+        sim_scratch_free(scratch);
+        mem_walk(p, walk);
+        bool over = false;
+        for (int32_t s = 0; s < p->P && p->has_memory; s++)
+            over = over || walk[s].peak > p->memory;
+        bool optimal = Cbc_isProvenOptimal(cbc);
+        double tol = 1e-6 * fmax(1.0, fabs(obj));
+        if (!isfinite(ms) || over || ms > obj + tol || (optimal && ms < obj - tol)) {
+            fprintf(stderr,
+                    "pipec tune: internal error: the order found simulates to %.9g ms%s, the "
+                    "program says %.9g ms (a rule the program misses)\n",
+                    ms, over ? " and exceeds the budget" : "", obj);
+            rc = 1;
+        }
+        res->status = optimal ? EXACT_OPTIMAL : EXACT_FEASIBLE;
+        res->makespan_ms = ms;
+        res->lower_bound_ms = optimal ? ms : fmin(ms, fmax(bound, m.lb0));
+        res->gap = ms > 0 ? (ms - res->lower_bound_ms) / ms : 0;
+    } else {
+        res->status = EXACT_TIMEOUT;
+        res->lower_bound_ms = fmax(isfinite(bound) ? bound : 0, m.lb0);
+    }
+    Cbc_deleteModel(cbc);
+    sim_free(sr);
+    free(walk);
+    model_free(&m);
+    return rc;
+}
+
+#else /* !PIPEC_HAVE_CBC */
+
+int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
+{
+    (void)d, (void)p, (void)time_limit_s;
+    *res = (ExactResult){.status = EXACT_TIMEOUT, .makespan_ms = NAN, .lower_bound_ms = NAN,
+                         .gap = NAN};
+    fprintf(stderr, "pipec tune: --exact needs the COIN-OR CBC solver, and this pipec was "
+                    "built without it: install the Debian package " EXACT_PACKAGE
+                    " (make deps) and rebuild\n");
+    return 1;
+}
+
+#endif
+
+/* Reads --exact's options. Returns -1 to go on, else the exit code. */
+static int exact_args(int argc, char **argv, DriverOpts *o, const char **out, double *limit,
+                      bool *json)
+{
+    enum { OPT_EXACT = 256, OPT_LIMIT, OPT_JSON, OPT_HELP };
+    static const struct option longopts[] = {
+        {"exact", no_argument, NULL, OPT_EXACT},
+        {"time-limit", required_argument, NULL, OPT_LIMIT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, OPT_HELP},
+        DRIVER_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "ho:" DRIVER_SHORTOPTS, longopts, NULL)) != -1) {
+        if (driver_common_opt(o, opt, optarg))
+            continue;
+        char *end = NULL;
+        switch (opt) {
+        case OPT_EXACT: break;
+        case 'o': *out = optarg; break;
+        case OPT_JSON: *json = true; break;
+        case OPT_LIMIT:
+            *limit = strtod(optarg, &end);
+            if (!*optarg || *end || !(*limit > 0) || *limit > 1e6) {
+                fprintf(stderr, "pipec tune: --time-limit wants seconds > 0, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+        case OPT_HELP:
+            driver_usage(stdout, "tune");
+            return 0;
+        default:
+            driver_usage(stderr, "tune");
+            return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        driver_usage(stderr, "tune");
+        return 2;
+    }
+    return -1;
+}
+
+int cmd_tune_exact(int argc, char **argv)
+{
+    DriverOpts o = {0};
+    const char *out = NULL;
+    double limit = 60;
+    bool json = false;
+    int rc = exact_args(argc, argv, &o, &out, &limit, &json);
+    if (rc >= 0) {
+        driver_opts_free(&o);
+        return rc;
+    }
+    if (!exact_available()) {
+        fprintf(stderr, "pipec tune: --exact needs the COIN-OR CBC solver, and this pipec was "
+                        "built without it: install the Debian package " EXACT_PACKAGE
+                        " (make deps) and rebuild\n");
+        driver_opts_free(&o);
+        return 2;
+    }
+    const char *path = argv[optind];
+    Diag d = {0};
+    Pipeline *p = driver_compile(&d, &o, path);
+    if (!p) {
+        driver_opts_free(&o);
+        diag_free(&d);
+        return 1;
+    }
+    void *scratch = NULL;
+    double own = sim_makespan(p, &scratch);
+    sim_scratch_free(scratch);
+    ExactResult r;
+    rc = exact_search(&d, p, limit, &r);
+    if (!rc) {
+        char b1[64], b2[64], b3[64];
+        StrBuf sb = {0};
+        if (json) {
+            sb_printf(&sb, "{\"status\": \"%s\", \"makespan_ms\": %s, \"lower_bound_ms\": %s, "
+                           "\"gap\": %s}\n",
+                      status_name[r.status], sim_fmt_num(b1, sizeof b1, r.makespan_ms),
+                      sim_fmt_num(b2, sizeof b2, r.lower_bound_ms),
+                      sim_fmt_num(b3, sizeof b3, r.gap));
+        } else {
+            sb_printf(&sb, "# %s: %d stages, %d micro-batches, budget %s\n", path, p->P, p->M,
+                      p->has_memory ? sim_fmt_size(b1, sizeof b1, p->memory) : "none");
+            sb_printf(&sb, "exact search: %s after %.1f s\n", status_name[r.status], r.seconds);
+            if (r.status == EXACT_OPTIMAL || r.status == EXACT_FEASIBLE)
+                sb_printf(&sb, "makespan %.3f ms (the file's order: %.3f ms), lower bound %.3f "
+                               "ms, gap %.2f%%\n",
+                          r.makespan_ms, own, r.lower_bound_ms, 100 * r.gap);
+            else if (r.status == EXACT_INFEASIBLE)
+                sb_puts(&sb, "no order of the file's ops fits the memory budget\n");
+            else
+                sb_printf(&sb, "no order found within %g s; lower bound %.3f ms\n", limit,
+                          r.lower_bound_ms);
+        }
+        FILE *to = out && !strcmp(out, "-") ? stderr : stdout;
+        fputs(sb.s ? sb.s : "", to);
+        sb_free(&sb);
+        if (out && (r.status == EXACT_OPTIMAL || r.status == EXACT_FEASIBLE)) {
+            StrBuf pb = {0};
+            sb_printf(&pb, "# %s - the order `pipec tune --exact %s` found (%s): makespan %s\n",
+                      p->name, path, status_name[r.status], human_ms(b1, sizeof b1, r.makespan_ms));
+            print_pipeline(&pb, p);
+            rc = write_output(out, &pb) ? 1 : 0;
+            sb_free(&pb);
+        } else if (out) {
+            fprintf(stderr, "pipec tune: no order to write to %s\n", out);
+        }
+        if (r.status == EXACT_TIMEOUT)
+            rc = 1;
+    }
+    pipeline_free(p);
+    driver_opts_free(&o);
+    diag_free(&d);
+    return rc;
+}
