@@ -8,6 +8,7 @@
  * Every rule comes from the op table (opsem.h) and the memory walk (memory.h); the order
  * found is simulated again (sim_makespan) and walked (mem_walk), and a simulated makespan
  * above the program's is reported as an internal error: a rule the program missed. */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
@@ -318,24 +319,106 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The program as it is built, loaded into the solver in one call (adding rows one by
+ * one to CBC copies its matrix each time). */
+typedef struct Lp {
+    double *clb, *cub, *obj;
+    char *isint;
+    int ncol, ccap;
+    double *rlb, *rub;
+    int nrow, rcap;
+    int *trow, *tcol;
+    double *tval;
+    size_t nt, tcap;
+} Lp;
+
+static int lp_col(Lp *lp, double lb, double ub, double obj, bool isint)
+{
+    if (lp->ncol == lp->ccap) {
+        lp->ccap = lp->ccap ? 2 * lp->ccap : 1024;
+        lp->clb = xrealloc(lp->clb, (size_t)lp->ccap * sizeof *lp->clb);
+        lp->cub = xrealloc(lp->cub, (size_t)lp->ccap * sizeof *lp->cub);
+        lp->obj = xrealloc(lp->obj, (size_t)lp->ccap * sizeof *lp->obj);
+        lp->isint = xrealloc(lp->isint, (size_t)lp->ccap);
+    }
+    lp->clb[lp->ncol] = lb, lp->cub[lp->ncol] = ub, lp->obj[lp->ncol] = obj;
+    lp->isint[lp->ncol] = isint;
+    return lp->ncol++;
+}
+
+/* A row sum(coefs[k] x[cols[k]]) >= rhs ('G') or <= rhs ('L'). */
+static void lp_row(Lp *lp, int nz, const int *cols, const double *coefs, char sense, double rhs)
+{
+    if (lp->nrow == lp->rcap) {
+        lp->rcap = lp->rcap ? 2 * lp->rcap : 1024;
+        lp->rlb = xrealloc(lp->rlb, (size_t)lp->rcap * sizeof *lp->rlb);
+        lp->rub = xrealloc(lp->rub, (size_t)lp->rcap * sizeof *lp->rub);
+    }
+    lp->rlb[lp->nrow] = sense == 'G' ? rhs : -INFINITY;
+    lp->rub[lp->nrow] = sense == 'G' ? INFINITY : rhs;
+    for (int k = 0; k < nz; k++) {
+        if (lp->nt == lp->tcap) {
+            lp->tcap = lp->tcap ? 2 * lp->tcap : 4096;
+            lp->trow = xrealloc(lp->trow, lp->tcap * sizeof *lp->trow);
+            lp->tcol = xrealloc(lp->tcol, lp->tcap * sizeof *lp->tcol);
+            lp->tval = xrealloc(lp->tval, lp->tcap * sizeof *lp->tval);
+        }
+        lp->trow[lp->nt] = lp->nrow, lp->tcol[lp->nt] = cols[k], lp->tval[lp->nt++] = coefs[k];
+    }
+    lp->nrow++;
+}
+
+/* Loads lp into cbc (compressed columns) and frees it. */
+static void lp_load(Lp *lp, Cbc_Model *cbc)
+{
+    CoinBigIndex *start = xcalloc((size_t)lp->ncol + 1, sizeof *start);
+    int *index = xmalloc((lp->nt ? lp->nt : 1) * sizeof *index);
+    double *value = xmalloc((lp->nt ? lp->nt : 1) * sizeof *value);
+    for (size_t k = 0; k < lp->nt; k++)
+        start[lp->tcol[k] + 1]++;
+    for (int c = 0; c < lp->ncol; c++)
+        start[c + 1] += start[c];
+    CoinBigIndex *fill = xmalloc((size_t)lp->ncol * sizeof *fill + 1);
+    memcpy(fill, start, (size_t)lp->ncol * sizeof *fill);
+    for (size_t k = 0; k < lp->nt; k++) {
+        CoinBigIndex at = fill[lp->tcol[k]]++;
+        index[at] = lp->trow[k];
+        value[at] = lp->tval[k];
+    }
+    for (int r = 0; r < lp->nrow; r++) {
+        if (isinf(lp->rlb[r]))
+            lp->rlb[r] = -DBL_MAX;
+        if (isinf(lp->rub[r]))
+            lp->rub[r] = DBL_MAX;
+    }
+    Cbc_loadProblem(cbc, lp->ncol, lp->nrow, start, index, value, lp->clb, lp->cub, lp->obj,
+                    lp->rlb, lp->rub);
+    for (int c = 0; c < lp->ncol; c++)
+        if (lp->isint[c])
+            Cbc_setInteger(cbc, c);
+    free(start);
+    free(fill);
+    free(index);
+    free(value);
+    free(lp->clb), free(lp->cub), free(lp->obj), free(lp->isint);
+    free(lp->rlb), free(lp->rub);
+    free(lp->trow), free(lp->tcol), free(lp->tval);
+}
+
 /* Builds the program in cbc (docs/tune.md "Exact search"): column 0 the makespan C,
  * columns 1..n the start times, then one binary per free pair of a rank. */
-static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
+static void model_build(Model *m, Lp *cbc, const MemRank *walk)
 {
     const Pipeline *p = m->p;
     uint32_t n = m->n;
     int cols[4];
     double coefs[4];
-    Cbc_setObjSense(cbc, 1);
-    Cbc_addCol(cbc, "C", m->lb0, m->ub, 1.0, 0, 0, NULL, NULL);
-    char name[64];
+    lp_col(cbc, m->lb0, m->ub, 1.0, false);
     for (uint32_t i = 0; i < n; i++) {
         const XOp *x = &m->op[i];
-        snprintf(name, sizeof name, "t%u", i);
         double hi = m->ub - x->d - x->tail;
-        Cbc_addCol(cbc, name, x->head, hi < x->head ? x->head : hi, 0.0, 0, 0, NULL, NULL);
+        lp_col(cbc, x->head, hi < x->head ? x->head : hi, 0.0, false);
     }
-    int col = (int)n + 1;
     m->yoff = xcalloc((size_t)p->P + 1, sizeof *m->yoff);
     for (int32_t s = 0; s < p->P; s++) {
         uint64_t k = m->off[s + 1] - m->off[s];
@@ -349,9 +432,7 @@ static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
                 *slot = -1;
                 if (reaches(m, i, j) || reaches(m, j, i))
                     continue;
-                snprintf(name, sizeof name, "y%u_%u", i, j);
-                Cbc_addCol(cbc, name, 0, 1, 0.0, 1, 0, NULL, NULL);
-                *slot = col++;
+                *slot = lp_col(cbc, 0, 1, 0.0, true);
             }
     /* Waits: t_j - t_i >= lag (the rules; symmetry orders are in the pair rows). */
     for (uint32_t k = 0; k < m->ne; k++) {
@@ -359,7 +440,7 @@ static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
             continue;
         cols[0] = (int)m->e[k].to + 1, coefs[0] = 1;
         cols[1] = (int)m->e[k].from + 1, coefs[1] = -1;
-        Cbc_addRow(cbc, "", 2, cols, coefs, 'G', m->e[k].lag);
+        lp_row(cbc, 2, cols, coefs, 'G', m->e[k].lag);
     }
     int *rc = xmalloc(((size_t)n + 2) * sizeof *rc);
     double *rv = xmalloc(((size_t)n + 2) * sizeof *rv);
@@ -378,27 +459,27 @@ static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
                 cols[0] = (int)j + 1, coefs[0] = 1;
                 cols[1] = (int)i + 1, coefs[1] = -1;
                 if (reaches(m, i, j)) {
-                    Cbc_addRow(cbc, "", 2, cols, coefs, 'G', x->d);
+                    lp_row(cbc, 2, cols, coefs, 'G', x->d);
                     continue;
                 }
                 if (reaches(m, j, i)) {
-                    Cbc_addRow(cbc, "", 2, cols, coefs, 'L', -y->d);
+                    lp_row(cbc, 2, cols, coefs, 'L', -y->d);
                     continue;
                 }
                 int yc = ycol(m, s, i, j);
                 double M1 = fmax(m->ub - x->tail - y->head, x->d);
                 double M2 = fmax(m->ub - y->tail - x->head, y->d);
                 cols[2] = yc, coefs[2] = -M1;
-                Cbc_addRow(cbc, "", 3, cols, coefs, 'G', x->d - M1);
+                lp_row(cbc, 3, cols, coefs, 'G', x->d - M1);
                 coefs[0] = -1, coefs[1] = 1, coefs[2] = M2;
-                Cbc_addRow(cbc, "", 3, cols, coefs, 'G', y->d);
+                lp_row(cbc, 3, cols, coefs, 'G', y->d);
             }
         for (uint32_t i = a; i < b; i++) {
             const XOp *x = &m->op[i];
             /* C >= t_i + d_i + tail_i. */
             cols[0] = 0, coefs[0] = 1;
             cols[1] = (int)i + 1, coefs[1] = -1;
-            Cbc_addRow(cbc, "", 2, cols, coefs, 'G', x->d + x->tail);
+            lp_row(cbc, 2, cols, coefs, 'G', x->d + x->tail);
             /* What runs after i on its stream: C >= t_i + d_i + sum of d_j after i
              * + the least tail of the rank. */
             int cnt = 0;
@@ -410,7 +491,7 @@ static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
             rc[1] = (int)i + 1, rv[1] = -1;
             for (int q = 0; q < cnt; q++)
                 rv[2 + q] = -rv[2 + q];
-            Cbc_addRow(cbc, "", cnt + 2, rc, rv, 'G', x->d + k + mintail);
+            lp_row(cbc, cnt + 2, rc, rv, 'G', x->d + k + mintail);
             /* What runs before i on its stream: t_i >= least head + sum of d_j before. */
             cnt = 0;
             k = 0;
@@ -420,7 +501,7 @@ static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
             rc[0] = (int)i + 1, rv[0] = 1;
             for (int q = 0; q < cnt; q++)
                 rv[1 + q] = -rv[1 + q];
-            Cbc_addRow(cbc, "", cnt + 1, rc, rv, 'G', minhead + k);
+            lp_row(cbc, cnt + 1, rc, rv, 'G', minhead + k);
         }
         /* Memory (DESIGN.md "Memory", the walk in list order): at the start of every
          * allocating op a, weights + alloc_a + the net change of every op listed
@@ -439,36 +520,14 @@ static void model_build(Model *m, Cbc_Model *cbc, const MemRank *walk)
                                &k);
             double rhs = (p->memory - walk[s].weights - m->op[i].alloc) * G - k;
             if (cnt)
-                Cbc_addRow(cbc, "", cnt, rc, rv, 'L', rhs);
+                lp_row(cbc, cnt, rc, rv, 'L', rhs);
             else if (rhs < -1e-12)
                 /* a fixed prefix over budget: no order fits */
-                Cbc_setColUpper(cbc, (int)i + 1, -1), Cbc_setColLower(cbc, (int)i + 1, 0);
+                cbc->cub[i + 1] = -1, cbc->clb[i + 1] = 0;
         }
     }
     free(rc);
     free(rv);
-}
-
-/* The file's own order as a start for the solver: its binaries and simulated times. */
-static void model_start(const Model *m, Cbc_Model *cbc, const SimResult *sr)
-{
-    int ncols = Cbc_getNumCols(cbc);
-    int *idx = xmalloc((size_t)ncols * sizeof *idx);
-    double *val = xmalloc((size_t)ncols * sizeof *val);
-    int k = 0;
-    idx[k] = 0, val[k++] = sr->makespan_ms;
-    for (uint32_t i = 0; i < m->n; i++)
-        idx[k] = (int)i + 1, val[k++] = sr->start[m->op[i].rank][m->op[i].pos];
-    for (int32_t s = 0; s < m->p->P; s++)
-        for (uint32_t i = m->off[s]; i < m->off[s + 1]; i++)
-            for (uint32_t j = i + 1; j < m->off[s + 1]; j++) {
-                int c = ycol(m, s, i, j);
-                if (c >= 0)
-                    idx[k] = c, val[k++] = m->op[i].pos < m->op[j].pos ? 1.0 : 0.0;
-            }
-    Cbc_setMIPStartI(cbc, k, idx, val);
-    free(idx);
-    free(val);
 }
 
 typedef struct Rank {
@@ -554,23 +613,39 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
     }
     Cbc_Model *cbc = Cbc_newModel();
     Cbc_setLogLevel(cbc, 0);
-    Cbc_setParameter(cbc, "threads", "1");
+    if (getenv("PIPEC_CBC_LOG"))
+        Cbc_setLogLevel(cbc, 1);
+    if (getenv("PIPEC_CBC_PRE"))
+        Cbc_setParameter(cbc, "preprocess", getenv("PIPEC_CBC_PRE"));
     char lim[32];
     snprintf(lim, sizeof lim, "%g", time_limit_s);
     Cbc_setParameter(cbc, "sec", lim);
     Cbc_setMaximumSeconds(cbc, time_limit_s);
-    model_build(&m, cbc, walk);
-    if (fits && !sr->stuck)
-        model_start(&m, cbc, sr);
+    /* The file's order, when it fits, is the incumbent: the solver looks only for
+     * orders at least 1e-6 (relative) shorter (C's upper bound), so the file's order is
+     * optimal when it proves there are none. */
+    bool own_ok = fits && !sr->stuck;
+    double own = own_ok ? sr->makespan_ms : INFINITY;
+    double tol = 1e-6 * fmax(1.0, own_ok ? own : m.ub);
+    int rc = 0;
+    if (own_ok && m.lb0 >= own - tol) {
+        res->status = EXACT_OPTIMAL;
+        res->makespan_ms = res->lower_bound_ms = own;
+        res->gap = 0;
+        goto done;
+    }
+    if (own_ok)
+        m.ub = own - tol;
+    Lp lp = {0};
+    model_build(&m, &lp, walk);
+    lp_load(&lp, cbc);
     double t0 = now_s();
     Cbc_solve(cbc);
     res->seconds = now_s() - t0;
-    int rc = 0;
     const double *x = Cbc_bestSolution(cbc);
-    double bound = Cbc_getBestPossibleObjValue(cbc);
-    if (Cbc_isProvenInfeasible(cbc) && !x) {
-        res->status = EXACT_INFEASIBLE;
-    } else if (x) {
+    double bound = fmax(Cbc_getBestPossibleObjValue(cbc), m.lb0);
+    bool limit = Cbc_isSecondsLimitReached(cbc);
+    if (x) {
         double obj = x[0];
         apply_order(&m, p, x);
         void *scratch = NULL;
@@ -580,9 +655,9 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
         bool over = false;
         for (int32_t s = 0; s < p->P && p->has_memory; s++)
             over = over || walk[s].peak > p->memory;
-        bool optimal = Cbc_isProvenOptimal(cbc);
-        double tol = 1e-6 * fmax(1.0, fabs(obj));
-        if (!isfinite(ms) || over || ms > obj + tol || (optimal && ms < obj - tol)) {
+        bool optimal = Cbc_isProvenOptimal(cbc) && !limit;
+        double t = 1e-6 * fmax(1.0, fabs(obj));
+        if (!isfinite(ms) || over || ms > obj + t || (optimal && ms < obj - t)) {
             fprintf(stderr,
                     "pipec tune: internal error: the order found simulates to %.9g ms%s, the "
                     "program says %.9g ms (a rule the program misses)\n",
@@ -591,12 +666,23 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
         }
         res->status = optimal ? EXACT_OPTIMAL : EXACT_FEASIBLE;
         res->makespan_ms = ms;
-        res->lower_bound_ms = optimal ? ms : fmin(ms, fmax(bound, m.lb0));
-        res->gap = ms > 0 ? (ms - res->lower_bound_ms) / ms : 0;
+        res->lower_bound_ms = optimal ? ms : fmin(ms, bound);
+    } else if (!limit) {
+        /* Proven: nothing shorter than the file's order, or nothing fits at all. */
+        res->status = own_ok ? EXACT_OPTIMAL : EXACT_INFEASIBLE;
+        res->makespan_ms = res->lower_bound_ms = own_ok ? own : NAN;
+    } else if (own_ok) {
+        res->status = EXACT_FEASIBLE;
+        res->makespan_ms = own;
+        res->lower_bound_ms = fmin(own, bound);
     } else {
         res->status = EXACT_TIMEOUT;
-        res->lower_bound_ms = fmax(isfinite(bound) ? bound : 0, m.lb0);
+        res->lower_bound_ms = bound;
     }
+    if (isfinite(res->makespan_ms))
+        res->gap = res->makespan_ms > 0
+                       ? (res->makespan_ms - res->lower_bound_ms) / res->makespan_ms : 0;
+done:
     Cbc_deleteModel(cbc);
     sim_free(sr);
     free(walk);
