@@ -10,6 +10,7 @@
 #   make bench      benchmarks (not tests)
 #   make fuzz       libFuzzer on the front end (clang)
 #   make fault      the full allocation and I/O fault sweep (tests/fault/; make test runs a sample)
+#   make test-gpu-quick  the short GPU check (tests/gpu/quick.sh); "SKIP: no GPU" without one
 #   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
@@ -53,7 +54,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all runtimes deps test demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu cuda mpi cuda-mpi editors
+.PHONY: all runtimes deps test demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -279,7 +280,7 @@ coverage: deps all
 	@for l in $(OPTIONAL_LIBS); do [ ! -f build/$$l ] || cp build/$$l build/cov/lib/; done
 	@ln -sfn $(CURDIR)/README.md build/cov/README.md && ln -sfn $(CURDIR)/docs build/cov/docs
 	@find build/cov -name '*.gcda' -delete
-	-@PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
+	-@PIPEC_TEST_JOBS=1 PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
 	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \
 	  >build/cov/tests.log 2>&1; tail -n 1 build/cov/tests.log
 	@$(LCOV) --ignore-errors gcov --capture --directory build/cov --output-file build/cov/all.info
@@ -410,6 +411,12 @@ runtimes: build/libpiperun.a
 test-gpu: all
 	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo "SKIP: no GPU"; exit 0; fi; \
 	  $(MAKE) --no-print-directory cuda mpi && tests/gpu/run.sh
+
+# The GPU check that fits a short loan (tests/gpu/quick.sh: about 6 minutes on one H100
+# with the build): run it first when a GPU is lent, then `make test-gpu` and the benchmarks.
+test-gpu-quick: all
+	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo "SKIP: no GPU"; exit 0; fi; \
+	  $(MAKE) --no-print-directory cuda mpi cuda-mpi && tests/gpu/quick.sh
 
 clean:
 	rm -rf build bin

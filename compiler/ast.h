@@ -177,6 +177,21 @@ void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out);
  * nodes, chained, or NULL after `syntax` errors. */
 Node *ast_parse_pass_list(Diag *d, AstCtx *c, uint32_t file);
 
+/* Parses file index `file` of d, the text `KEY=VALUE` of a `--set`, as one pipeline
+ * setting by the grammar's rules for a setting line: the key is text[0..key_end), the
+ * value the bytes [lo, hi); every other byte (the '=', other values of a sweep) reads
+ * as a blank, so locations are columns of the whole text. Returns the setting node
+ * (for `apply`, the chained N_APPLY calls), or NULL after `syntax` errors. */
+Node *ast_parse_setting(Diag *d, AstCtx *c, uint32_t file, uint32_t key_end, uint32_t lo,
+                        uint32_t hi);
+
+/* True for the node kinds that are pipeline settings (the lines `--set` can override):
+ * the kinds from N_STAGES to N_APPLY of NODE_KINDS, whose names are their keywords. */
+static inline bool ast_is_setting(NodeKind k)
+{
+    return k >= N_STAGES && k <= N_APPLY;
+}
+
 /* A whole program: the parsed files (the main one first) and its one pipeline. */
 typedef struct Program {
     AstFile *files;

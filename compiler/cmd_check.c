@@ -66,8 +66,11 @@ int cmd_check(int argc, char **argv)
         Pipeline *p = driver_compile(&d, &o, argv[i]);
         /* driver_compile ran CHECK_STRUCTURE | CHECK_DEPS; the memory checks (walk,
          * then arena) complete CHECK_ALL. */
-        if (p && driver_check_memory(&d, p))
+        if (p && driver_check_memory(&d, p)) {
             driver_memory_remedy(&d, p, argv[i]);
+            if (o.nsets)
+                note_overrides(&d);
+        }
         if (p && mem) {
             check_mem_table(stdout, p);
             arena_plan_report(stdout, p, NULL,

@@ -42,6 +42,7 @@
 #include "driver.h"
 #include "emit_c.h"
 #include "piperun.h"
+#include "pr_options.h"
 #include "stream_check.h"
 
 /* What the generated program is built for. */
@@ -989,10 +990,19 @@ static int parse_run_opts(RunOpts *ro, int argc, char **argv)
             ro->synthetic = !strcmp(optarg, "synthetic");
             ro->workload = optarg;
             /* fall through */
-        case O_ITERS: case O_TRACE: case O_SCALE: case O_TIMEOUT: case O_LR: case O_SEED:
+        case O_ITERS: case O_TRACE: case O_SCALE: case O_TIMEOUT: case O_LR: case O_SEED: {
+            /* the program's own value rules, checked before anything is built */
+            double v;
+            const char *want = pr_option_number(c, optarg, &v);
+            if (want) {
+                fprintf(stderr, "pipec run: bad value '%s' for --%s (%s)\n", optarg, name, want);
+                driver_usage(stderr, argv[0]);
+                return 2;
+            }
             ro->pass[ro->np++] = xasprintf("--%s", name);
             ro->pass[ro->np++] = xstrdup(optarg);
             break;
+        }
         default:
             driver_usage(stderr, argv[0]);
             return 2;
@@ -1066,12 +1076,34 @@ static int start_program(RunOpts *ro, const RunInfo *info, const char *root, con
 }
 
 /* pipec run: parse, generate, announce, build into the cache, start. */
+/* Whether this machine shows an NVIDIA GPU: the driver's device nodes (/dev/nvidia0 and
+ * up, or /dev/dxg under WSL). A machine without them cannot run --backend cuda, which
+ * `pipec run` says before it builds anything; the program itself still checks with
+ * cudaGetDeviceCount. */
+static bool gpu_visible(void)
+{
+    char dev[32];
+    for (int i = 0; i < 64; i++) {
+        snprintf(dev, sizeof dev, "/dev/nvidia%d", i);
+        if (access(dev, F_OK) == 0)
+            return true;
+    }
+    return access("/dev/dxg", F_OK) == 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     RunOpts ro;
     int rc = parse_run_opts(&ro, argc, argv);
     if (rc != 0)
         goto out;
+    if (ro.t.cuda && !gpu_visible()) {
+        fprintf(stderr, "pipec run: no GPU found: --backend cuda runs on a CUDA device and this "
+                "machine shows none (no /dev/nvidia*); `pipec compile --backend cuda` builds the "
+                "program without running it\n");
+        rc = 1;
+        goto out;
+    }
     EmitOut eo;
     RunInfo info = {0};
     rc = generate(&ro.dopt, ro.file, ro.t.cuda, &eo, NULL, &info);

@@ -17,6 +17,7 @@
 
 #include "cmds.h"
 #include "driver.h"
+#include "human.h"
 #include "sim_html.h"
 #include "sim.h"
 #include "sim_svg.h"
@@ -25,7 +26,10 @@
 #define DIFF_MAX_EDITS 4000
 #define DIFF_CONTEXT 3
 
-enum { OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH, OPT_HTML };
+enum {
+    OPT_JSON = 256, OPT_TRACE, OPT_SVG, OPT_GANTT, OPT_HELP, OPT_WIDTH, OPT_HTML, OPT_LARGE,
+    OPT_METRICS
+};
 
 /* --width PX for the SVG: a whole number of pixels; returns false on a bad value. */
 static bool parse_width(const char *arg, SvgOpts *so)
@@ -62,8 +66,32 @@ typedef struct SimArgs {
     DriverOpts o;     /* the common compile options */
     SvgOpts so;       /* --width */
     bool json, gantt; /* --json, --gantt */
+    bool metrics;     /* diff --metrics */
     const char *trace, *svg, *html; /* output paths, NULL when not asked for */
+    bool large;       /* --large: draw figures beyond SIM_FIGURE_MAX_OPS */
 } SimArgs;
+
+/* Figures (--svg, --html, --trace) are drawn op by op: about 130, 25 and 300 bytes per op.
+ * Beyond this many ops they are refused unless --large (docs/simulator.md "Size of the
+ * figures"), so that a schedule of millions of ops never writes gigabytes unasked. */
+#define SIM_FIGURE_MAX_OPS 250000u
+
+/* Reports a `limit` error at the first pipeline when the figures asked for would draw
+ * more than SIM_FIGURE_MAX_OPS ops (nops: all the pipelines drawn together) and --large
+ * was not given. Returns true when refused. */
+static bool figure_refused(Diag *d, const Pipeline *p, uint64_t nops, const SimArgs *a,
+                           const char *cmd)
+{
+    if (a->large || (!a->svg && !a->html && !a->trace) || nops <= SIM_FIGURE_MAX_OPS)
+        return false;
+    double mb = (double)nops * (a->trace ? 300 : a->svg ? 130 : 25) / 1e6;
+    diag_error(d, p->loc, DIAG_LIMIT,
+               "%s %s of %llu ops would write about %.0f MB: figures draw at most %u ops "
+               "(--large draws them anyway)", cmd,
+               a->trace ? "--trace" : a->svg ? "--svg" : "--html", (unsigned long long)nops, mb,
+               SIM_FIGURE_MAX_OPS);
+    return true;
+}
 
 /* Reads the options of command cmd (longopts: the ones it takes) and checks that nfiles
  * file arguments follow; argv[optind] is the first. Returns -1 to go on, else the exit
@@ -79,9 +107,11 @@ static int read_sim_args(int argc, char **argv, const char *cmd, const struct op
         switch (opt) {
         case OPT_JSON: a->json = true; break;
         case OPT_GANTT: a->gantt = true; break;
+        case OPT_METRICS: a->metrics = true; break;
         case OPT_TRACE: a->trace = optarg; break;
         case OPT_SVG: a->svg = optarg; break;
         case OPT_HTML: a->html = optarg; break;
+        case OPT_LARGE: a->large = true; break;
         case OPT_WIDTH:
             if (!parse_width(optarg, &a->so)) {
                 driver_opts_free(&a->o);
@@ -116,6 +146,7 @@ int cmd_sim(int argc, char **argv)
         {"gantt", no_argument, NULL, OPT_GANTT},
         {"width", required_argument, NULL, OPT_WIDTH},
         {"html", required_argument, NULL, OPT_HTML},
+        {"large", no_argument, NULL, OPT_LARGE},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -127,7 +158,8 @@ int cmd_sim(int argc, char **argv)
     Diag d = {0};
     Pipeline *p = driver_compile(&d, &sa.o, argv[optind]);
     driver_opts_free(&sa.o);
-    if (!p) {
+    if (!p || figure_refused(&d, p, pipeline_nops(p), &sa, "sim")) {
+        pipeline_free(p);
         diag_free(&d);
         return 1;
     }
@@ -354,23 +386,27 @@ done:
     return rc;
 }
 
+/* The B / A cell of a metrics row: "1.000" when both are 0, "-" when only A is. */
+static void ratio_cell(char *ra, size_t n, double a, double b)
+{
+    if (a != 0)
+        snprintf(ra, n, "%.3f", human_fix(b / a, 3));
+    else
+        snprintf(ra, n, "%s", b == 0 ? "1.000" : "-");
+}
+
 static void row_num(StrBuf *out, const char *name, double a, double b, int prec)
 {
     char ra[32];
-    if (a != 0)
-        snprintf(ra, sizeof ra, "%.3f", b / a);
-    else
-        snprintf(ra, sizeof ra, "%s", b == 0 ? "1.000" : "-");
-    sb_printf(out, "%-18s %14.*f %14.*f %+14.*f %8s\n", name, prec, a, prec, b, prec, b - a, ra);
+    ratio_cell(ra, sizeof ra, a, b);
+    sb_printf(out, "%-18s %14.*f %14.*f %+14.*f %8s\n", name, prec, human_fix(a, prec), prec,
+              human_fix(b, prec), prec, human_fix(b - a, prec), ra);
 }
 
 static void row_size(StrBuf *out, const char *name, double a, double b)
 {
     char sa[64], sb2[64], sd[64], ra[32];
-    if (a != 0)
-        snprintf(ra, sizeof ra, "%.3f", b / a);
-    else
-        snprintf(ra, sizeof ra, "%s", b == 0 ? "1.000" : "-");
+    ratio_cell(ra, sizeof ra, a, b);
     sim_fmt_size(sd, sizeof sd, fabs(b - a));
     char sd2[72];
     snprintf(sd2, sizeof sd2, "%c%s", b < a ? '-' : '+', sd);
@@ -418,7 +454,7 @@ static void write_stage_rows(StrBuf *out, const Pipeline *a, const SimResult *ra
             double v = !t ? 0 : k < 2 ? t->busy_ms : k < 4 ? t->idle_ms : k < 6 ? t->fwd_bubble_ms
                                                                                  : t->bwd_bubble_ms;
             if (t)
-                sb_printf(out, " %10.3f", v);
+                sb_printf(out, " %10.3f", human_fix(v, 3));
             else
                 sb_printf(out, " %10s", "-");
         }
@@ -426,10 +462,12 @@ static void write_stage_rows(StrBuf *out, const Pipeline *a, const SimResult *ra
     }
 }
 
-/* The metrics table of `pipec diff`, then the per-stage rows and op-order diffs.
- * Returns whether A and B differ (shape, op order or any metric). */
+/* The metrics table of `pipec diff`, then (unless metrics_only) the per-stage rows and
+ * op-order diffs. Returns whether A and B differ: shape or any metric, and op order
+ * unless metrics_only. */
 static bool write_diff(StrBuf *out, const Pipeline *a, const SimResult *ra, const char *na,
-                       const Pipeline *b, const SimResult *rb, const char *nb)
+                       const Pipeline *b, const SimResult *rb, const char *nb,
+                       bool metrics_only)
 {
     sb_printf(out, "A: %s (%s)\nB: %s (%s)\n", na, a->name ? a->name : "", nb,
               b->name ? b->name : "");
@@ -450,6 +488,8 @@ static bool write_diff(StrBuf *out, const Pipeline *a, const SimResult *ra, cons
         row_size(out, name, pa, pb);
         differ |= pa != pb;
     }
+    if (metrics_only)
+        return differ;
     write_stage_rows(out, a, ra, b, rb);
     if (ra->stuck || rb->stuck)
         sb_printf(out, "warning: %s cannot run to the end; its numbers are partial\n",
@@ -509,6 +549,8 @@ int cmd_diff(int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"width", required_argument, NULL, OPT_WIDTH},
         {"html", required_argument, NULL, OPT_HTML},
+        {"large", no_argument, NULL, OPT_LARGE},
+        {"metrics", no_argument, NULL, OPT_METRICS},
         {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -517,20 +559,26 @@ int cmd_diff(int argc, char **argv)
     int st = read_sim_args(argc, argv, "diff", longopts, 2, &sa);
     if (st >= 0)
         return st;
+    if (sa.metrics && sa.json) {
+        fprintf(stderr, "pipec diff: --metrics and --json do not go together (--json has "
+                        "the metrics of both)\n");
+        driver_opts_free(&sa.o);
+        return 2;
+    }
     const char *fa = argv[optind], *fb = argv[optind + 1];
     Diag d = {0};
     Pipeline *a = driver_compile(&d, &sa.o, fa);
     Pipeline *b = driver_compile(&d, &sa.o, fb);
     driver_opts_free(&sa.o);
     int rc = 0;
-    if (!a || !b) {
+    if (!a || !b || figure_refused(&d, a, pipeline_nops(a) + pipeline_nops(b), &sa, "diff")) {
         rc = 2; /* as diff(1): 0 the same, 1 different, 2 trouble */
         goto out;
     }
     SimResult *ra = simulate(a), *rb = simulate(b);
     StrBuf s = {0};
     bool differ = sa.json ? write_diff_json(&s, a, ra, b, rb)
-                          : write_diff(&s, a, ra, fa, b, rb, fb);
+                          : write_diff(&s, a, ra, fa, b, rb, fb, sa.metrics);
     rc = differ ? 1 : 0;
     fputs(sb_str(&s), stdout);
     sb_free(&s);

@@ -18,5 +18,6 @@ int cmd_run(int argc, char **argv);        /* cmd_emit.c: build into a cache, th
 int cmd_import_csv(int argc, char **argv); /* cmd_csv.c: PyTorch schedule CSV -> .pipe */
 int cmd_export_csv(int argc, char **argv); /* cmd_csv.c: .pipe -> PyTorch schedule CSV */
 int cmd_tune(int argc, char **argv);       /* tune.c: search schedule variants */
+int cmd_compare(int argc, char **argv);    /* cmd_compare.c: figures of files and sweeps */
 
 #endif

@@ -398,6 +398,27 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
     unreachable();
 }
 
+double cm_iteration_flops(const Pipeline *p)
+{
+    if (!p->cost_inputs)
+        return NAN;
+    CostModel cm;
+    memset(&cm, 0, sizeof cm);
+    cm.model = p->cost_inputs->model;
+    cm.tp = p->cost_inputs->tp;
+    /* the embedding (no FLOPs), L attention and L MLP half-units, the head; each unit's
+     * FLOPs are one tensor-parallel rank's share */
+    static const CmUnit kinds[] = {CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD};
+    double fwd = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        UnitParts q;
+        unit_parts(&cm, kinds[i], &q);
+        double n = kinds[i] == CM_ATTN || kinds[i] == CM_MLP ? cm.model.layers : 1;
+        fwd += n * (q.lin + q.core);
+    }
+    return 3.0 * p->M * fwd * cm.tp;
+}
+
 double cm_allreduce_ms(const CostModel *cm, double bytes)
 {
     double t = cm->tp;
@@ -584,6 +605,54 @@ static int read_partition(Diag *d, const Pipeline *p, CostModel *cm)
     return 1;
 }
 
+/* Where a tensor_parallel diagnostic points: the setting, else the pipeline. */
+static Loc tp_at(const Pipeline *p)
+{
+    return p->tp_loc.file != LOC_NONE_FILE ? p->tp_loc : p->loc;
+}
+
+/* Each tensor-parallel rank holds whole attention heads and whole key/value heads
+ * (docs/cost-model.md "Notation"; Shoeybi et al. 2019 §3): t must divide a and g. Reports the
+ * constraint that fails (at the setting) and, in a note at the model's field, the
+ * degrees that divide both. Returns the number of errors. */
+static int check_tp_heads(Diag *d, const Pipeline *p, const ModelShape *m, int32_t t)
+{
+    bool on_heads = fmod(m->heads, t) != 0;
+    if (!on_heads && fmod(m->kv_heads, t) == 0)
+        return 0;
+    const Entity *e = p->model;
+    if (on_heads)
+        diag_error(d, tp_at(p), DIAG_VALUE,
+                   "tensor_parallel %d does not divide the %g attention heads of model '%s'",
+                   t, m->heads, e->name);
+    else
+        diag_error(d, tp_at(p), DIAG_VALUE,
+                   "tensor_parallel %d divides the %g attention heads of model '%s' but not "
+                   "its %g key/value heads",
+                   t, m->heads, e->name, m->kv_heads);
+    StrBuf ok = {0};
+    int n = 0;
+    for (double k = 1; k <= m->kv_heads; k++)
+        if (fmod(m->heads, k) == 0 && fmod(m->kv_heads, k) == 0)
+            n++;
+    for (double k = 1, i = 0; k <= m->kv_heads; k++)
+        if (fmod(m->heads, k) == 0 && fmod(m->kv_heads, k) == 0)
+            sb_printf(&ok, "%s%g", ++i == 1 ? "" : i == n ? " or " : ", ", k);
+    const Field *f = field_find(e->fields, e->nfields, on_heads ? "heads" : "kv_heads");
+    if (m->kv_heads != m->heads)
+        diag_note(d, f ? f->loc : e->loc,
+                  "each tensor-parallel rank holds whole heads, so tensor_parallel must divide "
+                  "both the %g attention heads and the %g key/value heads: %s",
+                  m->heads, m->kv_heads, ok.s);
+    else
+        diag_note(d, f ? f->loc : e->loc,
+                  "each tensor-parallel rank holds whole heads, so tensor_parallel must divide "
+                  "the %g attention heads: %s",
+                  m->heads, ok.s);
+    sb_free(&ok);
+    return 1;
+}
+
 int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)
 {
     memset(cm, 0, sizeof *cm);
@@ -596,15 +665,10 @@ int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)
     }
     cm->tp = p->tensor_parallel;
     if (cm->tp < 1) {
-        diag_error(d, p->loc, DIAG_VALUE, "tensor_parallel must be at least 1");
+        diag_error(d, tp_at(p), DIAG_VALUE, "tensor_parallel must be at least 1");
         err++;
-    } else if (!err && cm->model.arch != ARCH_MLP &&
-               (fmod(cm->model.heads, cm->tp) != 0 || fmod(cm->model.kv_heads, cm->tp) != 0)) {
-        diag_error(d, p->loc, DIAG_VALUE,
-                   "tensor_parallel %d does not divide the %g attention heads (%g key/value "
-                   "heads) of model '%s'",
-                   cm->tp, cm->model.heads, cm->model.kv_heads, p->model->name);
-        err++;
+    } else if (!err && cm->model.arch != ARCH_MLP) {
+        err += check_tp_heads(d, p, &cm->model, cm->tp);
     }
     if (err)
         return err;
@@ -666,7 +730,7 @@ void cm_ckpt_layers(const Pipeline *p, double *out)
             continue;
         CmCost k;
         cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false, costed_policy(p, s), &k);
-        out[v] = k.ckpt;
+        out[v] = cost_quantise(COST_CKPT, k.ckpt); /* <= the ckpt put() stores */
     }
     costmodel_free(&cm);
 }
@@ -693,9 +757,11 @@ static void drop_derived(CostBlock *b)
     b->derived = 0;
 }
 
+/* Stores a derived value at the resolution print writes (cost_quantise), so that what
+ * `print` shows is what the simulator and the checker use. */
 static void put(CostBlock *b, CostField f, double x)
 {
-    b->v[f] = x;
+    b->v[f] = cost_quantise(f, x);
     b->set |= 1u << f;
     b->derived |= 1u << f;
 }

@@ -152,6 +152,14 @@ void costmodel_free(CostModel *cm);
  * otherwise: die). Free cm with costmodel_free. */
 void costmodel_get(const Pipeline *p, CostModel *cm);
 
+/* Model FLOPs of one iteration of one pipeline replica: 3 x M x the forward FLOPs of one
+ * micro-batch through the whole model, summed over the tensor-parallel ranks (the backward
+ * is twice the forward; recomputation is not counted: model FLOPs, as Chowdhery et al.
+ * 2022 App. B and Narayanan et al. 2021 §5.1 define them). The units' FLOPs are those
+ * docs/cost-model.md "FLOPs and times" states. NaN when p has no validated model
+ * (Pipeline.cost_inputs is NULL). */
+double cm_iteration_flops(const Pipeline *p);
+
 /* The cost of one unit under a policy. first: the unit is the first transformer unit of
  * its virtual stage (full recomputation must then keep an MLP unit's input too). */
 void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out);

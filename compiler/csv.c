@@ -31,14 +31,20 @@ typedef struct Act {
     Loc loc;         /* the action in the CSV */
 } Act;
 
+/* Point-to-point actions of the comms form (-10 - index into comm_spelling), kept
+ * only to check their pairing; see check_comms. */
+enum { COMM_SEND_F = -10, COMM_RECV_F = -11, COMM_SEND_B = -12, COMM_RECV_B = -13 };
+
+static const char *const comm_spelling[4] = {"SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+
 /* Action types of the regex, longest spelling first where one is a prefix of another
  * (BW before B). compute < 0 marks a type that is skipped. */
 static const struct {
     const char *name;
     int kind;
 } act_types[] = {
-    {"SEND_F", -1}, {"RECV_F", -1}, {"SEND_B", -1}, {"RECV_B", -1},
-    {"UNSHARD", -1}, {"RESHARD", -1}, {"REDUCE_GRAD", -1},
+    {"SEND_F", COMM_SEND_F}, {"RECV_F", COMM_RECV_F}, {"SEND_B", COMM_SEND_B},
+    {"RECV_B", COMM_RECV_B}, {"UNSHARD", -1}, {"RESHARD", -1}, {"REDUCE_GRAD", -1},
     {"BW", ACT_BW}, {"F", ACT_F}, {"I", ACT_I}, {"B", ACT_B}, {"W", ACT_W},
 };
 
@@ -57,6 +63,8 @@ typedef struct Reader {
     Loc *row_loc;    /* [nrows] start of each row */
     size_t nrow_loc, row_cap;
     bool too_many;   /* the op limit was reported */
+    Act *comms;      /* SEND_F/RECV_F/SEND_B/RECV_B actions, file order; kind = -10 - k */
+    size_t ncomms, comm_cap;
 } Reader;
 
 static Loc at(const Reader *r, uint32_t off)
@@ -152,6 +160,12 @@ static void parse_simple(Reader *r, const char *c, size_t n, uint32_t off, uint3
         diag_error(r->d, at(r, off + (uint32_t)i), DIAG_SYNTAX,
                    "bad action '%.*s': unexpected '%c' after the %s", cw, cell, c[i],
                    i > mb_at ? "micro-batch index" : "action type");
+        return;
+    }
+    if (kind <= COMM_SEND_F && !in_overlap && i > mb_at) {
+        Act a = {(uint32_t)stage, (uint32_t)mb, rank, (uint32_t)(-10 - kind),
+                 (uint32_t)r->ncomms, at(r, off)};
+        VEC_PUSH(r->comms, r->ncomms, r->comm_cap, a);
         return;
     }
     if (kind < 0) {
@@ -442,6 +456,205 @@ static bool infer_placement(Reader *r, const Owner *own, size_t nown, uint32_t P
     return d->nerr == nerr0;
 }
 
+/* "2SEND_F0"-style text of comm action a. */
+static char *comm_name(char *buf, size_t n, const Act *a)
+{
+    snprintf(buf, n, "%u%s%u", a->stage, comm_spelling[a->kind], a->mb);
+    return buf;
+}
+
+/* Phase 2b, on one rank: a RECV_F of (stage, mb) comes before the F it feeds and a
+ * SEND_F after the F that produces it; RECV_B and SEND_B likewise around the backward
+ * (B, I or BW) of the same stage and micro-batch. File offsets give the order within a
+ * row. A comm action without that compute action is left to the pairing check. */
+static void check_comm_order(Reader *r)
+{
+    char b1[48], b2[48];
+    Act *sorted = xmalloc((r->nacts + 1) * sizeof *sorted);
+    if (r->nacts)
+        memcpy(sorted, r->acts, r->nacts * sizeof *sorted);
+    qsort(sorted, r->nacts, sizeof *sorted, cmp_act);
+    for (size_t i = 0; i < r->ncomms; i++) {
+        const Act *c = &r->comms[i];
+        bool fwd = c->kind < 2, send = (c->kind & 1) == 0;
+        size_t lo = 0, hi = r->nacts; /* first act not below (stage, mb) */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const Act *m = &sorted[mid];
+            if (m->stage < c->stage || (m->stage == c->stage && m->mb < c->mb))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const Act *compute = NULL;
+        for (size_t k = lo;
+             k < r->nacts && sorted[k].stage == c->stage && sorted[k].mb == c->mb; k++) {
+            const Act *a = &sorted[k];
+            bool feeds = fwd ? a->kind == ACT_F : a->kind != ACT_F && a->kind != ACT_W;
+            if (a->rank == c->rank && feeds) {
+                compute = a;
+                break;
+            }
+        }
+        if (!compute)
+            continue;
+        if (send && compute->loc.off > c->loc.off) {
+            diag_error(r->d, c->loc, DIAG_ORDER,
+                       "%s comes before %s, which produces what it sends",
+                       comm_name(b1, sizeof b1, c),
+                       act_name(b2, sizeof b2, compute->stage, (int)compute->kind, compute->mb));
+            diag_note(r->d, compute->loc, "%s is here", b2);
+        } else if (!send && compute->loc.off < c->loc.off) {
+            diag_error(r->d, c->loc, DIAG_ORDER,
+                       "%s comes after %s, which consumes what it receives",
+                       comm_name(b1, sizeof b1, c),
+                       act_name(b2, sizeof b2, compute->stage, (int)compute->kind, compute->mb));
+            diag_note(r->d, compute->loc, "%s is here", b2);
+        }
+    }
+    free(sorted);
+}
+
+/* Phase 2b, after the pairing check passed: runs the ranks' comm actions with blocking
+ * (rendezvous) sends, as a SEND and its RECV complete together; compute never blocks.
+ * When no rank can move and some have actions left, the schedule deadlocks: reported at
+ * the first stuck rank's action, naming what its peer waits in. peer[i] is comms[i]'s
+ * other rank. */
+static void check_comm_deadlock(Reader *r, const uint32_t *peer)
+{
+    uint32_t P = r->nrows;
+    size_t *head = xmalloc((P + 1) * sizeof *head), *end = xmalloc((P + 1) * sizeof *end);
+    for (uint32_t k = 0; k < P; k++)
+        head[k] = end[k] = r->ncomms;
+    for (size_t i = 0; i < r->ncomms; i++) { /* a rank's actions are contiguous */
+        uint32_t k = r->comms[i].rank;
+        if (head[k] == r->ncomms)
+            head[k] = i;
+        end[k] = i + 1;
+    }
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (uint32_t k = 0; k < P; k++) {
+            if (head[k] >= end[k])
+                continue;
+            uint32_t o = peer[head[k]];
+            if (o == k) { /* a rank sending to itself does not wait */
+                head[k]++, moved = true;
+                continue;
+            }
+            if (head[o] < end[o] && peer[head[o]] == k &&
+                (r->comms[head[o]].kind & 1) != (r->comms[head[k]].kind & 1)) {
+                head[k]++, head[o]++, moved = true;
+            }
+        }
+    }
+    for (uint32_t k = 0; k < P; k++) {
+        if (head[k] >= end[k])
+            continue;
+        char b1[48], b2[48];
+        const Act *c = &r->comms[head[k]];
+        uint32_t o = peer[head[k]];
+        if (head[o] < end[o]) {
+            diag_error(r->d, c->loc, DIAG_DEADLOCK,
+                       "%s on rank %u waits for rank %u, which waits in %s: with blocking "
+                       "sends neither can go on", comm_name(b1, sizeof b1, c), k, o,
+                       comm_name(b2, sizeof b2, &r->comms[head[o]]));
+            diag_note(r->d, r->comms[head[o]].loc, "%s is here", b2);
+        } else {
+            diag_error(r->d, c->loc, DIAG_DEADLOCK,
+                       "%s on rank %u waits for rank %u, which has no comm action left",
+                       comm_name(b1, sizeof b1, c), k, o);
+        }
+        break;
+    }
+    free(head);
+    free(end);
+}
+
+/* Phase 2b: the comms form's point-to-point actions pair up as NCCL pairs them. A
+ * SEND_F of stage s goes to the owner of stage s+1 and is received there as RECV_F of
+ * stage s+1 (RECV names the receiving stage, as PyTorch's _add_send_recv writes it); a
+ * SEND_B of stage s goes to stage s-1 as RECV_B of s-1. Per ordered pair of ranks the
+ * n-th SEND must meet the n-th RECV with the same micro-batch and the matching type and
+ * stage; a SEND or RECV left over has no partner. own[S] is the stage -> rank map. */
+static void check_comms(Reader *r, const Owner *own, uint32_t S)
+{
+    Diag *d = r->d;
+    uint32_t P = r->nrows;
+    char b1[48], b2[48];
+    int nerr0 = d->nerr;
+    uint32_t *peer = xmalloc((r->ncomms + 1) * sizeof *peer);
+    for (size_t i = 0; i < r->ncomms; i++) { /* the other rank, or P when there is none */
+        const Act *a = &r->comms[i];
+        bool fwd = a->kind == 0 || a->kind == 1, send = a->kind == 0 || a->kind == 2;
+        /* the stage on the other side: a SEND_F's is s+1, a RECV_F's s-1, and so on */
+        int64_t other = (int64_t)a->stage + ((fwd == send) ? 1 : -1);
+        peer[i] = P;
+        if (a->stage >= S || own[a->stage].rank != a->rank)
+            diag_error(d, a->loc, DIAG_PLACEMENT, "%s is on rank %u, which does not hold stage %u",
+                       comm_name(b1, sizeof b1, a), a->rank, a->stage);
+        else if (other < 0 || other >= (int64_t)S)
+            diag_error(d, a->loc, DIAG_MISSING, "%s has no %s stage to %s",
+                       comm_name(b1, sizeof b1, a), (fwd == send) ? "next" : "previous",
+                       send ? "send to" : "receive from");
+        else
+            peer[i] = own[other].rank;
+    }
+    if (d->nerr != nerr0)
+        goto out;
+    check_comm_order(r);
+    for (uint32_t src = 0; src < P; src++) {
+        for (uint32_t dst = 0; dst < P; dst++) {
+            size_t si = 0, ri = 0;
+            for (;;) {
+                while (si < r->ncomms && !(r->comms[si].rank == src && peer[si] == dst &&
+                                           (r->comms[si].kind & 1) == 0))
+                    si++;
+                while (ri < r->ncomms && !(r->comms[ri].rank == dst && peer[ri] == src &&
+                                           (r->comms[ri].kind & 1) == 1))
+                    ri++;
+                if (si == r->ncomms && ri == r->ncomms)
+                    break;
+                const Act *s = si < r->ncomms ? &r->comms[si] : NULL;
+                const Act *v = ri < r->ncomms ? &r->comms[ri] : NULL;
+                if (!v) {
+                    diag_error(d, s->loc, DIAG_MISSING,
+                               "%s on rank %u has no matching %u%s%u on rank %u",
+                               comm_name(b1, sizeof b1, s), src,
+                               s->kind == 0 ? s->stage + 1 : s->stage - 1,
+                               comm_spelling[s->kind + 1], s->mb, dst);
+                    break;
+                }
+                if (!s) {
+                    diag_error(d, v->loc, DIAG_MISSING,
+                               "%s on rank %u has no matching %u%s%u on rank %u",
+                               comm_name(b1, sizeof b1, v), dst,
+                               v->kind == 1 ? v->stage - 1 : v->stage + 1,
+                               comm_spelling[v->kind - 1], v->mb, src);
+                    break;
+                }
+                uint32_t want = s->kind == 0 ? s->stage + 1 : s->stage - 1;
+                if (v->kind != s->kind + 1 || v->stage != want || v->mb != s->mb) {
+                    diag_error(d, v->loc, DIAG_ORDER,
+                               "%s on rank %u is matched with %s from rank %u: it is rank "
+                               "%u's next receive from rank %u and that is rank %u's next "
+                               "send to rank %u, so NCCL pairs them; expected %u%s%u",
+                               comm_name(b1, sizeof b1, v), dst, comm_name(b2, sizeof b2, s),
+                               src, dst, src, src, dst, want, comm_spelling[s->kind + 1],
+                               s->mb);
+                    diag_note(d, s->loc, "%s is here", comm_name(b2, sizeof b2, s));
+                    break;
+                }
+                si++, ri++;
+            }
+        }
+    }
+    if (d->nerr == nerr0)
+        check_comm_deadlock(r, peer);
+out:
+    free(peer);
+}
+
 /* Phase 3: the pipeline of shape (P, M, V) with r->acts as its ops, in file order, and
  * the CSV's placeholder costs. */
 static Pipeline *make_pipeline(const Reader *r, const char *name, uint32_t P, uint32_t M,
@@ -502,8 +715,11 @@ static Pipeline *build(Reader *r, const char *name)
     find_owners(r, &own, &nown, &maxmb);
     Pipeline *p = NULL;
     /* placement is inferred only from a consistent stage -> rank map */
-    if (d->nerr == nerr0 && infer_placement(r, own, nown, P, &V, &vshape))
-        p = make_pipeline(r, name, P, maxmb + 1, V, vshape);
+    if (d->nerr == nerr0 && infer_placement(r, own, nown, P, &V, &vshape)) {
+        check_comms(r, own, (uint32_t)nown);
+        if (d->nerr == nerr0)
+            p = make_pipeline(r, name, P, maxmb + 1, V, vshape);
+    }
     free(own);
     return p;
 }
@@ -540,6 +756,7 @@ Pipeline *csv_import_dialect(Diag *d, uint32_t file, const char *name, CsvFormat
     Pipeline *p = d->nerr == nerr0 ? build(&r, name) : NULL;
     free(r.acts);
     free(r.row_loc);
+    free(r.comms);
     return p;
 }
 

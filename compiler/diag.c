@@ -176,6 +176,7 @@ void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
         d->nwarn++;
     } else {
         d->nerr++;
+        d->last_error = loc;
         if ((unsigned)code < DIAG_NCODES)
             d->ncode[code]++;
     }

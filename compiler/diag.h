@@ -95,6 +95,7 @@ typedef struct Diag {
     Loc expand_at;
     char expand_note[160];
     char op_note[96];    /* the op the next error is about (diag_set_op), then cleared */
+    Loc last_error;      /* where the last error (not demoted) was reported */
 } Diag;
 
 /* Registers a file and takes ownership of text (NUL-terminated, len bytes). Returns the

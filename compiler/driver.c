@@ -67,13 +67,16 @@ static Pipeline *compile_loaded(Diag *d, const DriverOpts *o, Pipeline *p, int n
         goto fail;
     return p;
 fail:
+    if (o && o->nsets)
+        note_overrides(d);
     pipeline_free(p);
     return NULL;
 }
 
 static LoadOpts load_opts(const DriverOpts *o)
 {
-    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0};
+    return (LoadOpts){.include_dirs = o ? o->include_dirs : NULL, .ninclude = o ? o->ninclude : 0,
+                      .sets = o ? o->sets : NULL, .nsets = o ? o->nsets : 0};
 }
 
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
@@ -95,6 +98,15 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
 
 bool driver_common_opt(DriverOpts *o, int opt, const char *arg)
 {
+    if (opt == DRIVER_OPT_SET) {
+        size_t cap = (size_t)o->nsets;
+        size_t len = strlen(arg);
+        const char *eq = strchr(arg, '=');
+        SetOverride so = {.text = arg, .lo = (uint32_t)(eq ? (size_t)(eq - arg) + 1 : len),
+                          .hi = (uint32_t)len};
+        VEC_PUSH(o->sets, o->nsets, cap, so);
+        return true;
+    }
     if (opt == 'W' && arg && !strcmp(arg, "error")) {
         o->werror = true;
         return true;
@@ -111,10 +123,15 @@ void driver_opts_free(DriverOpts *o)
     free(o->include_dirs);
     o->include_dirs = NULL;
     o->ninclude = 0;
+    free(o->sets);
+    o->sets = NULL;
+    o->nsets = 0;
 }
 
 /* Usage texts: DESIGN.md "Command line", one entry per command of cmds.h. */
 #define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n" \
+                    "  --set KEY=VALUE     override a pipeline setting, as the line `KEY VALUE`\n" \
+                    "                      in the file (repeatable; docs/language.md)\n" \
                     "  -Werror             treat warnings as errors\n"
 
 static const struct {
@@ -142,6 +159,7 @@ static const struct {
      "  --html OUT.html     write an interactive timeline: one self-contained page with\n"
      "                      zoom, pan, hover details of every op and the memory curves\n"
      "  --gantt             print an ASCII timeline, as wide as the terminal ($COLUMNS)\n"
+     "  --large             draw --svg, --html and --trace beyond 250000 ops\n"
      "A file argument `-` is standard input; `--svg -`, `--html -` and `--trace -` write to\n"
      "standard output (the summary then goes to standard error).\n" COMMON_OPTS},
     {"opt",
@@ -153,15 +171,18 @@ static const struct {
      "  -o, --output OUT    write OUT atomically instead of standard output\n"
      "  --list              list the passes and their arguments\n" COMMON_OPTS},
     {"diff",
-     "usage: pipec diff [options] A B [--json] [--svg OUT.svg] [--html OUT.html]\n"
+     "usage: pipec diff [options] A B [--metrics | --json] [--svg OUT.svg] [--html OUT.html]\n"
      "Simulates both schedules and prints their metrics side by side (with a note when\n"
      "their stages, micro-batches or chunks differ), each stage's busy, idle and bubble\n"
      "times, then each stage's op-order difference as a unified diff. Exit 0 when A and B\n"
      "are the same, 1 when they differ, 2 on errors (as diff(1)).\n"
+     "  --metrics           only the metrics table; the exit status compares shape and\n"
+     "                      metrics, not op orders\n"
      "  --json              one JSON object: both `sim --json` objects and what differs\n"
      "  --svg OUT.svg       both timelines, A above B, on one time axis\n"
      "  --width PX          the SVG's width (default: from the schedules, >= 1200)\n"
-     "  --html OUT.html     an interactive page with both timelines and a picker\n" COMMON_OPTS},
+     "  --html OUT.html     an interactive page with both timelines and a picker\n"
+     "  --large             draw --svg and --html beyond 250000 ops (both schedules)\n" COMMON_OPTS},
     {"emit",
      "usage: pipec emit [options] FILE -o DIR [--backend cpu|cuda]\n"
      "Writes one C source per rank (rank_K.c), main.c, program.h and a Makefile into DIR.\n"
@@ -212,18 +233,34 @@ static const struct {
      "      --current       spell it I/W and the full backward B, as PyTorch does now\n"
      COMMON_OPTS},
     {"tune",
-     "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N]\n"
+     "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N] [--json|--csv]\n"
      "       pipec tune --exact FILE [--time-limit S] [--json] [-o OUT]\n"
-     "Searches schedule templates, recomputation policies and passes; prints a ranked\n"
-     "table of the variants that pass check.\n"
+     "Searches every stdlib template the file's stages and micro-batches allow and the\n"
+     "file's own schedule, with recomputation policies, swapping and passes; prints a\n"
+     "ranked table of the variants that pass check.\n"
      "  -o, --output OUT    write the best variant's explicit form to OUT\n"
      "      --budget N      evaluate at most N variants (default 2000)\n"
-     "      --top N         print the N best (default 10)\n"
+     "      --top N         print the N best (default 10); slower variants are pruned\n"
+     "      --json          the rows, the count searched and what was skipped, as JSON\n"
+     "      --csv           the rows as CSV with a header\n"
      "      --exact         a makespan-optimal order of the file's ops within its budget,\n"
      "                      by mixed-integer programming (COIN-OR CBC; Debian package\n"
      "                      coinor-libcbc-dev); the order with -o OUT\n"
      "      --time-limit S  stop the exact search after S seconds (default 60)\n"
-     "      --json          with --exact: {\"status\", \"makespan_ms\", \"lower_bound_ms\", \"gap\"}\n" COMMON_OPTS},
+     "                      (--json then prints {\"status\", \"makespan_ms\",\n"
+     "                      \"lower_bound_ms\", \"gap\"})\n" COMMON_OPTS},
+    {"compare",
+     "usage: pipec compare [options] FILE... [--set KEY=V[,V...]]... [--format F] [-o OUT]\n"
+     "Simulates each FILE at each point of the sweep the --set lists span (their cartesian\n"
+     "product, the first --set varying slowest) and prints one row per file and point:\n"
+     "name, P, M, V, schedule and passes, makespan, lower bound and the distance to it,\n"
+     "bubble ratio, overhead ratio (recomputation counted), peak memory (largest and per\n"
+     "stage), whether it fits the budget, tokens/s and MFU (docs/compare.md).\n"
+     "  --format F          text (default), csv, md (Markdown), latex (a tabular) or json\n"
+     "  -o, --output OUT    write OUT atomically instead of standard output\n"
+     "  --set KEY=V1,V2     a setting's values: a comma outside brackets separates them\n"
+     "A file that does not compile gets a row whose status names the error codes, its\n"
+     "diagnostics on standard error, and exit status 1.\n" COMMON_OPTS},
 };
 
 const char *driver_usage_text(const char *name)
@@ -245,9 +282,140 @@ void driver_usage(FILE *out, const char *name)
         fprintf(out, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
 }
 
+/* ---- the weights alone over every budget ------------------------------------------ */
+
+/* Whether every rank's weights alone exceed the budget; *lo and *hi get the smallest
+ * and the largest rank's weights (bytes). */
+static bool weights_over_all(const Pipeline *p, double *lo, double *hi)
+{
+    if (!p->has_memory || p->P < 1 || !p->stage_costs)
+        return false;
+    *lo = INFINITY;
+    *hi = 0;
+    for (int32_t s = 0; s < p->P; s++) {
+        double w = ir_cost(p, s, 0, COST_WEIGHTS);
+        if (!(w > p->memory))
+            return false;
+        *lo = fmin(*lo, w);
+        *hi = fmax(*hi, w);
+    }
+    return true;
+}
+
+/* Whether some rank's weights are written in the source (so the cost model's
+ * re-derivation for another shape would not change them). */
+static bool weights_written(const Pipeline *p)
+{
+    uint32_t bit = 1u << COST_WEIGHTS;
+    if (p->costs.set & ~p->costs.derived & bit)
+        return true;
+    for (int32_t s = 0; s < p->P; s++)
+        if (p->stage_costs[s].set & ~p->stage_costs[s].derived & bit)
+            return true;
+    return false;
+}
+
+/* Whether q's costs derive (quietly) with every rank's weights within p's budget.
+ * Frees q. */
+static bool weights_fit(Pipeline *q, double budget)
+{
+    Diag quiet = {.max_errors = -1}; /* counts, never prints */
+    bool ok = derive_costs(&quiet, q) == 0 && quiet.nerr == 0;
+    for (int32_t s = 0; ok && s < q->P; s++)
+        ok = ir_cost(q, s, 0, COST_WEIGHTS) <= budget;
+    diag_free(&quiet);
+    pipeline_free(q);
+    return ok;
+}
+
+/* The fewest stages (with p's chunks and tensor parallelism, partition even, every
+ * virtual stage keeping at least one half-layer unit) whose weights fit p's budget;
+ * 0 when none does. p has a model and derived costs. */
+static int32_t stages_to_fit(const Pipeline *p)
+{
+    double units = 2 * p->cost_inputs->model.layers;
+    for (int32_t P = p->P + 1; (double)P * p->V <= units && P <= IR_MAX_STAGES; P++) {
+        Pipeline *q = pipeline_clone(p);
+        pipeline_set_shape(q, P, p->M, p->V);
+        q->partition_set = false;
+        q->partition_even = true;
+        if (weights_fit(q, p->memory))
+            return P;
+    }
+    return 0;
+}
+
+/* The smallest tensor-parallel degree above p's (the cost model accepting it: it
+ * divides the heads) whose weights fit p's budget on p's stages; 0 when none does. */
+static int32_t tp_to_fit(const Pipeline *p)
+{
+    for (int32_t t = p->tensor_parallel + 1; t <= p->cost_inputs->model.heads; t++) {
+        Pipeline *q = pipeline_clone(p);
+        q->tensor_parallel = t;
+        if (weights_fit(q, p->memory))
+            return t;
+    }
+    return 0;
+}
+
+/* When the weights alone exceed every rank's budget: one `memory` error that leads
+ * with what would fit them (more stages, more tensor parallelism, a larger device or
+ * budget), instead of one error per rank (docs/language.md §8). Returns 1
+ * when it reported, else 0. */
+static int weights_error(Diag *d, const Pipeline *p)
+{
+    double lo, hi;
+    if (!weights_over_all(p, &lo, &hi))
+        return 0;
+    StrBuf fix = {0};
+    const char *sep = "";
+    if (p->model && p->cost_inputs && !weights_written(p)) {
+        int32_t P = stages_to_fit(p), t = tp_to_fit(p);
+        if (P) {
+            sb_printf(&fix, "stages %d%s", P,
+                      p->partition_set && !p->partition_even ? " (partition even)" : "");
+            sep = ", ";
+        }
+        if (t) {
+            sb_printf(&fix, "%stensor_parallel %d", sep, t);
+            sep = ", ";
+        }
+    }
+    /* A budget that holds the largest rank's weights: a device's memory rounded up to
+     * the 0.1 GiB shown, or a `memory` setting in whole GiB (as the user would write it). */
+    const double GiB = 1073741824.0, step = GiB / 10;
+    char a[32], b[32], c[72];
+    const DeviceSpec *dv = p->cost_inputs && p->cost_inputs->has_device
+                               ? &p->cost_inputs->device : NULL;
+    const char *or = *sep ? "or " : "";
+    if (dv && dv->has_memory && p->memory == dv->memory - dv->reserved)
+        sb_printf(&fix, "%s%sa device with %s (%s reserved)", sep, or,
+                  human_size(a, sizeof a, ceil((hi + dv->reserved) / step) * step),
+                  human_size(b, sizeof b, dv->reserved));
+    else
+        sb_printf(&fix, "%s%s`memory %.0fGiB`", sep, or, ceil(hi / GiB));
+    Loc at = p->shape_loc[0].file != LOC_NONE_FILE ? p->shape_loc[0] : p->loc;
+    human_size(a, sizeof a, lo);
+    if (p->P == 1)
+        snprintf(c, sizeof c, "stage 0's weights (%s) exceed", a);
+    else if (lo == hi)
+        snprintf(c, sizeof c, "every stage's weights (%s) exceed", a);
+    else
+        snprintf(c, sizeof c, "every stage's weights (%s to %s) exceed", a,
+                 human_size(b, sizeof b, hi));
+    diag_error(d, at, DIAG_MEMORY, "to fit the weights alone, use %s: %s its budget of %s",
+               fix.s, c, human_size(a, sizeof a, p->memory));
+    if (p->shape_loc[3].file != LOC_NONE_FILE)
+        diag_note(d, p->shape_loc[3], "the budget is set here");
+    sb_free(&fix);
+    return 1;
+}
+
 int driver_check_memory(Diag *d, const Pipeline *p)
 {
     int n0 = d->nerr + d->nwarn; /* counted either way when the caller demotes errors */
+    if (weights_error(d, p))
+        return d->nerr + d->nwarn - n0;
     check_pipeline(d, p, CHECK_MEMORY);
     if (d->nerr + d->nwarn == n0)
         arena_check(d, p);
@@ -264,8 +432,9 @@ static bool fits_quietly(Diag *quiet, const Pipeline *q)
 
 void driver_memory_remedy(Diag *d, const Pipeline *p, const char *path)
 {
-    if (!p->has_memory || !d->ncode[DIAG_MEMORY])
-        return;
+    double wlo, whi;
+    if (!p->has_memory || !d->ncode[DIAG_MEMORY] || weights_over_all(p, &wlo, &whi))
+        return; /* weights_error's message is its own remedy */
     MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
     mem_walk(p, mr);
     int32_t lo = -1, hi = -1;

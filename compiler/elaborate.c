@@ -507,11 +507,6 @@ static bool eval_dep_end(Elab *e, const Node *rank, const Node *opn, OpRef *r)
     return true;
 }
 
-static bool is_setting(NodeKind k)
-{
-    return k >= N_STAGES && k <= N_APPLY;
-}
-
 static void exec_list(Elab *e, const Node *list, bool top);
 
 static void exec_schedule(Elab *e, const Node *n);
@@ -624,7 +619,7 @@ static void exec(Elab *e, const Node *n, bool top)
             EXP_ERROR(e, n->loc, DIAG_SYNTAX, "'schedule' is only allowed at the top of a pipeline");
         return;
     default:
-        if (is_setting((NodeKind)n->kind)) {
+        if (ast_is_setting((NodeKind)n->kind)) {
             if (!top)
                 EXP_ERROR(e, n->loc, DIAG_SYNTAX, "'%s' is only allowed at the top of a pipeline",
                           node_kind_name[n->kind]);
@@ -1076,6 +1071,7 @@ static void read_unshaped_settings(Elab *e, const Settings *s)
     }
     if (s->tp) {
         int64_t tp;
+        p->tp_loc = s->tp->loc;
         if (int_setting(e, s->tp, 1, INT32_MAX, &tp))
             p->tensor_parallel = (int32_t)tp;
     }

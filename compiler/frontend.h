@@ -11,13 +11,28 @@
 #include "diag.h"
 #include "ir.h"
 
+/* One `--set KEY=VALUE` (docs/language.md "Overriding settings"): text is the whole
+ * argument; the value read is text[lo, hi) (all of it after the '=', or one point of a
+ * `pipec compare` sweep). */
+typedef struct SetOverride {
+    const char *text;
+    uint32_t lo, hi;
+} SetOverride;
+
+/* The file name diagnostics print for an override: `--set:1:8: error[value]: ...`. */
+#define SET_FILE_NAME "--set"
+
 typedef struct LoadOpts {
     const char *const *include_dirs; /* -I DIR, searched after the importing file's folder */
     int ninclude;
+    const SetOverride *sets;         /* --set, in order: each replaces the file's setting */
+    int nsets;
 } LoadOpts;
 
 /* Parses and elaborates the file: imports, templates, `schedule` expansion, settings,
- * model/device resolution. Returns the pipeline, or NULL when errors were reported
+ * model/device resolution. Each override of o->sets is registered as a file named
+ * SET_FILE_NAME, read as a setting line and put in place of the pipeline's lines of
+ * the same setting (`name` error for an unknown key, `syntax` for a bad value). Returns the pipeline, or NULL when errors were reported
  * (d->nerr > 0). The Diag keeps the source text; it must outlive the pipeline.
  * o may be NULL (no -I dirs). */
 Pipeline *load_pipeline(Diag *d, const LoadOpts *o, const char *path);
@@ -41,6 +56,15 @@ void pass_calls_free(PassCall *calls, uint32_t n);
  * -I dirs, each dir of $PIPEC_PATH (colon-separated), the stdlib folder (a path
  * beginning with "std/" maps to the stdlib folder itself). */
 const char *stdlib_dir(void);
+
+/* The settings `--set` can override, comma-separated ("stages, microbatches, ..."), in
+ * buf; returns buf. */
+char *settings_list(char *buf, size_t len);
+
+/* After errors in a run with overrides: a note at each override (the files named
+ * SET_FILE_NAME) saying the file was read with it, unless the last error is located in
+ * an override already. */
+void note_overrides(Diag *d);
 
 /* Expansion and nesting limits (docs/language.md "Limits"). Checked with error code
  * `limit`. Tests may lower them; the defaults are the documented values. */

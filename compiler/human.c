@@ -3,11 +3,21 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Three significant digits, at least none and at most two decimals. */
 static int decimals(double a)
 {
     return a >= 100 ? 0 : a >= 10 ? 1 : 2;
+}
+
+double human_fix(double x, int decimals)
+{
+    char t[400];
+    if (!isfinite(x))
+        return x;
+    snprintf(t, sizeof t, "%.*f", decimals, fabs(x));
+    return strtod(t, NULL) == 0 ? 0 : x;
 }
 
 char *human_ms(char *buf, size_t n, double ms)
@@ -18,7 +28,7 @@ char *human_ms(char *buf, size_t n, double ms)
     else if (a == 0)
         snprintf(buf, n, "0 ms");
     else if (a < 1)
-        snprintf(buf, n, "%.*f us", decimals(a * 1000), ms * 1000);
+        snprintf(buf, n, "%.*f us", decimals(a * 1000), human_fix(ms * 1000, decimals(a * 1000)));
     else if (a < 1000)
         snprintf(buf, n, "%.*f ms", decimals(a), ms);
     else
@@ -38,7 +48,7 @@ char *human_size(char *buf, size_t n, double bytes)
     if (!isfinite(bytes))
         snprintf(buf, n, "-");
     else if (u == 0)
-        snprintf(buf, n, "%.0f B", x);
+        snprintf(buf, n, "%.0f B", human_fix(x, 0));
     else
         snprintf(buf, n, "%.1f %s", x, unit[u]);
     return buf;

@@ -15,4 +15,9 @@ char *human_ms(char *buf, size_t n, double ms);
  * finite. Returns buf (32 bytes are enough). */
 char *human_size(char *buf, size_t n, double bytes);
 
+/* x, or +0 when x written with `decimals` decimals ("%.*f") reads as zero: what every
+ * fixed-decimal table cell passes through, so no table shows "-0.000" for a difference
+ * or an idle time that is float noise below the printed resolution. */
+double human_fix(double x, int decimals);
+
 #endif

@@ -34,6 +34,25 @@ const CostScope cost_field_scope[COST_NFIELDS] = {
 #undef X
 };
 
+double cost_quantise(CostField f, double v)
+{
+    if (!isfinite(v))
+        return v;
+    switch (cost_field_unit[f]) {
+    case UNIT_TIME:
+        v = round(v * COST_TIME_RESOLUTION) / COST_TIME_RESOLUTION;
+        break;
+    case UNIT_SIZE:
+    case UNIT_BW:
+        v = round(v);
+        break;
+    case UNIT_FRACTION:
+    case UNIT_NONE:
+        break;
+    }
+    return v == 0 ? 0 : v;
+}
+
 const char *const policy_name[POLICY_N] = {
 #define X(e, s) s,
     RECOMPUTE_POLICIES(X)
@@ -55,6 +74,7 @@ Pipeline *pipeline_new(void)
         p->shape_loc[i] = LOC_NONE;
     p->partition_loc = LOC_NONE;
     p->schedule_loc = LOC_NONE;
+    p->tp_loc = LOC_NONE;
     return p;
 }
 

@@ -131,6 +131,17 @@ extern const char *const cost_field_name[COST_NFIELDS];
 extern const UnitClass cost_field_unit[COST_NFIELDS];
 extern const CostScope cost_field_scope[COST_NFIELDS];
 
+/* The resolution derived costs are kept at, which is also what `pipec print` writes
+ * (print.h): times to 1 / COST_TIME_RESOLUTION ms (1 ns), sizes to whole bytes,
+ * bandwidths to whole bytes/s; fractions unchanged. */
+#define COST_TIME_RESOLUTION 1e6
+
+/* v, a value of field f, rounded to that resolution (a non-finite v unchanged, -0 made
+ * 0). The cost model stores every value it derives
+ * through it (docs/cost-model.md "Resolution"), so a derived cost printed and read back
+ * is the same double and `pipec print X > Y` simulates Y exactly as X. */
+double cost_quantise(CostField f, double v);
+
 /* One `costs [stage N | vstage N] { ... }` block: the fields it sets. */
 typedef struct CostBlock {
     double v[COST_NFIELDS];  /* ms, bytes, bytes/s or a fraction, by field */
@@ -234,6 +245,7 @@ typedef struct Pipeline {
     uint32_t npartition;
     Loc partition_loc;
     int32_t tensor_parallel;  /* >= 1 */
+    Loc tp_loc;               /* where `tensor_parallel` is set (LOC_NONE when not) */
     char *schedule;           /* template name given by `schedule`, or NULL */
     Loc schedule_loc;
     RecomputeDir *recompute;

@@ -268,6 +268,107 @@ static void load_file(Loader *L, uint32_t file, char *key, Loc at)
     L->depth--;
 }
 
+char *settings_list(char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < N_NKINDS; k++)
+        if (ast_is_setting((NodeKind)k) && at < len)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", node_kind_name[k]);
+    return buf;
+}
+
+/* The setting kind whose keyword is the n bytes at key, or -1. */
+static int setting_kind(const char *key, size_t n)
+{
+    for (int k = 0; k < N_NKINDS; k++)
+        if (ast_is_setting((NodeKind)k) && strlen(node_kind_name[k]) == n &&
+            !strncmp(node_kind_name[k], key, n))
+            return k;
+    return -1;
+}
+
+/* Reads override o (docs/language.md "Overriding settings") and puts it in place of the
+ * lines of pipeline pl that set the same key: where the first of them was, else at the
+ * end of the body. Reports `syntax` (no '=', a bad value) or `name` (an unknown key) at
+ * the override, registered as a file named SET_FILE_NAME. */
+static void apply_override(Diag *d, AstCtx *ctx, Node *pl, const SetOverride *o)
+{
+    size_t len = strlen(o->text);
+    uint32_t f = diag_add_file(d, SET_FILE_NAME, xstrdup(o->text), (uint32_t)len);
+    const char *eq = strchr(o->text, '=');
+    if (!eq) {
+        diag_error(d, (Loc){(uint32_t)len, f}, DIAG_SYNTAX,
+                   "expected '=' and a value: --set KEY=VALUE, as the line `KEY VALUE` of "
+                   "a pipeline");
+        return;
+    }
+    uint32_t key_end = (uint32_t)(eq - o->text);
+    int kind = setting_kind(o->text, key_end);
+    if (kind < 0) {
+        char list[512], key[64], hint[96];
+        snprintf(key, sizeof key, "%.*s", (int)(key_end < 60 ? key_end : 60), o->text);
+        const char *names[N_NKINDS];
+        size_t n = 0;
+        for (int k = 0; k < N_NKINDS; k++)
+            if (ast_is_setting((NodeKind)k))
+                names[n++] = node_kind_name[k];
+        diag_error(d, (Loc){0, f}, DIAG_NAME, "unknown setting '%s'%s", key,
+                   diag_suggest(hint, sizeof hint, key, names, n));
+        diag_note(d, (Loc){0, f}, "the settings are %s", settings_list(list, sizeof list));
+        return;
+    }
+    uint32_t lo = o->lo > key_end ? o->lo : key_end + 1, hi = o->hi < len ? o->hi : (uint32_t)len;
+    hi = hi < lo ? lo : hi;
+    if (strspn(o->text + lo, " \t") >= hi - lo) {
+        diag_error(d, (Loc){lo, f}, DIAG_SYNTAX, "'%s' needs a value: --set %s=VALUE",
+                   node_kind_name[kind], node_kind_name[kind]);
+        return;
+    }
+    Node *set = ast_parse_setting(d, ctx, f, key_end, lo, hi);
+    if (!set)
+        return;
+    Node *last = set;
+    while (last->next)
+        last = last->next;
+    /* Unlink every top-level line of that kind; the override goes where the first was. */
+    Node **at = NULL;
+    for (Node **pp = &pl->body; *pp;) {
+        if ((*pp)->kind == kind) {
+            *pp = (*pp)->next;
+            if (!at)
+                at = pp;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    if (!at)
+        for (at = &pl->body; *at; at = &(*at)->next)
+            ;
+    last->next = *at;
+    *at = set;
+}
+
+void note_overrides(Diag *d)
+{
+    if (!d->nerr || (d->last_error.file < d->nfiles &&
+                     !strcmp(d->files[d->last_error.file].path, SET_FILE_NAME)))
+        return;
+    for (uint32_t f = 0; f < d->nfiles; f++) {
+        if (strcmp(d->files[f].path, SET_FILE_NAME))
+            continue;
+        /* An override a later one of the same key replaced took no part. */
+        const char *t = d->files[f].text;
+        size_t key = strcspn(t, "=");
+        bool replaced = false;
+        for (uint32_t g = f + 1; g < d->nfiles && !replaced; g++)
+            replaced = !strcmp(d->files[g].path, SET_FILE_NAME) &&
+                       strcspn(d->files[g].text, "=") == key && !strncmp(d->files[g].text, t, key);
+        if (!replaced)
+            diag_note(d, (Loc){0, f}, "the file was read with this override");
+    }
+}
+
 /* Loads the main file (registered as `file`), checks where pipelines are, elaborates. */
 static Pipeline *load_main(Diag *d, const LoadOpts *o, uint32_t file, char *key)
 {
@@ -297,6 +398,8 @@ static Pipeline *load_main(Diag *d, const LoadOpts *o, uint32_t file, char *key)
     }
     if (parsed && !prog.pipeline && L.files[0].ok)
         diag_error(d, (Loc){0, file}, DIAG_SYNTAX, "no pipeline in '%s'", d->files[file].path);
+    for (int i = 0; o && prog.pipeline && d->nerr == before && i < o->nsets; i++)
+        apply_override(d, &ctx, prog.pipeline, &o->sets[i]);
 
     Pipeline *p = NULL;
     if (d->nerr == before)

@@ -34,6 +34,7 @@ static const struct {
     {"import-csv", cmd_import_csv, "PyTorch pipelining schedule CSV -> .pipe"},
     {"export-csv", cmd_export_csv, ".pipe -> PyTorch pipelining schedule CSV"},
     {"tune", cmd_tune, "search schedule variants under the cost model"},
+    {"compare", cmd_compare, "a table of figures per file and per --set sweep point"},
 };
 
 static void usage(FILE *out)
@@ -47,6 +48,7 @@ static void usage(FILE *out)
             fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nOptions every command takes:\n"
                  "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n"
+                 "  --set KEY=VALUE     override a pipeline setting (repeatable)\n"
                  "  -Werror             treat warnings as errors\n"
                  "\n`pipec help COMMAND` shows a command's options. Docs: docs/*.md.\n");
 }

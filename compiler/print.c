@@ -138,29 +138,6 @@ char *print_cost_value(char *buf, size_t n, CostField f, double v)
     return print_decimal(buf, n, v);
 }
 
-/* The value of field f of block b as printed: a cost the cost model derived (not
- * written in the source) is rounded to the resolution print states — 1 ns for times,
- * 1 byte for sizes, 1 byte/s for bandwidths — so that derived costs read as numbers,
- * not float noise (1.677722ms, not 1.6777216000000001ms), and `print` is stable.
- * Written values are kept exactly. */
-static double printed_value(const CostBlock *b, int f)
-{
-    double v = b->v[f];
-    if (!(b->derived & (1u << f)) || !isfinite(v))
-        return v;
-    switch (cost_field_unit[f]) {
-    case UNIT_TIME:
-        return round(v * PRINT_TIME_RESOLUTION) / PRINT_TIME_RESOLUTION;
-    case UNIT_SIZE:
-    case UNIT_BW:
-        return round(v);
-    case UNIT_FRACTION:
-    case UNIT_NONE:
-        break;
-    }
-    return v;
-}
-
 /* Whether field f of block b is printed: set, and readable back (an unlimited host_bw
  * cannot be written in the language and equals the default, so it is left out). */
 static bool cost_printed(const CostBlock *b, int f)
@@ -175,7 +152,7 @@ static void print_cost_fields_inline(StrBuf *out, const CostBlock *b)
     for (int f = 0; f < COST_NFIELDS; f++)
         if (cost_printed(b, f))
             sb_printf(out, " %s %s", cost_field_name[f],
-                      print_cost_value(v, sizeof v, (CostField)f, printed_value(b, f)));
+                      print_cost_value(v, sizeof v, (CostField)f, b->v[f]));
 }
 
 static bool block_has_fields(const CostBlock *b)
@@ -195,7 +172,7 @@ static void print_costs(StrBuf *out, const Pipeline *p)
             if (cost_printed(&p->costs, f))
                 sb_printf(out, "    %s %s\n", cost_field_name[f],
                           print_cost_value(v, sizeof v, (CostField)f,
-                                           printed_value(&p->costs, f)));
+                                           p->costs.v[f]));
         sb_puts(out, "  }\n");
     }
     for (int32_t s = 0; p->stage_costs && s < p->P; s++)

@@ -4,9 +4,10 @@
  * print_pipeline, so two variants of a schedule diff cleanly as text. The form is
  * canonical: parsing the output and printing it again gives the same bytes, because
  * every number is written as the shortest decimal that reads back to the same double,
- * in a unit that represents it exactly. Costs the cost model derived are first rounded
- * to PRINT_TIME_RESOLUTION (1 ns) and to whole bytes (and bytes/s); costs the source
- * wrote are printed exactly.
+ * in a unit that represents it exactly. Costs the cost model derived are already at
+ * the resolution of cost_quantise (ir.h: 1 ns, whole bytes and bytes/s), so the printed
+ * form simulates exactly as the pipeline it came from; costs the source wrote are
+ * printed exactly.
  *
  * Layout (fixed; tests/golden/print/ holds examples):
  *
@@ -38,9 +39,6 @@
 /* Ops per line in `stage N { ... }`; a rank with more ops is written as a block with
  * continuation lines indented four spaces. */
 #define PRINT_OPS_PER_LINE 16
-
-/* Derived times are printed rounded to 1 / PRINT_TIME_RESOLUTION ms: 1 ns. */
-#define PRINT_TIME_RESOLUTION 1e6
 
 /* Appends the canonical explicit form of p to out. Pure: reads p only. Model, device,
  * partition, schedule, recompute and apply settings are not printed: their effect is

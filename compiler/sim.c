@@ -30,6 +30,7 @@
  * docs/simulator.md states the readings chosen. */
 #include "sim.h"
 
+#include "costmodel.h"
 #include "human.h"
 #include "memory.h"
 #include "opsem.h"
@@ -483,6 +484,233 @@ void sim_busy(const Pipeline *p, double *busy)
     sim_scratch_release(&s);
 }
 
+/* ---- the lower bound (docs/simulator.md "Lower bound") ---------------------------- */
+
+/* One op of a (rank, stream) in Jackson's preemptive schedule: its head (earliest start
+ * over the dependency graph), its remaining duration and its tail (the longest path from
+ * its end to the end of the iteration), ms. */
+typedef struct JpsItem {
+    double head, rem, tail;
+} JpsItem;
+
+static int jps_by_head(const void *a, const void *b)
+{
+    double x = ((const JpsItem *)a)->head, y = ((const JpsItem *)b)->head;
+    return (x > y) - (x < y);
+}
+
+/* A binary max-heap of items by tail. */
+static void heap_push(JpsItem *h, size_t *n, JpsItem it)
+{
+    size_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2].tail < it.tail) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = it;
+}
+
+static JpsItem heap_pop(JpsItem *h, size_t *n)
+{
+    JpsItem top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1].tail > h[c].tail)
+            c++;
+        if (h[c].tail <= last.tail)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = last;
+    return top;
+}
+
+/* Jackson's preemptive schedule on one machine (Carlier 1982): at every moment run the
+ * released op with the longest tail, preempting at releases. Its value, the largest end
+ * + tail, equals max over subsets S of (min head + sum of durations + min tail over S),
+ * a bound for every non-preemptive order. Sorts it[] by head; heap has room for n. */
+static double jps(JpsItem *it, size_t n, JpsItem *heap)
+{
+    qsort(it, n, sizeof *it, jps_by_head);
+    size_t i = 0, nh = 0;
+    double t = 0, best = 0;
+    while (i < n || nh) {
+        if (!nh && t < it[i].head)
+            t = it[i].head;
+        while (i < n && it[i].head <= t)
+            heap_push(heap, &nh, it[i++]);
+        JpsItem top = heap_pop(heap, &nh);
+        double next = i < n ? it[i].head : INFINITY;
+        if (t + top.rem <= next) {
+            t += top.rem;
+            if (t + top.tail > best)
+                best = t + top.tail;
+        } else {
+            top.rem -= next - t;
+            t = next;
+            heap_push(heap, &nh, top);
+        }
+    }
+    return best;
+}
+
+/* The ops global op g waits for in every order (global ids | CROSS), appended to pre
+ * (room for OPSEM_MAX_WAITS + the dep lines + the rank's ops): the op_sem waits, for a
+ * kind that waits for the last-listed B or W of its chunk every B and W of that chunk
+ * (the last-listed one ends last, whatever the order), and the `dep` lines. The waits of
+ * an allocating op for listed-earlier frees are orders' own, not the ops', and are left
+ * out (memory is ignored). Returns the count. */
+static uint32_t lb_preds(const Sim *s, const Pipeline *p, int32_t r, uint32_t i, uint32_t *pre)
+{
+    const Op *op = &p->stages[r].ops[i];
+    uint32_t g = s->off[r] + i, n = 0, PV = (uint32_t)p->P * (uint32_t)p->V;
+    int32_t v = s->vst[(size_t)r * p->V + op->chunk];
+    const OpSem *sem = &op_sem[op->kind];
+    for (int k = 0; k < sem->nwait; k++) {
+        const OpWaitRule *w = &sem->wait[k];
+        int32_t u = v + w->dv;
+        if (u < 0 || u >= (int32_t)PV)
+            continue;
+        uint32_t q = lookup(s, (OpKind)w->kind, u, OP_IS_CHUNKWIDE(w->kind) ? 0 : op->mb);
+        if (q != NONE)
+            pre[n++] = q | (s->vowner[u] != r ? CROSS : 0);
+    }
+    if (sem->waits_last_bw)
+        for (uint32_t j = 0; j < p->stages[r].n; j++) {
+            const Op *o = &p->stages[r].ops[j];
+            if ((o->kind == OP_B || o->kind == OP_W) && o->chunk == op->chunk && op_valid(p, o))
+                pre[n++] = s->off[r] + j;
+        }
+    if (s->has_deps)
+        for (uint32_t k = s->depoff[g]; k < s->depoff[g + 1]; k++)
+            pre[n++] = s->depsrc[k];
+    return n;
+}
+
+double sim_lower_bound(const Pipeline *p)
+{
+    Sim s;
+    memset(&s, 0, sizeof s);
+    if (!prepare(&s, p, NULL)) {
+        double nb = s.nops == 0 && p->P > 0 ? 0 : NAN;
+        sim_scratch_release(&s);
+        return nb;
+    }
+    int32_t P = p->P;
+    size_t nops = (size_t)s.nops, maxn = 1;
+    for (int32_t r = 0; r < P; r++)
+        if (p->stages[r].n > maxn)
+            maxn = p->stages[r].n;
+    /* rank of every op; predecessor lists (CSR) and their successor mirror */
+    int32_t *rank = xmalloc(nops * sizeof *rank);
+    uint32_t *poff = xcalloc(nops + 1, sizeof *poff);
+    uint32_t *tmp = xmalloc((OPSEM_MAX_WAITS + (size_t)p->ndeps + maxn) * sizeof *tmp);
+    size_t cap = 2 * nops + 16, npre = 0;
+    uint32_t *pre = xmalloc(cap * sizeof *pre);
+    for (int32_t r = 0; r < P; r++)
+        for (uint32_t i = 0; i < p->stages[r].n; i++) {
+            uint32_t g = s.off[r] + i, k = 0;
+            rank[g] = r;
+            if (op_valid(p, &p->stages[r].ops[i]))
+                k = lb_preds(&s, p, r, i, tmp);
+            if (npre + k > cap) {
+                cap = 2 * (npre + k);
+                pre = xrealloc(pre, cap * sizeof *pre);
+            }
+            memcpy(pre + npre, tmp, k * sizeof *tmp);
+            npre += k;
+            poff[g + 1] = (uint32_t)npre;
+        }
+    uint32_t *soff = xcalloc(nops + 1, sizeof *soff), *suc = xmalloc((npre + 1) * sizeof *suc);
+    uint32_t *indeg = xcalloc(nops, sizeof *indeg), *order = xmalloc(nops * sizeof *order);
+    for (size_t e = 0; e < npre; e++)
+        soff[(pre[e] & ~CROSS) + 1]++;
+    for (size_t g = 0; g < nops; g++)
+        soff[g + 1] += soff[g];
+    for (size_t g = 0; g < nops; g++)
+        for (uint32_t e = poff[g]; e < poff[g + 1]; e++) {
+            uint32_t q = pre[e] & ~CROSS;
+            suc[soff[q] + indeg[q]++] = (uint32_t)g;
+        }
+    /* Kahn's topological order over the predecessor counts */
+    size_t head = 0, tail = 0;
+    for (size_t g = 0; g < nops; g++) {
+        indeg[g] = poff[g + 1] - poff[g];
+        if (!indeg[g])
+            order[tail++] = (uint32_t)g;
+    }
+    while (head < tail) {
+        uint32_t g = order[head++];
+        for (uint32_t e = soff[g]; e < soff[g + 1]; e++)
+            if (!--indeg[suc[e]])
+                order[tail++] = suc[e];
+    }
+    double lb = NAN;
+    if (tail == nops) {
+        /* heads forward, tails backward; a cross-rank edge adds the waiting rank's p2p */
+        double *hd = xcalloc(nops, sizeof *hd), *tl = xcalloc(nops, sizeof *tl);
+        for (size_t k = 0; k < nops; k++) {
+            uint32_t g = order[k];
+            for (uint32_t e = poff[g]; e < poff[g + 1]; e++) {
+                uint32_t q = pre[e] & ~CROSS;
+                double t = hd[q] + s.dur[q] + (pre[e] & CROSS ? s.rc[rank[g]].p2p : 0);
+                if (t > hd[g])
+                    hd[g] = t;
+            }
+        }
+        for (size_t k = nops; k-- > 0;) {
+            uint32_t g = order[k];
+            for (uint32_t e = poff[g]; e < poff[g + 1]; e++) {
+                uint32_t q = pre[e] & ~CROSS;
+                double t = s.dur[g] + tl[g] + (pre[e] & CROSS ? s.rc[rank[g]].p2p : 0);
+                if (t > tl[q])
+                    tl[q] = t;
+            }
+        }
+        /* one machine per (rank, stream) */
+        JpsItem *it = xmalloc(maxn * sizeof *it), *heap = xmalloc(maxn * sizeof *heap);
+        lb = 0;
+        for (int32_t r = 0; r < P; r++)
+            for (int st = 0; st < STREAM_N; st++) {
+                size_t n = 0;
+                for (uint32_t i = 0; i < p->stages[r].n; i++) {
+                    const Op *op = &p->stages[r].ops[i];
+                    uint32_t g = s.off[r] + i;
+                    if (op_valid(p, op) && IN_STREAM(op->kind, st))
+                        it[n++] = (JpsItem){hd[g], s.dur[g], tl[g]};
+                }
+                double b = n ? jps(it, n, heap) : 0;
+                if (b > lb)
+                    lb = b;
+            }
+        free(it);
+        free(heap);
+        free(hd);
+        free(tl);
+    }
+    free(rank);
+    free(poff);
+    free(tmp);
+    free(pre);
+    free(soff);
+    free(suc);
+    free(indeg);
+    free(order);
+    sim_scratch_release(&s);
+    return lb;
+}
+
+int32_t sim_dp_replicas(const Pipeline *p)
+{
+    (void)p;
+    return 1;
+}
+
 /* Replays one rank's memory changes in time order: merges the three streams' event
  * sequences (each already sorted, streams never reorder), frees before allocations at
  * equal times. Calls fn (if any) after every change; returns the peak. */
@@ -535,9 +763,33 @@ static double **alloc_rows(const Pipeline *p, double *block)
     return rows;
 }
 
+/* The metrics of SimResult beyond the per-rank rows (docs/simulator.md "Metrics"),
+ * from the sums of idle and of recompute time over the ranks (ms). */
+static void sim_metrics(SimResult *res, const Pipeline *p, double idle_sum, double recompute_sum)
+{
+    double ms = res->makespan_ms;
+    res->lower_bound_ms = sim_lower_bound(p);
+    /* the bound sums the same durations in another order than the run: a few ulps above
+     * a makespan that meets it are rounding, not a schedule beating the bound */
+    if (res->lower_bound_ms > ms && res->lower_bound_ms - ms <= 1e-9 * ms)
+        res->lower_bound_ms = ms;
+    if (res->stuck || !(ms > 0) || p->P <= 0)
+        return;
+    res->overhead_ratio = (idle_sum + recompute_sum) / (p->P * ms);
+    const CostInputs *ci = p->cost_inputs;
+    if (!ci)
+        return;
+    double dp = sim_dp_replicas(p), sec = ms / 1000.0;
+    res->tokens_per_s = p->M * ci->model.mbs * ci->model.seq * dp / sec;
+    if (ci->has_device && ci->device.peak_flops > 0)
+        res->mfu = cm_iteration_flops(p) * dp /
+                   (sec * (double)p->P * ci->tp * dp * ci->device.peak_flops);
+}
+
 SimResult *simulate(const Pipeline *p)
 {
     SimResult *res = xcalloc(1, sizeof *res);
+    res->lower_bound_ms = res->overhead_ratio = res->tokens_per_s = res->mfu = NAN;
     int32_t P = p->P > 0 ? p->P : 0;
     size_t nops = (size_t)pipeline_nops(p);
     res->stage = xcalloc(P ? (size_t)P : 1, sizeof *res->stage);
@@ -566,7 +818,7 @@ SimResult *simulate(const Pipeline *p)
                 eb[i] = sb[i] = 0;
     res->makespan_ms = makespan;
 
-    double idle_sum = 0;
+    double idle_sum = 0, recompute_sum = 0;
     MemRank *mr = xmalloc((size_t)P * sizeof *mr);
     mem_walk(p, mr);
     for (int32_t r = 0; r < P; r++) {
@@ -581,6 +833,8 @@ SimResult *simulate(const Pipeline *p)
             if (!IN_STREAM(k, STREAM_COMPUTE))
                 continue;
             busy += du[i];
+            if (opsem_has_bit(k) == VM_HAS_R)
+                recompute_sum += du[i];
             if (k == OP_F && firstF == NONE)
                 firstF = i;
             if (k == OP_B) {
@@ -622,6 +876,7 @@ SimResult *simulate(const Pipeline *p)
     free(mr);
     res->bubble_ratio = (P > 0 && makespan > 0) ? idle_sum / (P * makespan) : 0;
     sim_scratch_release(&s);
+    sim_metrics(res, p, idle_sum, recompute_sum);
     return res;
 }
 
@@ -736,7 +991,11 @@ void sim_write_json(StrBuf *out, const Pipeline *p, const SimResult *r)
                   sim_fmt_bytes(c, sizeof c, S->static_mem_bytes),
                   sim_fmt_bytes(d, sizeof d, S->peak_act_bytes));
     }
-    sb_puts(out, "]}\n");
+    sb_printf(out, "], \"lower_bound_ms\": %s, \"overhead_ratio\": %s",
+              sim_fmt_num(a, sizeof a, r->lower_bound_ms),
+              sim_fmt_num(b, sizeof b, r->overhead_ratio));
+    sb_printf(out, ", \"tokens_per_s\": %s, \"mfu\": %s}\n",
+              sim_fmt_num(a, sizeof a, r->tokens_per_s), sim_fmt_num(b, sizeof b, r->mfu));
 }
 
 void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
@@ -748,19 +1007,42 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
     if (r->stuck)
         sb_puts(out, "warning: the schedule cannot run to the end (a cycle of waits); "
                      "the numbers cover the ops that ran\n");
-    sb_printf(out, "makespan      %.3f ms\n", r->makespan_ms);
+    sb_printf(out, "makespan      %.3f ms\n", human_fix(r->makespan_ms, 3));
     if (r->makespan_ms > 0)
         sb_printf(out, "throughput    %.2f micro-batches/s\n", p->M / (r->makespan_ms / 1000.0));
     else
         sb_puts(out, "throughput    -\n");
-    sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n\n", r->bubble_ratio,
-              100 * r->bubble_ratio);
+    sb_printf(out, "bubble ratio  %.4f (%.2f%% of P x makespan idle)\n",
+              human_fix(r->bubble_ratio, 4), human_fix(100 * r->bubble_ratio, 2));
+    if (isfinite(r->overhead_ratio))
+        sb_printf(out, "overhead      %.4f (idle + recompute, %.2f%% of P x makespan)\n",
+                  human_fix(r->overhead_ratio, 4), human_fix(100 * r->overhead_ratio, 2));
+    else
+        sb_puts(out, "overhead      -\n");
+    if (isfinite(r->lower_bound_ms) && r->lower_bound_ms > 0)
+        sb_printf(out, "makespan %.3f ms, %.2f%% above the lower bound (%.3f ms)\n",
+                  human_fix(r->makespan_ms, 3),
+                  human_fix(100 * (r->makespan_ms / r->lower_bound_ms - 1), 2),
+                  human_fix(r->lower_bound_ms, 3));
+    else
+        sb_puts(out, "lower bound   -\n");
+    if (isfinite(r->tokens_per_s))
+        sb_printf(out, "tokens/s      %.0f\n", r->tokens_per_s);
+    else
+        sb_puts(out, "tokens/s      - (no model)\n");
+    if (isfinite(r->mfu))
+        sb_printf(out, "MFU           %.2f%% (model FLOPs / (makespan x GPUs x peak))\n",
+                  human_fix(100 * r->mfu, 2));
+    else
+        sb_puts(out, "MFU           - (no model or device)\n");
+    sb_putc(out, '\n');
     sb_printf(out, "%5s %9s %9s %10s %10s %10s %10s %6s\n", "stage", "busy ms", "idle ms",
               "fwd bubble", "bwd bubble", "peak mem", "budget", "use");
     for (int32_t s = 0; s < p->P; s++) {
         const SimStage *S = &r->stage[s];
-        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, S->busy_ms, S->idle_ms,
-                  S->fwd_bubble_ms, S->bwd_bubble_ms,
+        sb_printf(out, "%5d %9.3f %9.3f %10.3f %10.3f %10s %10s", s, human_fix(S->busy_ms, 3),
+                  human_fix(S->idle_ms, 3), human_fix(S->fwd_bubble_ms, 3),
+                  human_fix(S->bwd_bubble_ms, 3),
                   sim_fmt_size(a, sizeof a, S->peak_mem_bytes),
                   p->has_memory ? sim_fmt_size(b, sizeof b, p->memory) : "-");
         if (p->has_memory && p->memory > 0)

@@ -22,8 +22,16 @@ typedef struct SimStage {
     double peak_mem_bytes, static_mem_bytes, peak_act_bytes;
 } SimStage;
 
+/* The iteration's metrics beyond the per-rank rows (docs/simulator.md "Metrics").
+ * lower_bound_ms: sim_lower_bound. overhead_ratio: (sum of idle + sum of recompute time,
+ * R and RO on the compute stream) / (P x makespan), ms over ms. tokens_per_s: micro-batches
+ * x micro-batch size x sequence length x data-parallel replicas / makespan (tokens per
+ * second). mfu: model FLOPs of the iteration (cm_iteration_flops) / (makespan x GPUs x
+ * device peak FLOP/s), GPUs = P x tensor_parallel x data-parallel replicas. A value that
+ * is not known (no model, no device, a stuck or empty schedule) is NaN. */
 typedef struct SimResult {
     double makespan_ms, bubble_ratio;
+    double lower_bound_ms, overhead_ratio, tokens_per_s, mfu;
     SimStage *stage;          /* [P] */
     double **start, **end;    /* [P][n ops of that rank], ms */
     bool stuck;               /* the schedule cannot run (a cycle); times are partial */
@@ -40,6 +48,20 @@ void sim_free(SimResult *r);
  * +inf when the schedule is stuck. */
 double sim_makespan(const Pipeline *p, void **scratch);
 void sim_scratch_free(void *scratch);
+
+/* A lower bound on the makespan, ms: no order of p's ops (placement fixed, any per-rank
+ * order on each stream, memory ignored, each op taking the time it takes in p) can end
+ * earlier. The largest over every (rank, stream) of Jackson's preemptive one-machine
+ * bound with heads and tails from the dependency graph (docs/simulator.md "Lower bound"),
+ * so never below a rank's busy time nor the longest dependency chain; equal to the
+ * makespan on 1F1B with uniform costs and no p2p. Linear-logarithmic in the ops. NaN when
+ * the pipeline cannot be indexed (incomplete) or its dependencies (`dep` lines
+ * included) form a cycle. */
+double sim_lower_bound(const Pipeline *p);
+
+/* Data-parallel replicas of the pipeline (each running the same schedule on other
+ * samples), the one place tokens_per_s and mfu read it: 1 until a setting gives it. */
+int32_t sim_dp_replicas(const Pipeline *p);
 
 /* Each rank's compute-stream busy time without running the schedule, ms: the sum of
  * its compute ops' durations (an RO counts only its exposed part, opsem_exposed).

@@ -90,12 +90,12 @@ static const char page_style[] =
     "padding:4px 6px;white-space:pre;font:12px monospace;box-shadow:1px 1px 3px #0003}"
     "#help{color:#666;padding:4px 12px}";
 
-/* The renderer. Layout per stage: a compute row, a thin row per copy stream it uses,
+/* The renderer (KINDS, STREAM, WHOLE, COLORS and LABELS come from the op table, written
+ * by html_write before it). Layout per stage: a compute row, a thin row per copy stream it uses,
  * then its memory strip; an axis at the bottom. View: t0 (ms at the plot's left) and
  * k (px per ms); zoom keeps the time under the cursor (or the centre) fixed. */
 static const char page_script[] =
     "'use strict';\n"
-    "const KINDS=['F','B','W','R','SO','SI','OG','LW'],STREAM=[0,0,0,0,1,2,1,2];\n"
     "const LEFT=96,RIGHT=16,ROW=24,SUB=10,MEM=22,GAP=10,TOP=8,AXIS=34;\n"
     "const cv=document.getElementById('tl'),cx=cv.getContext('2d'),tip=document.getElementById('tip');\n"
     "const pick=document.getElementById('variant');\n"
@@ -105,7 +105,7 @@ static const char page_script[] =
     "a>=1||a===0?x.toPrecision(4)+' ms':(x*1000).toPrecision(4)+' us';}\n"
     "function fmtB(b){const u=['B','KiB','MiB','GiB','TiB'];let i=0;while(Math.abs(b)>=1024&&i<4){b/=1024;i++;}"
     "return (i?b.toFixed(1):b.toFixed(0))+' '+u[i];}\n"
-    "function opName(o){const n=KINDS[o[0]]+(o[0]>=6?'':o[1]);return o[2]?n+'.'+o[2]:n;}\n"
+    "function opName(o){const n=KINDS[o[0]]+(WHOLE[o[0]]?'':o[1]);return o[2]?n+'.'+o[2]:n;}\n"
     "function plotW(){return cv.width-LEFT-RIGHT;}\n"
     "function X(t){return LEFT+(t-t0)*k;}\n"
     "function build(){const v=DATA.variants[cur];layout=[];let y=TOP;\n"
@@ -210,6 +210,18 @@ void html_write(StrBuf *out, const HtmlVariant *v, int n)
         sb_puts(out, k ? "," : "");
         js_string(out, svg_kind_label[k]);
     }
+    /* every fact about an op kind from the op table (ir.h OP_KINDS, opsem.h op_sem) */
+    sb_puts(out, "],KINDS=[");
+    for (int k = 0; k < OP_NKINDS; k++) {
+        sb_puts(out, k ? "," : "");
+        js_string(out, op_kind_name[k]);
+    }
+    sb_puts(out, "],STREAM=[");
+    for (int k = 0; k < OP_NKINDS; k++)
+        sb_printf(out, "%s%d", k ? "," : "", (int)op_stream((OpKind)k));
+    sb_puts(out, "],WHOLE=[");
+    for (int k = 0; k < OP_NKINDS; k++)
+        sb_printf(out, "%s%d", k ? "," : "", OP_IS_CHUNKWIDE(k) ? 1 : 0);
     sb_puts(out, "];\nconst DATA={\"variants\":[");
     for (int i = 0; i < n; i++) {
         sb_puts(out, i ? ",\n" : "");

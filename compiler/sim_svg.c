@@ -1,9 +1,10 @@
 /* sim_svg.c - `pipec sim --svg` and `pipec diff --svg`: a self-contained SVG timeline for
  * papers. Stages are rows (a thin sub-row under a stage for each swap stream it uses);
  * F/B/W/R/SO/SI/OG/LW boxes in distinct colours with the micro-batch number ("m" or "m.c") on
- * them; the row background is hatched, so every bubble shows as hatching; under each
- * stage a strip with its live memory over time (DESIGN.md "Memory", replayed over the
- * simulated times) and a dashed budget line; an axis in ms with "nice" ticks (1, 2, 5 x
+ * them, odd chunks striped (the legend says so); the row background is hatched, so every
+ * bubble shows as hatching; under each stage a strip with its live memory over time
+ * (DESIGN.md "Memory", replayed over the simulated times) on its own small axis, and a
+ * dashed budget line; a legend that wraps to the width; an axis in ms with "nice" ticks (1, 2, 5 x
  * 10^k) and grid lines; the peak memory of each stage (and its budget) at the right of
  * its row. The plot is as wide as the schedule needs (SVG_MIN_OP_PX per op of the
  * busiest rank, between the default width and SVG_MAX_WIDTH) unless a width is given;
@@ -138,12 +139,18 @@ static void draw_memory(StrBuf *out, const Pipeline *p, const SimResult *r, doub
     sb_puts(out, "<path class=\"memc\" d=\"");
     mem_point(&m, 0, S->static_mem_bytes);
     sim_mem_replay(p, r, delta, s, mem_point, &m);
-    sb_printf(out, "H%.2f\"><title>stage %d memory: peak ", xpos(f, r->makespan_ms), s);
     char a[32];
+    sb_printf(out, "H%.2f\"><title>stage %d memory: peak ", xpos(f, r->makespan_ms), s);
     sb_puts(out, human_size(a, sizeof a, S->peak_mem_bytes));
     if (p->has_memory)
         sb_printf(out, " of %s", human_size(a, sizeof a, p->memory));
     sb_puts(out, "</title></path>\n");
+    /* The strip's scale: an axis at its left edge from 0 to `top`, in bytes units. */
+    sb_printf(out, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" class=\"axis\"/>"
+                   "<text x=\"%.2f\" y=\"%.1f\" class=\"memax\">%s</text>"
+                   "<text x=\"%.2f\" y=\"%.1f\" class=\"memax\">0 B</text>\n",
+              f->x0, y, f->x0, y + MEM_H, f->x0 - 3, y + 7, human_size(a, sizeof a, top),
+              f->x0 - 3, y + MEM_H);
     if (p->has_memory) {
         double yb = y + MEM_H - p->memory * m.scale;
         sb_printf(out, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" class=\"budget\"/>\n",
@@ -163,11 +170,17 @@ static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream
         if (w <= 0)
             continue;
         char nm[48];
-        sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s "
+        sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                        "class=\"op\">"
                        "<title>%s: %.6g-%.6g ms</title></rect>\n",
-                  x0, y, w, h, svg_kind_fill[o->kind], o->chunk & 1 ? " fill-opacity=\"0.72\"" : "",
+                  x0, y, w, h, svg_kind_fill[o->kind],
                   op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk), start[i], end[i]);
+        /* Odd chunks carry white stripes (the legend's "chunk" entry), never a lighter
+         * fill: a pale box reads as idle. */
+        if (o->chunk & 1)
+            sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+                           "class=\"chunk\"/>\n",
+                      x0, y, w, h);
         char lab[32];
         if (OP_IS_CHUNKWIDE(o->kind)) /* chunk-wide: the kind and chunk, no micro-batch */
             snprintf(lab, sizeof lab, "%s.%u", op_kind_name[o->kind], o->chunk);
@@ -255,34 +268,114 @@ static void draw_axis(StrBuf *out, const Frame *f, double ytop, double ybot)
               f->x0 + f->pw / 2, ybot + 36);
 }
 
-static void legend(StrBuf *out, const Pipeline *const *ps, int np, double y, int width)
+/* ---- the legend: planned (which entries, where; it wraps) then written ------------- */
+
+typedef enum Swatch { SW_BOX, SW_CHUNK, SW_IDLE, SW_MEM, SW_BUDGET, SW_MAKESPAN } Swatch;
+
+typedef struct LegEntry {
+    Swatch sw;
+    const char *fill;   /* SW_BOX: the kind's colour */
+    const char *label;
+    double x;           /* left edge, px */
+    int line;           /* 0 = the first legend line */
+} LegEntry;
+
+enum { LEG_MAX = OP_NKINDS + 5, LEG_Y = 44, LEG_LINE = 17 };
+
+/* Legend text is 11 px; 6.6 px a character bounds Helvetica's and Arial's widths. */
+static double leg_width(const LegEntry *e)
 {
-    bool used[OP_NKINDS] = {false};
-    for (int k = 0; k < np; k++)
+    return 18 + strlen(e->label) * 6.6;
+}
+
+/* The legend's entries for schedules ps, laid out from LEFT in lines that end before the
+ * peak-memory column (width - RIGHT); pair adds the makespan markers of `diff --svg`.
+ * Returns the number of entries; *lines gets the number of lines. */
+static int legend_plan(const Pipeline *const *ps, int np, bool pair, int width, LegEntry *e,
+                       int *lines)
+{
+    bool used[OP_NKINDS] = {false}, odd = false;
+    int32_t vmax = 1;
+    for (int k = 0; k < np; k++) {
+        vmax = ps[k]->V > vmax ? ps[k]->V : vmax;
         for (int32_t s = 0; s < ps[k]->P; s++)
-            for (uint32_t i = 0; i < ps[k]->stages[s].n; i++)
-                if (ps[k]->stages[s].ops[i].kind < OP_NKINDS)
-                    used[ps[k]->stages[s].ops[i].kind] = true;
-    double x = LEFT;
-    for (int k = 0; k < OP_NKINDS; k++) {
-        if (!used[k])
-            continue;
-        sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\" class=\"leg\">%s</text>\n",
-                  x, y - 10, svg_kind_fill[k], x + 16, y, svg_kind_label[k]);
-        x += 16 + strlen(svg_kind_label[k]) * 6.6 + 18;
+            for (uint32_t i = 0; i < ps[k]->stages[s].n; i++) {
+                const Op *o = &ps[k]->stages[s].ops[i];
+                if (o->kind < OP_NKINDS)
+                    used[o->kind] = true;
+                odd |= (o->chunk & 1) != 0;
+            }
     }
-    sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"url(#idle)\" "
-                   "stroke=\"#bbb\" stroke-width=\"0.5\"/><text x=\"%.1f\" y=\"%.1f\" "
-                   "class=\"leg\">idle (bubble)</text>\n",
-              x, y - 10, x + 16, y);
-    x += 16 + 13 * 6.6 + 18;
-    sb_printf(out, "<path d=\"M%.1f %.1fH%.1f\" class=\"memc\"/><text x=\"%.1f\" y=\"%.1f\" "
-                   "class=\"leg\">memory</text><path d=\"M%.1f %.1fH%.1f\" class=\"budget\"/>"
-                   "<text x=\"%.1f\" y=\"%.1f\" class=\"leg\">budget</text>\n",
-              x, y - 4, x + 14, x + 18, y, x + 70, y - 4, x + 84, x + 88, y);
-    sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"leg\">peak memory</text>\n",
-              width - RIGHT + 10, y);
+    int n = 0;
+    for (int k = 0; k < OP_NKINDS; k++)
+        if (used[k])
+            e[n++] = (LegEntry){SW_BOX, svg_kind_fill[k], svg_kind_label[k], 0, 0};
+    if (odd)
+        e[n++] = (LegEntry){SW_CHUNK, NULL, vmax == 2 ? "chunk 1" : "odd chunks", 0, 0};
+    e[n++] = (LegEntry){SW_IDLE, NULL, "idle (bubble)", 0, 0};
+    e[n++] = (LegEntry){SW_MEM, NULL, "memory", 0, 0};
+    e[n++] = (LegEntry){SW_BUDGET, NULL, "budget", 0, 0};
+    if (pair)
+        e[n++] = (LegEntry){SW_MAKESPAN, NULL, "makespan of A, B", 0, 0};
+    double x = LEFT, xmax = width - RIGHT;
+    int line = 0;
+    for (int k = 0; k < n; k++) {
+        double w = leg_width(&e[k]);
+        if (x > LEFT && x + w > xmax) {
+            line++;
+            x = LEFT;
+        }
+        e[k].x = x;
+        e[k].line = line;
+        x += w + 18;
+    }
+    *lines = line + 1;
+    return n;
+}
+
+/* The downward triangle that heads a makespan marker, its tip at (x, y). */
+static void makespan_mark(StrBuf *out, double x, double y)
+{
+    sb_printf(out, "<path d=\"M%.2f %.1fL%.2f %.1fL%.2f %.1fZ\" class=\"mkt\"/>", x - 4, y - 7,
+              x + 4, y - 7, x, y);
+}
+
+static void legend(StrBuf *out, const LegEntry *e, int n, int width)
+{
+    for (int k = 0; k < n; k++) {
+        double x = e[k].x, y = LEG_Y + e[k].line * LEG_LINE;
+        sb_puts(out, "<g class=\"leg-entry\">");
+        switch (e[k].sw) {
+        case SW_BOX:
+            sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>",
+                      x, y - 10, e[k].fill);
+            break;
+        case SW_CHUNK:
+            sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+                           "fill=\"#8C8C8C\"/><rect x=\"%.1f\" y=\"%.1f\" width=\"12\" "
+                           "height=\"12\" class=\"chunk\"/>",
+                      x, y - 10, x, y - 10);
+            break;
+        case SW_IDLE:
+            sb_printf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+                           "fill=\"url(#idle)\" stroke=\"#bbb\" stroke-width=\"0.5\"/>",
+                      x, y - 10);
+            break;
+        case SW_MEM:
+        case SW_BUDGET:
+            sb_printf(out, "<path d=\"M%.1f %.1fH%.1f\" class=\"%s\"/>", x, y - 4, x + 14,
+                      e[k].sw == SW_MEM ? "memc" : "budget");
+            break;
+        case SW_MAKESPAN:
+            sb_printf(out, "<path d=\"M%.1f %.1fV%.1f\" class=\"mksp\"/>", x + 6, y - 3, y + 2);
+            makespan_mark(out, x + 6, y - 3);
+            break;
+        }
+        sb_printf(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"leg\">%s</text></g>\n", x + 18, y,
+                  e[k].label);
+    }
+    sb_printf(out, "<text x=\"%d\" y=\"%d\" class=\"leg\">peak memory</text>\n",
+              width - RIGHT + 10, LEG_Y);
 }
 
 static void header(StrBuf *out, int width, double height)
@@ -294,6 +387,9 @@ static void header(StrBuf *out, int width, double height)
               "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
               "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fafafa\"/>"
               "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
+              "</pattern><pattern id=\"chunk\" width=\"5\" height=\"5\" "
+              "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(-45)\">"
+              "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"#fff\" stroke-width=\"1.4\"/>"
               "</pattern></defs>\n"
               "<style>.op{stroke:#fff;stroke-width:0.6}.mb{fill:#fff;text-anchor:middle;font-weight:600}"
               ".lab{font-size:12px;text-anchor:end;fill:#222}"
@@ -305,27 +401,47 @@ static void header(StrBuf *out, int width, double height)
               ".grid{stroke:#000;stroke-opacity:0.08;stroke-width:1}"
               ".axis{stroke:#333;stroke-width:1}"
               ".memb{fill:#f7f7f7}.memc{fill:none;stroke:#4C72B0;stroke-width:1.2}"
-              ".budget{stroke:#C44E52;stroke-width:1;stroke-dasharray:4 3}</style>\n"
+              ".budget{stroke:#C44E52;stroke-width:1;stroke-dasharray:4 3}"
+              ".chunk{fill:url(#chunk);pointer-events:none}"
+              ".memax{font-size:8px;text-anchor:end;fill:#666}"
+              ".mksp{stroke:#222;stroke-width:1.2;stroke-dasharray:7 2 1 2}.mkt{fill:#222}"
+              ".mkl{font-size:10px;font-weight:600;fill:#222}</style>\n"
               "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
               width, height, width, height);
 }
 
-static void title(StrBuf *out, const Pipeline *p, const SimResult *r, const char *tag, double y)
+/* The title line: at 14 px from LEFT when it fits the picture, else from the left edge
+ * in the font size that fits (bold glyphs ~0.62 em wide), at least 8 px. */
+static void title(StrBuf *out, const Pipeline *p, const SimResult *r, const char *tag, double y,
+                  int width)
 {
-    sb_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"title\">", LEFT, y);
+    StrBuf t = {0};
     if (tag) {
-        xml_text(out, tag);
-        sb_puts(out, " \xe2\x80\x94 ");
+        xml_text(&t, tag);
+        sb_puts(&t, " \xe2\x80\x94 ");
     }
-    xml_text(out, p->name ? p->name : "pipeline");
-    sb_printf(out, " \xe2\x80\x94 %d stage%s, %d micro-batch%s", p->P, p->P == 1 ? "" : "s",
+    xml_text(&t, p->name ? p->name : "pipeline");
+    sb_printf(&t, " \xe2\x80\x94 %d stage%s, %d micro-batch%s", p->P, p->P == 1 ? "" : "s",
               p->M, p->M == 1 ? "" : "es");
     if (p->V > 1)
-        sb_printf(out, ", %d chunks", p->V);
+        sb_printf(&t, ", %d chunks", p->V);
     char ms[32];
-    sb_printf(out, "; makespan %s, bubble ratio %.1f%%%s</text>\n",
-              human_ms(ms, sizeof ms, r->makespan_ms), 100 * r->bubble_ratio,
-              r->stuck ? " (stuck: partial)" : "");
+    sb_printf(&t, "; makespan %s, bubble ratio %.1f%%%s", human_ms(ms, sizeof ms, r->makespan_ms),
+              human_fix(100 * r->bubble_ratio, 1), r->stuck ? " (stuck: partial)" : "");
+    size_t chars = 0; /* UTF-8 characters (an entity's letters count: an overestimate) */
+    for (const char *c = t.s; *c; c++)
+        chars += (*c & 0xc0) != 0x80;
+    double x = LEFT, fs = 14;
+    if (LEFT + chars * 0.62 * fs > width - 8) {
+        x = 8;
+        fs = (width - 16) / (chars * 0.62);
+        fs = fs < 8 ? 8 : fs > 14 ? 14 : fs;
+    }
+    sb_printf(out, "<text x=\"%.0f\" y=\"%.1f\"", x, y);
+    if (fs < 14)
+        sb_printf(out, " font-size=\"%.1f\"", fs);
+    sb_printf(out, " class=\"title\">%s</text>\n", t.s);
+    sb_free(&t);
 }
 
 void svg_write(StrBuf *out, const Pipeline *p, const SimResult *r, const SvgOpts *opts)
@@ -333,10 +449,13 @@ void svg_write(StrBuf *out, const Pipeline *p, const SimResult *r, const SvgOpts
     const Pipeline *ps[1] = {p};
     int width = picture_width(ps, 1, opts);
     Frame f = {LEFT, width - LEFT - RIGHT, r->makespan_ms, width};
-    double top = 58, rows = panel_height(p), height = top + rows + 48;
+    LegEntry le[LEG_MAX];
+    int lines, nle = legend_plan(ps, 1, false, width, le, &lines);
+    double top = LEG_Y + 14 + (lines - 1) * LEG_LINE, rows = panel_height(p);
+    double height = top + rows + 48;
     header(out, width, height);
-    title(out, p, r, NULL, 22);
-    legend(out, ps, 1, 44, width);
+    title(out, p, r, NULL, 22, width);
+    legend(out, le, nle, width);
     draw_panel(out, p, r, &f, top);
     draw_axis(out, &f, top - 4, top + rows - ROW_GAP + 4);
     sb_puts(out, "</svg>\n");
@@ -354,24 +473,30 @@ void svg_write_pair(StrBuf *out, const Pipeline *a, const SimResult *ra, const c
     const Pipeline *ps[2] = {a, b};
     int width = picture_width(ps, 2, opts);
     Frame f = {LEFT, width - LEFT - RIGHT, tmax, width};
-    double top = 58, ha = panel_height(a), hb = panel_height(b), gap = 34;
-    double height = top + ha + gap + hb + 48;
+    LegEntry le[LEG_MAX];
+    int lines, nle = legend_plan(ps, 2, true, width, le, &lines);
+    double top = LEG_Y + 14 + (lines - 1) * LEG_LINE, ha = panel_height(a), hb = panel_height(b);
+    double gap = 34, height = top + ha + gap + hb + 48;
     header(out, width, height);
-    title(out, a, ra, la ? la : "A", 22);
-    legend(out, ps, 2, 44, width);
+    title(out, a, ra, la ? la : "A", 22, width);
+    legend(out, le, nle, width);
     double y = draw_panel(out, a, ra, &f, top);
     double yb = y + gap;
-    title(out, b, rb, lb ? lb : "B", yb - 10);
+    title(out, b, rb, lb ? lb : "B", yb - 10, width);
     draw_panel(out, b, rb, &f, yb);
     double ybot = yb + hb - ROW_GAP + 4;
     draw_axis(out, &f, top - 4, ybot);
-    /* The makespan of each as a dashed marker across both panels. */
+    /* The makespan of each as a dark dash-dot line across both panels, headed by a
+     * triangle and its letter: nothing like the budget's red dashes. */
     const SimResult *rs[2] = {ra, rb};
     for (int k = 0; k < 2; k++) {
         double x = xpos(&f, rs[k]->makespan_ms);
-        sb_printf(out, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"%s\" "
-                       "stroke-dasharray=\"4 3\" stroke-width=\"1.2\"/>\n",
-                  x, top - 4, x, ybot, k ? "#C44E52" : "#4C72B0");
+        sb_printf(out, "<g class=\"makespan\"><line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" "
+                       "y2=\"%.1f\" class=\"mksp\"/>",
+                  x, top - 4, x, ybot);
+        makespan_mark(out, x, top - 3);
+        sb_printf(out, "<text x=\"%.2f\" y=\"%.1f\" class=\"mkl\">%c</text></g>\n",
+                  x + (k ? 5 : -11), top - 3, k ? 'B' : 'A');
     }
     sb_puts(out, "</svg>\n");
 }

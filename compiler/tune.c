@@ -37,6 +37,7 @@
  * some variant fits, 1 when none does or the file has errors, 2 on usage errors. */
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ typedef struct Variant {
     uint32_t order;    /* evaluation order, the tie-break */
     uint64_t hash;     /* of the op lists and per-virtual-stage costs: equal schedules */
     uint32_t nsame;    /* later variants with the same schedule, not listed */
+    bool own;          /* the file's schedule (as written or with tune's steps), not a stdlib template */
 } Variant;
 
 typedef struct Tuner {
@@ -80,24 +82,76 @@ typedef struct Tuner {
     double best_ms;
     bool progress;            /* stderr is a terminal: update the line per variant */
     bool unreadable;          /* a template file could not be read: the search stopped */
+    bool own;                 /* the variants now evaluated are of the file's own schedule */
+    uint32_t pruned;          /* variants not simulated: their bound exceeded the best */
+    double *busy;             /* [P] sim_busy's scratch */
+    MemRank *mr;              /* [P] mem_walk's scratch */
+    double *kbest;            /* [top] the smallest distinct fitting makespans, ascending;
+                               * top 0 (--top above 65536): no pruning */
+    uint32_t nkbest, top;
+    char **skipped;           /* what the search left out, a line each with the reason */
+    uint32_t nskipped;
+    size_t capskipped;
 } Tuner;
 
-static const char *const templates[] = {"onef1b", "zbh1", "interleaved", "interleaved",
-                                        "interleaved", "tpipe"};
-static const int template_v[] = {1, 1, 2, 3, 4, 2};
-enum { NTEMPLATES = 6 };
+/* The stdlib templates tune searches, each with the chunks and placement it supports
+ * (docs/schedules.md, the `require` lines of stdlib/schedules.pipe and tpipe.pipe):
+ * the chunks-1 templates, the looped ones over V = 2, 3, 4 (V = 1 of interleaved and
+ * interleaved_zb is onef1b and zbh1, of looped_bfs gpipe), the V-shape ones at V = 2,
+ * and tpipe at V = 2 (docs/tune.md "Search space"). Fast families first: the best
+ * found early prunes more (docs/tune.md "Pruning"). */
+typedef struct Template {
+    const char *name;
+    int V;       /* chunks per rank */
+    bool vshape; /* `chunks V vshape` */
+} Template;
 
-/* Expands template name with the base's P, M and chunks V; NULL when it does not apply
- * (e.g. interleaved with M not a multiple of P). Op locations are cleared: they point
- * into the generated source. */
-static Pipeline *expand(Tuner *t, const char *name, int V)
+static const Template templates[] = {
+    {"onef1b", 1, false},         {"zbh1", 1, false},           {"zbh2", 1, false},
+    {"zbv", 2, true},             {"dualpipev", 2, true},       {"vhalf", 2, true},
+    {"vmin", 2, true},            {"interleaved_zb", 2, false}, {"interleaved_zb", 3, false},
+    {"interleaved_zb", 4, false}, {"interleaved", 2, false},    {"interleaved", 3, false},
+    {"interleaved", 4, false},    {"tpipe", 2, false},          {"eager1f1b", 1, false},
+    {"gpipe", 1, false},          {"looped_bfs", 2, false},     {"looped_bfs", 3, false},
+    {"looped_bfs", 4, false},
+};
+enum { NTEMPLATES = sizeof templates / sizeof templates[0] };
+
+/* True when the name has several chunk counts in the table: its rows say "NAME V=k". */
+static bool template_multi_v(const char *name)
+{
+    int n = 0;
+    for (int i = 0; i < NTEMPLATES; i++)
+        n += strcmp(templates[i].name, name) == 0;
+    return n > 1;
+}
+
+/* Records one line of what the search left out, and why (tune --json "skipped"). */
+static void skip(Tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void skip(Tuner *t, const char *fmt, ...)
+{
+    char b[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    VEC_PUSH(t->skipped, t->nskipped, t->capskipped, xstrdup(b));
+}
+
+/* Expands template tm with the base's P and M; NULL when it does not apply (e.g.
+ * interleaved with M not a multiple of P), the template's own message then recorded as
+ * a skipped line. Op locations are cleared: they point into the generated source. */
+static Pipeline *expand(Tuner *t, const Template *tm, const char *desc)
 {
     StrBuf src = {0};
-    sb_printf(&src, "import \"std/%s.pipe\"\npipeline tune { stages %d microbatches %d chunks %d "
+    const char *file = strcmp(tm->name, "tpipe") == 0 ? "tpipe" : "schedules";
+    sb_printf(&src, "import \"std/%s.pipe\"\npipeline tune { stages %d microbatches %d chunks %d%s "
                     "schedule %s }\n",
-              strcmp(name, "tpipe") == 0 ? "tpipe" : "schedules", t->base->P, t->base->M, V, name);
+              file, t->base->P, t->base->M, tm->V, tm->vshape ? " vshape" : "", tm->name);
     Diag d = {0};
-    d.out = t->devnull;
+    FILE *msg = tmpfile(); /* the template's own reason, for the skipped line */
+    d.out = msg ? msg : t->devnull;
+    d.max_errors = 1;
     Pipeline *p = load_pipeline_string(&d, t->lo, "<tune>", src.s, src.len);
     sb_free(&src);
     if (p && d.nerr) {
@@ -109,9 +163,26 @@ static Pipeline *expand(Tuner *t, const char *name, int V)
     if (d.ncode[DIAG_NAME] && !t->unreadable) {
         fprintf(stderr, "pipec tune: cannot read std/%s.pipe (the search stops: its table "
                         "would leave out every variant of %s)\n",
-                strcmp(name, "tpipe") == 0 ? "tpipe" : "schedules", name);
+                file, tm->name);
         t->unreadable = true;
+    } else if (!p) {
+        char line[512] = "", why[512] = "does not apply";
+        if (msg) {
+            rewind(msg);
+            while (fgets(line, sizeof line, msg)) {
+                const char *e = strstr(line, "error[");
+                const char *c = e ? strstr(e, "]: ") : NULL;
+                if (c) {
+                    snprintf(why, sizeof why, "%s", c + 3);
+                    why[strcspn(why, "\n")] = 0;
+                    break;
+                }
+            }
+        }
+        skip(t, "%s: %s", desc, why);
     }
+    if (msg)
+        fclose(msg);
     diag_free(&d);
     if (!p)
         return NULL;
@@ -223,10 +294,36 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
     if (t->tried >= t->budget)
         return false;
     t->tried++;
+    /* Pruning (docs/tune.md): no order beats the busiest rank's compute time, so a
+     * variant whose bound exceeds the best fitting makespan so far can neither be the
+     * best nor change it; it is neither checked nor simulated. */
+    if (t->top && t->nkbest == t->top) {
+        sim_busy(q, t->busy);
+        double bound = 0;
+        for (int32_t s = 0; s < q->P; s++)
+            bound = fmax(bound, t->busy[s]);
+        if (bound > t->kbest[t->top - 1]) {
+            t->pruned++;
+            return false;
+        }
+    }
+    /* The static peaks first: one walk, and over budget is check's memory error. */
+    mem_walk(q, t->mr);
+    bool ok = true;
+    for (int32_t s = 0; s < q->P && q->has_memory && ok; s++)
+        ok = t->mr[s].peak <= q->memory;
     t->quiet.nerr = 0;
-    bool ok = check_pipeline(&t->quiet, q, CHECK_STRUCTURE | CHECK_DEPS) == 0 &&
-              driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
+    ok = ok && check_pipeline(&t->quiet, q, CHECK_STRUCTURE | CHECK_DEPS) == 0;
     double ms = ok ? sim_makespan(q, &t->scratch) : INFINITY;
+    /* The arena packing (driver_check_memory) costs most of a variant: a variant that
+     * cannot be among the first --top rows is not packed (pruned as by the bound). */
+    if (ok && t->top && t->nkbest == t->top && ms > t->kbest[t->top - 1]) {
+        t->pruned++;
+        return false;
+    }
+    ok = ok && driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
+    if (!ok)
+        ms = INFINITY;
     if (out_ms && ok)
         *out_ms = ms;
     if (ok && isfinite(ms) && ms == same_as)
@@ -234,14 +331,21 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
     else if (ok && isfinite(ms)) {
         t->fit++;
         Variant v = {.desc = xstrdup(desc), .makespan = ms, .order = t->tried,
-                     .hash = schedule_hash(q)};
+                     .hash = schedule_hash(q), .own = t->own};
         v.peak = xmalloc((size_t)q->P * sizeof *v.peak);
-        MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
-        mem_walk(q, mr);
         for (int32_t s = 0; s < q->P; s++)
-            v.peak[s] = mr[s].peak;
-        free(mr);
+            v.peak[s] = t->mr[s].peak;
         VEC_PUSH(t->v, t->nv, t->capv, v);
+        /* the distinct top makespans: the pruning threshold is the last */
+        uint32_t at = 0;
+        while (at < t->nkbest && t->kbest[at] < ms)
+            at++;
+        if (at < t->top && (at == t->nkbest || t->kbest[at] != ms)) {
+            uint32_t n = t->nkbest < t->top ? t->nkbest : t->top - 1;
+            memmove(&t->kbest[at + 1], &t->kbest[at], (size_t)(n - at) * sizeof *t->kbest);
+            t->kbest[at] = ms;
+            t->nkbest = n + 1;
+        }
         if (ms < t->best_ms) {
             t->best_ms = ms;
             pipeline_free(t->best);
@@ -423,6 +527,42 @@ out:
     free(mr);
 }
 
+/* Recomputation on exactly the ranks over budget, lo..=hi, one policy each: the plan
+ * `pipec check` suggests as its remedy (driver_memory_remedy), so tune's best is never
+ * slower than that remedy. Passes follow when keep_passes (a template expansion); the
+ * file as written (q has its own passes) gets the recompute line alone, as check's. */
+static void search_range(Tuner *t, const Pipeline *q, const char *tdesc, bool extra)
+{
+    if (!q->has_memory)
+        return;
+    MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
+    mem_walk(q, mr);
+    int32_t lo = -1, hi = -1;
+    for (int32_t s = 0; s < q->P; s++)
+        if (mr[s].peak > q->memory)
+            lo = lo < 0 ? s : lo, hi = s;
+    free(mr);
+    StrBuf d = {0};
+    for (int pol = POLICY_FULL; lo >= 0 && pol < POLICY_N && t->tried < t->budget; pol++) {
+        if (!q->model && pol != POLICY_FULL)
+            continue; /* without a model the other policies cost as full */
+        Pipeline *r = pipeline_clone(q);
+        if (run(t, r, "recompute", "stages", lo, hi + 1, "policy", policy_name[pol])) {
+            pipeline_free(r);
+            continue;
+        }
+        d.len = 0;
+        sb_printf(&d, "%s | recompute %d..=%d %s", tdesc, lo, hi, policy_name[pol]);
+        if (extra) {
+            with_passes(t, r, d.s);
+        } else {
+            evaluate(t, r, d.s, NAN, NULL);
+            pipeline_free(r);
+        }
+    }
+    sb_free(&d);
+}
+
 /* The recompute plans over one template expansion. */
 static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
 {
@@ -452,6 +592,8 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
         }
     }
     if (!none_fits && t->tried < t->budget)
+        search_range(t, q, tdesc, true);
+    if (!none_fits && t->tried < t->budget)
         search_mixed(t, q, tdesc);
     if (!none_fits && q->V == 1 && strcmp(tdesc, "onef1b") == 0 && t->tried < t->budget)
         search_swap(t, q, tdesc);
@@ -466,9 +608,11 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
             pipeline_free(r);
         }
     }
-    /* Lynx: both passes choose each rank's recomputation themselves (Lynx §4.2, §5) */
+    /* Lynx: both passes choose each rank's recomputation themselves (Lynx §4.2, §5);
+     * they recompute to fit the budget, so a template that fits without recomputation
+     * is not given to them (pruned: docs/tune.md). */
     static const char *const lynx[] = {"lynx_overlap", "lynx"};
-    for (int i = 0; i < 2 && q->model && t->tried < t->budget; i++) {
+    for (int i = 0; i < 2 && q->model && !none_fits && t->tried < t->budget; i++) {
         Pipeline *r = pipeline_clone(q);
         if (run(t, r, lynx[i], NULL, 0, 0, NULL, NULL) == 0) {
             d.len = 0;
@@ -565,6 +709,9 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
     const Pipeline *b = t->base;
     char tmpl[64] = "";
     int V = b->V;
+    bool vshape = b->placement == PLACE_VSHAPE;
+    if (v->own && strncmp(v->desc, "as written", 10))
+        return false; /* the file's own schedule with tune's steps: the explicit form */
     const char *rest = strstr(v->desc, " | ");
     size_t head = rest ? (size_t)(rest - v->desc) : strlen(v->desc);
     bool as_written = !strncmp(v->desc, "as written", 10);
@@ -572,13 +719,14 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         if (!written->schedule)
             return false;
         snprintf(tmpl, sizeof tmpl, "%s", written->schedule);
-    } else if (sscanf(v->desc, "interleaved V=%d", &V) == 1) {
-        snprintf(tmpl, sizeof tmpl, "interleaved");
     } else {
+        int k = 0;
         snprintf(tmpl, sizeof tmpl, "%.*s", (int)(head < 63 ? head : 63), v->desc);
-        for (int i = 0; i < NTEMPLATES; i++) /* its chunks, not the file's */
-            if (!strcmp(templates[i], tmpl))
-                V = template_v[i];
+        if (sscanf(v->desc, "%63[a-z0-9_] V=%d", tmpl, &k) != 2)
+            k = 0;
+        for (int i = 0; i < NTEMPLATES; i++) /* its chunks and placement, not the file's */
+            if (!strcmp(templates[i].name, tmpl) && (k == 0 || templates[i].V == k))
+                V = templates[i].V, vshape = templates[i].vshape;
     }
     char ms[32], pk[32], x[PRINT_NUM_MAX + 8];
     double mx = 0;
@@ -599,7 +747,7 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         put_entity(out, "device", b->device);
     sb_printf(out, "\npipeline %s {\n  stages %d  microbatches %d", b->name, b->P, b->M);
     if (V != 1)
-        sb_printf(out, "  chunks %d%s", V, b->placement == PLACE_VSHAPE ? " vshape" : "");
+        sb_printf(out, "  chunks %d%s", V, vshape ? " vshape" : "");
     sb_puts(out, "\n");
     if (b->has_memory)
         sb_printf(out, "  memory %s\n", print_size(x, sizeof x, b->memory));
@@ -652,7 +800,7 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         }
     }
     /* The steps tune ran, as evaluate's description lists them. */
-    for (const char *p = rest; p && !as_written; p = strstr(p + 3, " | ")) {
+    for (const char *p = rest; p; p = strstr(p + 3, " | ")) {
         const char *e = strstr(p + 3, " | ");
         char step[256];
         snprintf(step, sizeof step, "%.*s", (int)(e ? e - (p + 3) : (long)strlen(p + 3)), p + 3);
@@ -705,13 +853,16 @@ static int cmp_variant(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-/* Reads tune's options into *o, *out, *budget and *top. Returns -1 to go on, else the
+/* Reads tune's options into *o, *out, *budget, *top and *format (0 table, 1 --json,
+ * 2 --csv). Returns -1 to go on, else the
  * exit code (0 after --help, 2 on a usage error). */
 static int tune_args(int argc, char **argv, DriverOpts *o, const char **out, long *budget,
-                     long *top)
+                     long *top, int *format)
 {
-    enum { OPT_BUDGET = 256, OPT_TOP, OPT_HELP };
+    enum { OPT_BUDGET = 256, OPT_TOP, OPT_HELP, OPT_JSON, OPT_CSV };
     static const struct option longopts[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
         {"budget", required_argument, NULL, OPT_BUDGET},
         {"top", required_argument, NULL, OPT_TOP},
         {"output", required_argument, NULL, 'o'},
@@ -727,6 +878,14 @@ static int tune_args(int argc, char **argv, DriverOpts *o, const char **out, lon
         char *end = NULL;
         switch (opt) {
         case 'o': *out = optarg; break;
+        case OPT_JSON:
+        case OPT_CSV:
+            if (*format && *format != opt - OPT_JSON + 1) {
+                fprintf(stderr, "pipec tune: --json and --csv exclude each other\n");
+                return 2;
+            }
+            *format = opt - OPT_JSON + 1;
+            break;
         case OPT_BUDGET:
         case OPT_TOP: {
             long v = strtol(optarg, &end, 10);
@@ -762,20 +921,51 @@ static void tune_search(Tuner *t, Pipeline *written)
     StrBuf desc = {0};
     sb_printf(&desc, "as written (%s%s)", base->schedule ? "schedule " : "explicit",
               base->schedule ? base->schedule : "");
+    t->own = true;
     evaluate(t, written, desc.s, NAN, NULL);
-    for (int i = 0; i < NTEMPLATES && t->tried < t->budget && !t->unreadable; i++) {
-        if (template_v[i] != base->V && !base->model)
+    /* check's remedy: the file as written with recomputation on its ranks over budget */
+    if (!fits(written))
+        search_range(t, written, desc.s, false);
+    /* The file's own schedule with tune's steps, unless it is a row of the table below. */
+    bool in_table = false;
+    for (int i = 0; i < NTEMPLATES && base->schedule; i++)
+        in_table |= !strcmp(templates[i].name, base->schedule) && templates[i].V == base->V &&
+                    templates[i].vshape == (base->placement == PLACE_VSHAPE);
+    if (!in_table && t->tried < t->budget) {
+        desc.len = 0;
+        sb_printf(&desc, "own (%s%s)", base->schedule ? "schedule " : "explicit",
+                  base->schedule ? base->schedule : "");
+        search_template(t, base, desc.s);
+    }
+    t->own = false;
+    for (int i = 0; i < NTEMPLATES && !t->unreadable; i++) {
+        const Template *tm = &templates[i];
+        desc.len = 0;
+        if (template_multi_v(tm->name))
+            sb_printf(&desc, "%s V=%d", tm->name, tm->V);
+        else
+            sb_puts(&desc, tm->name);
+        if (t->tried >= t->budget) {
+            skip(t, "%s: not searched, --budget %u variants reached", desc.s, t->budget);
             continue;
-        Pipeline *tp = expand(t, templates[i], template_v[i]);
+        }
+        if ((tm->V != base->V || tm->vshape != (base->placement == PLACE_VSHAPE)) &&
+            !base->model) {
+            skip(t, "%s: chunks %d%s differ from the file's and it names no model, so the "
+                    "per-chunk costs are unknown",
+                 desc.s, tm->V, tm->vshape ? " vshape" : "");
+            continue;
+        }
+        Pipeline *tp = expand(t, tm, desc.s);
         if (!tp)
             continue;
-        desc.len = 0;
-        if (strcmp(templates[i], "interleaved") == 0)
-            sb_printf(&desc, "interleaved V=%d", template_v[i]);
-        else
-            sb_puts(&desc, templates[i]);
         search_template(t, tp, desc.s);
         pipeline_free(tp);
+    }
+    if (!t->unreadable) {
+        skip(t, "interleaved, interleaved_zb, looped_bfs with chunks above 4: not searched "
+                "(more chunks per rank multiply the p2p transfers; write `chunks V` to tune one)");
+        skip(t, "templates of other files than the stdlib: only the file's own schedule is searched");
     }
     sb_free(&desc);
     fprintf(stderr, "%stune: %u variants, %u fit, best %.1f ms\n", t->progress ? "\r" : "",
@@ -811,6 +1001,73 @@ static void tune_table(FILE *tab, const Tuner *t, long top)
     }
 }
 
+/* A CSV field (RFC 4180): quoted when it holds a comma, quote or line break. */
+static void csv_field(StrBuf *b, const char *f)
+{
+    if (!strpbrk(f, ",\"\n\r")) {
+        sb_puts(b, f);
+        return;
+    }
+    sb_putc(b, '"');
+    for (; *f; f++) {
+        if (*f == '"')
+            sb_putc(b, '"');
+        sb_putc(b, *f);
+    }
+    sb_putc(b, '"');
+}
+
+/* tune --json (DESIGN.md "Command line"): {"variants": [{"name", "source", "makespan_ms",
+ * "fits", "peak_mem_bytes": [per stage], "identical"}, ...], "searched", "pruned",
+ * "skipped": [lines]}, every row (not only --top's), numbers as sim --json writes them
+ * (sim_fmt_num). --csv: the same rows under a header, peaks one column per stage. */
+static void tune_machine(FILE *f, const Tuner *t, bool json)
+{
+    StrBuf b = {0};
+    char x[64];
+    int32_t P = t->base->P;
+    if (json) {
+        sb_puts(&b, "{\"variants\": [");
+    } else {
+        sb_puts(&b, "rank,name,source,makespan_ms,fits,identical");
+        for (int32_t s = 0; s < P; s++)
+            sb_printf(&b, ",peak_mem_bytes_%d", s);
+        sb_putc(&b, '\n');
+    }
+    for (uint32_t i = 0; i < t->nv; i++) {
+        const Variant *v = &t->v[i];
+        const char *src = v->own ? "file" : "stdlib";
+        if (json) {
+            sb_puts(&b, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
+            sim_json_string(&b, v->desc);
+            sb_printf(&b, ", \"source\": \"%s\", \"makespan_ms\": %s, \"fits\": true, "
+                          "\"identical\": %u, \"peak_mem_bytes\": [",
+                      src, sim_fmt_num(x, sizeof x, v->makespan), v->nsame);
+            for (int32_t s = 0; s < P; s++)
+                sb_printf(&b, "%s%.0f", s ? ", " : "", v->peak[s]);
+            sb_puts(&b, "]}");
+        } else {
+            sb_printf(&b, "%u,", i + 1);
+            csv_field(&b, v->desc);
+            sb_printf(&b, ",%s,%s,true,%u", src, sim_fmt_num(x, sizeof x, v->makespan), v->nsame);
+            for (int32_t s = 0; s < P; s++)
+                sb_printf(&b, ",%.0f", v->peak[s]);
+            sb_putc(&b, '\n');
+        }
+    }
+    if (json) {
+        sb_printf(&b, "%s], \"searched\": %u, \"fit\": %u, \"pruned\": %u, \"skipped\": [",
+                  t->nv ? "\n" : "", t->tried, t->fit, t->pruned);
+        for (uint32_t i = 0; i < t->nskipped; i++) {
+            sb_puts(&b, i ? ",\n  " : "\n  ");
+            sim_json_string(&b, t->skipped[i]);
+        }
+        sb_printf(&b, "%s]}\n", t->nskipped ? "\n" : "");
+    }
+    fwrite(b.s ? b.s : "", 1, b.len, f);
+    sb_free(&b);
+}
+
 /* Writes the best variant's source to out. Returns 0, or 1 when it cannot be written. */
 static int tune_write_best(Tuner *t, const Pipeline *written, const char *out)
 {
@@ -836,6 +1093,12 @@ static void tune_free(Tuner *t)
         free(t->v[i].peak);
     }
     free(t->v);
+    for (uint32_t i = 0; i < t->nskipped; i++)
+        free(t->skipped[i]);
+    free(t->skipped);
+    free(t->busy);
+    free(t->mr);
+    free(t->kbest);
     pipeline_free(t->best);
     sim_scratch_free(t->scratch);
     if (t->devnull)
@@ -848,10 +1111,11 @@ int cmd_tune(int argc, char **argv)
     DriverOpts o = {0};
     const char *out = NULL;
     long budget = 2000, top = 10;
+    int format = 0;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--exact"))
             return cmd_tune_exact(argc, argv);
-    int rc = tune_args(argc, argv, &o, &out, &budget, &top);
+    int rc = tune_args(argc, argv, &o, &out, &budget, &top, &format);
     if (rc >= 0) {
         driver_opts_free(&o);
         return rc;
@@ -872,6 +1136,10 @@ int cmd_tune(int argc, char **argv)
     LoadOpts lo = {.include_dirs = o.include_dirs, .ninclude = o.ninclude};
     Tuner t = {.base = base, .path = path, .lo = &lo, .budget = (uint32_t)budget,
                .best_ms = INFINITY, .progress = isatty(2)};
+    t.busy = xmalloc((size_t)base->P * sizeof *t.busy);
+    t.mr = xmalloc((size_t)base->P * sizeof *t.mr);
+    t.top = top <= 65536 ? (uint32_t)top : 0; /* 0: no pruning */
+    t.kbest = xmalloc((size_t)(t.top ? t.top : 1) * sizeof *t.kbest);
     t.devnull = fopen("/dev/null", "w");
     t.quiet.out = t.devnull ? t.devnull : stderr;
     t.quiet.max_errors = 1;
@@ -882,7 +1150,11 @@ int cmd_tune(int argc, char **argv)
         qsort(t.v, t.nv, sizeof *t.v, cmp_variant);
         t.nv = dedupe(t.v, t.nv, base->P);
         /* `-o -` makes standard output the variant's source: the table goes to stderr. */
-        tune_table(out && !strcmp(out, "-") ? stderr : stdout, &t, top);
+        FILE *f = out && !strcmp(out, "-") ? stderr : stdout;
+        if (format)
+            tune_machine(f, &t, format == 1);
+        else
+            tune_table(f, &t, top);
         rc = t.nv ? 0 : 1;
         if (!t.nv)
             fprintf(stderr, "pipec tune: no variant of %s passes check\n", path);

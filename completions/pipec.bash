@@ -19,10 +19,11 @@ _pipec()
         return ;;
     --backend) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
     --launcher) COMPREPLY=($(compgen -W "threads mpi" -- "$cur")); return ;;
+    --format) COMPREPLY=($(compgen -W "text csv md latex json" -- "$cur")); return ;;
     --workload) COMPREPLY=($(compgen -W "mlp synthetic" -- "$cur")); return ;;
     -I|--include|--cache) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -o|--output|--svg|--trace|--data|--html) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    --iters|--budget|--top|--width|--timeout|--time-scale|--lr|--seed|--name) return ;;
+    --iters|--budget|--top|--width|--timeout|--time-scale|--lr|--seed|--name|--set) return ;;
     esac
     if [ "$cmd" = help ]; then
         COMPREPLY=($(compgen -W "$("$pipec" --help 2>/dev/null |

@@ -13,7 +13,12 @@
  * A second start symbol reads a pass list, the text of `pipec opt --pass`, with the
  * rule `apply` uses (`passes`): the scanner returns PASS_LIST first when asked to
  * (ast_parse_pass_list), so --pass and `apply` accept exactly the same texts. A pass
- * list has no error recovery: its first error ends the parse. */
+ * list has no error recovery: its first error ends the parse.
+ *
+ * A third start symbol reads one pipeline setting, the VALUE of `--set KEY=VALUE`
+ * (docs/language.md "Overriding settings"): the scanner returns SETTING first and reads
+ * a copy of the text in which the '=' is a blank (ast_parse_setting), so an override is
+ * exactly a setting line of the file and new settings need nothing here. */
 
 %code requires {
 #include <stdbool.h>
@@ -40,7 +45,8 @@ typedef struct PipeParse {
     int nopen, opencap;
     bool eof_reported;      /* an "unexpected end of file" was reported */
     bool pass_list;         /* the text is a pass list (`pipec opt --pass`), not a file */
-    bool started;           /* the scanner returned PASS_LIST */
+    bool setting;           /* the text is one setting (`--set KEY=VALUE`), not a file */
+    bool started;           /* the scanner returned PASS_LIST or SETTING */
     Node *items;            /* the result */
 } PipeParse;
 }
@@ -128,6 +134,8 @@ static NodeList append(NodeList l, NodeList t)
 /* Never in a file: the scanner returns it first when it reads a pass list (the text of
  * `pipec opt --pass`), which selects the second start below. */
 %token PASS_LIST "pass list"
+/* Never in a file either: selects the third start, one setting (`--set`). */
+%token SETTING "setting"
 
 %left OR
 %left AND
@@ -149,6 +157,8 @@ static NodeList append(NodeList l, NodeList t)
 file:
   topitems             { ps->items = $1.head; }
 | PASS_LIST passes     { ps->items = $2.head; }
+| SETTING item         { ps->items = $2; }
+| SETTING APPLY passes { ps->items = $3.head; }
 ;
 
 topitems:
@@ -426,6 +436,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
     sym_name(name, sizeof name, tok);
     if (tok == YYSYMBOL_YYEOF && ps->pass_list)
         snprintf(name, sizeof name, "end of the pass list");
+    if (tok == YYSYMBOL_YYEOF && ps->setting)
+        snprintf(name, sizeof name, "end of the --set value");
     sb_printf(&b, "unexpected %s", name);
     if (tok == YYSYMBOL_IDENT || tok == YYSYMBOL_NUM || tok == YYSYMBOL_OPTOK || tok == YYSYMBOL_STRING) {
         const SrcFile *f = &ps->d->files[ps->file];
@@ -447,13 +459,14 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
     const char *shown[8];
     int nshown = 0;
     for (int i = 0; i < nexp && nshown <= 6; i++) {
-        if (exp[i] == YYSYMBOL_YYerror || exp[i] == YYSYMBOL_PASS_LIST ||
+        if (exp[i] == YYSYMBOL_YYerror || exp[i] == YYSYMBOL_PASS_LIST || exp[i] == YYSYMBOL_SETTING ||
             strcmp(yysymbol_name(exp[i]), "';'") == 0)
             continue;
         if (any_name && exp[i] >= YYSYMBOL_PIPELINE && exp[i] <= YYSYMBOL_ELSE)
             continue;
         shown[nshown++] = any_name && exp[i] == YYSYMBOL_IDENT ? "name"
                           : exp[i] == YYSYMBOL_YYEOF && ps->pass_list ? "the end of the pass list"
+                          : exp[i] == YYSYMBOL_YYEOF && ps->setting ? "the end of the --set value"
                           : yysymbol_name(exp[i]);
     }
     if (nshown > 0 && nshown <= 6) {
@@ -492,22 +505,28 @@ int pipe_yylex_init_extra(PipeParse *extra, void **scanner);
 int pipe_yylex_destroy(void *scanner);
 void *pipe_yy_scan_bytes(const char *bytes, int len, void *scanner);
 
-/* Parses file `file` of d as a file or, with pass_list, as a pass list; returns the
- * items (or N_APPLY calls) and whether no error was reported. */
-static Node *parse(Diag *d, AstCtx *c, uint32_t file, bool pass_list, bool *ok)
+/* What parse reads: a file, a pass list or one setting. */
+typedef enum ParseMode { PARSE_FILE, PARSE_PASS_LIST, PARSE_SETTING } ParseMode;
+
+/* Parses file `file` of d in mode m; the scanner reads scan[0..len of the file) when
+ * scan is not NULL (a copy of the file's text with some bytes blanked, so locations
+ * stay those of the file), else the file's text. Returns the items (or N_APPLY calls,
+ * or the setting) and whether no error was reported. */
+static Node *parse(Diag *d, AstCtx *c, uint32_t file, ParseMode m, const char *scan, bool *ok)
 {
-    PipeParse ps = {.d = d, .c = c, .file = file, .pass_list = pass_list};
+    PipeParse ps = {.d = d, .c = c, .file = file, .pass_list = m == PARSE_PASS_LIST,
+                    .setting = m == PARSE_SETTING};
     int before = d->nerr;
     void *scanner;
     if (pipe_yylex_init_extra(&ps, &scanner))
         out_of_memory(); /* its only failure: the scanner's state could not be allocated */
     const SrcFile *f = &d->files[file];
-    pipe_yy_scan_bytes(f->text, (int)f->len, scanner);
+    pipe_yy_scan_bytes(scan ? scan : f->text, (int)f->len, scanner);
     pipe_yyparse(scanner, &ps);
     /* Error recovery can swallow the error at the end of the file (bison reports
      * nothing until three tokens were read after an error): say what is left open. A
-     * pass list has no recovery: its first error ends the parse. */
-    if (!pass_list && !ps.aborted && !ps.eof_reported && ps.nopen > 0) {
+     * pass list or a setting has no recovery: its first error ends the parse. */
+    if (m == PARSE_FILE && !ps.aborted && !ps.eof_reported && ps.nopen > 0) {
         diag_error(d, (Loc){ps.tok_end, file}, DIAG_SYNTAX, "unexpected end of file");
         note_unterminated(&ps);
     }
@@ -520,12 +539,26 @@ static Node *parse(Diag *d, AstCtx *c, uint32_t file, bool pass_list, bool *ok)
 void ast_parse(Diag *d, AstCtx *c, uint32_t file, AstFile *out)
 {
     out->file = file;
-    out->items = parse(d, c, file, false, &out->ok);
+    out->items = parse(d, c, file, PARSE_FILE, NULL, &out->ok);
 }
 
 Node *ast_parse_pass_list(Diag *d, AstCtx *c, uint32_t file)
 {
     bool ok;
-    Node *calls = parse(d, c, file, true, &ok);
+    Node *calls = parse(d, c, file, PARSE_PASS_LIST, NULL, &ok);
     return ok ? calls : NULL;
+}
+
+Node *ast_parse_setting(Diag *d, AstCtx *c, uint32_t file, uint32_t key_end, uint32_t lo,
+                        uint32_t hi)
+{
+    const SrcFile *f = &d->files[file];
+    char *scan = xmalloc((size_t)f->len + 1);
+    for (uint32_t i = 0; i < f->len; i++)
+        scan[i] = i < key_end || (i >= lo && i < hi) ? f->text[i] : ' ';
+    scan[f->len] = 0;
+    bool ok;
+    Node *n = parse(d, c, file, PARSE_SETTING, scan, &ok);
+    free(scan);
+    return ok ? n : NULL;
 }

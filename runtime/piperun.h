@@ -241,6 +241,7 @@ typedef struct PrResult {
     double ref_ms;             /* --reference: mean time of one reference iteration +
                                   optimizer step, same data; -1 when not measured */
     char error[256];           /* the failure message, "" when the run succeeded */
+    bool error_shown;          /* error was printed to stderr when it was recorded */
 } PrResult;
 void pr_result_free(PrResult *res);
 

@@ -109,6 +109,11 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
             snprintf(run->error, sizeof run->error, "%.200s", msg);
         }
         atomic_store(&run->failed, 1);
+        /* Printed when recorded, not after teardown: a teardown that hangs (a GPU
+         * communicator that cannot be aborted) or a process killed by its launcher must
+         * not swallow the reason (docs/runtime.md "Failures"). */
+        fprintf(stderr, "piperun: %s\n", run->error);
+        fflush(stderr);
     }
     pthread_cond_broadcast(&run->cv);
     pthread_mutex_unlock(&run->mu);
@@ -731,6 +736,7 @@ static int run_finish(PrRun *run, pthread_t *th, int started, PrResult *res)
     if (!atomic_load(&run->failed))
         return 0;
     snprintf(res->error, sizeof res->error, "%s", run->error);
+    res->error_shown = true;
     for (int s = 0; s < run->ranks_ready; s++)
         pr_flight_print(run, s, stderr);
     return 1;
@@ -829,6 +835,29 @@ void pr_process_options(PrOptions *o, int me, char *trace, size_t n)
         snprintf(trace, n, "%s.rank%d", o->trace, me);
         o->trace = trace;
     }
+}
+
+/* The page size, for pr_host_bytes (4 KiB when sysconf cannot say). */
+static size_t host_page(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    return pg > 0 ? (size_t)pg : 4096;
+}
+
+size_t pr_host_bytes(size_t nfloats)
+{
+    size_t pg = host_page(), b = nfloats * sizeof(float);
+    return b <= pg ? pg : (b + pg - 1) / pg * pg;
+}
+
+float *pr_host_alloc(size_t nfloats)
+{
+    void *p = NULL;
+    size_t b = pr_host_bytes(nfloats);
+    if (posix_memalign(&p, host_page(), b) != 0)
+        return NULL;
+    memset(p, 0, b);
+    return p;
 }
 
 int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)

@@ -399,6 +399,14 @@ void pr_process_options(PrOptions *o, int me, char *trace, size_t n);
  * in model order), and the copy of rank s's gradients to buf (pack) or from buf into
  * the model (!pack): what the MPI transports move for --check (workload_mlp.c). */
 size_t pr_vstage_grad_floats(const PrRun *run, int v);
+
+/* Host buffers that the CUDA backend pins (cudaHostRegister) must not share a page with
+ * another registered buffer, or the second registration fails ("already registered"):
+ * pr_host_bytes(n) is n floats rounded up to whole pages (at least one page), and
+ * pr_host_alloc(n) returns that many page-aligned bytes, zeroed (free with free()), or
+ * NULL when out of memory. */
+size_t pr_host_bytes(size_t nfloats);
+float *pr_host_alloc(size_t nfloats);
 size_t pr_rank_grad_floats(const PrRun *run, int s);
 void pr_rank_grad_copy(PrRun *run, int s, float *buf, bool pack);
 

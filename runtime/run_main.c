@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "piperun_internal.h"
+#include "pr_options.h"
 
 /* The CPU backend's --check bound; a backend whose arithmetic differs from the CPU
  * reference defines pr_check_bound itself (the CUDA backend: 1e-4), which overrides
@@ -33,18 +34,6 @@ static const char *workload_name(const PrProgram *g, int w)
     if (w != PR_MLP)
         return "synthetic";
     return g->model_arch >= 0 && g->model_arch < 3 ? arch[g->model_arch] : "model";
-}
-
-/* Parses a number; false when not all of s is one. */
-static bool num(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !isfinite(v))
-        return false;
-    *out = v;
-    return true;
 }
 
 /* The measured iteration time: the mean over iterations after the first (warm-up) when
@@ -202,8 +191,7 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:", longopts, &li)) != -1) {
         switch (c) {
         case O_ITERS:
-            want = "an integer from 1 to 1000000";
-            if (!num(optarg, &v) || v < 1 || v > 1000000 || v != floor(v))
+            if ((want = pr_option_number(c, optarg, &v)))
                 goto bad;
             o.iters = (int)v;
             break;
@@ -224,28 +212,24 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
             break;
         case O_DATA: o.data = optarg; break;
         case O_SCALE:
-            want = "a number from 0 to 1e6";
-            if (!num(optarg, &v) || v < 0 || v > 1e6)
+            if ((want = pr_option_number(c, optarg, &v)))
                 goto bad;
             o.time_scale = v;
             break;
         case O_TIMEOUT:
-            want = "seconds, more than 0 and at most 1e6";
-            if (!num(optarg, &v) || !(v > 0) || v > 1e6)
+            if ((want = pr_option_number(c, optarg, &v)))
                 goto bad;
             o.timeout_s = v;
             break;
         case O_PROFILE: o.profile = true; break;
         case 'o': o.profile_out = optarg; break;
         case O_LR:
-            want = "a number from 0 to 1000";
-            if (!num(optarg, &v) || v < 0 || v > 1e3)
+            if ((want = pr_option_number(c, optarg, &v)))
                 goto bad;
             o.lr = v;
             break;
         case O_SEED:
-            want = "an integer from 0 to 2^53";
-            if (!num(optarg, &v) || v < 0 || v > 9007199254740992.0 || v != floor(v))
+            if ((want = pr_option_number(c, optarg, &v)))
                 goto bad;
             o.seed = (uint64_t)v;
             break;
@@ -266,7 +250,8 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     PrResult res;
     int rc = pr_run(prog, &o, &res);
     if (rc) {
-        fprintf(stderr, "piperun: %s\n", res.error[0] ? res.error : "the run failed");
+        if (!res.error_shown)
+            fprintf(stderr, "piperun: %s\n", res.error[0] ? res.error : "the run failed");
         pr_result_free(&res);
         return 1;
     }

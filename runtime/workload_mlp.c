@@ -70,8 +70,8 @@ static int offload_setup(PrRun *run)
         if (!run->offloaded[v])
             continue;
         size_t n = pr_vstage_grad_floats(run, v), at = 0;
-        run->host_w[v] = malloc((n ? n : 1) * sizeof(float));
-        run->host_g[v] = malloc((n ? n : 1) * sizeof(float));
+        run->host_w[v] = pr_host_alloc(n);   /* page-aligned: the CUDA backend pins them */
+        run->host_g[v] = pr_host_alloc(n);
         if (!run->host_w[v] || !run->host_g[v])
             return -1;
         for (int i = 0; i < pr_model_tensor_count(run); i++)

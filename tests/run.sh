@@ -3,6 +3,12 @@
 # tests/t_*.sh suite. Each suite prints a last line "N passed, N failed"; cmocka
 # binaries print "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s)...". The totals
 # close the run as "N passed, N failed, N skipped".
+#
+# Independent suites run concurrently, PIPEC_TEST_JOBS at a time (default: the number of
+# CPUs; 1 runs them one after another). Each suite's output is printed whole when it ends,
+# with its wall time. The suites that rebuild or install the tree itself (SERIAL below)
+# run alone, after the others. The slowest suites are listed at the end.
+# PIPEC_TEST_ONLY="t_sim.sh t_cli.sh" runs only the suites named (and the binaries given).
 set -u
 cd "$(dirname "$0")/.."
 export PIPEC="${PIPEC:-$PWD/bin/pipec}"
@@ -10,11 +16,14 @@ export PIPEC_ASAN="${PIPEC_ASAN:-$PIPEC}"
 export PIPEC_STDLIB="${PIPEC_STDLIB:-$PWD/stdlib}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+jobs=${PIPEC_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $jobs in ''|*[!0-9]*|0) echo "tests/run.sh: PIPEC_TEST_JOBS must be a positive integer" >&2; exit 2 ;; esac
+SERIAL=" t_install.sh t_install_docs.sh t_targets.sh "
 pass=0 fail=0 skip=0 failed_suites=""
-log=$(mktemp); trap 'rm -f "$log"' EXIT
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 
-count() { # $1 = suite name; reads the suite's output in $log, exit status in $2
-    local p f s
+count() { # $1 = suite name, $2 = its output file, $3 = its exit status
+    local p f s log=$2
     p=$(grep -aoE '\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END{print s+0}')
     f=$(grep -aoE '\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END{print s+0}')
     s=$(grep -aoE '\[  SKIPPED \] [0-9]+ test' "$log" | awk '{s+=$4} END{print s+0}')
@@ -25,26 +34,71 @@ count() { # $1 = suite name; reads the suite's output in $log, exit status in $2
         f=$((f + $(echo "$line" | awk '{print $3}')))
         s=$((s + $(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) skipped.*/\1/p' | grep . || echo 0)))
     fi
-    if [ "$2" != 0 ] && [ "$f" = 0 ]; then f=1; fi   # a crash counts as a failure
+    if [ "$3" != 0 ] && [ "$f" = 0 ]; then f=1; fi   # a crash counts as a failure
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
     [ "$f" = 0 ] || failed_suites="$failed_suites $1"
 }
 
-for bin in "$@"; do
-    echo "== $(basename "$bin")"
-    "$bin" >"$log" 2>&1; rc=$?
-    grep -avE '^\[ (RUN|      OK) ' "$log"
-    count "$(basename "$bin")" $rc
-done
+# run_one I NAME CMD...: runs one suite into $dir/I.out; its status and seconds go to
+# $dir/I.rc and $dir/I.sec.
+run_one() {
+    local i=$1 t0=$SECONDS; shift 2
+    "$@" >"$dir/$i.out" 2>&1
+    echo $? >"$dir/$i.rc"
+    echo $((SECONDS - t0)) >"$dir/$i.sec"
+}
 
+# report I NAME: prints a finished suite and adds it to the totals.
+report() {
+    local out=$dir/$1.out
+    echo "== $2 ($(cat "$dir/$1.sec") s)"
+    case $2 in
+        t_*) cat "$out" ;;
+        *) grep -avE '^\[ (RUN|      OK) ' "$out" ;;
+    esac
+    count "$2" "$out" "$(cat "$dir/$1.rc")"
+    echo "$(cat "$dir/$1.sec") $2" >>"$dir/times"
+}
+
+names=() cmds=() serial=()
+for bin in "$@"; do names+=("$(basename "$bin")"); cmds+=("$bin"); done
 for suite in tests/t_*.sh; do
     [ -e "$suite" ] || continue
-    echo "== $(basename "$suite")"
-    bash "$suite" >"$log" 2>&1; rc=$?
-    cat "$log"
-    count "$(basename "$suite")" $rc
+    name=$(basename "$suite")
+    if [ -n "${PIPEC_TEST_ONLY:-}" ]; then case " $PIPEC_TEST_ONLY " in *" $name "*) ;; *) continue ;; esac; fi
+    case $SERIAL in *" $name "*) serial+=("$suite"); continue ;; esac
+    names+=("$name"); cmds+=("bash $suite")
 done
 
+# The concurrent part: at most $jobs suites at once, each reported when it ends.
+declare -A running=()
+next=0 n=${#names[@]}
+while [ "$next" -lt "$n" ] || [ "${#running[@]}" -gt 0 ]; do
+    while [ "$next" -lt "$n" ] && [ "${#running[@]}" -lt "$jobs" ]; do
+        # shellcheck disable=SC2086
+        run_one "$next" "${names[$next]}" ${cmds[$next]} &
+        running[$next]=$!
+        next=$((next + 1))
+    done
+    wait -n 2>/dev/null || true
+    for i in "${!running[@]}"; do
+        if [ -e "$dir/$i.sec" ]; then
+            wait "${running[$i]}" 2>/dev/null
+            unset "running[$i]"
+            report "$i" "${names[$i]}"
+        fi
+    done
+done
+
+# The suites that rebuild or install the tree, alone.
+i=$n
+for suite in "${serial[@]}"; do
+    run_one "$i" "$(basename "$suite")" bash "$suite"
+    report "$i" "$(basename "$suite")"
+    i=$((i + 1))
+done
+
+echo "slowest suites (s):$(sort -rn "$dir/times" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//')"
 [ -z "$failed_suites" ] || echo "failing suites:$failed_suites"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

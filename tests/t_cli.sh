@@ -8,7 +8,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 P=$PIPEC_ASAN
 good=tests/golden/print/minimal.pipe
-commands="check print sim opt diff emit compile run import-csv export-csv tune"
+commands="check print sim opt diff emit compile run import-csv export-csv tune compare"
 
 # --- help and version --------------------------------------------------------------------
 "$P" --help >"$tmp/out" 2>"$tmp/err"

@@ -156,6 +156,42 @@ expect $A/bad_unpaired.csv "$A/bad_unpaired.csv:1:9: error[missing]: backward-in
     0F0,0F1,0I0,0B1
             ^"
 
+# The comms form: SEND/RECV pair per ordered pair of ranks in issue order, as NCCL pairs
+# them. PyTorch's ZB1P comms artifact with rank 1's first two receives swapped: rank 0's
+# first send to rank 1 (0SEND_F0) meets rank 1's first receive from rank 0 (1RECV_F1).
+expect $A/bad_comm_swapped.csv "$A/bad_comm_swapped.csv:2:1: error[order]: 1RECV_F1 on rank 1 is matched with 0SEND_F0 from rank 0: it is rank 1's next receive from rank 0 and that is rank 0's next send to rank 1, so NCCL pairs them; expected 1RECV_F0
+    $(sed -n 2p $A/bad_comm_swapped.csv)
+    ^
+$A/bad_comm_swapped.csv:1:5: note: 0SEND_F0 is here
+    $(sed -n 1p $A/bad_comm_swapped.csv)
+        ^"
+expect $A/bad_comm_unmatched_send.csv "$A/bad_comm_unmatched_send.csv:1:18: error[missing]: 0SEND_F1 on rank 0 has no matching 1RECV_F1 on rank 1
+    0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1
+                     ^"
+expect $A/bad_comm_unmatched_recv.csv "$A/bad_comm_unmatched_recv.csv:1:40: error[missing]: 0RECV_B1 on rank 0 has no matching 1SEND_B1 on rank 1
+    0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1
+                                           ^"
+# A RECV after the compute that consumes it, a SEND before the compute that produces it.
+expect $A/bad_comm_recv_late.csv "$A/bad_comm_recv_late.csv:2:18: error[order]: 1RECV_F1 comes after 1F1, which consumes what it receives
+    1RECV_F0,1F0,1F1,1RECV_F1,1B0,1SEND_B0,1B1,1SEND_B1
+                     ^
+$A/bad_comm_recv_late.csv:2:14: note: 1F1 is here
+    1RECV_F0,1F0,1F1,1RECV_F1,1B0,1SEND_B0,1B1,1SEND_B1
+                 ^"
+expect $A/bad_comm_send_early.csv "$A/bad_comm_send_early.csv:1:14: error[order]: 0SEND_F1 comes before 0F1, which produces what it sends
+    0F0,0SEND_F0,0SEND_F1,0F1,0RECV_B0,0B0,0RECV_B1,0B1
+                 ^
+$A/bad_comm_send_early.csv:1:23: note: 0F1 is here
+    0F0,0SEND_F0,0SEND_F1,0F1,0RECV_B0,0B0,0RECV_B1,0B1
+                          ^"
+# Blocking sends: rank 0 waits to receive B0 before sending F0, which rank 1 needs first.
+expect $A/bad_comm_deadlock.csv "$A/bad_comm_deadlock.csv:1:5: error[deadlock]: 0RECV_B0 on rank 0 waits for rank 1, which waits in 1RECV_F0: with blocking sends neither can go on
+    0F0,0RECV_B0,0SEND_F0,0B0
+        ^
+$A/bad_comm_deadlock.csv:2:1: note: 1RECV_F0 is here
+    1RECV_F0,1F0,1B0,1SEND_B0
+    ^"
+
 # RFC 4180 quoting: a quote left open, text after a closing quote; an empty overlap; an
 # older release's batched pair whose second half has no micro-batch index.
 printf '"0F0,0F1\n' >"$tmp/q1.csv"

@@ -62,11 +62,20 @@ rc=$?
 HAVE_GPU=0
 nvidia-smi -L 2>/dev/null | grep -q '^GPU' && HAVE_GPU=1
 if [ "$HAVE_GPU" = 0 ]; then
-    # Without a GPU the program says so and exits 1 (with one, tests/gpu/ runs it).
+    # Without a GPU `pipec run` says so before it builds anything, and exits 1 (with one,
+    # tests/gpu/ runs it)...
     "$PIPEC" run --backend cuda examples/tiny_1f1b.pipe --workload synthetic --cache "$T/cache" \
         >"$T/out" 2>&1
     rc=$?
-    [ "$rc" = 1 ] && grep -q 'no GPU found' "$T/out" && ok || bad no_gpu "rc $rc: $(head -n 2 "$T/out")"
+    [ "$rc" = 1 ] && grep -q '^pipec run: no GPU found' "$T/out" && [ ! -e "$T/cache" ] && ok ||
+        bad no_gpu "rc $rc: $(head -n 2 "$T/out")"
+    # ... and the compiled program says so itself and exits 1
+    if "$PIPEC" compile --backend cuda examples/tiny_1f1b.pipe -o "$T/nogpu" >/dev/null 2>&1; then
+        "$T/nogpu/tiny_1f1b" --workload synthetic >"$T/out" 2>&1
+        rc=$?
+        [ "$rc" = 1 ] && grep -q '^piperun: no GPU found' "$T/out" && ok ||
+            bad no_gpu_program "rc $rc: $(head -n 2 "$T/out")"
+    else bad no_gpu_program "compile --backend cuda failed"; fi
 fi
 
 # One rank per process (the MPI bootstrap of NCCL): compiles and links.

@@ -159,4 +159,63 @@ for line in rows:
     inband = g
 assert bands == int(sys.argv[2]), bands
 EOF
+# --- every example's page runs in Chromium without a script error -------------------------
+# Each page gets an error catcher before its scripts and a probe after them: the probe
+# lays the page out, names every op with the page's own opName (the kind names, streams
+# and chunk-wide flags come from the op table) and reports what it saw; together the
+# examples must show every op kind.
+cat >"$tmp/probe.js" <<'EOF'
+<script>
+(function () {
+  const out = {errors: window.__errs || []};
+  try {
+    out.stages = layout.length;
+    const kinds = {};
+    let n = 0, bad = 0;
+    for (const st of layout) for (const r of st.rows) for (const o of r.ops) {
+      n++;
+      const nm = opName(o);
+      if (nm.indexOf('undefined') >= 0) bad++;
+      kinds[KINDS[o[0]]] = 1;
+    }
+    out.ops = n; out.bad = bad; out.kinds = Object.keys(kinds);
+  } catch (e) { out.errors.push(String(e)); }
+  const pre = document.createElement('pre');
+  pre.id = 'result';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+EOF
+: >"$tmp/kinds"
+for ex in examples/*.pipe; do
+    name=$(basename "$ex" .pipe)
+    if ! "$PIPEC" sim "$ex" --html "$tmp/ex.html" --json >"$tmp/ex.json" 2>/dev/null; then
+        bad "html $name" "sim --html failed"; continue
+    fi
+    { sed -n '1,/<body>/p' "$tmp/ex.html"
+      echo '<script>window.__errs=[];window.addEventListener("error",e=>window.__errs.push(e.message));</script>'
+      sed -n '/<body>/,$p' "$tmp/ex.html" | sed '1d;/^<\/body><\/html>$/d'
+      cat "$tmp/probe.js"; echo '</body></html>'; } >"$tmp/ex_probe.html"
+    run_chrome --dump-dom "file://$tmp/ex_probe.html" >"$tmp/ex.dom"
+    sed -n 's/.*<pre id="result">\(.*\)<\/pre>.*/\1/p' "$tmp/ex.dom" | python3 -c '
+import html, sys; print(html.unescape(sys.stdin.read()))' >"$tmp/ex.res"
+    if python3 - "$tmp/ex.res" "$tmp/ex.json" "$tmp/kinds" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+j = json.load(open(sys.argv[2]))
+assert not r["errors"], r["errors"]
+assert r["stages"] == j["stages"], (r["stages"], j["stages"])
+assert r["ops"] > 0 and r["bad"] == 0, r
+open(sys.argv[3], "a").write(" ".join(r["kinds"]) + "\n")
+EOF
+    then ok; else bad "html $name" "$(head -c 300 "$tmp/ex.res")"; fi
+done
+check "html: the examples show every op kind" python3 - "$tmp/kinds" <<'EOF'
+import sys
+seen = set(open(sys.argv[1]).read().split())
+want = {"F", "B", "W", "R", "SO", "SI", "OG", "LW", "RO"}
+assert want <= seen, sorted(want - seen)
+EOF
+
 finish

@@ -26,7 +26,11 @@ for s in 0 1 2 3; do
     peak=$(( (4 + (4 - s) * 8) * GiB )); act=$(( (4 - s) * 8 * GiB ))
     want="$want{\"stage\": $s, \"busy_ms\": 24.0, \"idle_ms\": 9.0, \"fwd_bubble_ms\": $((2 * (3 - s))).0, \"bwd_bubble_ms\": $((3 - s)).0, \"peak_mem_bytes\": $peak, \"budget_bytes\": $((40 * GiB)), \"static_mem_bytes\": $((4 * GiB)), \"peak_act_bytes\": $act}"
 done
-want="$want]}"
+# Beyond DESIGN.md's example: 1F1B with uniform costs and no p2p is optimal, so the lower
+# bound is the makespan (stage P-1 waits (P-1) f for its first F and the last B needs
+# (P-1) b to drain after its last op: 3 + 24 + 6 = 33); no R, so the overhead ratio is the
+# bubble ratio; no model, so tokens/s and MFU are null.
+want="$want], \"lower_bound_ms\": 33.0, \"overhead_ratio\": 0.2727272727272727, \"tokens_per_s\": null, \"mfu\": null}"
 if [ "$(cat "$tmp/j")" = "$want" ]; then ok; else bad "sim --json tiny_1f1b" "$(diff <(echo "$want") "$tmp/j" | head -5)"; fi
 check "sim --json is one JSON object" python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/j"
 check "--json has DESIGN.md's stage-0 text" grep -qF '{"stage": 0, "busy_ms": 24.0, "idle_ms": 9.0, "fwd_bubble_ms": 6.0, "bwd_bubble_ms": 3.0, "peak_mem_bytes": 38654705664, "budget_bytes": 42949672960, "static_mem_bytes": 4294967296, "peak_act_bytes": 34359738368}' "$tmp/j"
@@ -37,6 +41,9 @@ check "summary: makespan" grep -q '^makespan  *33.000 ms$' "$tmp/s"
 # 8 micro-batches in 33 ms: 242.42 per second.
 check "summary: throughput" grep -q '^throughput  *242.42 micro-batches/s$' "$tmp/s"
 check "summary: bubble ratio" grep -q '^bubble ratio  *0.2727' "$tmp/s"
+check "summary: distance to the lower bound" grep -qx 'makespan 33.000 ms, 0.00% above the lower bound (33.000 ms)' "$tmp/s"
+check "summary: overhead ratio" grep -q '^overhead  *0.2727 (idle + recompute' "$tmp/s"
+check "summary: no model, no tokens/s or MFU" grep -q '^tokens/s  *- (no model)$' "$tmp/s"
 check "summary: stage 0 row" grep -qE '^ +0 +24.000 +9.000 +6.000 +3.000 +36.0 GiB +40.0 GiB +90.0%$' "$tmp/s"
 
 # --- other closed forms ---------------------------------------------------------------
@@ -44,6 +51,8 @@ check "summary: stage 0 row" grep -qE '^ +0 +24.000 +9.000 +6.000 +3.000 +36.0 G
 check "gpipe: makespan 33, ratio 3/11" grep -qF '"makespan_ms": 33.0, "bubble_ratio": 0.2727272727272727' "$tmp/g"
 check "gpipe: stage 0 bubbles 9 and 0, peak 4 + 8*8 GiB" grep -qF "{\"stage\": 0, \"busy_ms\": 24.0, \"idle_ms\": 9.0, \"fwd_bubble_ms\": 9.0, \"bwd_bubble_ms\": 0.0, \"peak_mem_bytes\": $((68 * GiB))," "$tmp/g"
 "$P" sim --json $G/swap.pipe >"$tmp/w"
+# The bound's longest chain: F0 1 + SO0 10 + SI0 10 + B0 2 = 23, the makespan.
+check "swap: lower bound = the chain F0 SO0 SI0 B0" grep -qF '"lower_bound_ms": 23.0,' "$tmp/w"
 check "swap: hand-timed makespan and bubbles" grep -qF '"makespan_ms": 23.0, "bubble_ratio": 0.7391304347826086, "per_stage": [{"stage": 0, "busy_ms": 6.0, "idle_ms": 17.0, "fwd_bubble_ms": 10.0, "bwd_bubble_ms": 7.0, "peak_mem_bytes": 3000000000, "budget_bytes": null, "static_mem_bytes": 1000000000, "peak_act_bytes": 2000000000}' "$tmp/w"
 "$P" sim --json $G/interleaved.pipe >"$tmp/i"
 check "interleaved: makespan M t + (P-1) t / V" grep -qF '"makespan_ms": 7.5, "bubble_ratio": 0.2,' "$tmp/i"
@@ -51,6 +60,9 @@ check "interleaved: idle (P-1)/V * t per rank" test "$(grep -o '"idle_ms": 1.5,'
 
 "$P" sim --json $G/dep.pipe --trace "$tmp/dep.json" >"$tmp/dep"
 check "dep: makespan 12 (the dep and its p2p)" grep -qF '"makespan_ms": 12.0,' "$tmp/dep"
+# Stage 1 can start no F before 1 + 0.5, its ops take 6, and its last B has stage 0's
+# B (2) after it, with p2p 0.5: 1.5 + 6 + 2.5 = 10 (its listed F1 after B0 costs 2 more).
+check "dep: lower bound 10" grep -qF '"lower_bound_ms": 10.0,' "$tmp/dep"
 cat >"$tmp/check_dep.py" <<'EOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
@@ -447,5 +459,99 @@ check "sim on a missing file: 1" test $? = 1
 "$P" sim $G/swap.pipe --trace "$tmp/no/such/dir/t.json" >/dev/null 2>"$tmp/e"
 check "trace into a missing folder: 1" test $? = 1
 check "trace into a missing folder: says why" grep -q 'no/such/dir' "$tmp/e"
+
+# --- figures at paper-column width (docs/simulator.md) ---------------------------------------
+# Computed from the emitted coordinates: each legend entry spans from its swatch's x to its
+# text's x + 6.6 px a character (11 px text) and is 12 px high; no two overlap, and none
+# reaches the peak-memory column (the picture's width less 150 px).
+cat >"$tmp/check_fig.py" <<'EOF'
+import re, sys, xml.etree.ElementTree as ET
+path, kind = sys.argv[1], sys.argv[2]
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(path).getroot()
+width = float(root.get("width"))
+boxes = []
+for g in root.iter(ns + "g"):
+    if g.get("class") != "leg-entry":
+        continue
+    first = list(g)[0]
+    if first.tag == ns + "rect":
+        x0 = float(first.get("x"))
+    else:
+        x0 = float(re.match(r"M([0-9.]+)", first.get("d")).group(1))
+    t = g.find(ns + "text")
+    x1 = float(t.get("x")) + len(t.text) * 6.6
+    y = float(t.get("y"))
+    boxes.append((x0, x1, y - 10, y + 2, t.text))
+assert len(boxes) >= 5, boxes
+for i, a in enumerate(boxes):
+    assert a[1] <= width - 150, ("into the peak-memory column", a, width)
+    for b in boxes[i + 1:]:
+        apart = a[1] <= b[0] or b[1] <= a[0] or a[3] <= b[2] or b[3] <= a[2]
+        assert apart, ("legend entries overlap", a, b)
+labels = [b[4] for b in boxes]
+# no op is told apart by opacity
+assert not [e for e in root.iter() if e.get("fill-opacity") or e.get("opacity")], "opacity used"
+style = "".join(s.text or "" for s in root.iter(ns + "style"))
+rule = lambda c: re.search(r"\." + c + r"\{([^}]*)\}", style).group(1)
+# the memory strip's axis: per stage its top in a size unit and 0 B
+memax = [t.text for t in root.iter(ns + "text") if t.get("class") == "memax"]
+assert memax and len(memax) % 2 == 0, memax
+assert all(re.fullmatch(r"[0-9.]+ (B|KiB|MiB|GiB|TiB)", m) for m in memax), memax
+assert memax.count("0 B") == len(memax) // 2, memax
+chunk_rects = [r for r in root.iter(ns + "rect") if r.get("class") == "chunk"]
+if kind == "vshape":
+    assert root.find(f".//{ns}pattern[@id='chunk']") is not None, "no chunk pattern"
+    assert "url(#chunk)" in rule("chunk"), rule("chunk")
+    assert "chunk 1" in labels, labels
+    assert len(chunk_rects) > 1, "chunk 1 ops not striped"
+else:
+    assert not [l for l in labels if "chunk" in l], labels
+if kind == "pair":
+    mk = [l for l in root.iter(ns + "line") if l.get("class") == "mksp"]
+    assert len(mk) == 2, len(mk)
+    b, m = rule("budget"), rule("mksp")
+    get = lambda r, k: re.search(k + r":([^;]*)", r).group(1)
+    assert get(b, "stroke") != get(m, "stroke"), (b, m)
+    assert get(b, "stroke-dasharray") != get(m, "stroke-dasharray"), (b, m)
+    assert "makespan of A, B" in labels, labels
+EOF
+printf 'import "std/schedules.pipe"\npipeline zbv { stages 4 microbatches 8 chunks 2 vshape\n  costs { f 1ms b 2ms w 1ms act 1GiB } memory 12GiB schedule zbv }\n' >"$tmp/zbv.pipe"
+for w in 600 1200; do
+    "$P" sim $G/tiny_1f1b.pipe --svg "$tmp/f$w.svg" --width $w >/dev/null
+    check "figure, 1F1B at $w px: legend apart, memory axis" python3 "$tmp/check_fig.py" "$tmp/f$w.svg" plain
+    "$P" sim "$tmp/zbv.pipe" --svg "$tmp/v$w.svg" --width $w >/dev/null
+    check "figure, zbv at $w px: chunk 1 striped and explained" python3 "$tmp/check_fig.py" "$tmp/v$w.svg" vshape
+    "$P" diff $G/tiny_1f1b.pipe $G/tiny_gpipe.pipe --svg "$tmp/p$w.svg" --width $w >/dev/null
+    check "figure, diff at $w px: makespan markers unlike the budget" python3 "$tmp/check_fig.py" "$tmp/p$w.svg" pair
+done
+check "figure at 600 px: the legend wraps (entries on two lines)" \
+    test "$(grep -o '<g class="leg-entry"><[a-z]* [^>]*y="[0-9.]*"' "$tmp/v600.svg" | sed 's/.*y="\([0-9.]*\)"/\1/' | sort -u | wc -l)" -ge 2
+check "figure at 600 px: a long title shrinks to fit" grep -q 'font-size="[0-9.]*" class="title"' "$tmp/p600.svg"
+
+# --- figures of huge schedules: refused beyond 250000 ops unless --large ------------------
+# (docs/simulator.md "Size of the figures"); 1F1B has 2 ops per (stage, micro-batch).
+big() { # big NAME P M: a uniform 1F1B of P x M
+    printf 'import "std/schedules.pipe"\npipeline %s {\n  stages %d microbatches %d\n  costs { f 1ms b 2ms }\n  schedule onef1b\n}\n' "$1" "$2" "$3" >"$tmp/$1.pipe"
+}
+big at_limit 5 25000    # 250000 ops: drawn
+big over_limit 4 31251  # 250008 ops: refused
+for o in svg html trace; do
+    "$P" sim "$tmp/over_limit.pipe" --$o "$tmp/over.$o" >"$tmp/out" 2>"$tmp/e"
+    check "--$o of 250008 ops: exit 1" test $? = 1
+    check "--$o of 250008 ops: nothing written" test ! -e "$tmp/over.$o"
+    check "--$o of 250008 ops: a located limit error naming --large" grep -qE \
+        "^$tmp/over_limit.pipe:2:10: error\[limit\]: sim --$o of 250008 ops would write about [0-9]+ MB: figures draw at most 250000 ops \(--large draws them anyway\)\$" "$tmp/e"
+done
+"$P" sim "$tmp/over_limit.pipe" --svg "$tmp/over.svg" --large >/dev/null 2>"$tmp/e"
+check "--large draws it" test $? = 0 -a -s "$tmp/over.svg"
+"$P" sim "$tmp/at_limit.pipe" --html "$tmp/at.html" >/dev/null 2>"$tmp/e"
+check "250000 ops are drawn" test $? = 0 -a -s "$tmp/at.html"
+"$P" sim "$tmp/over_limit.pipe" --json >"$tmp/out" 2>"$tmp/e"
+check "no figure asked: no bound" test $? = 0
+big half 4 20000        # 160000 ops: two of them are 320000
+"$P" diff "$tmp/half.pipe" "$tmp/half.pipe" --svg "$tmp/huge_diff.svg" >/dev/null 2>"$tmp/e"
+check "diff --svg counts both schedules: exit 2" test $? = 2 -a ! -e "$tmp/huge_diff.svg"
+check "... diff names it" grep -q "error\[limit\]: diff --svg of 320000 ops" "$tmp/e"
 
 finish

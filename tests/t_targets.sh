@@ -157,4 +157,15 @@ if [ -f "$rt_lib/libpiperun_mpi.a" ]; then
         check "MPICC=false: says the build failed" grep -qx "pipec: compiling the generated program in $tmp/cc4 failed" "$tmp/err"
     fi
 fi
+# --- the GPU checks skip cleanly without a GPU (docs/cuda.md "Testing on a GPU") ------------
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    for t in test-gpu-quick test-gpu; do
+        out=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -s $t 2>&1)
+        check "make $t without a GPU: exit 0" test $? = 0
+        check "make $t without a GPU: says so" test "$(echo "$out" | tail -n 1)" = "SKIP: no GPU"
+    done
+    check "tests/gpu/quick.sh without a GPU says so" test "$(bash tests/gpu/quick.sh)" = "SKIP: no GPU"
+else
+    skip "GPU targets skip without a GPU" "a GPU is present"
+fi
 finish

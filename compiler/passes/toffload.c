@@ -150,7 +150,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
                          s, move + cpu_step, cool, move, warm);
             continue;
         }
-        p->stage_costs[s].v[COST_WEIGHTS] = keep[s];
+        p->stage_costs[s].v[COST_WEIGHTS] = cost_quantise(COST_WEIGHTS, keep[s]);
         p->stage_costs[s].set |= 1u << COST_WEIGHTS;
         p->stage_costs[s].derived &= ~(1u << COST_WEIGHTS);
         for (int32_t c = (int32_t)lo; c < hi; c++) {
@@ -159,7 +159,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
             const double val[3] = {2.0 * n, 2.0 * n, cpu_step * n / deep[s]};
             const CostField fl[3] = {COST_GRADS, COST_WLOAD, COST_OPT_HOST};
             for (int k = 0; k < 3; k++) {
-                b->v[fl[k]] = val[k];
+                b->v[fl[k]] = cost_quantise(fl[k], val[k]);
                 b->set |= 1u << fl[k];
                 b->derived &= ~(1u << fl[k]);
             }

@@ -26,6 +26,9 @@ typedef struct CuDist {
     /* After the last iteration: process 0 receives every rank's busy time and measured
      * peak into run->rank[s].busy_ms / .peak. */
     int (*at_end)(PrRun *run);
+    /* Ends the whole job at once with exit status 1 (MPI_Abort); called from any thread
+     * when a failed run's teardown passed its deadline. NULL: the process exits alone. */
+    void (*abort_job)(void);
 } CuDist;
 
 /* Defined in piperun_cuda.c: {0, 1, 0, 1, NULL, ...} = every rank in this process. */

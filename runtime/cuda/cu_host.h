@@ -22,6 +22,19 @@
 int cu_pick_device(int np, int local, int nlocal, int ngpu, int rank, int *dev, char *why,
                    size_t why_n);
 
+/* Environment defaults set before the first CUDA call, each only when the user has not
+ * set it: CUDA_MODULE_LOADING=EAGER, since with lazy loading (the CUDA default) a
+ * kernel's first launch can wait for the whole device while NCCL kernels wait on a peer,
+ * and two ranks can deadlock (docs/cuda.md "Teardown and residency"). */
+void cu_env_defaults(void);
+
+/* NCCL's CTA cap for a GPU with sm_count multiprocessors on which up to `pending` NCCL
+ * kernels (one per pair stream with messages: sends and receives of every rank on the
+ * GPU) can wait at once: all of them, and one compute kernel, must be resident together,
+ * which NCCL does not guarantee across communicators. sm_count / (pending + 1), at least
+ * 1 and at most 32 (NCCL's own largest default). */
+int cu_nccl_max_ctas(int sm_count, int pending);
+
 /* The stream plan (compiler/stream_plan.h) of a generated program: its op lists and, for
  * every message, the producing and consuming op found by (kind, virtual stage,
  * micro-batch) on the sender and the receiver. The same input the compiler builds from
@@ -34,18 +47,32 @@ StreamPlan *cu_stream_plan(const PrProgram *g, uint32_t *bad_msg);
  * freed while rank threads could still be inside a call on them). Every rank thread
  * returns by itself once the run has failed (each of its waits polls the failure flag),
  * so: join every started thread first, then abort (failed run) or destroy (clean run)
- * every communicator, then free them. The callbacks are the real NCCL and pthread calls
- * in piperun_cuda.c and fakes in the unit test. */
+ * every communicator, then free them.
+ *
+ * A failed run aborts every communicator at once, a thread each (docs/cuda.md
+ * "Teardown"): in NCCL an abort waits for the communicator's last kernel, which can be
+ * queued behind compute that waits on a receive of another communicator; aborted one
+ * after another, the first abort can wait forever for a communicator not yet aborted.
+ * With every abort flag set together, each kernel ends. A failed run's teardown also has
+ * a deadline: when it has not ended after deadline_s seconds, give_up is called (the
+ * runtime's prints the reason and ends the process with exit status 1, MPI_Abort under
+ * MPI) and cu_teardown returns -1 without waiting further (its threads are left running).
+ * The callbacks are the real NCCL and pthread calls in piperun_cuda.c and fakes in the
+ * unit test. */
 typedef struct CuTeardown {
     void *ctx;
     int nthreads;                          /* rank threads started */
     void (*join)(void *ctx, int t);
     int ncomms;                            /* communicators created */
-    void (*abort_comm)(void *ctx, int k);  /* ncclCommAbort */
+    void (*abort_comm)(void *ctx, int k);  /* ncclCommAbort; called concurrently */
     void (*destroy_comm)(void *ctx, int k);/* ncclCommDestroy */
     void (*free_comms)(void *ctx);
+    double deadline_s;                     /* failed run: seconds before give_up; <= 0: none */
+    void (*give_up)(void *ctx, double deadline_s); /* NULL: wait for ever */
 } CuTeardown;
 
-void cu_teardown(const CuTeardown *t, bool failed);
+/* Returns 0, or -1 when a failed run's teardown passed its deadline (give_up was called).
+ * *t is copied: the caller's may go out of scope once it returns. */
+int cu_teardown(const CuTeardown *t, bool failed);
 
 #endif

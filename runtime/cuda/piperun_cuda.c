@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cu_api.h"
 #include "cu_dist.h"
@@ -44,8 +45,12 @@
 
 _Thread_local int cu_rank = -1;
 
+/* Seconds a failed run's teardown (joins, then every communicator aborted at once) may
+ * take before the process gives up and exits 1 (cu_host.h cu_teardown). */
+#define CU_TEARDOWN_DEADLINE_S 20.0
+
 /* One process drives every rank unless piperun_cuda_mpi.c says otherwise. */
-CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL};
+CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL, NULL};
 
 typedef struct CuRank {
     bool local;                /* run by this process (always, unless one rank per process) */
@@ -515,7 +520,7 @@ static int drain(PrRank *r, CuRank *c)
                     break;
                 }
             pr_fail(run, r->id, stuck, "watchdog: no op finished on the GPU for %.1f s (this op "
-                    "has not finished; communicators aborted)", run->opt.timeout_s);
+                    "has not finished; the communicators are aborted next)", run->opt.timeout_s);
             return -1;
         }
         struct timespec ts = {0, 100000L};
@@ -721,9 +726,10 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     /* OG/LW copy from and to these host copies asynchronously: pin them */
     for (int v = 0; v < run->PV; v++)
         if (owns(run, s, v) && run->offloaded && run->offloaded[v] && run->host_w[v]) {
-            size_t n = pr_vstage_grad_floats(run, v) * sizeof(float);
-            CUDA_CHECK(cudaHostRegister(run->host_w[v], n ? n : 4, cudaHostRegisterPortable));
-            cudaError_t e = cudaHostRegister(run->host_g[v], n ? n : 4, cudaHostRegisterPortable);
+            /* whole pages of their own (pr_host_alloc): two registrations never share one */
+            size_t n = pr_host_bytes(pr_vstage_grad_floats(run, v));
+            CUDA_CHECK(cudaHostRegister(run->host_w[v], n, cudaHostRegisterPortable));
+            cudaError_t e = cudaHostRegister(run->host_g[v], n, cudaHostRegisterPortable);
             if (e != cudaSuccess) {
                 cudaHostUnregister(run->host_w[v]);
                 CUDA_CHECK(e);
@@ -810,6 +816,28 @@ static bool has_pair(const PrProgram *g, int a, int b)
     return false;
 }
 
+/* cfg.maxCTAs for every pair communicator (cu_host.h cu_nccl_max_ctas): the NCCL
+ * kernels that can wait at once on the busiest local GPU are its ranks' pair streams. */
+static int pair_max_ctas(PrRun *run)
+{
+    const PrProgram *g = run->prog;
+    int P = run->P, cap = 32;
+    for (int s = 0; s < P; s++) {
+        if (!CU.r[s].local)
+            continue;
+        int pending = 0, sm = 0;
+        for (int t = 0; t < P; t++)
+            if (CU.r[t].local && CU.r[t].dev == CU.r[s].dev)
+                for (int q = 0; q < P; q++)
+                    pending += (q != t && has_pair(g, t, q)) + (q != t && has_pair(g, q, t));
+        if (cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, CU.r[s].dev) != cudaSuccess)
+            sm = 32;
+        int c = cu_nccl_max_ctas(sm, pending);
+        cap = c < cap ? c : cap;
+    }
+    return cap;
+}
+
 /* Creates the NCCL communicator of every ordered pair (a,b) with messages, two members
  * (a = 0, b = 1), non-blocking, and the pair's stream on each side; then connects
  * every pair with one one-byte message in one group, so that no send or receive of an
@@ -823,6 +851,7 @@ static int setup_pairs(PrRun *run)
     int P = run->P;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
+    cfg.maxCTAs = pair_max_ctas(run);
     for (int a = 0; a < P; a++)
         for (int b = 0; b < P; b++) {
             if (a == b || !has_pair(g, a, b))
@@ -987,6 +1016,19 @@ static void down_destroy(void *ctx, int k)
     }
 }
 
+/* A failed run's teardown passed its deadline: say so and end the process (the job
+ * under MPI) with status 1, leaving the driver to reclaim the GPU. */
+static void down_give_up(void *ctx, double deadline_s)
+{
+    (void)ctx;
+    fprintf(stderr, "piperun: the failed run's teardown did not end within %.0f s (a GPU "
+            "communicator could not be aborted); exiting\n", deadline_s);
+    fflush(stderr);
+    if (cu_dist.np > 1 && cu_dist.abort_job)
+        cu_dist.abort_job();
+    _exit(1);
+}
+
 static void down_free(void *ctx)
 {
     (void)ctx;
@@ -1001,6 +1043,7 @@ static void down_free(void *ctx)
 static int cuda_setup(PrRun *run)
 {
     const PrProgram *prog = run->prog;
+    cu_env_defaults();   /* before the first CUDA call */
     if (cu_dist.np > 1 && cu_dist.np != prog->P) {
         pr_fail(run, -1, -1, "started with %d MPI processes but the program has %d ranks; run "
                 "`mpirun -np %d`", cu_dist.np, prog->P, prog->P);
@@ -1082,7 +1125,8 @@ static int cuda_iter_end(PrRun *run, int it)
 static void cuda_stop(PrRun *run, pthread_t *th, int started)
 {
     Down down = {th, CU.comms ? 2 * run->P * run->P : 0};
-    CuTeardown td = {&down, started, down_join, down.ncomms, down_abort, down_destroy, down_free};
+    CuTeardown td = {&down, started, down_join, down.ncomms, down_abort, down_destroy, down_free,
+                     CU_TEARDOWN_DEADLINE_S, down_give_up};
     cu_teardown(&td, atomic_load(&run->failed) != 0);
     if (!atomic_load(&run->failed) && cu_dist.np > 1 && started == run->P &&
         (!cu_dist.at_end || cu_dist.at_end(run) != 0))

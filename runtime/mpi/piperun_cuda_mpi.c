@@ -107,6 +107,12 @@ static int at_end(PrRun *run)
     return rc == MPI_SUCCESS ? 0 : -1;
 }
 
+/* cu_dist.abort_job: a failed run whose teardown cannot end stops the whole job. */
+static void abort_job(void)
+{
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
     if (!o || pr_process_count_check(prog, cu_dist.np, res) != 0)
@@ -139,7 +145,7 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
         return 1;
     }
     if (np > 1) {
-        cu_dist = (CuDist){me, np, local, nlocal, bcast, after_iter, at_end};
+        cu_dist = (CuDist){me, np, local, nlocal, bcast, after_iter, at_end, abort_job};
         if (me != 0 && !freopen("/dev/null", "w", stdout)) {
             fprintf(stderr, "piperun: cannot silence stdout of process %d\n", me);
             MPI_Abort(MPI_COMM_WORLD, 1);

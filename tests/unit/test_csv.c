@@ -312,16 +312,18 @@ static void test_export_drops(void **state)
     cap_close(&c);
 }
 
-/* Quoting, CRLF, blanks around cells, comm and sharding actions (skipped), a
- * batched pair of older releases, an empty cell, no final newline. */
+/* Quoting, CRLF, blanks around cells, comm actions (paired, checked, not ops) and
+ * sharding actions (skipped), a batched pair of older releases, an empty cell, no final
+ * newline. */
 static void test_import_forms_ok(void **state)
 {
     (void)state;
     Cap c;
     cap_open(&c);
     Pipeline *p = import_text(&c, "f.csv",
-                              " 0F0 ,\"0F1\",0UNSHARD,0SEND_F0_1RECV_B0,0RESHARD,0REDUCE_GRAD\r\n"
-                              "1RECV_F0,1F0,( 1F1 ; 1B0 )OVERLAP_F_B,,1B1,1SEND_B1");
+                              " 0F0 ,\"0F1\",0UNSHARD,0SEND_F0_1RECV_B0,0RESHARD,0REDUCE_GRAD,0SEND_F0,"
+                              "0RECV_B0\r\n"
+                              "1RECV_F0,1F0,( 1F1 ; 1B0 )OVERLAP_F_B,,1B1,1SEND_B0");
     assert_non_null(p);
     assert_int_equal(p->P, 2);
     assert_int_equal(p->V, 1);

@@ -1,7 +1,8 @@
 /* test_cuda_host.c - the CUDA backend's host-side decisions (runtime/cuda/cu_host.h),
  * without a GPU: which GPU a rank uses (one visible GPU per MPI process accepted), the
  * teardown order (rank threads joined before the communicators are aborted and freed,
- * with a fake communicator layer that real threads poll), and the runtime's stream plan
+ * with a fake communicator layer that real threads poll; a failed run's aborts all in
+ * flight at once; a teardown past its deadline given up), and the runtime's stream plan
  * built from a generated program's tables equal to the compiler's (streams.json) for
  * every example. */
 #include <setjmp.h>
@@ -59,9 +60,17 @@ typedef struct Fake {
     FakeComm **comm;         /* [2]; freed by free_comms */
     atomic_int failed;
     atomic_int joined;
+    pthread_mutex_t mu;      /* order[] is written by the concurrent aborts too */
     char order[64];
     size_t n;
 } Fake;
+
+static void fake_log(Fake *f, char c)
+{
+    pthread_mutex_lock(&f->mu);
+    f->order[f->n++] = c;
+    pthread_mutex_unlock(&f->mu);
+}
 
 /* A rank thread: polls its communicator until the run fails, then once more, as
  * drain() does before it returns (freed memory here is an ASan error). */
@@ -81,7 +90,7 @@ static void fake_join(void *ctx, int t)
     Fake *f = ctx;
     pthread_join(f->th[t], NULL);
     atomic_fetch_add(&f->joined, 1);
-    f->order[f->n++] = 'j';
+    fake_log(f, 'j');
 }
 
 static void fake_abort(void *ctx, int k)
@@ -89,7 +98,7 @@ static void fake_abort(void *ctx, int k)
     Fake *f = ctx;
     assert_int_equal(atomic_load(&f->joined), 3);   /* no thread is inside a call */
     f->comm[k]->aborted = 1;
-    f->order[f->n++] = 'a';
+    fake_log(f, 'a');
 }
 
 static void fake_destroy(void *ctx, int k)
@@ -97,7 +106,7 @@ static void fake_destroy(void *ctx, int k)
     Fake *f = ctx;
     assert_int_equal(atomic_load(&f->joined), 3);
     f->comm[k]->destroyed = 1;
-    f->order[f->n++] = 'd';
+    fake_log(f, 'd');
 }
 
 static void fake_free(void *ctx)
@@ -109,12 +118,13 @@ static void fake_free(void *ctx)
     }
     free(f->comm);
     f->comm = NULL;
-    f->order[f->n++] = 'f';
+    fake_log(f, 'f');
 }
 
 static void run_teardown(bool failed, const char *want)
 {
     Fake *f = calloc(1, sizeof *f);
+    pthread_mutex_init(&f->mu, NULL);
     f->comm = calloc(2, sizeof *f->comm);
     for (int k = 0; k < 2; k++)
         f->comm[k] = calloc(1, sizeof **f->comm);
@@ -123,12 +133,117 @@ static void run_teardown(bool failed, const char *want)
     while (atomic_load(&f->comm[0]->polls) < 100)
         ;
     atomic_store(&f->failed, 1);   /* a failed run, or the end of a clean one */
-    CuTeardown td = {f, 3, fake_join, 2, fake_abort, fake_destroy, fake_free};
-    cu_teardown(&td, failed);
+    CuTeardown td = {f, 3, fake_join, 2, fake_abort, fake_destroy, fake_free, 5.0, NULL};
+    assert_int_equal(cu_teardown(&td, failed), 0);
     f->order[f->n] = 0;
     assert_string_equal(f->order, want);
     assert_null(f->comm);
+    pthread_mutex_destroy(&f->mu);
     free(f);
+}
+
+/* ---- a failed run's aborts: all at once, and a deadline -------------------------------- */
+
+/* NCCL's abort waits for the communicator's last kernel, which may wait on another
+ * communicator: here each fake abort returns only once every abort has begun (or after
+ * 3 s, counted as a hang). Aborted one after another, the first would hang. */
+typedef struct Chain {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, entered, hung, released;
+    bool block;              /* aborts wait for `released` instead (the deadline test) */
+    int gave_up;
+} Chain;
+
+static Chain chain;
+
+static void chain_abort(void *ctx, int k)
+{
+    (void)ctx;
+    (void)k;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 3;
+    pthread_mutex_lock(&chain.mu);
+    chain.entered++;
+    pthread_cond_broadcast(&chain.cv);
+    while (chain.block ? !chain.released : chain.entered < chain.n)
+        if (pthread_cond_timedwait(&chain.cv, &chain.mu, &until) != 0) {
+            chain.hung++;
+            break;
+        }
+    pthread_mutex_unlock(&chain.mu);
+}
+
+static void chain_join(void *ctx, int t)
+{
+    (void)ctx;
+    (void)t;
+}
+
+static void chain_give_up(void *ctx, double s)
+{
+    (void)ctx;
+    assert_true(s > 0);
+    pthread_mutex_lock(&chain.mu);
+    chain.gave_up++;
+    pthread_mutex_unlock(&chain.mu);
+}
+
+static void chain_reset(int n, bool block)
+{
+    pthread_mutex_init(&chain.mu, NULL);
+    pthread_cond_init(&chain.cv, NULL);
+    chain.n = n;
+    chain.entered = chain.hung = chain.released = chain.gave_up = 0;
+    chain.block = block;
+}
+
+static void test_teardown_aborts_at_once(void **state)
+{
+    (void)state;
+    chain_reset(16, false);
+    CuTeardown td = {NULL, 2, chain_join, 16, chain_abort, NULL, NULL, 30.0, chain_give_up};
+    assert_int_equal(cu_teardown(&td, true), 0);
+    assert_int_equal(chain.entered, 16);
+    assert_int_equal(chain.hung, 0);       /* every abort saw all the others begin */
+    assert_int_equal(chain.gave_up, 0);
+    /* without a deadline (give_up NULL) the aborts are concurrent too */
+    chain_reset(8, false);
+    td = (CuTeardown){NULL, 0, chain_join, 8, chain_abort, NULL, NULL, 0, NULL};
+    assert_int_equal(cu_teardown(&td, true), 0);
+    assert_int_equal(chain.hung, 0);
+}
+
+static void test_teardown_deadline(void **state)
+{
+    (void)state;
+    chain_reset(3, true);                  /* the aborts never end by themselves */
+    CuTeardown td = {NULL, 0, chain_join, 3, chain_abort, NULL, NULL, 0.2, chain_give_up};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(cu_teardown(&td, true), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    assert_int_equal(chain.gave_up, 1);
+    assert_true(s >= 0.19 && s < 2.5);     /* at the deadline, not after the aborts */
+    /* release the abandoned aborts and let the reaper finish (it frees its record) */
+    pthread_mutex_lock(&chain.mu);
+    chain.released = 1;
+    pthread_cond_broadcast(&chain.cv);
+    pthread_mutex_unlock(&chain.mu);
+    for (int i = 0; i < 200; i++) {
+        pthread_mutex_lock(&chain.mu);
+        int e = chain.entered;
+        pthread_mutex_unlock(&chain.mu);
+        if (e == 3)
+            break;
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec ts = {0, 100000000L};
+    nanosleep(&ts, NULL);
+    assert_int_equal(chain.hung, 0);
 }
 
 static void test_teardown_order(void **state)
@@ -255,11 +370,32 @@ static void test_runtime_plan_is_compilers(void **state)
     assert_true(n >= 10);
 }
 
+/* CUDA_MODULE_LOADING=EAGER unless the user chose; NCCL's CTA cap leaves room for every
+ * waiting NCCL kernel and one compute kernel. */
+static void test_env_and_ctas(void **state)
+{
+    (void)state;
+    unsetenv("CUDA_MODULE_LOADING");
+    cu_env_defaults();
+    assert_string_equal(getenv("CUDA_MODULE_LOADING"), "EAGER");
+    setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+    cu_env_defaults();
+    assert_string_equal(getenv("CUDA_MODULE_LOADING"), "LAZY");
+    unsetenv("CUDA_MODULE_LOADING");
+    assert_int_equal(cu_nccl_max_ctas(132, 4), 26);   /* H100: 132 SMs, 1F1B middle rank */
+    assert_int_equal(cu_nccl_max_ctas(132, 0), 32);   /* at most NCCL's default */
+    assert_int_equal(cu_nccl_max_ctas(8, 16), 1);     /* at least one */
+    assert_int_equal(cu_nccl_max_ctas(108, 8), 12);   /* A100, 8 pair streams */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pick_device),
         cmocka_unit_test(test_teardown_order),
+        cmocka_unit_test(test_teardown_aborts_at_once),
+        cmocka_unit_test(test_teardown_deadline),
+        cmocka_unit_test(test_env_and_ctas),
         cmocka_unit_test(test_runtime_plan_is_compilers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

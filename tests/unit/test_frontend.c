@@ -758,7 +758,7 @@ static void test_imports(void **state)
     Run r;
     snprintf(buf, sizeof buf, "%s/inc", tmpdir);
     const char *dirs[] = {buf};
-    LoadOpts o = {dirs, 1};
+    LoadOpts o = {.include_dirs = dirs, .ninclude = 1};
     Pipeline *p = load_file_run(&r, &o, "main.pipe");
     assert_non_null(p);
     assert_ops(p, 1, "F0 B0");
@@ -1039,6 +1039,74 @@ static void test_diag_limits(void **state)
  * itself and NULL entries are skipped, nothing for an empty word or one of 64 bytes or
  * more, and the distance limit grows with the word (0 up to 2 letters, 1 up to 4, 2 up
  * to 8, 3 beyond). diag_suggest with no room writes nothing. */
+/* --set KEY=VALUE (docs/language.md "Overriding settings"): the value is read by the
+ * setting rule and replaces every line of its key where the first was; a sweep point
+ * reads only its span; diagnostics are located in the file named "--set". */
+static void test_set_overrides(void **state)
+{
+    (void)state;
+    const char *src = "pipeline x { stages 2 microbatches 4 apply dependency_relaxation\n"
+                      "  stage 0 { F0 B0 } stage 1 { F0 B0 } }";
+    Run r;
+    SetOverride one[] = {{"microbatches=1", 13, 14}, {"stages=3", 7, 8}, {"stages=2", 7, 8}};
+    LoadOpts o = {.sets = one, .nsets = 3};
+    Pipeline *p = load_with(&r, &o, src);
+    assert_non_null(p);
+    assert_int_equal(p->P, 2); /* the later of two overrides of one key wins */
+    assert_int_equal(p->M, 1);
+    assert_ops(p, 1, "F0 B0");
+    done(&r);
+
+    /* apply lines are replaced as a whole, in the place of the first */
+    SetOverride ap[] = {{"apply=recompute_in_stalls, partition_balance", 6, 46}};
+    o = (LoadOpts){.sets = ap, .nsets = 1};
+    src = "pipeline x { stages 1 microbatches 1 apply dependency_relaxation stage 0 { F0 B0 }"
+          " apply forward_migration }";
+    p = load_with(&r, &o, src);
+    assert_non_null(p);
+    assert_int_equal(p->npasses, 2);
+    assert_string_equal(p->passes[0].name, "recompute_in_stalls");
+    assert_string_equal(p->passes[1].name, "partition_balance");
+    done(&r);
+
+    /* a key the file does not set is added: memory */
+    SetOverride mem[] = {{"memory=2GiB", 7, 11}};
+    o = (LoadOpts){.sets = mem, .nsets = 1};
+    p = load_with(&r, &o, "pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 } }");
+    assert_non_null(p);
+    assert_true(p->has_memory);
+    assert_true(p->memory == 2.0 * 1073741824.0);
+    done(&r);
+
+    /* one point of a sweep: only [lo, hi) is read, located at its column */
+    SetOverride pt[] = {{"microbatches=8,0,2", 15, 16}};
+    o = (LoadOpts){.sets = pt, .nsets = 1};
+    assert_null(load_with(&r, &o, "pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 } }"));
+    assert_has(r.out, "--set:1:16: error[value]: 'microbatches' must be at least 1 (got 0)");
+    done(&r);
+    pt[0] = (SetOverride){"microbatches=8,0,2", 17, 18};
+    p = load_with(&r, &o, "pipeline x { stages 1 microbatches 1 schedule s }\n"
+                          "template s { stage 0 { for i in 0 .. M { F(i) B(i) } } }");
+    assert_non_null(p);
+    assert_int_equal(p->M, 2);
+    done(&r);
+
+    /* bad keys and values */
+    SetOverride bad[] = {{"stage=2", 6, 7}};
+    o = (LoadOpts){.sets = bad, .nsets = 1};
+    assert_null(load_with(&r, &o, "pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 } }"));
+    assert_has(r.out, "--set:1:1: error[name]: unknown setting 'stage', did you mean 'stages'?");
+    done(&r);
+    bad[0] = (SetOverride){"stages", 6, 6};
+    assert_null(load_with(&r, &o, "pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 } }"));
+    assert_has(r.out, "--set:1:7: error[syntax]: expected '=' and a value");
+    done(&r);
+    bad[0] = (SetOverride){"stages=1 microbatches 2", 7, 23};
+    assert_null(load_with(&r, &o, "pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 } }"));
+    assert_has(r.out, "--set:1:10: error[syntax]: unexpected 'microbatches', expected the end of the --set value");
+    done(&r);
+}
+
 static void test_did_you_mean(void **state)
 {
     (void)state;
@@ -1090,6 +1158,7 @@ int main(void)
         cmocka_unit_test(test_stdlib_schedules),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_did_you_mean),
+        cmocka_unit_test(test_set_overrides),
         cmocka_unit_test(test_ir_odd_input),
         cmocka_unit_test(test_util_zero_sizes),
         cmocka_unit_test(test_diag_limits),

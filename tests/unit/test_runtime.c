@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -557,9 +558,37 @@ static void test_core_checks(void **st)
     assert_false(o.reference || o.profile);
 }
 
+/* OG/LW host copies (pr_host_alloc): page-aligned and whole pages, so two buffers
+ * allocated one after the other never share the page that cudaHostRegister pins (the
+ * second registration used to fail with "already registered" on every small model). */
+static void test_host_buffers_own_pages(void **state)
+{
+    (void)state;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t ns[] = {0, 1, 3, 1023, 1024, 1025, 100000};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        size_t b = pr_host_bytes(ns[i]);
+        assert_true(b >= ns[i] * sizeof(float) && b >= pg);
+        assert_int_equal(b % pg, 0);
+        assert_true(b < ns[i] * sizeof(float) + pg + (ns[i] ? 0 : pg));
+        float *w = pr_host_alloc(ns[i]), *g = pr_host_alloc(ns[i]);
+        assert_non_null(w);
+        assert_non_null(g);
+        assert_int_equal((uintptr_t)w % pg, 0);
+        assert_int_equal((uintptr_t)g % pg, 0);
+        uintptr_t wa = (uintptr_t)w, ga = (uintptr_t)g;   /* [a, a+b) do not overlap */
+        assert_true(wa + b <= ga || ga + b <= wa);
+        for (size_t k = 0; k < b / sizeof(float); k++)
+            assert_true(w[k] == 0.0f);
+        free(w);
+        free(g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_buffers_own_pages),
         cmocka_unit_test(test_layout_pieces),
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_mlp_check),

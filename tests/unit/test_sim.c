@@ -34,6 +34,7 @@
 
 #include "arena_plan.h"
 #include "check.h"
+#include "costmodel.h"
 #include "ir.h"
 #include "memory.h"
 #include "opsem.h"
@@ -276,11 +277,167 @@ static void test_json_example(void **state)
     assert_non_null(strstr(b.s, "{\"stage\": 3, \"busy_ms\": 24.0, \"idle_ms\": 9.0, "
                                 "\"fwd_bubble_ms\": 0.0, \"bwd_bubble_ms\": 0.0, "
                                 "\"peak_mem_bytes\": 12884901888"));
-    assert_string_equal(b.s + b.len - 3, "]}\n");
+    /* 1F1B, uniform, no p2p: the bound is the makespan; no R: the overhead ratio is the
+     * bubble ratio; no model: no tokens/s or MFU */
+    const char *tail = "], \"lower_bound_ms\": 33.0, \"overhead_ratio\": 0.2727272727272727, "
+                       "\"tokens_per_s\": null, \"mfu\": null}\n";
+    assert_true(b.len > strlen(tail));
+    assert_string_equal(b.s + b.len - strlen(tail), tail);
     sb_free(&b);
     p->has_memory = false;
     sim_write_json(&b, p, r);
     assert_non_null(strstr(b.s, "\"budget_bytes\": null"));
+    sb_free(&b);
+    sim_free(r);
+    pipeline_free(p);
+}
+
+/* ---- the lower bound and the papers' figures ------------------------------------- */
+
+/* Hand-computed bounds (docs/simulator.md "Lower bound"). */
+static void test_lower_bound(void **state)
+{
+    (void)state;
+    /* 1F1B, uniform, no p2p: rank P-1 cannot start before (P-1) f, works M (f + b), and
+     * its last B needs (P-1) b after it: (M + P - 1)(f + b), the makespan (tight). */
+    for (int P = 1; P <= 5; P++)
+        for (int M = 1; M <= 7; M += 2) {
+            Pipeline *p = mk(P, M, 1);
+            uniform(p, 1, 2, GiB);
+            gen_1f1b(p);
+            SimResult *r = simulate(p);
+            assert_near(sim_lower_bound(p), (M + P - 1) * 3.0);
+            assert_near(r->lower_bound_ms, r->makespan_ms);
+            sim_free(r);
+            pipeline_free(p);
+        }
+    /* Heterogeneous: P = 2, M = 2, rank 0 f 1 b 2, rank 1 f 3 b 6. Rank 1 waits 1 for
+     * its first F, works 2 (3 + 6) = 18, and its last B has rank 0's B (2) after it:
+     * 21; the 1F1B order reaches it (rank 1 F0 [1,4] B0 [4,10] F1 [10,13] B1 [13,19],
+     * rank 0 B1 [19,21]). */
+    {
+        Pipeline *p = mk(2, 2, 1);
+        uniform(p, 1, 2, GiB);
+        set_cost(&p->stage_costs[1], COST_F, 3);
+        set_cost(&p->stage_costs[1], COST_B, 6);
+        gen_1f1b(p);
+        SimResult *r = simulate(p);
+        assert_near(r->makespan_ms, 21);
+        assert_near(r->lower_bound_ms, 21);
+        sim_free(r);
+        pipeline_free(p);
+    }
+    /* With p2p 0.5, P = 2, M = 1, f 1, b 2: the one chain F F B B with two crossings,
+     * 1 + 0.5 + 1 + 2 + 0.5 + 2 = 7. */
+    {
+        Pipeline *p = mk(2, 1, 1);
+        uniform(p, 1, 2, GiB);
+        set_cost(&p->costs, COST_P2P, 0.5);
+        gen_1f1b(p);
+        assert_near(sim_lower_bound(p), 7);
+        SimResult *r = simulate(p);
+        assert_near(r->makespan_ms, 7);
+        sim_free(r);
+        pipeline_free(p);
+    }
+    /* With W: P = 2, M = 2, f 1, b 3, w 2 (B 1, W 2). W ops have no successors, so a rank
+     * may end on a W while the other rank drains: "first wait + busy + drain after the last
+     * B" would say 1 + 8 + 1 = 10 for rank 1, above the optimum 9. The bound: rank 0
+     * runs F0 F1 [0,2], its B0 cannot start before 3 (F F B on the chain), then
+     * 1 + 2 + 1 + 2 of B and W: 9. Reached by rank 0 F0 F1 B0 W0 B1 W1 (B0 [3,4] W0
+     * [4,6] B1 [6,7] W1 [7,9]) and rank 1 F0 B0 F1 B1 W0 W1 (W1 [7,9]). The list with
+     * both B before the W ends at 10. */
+    {
+        Pipeline *p = mk(2, 2, 1);
+        uniform(p, 1, 3, GiB);
+        set_cost(&p->costs, COST_W, 2);
+        ops(p, 0, "F0 F1 B0 W0 B1 W1");
+        ops(p, 1, "F0 B0 F1 B1 W0 W1");
+        SimResult *r = simulate(p);
+        assert_near(r->makespan_ms, 9);
+        assert_near(r->lower_bound_ms, 9);
+        sim_free(r);
+        pipeline_free(p);
+        p = mk(2, 2, 1);
+        uniform(p, 1, 3, GiB);
+        set_cost(&p->costs, COST_W, 2);
+        ops(p, 0, "F0 F1 B0 B1 W0 W1");
+        ops(p, 1, "F0 F1 B0 B1 W0 W1");
+        r = simulate(p);
+        assert_near(r->makespan_ms, 10);
+        assert_near(r->lower_bound_ms, 9);
+        sim_free(r);
+        pipeline_free(p);
+    }
+    /* A cycle of deps: no bound. */
+    {
+        Pipeline *p = mk(2, 1, 1);
+        uniform(p, 1, 2, GiB);
+        gen_1f1b(p);
+        add_dep(p, 0, OP_B, 0, 1, OP_F, 0);
+        assert_true(isnan(sim_lower_bound(p)));
+        pipeline_free(p);
+    }
+}
+
+/* Recomputation counts as overhead, not as work: one rank, M = 1, f 1 b 2 r 1,
+ * F0 R0 B0: makespan 4, busy 4 (bubble ratio 0), overhead (0 + 1) / 4. */
+static void test_overhead_ratio(void **state)
+{
+    (void)state;
+    Pipeline *p = one(1, 1, "F0 R0 B0");
+    uniform(p, 1, 2, GiB);
+    set_cost(&p->costs, COST_R, 1);
+    SimResult *r = simulate(p);
+    assert_near(r->makespan_ms, 4);
+    assert_near(r->bubble_ratio, 0);
+    assert_near(r->overhead_ratio, 0.25);
+    assert_true(isnan(r->tokens_per_s) && isnan(r->mfu));
+    sim_free(r);
+    pipeline_free(p);
+}
+
+/* tokens/s and MFU by hand. GPT, L 4, h 1024, a 16 (k = h), f 4h, vocab 32000, s 1024,
+ * micro-batch 2 (T = 2048 tokens), tensor_parallel 2, peak 100 TFLOP/s; P = 2, M = 8,
+ * 1F1B with f 1 b 2: makespan (8 + 1) 3 = 27 ms.
+ *   tokens/s = 8 x 2 x 1024 / 0.027 = 606814.8148...
+ *   forward per micro-batch (Narayanan et al. 2021 §5.1): per layer 24 T h^2 + 4 T s h
+ *     = 51539607552 + 8589934592 = 60129542144, x 4 layers = 240518168576; the logits
+ *     2 T h V = 134217728000; total 374735896576.
+ *   iteration model FLOPs 3 x 8 x 374735896576 = 8993661517824.
+ *   MFU = 8993661517824 / (0.027 s x (2 x 2) GPUs x 1e14) = 0.832746436835... */
+static void test_tokens_mfu(void **state)
+{
+    (void)state;
+    Pipeline *p = mk(2, 8, 1);
+    uniform(p, 1, 2, GiB);
+    gen_1f1b(p);
+    CostInputs *ci = xcalloc(1, sizeof *ci);
+    ci->model = (ModelShape){.arch = ARCH_GPT, .attention = ATTN_FLASH, .layers = 4,
+                             .hidden = 1024, .heads = 16, .kv_heads = 16, .ffn = 4096,
+                             .vocab = 32000, .seq = 1024, .mbs = 2, .elem = 2};
+    ci->device.peak_flops = 1e14;
+    ci->has_device = true;
+    ci->tp = 2;
+    p->cost_inputs = ci;
+    p->cost_inputs_size = sizeof *ci;
+    assert_near(cm_iteration_flops(p), 8993661517824.0);
+    SimResult *r = simulate(p);
+    assert_near(r->makespan_ms, 27);
+    assert_near(r->tokens_per_s, 16384 / 0.027);
+    assert_near(r->mfu, 8993661517824.0 / (0.027 * 4 * 1e14));
+    StrBuf b = {0};
+    sim_write_summary(&b, p, r);
+    assert_non_null(strstr(b.s, "tokens/s      606815\n"));
+    assert_non_null(strstr(b.s, "MFU           83.27% "));
+    sb_free(&b);
+    sim_free(r);
+    ci->has_device = false;   /* a model without a device: tokens/s, no MFU */
+    r = simulate(p);
+    assert_near(r->tokens_per_s, 16384 / 0.027);
+    assert_true(isnan(r->mfu));
+    sim_write_json(&b, p, r);
+    assert_non_null(strstr(b.s, "\"mfu\": null}"));
     sb_free(&b);
     sim_free(r);
     pipeline_free(p);
@@ -861,6 +1018,9 @@ static void test_random_properties(void **state)
         assert_near(r->makespan_ms, ref_makespan);
         assert_near(sim_makespan(p, &scratch), r->makespan_ms);
         assert_true(r->makespan_ms >= critical_path(p, o, n) - EPS);
+        /* the bound: at least the longest chain, at most this order's makespan */
+        assert_true(r->lower_bound_ms >= critical_path(p, o, n) - EPS);
+        assert_true(r->lower_bound_ms <= r->makespan_ms + EPS * (1 + r->makespan_ms));
         double idle = 0;
         for (int s = 0; s < p->P; s++) {
             const SimStage *S = &r->stage[s];
@@ -870,6 +1030,7 @@ static void test_random_properties(void **state)
                     busy += o[i].dur;
             assert_near(S->busy_ms, busy);
             assert_true(r->makespan_ms >= busy - EPS);
+            assert_true(r->lower_bound_ms >= busy - EPS);
             assert_true(S->idle_ms >= 0);
             assert_true(S->fwd_bubble_ms >= 0 && S->bwd_bubble_ms >= 0);
             assert_true(S->fwd_bubble_ms + S->bwd_bubble_ms <= S->idle_ms + 1e-6);
@@ -1415,6 +1576,9 @@ int main(void)
         cmocka_unit_test(test_interleaved_closed_form),
         cmocka_unit_test(test_obscura_eq3),
         cmocka_unit_test(test_json_example),
+        cmocka_unit_test(test_lower_bound),
+        cmocka_unit_test(test_overhead_ratio),
+        cmocka_unit_test(test_tokens_mfu),
         cmocka_unit_test(test_number_format),
         cmocka_unit_test(test_swap_timing),
         cmocka_unit_test(test_w_split_and_dep),
