@@ -17,6 +17,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "cmds.h"
 #include "driver.h"
 #include "exact.h"
@@ -530,6 +536,29 @@ static void model_build(Model *m, Lp *cbc, const MemRank *walk)
     free(rv);
 }
 
+/* The ops of one rank in a new order: seq[off[s]..off[s+1]-1] are the global ids of
+ * rank s's ops in list order. orig[s] is rank s's list as the file had it. */
+static void apply_seq(const Model *m, Pipeline *p, Op *const *orig, const uint32_t *seq)
+{
+    for (int32_t s = 0; s < p->P; s++)
+        for (uint32_t k = m->off[s]; k < m->off[s + 1]; k++)
+            p->stages[s].ops[k - m->off[s]] = orig[s][m->op[seq[k]].pos];
+}
+
+/* The simulated makespan of p's current order (ms), or INFINITY when it stalls or a
+ * rank's walk exceeds the budget. */
+static double order_makespan(Pipeline *p, MemRank *walk)
+{
+    void *scratch = NULL;
+    double ms = sim_makespan(p, &scratch);
+    sim_scratch_free(scratch);
+    mem_walk(p, walk);
+    for (int32_t s = 0; s < p->P && p->has_memory; s++)
+        if (walk[s].peak > p->memory)
+            return INFINITY;
+    return isfinite(ms) ? ms : INFINITY;
+}
+
 typedef struct Rank {
     uint32_t id, before;
     double t;
@@ -540,14 +569,16 @@ static int cmp_rank(const void *a, const void *b)
     const Rank *x = a, *y = b;
     if (x->before != y->before)
         return x->before < y->before ? -1 : 1;
-    return (x->t > y->t) - (x->t < y->t);
+    if (x->t != y->t)
+        return (x->t > y->t) - (x->t < y->t);
+    return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Reorders p's lists to the solution x: each op after the ops the solution puts before
- * it. */
-static void apply_order(const Model *m, Pipeline *p, const double *x)
+/* The order of the solution x as seq (see apply_seq): each op after the ops the
+ * solution puts before it. */
+static void solution_seq(const Model *m, const double *x, uint32_t *seq)
 {
-    for (int32_t s = 0; s < p->P; s++) {
+    for (int32_t s = 0; s < m->p->P; s++) {
         uint32_t a = m->off[s], b = m->off[s + 1];
         if (b == a)
             continue;
@@ -559,21 +590,324 @@ static void apply_order(const Model *m, Pipeline *p, const double *x)
                     r[i - a].before++;
         }
         qsort(r, b - a, sizeof *r, cmp_rank);
-        Op *ops = xmalloc((b - a) * sizeof *ops);
-        for (uint32_t i = 0; i < b - a; i++)
-            ops[i] = p->stages[s].ops[m->op[r[i].id].pos];
-        memcpy(p->stages[s].ops, ops, (b - a) * sizeof *ops);
-        free(ops);
+        for (uint32_t i = a; i < b; i++)
+            seq[i] = r[i - a].id;
         free(r);
     }
 }
 
+/* Priority rules of the list scheduler, lower first: B (and R, which B waits for), F, W
+ * in the order each rule gives them (docs/tune.md "Exact search": the incumbent). */
+static const uint8_t greedy_prio[][OP_NKINDS] = {
+    {[OP_B] = 0, [OP_R] = 0, [OP_F] = 1, [OP_W] = 2},
+    {[OP_B] = 0, [OP_R] = 0, [OP_W] = 1, [OP_F] = 2},
+    {[OP_F] = 0, [OP_B] = 1, [OP_R] = 1, [OP_W] = 2},
+    {[OP_W] = 0, [OP_B] = 1, [OP_R] = 1, [OP_F] = 2},
+};
+
+/* Whether op a goes before op b (both ready on one rank) under rule. */
+static bool greedy_first(const Model *m, int rule, uint32_t a, uint32_t b)
+{
+    const XOp *x = &m->op[a], *y = &m->op[b];
+    uint8_t pa = greedy_prio[rule][x->kind], pb = greedy_prio[rule][y->kind];
+    if (pa != pb)
+        return pa < pb;
+    if (x->mb != y->mb)
+        return x->mb < y->mb;
+    if (x->v != y->v)
+        return x->kind == OP_F ? x->v < y->v : x->v > y->v;
+    return a < b;
+}
+
+/* A micro-batch started on a rank: the bytes it still allocates there, those it holds. */
+typedef struct Need {
+    double need, held;
+    uint32_t mb;
+} Need;
+
+static int cmp_need(const void *a, const void *b)
+{
+    const Need *x = a, *y = b;
+    return (x->need > y->need) - (x->need < y->need);
+}
+
+/* The banker's safety test on one rank: after micro-batch mb's allocation (it then
+ * still needs `need` and holds `held`; avail bytes are free), can the started
+ * micro-batches (st, sorted by need; mb's entry, if any, is replaced) finish one after
+ * another, each releasing what it holds? */
+static bool banker_safe(const Need *st, uint32_t nst, uint32_t mb, double need, double held,
+                        double avail)
+{
+    const double eps = 1e-6;
+    if (avail < -eps)
+        return false;
+    bool mine = false;
+    for (uint32_t k = 0; k < nst; k++) {
+        if (st[k].mb == mb)
+            continue;
+        if (!mine && need <= st[k].need) {
+            if (need > avail + eps)
+                return false;
+            avail += held;
+            mine = true;
+        }
+        if (st[k].need > avail + eps)
+            return false;
+        avail += st[k].held;
+    }
+    return mine || need <= avail + eps;
+}
+
+/* A list schedule of the ops within the budget (non-delay: each rank runs, as soon as
+ * it is free, the ready op that fits and that rule ranks first; the rank that can
+ * start soonest goes first). Memory is handed out as by the banker's algorithm, per
+ * rank: an op allocates only when what is left afterwards still lets every other
+ * micro-batch the rank has started, and this one, make their remaining allocations on
+ * it, so no rank fills up with micro-batches it cannot finish. cap > 0 also limits the
+ * micro-batches started and not finished on rank s to cap (P - s), as 1F1B's warm-up
+ * does. Writes seq (see apply_seq) and returns true, or false when it stalls. */
+static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap, uint32_t *seq)
+{
+    const Pipeline *p = m->p;
+    uint32_t n = m->n, M = (uint32_t)p->M, P = (uint32_t)p->P;
+    uint32_t *pstart = xcalloc((size_t)n + 1, sizeof *pstart);
+    uint32_t *out = xmalloc((m->ne ? m->ne : 1) * sizeof *out);
+    uint32_t *left = xcalloc(n ? n : 1, sizeof *left);
+    double *est = xcalloc(n ? n : 1, sizeof *est);
+    double *tfree = xcalloc(P, sizeof *tfree);
+    double *mem = xcalloc(P, sizeof *mem);
+    uint32_t *fill = xcalloc(P, sizeof *fill);
+    /* per (rank, micro-batch): bytes still to allocate, ops still to run, started */
+    double *rem = xcalloc((size_t)P * M, sizeof *rem);
+    double *hold = xcalloc((size_t)P * M, sizeof *hold);
+    Need *byneed = xmalloc(((size_t)M + 1) * sizeof *byneed);
+    uint32_t *todo = xcalloc((size_t)P * M, sizeof *todo);
+    bool *started = xcalloc((size_t)P * M, sizeof *started);
+    uint32_t *inflight = xcalloc(P, sizeof *inflight);
+    /* per rank: the ready ops (waits all scheduled), at most its op count */
+    uint32_t *ready = xmalloc((n ? n : 1) * sizeof *ready);
+    uint32_t *nready = xcalloc(P, sizeof *nready);
+    for (uint32_t k = 0; k < m->ne; k++)
+        if (!m->e[k].sym) {
+            pstart[m->e[k].from + 1]++;
+            left[m->e[k].to]++;
+        }
+    for (uint32_t i = 0; i < n; i++)
+        pstart[i + 1] += pstart[i];
+    uint32_t *at = xmalloc(((size_t)n + 1) * sizeof *at);
+    memcpy(at, pstart, ((size_t)n + 1) * sizeof *at);
+    for (uint32_t k = 0; k < m->ne; k++)
+        if (!m->e[k].sym)
+            out[at[m->e[k].from]++] = k;
+    free(at);
+    for (uint32_t i = 0; i < n; i++) {
+        const XOp *x = &m->op[i];
+        rem[(size_t)x->rank * M + x->mb] += x->alloc;
+        todo[(size_t)x->rank * M + x->mb]++;
+        if (!left[i])
+            ready[m->off[x->rank] + nready[x->rank]++] = i;
+    }
+    bool ok = true;
+    for (uint32_t step = 0; step < n && ok; step++) {
+        int32_t bs = -1;
+        uint32_t bk = 0;
+        double bt = INFINITY;
+        for (int32_t s = 0; s < (int32_t)P; s++) {
+            double room = p->has_memory ? p->memory - walk[s].weights - mem[s] : INFINITY;
+            /* the started micro-batches, by the bytes they still need */
+            uint32_t nst = 0;
+            for (uint32_t mb = 0; mb < M && p->has_memory; mb++)
+                if (started[(size_t)s * M + mb] && todo[(size_t)s * M + mb])
+                    byneed[nst++] = (Need){rem[(size_t)s * M + mb], hold[(size_t)s * M + mb], mb};
+            qsort(byneed, nst, sizeof *byneed, cmp_need);
+            uint32_t limit = cap ? (uint32_t)cap * (P - (uint32_t)s) : UINT32_MAX;
+            double t = INFINITY;
+            uint32_t pick = UINT32_MAX, pk = 0;
+            for (uint32_t k = 0; k < nready[s]; k++) {
+                uint32_t i = ready[m->off[s] + k];
+                const XOp *x = &m->op[i];
+                size_t key = (size_t)s * M + x->mb;
+                if (!started[key] && inflight[s] >= limit)
+                    continue;
+                if (x->alloc > 0 && p->has_memory &&
+                    !banker_safe(byneed, nst, x->mb, rem[key] - x->alloc,
+                                 hold[key] + x->alloc, room - x->alloc))
+                    continue;
+                double ti = fmax(tfree[s], est[i]);
+                if (ti < t || (ti == t && greedy_first(m, rule, i, pick))) {
+                    t = ti;
+                    pick = i;
+                    pk = k;
+                }
+            }
+            if (pick != UINT32_MAX && t < bt) {
+                bt = t;
+                bs = s;
+                bk = pk;
+            }
+        }
+        if (bs < 0) {
+            ok = false;
+            break;
+        }
+        uint32_t bi = ready[m->off[bs] + bk];
+        ready[m->off[bs] + bk] = ready[m->off[bs] + --nready[bs]];
+        const XOp *x = &m->op[bi];
+        size_t key = (size_t)bs * M + x->mb;
+        if (!started[key]) {
+            started[key] = true;
+            inflight[bs]++;
+        }
+        rem[key] -= x->alloc;
+        hold[key] += x->alloc - x->freed;
+        if (--todo[key] == 0)
+            inflight[bs]--;
+        seq[m->off[bs] + fill[bs]++] = bi;
+        tfree[bs] = bt + x->d;
+        mem[bs] += x->alloc - x->freed;
+        for (uint32_t a = pstart[bi]; a < pstart[bi + 1]; a++) {
+            const XEdge *e = &m->e[out[a]];
+            est[e->to] = fmax(est[e->to], bt + e->lag);
+            if (--left[e->to] == 0)
+                ready[m->off[m->op[e->to].rank] + nready[m->op[e->to].rank]++] = e->to;
+        }
+    }
+    free(pstart), free(out), free(left), free(est), free(tfree), free(mem), free(fill);
+    free(rem), free(hold), free(byneed), free(todo), free(started), free(inflight), free(ready), free(nready);
+    return ok;
+}
+
+/* What the solver process sends back: a header, then the ncol values of the best
+ * solution when has_x. */
+typedef struct SolveMsg {
+    int has_x, optimal, limit;
+    double bound;
+} SolveMsg;
+
+static bool write_all(int fd, const void *buf, size_t len)
+{
+    const char *b = buf;
+    while (len) {
+        ssize_t w = write(fd, b, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        b += w, len -= (size_t)w;
+    }
+    return true;
+}
+
+/* Runs CBC on the loaded model in a child process, so that the time limit holds even
+ * where CBC does not look at the clock (its root LP can take minutes on large models):
+ * the child is killed at deadline (CLOCK_MONOTONIC seconds). Fills msg and x (ncol
+ * values); returns false when the child was killed, failed, or could not start. */
+static bool solve_forked(Cbc_Model *cbc, int ncol, double deadline, SolveMsg *msg, double *x)
+{
+    int fd[2];
+    if (pipe(fd)) {
+        fprintf(stderr, "pipec tune: cannot start the solver: %s\n", strerror(errno));
+        return false;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "pipec tune: cannot start the solver: %s\n", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return false;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        Cbc_solve(cbc);
+        const double *sol = Cbc_bestSolution(cbc);
+        SolveMsg r = {.has_x = sol != NULL,
+                      .optimal = Cbc_isProvenOptimal(cbc) && !Cbc_isSecondsLimitReached(cbc),
+                      .limit = Cbc_isSecondsLimitReached(cbc),
+                      .bound = Cbc_getBestPossibleObjValue(cbc)};
+        bool ok = write_all(fd[1], &r, sizeof r) &&
+                  (!sol || write_all(fd[1], sol, (size_t)ncol * sizeof *sol));
+        _exit(ok ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t want = sizeof *msg, got = 0;
+    char *hdr = (char *)msg;
+    bool eof = false, killed = false;
+    while (!eof) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            killed = true;
+            break;
+        }
+        struct pollfd pf = {.fd = fd[0], .events = POLLIN};
+        int pr = poll(&pf, 1, (int)fmin(left * 1000 + 1, 1000));
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (pr <= 0)
+            continue;
+        char *dst;
+        size_t room;
+        if (got < sizeof *msg) {
+            dst = hdr + got, room = sizeof *msg - got;
+        } else {
+            if (msg->has_x)
+                want = sizeof *msg + (size_t)ncol * sizeof *x;
+            if (got >= want) {
+                char c;
+                ssize_t r = read(fd[0], &c, 1);
+                eof = r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN);
+                continue;
+            }
+            dst = (char *)x + (got - sizeof *msg), room = want - got;
+        }
+        ssize_t r = read(fd[0], dst, room);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0)
+            eof = true;
+        else
+            got += (size_t)r;
+    }
+    close(fd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (killed)
+        return false;
+    if (msg->has_x)
+        want = sizeof *msg + (size_t)ncol * sizeof *x;
+    if (got < sizeof *msg || got < want || !WIFEXITED(st) || WEXITSTATUS(st)) {
+        fprintf(stderr, "pipec tune: internal error: the solver process failed\n");
+        return false;
+    }
+    return true;
+}
+
+/* The exact search refuses models with more order pairs than this (the program has
+ * about 10 nonzeros per pair): docs/tune.md "Exact search", limits. */
+#define EXACT_MAX_PAIRS 500000u
+
 int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
 {
+    double t_begin = now_s();
     *res = (ExactResult){.status = EXACT_TIMEOUT, .makespan_ms = NAN, .lower_bound_ms = NAN,
                          .gap = NAN};
     Model m = {.p = p};
     if (!model_ops(d, &m)) {
+        model_free(&m);
+        return 1;
+    }
+    uint64_t pairs = 0;
+    for (int32_t s = 0; s < p->P; s++) {
+        uint64_t k = m.off[s + 1] - m.off[s];
+        pairs += k * (k ? k - 1 : 0) / 2;
+    }
+    if (pairs > EXACT_MAX_PAIRS) {
+        diag_error(d, p->loc, DIAG_LIMIT,
+                   "tune --exact: %llu pairs of ops to order on the ranks, more than the "
+                   "%u the exact search takes (fewer micro-batches or chunks)",
+                   (unsigned long long)pairs, EXACT_MAX_PAIRS);
         model_free(&m);
         return 1;
     }
@@ -585,18 +919,39 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
     }
     MemRank *walk = xcalloc((size_t)p->P, sizeof *walk);
     mem_walk(p, walk);
-    bool fits = true;
-    for (int32_t s = 0; s < p->P && p->has_memory; s++)
-        fits = fits && walk[s].peak <= p->memory;
-    SimResult *sr = simulate(p);
-    /* An upper bound of the optimum: the file's order when it fits, else any order's
-     * longest path (every op once, each step with at most the largest p2p). */
+    Op **orig = xcalloc((size_t)p->P, sizeof *orig);
+    for (int32_t s = 0; s < p->P; s++)
+    {
+        orig[s] = xmalloc((p->stages[s].n ? p->stages[s].n : 1) * sizeof(Op));
+        memcpy(orig[s], p->stages[s].ops, p->stages[s].n * sizeof(Op));
+    }
+    uint32_t *seq = xmalloc((m.n ? m.n : 1) * sizeof *seq);
+    uint32_t *best = xmalloc((m.n ? m.n : 1) * sizeof *best);
+    /* The incumbent: the file's order when it fits, or the best list schedule. */
+    for (uint32_t i = 0; i < m.n; i++)
+        best[i] = i;
+    double inc = order_makespan(p, walk);
+    for (int k = 0; k < 3 * (int)ARRAY_LEN(greedy_prio); k++) {
+        if (!greedy_order(&m, walk, k % (int)ARRAY_LEN(greedy_prio),
+                          k / (int)ARRAY_LEN(greedy_prio), seq))
+            continue;
+        apply_seq(&m, p, orig, seq);
+        double ms = order_makespan(p, walk);
+        if (ms < inc) {
+            inc = ms;
+            memcpy(best, seq, m.n * sizeof *seq);
+        }
+    }
+    mem_walk(p, walk); /* the weights, for the memory rows */
+    /* An upper bound of the optimum: the incumbent, else any order's longest path
+     * (every op once, each step with at most the largest p2p). */
     double maxp2p = 0, total = 0;
     for (int32_t s = 0; s < p->P; s++)
         maxp2p = fmax(maxp2p, ir_cost(p, s, 0, COST_P2P));
     for (uint32_t i = 0; i < m.n; i++)
         total += m.op[i].d;
-    m.ub = fits && !sr->stuck ? sr->makespan_ms : total + m.n * maxp2p;
+    bool have = isfinite(inc);
+    m.ub = have ? inc : total + m.n * maxp2p;
     m.ub = m.ub * (1 + 1e-9) + 1e-9;
     /* A bound before the search: the longest wait path and each rank's work. */
     for (uint32_t i = 0; i < m.n; i++)
@@ -611,70 +966,69 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
         if (m.off[s + 1] > m.off[s])
             m.lb0 = fmax(m.lb0, mh + sum + mt);
     }
-    Cbc_Model *cbc = Cbc_newModel();
-    Cbc_setLogLevel(cbc, 0);
-    if (getenv("PIPEC_CBC_LOG"))
-        Cbc_setLogLevel(cbc, 1);
-    if (getenv("PIPEC_CBC_PRE"))
-        Cbc_setParameter(cbc, "preprocess", getenv("PIPEC_CBC_PRE"));
-    char lim[32];
-    snprintf(lim, sizeof lim, "%g", time_limit_s);
-    Cbc_setParameter(cbc, "sec", lim);
-    Cbc_setMaximumSeconds(cbc, time_limit_s);
-    /* The file's order, when it fits, is the incumbent: the solver looks only for
-     * orders at least 1e-6 (relative) shorter (C's upper bound), so the file's order is
-     * optimal when it proves there are none. */
-    bool own_ok = fits && !sr->stuck;
-    double own = own_ok ? sr->makespan_ms : INFINITY;
-    double tol = 1e-6 * fmax(1.0, own_ok ? own : m.ub);
+    Cbc_Model *cbc = NULL;
     int rc = 0;
-    if (own_ok && m.lb0 >= own - tol) {
-        res->status = EXACT_OPTIMAL;
-        res->makespan_ms = res->lower_bound_ms = own;
-        res->gap = 0;
-        goto done;
+    /* The solver looks only for orders at least 1e-6 (relative) shorter than the
+     * incumbent (C's upper bound), so the incumbent is optimal when it proves there are
+     * none. */
+    double tol = 1e-6 * fmax(1.0, have ? inc : m.ub);
+    SolveMsg msg = {0};
+    double *x = NULL;
+    bool solved = false;
+    if (have && m.lb0 >= inc - tol) {
+        msg.bound = inc;
+        solved = true; /* proven by the bound alone */
+    } else {
+        if (have)
+            m.ub = inc - tol;
+        cbc = Cbc_newModel();
+        Cbc_setLogLevel(cbc, getenv("PIPEC_CBC_LOG") ? 1 : 0);
+        Lp lp = {0};
+        model_build(&m, &lp, walk);
+        lp_load(&lp, cbc);
+        double left = time_limit_s - (now_s() - t_begin);
+        char lim[32];
+        snprintf(lim, sizeof lim, "%g", fmax(left, 0.01));
+        Cbc_setParameter(cbc, "sec", lim);
+        Cbc_setMaximumSeconds(cbc, fmax(left, 0.01));
+        int ncol = Cbc_getNumCols(cbc);
+        x = xmalloc((size_t)ncol * sizeof *x);
+        /* CBC stops itself at the limit in its search; the deadline's slack lets it. */
+        double deadline = t_begin + time_limit_s * 1.05 + 0.5;
+        solved = solve_forked(cbc, ncol, deadline, &msg, x);
+        if (!solved && now_s() < deadline) {
+            rc = 1; /* the process failed, not the clock */
+            goto done;
+        }
     }
-    if (own_ok)
-        m.ub = own - tol;
-    Lp lp = {0};
-    model_build(&m, &lp, walk);
-    lp_load(&lp, cbc);
-    double t0 = now_s();
-    Cbc_solve(cbc);
-    res->seconds = now_s() - t0;
-    const double *x = Cbc_bestSolution(cbc);
-    double bound = fmax(Cbc_getBestPossibleObjValue(cbc), m.lb0);
-    bool limit = Cbc_isSecondsLimitReached(cbc);
-    if (x) {
+    double bound = fmax(solved ? msg.bound : -INFINITY, m.lb0);
+    bool limit = !solved || msg.limit;
+    if (solved && msg.has_x) {
         double obj = x[0];
-        apply_order(&m, p, x);
-        void *scratch = NULL;
-        double ms = sim_makespan(p, &scratch);
-        sim_scratch_free(scratch);
-        mem_walk(p, walk);
-        bool over = false;
-        for (int32_t s = 0; s < p->P && p->has_memory; s++)
-            over = over || walk[s].peak > p->memory;
-        bool optimal = Cbc_isProvenOptimal(cbc) && !limit;
+        solution_seq(&m, x, seq);
+        apply_seq(&m, p, orig, seq);
+        double ms = order_makespan(p, walk);
         double t = 1e-6 * fmax(1.0, fabs(obj));
-        if (!isfinite(ms) || over || ms > obj + t || (optimal && ms < obj - t)) {
+        if (!isfinite(ms) || ms > obj + t || (msg.optimal && ms < obj - t)) {
             fprintf(stderr,
                     "pipec tune: internal error: the order found simulates to %.9g ms%s, the "
                     "program says %.9g ms (a rule the program misses)\n",
-                    ms, over ? " and exceeds the budget" : "", obj);
+                    ms, isinf(ms) ? " (or exceeds the budget)" : "", obj);
             rc = 1;
         }
-        res->status = optimal ? EXACT_OPTIMAL : EXACT_FEASIBLE;
+        res->status = msg.optimal ? EXACT_OPTIMAL : EXACT_FEASIBLE;
         res->makespan_ms = ms;
-        res->lower_bound_ms = optimal ? ms : fmin(ms, bound);
+        res->lower_bound_ms = msg.optimal ? ms : fmin(ms, bound);
     } else if (!limit) {
-        /* Proven: nothing shorter than the file's order, or nothing fits at all. */
-        res->status = own_ok ? EXACT_OPTIMAL : EXACT_INFEASIBLE;
-        res->makespan_ms = res->lower_bound_ms = own_ok ? own : NAN;
-    } else if (own_ok) {
+        /* Proven: nothing shorter than the incumbent, or nothing fits at all. */
+        res->status = have ? EXACT_OPTIMAL : EXACT_INFEASIBLE;
+        res->makespan_ms = res->lower_bound_ms = have ? inc : NAN;
+        apply_seq(&m, p, orig, best);
+    } else if (have) {
         res->status = EXACT_FEASIBLE;
-        res->makespan_ms = own;
-        res->lower_bound_ms = fmin(own, bound);
+        res->makespan_ms = inc;
+        res->lower_bound_ms = fmin(inc, bound);
+        apply_seq(&m, p, orig, best);
     } else {
         res->status = EXACT_TIMEOUT;
         res->lower_bound_ms = bound;
@@ -683,8 +1037,15 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
         res->gap = res->makespan_ms > 0
                        ? (res->makespan_ms - res->lower_bound_ms) / res->makespan_ms : 0;
 done:
-    Cbc_deleteModel(cbc);
-    sim_free(sr);
+    res->seconds = now_s() - t_begin;
+    if (cbc)
+        Cbc_deleteModel(cbc);
+    free(x);
+    for (int32_t s = 0; s < p->P; s++)
+        free(orig[s]);
+    free(orig);
+    free(seq);
+    free(best);
     free(walk);
     model_free(&m);
     return rc;
@@ -782,6 +1143,12 @@ int cmd_tune_exact(int argc, char **argv)
     void *scratch = NULL;
     double own = sim_makespan(p, &scratch);
     sim_scratch_free(scratch);
+    MemRank *walk = xcalloc((size_t)p->P, sizeof *walk);
+    mem_walk(p, walk);
+    bool own_fits = isfinite(own);
+    for (int32_t s = 0; s < p->P && p->has_memory; s++)
+        own_fits = own_fits && walk[s].peak <= p->memory;
+    free(walk);
     ExactResult r;
     rc = exact_search(&d, p, limit, &r);
     if (!rc) {
@@ -798,9 +1165,10 @@ int cmd_tune_exact(int argc, char **argv)
                       p->has_memory ? sim_fmt_size(b1, sizeof b1, p->memory) : "none");
             sb_printf(&sb, "exact search: %s after %.1f s\n", status_name[r.status], r.seconds);
             if (r.status == EXACT_OPTIMAL || r.status == EXACT_FEASIBLE)
-                sb_printf(&sb, "makespan %.3f ms (the file's order: %.3f ms), lower bound %.3f "
-                               "ms, gap %.2f%%\n",
-                          r.makespan_ms, own, r.lower_bound_ms, 100 * r.gap);
+                sb_printf(&sb, "makespan %.3f ms (the file's order: %.3f ms%s), lower bound "
+                               "%.3f ms, gap %.2f%%\n",
+                          r.makespan_ms, own, own_fits ? "" : ", over budget", r.lower_bound_ms,
+                          100 * r.gap);
             else if (r.status == EXACT_INFEASIBLE)
                 sb_puts(&sb, "no order of the file's ops fits the memory budget\n");
             else
