@@ -3,7 +3,8 @@
 # optimality on 4 stages x 6 micro-batches with split backward, its -o order passes check
 # and simulates to the makespan it reports, a tight budget gives the hand-derived serial
 # order or "infeasible", a short --time-limit stops with a gap, and on random small cases
-# its bound <= its optimum <= the makespan of every stdlib template that fits.
+# its bound <= its optimum <= the makespan of every stdlib template that fits, and on
+# uniform costs it finds 1F1B's makespan from GPipe's ops.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
@@ -55,8 +56,10 @@ exact() {
     local t0=$SECONDS
     local n=$1; shift
     "$PIPEC" tune --exact "$tmp/$n.pipe" --json -o "$tmp/$n.out.pipe" "$@" >"$tmp/$n.json" 2>"$tmp/$n.err"
-    st=$(field status <"$tmp/$n.json"); ms=$(field makespan_ms <"$tmp/$n.json")
-    lb=$(field lower_bound_ms <"$tmp/$n.json"); gap=$(field gap <"$tmp/$n.json")
+    read -r st ms lb gap < <(python3 -c 'import json,sys
+try: d = json.load(open(sys.argv[1]))
+except Exception: d = {}
+print(*("null" if d.get(k) is None else d[k] for k in ("status", "makespan_ms", "lower_bound_ms", "gap")))' "$tmp/$n.json")
     [ -n "$T_TIMES" ] && echo "time $n $((SECONDS - t0)) s $st" >&2
 }
 # same_order NAME: the -o output passes check and sim gives the reported makespan.
@@ -121,36 +124,83 @@ EOF
 check "SO: exit 1" test $? = 1
 check "SO: located limit error" grep -q "swap.pipe:5:16: error\[limit\]: tune --exact models F, B, W and R only" "$tmp/swap.err"
 
-# Random small cases: bound <= optimum <= every V=1 template that fits the budget.
-for seed in 1 2 3 4 5 6; do
-    read -r P M f b w c mem < <(python3 -c "
-import random; r = random.Random($seed)
-b = r.choice([1.5, 2, 2.5, 3]); print(r.choice([2, 3]), r.choice([2, 3, 4]), r.choice([0.5, 1, 1.5]), b,
-      r.choice([0.5, 1]), r.choice([0, 0.1, 0.3]), r.choice([5.5, 6, 7, 16]))")
-    n=r$seed
-    for t in gpipe onef1b eager1f1b zbh1 zbh2; do
-        sed "s/^pipeline X/pipeline $n/; s/@P/$P/; s/@M/$M/; s/@f/$f/; s/@b/$b/; s/@w/$w/; s/@c/$c/; s/@mem/$mem/; s/@T/$t/" >"$tmp/$n.$t.pipe" <<'EOF'
+# 1F1B is optimal on uniform costs when its P in-flight micro-batches fit: from GPipe's
+# ops (F and B only) under a budget of weights + P acts, which GPipe's own order
+# exceeds, the search finds (M + P - 1)(f + b), 1F1B's makespan.
+for pm in "2 4" "3 6" "4 8" "3 5"; do
+    set -- $pm
+    n=g$1x$2
+    cat >"$tmp/$n.pipe" <<EOF
 import "std/schedules.pipe"
-pipeline X {
-  stages @P
-  microbatches @M
+pipeline $n {
+  stages $1
+  microbatches $2
   chunks 1
-  memory @memGiB
-  costs { f @fms b @bms w @wms act 1GiB wact 512MiB weights 4GiB p2p @cms }
-  schedule @T
+  memory $((4 + $1))GiB
+  costs { f 1ms b 2ms act 1GiB weights 4GiB p2p 0ms }
+  schedule gpipe
 }
 EOF
-    done
-    cp "$tmp/$n.zbh1.pipe" "$tmp/$n.pipe"
+    sed "s/schedule gpipe/schedule onef1b/" "$tmp/$n.pipe" >"$tmp/$n.1f1b.pipe"
     exact $n
-    if [ "$st" != optimal ] && [ "$st" != infeasible ]; then bad "$n: solved" "$st $(cat "$tmp/$n.err")"; continue; fi
-    [ "$st" = optimal ] && same_order $n
-    for t in gpipe onef1b eager1f1b zbh1 zbh2; do
-        "$PIPEC" check "$tmp/$n.$t.pipe" >/dev/null 2>&1 || continue
-        tm=$(makespan "$tmp/$n.$t.pipe")
-        if [ "$st" = infeasible ]; then bad "$n: infeasible, yet $t fits"; continue; fi
-        expect "$n: bound <= optimum <= $t" "$lb <= $ms + 1e-9 and $ms <= $tm + 1e-9"
-    done
+    check "$n: optimal" test "$st" = optimal
+    expect "$n: = (M + P - 1) 3 ms" "abs($ms - ($2 + $1 - 1) * 3) < 1e-9"
+    expect "$n: = onef1b's makespan" "abs($ms - $(makespan "$tmp/$n.1f1b.pipe")) < 1e-9"
+    same_order $n
+done
+
+# Random small cases (2-4 stages, 2-8 micro-batches; one in four with chunks 2 vshape):
+# sim's lower bound <= the optimum, the solver's bound <= the optimum <= every stdlib
+# template of the same chunks and placement that fits the budget (compare's rows). The
+# file's own schedule (zbh1 or zbv) splits every backward, so every template's ops are
+# its ops or its ops with B and W fused.
+for seed in $(seq 1 20); do
+    read -r P M V f b w c mem < <(python3 -c "
+import random; r = random.Random($seed)
+V = 2 if $seed % 4 == 0 else 1
+P = r.choice([2, 3]) if V == 2 else r.choice([2, 3, 4])
+M = r.choice(range(2, 7)) if V == 2 else r.choice(range(2, 9))
+print(P, M, V, r.choice([0.5, 1, 1.5]), r.choice([1.5, 2, 2.5, 3]), r.choice([0.5, 1]),
+      r.choice([0, 0.1, 0.3]), r.choice([5.5, 6, 7, 9, 16]))")
+    n=r$seed
+    if [ "$V" = 2 ]; then sched=zbv; chunks="2 vshape"; all=zbv,dualpipev,vmin,vhalf
+    else sched=zbh1; chunks=1; all=gpipe,onef1b,eager1f1b,zbh1,zbh2; fi
+    cat >"$tmp/$n.pipe" <<EOF
+import "std/schedules.pipe"
+pipeline $n {
+  stages $P
+  microbatches $M
+  chunks $chunks
+  memory ${mem}GiB
+  costs { f ${f}ms b ${b}ms w ${w}ms act 1GiB wact 512MiB weights 4GiB p2p ${c}ms }
+  schedule $sched
+}
+EOF
+    exact $n --time-limit 10
+    case "$st" in
+        optimal | feasible) same_order $n ;;
+        infeasible) ;;
+        *) bad "$n: solved" "$st $(cat "$tmp/$n.err")"; continue ;;
+    esac
+    "$PIPEC" compare --format json "$tmp/$n.pipe" --set schedule=$all >"$tmp/$n.cmp" 2>/dev/null
+    sim_lb=$("$PIPEC" sim --json "$tmp/$n.pipe" 2>/dev/null | field lower_bound_ms)
+    if python3 - "$tmp/$n.cmp" "$st" "$ms" "$lb" "$sim_lb" >"$tmp/$n.why" <<'PY'
+import json, sys
+rows, st = json.load(open(sys.argv[1])), sys.argv[2]
+bad = []
+if st == "infeasible":
+    bad += [r["set"] + " fits" for r in rows if r["fits"]]
+else:
+    ms, lb, sim_lb = (float(v) for v in sys.argv[3:6])
+    if not sim_lb <= ms + 1e-9: bad.append("sim's bound %g > %g" % (sim_lb, ms))
+    if not lb <= ms + 1e-9: bad.append("bound %g > %g" % (lb, ms))
+    for r in rows:
+        if r["fits"] and not ms <= r["makespan_ms"] + 1e-9:
+            bad.append("%s %g < %g" % (r["set"], r["makespan_ms"], ms))
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+    then ok; else bad "$n ($P x $M, V $V, $st): bound <= optimum <= every template" "$(cat "$tmp/$n.why")"; fi
 done
 
 finish
