@@ -413,12 +413,17 @@ static int weights_error(Diag *d, const Pipeline *p)
 
 int driver_check_memory(Diag *d, const Pipeline *p)
 {
+    return driver_check_memory_memo(d, p, NULL);
+}
+
+int driver_check_memory_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
+{
     int n0 = d->nerr + d->nwarn; /* counted either way when the caller demotes errors */
     if (weights_error(d, p))
         return d->nerr + d->nwarn - n0;
     check_pipeline(d, p, CHECK_MEMORY);
     if (d->nerr + d->nwarn == n0)
-        arena_check(d, p);
+        arena_check_memo(d, p, memo);
     return d->nerr + d->nwarn - n0;
 }
 

@@ -74,6 +74,7 @@ typedef struct Tuner {
     Diag quiet;               /* diagnostics of the variants, to /dev/null */
     FILE *devnull;
     void *scratch;            /* sim_makespan's */
+    ArenaMemo *arena;         /* arena plans of the ranks checked so far */
     uint32_t budget, tried, fit;
     Variant *v;
     uint32_t nv;
@@ -321,7 +322,8 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
         t->pruned++;
         return false;
     }
-    ok = ok && driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
+    /* what `pipec check` demands; variants share most ranks, planned once each */
+    ok = ok && driver_check_memory_memo(&t->quiet, q, t->arena) == 0;
     if (!ok)
         ms = INFINITY;
     if (out_ms && ok)
@@ -1101,6 +1103,7 @@ static void tune_free(Tuner *t)
     free(t->kbest);
     pipeline_free(t->best);
     sim_scratch_free(t->scratch);
+    arena_memo_free(t->arena);
     if (t->devnull)
         fclose(t->devnull);
     diag_free(&t->quiet);
@@ -1137,6 +1140,7 @@ int cmd_tune(int argc, char **argv)
     Tuner t = {.base = base, .path = path, .lo = &lo, .budget = (uint32_t)budget,
                .best_ms = INFINITY, .progress = isatty(2)};
     t.busy = xmalloc((size_t)base->P * sizeof *t.busy);
+    t.arena = arena_memo_new();
     t.mr = xmalloc((size_t)base->P * sizeof *t.mr);
     t.top = top <= 65536 ? (uint32_t)top : 0; /* 0: no pruning */
     t.kbest = xmalloc((size_t)(t.top ? t.top : 1) * sizeof *t.kbest);
