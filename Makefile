@@ -19,7 +19,7 @@
 
 # Every Debian package the project needs, in one place.
 DEB_PACKAGES = make gcc clang flex bison libcmocka-dev libopenblas-dev pkg-config \
-               libclang-rt-14-dev openmpi-bin libopenmpi-dev lcov chromium
+               libclang-rt-14-dev openmpi-bin libopenmpi-dev lcov chromium coinor-libcbc-dev
 
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -31,6 +31,15 @@ LDLIBS   = -lm
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+# `pipec tune --exact` needs COIN-OR CBC (coinor-libcbc-dev); without it pipec builds and
+# --exact says what to install. NO_CBC=1 builds without it where it is installed.
+ifeq ($(NO_CBC),)
+CBC_LIBS    := $(shell pkg-config --exists cbc 2>/dev/null && [ -f /usr/include/coin/Cbc_C_Interface.h ] && pkg-config --libs cbc)
+endif
+ifneq ($(CBC_LIBS),)
+CPPFLAGS   += -DPIPEC_HAVE_CBC
+LDLIBS     += $(CBC_LIBS)
+endif
 
 # Sources: every .c under compiler/ (main.c is the CLI), the generated grammar.
 COMP_SRC  = $(filter-out compiler/main.c,$(wildcard compiler/*.c compiler/passes/*.c))

@@ -1201,14 +1201,154 @@ void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const
     arena_plan_free(a);
 }
 
+/* One planned rank in an ArenaMemo: the key bytes (everything plan_rank reads for a
+ * budget check) and the three numbers arena_check reports. */
+typedef struct MemoEnt {
+    uint64_t hash;
+    unsigned char *key;
+    size_t klen;
+    int64_t size, peak_live;
+    uint32_t peak_op;
+} MemoEnt;
+
+struct ArenaMemo {
+    MemoEnt *e;      /* open addressing, cap a power of two; key NULL = empty */
+    size_t n, cap;
+};
+
+ArenaMemo *arena_memo_new(void)
+{
+    return xcalloc(1, sizeof(ArenaMemo));
+}
+
+void arena_memo_free(ArenaMemo *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->e[i].key);
+    free(m->e);
+    free(m);
+}
+
+static void key_put(unsigned char **k, size_t *len, size_t *cap, const void *v, size_t n)
+{
+    if (*len + n > *cap) {
+        *cap = (*len + n) * 2 + 64;
+        *k = xrealloc(*k, *cap);
+    }
+    memcpy(*k + *len, v, n);
+    *len += n;
+}
+
+/* The key of rank s's budget-check plan: rank, shape, budget, weights, swap fraction,
+ * the region sizes of its virtual stages (the piece cuts follow from them) and its op
+ * list. */
+static unsigned char *memo_key(const Pipeline *p, int32_t s, const ArenaSizes *sz, size_t *len)
+{
+    unsigned char *k = NULL;
+    size_t cap = 0;
+    *len = 0;
+    int32_t hdr[5] = {s, p->P, p->V, p->M, (int32_t)p->placement};
+    double d[3] = {p->memory, ir_cost(p, s, 0, COST_WEIGHTS), ir_cost(p, s, 0, COST_SWAP_FRACTION)};
+    key_put(&k, len, &cap, hdr, sizeof hdr);
+    key_put(&k, len, &cap, d, sizeof d);
+    for (int32_t c = 0; c < p->V; c++)
+        key_put(&k, len, &cap, &sz[ir_vstage(p, s, c)], sizeof *sz);
+    const StageOps *so = &p->stages[s];
+    for (uint32_t i = 0; i < so->n; i++) {
+        unsigned char o[6] = {so->ops[i].kind, so->ops[i].chunk};
+        memcpy(o + 2, &so->ops[i].mb, 4);
+        key_put(&k, len, &cap, o, sizeof o);
+    }
+    return k;
+}
+
+static uint64_t memo_hash(const unsigned char *k, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ k[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of key k in m: its entry, or the empty slot where it goes. */
+static MemoEnt *memo_slot(ArenaMemo *m, uint64_t h, const unsigned char *k, size_t n)
+{
+    for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        MemoEnt *e = &m->e[i];
+        if (!e->key || (e->hash == h && e->klen == n && !memcmp(e->key, k, n)))
+            return e;
+    }
+}
+
+static void memo_grow(ArenaMemo *m)
+{
+    MemoEnt *old = m->e;
+    size_t ocap = m->cap;
+    m->cap = ocap ? 2 * ocap : 256;
+    m->e = xcalloc(m->cap, sizeof *m->e);
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].key)
+            *memo_slot(m, old[i].hash, old[i].key, old[i].klen) = old[i];
+    free(old);
+}
+
+/* Rank s's budget-check plan (arena_plan_within(p, NULL, 0, p->memory, false)'s rank
+ * s): size, peak_live and peak_op, from memo when it planned the same rank before. */
+static void plan_rank_checked(const Pipeline *p, int32_t s, const ArenaSizes *sz,
+                              const int64_t (*cuts)[ARENA_PIECES + 1], ArenaMemo *memo,
+                              ArenaRank *out)
+{
+    size_t klen = 0;
+    unsigned char *key = memo ? memo_key(p, s, sz, &klen) : NULL;
+    uint64_t h = key ? memo_hash(key, klen) : 0;
+    if (memo && memo->cap) {
+        MemoEnt *e = memo_slot(memo, h, key, klen);
+        if (e->key) {
+            *out = (ArenaRank){.size = e->size, .peak_live = e->peak_live, .peak_op = e->peak_op};
+            free(key);
+            return;
+        }
+    }
+    ArenaRank r = {0};
+    plan_rank(p, s, sz, cuts, 0, p->memory, false, &r);
+    *out = (ArenaRank){.size = r.size, .peak_live = r.peak_live, .peak_op = r.peak_op};
+    free(r.held);
+    free(r.at);
+    free(r.alloc);
+    free(r.freed);
+    if (!memo)
+        return;
+    if (2 * (memo->n + 1) > memo->cap)
+        memo_grow(memo);
+    MemoEnt *e = memo_slot(memo, h, key, klen);
+    *e = (MemoEnt){h, key, klen, out->size, out->peak_live, out->peak_op};
+    memo->n++;
+}
+
 int arena_check(Diag *d, const Pipeline *p)
+{
+    return arena_check_memo(d, p, NULL);
+}
+
+int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
 {
     if (!p->has_memory)
         return 0;
-    ArenaPlan *a = arena_plan_within(p, NULL, 0, p->memory, false);
+    ArenaSizes *sz = arena_sizes_from_costs(p);
+    size_t nv = (size_t)p->P * (size_t)p->V;
+    int64_t(*cuts)[ARENA_PIECES + 1] = xmalloc((nv ? nv : 1) * sizeof *cuts);
+    for (size_t v = 0; v < nv; v++)
+        arena_region_cuts(&sz[v], cuts[v]);
+    ArenaRank *ranks = xcalloc(p->P > 0 ? (size_t)p->P : 1, sizeof *ranks);
+    for (int32_t s = 0; s < p->P; s++)
+        plan_rank_checked(p, s, sz, (const int64_t(*)[ARENA_PIECES + 1])cuts, memo, &ranks[s]);
+    free(sz);
+    free(cuts);
     int nerr = 0;
     for (int32_t s = 0; s < p->P; s++) {
-        const ArenaRank *r = &a->rank[s];
+        const ArenaRank *r = &ranks[s];
         double w = ir_cost(p, s, 0, COST_WEIGHTS);
         double total = w + (double)r->size;
         if (total <= p->memory)
@@ -1242,6 +1382,6 @@ int arena_check(Diag *d, const Pipeline *p)
         }
         nerr++;
     }
-    arena_plan_free(a);
+    free(ranks);
     return nerr;
 }

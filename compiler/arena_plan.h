@@ -131,4 +131,12 @@ void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const
  * exceed the pipeline's budget (none without a budget). Returns the error count. */
 int arena_check(Diag *d, const Pipeline *p);
 
+/* A cache of budget-check plans per rank, for search loops (tune) that check many
+ * variants sharing ranks: arena_check_memo(d, p, memo) is arena_check(d, p), planning
+ * only the ranks (op list, sizes, budget, weights) it has not planned before. */
+typedef struct ArenaMemo ArenaMemo;
+ArenaMemo *arena_memo_new(void);
+void arena_memo_free(ArenaMemo *m);
+int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo);
+
 #endif

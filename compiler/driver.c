@@ -234,6 +234,7 @@ static const struct {
      COMMON_OPTS},
     {"tune",
      "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N] [--json|--csv]\n"
+     "       pipec tune --exact FILE [--time-limit S] [--json] [-o OUT]\n"
      "Searches every stdlib template the file's stages and micro-batches allow and the\n"
      "file's own schedule, with recomputation policies, swapping and passes; prints a\n"
      "ranked table of the variants that pass check.\n"
@@ -241,7 +242,13 @@ static const struct {
      "      --budget N      evaluate at most N variants (default 2000)\n"
      "      --top N         print the N best (default 10); slower variants are pruned\n"
      "      --json          the rows, the count searched and what was skipped, as JSON\n"
-     "      --csv           the rows as CSV with a header\n" COMMON_OPTS},
+     "      --csv           the rows as CSV with a header\n"
+     "      --exact         a makespan-optimal order of the file's ops within its budget,\n"
+     "                      by mixed-integer programming (COIN-OR CBC; Debian package\n"
+     "                      coinor-libcbc-dev); the order with -o OUT\n"
+     "      --time-limit S  stop the exact search after S seconds (default 60)\n"
+     "                      (--json then prints {\"status\", \"makespan_ms\",\n"
+     "                      \"lower_bound_ms\", \"gap\"})\n" COMMON_OPTS},
     {"compare",
      "usage: pipec compare [options] FILE... [--set KEY=V[,V...]]... [--format F] [-o OUT]\n"
      "Simulates each FILE at each point of the sweep the --set lists span (their cartesian\n"
@@ -406,12 +413,17 @@ static int weights_error(Diag *d, const Pipeline *p)
 
 int driver_check_memory(Diag *d, const Pipeline *p)
 {
+    return driver_check_memory_memo(d, p, NULL);
+}
+
+int driver_check_memory_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
+{
     int n0 = d->nerr + d->nwarn; /* counted either way when the caller demotes errors */
     if (weights_error(d, p))
         return d->nerr + d->nwarn - n0;
     check_pipeline(d, p, CHECK_MEMORY);
     if (d->nerr + d->nwarn == n0)
-        arena_check(d, p);
+        arena_check_memo(d, p, memo);
     return d->nerr + d->nwarn - n0;
 }
 

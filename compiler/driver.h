@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "arena_plan.h"
 #include "diag.h"
 #include "frontend.h"
 #include "ir.h"
@@ -42,6 +43,10 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
  * reported (as warnings too, when the caller set d->demote: `pipec emit`, `compile` and
  * `run` do). */
 int driver_check_memory(Diag *d, const Pipeline *p);
+
+/* driver_check_memory with a cache of arena plans per rank (arena_check_memo; NULL:
+ * none), for searches over many variants. */
+int driver_check_memory_memo(Diag *d, const Pipeline *p, ArenaMemo *memo);
 
 /* After memory errors on p (compiled from path), a closing note with a concrete remedy:
  * the `recompute` directive on the over-budget stages whose fastest policy fits

@@ -1,8 +1,9 @@
 /* memory.c - the static memory walk of DESIGN.md "Memory"; see memory.h.
  *
  * One pass over each rank's list. The bytes each (v,m) holds live in an array indexed
- * by the position of the first op of (v,m) on the rank (its "slot"), found through the
- * op index, so the walk needs O(ops) memory whatever P*V*M is. The chunk-wide OG/LW ops
+ * by the position of the first op of (v,m) on the rank (its "slot"), found by one scan
+ * of the rank's list (or through the op index when V*M is far above the rank's op
+ * count), so the walk needs O(ops) memory whatever P*V*M is. The chunk-wide OG/LW ops
  * have no slot: LW adds its chunk's `grads + wload` to the rank's total directly. */
 #include "memory.h"
 
@@ -80,6 +81,38 @@ static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
     w->cost = xmalloc((p->V > 0 ? (size_t)p->V : 1) * sizeof *w->cost);
     for (int32_t c = 0; c < p->V; c++)
         opsem_costs(p, s, c, &w->cost[c]);
+    /* Every op of a (v,m) owned by rank s is on rank s (an op's virtual stage is its
+     * rank's chunk), so one scan of the list finds what the index would: the first
+     * position of (chunk, mb) and its VM_HAS_* bits. A table of V*M cells when that is
+     * O(ops) (every complete schedule), else the index. */
+    size_t VM = (size_t)(p->V > 0 ? p->V : 0) * (size_t)(p->M > 0 ? p->M : 0);
+    if (!idx || VM <= 4 * (size_t)st->n + 1024) {
+        uint32_t *first = xmalloc((VM ? VM : 1) * sizeof *first);
+        uint8_t *has = xcalloc(VM ? VM : 1, 1);
+        for (size_t k = 0; k < VM; k++)
+            first[k] = NONE;
+        for (uint32_t i = 0; i < st->n; i++) {
+            const Op *op = &st->ops[i];
+            if (!op_ok(p, op))
+                continue;
+            size_t k = (size_t)op->chunk * (size_t)p->M + op->mb;
+            has[k] |= (uint8_t)opsem_has_bit((OpKind)op->kind);
+            if (!OP_IS_CHUNKWIDE(op->kind) && first[k] == NONE)
+                first[k] = i;
+        }
+        for (uint32_t i = 0; i < st->n; i++) {
+            const Op *op = &st->ops[i];
+            w->slot[i] = i;
+            if (!op_ok(p, op) || OP_IS_CHUNKWIDE(op->kind))
+                continue;
+            size_t k = (size_t)op->chunk * (size_t)p->M + op->mb;
+            w->has[i] = has[k];
+            w->slot[i] = first[k] < i ? first[k] : i;
+        }
+        free(first);
+        free(has);
+        return;
+    }
     for (uint32_t i = 0; i < st->n; i++) {
         const Op *op = &st->ops[i];
         w->slot[i] = i;
@@ -144,11 +177,29 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
     walk_free(&w);
 }
 
+/* Whether some rank's (chunk, mb) table would be much larger than its list (an
+ * incomplete schedule with many micro-batches): then the walk uses the op index. */
+static bool walk_needs_index(const Pipeline *p)
+{
+    size_t VM = (size_t)(p->V > 0 ? p->V : 0) * (size_t)(p->M > 0 ? p->M : 0);
+    for (int32_t s = 0; s < p->P; s++)
+        if (VM > 4 * (size_t)p->stages[s].n + 1024)
+            return true;
+    return false;
+}
+
 void mem_walk(const Pipeline *p, MemRank *out)
 {
-    OpIndex *idx = opindex_build(p);
+    OpIndex *idx = walk_needs_index(p) ? opindex_build(p) : NULL;
     for (int32_t s = 0; s < p->P; s++)
         walk_rank(p, idx, s, &out[s]);
+    opindex_free(idx);
+}
+
+void mem_walk_rank(const Pipeline *p, int32_t s, MemRank *out)
+{
+    OpIndex *idx = walk_needs_index(p) ? opindex_build(p) : NULL;
+    walk_rank(p, idx, s, out);
     opindex_free(idx);
 }
 

@@ -34,6 +34,9 @@ typedef struct MemRank {
  * misordered schedules give a walk of what is listed; never crashes). */
 void mem_walk(const Pipeline *p, MemRank *out);
 
+/* mem_walk of rank s alone (the same *out as mem_walk's out[s]). */
+void mem_walk_rank(const Pipeline *p, int32_t s, MemRank *out);
+
 /* The bytes (v,m) holds on rank s just after op `upto` of that rank's list started
  * (its allocations done, its frees not yet), for every live (v,m): fills held[] with
  * up to cap values (largest first is not guaranteed) and returns how many (v,m) are

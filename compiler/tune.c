@@ -47,6 +47,7 @@
 #include "cmds.h"
 #include "costmodel.h"
 #include "driver.h"
+#include "exact.h"
 #include "frontend.h"
 #include "human.h"
 #include "memory.h"
@@ -73,6 +74,7 @@ typedef struct Tuner {
     Diag quiet;               /* diagnostics of the variants, to /dev/null */
     FILE *devnull;
     void *scratch;            /* sim_makespan's */
+    ArenaMemo *arena;         /* arena plans of the ranks checked so far */
     uint32_t budget, tried, fit;
     Variant *v;
     uint32_t nv;
@@ -320,7 +322,8 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
         t->pruned++;
         return false;
     }
-    ok = ok && driver_check_memory(&t->quiet, q) == 0; /* what `pipec check` demands */
+    /* what `pipec check` demands; variants share most ranks, planned once each */
+    ok = ok && driver_check_memory_memo(&t->quiet, q, t->arena) == 0;
     if (!ok)
         ms = INFINITY;
     if (out_ms && ok)
@@ -1100,6 +1103,7 @@ static void tune_free(Tuner *t)
     free(t->kbest);
     pipeline_free(t->best);
     sim_scratch_free(t->scratch);
+    arena_memo_free(t->arena);
     if (t->devnull)
         fclose(t->devnull);
     diag_free(&t->quiet);
@@ -1111,6 +1115,9 @@ int cmd_tune(int argc, char **argv)
     const char *out = NULL;
     long budget = 2000, top = 10;
     int format = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--exact"))
+            return cmd_tune_exact(argc, argv);
     int rc = tune_args(argc, argv, &o, &out, &budget, &top, &format);
     if (rc >= 0) {
         driver_opts_free(&o);
@@ -1133,6 +1140,7 @@ int cmd_tune(int argc, char **argv)
     Tuner t = {.base = base, .path = path, .lo = &lo, .budget = (uint32_t)budget,
                .best_ms = INFINITY, .progress = isatty(2)};
     t.busy = xmalloc((size_t)base->P * sizeof *t.busy);
+    t.arena = arena_memo_new();
     t.mr = xmalloc((size_t)base->P * sizeof *t.mr);
     t.top = top <= 65536 ? (uint32_t)top : 0; /* 0: no pruning */
     t.kbest = xmalloc((size_t)(t.top ? t.top : 1) * sizeof *t.kbest);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# t_readme.sh - replays README.md's "A two-minute tour" in a fresh folder: every code
+# t_readme.sh - replays README.md's "A two-minute tour" and "Choose a schedule" in a
+# fresh folder each (the second with a link to examples/): every code
 # block that starts with a "# NAME.pipe:" comment is written to NAME.pipe, every "$ "
 # line is run as written (pipec on PATH, the build cache in $XDG_CACHE_HOME), and its
 # output (stdout and stderr) must be the lines shown under it. For `pipec run`, whose
@@ -12,11 +13,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bindir=$(dirname "$(realpath "$PIPEC")")
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
-out=$(cd "$tmp" && PATH="$bindir:$PATH" XDG_CACHE_HOME="$tmp/cache" timeout 600 python3 - "$OLDPWD/README.md" <<'EOF'
+# replay SECTION DIR: runs the section's commands in DIR; prints "commands: N" and the
+# differences.
+replay() {
+(cd "$2" && PATH="$bindir:$PATH" XDG_CACHE_HOME="$tmp/cache" timeout 600 python3 - "$OLDPWD/README.md" "$1" <<'EOF'
 import re, subprocess, sys
 text = open(sys.argv[1]).read()
-m = re.search(r"^## A two-minute tour\n(.*?)^## ", text, re.S | re.M)
-assert m, "no tour section"
+m = re.search(r"^## " + re.escape(sys.argv[2]) + r"\n(.*?)^## ", text, re.S | re.M)
+assert m, "no section " + sys.argv[2]
 blocks = re.findall(r"^```\n(.*?)^```", m.group(1), re.S | re.M)
 def mask(lines, run):
     res = []
@@ -62,8 +66,17 @@ print("commands: %d" % ncmd)
 print("\n\n".join(fails))
 EOF
 )
+}
+mkdir "$tmp/tour" "$tmp/choose"
+ln -s "$PWD/examples" "$tmp/choose/examples"
+out=$(replay "A two-minute tour" "$tmp/tour")
 n=$(echo "$out" | sed -n 's/^commands: //p')
 check "README tour: commands found ($n)" test "${n:-0}" -ge 10
 rest=$(echo "$out" | sed '1d')
 if [ -z "$rest" ]; then ok; else bad "README tour: outputs differ" "$(echo "$rest" | head -40)"; fi
+out=$(replay "Choose a schedule" "$tmp/choose")
+n=$(echo "$out" | sed -n 's/^commands: //p')
+check "README Choose a schedule: commands found ($n)" test "${n:-0}" -ge 6
+rest=$(echo "$out" | sed '1d')
+if [ -z "$rest" ]; then ok; else bad "README Choose a schedule: outputs differ" "$(echo "$rest" | head -40)"; fi
 finish

@@ -60,11 +60,9 @@ static bool rank_fits(const Pipeline *p, int32_t s)
 {
     if (!p->has_memory)
         return true;
-    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
-    mem_walk(p, mr);
-    bool ok = mr[s].peak <= p->memory;
-    free(mr);
-    return ok;
+    MemRank mr;
+    mem_walk_rank(p, s, &mr);
+    return mr.peak <= p->memory;
 }
 
 /* The all-reduce time host j of rank list st has left after the ROs listed just
