@@ -371,6 +371,10 @@ int actions_check(Diag *d, const SeqItem *items, size_t n, uint32_t P, const uin
     for (size_t i = 0; i < n; i++) {
         const SeqItem *a = &items[i];
         any_p2p |= is_p2p(a);
+        if (a->kind >= SEQ_ACTION && !is_p2p(a) && a->kind != SEQ_ACTION + ACTION_OVERLAP_F_B &&
+            (a->vstage >= S || owner[a->vstage] != a->rank))
+            diag_error(d, a->loc, DIAG_PLACEMENT, "%s is on %s %u, which does not hold stage %u",
+                       item_name(b1, sizeof b1, style, a), c.rank_word, a->rank, a->vstage);
         if (a->kind != SEQ_ACTION + ACTION_OVERLAP_F_B)
             continue;
         if (i + 2 >= n || !is_compute(&items[i + 1]) || items[i + 1].rank != a->rank ||

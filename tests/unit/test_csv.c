@@ -4,8 +4,9 @@
  * bad CSVs give their exact diagnostics.
  *
  * The expected action sequences come from a normaliser written here, independent of
- * csv.c: split the row at commas, drop empty cells and communication actions, and
- * expand (a;b)OVERLAP_F_B into a, b. Runs from the repository root (tests/run.sh). */
+ * csv.c: split the row at commas and drop empty cells (bubbles); communication and
+ * sharding actions and (a;b)OVERLAP_F_B composites are kept, as import keeps them. Runs
+ * from the repository root (tests/run.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,7 +45,7 @@ static Pipeline *import_path(Cap *c, const char *path)
     return csv_import(&c->d, f, "t");
 }
 
-/* The normaliser: appends row's compute actions, comma-separated, one line per row. */
+/* The normaliser: appends row's actions, comma-separated, one line per row. */
 static void normalise(StrBuf *out, const char *text)
 {
     const char *s = text;
@@ -63,24 +64,10 @@ static void normalise(StrBuf *out, const char *text)
             size_t cn = j - i < sizeof cell - 1 ? j - i : sizeof cell - 1;
             memcpy(cell, s + i, cn);
             cell[cn] = 0;
-            char *parts[4] = {cell, NULL, NULL, NULL};
-            int np = 1;
-            if (cell[0] == '(') {
-                char *close = strchr(cell, ')');
-                assert_non_null(close);
-                assert_string_equal(close + 1, "OVERLAP_F_B");
-                *close = 0;
-                np = 0;
-                for (char *t = strtok(cell + 1, ";"); t && np < 4; t = strtok(NULL, ";"))
-                    parts[np++] = t;
-            }
-            for (int k = 0; k < np; k++) {
-                const char *a = parts[k];
-                if (!*a || strstr(a, "SEND_") || strstr(a, "RECV_"))
-                    continue;
+            if (cn) {
                 if (!first)
                     sb_putc(out, ',');
-                sb_puts(out, a);
+                sb_puts(out, cell);
                 first = false;
             }
             i = j + 1;
