@@ -4,6 +4,8 @@
  * paragraphs; docs/semantics.md states them with every decision taken here. */
 #include "check.h"
 
+#include "actions.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,6 +426,8 @@ int check_pipeline(Diag *d, const Pipeline *p, unsigned what)
         if (d->nerr == o0)
             check_comm(d, p, &g);
         graph_free(&g);
+        /* PyTorch's runtime actions the file keeps (docs/semantics.md "Runtime actions") */
+        actions_check_pipeline(d, p);
     }
     if (sound && (what & CHECK_MEMORY))
         check_memory(d, p, idx);

@@ -82,20 +82,21 @@ int cmd_import_csv(int argc, char **argv)
     return rc;
 }
 
-/* pipec export-csv FILE.pipe [-o OUT.csv] [--legacy | --current] [-I DIR] */
+/* pipec export-csv FILE.pipe [-o OUT.csv] [--legacy | --current] [--comms] [-I DIR] */
 int cmd_export_csv(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"legacy", no_argument, NULL, 'L'},
         {"current", no_argument, NULL, 'C'},
+        {"comms", no_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     const char *out = NULL;
     CsvFormat fmt = CSV_CURRENT;
-    bool chosen = false;
+    bool chosen = false, comms = false;
     DriverOpts o = {0};
     int opt;
     optind = 1;
@@ -105,6 +106,9 @@ int cmd_export_csv(int argc, char **argv)
         switch (opt) {
         case 'o':
             out = optarg;
+            break;
+        case 'c':
+            comms = true;
             break;
         case 'L':
         case 'C':
@@ -136,7 +140,10 @@ int cmd_export_csv(int argc, char **argv)
             (mark || !strncmp(d.files[0].text, CSV_LEGACY_MARK, strlen(CSV_LEGACY_MARK))))
             fmt = CSV_LEGACY;
         StrBuf b = {0};
-        csv_export(&d, p, fmt, &b);
+        if (comms)
+            csv_export_comms(&d, p, fmt, &b);
+        else
+            csv_export(&d, p, fmt, &b);
         rc = d.nerr ? 1 : write_output(out, &b); /* a warning under -Werror writes nothing */
         sb_free(&b);
         pipeline_free(p);

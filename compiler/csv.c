@@ -8,6 +8,8 @@
  * are stricter in one way: nothing may follow the micro-batch index. */
 #include "csv.h"
 
+#include "actions.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,20 +33,20 @@ typedef struct Act {
     Loc loc;         /* the action in the CSV */
 } Act;
 
-/* Point-to-point actions of the comms form (-10 - index into comm_spelling), kept
- * only to check their pairing; see check_comms. */
-enum { COMM_SEND_F = -10, COMM_RECV_F = -11, COMM_SEND_B = -12, COMM_RECV_B = -13 };
-
-static const char *const comm_spelling[4] = {"SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+/* Runtime actions (ActionKind of ir.h) are read as kind -10 - k, kept in file order
+ * (Reader.comms, kind = k) and checked with the compute actions by actions_check. */
+#define ACTION_CODE(k) (-10 - (int)(k))
 
 /* Action types of the regex, longest spelling first where one is a prefix of another
- * (BW before B). compute < 0 marks a type that is skipped. */
+ * (BW before B). kind < 0: a runtime action, ACTION_CODE(ActionKind). */
 static const struct {
     const char *name;
     int kind;
 } act_types[] = {
-    {"SEND_F", COMM_SEND_F}, {"RECV_F", COMM_RECV_F}, {"SEND_B", COMM_SEND_B},
-    {"RECV_B", COMM_RECV_B}, {"UNSHARD", -1}, {"RESHARD", -1}, {"REDUCE_GRAD", -1},
+    {"SEND_F", ACTION_CODE(ACTION_SEND_F)}, {"RECV_F", ACTION_CODE(ACTION_RECV_F)},
+    {"SEND_B", ACTION_CODE(ACTION_SEND_B)}, {"RECV_B", ACTION_CODE(ACTION_RECV_B)},
+    {"UNSHARD", ACTION_CODE(ACTION_UNSHARD)}, {"RESHARD", ACTION_CODE(ACTION_RESHARD)},
+    {"REDUCE_GRAD", ACTION_CODE(ACTION_REDUCE_GRAD)},
     {"BW", ACT_BW}, {"F", ACT_F}, {"I", ACT_I}, {"B", ACT_B}, {"W", ACT_W},
 };
 
@@ -63,7 +65,7 @@ typedef struct Reader {
     Loc *row_loc;    /* [nrows] start of each row */
     size_t nrow_loc, row_cap;
     bool too_many;   /* the op limit was reported */
-    Act *comms;      /* SEND_F/RECV_F/SEND_B/RECV_B actions, file order; kind = -10 - k */
+    Act *comms;      /* runtime actions, file order; kind = ActionKind */
     size_t ncomms, comm_cap;
 } Reader;
 
@@ -108,6 +110,14 @@ static bool batched_comm_suffix(const char *c, size_t n)
     while (i < n && is_digit(c[i]))
         i++;
     return i == n;
+}
+
+/* Appends runtime action kind k of (stage, mb) on row rank at byte offset off. */
+static void push_action(Reader *r, uint32_t stage, uint32_t mb, uint32_t rank, uint32_t k,
+                        uint32_t off)
+{
+    Act a = {stage, mb, rank, k, (uint32_t)r->ncomms, at(r, off)};
+    VEC_PUSH(r->comms, r->ncomms, r->comm_cap, a);
 }
 
 /* Parses one simple action c[0..n) (already stripped) at byte offset off of row rank;
@@ -162,23 +172,24 @@ static void parse_simple(Reader *r, const char *c, size_t n, uint32_t off, uint3
                    i > mb_at ? "micro-batch index" : "action type");
         return;
     }
-    if (kind <= COMM_SEND_F && !in_overlap && i > mb_at) {
-        Act a = {(uint32_t)stage, (uint32_t)mb, rank, (uint32_t)(-10 - kind),
-                 (uint32_t)r->ncomms, at(r, off)};
-        VEC_PUSH(r->comms, r->ncomms, r->comm_cap, a);
+    if (kind < 0 && in_overlap) {
+        diag_error(r->d, at(r, off), DIAG_SYNTAX,
+                   "bad action '%.*s': only compute actions (F, I, B, W) can overlap", cw, cell);
         return;
     }
-    if (kind < 0) {
-        if (in_overlap)
-            diag_error(r->d, at(r, off), DIAG_SYNTAX,
-                       "bad action '%.*s': only compute actions (F, I, B, W) can overlap",
-                       cw, cell);
-        return; /* communication and sharding actions: skipped */
+    uint32_t ak = (uint32_t)(ACTION_CODE(0) - kind);
+    if (kind < 0 && !ACTION_IS_P2P(ak)) { /* UNSHARD, RESHARD, REDUCE_GRAD: no micro-batch */
+        push_action(r, (uint32_t)stage, 0, rank, ak, off);
+        return;
     }
     if (i == mb_at) {
         diag_error(r->d, at(r, off + (uint32_t)i), DIAG_SYNTAX,
                    "bad action '%.*s': a compute action needs a micro-batch index, as in 2F0",
                    cw, cell);
+        return;
+    }
+    if (kind < 0) {
+        push_action(r, (uint32_t)stage, (uint32_t)mb, rank, ak, off);
         return;
     }
     if (r->nacts >= IR_MAX_OPS) {
@@ -227,7 +238,7 @@ static void parse_cell(Reader *r, const char *c, size_t n, uint32_t off, uint32_
                    "OVERLAP_F_B", cw, c, (int)(tn > 30 ? 30 : tn), type);
         return;
     }
-    size_t start = 1, nsub = 0;
+    size_t start = 1, nsub = 0, nacts0 = r->nacts, ncomms0 = r->ncomms;
     for (size_t i = 1; i <= ci; i++) {
         if (i < ci && c[i] != ';')
             continue;
@@ -247,6 +258,8 @@ static void parse_cell(Reader *r, const char *c, size_t n, uint32_t off, uint32_
     if (nsub == 0)
         diag_error(r->d, at(r, off), DIAG_SYNTAX, "bad action '%.*s': no actions inside ( )",
                    cw, c);
+    else if (r->nacts == nacts0 + 2 && r->ncomms == ncomms0) /* kept as the pair it is */
+        push_action(r, 0, 0, rank, ACTION_OVERLAP_F_B, off);
 }
 
 /* Splits the text into rows and cells (RFC 4180 quoting, "\n" or "\r\n" line ends; a
@@ -456,209 +469,54 @@ static bool infer_placement(Reader *r, const Owner *own, size_t nown, uint32_t P
     return d->nerr == nerr0;
 }
 
-/* "2SEND_F0"-style text of comm action a. */
-static char *comm_name(char *buf, size_t n, const Act *a)
+/* One entry of the merged file order: a compute action (comm false: r->acts[i]) or a
+ * runtime action (r->comms[i]). */
+typedef struct Ref {
+    bool comm;
+    uint32_t i;
+} Ref;
+
+/* The compute and runtime actions merged in file order (both lists are in it). */
+static Ref *merge_order(const Reader *r, size_t *n)
 {
-    snprintf(buf, n, "%u%s%u", a->stage, comm_spelling[a->kind], a->mb);
-    return buf;
+    *n = r->nacts + r->ncomms;
+    Ref *m = xmalloc((*n + 1) * sizeof *m);
+    size_t a = 0, c = 0;
+    for (size_t k = 0; k < *n; k++) {
+        bool comm = a == r->nacts ||
+                    (c < r->ncomms && r->comms[c].loc.off < r->acts[a].loc.off);
+        m[k] = (Ref){comm, (uint32_t)(comm ? c++ : a++)};
+    }
+    return m;
 }
 
-/* Phase 2b, on one rank: a RECV_F of (stage, mb) comes before the F it feeds and a
- * SEND_F after the F that produces it; RECV_B and SEND_B likewise around the backward
- * (B, I or BW) of the same stage and micro-batch. File offsets give the order within a
- * row. A comm action without that compute action is left to the pairing check. */
-static void check_comm_order(Reader *r)
+/* Phase 2b: the runtime actions against PyTorch's runtime (actions.h), on the CSV's
+ * own spelling and locations. own[S] is the stage -> rank map. */
+static void check_actions(Reader *r, const Owner *own, uint32_t S, const Ref *order, size_t n)
 {
-    char b1[48], b2[48];
-    Act *sorted = xmalloc((r->nacts + 1) * sizeof *sorted);
-    if (r->nacts)
-        memcpy(sorted, r->acts, r->nacts * sizeof *sorted);
-    qsort(sorted, r->nacts, sizeof *sorted, cmp_act);
-    for (size_t i = 0; i < r->ncomms; i++) {
-        const Act *c = &r->comms[i];
-        bool fwd = c->kind < 2, send = (c->kind & 1) == 0;
-        size_t lo = 0, hi = r->nacts; /* first act not below (stage, mb) */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            const Act *m = &sorted[mid];
-            if (m->stage < c->stage || (m->stage == c->stage && m->mb < c->mb))
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        const Act *compute = NULL;
-        for (size_t k = lo;
-             k < r->nacts && sorted[k].stage == c->stage && sorted[k].mb == c->mb; k++) {
-            const Act *a = &sorted[k];
-            bool feeds = fwd ? a->kind == ACT_F : a->kind != ACT_F && a->kind != ACT_W;
-            if (a->rank == c->rank && feeds) {
-                compute = a;
-                break;
-            }
-        }
-        if (!compute)
-            continue;
-        if (send && compute->loc.off > c->loc.off) {
-            diag_error(r->d, c->loc, DIAG_ORDER,
-                       "%s comes before %s, which produces what it sends",
-                       comm_name(b1, sizeof b1, c),
-                       act_name(b2, sizeof b2, compute->stage, (int)compute->kind, compute->mb));
-            diag_note(r->d, compute->loc, "%s is here", b2);
-        } else if (!send && compute->loc.off < c->loc.off) {
-            diag_error(r->d, c->loc, DIAG_ORDER,
-                       "%s comes after %s, which consumes what it receives",
-                       comm_name(b1, sizeof b1, c),
-                       act_name(b2, sizeof b2, compute->stage, (int)compute->kind, compute->mb));
-            diag_note(r->d, compute->loc, "%s is here", b2);
-        }
+    if (!r->ncomms)
+        return;
+    static const uint32_t seq_kind[ACT_N] = {SEQ_F, SEQ_B, SEQ_B, SEQ_B, SEQ_W};
+    uint32_t *owner = xmalloc((S + 1) * sizeof *owner);
+    for (uint32_t v = 0; v < S; v++)
+        owner[v] = own[v].rank;
+    SeqItem *it = xmalloc((n + 1) * sizeof *it);
+    for (size_t k = 0; k < n; k++) {
+        const Act *a = order[k].comm ? &r->comms[order[k].i] : &r->acts[order[k].i];
+        it[k] = (SeqItem){a->rank, a->stage, a->mb,
+                          order[k].comm ? SEQ_ACTION + a->kind : seq_kind[a->kind],
+                          order[k].comm ? NULL : act_spelling[a->kind], a->loc};
     }
-    free(sorted);
-}
-
-/* Phase 2b, after the pairing check passed: runs the ranks' comm actions with blocking
- * (rendezvous) sends, as a SEND and its RECV complete together; compute never blocks.
- * When no rank can move and some have actions left, the schedule deadlocks: reported at
- * the first stuck rank's action, naming what its peer waits in. peer[i] is comms[i]'s
- * other rank. */
-static void check_comm_deadlock(Reader *r, const uint32_t *peer)
-{
-    uint32_t P = r->nrows;
-    size_t *head = xmalloc((P + 1) * sizeof *head), *end = xmalloc((P + 1) * sizeof *end);
-    for (uint32_t k = 0; k < P; k++)
-        head[k] = end[k] = r->ncomms;
-    for (size_t i = 0; i < r->ncomms; i++) { /* a rank's actions are contiguous */
-        uint32_t k = r->comms[i].rank;
-        if (head[k] == r->ncomms)
-            head[k] = i;
-        end[k] = i + 1;
-    }
-    for (bool moved = true; moved;) {
-        moved = false;
-        for (uint32_t k = 0; k < P; k++) {
-            if (head[k] >= end[k])
-                continue;
-            uint32_t o = peer[head[k]];
-            if (o == k) { /* a rank sending to itself does not wait */
-                head[k]++, moved = true;
-                continue;
-            }
-            if (head[o] < end[o] && peer[head[o]] == k &&
-                (r->comms[head[o]].kind & 1) != (r->comms[head[k]].kind & 1)) {
-                head[k]++, head[o]++, moved = true;
-            }
-        }
-    }
-    for (uint32_t k = 0; k < P; k++) {
-        if (head[k] >= end[k])
-            continue;
-        char b1[48], b2[48];
-        const Act *c = &r->comms[head[k]];
-        uint32_t o = peer[head[k]];
-        if (head[o] < end[o]) {
-            diag_error(r->d, c->loc, DIAG_DEADLOCK,
-                       "%s on rank %u waits for rank %u, which waits in %s: with blocking "
-                       "sends neither can go on", comm_name(b1, sizeof b1, c), k, o,
-                       comm_name(b2, sizeof b2, &r->comms[head[o]]));
-            diag_note(r->d, r->comms[head[o]].loc, "%s is here", b2);
-        } else {
-            diag_error(r->d, c->loc, DIAG_DEADLOCK,
-                       "%s on rank %u waits for rank %u, which has no comm action left",
-                       comm_name(b1, sizeof b1, c), k, o);
-        }
-        break;
-    }
-    free(head);
-    free(end);
-}
-
-/* Phase 2b: the comms form's point-to-point actions pair up as NCCL pairs them. A
- * SEND_F of stage s goes to the owner of stage s+1 and is received there as RECV_F of
- * stage s+1 (RECV names the receiving stage, as PyTorch's _add_send_recv writes it); a
- * SEND_B of stage s goes to stage s-1 as RECV_B of s-1. Per ordered pair of ranks the
- * n-th SEND must meet the n-th RECV with the same micro-batch and the matching type and
- * stage; a SEND or RECV left over has no partner. own[S] is the stage -> rank map. */
-static void check_comms(Reader *r, const Owner *own, uint32_t S)
-{
-    Diag *d = r->d;
-    uint32_t P = r->nrows;
-    char b1[48], b2[48];
-    int nerr0 = d->nerr;
-    uint32_t *peer = xmalloc((r->ncomms + 1) * sizeof *peer);
-    for (size_t i = 0; i < r->ncomms; i++) { /* the other rank, or P when there is none */
-        const Act *a = &r->comms[i];
-        bool fwd = a->kind == 0 || a->kind == 1, send = a->kind == 0 || a->kind == 2;
-        /* the stage on the other side: a SEND_F's is s+1, a RECV_F's s-1, and so on */
-        int64_t other = (int64_t)a->stage + ((fwd == send) ? 1 : -1);
-        peer[i] = P;
-        if (a->stage >= S || own[a->stage].rank != a->rank)
-            diag_error(d, a->loc, DIAG_PLACEMENT, "%s is on rank %u, which does not hold stage %u",
-                       comm_name(b1, sizeof b1, a), a->rank, a->stage);
-        else if (other < 0 || other >= (int64_t)S)
-            diag_error(d, a->loc, DIAG_MISSING, "%s has no %s stage to %s",
-                       comm_name(b1, sizeof b1, a), (fwd == send) ? "next" : "previous",
-                       send ? "send to" : "receive from");
-        else
-            peer[i] = own[other].rank;
-    }
-    if (d->nerr != nerr0)
-        goto out;
-    check_comm_order(r);
-    for (uint32_t src = 0; src < P; src++) {
-        for (uint32_t dst = 0; dst < P; dst++) {
-            size_t si = 0, ri = 0;
-            for (;;) {
-                while (si < r->ncomms && !(r->comms[si].rank == src && peer[si] == dst &&
-                                           (r->comms[si].kind & 1) == 0))
-                    si++;
-                while (ri < r->ncomms && !(r->comms[ri].rank == dst && peer[ri] == src &&
-                                           (r->comms[ri].kind & 1) == 1))
-                    ri++;
-                if (si == r->ncomms && ri == r->ncomms)
-                    break;
-                const Act *s = si < r->ncomms ? &r->comms[si] : NULL;
-                const Act *v = ri < r->ncomms ? &r->comms[ri] : NULL;
-                if (!v) {
-                    diag_error(d, s->loc, DIAG_MISSING,
-                               "%s on rank %u has no matching %u%s%u on rank %u",
-                               comm_name(b1, sizeof b1, s), src,
-                               s->kind == 0 ? s->stage + 1 : s->stage - 1,
-                               comm_spelling[s->kind + 1], s->mb, dst);
-                    break;
-                }
-                if (!s) {
-                    diag_error(d, v->loc, DIAG_MISSING,
-                               "%s on rank %u has no matching %u%s%u on rank %u",
-                               comm_name(b1, sizeof b1, v), dst,
-                               v->kind == 1 ? v->stage - 1 : v->stage + 1,
-                               comm_spelling[v->kind - 1], v->mb, src);
-                    break;
-                }
-                uint32_t want = s->kind == 0 ? s->stage + 1 : s->stage - 1;
-                if (v->kind != s->kind + 1 || v->stage != want || v->mb != s->mb) {
-                    diag_error(d, v->loc, DIAG_ORDER,
-                               "%s on rank %u is matched with %s from rank %u: it is rank "
-                               "%u's next receive from rank %u and that is rank %u's next "
-                               "send to rank %u, so NCCL pairs them; expected %u%s%u",
-                               comm_name(b1, sizeof b1, v), dst, comm_name(b2, sizeof b2, s),
-                               src, dst, src, src, dst, want, comm_spelling[s->kind + 1],
-                               s->mb);
-                    diag_note(d, s->loc, "%s is here", comm_name(b2, sizeof b2, s));
-                    break;
-                }
-                si++, ri++;
-            }
-        }
-    }
-    if (d->nerr == nerr0)
-        check_comm_deadlock(r, peer);
-out:
-    free(peer);
+    SeqStyle style = {true, NULL};
+    actions_check(r->d, it, n, r->nrows, owner, S, &style);
+    free(it);
+    free(owner);
 }
 
 /* Phase 3: the pipeline of shape (P, M, V) with r->acts as its ops, in file order, and
  * the CSV's placeholder costs. */
 static Pipeline *make_pipeline(const Reader *r, const char *name, uint32_t P, uint32_t M,
-                               uint32_t V, bool vshape)
+                               uint32_t V, bool vshape, const Ref *order, size_t norder)
 {
     Loc top = at(r, 0);
     Pipeline *p = pipeline_new();
@@ -667,8 +525,15 @@ static Pipeline *make_pipeline(const Reader *r, const char *name, uint32_t P, ui
     pipeline_set_shape(p, (int32_t)P, (int32_t)M, (int32_t)V);
     p->placement = vshape ? PLACE_VSHAPE : PLACE_INTERLEAVED;
     bool has_w = false;
-    for (size_t i = 0; i < r->nacts; i++) {
-        const Act *a = &r->acts[i];
+    for (size_t k = 0; k < norder; k++) {
+        if (order[k].comm) { /* kept before the op the rank lists next */
+            const Act *c = &r->comms[order[k].i];
+            Action act = {c->mb, p->stages[c->rank].n, (uint16_t)c->rank, (uint8_t)c->kind,
+                          (uint8_t)(c->stage / P), c->loc};
+            pipeline_push_action(p, act);
+            continue;
+        }
+        const Act *a = &r->acts[order[k].i];
         static const uint8_t to_op[ACT_N] = {OP_F, OP_B, OP_B, OP_B, OP_W};
         Op op = {a->mb, to_op[a->kind], (uint8_t)(a->stage / P), 0, a->loc};
         stage_push(&p->stages[a->rank], op);
@@ -716,9 +581,12 @@ static Pipeline *build(Reader *r, const char *name)
     Pipeline *p = NULL;
     /* placement is inferred only from a consistent stage -> rank map */
     if (d->nerr == nerr0 && infer_placement(r, own, nown, P, &V, &vshape)) {
-        check_comms(r, own, (uint32_t)nown);
+        size_t norder;
+        Ref *order = merge_order(r, &norder);
+        check_actions(r, own, (uint32_t)nown, order, norder);
         if (d->nerr == nerr0)
-            p = make_pipeline(r, name, P, maxmb + 1, V, vshape);
+            p = make_pipeline(r, name, P, maxmb + 1, V, vshape, order, norder);
+        free(order);
     }
     free(own);
     return p;
@@ -768,7 +636,27 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
+/* One cell of an exported row: a compute action (CELL_F, CELL_I the input-gradient
+ * half, CELL_B the full backward, CELL_W) or CELL_ACTION + ActionKind. An OVERLAP_F_B
+ * cell is followed by the two cells it pairs. */
+enum { CELL_F, CELL_I, CELL_B, CELL_W, CELL_ACTION };
+
+typedef struct Cell {
+    uint32_t kind, stage, mb;
+    Loc loc;
+} Cell;
+
+/* A rank's cells. */
+typedef struct Row {
+    Cell *c;
+    size_t n, cap;
+} Row;
+
+/* The cells of every rank of p, ops and kept actions in listed order (p2p false: the
+ * SEND/RECV actions left out, for the lowering to place its own). B is I when a W of
+ * the same (virtual stage, micro-batch) exists. Ops without a PyTorch action are left
+ * out with one warning per kind; returns their number in *dropped. */
+static Row *export_rows(Diag *d, const Pipeline *p, bool p2p, uint64_t *dropped)
 {
     /* Keys (virtual stage, micro-batch) of every W, sorted: a B with a W is an I. */
     uint64_t *wkeys = NULL;
@@ -783,33 +671,38 @@ uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
         }
     if (nw)
         qsort(wkeys, nw, sizeof *wkeys, cmp_u64);
-
-    uint64_t dropped = 0;
+    Row *rows = xcalloc((size_t)p->P, sizeof *rows);
     bool warned[OP_NKINDS] = {false};
+    size_t k = 0;
+    *dropped = 0;
     for (int32_t s = 0; s < p->P; s++) {
-        bool first = true;
-        for (uint32_t i = 0; i < p->stages[s].n; i++) {
-            const Op *o = &p->stages[s].ops[i];
-            uint32_t v = (uint32_t)ir_vstage(p, s, o->chunk);
-            const char *kind;
+        Row *row = &rows[s];
+        const StageOps *st = &p->stages[s];
+        for (uint32_t i = 0; i <= st->n; i++) {
+            for (; k < p->nactions && p->actions[k].rank == s && p->actions[k].pos <= i; k++) {
+                const Action *a = &p->actions[k];
+                if (!p2p && ACTION_IS_P2P(a->kind))
+                    continue;
+                Cell c = {CELL_ACTION + a->kind, (uint32_t)ir_vstage(p, s, a->chunk), a->mb, a->loc};
+                VEC_PUSH(row->c, row->n, row->cap, c);
+            }
+            if (i == st->n)
+                break;
+            const Op *o = &st->ops[i];
+            uint32_t v = (uint32_t)ir_vstage(p, s, o->chunk), kind;
+            uint64_t key = (uint64_t)v << 32 | o->mb;
             switch (o->kind) {
             case OP_F:
-                kind = "F";
+                kind = CELL_F;
                 break;
-            case OP_B: {
-                uint64_t key = (uint64_t)v << 32 | o->mb;
-                bool split = nw && bsearch(&key, wkeys, nw, sizeof *wkeys, cmp_u64);
-                if (fmt == CSV_LEGACY)
-                    kind = split ? "B" : "BW";
-                else
-                    kind = split ? "I" : "B";
+            case OP_B:
+                kind = nw && bsearch(&key, wkeys, nw, sizeof *wkeys, cmp_u64) ? CELL_I : CELL_B;
                 break;
-            }
             case OP_W:
-                kind = "W";
+                kind = CELL_W;
                 break;
             default:
-                dropped++;
+                (*dropped)++;
                 if (!warned[o->kind]) {
                     char b[48];
                     diag_warning(d, o->loc, WARN_CSV,
@@ -821,12 +714,9 @@ uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
                 }
                 continue;
             }
-            if (!first)
-                sb_putc(out, ',');
-            sb_printf(out, "%u%s%u", v, kind, o->mb);
-            first = false;
+            Cell c = {kind, v, o->mb, o->loc};
+            VEC_PUSH(row->c, row->n, row->cap, c);
         }
-        sb_putc(out, '\n');
     }
     if (p->ndeps)
         diag_warning(d, p->deps[0].loc, WARN_CSV,
@@ -834,7 +724,230 @@ uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
                      "left out", p->ndeps, p->ndeps == 1 ? "" : "s",
                      p->ndeps == 1 ? "is" : "are");
     free(wkeys);
+    return rows;
+}
+
+static void free_rows(Row *rows, int32_t P)
+{
+    for (int32_t s = 0; s < P; s++)
+        free(rows[s].c);
+    free(rows);
+}
+
+/* Appends one simple cell in dialect fmt: "2F0", "1I3" (legacy "1B3"), "1B0" (legacy
+ * "1BW0"), "0W3", "2SEND_F0", "0UNSHARD" (PyTorch writes no micro-batch there). */
+static void put_cell(StrBuf *out, const Cell *c, CsvFormat fmt)
+{
+    static const char *const spell[2][4] = {{"F", "I", "B", "W"}, {"F", "B", "BW", "W"}};
+    if (c->kind < CELL_ACTION)
+        sb_printf(out, "%u%s%u", c->stage, spell[fmt == CSV_LEGACY][c->kind], c->mb);
+    else if (ACTION_IS_P2P(c->kind - CELL_ACTION))
+        sb_printf(out, "%u%s%u", c->stage, action_kind_name[c->kind - CELL_ACTION], c->mb);
+    else
+        sb_printf(out, "%u%s", c->stage, action_kind_name[c->kind - CELL_ACTION]);
+}
+
+/* Writes the rows, one line each; an OVERLAP_F_B cell takes the two after it as
+ * "(a;b)OVERLAP_F_B". */
+static void put_rows(StrBuf *out, const Row *rows, int32_t P, CsvFormat fmt)
+{
+    for (int32_t s = 0; s < P; s++) {
+        const Row *row = &rows[s];
+        for (size_t i = 0; i < row->n; i++) {
+            if (i)
+                sb_putc(out, ',');
+            const Cell *c = &row->c[i];
+            if (c->kind == CELL_ACTION + ACTION_OVERLAP_F_B && i + 2 < row->n) {
+                sb_putc(out, '(');
+                put_cell(out, &row->c[i + 1], fmt);
+                sb_putc(out, ';');
+                put_cell(out, &row->c[i + 2], fmt);
+                sb_puts(out, ")OVERLAP_F_B");
+                i += 2;
+            } else if (c->kind != CELL_ACTION + ACTION_OVERLAP_F_B) {
+                put_cell(out, c, fmt);
+            } else if (i + 1 < row->n) { /* a pair cut short: its one action */
+                put_cell(out, &row->c[++i], fmt);
+            }
+        }
+        sb_putc(out, '\n');
+    }
+}
+
+uint64_t csv_export(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
+{
+    uint64_t dropped;
+    Row *rows = export_rows(d, p, true, &dropped);
+    put_rows(out, rows, p->P, fmt);
+    free_rows(rows, p->P);
     return dropped;
+}
+
+/* --- the comms form: PyTorch's lowering ------------------------------------------- */
+
+/* _merge_bw: an I directly followed by the W of the same stage and micro-batch becomes
+ * one full backward B. */
+static void merge_bw(Row *row)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < row->n; i++) {
+        Cell c = row->c[i];
+        if (c.kind == CELL_I && i + 1 < row->n && row->c[i + 1].kind == CELL_W &&
+            row->c[i + 1].stage == c.stage && row->c[i + 1].mb == c.mb &&
+            !(i > 0 && row->c[i - 1].kind == CELL_ACTION + ACTION_OVERLAP_F_B)) {
+            c.kind = CELL_B;
+            i++;
+        }
+        row->c[k++] = c;
+    }
+    row->n = k;
+}
+
+/* What the lowering has placed, per (virtual stage, micro-batch): bits of the kinds
+ * _ready_to_schedule asks about. Every one of them is placed on the owner of its stage,
+ * so one table serves all ranks. */
+enum { DONE_F = 1, DONE_I = 2, DONE_B = 4, DONE_RECV_F = 8, DONE_RECV_B = 16 };
+
+typedef struct Lower {
+    const Pipeline *p;
+    uint32_t S, M;
+    uint8_t *done;  /* [S*M] DONE_* bits */
+} Lower;
+
+static uint8_t *done_at(const Lower *L, uint32_t v, uint32_t mb)
+{
+    return &L->done[(size_t)v * L->M + mb];
+}
+
+static uint32_t owner_of(const Lower *L, uint32_t v)
+{
+    int32_t s, c;
+    ir_owner(L->p, (int32_t)v, &s, &c);
+    return (uint32_t)s;
+}
+
+/* _ready_to_schedule: an F waits for its input (RECV_F, or the F of the previous stage
+ * on the same rank), a backward (I or B) for its gradient (RECV_B, or the backward of
+ * the next stage). */
+static bool ready(const Lower *L, const Cell *c)
+{
+    if (c->kind == CELL_F && c->stage != 0)
+        return (*done_at(L, c->stage, c->mb) & DONE_RECV_F) ||
+               (*done_at(L, c->stage - 1, c->mb) & DONE_F);
+    if ((c->kind == CELL_I || c->kind == CELL_B) && c->stage != L->S - 1)
+        return (*done_at(L, c->stage, c->mb) & DONE_RECV_B) ||
+               (*done_at(L, c->stage + 1, c->mb) & (DONE_I | DONE_B));
+    return true;
+}
+
+/* _has_comms: an F sends to the next stage and a backward to the previous one when
+ * that stage is on another rank. */
+static bool has_comms(const Lower *L, const Cell *c)
+{
+    if (c->kind == CELL_F)
+        return c->stage != L->S - 1 && owner_of(L, c->stage + 1) != owner_of(L, c->stage);
+    if (c->kind == CELL_I || c->kind == CELL_B)
+        return c->stage != 0 && owner_of(L, c->stage - 1) != owner_of(L, c->stage);
+    return false;
+}
+
+static void mark_done(const Lower *L, const Cell *c)
+{
+    static const uint8_t bit[4] = {DONE_F, DONE_I, DONE_B, 0};
+    if (c->kind < CELL_ACTION)
+        *done_at(L, c->stage, c->mb) |= bit[c->kind];
+    else if (c->kind == CELL_ACTION + ACTION_RECV_F)
+        *done_at(L, c->stage, c->mb) |= DONE_RECV_F;
+    else if (c->kind == CELL_ACTION + ACTION_RECV_B)
+        *done_at(L, c->stage, c->mb) |= DONE_RECV_B;
+}
+
+int csv_export_comms(Diag *d, const Pipeline *p, CsvFormat fmt, StrBuf *out)
+{
+    int nerr0 = d->nerr;
+    uint32_t S = (uint32_t)p->P * (uint32_t)p->V, M = (uint32_t)p->M;
+    if ((uint64_t)S * M > (1u << 28)) {
+        diag_error(d, p->loc, DIAG_LIMIT,
+                   "%u virtual stages x %u micro-batches are too many for export-csv --comms "
+                   "(at most 2^28)", S, M);
+        return 1;
+    }
+    uint64_t dropped;
+    Row *in = export_rows(d, p, false, &dropped);
+    Row *res = xcalloc((size_t)p->P, sizeof *res);
+    Lower L = {p, S, M, xcalloc((size_t)S * M + 1, 1)};
+    size_t *head = xcalloc((size_t)p->P + 1, sizeof *head);
+    for (int32_t s = 0; s < p->P; s++)
+        merge_bw(&in[s]);
+    /* _add_send_recv: round-robin over the ranks in order; a rank places its next unit
+     * (an action, or an OVERLAP_F_B with its pair) when every compute in it is ready,
+     * then after each compute its SEND, and the RECV at the end of the receiver's row. */
+    for (bool left = true; left;) {
+        bool progress = false;
+        left = false;
+        for (int32_t s = 0; s < p->P; s++) {
+            Row *row = &in[s];
+            if (head[s] >= row->n)
+                continue;
+            size_t h = head[s], len = 1;
+            if (row->c[h].kind == CELL_ACTION + ACTION_OVERLAP_F_B)
+                len = h + 3 <= row->n ? 3 : row->n - h;
+            bool ok = true;
+            for (size_t k = h; k < h + len; k++)
+                ok = ok && ready(&L, &row->c[k]);
+            if (!ok) {
+                left = true;
+                continue;
+            }
+            for (size_t k = h; k < h + len; k++)
+                VEC_PUSH(res[s].c, res[s].n, res[s].cap, row->c[k]);
+            for (size_t k = h; k < h + len; k++) {
+                const Cell *c = &row->c[k];
+                mark_done(&L, c);
+                if (!has_comms(&L, c))
+                    continue;
+                bool f = c->kind == CELL_F;
+                Cell send = {CELL_ACTION + (f ? ACTION_SEND_F : ACTION_SEND_B), c->stage, c->mb,
+                             c->loc};
+                Cell recv = {CELL_ACTION + (f ? ACTION_RECV_F : ACTION_RECV_B),
+                             f ? c->stage + 1 : c->stage - 1, c->mb, c->loc};
+                Row *to = &res[owner_of(&L, recv.stage)];
+                VEC_PUSH(res[s].c, res[s].n, res[s].cap, send);
+                VEC_PUSH(to->c, to->n, to->cap, recv);
+                mark_done(&L, &recv);
+            }
+            head[s] = h + len;
+            progress = true;
+            left |= head[s] < row->n;
+        }
+        if (left && !progress) {
+            /* PyTorch: "Malformed compute schedule, can't schedule sends/recvs" */
+            for (int32_t s = 0; s < p->P; s++) {
+                if (head[s] >= in[s].n)
+                    continue;
+                char b[48];
+                const Cell *c = &in[s].c[head[s]];
+                if (c->kind == CELL_ACTION + ACTION_OVERLAP_F_B && head[s] + 1 < in[s].n)
+                    c = &in[s].c[head[s] + 1];
+                StrBuf t = {0};
+                put_cell(&t, c, fmt);
+                snprintf(b, sizeof b, "%s", sb_str(&t));
+                sb_free(&t);
+                diag_error(d, c->loc, DIAG_DEADLOCK,
+                           "PyTorch's lowering cannot place SEND/RECV: stage %d waits in %s for "
+                           "an input no rank will send", (int)s, b);
+                break;
+            }
+            break;
+        }
+    }
+    if (d->nerr == nerr0)
+        put_rows(out, res, p->P, fmt);
+    free(head);
+    free(L.done);
+    free_rows(in, p->P);
+    free_rows(res, p->P);
+    return d->nerr - nerr0;
 }
 
 char *csv_name_from_path(const char *path)

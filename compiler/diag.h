@@ -57,7 +57,8 @@ extern const char *const diag_code_name[DIAG_NCODES];
     X(OVERSUBSCRIBED, "oversubscribed", "more rank threads than cores") \
     X(MODEL, "model", "a policy or pass that needs a model to size its effect") \
     X(PASS, "pass", "a pass that fell back or lengthened the schedule") \
-    X(CSV, "csv", "a CSV action or dependency that was dropped")
+    X(CSV, "csv", "a CSV action or dependency that was dropped") \
+    X(ACTION, "action", "a runtime action in an order PyTorch's runtime rejects")
 
 typedef enum WarnCode {
 #define X(e, s, why) WARN_##e,

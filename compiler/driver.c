@@ -225,12 +225,14 @@ static const struct {
      "  -o, --output OUT    write OUT atomically instead of standard output\n"
      "      --name NAME     the pipeline's name (default: the file's base name)\n"},
     {"export-csv",
-     "usage: pipec export-csv [options] FILE [-o F.csv] [--legacy | --current]\n"
-     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions), in the\n"
-     "dialect FILE was imported in (import-csv marks a legacy CSV), else the current one.\n"
+     "usage: pipec export-csv [options] FILE [-o F.csv] [--legacy | --current] [--comms]\n"
+     "Writes the schedule as a PyTorch pipelining schedule CSV (compute actions and the\n"
+     "runtime actions FILE keeps), in the dialect FILE was imported in (import-csv marks\n"
+     "a legacy CSV), else the current one.\n"
      "  -o, --output OUT    write OUT atomically instead of standard output\n"
      "      --legacy        spell the split backward B/BW as older PyTorch artifacts do\n"
      "      --current       spell it I/W and the full backward B, as PyTorch does now\n"
+     "      --comms         the comms form: SEND/RECV placed by PyTorch's lowering\n"
      COMMON_OPTS},
     {"tune",
      "usage: pipec tune [options] FILE [-o OUT] [--budget N] [--top N] [--json|--csv]\n"

@@ -438,6 +438,28 @@ static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
     stage_push(&p->stages[e->cur_stage], op);
 }
 
+/* Appends runtime action o (AstOp kind OP_NKINDS + ActionKind, numbers in range) to
+ * the current stage, before the op the stage lists next (docs/language.md "Runtime
+ * actions"). */
+static void emit_action(Elab *e, const AstOp *o, Loc loc)
+{
+    Pipeline *p = e->p;
+    if (e->cur_stage < 0) {
+        EXP_ERROR(e, loc, DIAG_SYNTAX, "action outside a 'stage' block");
+        return;
+    }
+    if (++e->nops > frontend_limits.max_ops) {
+        diag_error(e->d, loc, DIAG_LIMIT, "the schedule has more than %" PRIu64 " ops",
+                   frontend_limits.max_ops);
+        e->stop = true;
+        return;
+    }
+    Action a = {.mb = (uint32_t)o->mb, .pos = p->stages[e->cur_stage].n,
+                .rank = (uint16_t)e->cur_stage, .kind = (uint8_t)(o->kind - OP_NKINDS),
+                .chunk = (uint8_t)o->chunk, .loc = loc};
+    pipeline_push_action(p, a);
+}
+
 /* The op kind spelled s (F, B, W, R, SO, SI, OG, LW), or -1. */
 static int op_kind_of(const char *s)
 {
@@ -593,7 +615,10 @@ static void exec(Elab *e, const Node *n, bool top)
             const AstOp *o = &n->u.run.ops[i];
             if (e->cur_stage >= 0 && !lit_in_range(e, o, n->loc.file))
                 continue;
-            emit(e, (OpKind)o->kind, (int64_t)o->mb, o->chunk, (Loc){o->off, n->loc.file});
+            if (o->kind >= OP_NKINDS)
+                emit_action(e, o, (Loc){o->off, n->loc.file});
+            else
+                emit(e, (OpKind)o->kind, (int64_t)o->mb, o->chunk, (Loc){o->off, n->loc.file});
         }
         return;
     case N_OPCALL: {
@@ -1139,6 +1164,7 @@ Pipeline *elaborate(Diag *d, const Program *prog)
         /* Phase 5: the body as a program: stage blocks, deps, lets, loops, `schedule`. */
         e->nexp_err = 0;
         exec_list(e, pl->body, true);
+        pipeline_sort_actions(p); /* stage blocks may come in any order */
     }
 
     free(e->templates);

@@ -16,6 +16,12 @@ const char *const op_kind_name[OP_NKINDS] = {
 #undef X
 };
 
+const char *const action_kind_name[ACTION_N] = {
+#define X(e, s) s,
+    ACTION_KINDS(X)
+#undef X
+};
+
 const char *const cost_field_name[COST_NFIELDS] = {
 #define X(e, n, u, s) n,
     COST_FIELDS(X)
@@ -184,6 +190,8 @@ Pipeline *pipeline_clone(const Pipeline *p)
     q->adjusted = dup_mem(p->adjusted, np * sizeof *p->adjusted);
     q->deps = dup_mem(p->deps, p->ndeps * sizeof *p->deps);
     q->depcap = p->ndeps;
+    q->actions = dup_mem(p->actions, p->nactions * sizeof *p->actions);
+    q->actioncap = p->nactions;
     q->model = clone_entity(p->model);
     q->device = clone_entity(p->device);
     q->partition = dup_mem(p->partition, p->npartition * sizeof *p->partition);
@@ -207,6 +215,7 @@ void pipeline_free(Pipeline *p)
     free_stages(p);
     free(p->name);
     free(p->deps);
+    free(p->actions);
     free_entity(p->model);
     free_entity(p->device);
     free(p->partition);
@@ -219,6 +228,39 @@ void pipeline_free(Pipeline *p)
     }
     free(p->passes);
     free(p);
+}
+
+void pipeline_push_action(Pipeline *p, Action a)
+{
+    size_t cap = p->actioncap;
+    VEC_PUSH(p->actions, p->nactions, cap, a);
+    p->actioncap = (uint32_t)cap;
+}
+
+void pipeline_sort_actions(Pipeline *p)
+{
+    /* Insertion sort: stable, and linear on the usual already-sorted list. */
+    for (uint32_t i = 1; i < p->nactions; i++) {
+        Action a = p->actions[i];
+        uint32_t j = i;
+        while (j > 0 && (p->actions[j - 1].rank > a.rank ||
+                         (p->actions[j - 1].rank == a.rank && p->actions[j - 1].pos > a.pos))) {
+            p->actions[j] = p->actions[j - 1];
+            j--;
+        }
+        p->actions[j] = a;
+    }
+}
+
+char *action_name(char *buf, size_t n, const Action *a)
+{
+    if (a->kind == ACTION_OVERLAP_F_B)
+        snprintf(buf, n, "%s", action_kind_name[a->kind]);
+    else if (a->chunk)
+        snprintf(buf, n, "%s%u.%u", action_kind_name[a->kind], a->mb, (unsigned)a->chunk);
+    else
+        snprintf(buf, n, "%s%u", action_kind_name[a->kind], a->mb);
+    return buf;
 }
 
 void stage_push(StageOps *s, Op op)

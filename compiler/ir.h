@@ -84,6 +84,47 @@ typedef struct OpRef {
     uint8_t chunk;
 } OpRef;
 
+/* Actions of PyTorch's pipelining runtime that are not ops (docs/csv.md "Kept actions",
+ * docs/semantics.md "Runtime actions"). They sit between a rank's ops, change no op's
+ * timing or memory, and are only checked (actions.h) and written back (csv.h).
+ * X(enum suffix, spelling in the language and in PyTorch's CSV). SEND_F/RECV_F/
+ * SEND_B/RECV_B name the local virtual stage (a RECV the receiving one, as PyTorch
+ * writes it); UNSHARD, RESHARD and REDUCE_GRAD act on a whole chunk (written with
+ * micro-batch 0, like OG); OVERLAP_F_B (no numbers) runs the next two ops listed
+ * after it as one overlapped pair (DualPipeV). */
+#define ACTION_KINDS(X) \
+    X(SEND_F, "SEND_F") \
+    X(RECV_F, "RECV_F") \
+    X(SEND_B, "SEND_B") \
+    X(RECV_B, "RECV_B") \
+    X(UNSHARD, "UNSHARD") \
+    X(RESHARD, "RESHARD") \
+    X(REDUCE_GRAD, "REDUCE_GRAD") \
+    X(OVERLAP_F_B, "OVERLAP_F_B")
+
+typedef enum ActionKind {
+#define X(e, s) ACTION_##e,
+    ACTION_KINDS(X)
+#undef X
+    ACTION_N
+} ActionKind;
+
+extern const char *const action_kind_name[ACTION_N];
+
+/* True for the point-to-point kinds (SEND_F..RECV_B); a SEND has an even kind. */
+#define ACTION_IS_P2P(k) ((k) <= ACTION_RECV_B)
+
+/* One action on rank `rank`, listed before the op at index pos of that rank's list
+ * (pos = the rank's op count when it follows the last op). 16 bytes. */
+typedef struct Action {
+    uint32_t mb;     /* micro-batch (0 for the chunk-wide kinds and OVERLAP_F_B) */
+    uint32_t pos;    /* index of the op it precedes in stages[rank].ops */
+    uint16_t rank;
+    uint8_t kind;    /* ActionKind */
+    uint8_t chunk;
+    Loc loc;
+} Action;
+
 /* `dep A -> B`: B waits for A. */
 typedef struct Dep {
     OpRef from, to;
@@ -234,6 +275,10 @@ typedef struct Pipeline {
     StageOps *stages;         /* [P] */
     Dep *deps;
     uint32_t ndeps, depcap;
+    /* Runtime actions between the ops, sorted by (rank, pos), ties in listed order;
+     * empty unless the file writes them (import-csv keeps a CSV's). */
+    Action *actions;
+    uint32_t nactions, actioncap;
 
     /* Settings beyond the explicit form; consumed by the cost model and the passes,
      * never printed by `pipec print`. */
@@ -275,6 +320,15 @@ void pipeline_free(Pipeline *p);
 
 /* Appends an op to a rank's list. */
 void stage_push(StageOps *s, Op op);
+
+/* Appends an action; callers append in (rank, pos) order or call pipeline_sort_actions. */
+void pipeline_push_action(Pipeline *p, Action a);
+
+/* Sorts p->actions by (rank, pos), keeping the listed order of equal keys. */
+void pipeline_sort_actions(Pipeline *p);
+
+/* Writes "SEND_F3", "RECV_B3.1", "UNSHARD0.1", "OVERLAP_F_B" into buf; returns buf. */
+char *action_name(char *buf, size_t n, const Action *a);
 
 /* Total number of ops over all ranks. */
 uint64_t pipeline_nops(const Pipeline *p);

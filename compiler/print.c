@@ -217,10 +217,43 @@ static void put_op(StrBuf *out, const Op *op)
     out->s[out->len] = 0;
 }
 
+/* A stage that has runtime actions: ops and actions, PRINT_OPS_PER_LINE items a line. */
+static void print_stage_actions(StrBuf *out, const Pipeline *p, int32_t s, uint32_t k)
+{
+    const StageOps *st = &p->stages[s];
+    uint32_t n = st->n, end = k;
+    while (end < p->nactions && p->actions[end].rank == s)
+        end++;
+    bool wrap = n + (end - k) > PRINT_OPS_PER_LINE;
+    uint32_t items = 0;
+    for (uint32_t i = 0; i <= n; i++) {
+        for (; k < end && p->actions[k].pos <= i; k++, items++) {
+            char b[48];
+            if (wrap && items % PRINT_OPS_PER_LINE == 0)
+                sb_puts(out, "\n   ");
+            sb_printf(out, " %s", action_name(b, sizeof b, &p->actions[k]));
+        }
+        if (i == n)
+            break;
+        if (wrap && items % PRINT_OPS_PER_LINE == 0)
+            sb_puts(out, "\n   ");
+        put_op(out, &st->ops[i]);
+        items++;
+    }
+    sb_puts(out, wrap ? "\n  }\n" : " }\n");
+}
+
 static void print_stage(StrBuf *out, const Pipeline *p, int32_t s)
 {
     const StageOps *st = &p->stages[s];
     sb_printf(out, "  stage %d {", (int)s);
+    uint32_t k = 0;
+    while (k < p->nactions && p->actions[k].rank < s)
+        k++;
+    if (k < p->nactions && p->actions[k].rank == s) {
+        print_stage_actions(out, p, s, k);
+        return;
+    }
     if (st->n <= PRINT_OPS_PER_LINE) {
         for (uint32_t i = 0; i < st->n; i++)
             put_op(out, &st->ops[i]);

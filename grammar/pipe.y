@@ -120,6 +120,7 @@ static NodeList append(NodeList l, NodeList t)
 %token <str> STRING "string"
 %token <num> NUM "number"
 %token <op> OPTOK "op"
+%token <op> ACTTOK "action"
 %token INVALID "invalid character"
 %token <str> PIPELINE "'pipeline'" TEMPLATE "'template'" IMPORT "'import'" MODEL "'model'"
 %token <str> DEVICE "'device'" STAGES "'stages'" MICROBATCHES "'microbatches'"
@@ -193,6 +194,7 @@ items:
   %empty               { $$ = (NodeList){0, 0}; }
 | items item           { $$ = push($1, $2); }
 | items OPTOK          { $$ = $1; ast_push_op(ps->c, &$$, $2, ps->file); }
+| items ACTTOK         { $$ = $1; ast_push_op(ps->c, &$$, $2, ps->file); }
 | items APPLY passes   { $$ = append($1, $3); }
 | items ';'            { $$ = $1; }
 ;

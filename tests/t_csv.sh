@@ -2,9 +2,12 @@
 # t_csv.sh - `pipec import-csv` and `pipec export-csv` (docs/csv.md) from the command line.
 #
 # - PyTorch's own artifacts (tests/csv/README.md) import, pass `pipec check`, and come
-#   back from export-csv with every rank's compute actions in the same order. The
-#   expected order comes from `norm` below, written here: drop empty cells (bubbles) and
-#   communication/sharding actions, expand (a;b)OVERLAP_F_B into a,b.
+#   back from export-csv with every rank's actions in the same order. The expected
+#   order comes from `norm` below, written here: drop empty cells (bubbles); SEND/RECV,
+#   sharding actions and (a;b)OVERLAP_F_B composites are kept as import keeps them.
+# - export-csv --comms of PyTorch's ZB1P compute artifact is its comms artifact.
+# - kept actions are checked in the .pipe (located at the op there), and sharding
+#   actions in a suspicious order warn.
 # - export -> import -> export is a fixed point, byte for byte; a stdlib schedule
 #   exported and imported again has the same ops on every rank.
 # - bad CSVs: exact diagnostics, exit 1, no output file; usage errors exit 2.
@@ -17,17 +20,7 @@ A=tests/csv
 norm() {
     tr -d '\r' <"$1" | awk -F, '{
         out = ""
-        for (i = 1; i <= NF; i++) {
-            c = $i; n = 1; parts[1] = c
-            if (substr(c, 1, 1) == "(") {
-                sub(/^\(/, "", c); sub(/\)OVERLAP_F_B$/, "", c); n = split(c, parts, ";")
-            }
-            for (k = 1; k <= n; k++) {
-                a = parts[k]
-                if (a == "" || a ~ /SEND_|RECV_|UNSHARD|RESHARD|REDUCE_GRAD/) continue
-                out = out (out == "" ? "" : ",") a
-            }
-        }
+        for (i = 1; i <= NF; i++) if ($i != "") out = out (out == "" ? "" : ",") $i
         print out
     }'
 }
@@ -273,6 +266,69 @@ check "export-csv -Werror with a dep: nothing written" test ! -e "$tmp/dep2.csv"
 "$PIPEC" export-csv "$tmp/legacy_first.pipe" >"$tmp/lf.csv" 2>"$tmp/err"
 "$PIPEC" export-csv --legacy tests/golden/sim/tiny_1f1b.pipe >"$tmp/lf2.csv" 2>/dev/null
 check "the legacy mark on line 1 chooses the legacy dialect" cmp -s "$tmp/lf.csv" "$tmp/lf2.csv"
+
+# --- the comms form ------------------------------------------------------------------
+# export-csv --comms lowers as PyTorch's test of its artifacts does (_merge_bw, then
+# _add_send_recv): the ZB1P compute artifact gives PyTorch's comms artifact, every action.
+"$PIPEC" export-csv --comms "$tmp/zb1p_2rank_2stagep_compute.pipe" -o "$tmp/lowered.csv"
+check "export-csv --comms of the ZB1P compute artifact is PyTorch's comms artifact" \
+    cmp -s "$tmp/lowered.csv" "$A/zb1p_2rank_2stagep_comms.csv"
+# The imported comms artifact comes back unchanged, SEND/RECV and all.
+check "comms artifact: import then export is the artifact" \
+    cmp -s "$tmp/zb1p_2rank_2stagep_comms.csv" "$A/zb1p_2rank_2stagep_comms.csv"
+# Every template-generated PyTorch schedule lowers to a comms form that import-csv's
+# checks (pairing, order, deadlock) and `pipec check` accept.
+for f in tests/torch/*.csv; do
+    n=$(basename "$f" .csv)
+    if "$PIPEC" import-csv "$f" 2>/dev/null | "$PIPEC" export-csv --comms - >"$tmp/lc.csv" 2>"$tmp/err" &&
+       "$PIPEC" import-csv "$tmp/lc.csv" -o "$tmp/lc.pipe" 2>>"$tmp/err" &&
+       "$PIPEC" check -q "$tmp/lc.pipe" >>"$tmp/err" 2>&1; then ok
+    else bad "lowered $n" "$(head -3 "$tmp/err")"; fi
+done
+# The .pipe keeps the actions and `pipec check` checks them there: rank 1's first two
+# receives swapped in the imported artifact (the issue's example) is an error at the
+# RECV_F1 in the .pipe, with a note at stage 0's SEND_F0.
+sed 's/^    RECV_F0 F0 SEND_F0 RECV_F1 /    RECV_F1 RECV_F0 F0 SEND_F0 /' \
+    "$tmp/zb1p_2rank_2stagep_comms.pipe" >"$tmp/swapped.pipe"
+l1=$(grep -n '^  stage 1 {' "$tmp/swapped.pipe" | cut -d: -f1); l1=$((l1 + 1))
+l0=$(grep -n '^  stage 0 {' "$tmp/swapped.pipe" | cut -d: -f1); l0=$((l0 + 1))
+"$PIPEC" check "$tmp/swapped.pipe" >"$tmp/out" 2>&1
+check "check of swapped receives: exit 1" test $? = 1
+check "check of swapped receives: located at the RECV in the .pipe" grep -qF \
+    "$tmp/swapped.pipe:$l1:5: error[order]: RECV_F1 on stage 1 is matched with SEND_F0 from stage 0: it is stage 1's next receive from stage 0 and that is stage 0's next send to stage 1, so NCCL pairs them; expected RECV_F0" "$tmp/out"
+check "check of swapped receives: note at the SEND" grep -qF "$tmp/swapped.pipe:$l0:8: note: SEND_F0 is here" "$tmp/out"
+
+# --- sharding and gradient reduction -------------------------------------------------
+# Kept and written back as they were.
+printf '0UNSHARD,0F0,0F1,0SEND_F0,0SEND_F1,1RECV_B0,0RECV_B0,0B0,0RECV_B1,0B1,0RESHARD,0REDUCE_GRAD\n1RECV_F0,1UNSHARD,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1RESHARD,1REDUCE_GRAD\n' >"$tmp/fsdp.csv"
+"$PIPEC" import-csv "$tmp/fsdp.csv" -o "$tmp/fsdp.pipe" 2>"$tmp/err"
+check "FSDP actions: a placement error for 1RECV_B0 on rank 0" grep -qF "fsdp.csv:1:36: error[placement]: 1RECV_B0 is on rank 0, which does not hold stage 1" "$tmp/err"
+printf '0UNSHARD,0F0,0F1,0SEND_F0,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0RESHARD,0REDUCE_GRAD\n1RECV_F0,1UNSHARD,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1RESHARD,1REDUCE_GRAD\n' >"$tmp/fsdp.csv"
+"$PIPEC" import-csv "$tmp/fsdp.csv" -o "$tmp/fsdp.pipe" 2>"$tmp/err"
+check "FSDP actions: import is quiet" test ! -s "$tmp/err"
+check "FSDP actions: kept in the .pipe" grep -qF "stage 1 { RECV_F0 UNSHARD0 F0 RECV_F1 F1 B0 SEND_B0 B1 SEND_B1 RESHARD0 REDUCE_GRAD0 }" "$tmp/fsdp.pipe"
+"$PIPEC" export-csv "$tmp/fsdp.pipe" -o "$tmp/fsdp2.csv"
+check "FSDP actions: round trip equal" cmp -s "$tmp/fsdp.csv" "$tmp/fsdp2.csv"
+check "FSDP actions: check passes" "$PIPEC" check -q "$tmp/fsdp.pipe"
+# Computing between a RESHARD and the next UNSHARD, and a REDUCE_GRAD before the last
+# backward, are warnings (PyTorch's runtime fails there), at the CSV and in the .pipe.
+printf '0UNSHARD,0F0,0RESHARD,0REDUCE_GRAD,0B0\n' >"$tmp/sh.csv"
+"$PIPEC" import-csv "$tmp/sh.csv" -o "$tmp/sh.pipe" 2>"$tmp/err"
+check "sharding order: import exit 0" test $? = 0
+check "sharding order: compute after RESHARD warns at the CSV" grep -qF "sh.csv:1:36: warning[action]: 0B0 computes on stage 0 after its 0RESHARD and before the next UNSHARD: PyTorch's runtime stops with 'Attempted to compute on sharded stage'" "$tmp/err"
+check "sharding order: REDUCE_GRAD before the last backward warns" grep -qF "sh.csv:1:23: warning[action]: 0REDUCE_GRAD of stage 0 comes before 0B0, the stage's last backward: it reduces gradients that are not complete" "$tmp/err"
+"$PIPEC" check "$tmp/sh.pipe" >"$tmp/out" 2>&1
+check "sharding order: check exit 0" test $? = 0
+l=$(grep -n '^  stage 0 {' "$tmp/sh.pipe" | cut -d: -f1)
+check "sharding order: the warning in the .pipe" grep -qF "sh.pipe:$l:47: warning[action]: B0 computes on stage 0 after its RESHARD0 and before the next UNSHARD" "$tmp/out"
+"$PIPEC" check -Werror "$tmp/sh.pipe" >/dev/null 2>&1
+check "sharding order: -Werror fails" test $? = 1
+printf '0UNSHARD,0UNSHARD,0F0,0B0\n' >"$tmp/sh2.csv"
+"$PIPEC" import-csv "$tmp/sh2.csv" >/dev/null 2>"$tmp/err"
+check "UNSHARD twice warns" grep -qF "sh2.csv:1:10: warning[action]: 0UNSHARD of stage 0, which is already unsharded: PyTorch's runtime stops with 'Unsharding the same stage twice'" "$tmp/err"
+# A pass may move ops, so it drops the actions (with a warning).
+"$PIPEC" opt "$tmp/fsdp.pipe" --pass dependency_relaxation >/dev/null 2>"$tmp/err"
+check "a pass drops the actions with a warning" grep -qF "runtime actions (SEND_F, UNSHARD, ...) of the schedule are dropped" "$tmp/err"
 
 # --- under the sanitizers -----------------------------------------------------------
 for f in $A/*.csv; do

@@ -3,6 +3,7 @@
 #include "passes.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
@@ -79,6 +80,17 @@ int run_pass(Diag *d, Pipeline *p, const PassCall *call)
         }
     if (err)
         return err;
+    if (p->nactions) {
+        /* An action's place is an op index that a pass may move (docs/language.md
+         * "Runtime actions"); export-csv --comms places SEND/RECV again. */
+        diag_warning(d, call->loc, WARN_PASS,
+                     "pass '%s' may reorder ops, so the %u runtime action%s (SEND_F, UNSHARD, "
+                     "...) of the schedule %s dropped", pi->name, p->nactions,
+                     p->nactions == 1 ? "" : "s", p->nactions == 1 ? "is" : "are");
+        free(p->actions);
+        p->actions = NULL;
+        p->nactions = p->actioncap = 0;
+    }
     return pi->fn(d, p, call);
 }
 

@@ -4,8 +4,9 @@
  * bad CSVs give their exact diagnostics.
  *
  * The expected action sequences come from a normaliser written here, independent of
- * csv.c: split the row at commas, drop empty cells and communication actions, and
- * expand (a;b)OVERLAP_F_B into a, b. Runs from the repository root (tests/run.sh). */
+ * csv.c: split the row at commas and drop empty cells (bubbles); communication and
+ * sharding actions and (a;b)OVERLAP_F_B composites are kept, as import keeps them. Runs
+ * from the repository root (tests/run.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,7 +45,7 @@ static Pipeline *import_path(Cap *c, const char *path)
     return csv_import(&c->d, f, "t");
 }
 
-/* The normaliser: appends row's compute actions, comma-separated, one line per row. */
+/* The normaliser: appends row's actions, comma-separated, one line per row. */
 static void normalise(StrBuf *out, const char *text)
 {
     const char *s = text;
@@ -63,24 +64,10 @@ static void normalise(StrBuf *out, const char *text)
             size_t cn = j - i < sizeof cell - 1 ? j - i : sizeof cell - 1;
             memcpy(cell, s + i, cn);
             cell[cn] = 0;
-            char *parts[4] = {cell, NULL, NULL, NULL};
-            int np = 1;
-            if (cell[0] == '(') {
-                char *close = strchr(cell, ')');
-                assert_non_null(close);
-                assert_string_equal(close + 1, "OVERLAP_F_B");
-                *close = 0;
-                np = 0;
-                for (char *t = strtok(cell + 1, ";"); t && np < 4; t = strtok(NULL, ";"))
-                    parts[np++] = t;
-            }
-            for (int k = 0; k < np; k++) {
-                const char *a = parts[k];
-                if (!*a || strstr(a, "SEND_") || strstr(a, "RECV_"))
-                    continue;
+            if (cn) {
                 if (!first)
                     sb_putc(out, ',');
-                sb_puts(out, a);
+                sb_puts(out, cell);
                 first = false;
             }
             i = j + 1;
@@ -202,8 +189,11 @@ static void test_import_dualpipev(void **state)
     cap_close(&c);
 }
 
-/* The comms variant: SEND/RECV skipped; 2BW0 is a full backward (no W), 3B0 ... 3W0 a
- * split one. Rank 0 has only full backwards: 16 F + 16 B; rank 1 16 F + 16 B + 16 W. */
+/* The comms variant: SEND/RECV kept as actions; 2BW0 is a full backward (no W), 3B0 ...
+ * 3W0 a split one. Rank 0 has only full backwards: 16 F + 16 B; rank 1 16 F + 16 B +
+ * 16 W. Looped over 2 ranks every neighbour is on the other rank: stages 0-2 send F and
+ * 1-3 receive it, 1-3 send B and 0-2 receive it, 8 micro-batches each: 96 actions, 48
+ * a rank (rank 0 holds stages 0 and 2: 16 SEND_F, 8 RECV_F, 8 SEND_B, 16 RECV_B). */
 static void test_import_comms(void **state)
 {
     (void)state;
@@ -217,7 +207,65 @@ static void test_import_comms(void **state)
     assert_int_equal(p->stages[0].n, 32);
     assert_int_equal(p->stages[1].n, 48);
     assert_op(p, 0, 4, OP_B, 0, 1); /* 2BW0 */
+    assert_int_equal(p->nactions, 96);
+    uint32_t per_rank[2] = {0, 0}, kinds[ACTION_N] = {0};
+    for (uint32_t i = 0; i < p->nactions; i++) {
+        per_rank[p->actions[i].rank]++;
+        if (p->actions[i].rank == 0)
+            kinds[p->actions[i].kind]++;
+    }
+    assert_int_equal(per_rank[0], 48);
+    assert_int_equal(kinds[ACTION_SEND_F], 16);
+    assert_int_equal(kinds[ACTION_RECV_F], 8);
+    assert_int_equal(kinds[ACTION_SEND_B], 8);
+    assert_int_equal(kinds[ACTION_RECV_B], 16);
+    /* 0F0,0SEND_F0,2RECV_F0: SEND_F0 and then RECV_F0.1 sit before op 1 of rank 0. */
+    assert_int_equal(p->actions[0].kind, ACTION_SEND_F);
+    assert_int_equal(p->actions[0].pos, 1);
+    assert_int_equal(p->actions[1].kind, ACTION_RECV_F);
+    assert_int_equal(p->actions[1].chunk, 1);
+    assert_int_equal(p->actions[1].pos, 1);
     assert_int_equal(check_pipeline(&c.d, p, CHECK_STRUCTURE | CHECK_DEPS), 0);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* export-csv --comms of PyTorch's ZB1P compute artifact is PyTorch's own lowering of
+ * it, its comms artifact (test_schedule.py test_csv), action for action. */
+static void test_export_comms(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = import_path(&c, ART "zb1p_2rank_2stagep_compute.csv");
+    assert_non_null(p);
+    StrBuf out = {0};
+    assert_int_equal(csv_export_comms(&c.d, p, CSV_LEGACY, &out), 0);
+    size_t n;
+    char *want = read_file(ART "zb1p_2rank_2stagep_comms.csv", &n);
+    assert_non_null(want);
+    assert_string_equal(out.s, want);
+    free(want);
+    sb_free(&out);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* A rank whose F waits for an input no rank sends cannot be lowered: rank 0 runs the
+ * backward of stage 0 first, which waits for stage 1's backward, which waits for its
+ * F, which waits for stage 0's F that rank 0 lists after the backward. */
+static void test_export_comms_stuck(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = import_text(&c, "stuck.csv", "0B0,0F0\n1F0,1B0\n");
+    assert_non_null(p);
+    StrBuf out = {0};
+    assert_int_equal(csv_export_comms(&c.d, p, CSV_CURRENT, &out), 1);
+    assert_null(out.s);
+    assert_non_null(strstr(cap_text(&c), "stuck.csv:1:1: error[deadlock]: PyTorch's lowering "
+                                         "cannot place SEND/RECV: stage 0 waits in 0B0"));
     pipeline_free(p);
     cap_close(&c);
 }
@@ -675,6 +723,8 @@ int main(void)
         cmocka_unit_test(test_import_comms),
         cmocka_unit_test(test_round_trip_artifacts),
         cmocka_unit_test(test_round_trip_comms),
+        cmocka_unit_test(test_export_comms),
+        cmocka_unit_test(test_export_comms_stuck),
         cmocka_unit_test(test_export_spelling),
         cmocka_unit_test(test_export_drops),
         cmocka_unit_test(test_import_forms_ok),
