@@ -201,6 +201,7 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
     memset(dv, 0, sizeof *dv);
     dv->efficiency = 1.0;
     dv->mem_bw = dv->host_bw = dv->peer_bw = INFINITY;
+    dv->host_link_ranks = 1;
     int err = 0;
     bool has_peak = false;
     for (uint32_t i = 0; i < e->nfields; i++) {
@@ -240,6 +241,8 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
             err += read_num(d, f, UNIT_BW, 0, true, &dv->host_bw);
         } else if (!strcmp(key, "peer_bw")) {
             err += read_num(d, f, UNIT_BW, 0, true, &dv->peer_bw);
+        } else if (!strcmp(key, "host_link_ranks")) {
+            err += read_int(d, f, "device", &dv->host_link_ranks);
         } else if (!strcmp(key, "host_latency")) {
             err += read_num(d, f, UNIT_TIME, 0, false, &dv->host_latency);
         } else if (!strcmp(key, "peer_latency")) {
@@ -247,12 +250,13 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
         } else {
             static const char *const keys[] = {"memory", "reserved", "peak_tflops",
                                                "efficiency", "mem_bw", "host_bw",
-                                               "host_latency", "peer_bw", "peer_latency"};
+                                               "host_latency", "host_link_ranks", "peer_bw",
+                                               "peer_latency"};
             char hint[96];
             diag_error(d, f->loc, DIAG_NAME, "unknown device field '%s'%s", key,
                        diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
             diag_note(d, f->loc, "device fields: memory reserved peak_tflops efficiency mem_bw "
-                                 "host_bw host_latency peer_bw peer_latency");
+                                 "host_bw host_latency host_link_ranks peer_bw peer_latency");
             err++;
         }
     }
@@ -835,6 +839,10 @@ static int derive(Diag *d, Pipeline *p)
         if (cm.has_device && isfinite(cm.device.host_bw) && !user_set(p, s, -1, COST_HOST_BW))
             put(b, COST_HOST_BW, cm.device.host_bw);
     }
+    /* the device's host-link sharing, unless the pipeline's `costs` sets it */
+    if (cm.has_device && cm.device.host_link_ranks > 1 &&
+        !(p->costs.set & ~p->costs.derived & (1u << COST_HOST_LINK_RANKS)))
+        put(&p->costs, COST_HOST_LINK_RANKS, cm.device.host_link_ranks);
     if (!p->has_memory && cm.has_device && cm.device.has_memory) {
         const Field *mf = field_find(p->device->fields, p->device->nfields, "memory");
         p->has_memory = true;

@@ -85,6 +85,8 @@ typedef struct DeviceSpec {
     double mem_bw;       /* device memory bandwidth, bytes/s (memory-bound recompute) */
     double host_bw;      /* host link, bytes/s each direction (swap) */
     double host_latency; /* ms; kept for completeness, DESIGN's SO/SI time has no latency */
+    double host_link_ranks; /* consecutive ranks sharing one host link (>= 1, default 1;
+                             * docs/simulator.md "Shared host links") */
     double peer_bw;      /* link to the neighbouring stage, bytes/s */
     double peer_latency; /* ms per message */
 } DeviceSpec;

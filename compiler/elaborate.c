@@ -841,6 +841,11 @@ static void read_costs(Elab *e, const Node *n)
                        "'%s' is a per-rank cost; set it in 'costs' or 'costs stage N'", f->name);
             continue;
         }
+        if (n->op != COSTS_ALL && cost_field_scope[k] == SCOPE_PIPELINE) {
+            diag_error(e->d, f->loc, DIAG_VALUE,
+                       "'%s' applies to the whole pipeline; set it in 'costs'", f->name);
+            continue;
+        }
         if (f->a->kind != N_NUM) {
             diag_error(e->d, f->a->loc, DIAG_VALUE, "cost '%s' takes a number", f->name);
             continue;
@@ -856,6 +861,10 @@ static void read_costs(Elab *e, const Node *n)
         }
         if (k == COST_HOST_BW && v == 0) {
             diag_error(e->d, f->a->loc, DIAG_VALUE, "cost 'host_bw' must be positive");
+            continue;
+        }
+        if (k == COST_HOST_LINK_RANKS && (v < 1 || v != floor(v) || v > INT32_MAX)) {
+            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost 'host_link_ranks' must be a positive integer");
             continue;
         }
         if (k == COST_SWAP_FRACTION && v > 1) {

@@ -320,6 +320,7 @@ typedef struct EmitOpRow {
     uint32_t nso_before;  /* SOs listed before it that it waits for */
     double cost_ms;       /* cost-model duration */
     double cost_bytes;    /* cost-model bytes allocated or moved */
+    double link_ms;       /* the part of cost_ms on the host link (opsem_link_ms) */
     uint32_t line;        /* source line, 0 when unknown */
 } EmitOpRow;
 
@@ -341,6 +342,7 @@ typedef struct EmitPlan {
     double scale;           /* synthetic arena bytes = cost-model bytes / scale (>= 1) */
     CommPlan *cp;
     double sim_ms;          /* simulated makespan, -1 when the simulation is stuck */
+    int32_t host_link_ranks; /* consecutive ranks sharing one host link (>= 1) */
     EmitOpRow **rows;       /* [P][n of rank s] */
 } EmitPlan;
 
@@ -385,6 +387,7 @@ static EmitOpRow *plan_rows(const EmitPlan *ep, Diag *d, int32_t s)
         double moved = opsem_moved(k, &occ[o->chunk], walk_alloc[i], walk_freed[i]);
         r->cost_ms = opsem_duration(k, &occ[o->chunk], has, moved);
         r->cost_bytes = moved > 0 ? moved : walk_alloc[i];
+        r->link_ms = fmin(opsem_link_ms(k, &occ[o->chunk], moved), r->cost_ms);
         uint32_t col = 0;
         diag_linecol(d, o->loc, &r->line, &col);
         if (k == OP_SO)
@@ -436,6 +439,7 @@ static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *sour
     ep->cp = comm_plan(p);
     SimResult *sr = simulate(p);
     ep->sim_ms = sr && !sr->stuck ? sr->makespan_ms : -1;
+    ep->host_link_ranks = (int32_t)fmin(ir_cost(p, 0, 0, COST_HOST_LINK_RANKS), INT32_MAX);
     sim_free(sr);
     ep->rows = xcalloc((size_t)p->P, sizeof *ep->rows);
     for (int32_t s = 0; s < p->P; s++)
@@ -538,6 +542,10 @@ static void write_op_row(const EmitPlan *ep, StrBuf *b, int32_t s, uint32_t i)
     put_double(b, r->cost_ms);
     sb_puts(b, ", .cost_bytes = ");
     put_double(b, r->cost_bytes);
+    if (r->link_ms > 0) {
+        sb_puts(b, ", .link_ms = ");
+        put_double(b, r->link_ms);
+    }
     sb_printf(b, ", .line = %u,", r->line);
     static const int64_t none[PR_PIECES] = {-1, -1, -1, -1};
     put_rows(b, "\n      ", "at", am ? am->at[i] : none, as->at[i], PR_PIECES);
@@ -712,6 +720,7 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
     put_double(b, ep->scale);
     sb_puts(b, ",\n    .sim_ms = ");
     put_double(b, ep->sim_ms);
+    sb_printf(b, ",\n    .host_link_ranks = %d", ep->host_link_ranks);
     sb_puts(b, ",\n};\n\n");
 }
 

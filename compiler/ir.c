@@ -324,6 +324,7 @@ static double field_default(const Pipeline *p, int32_t s, int32_t c, CostField f
     case COST_HOST_BW:
         return INFINITY;
     case COST_SWAP_FRACTION:
+    case COST_HOST_LINK_RANKS:
         return 1.0;
     case COST_WACT:
         return ir_cost(p, s, c, COST_ACT);
@@ -340,7 +341,8 @@ double ir_cost(const Pipeline *p, int32_t s, int32_t c, CostField f)
         if (b->set & bit)
             return b->v[f];
     }
-    if (p->stage_costs && s >= 0 && s < p->P && (p->stage_costs[s].set & bit))
+    if (cost_field_scope[f] != SCOPE_PIPELINE && p->stage_costs && s >= 0 && s < p->P &&
+        (p->stage_costs[s].set & bit))
         return p->stage_costs[s].v[f];
     if (p->costs.set & bit)
         return p->costs.v[f];

@@ -138,9 +138,12 @@ typedef struct Dep {
  * chunk's model states between LW and OG), `opt_host` the host optimizer step OG runs
  * after its copy (ms). All default to 0. fcomm, bcomm and rcomm are the parts of f, b
  * and r during which the compute stream waits for tensor-parallel all-reduces (Lynx
- * Fig. 1 phases 1-4; docs/cost-model.md "Tensor-parallel communication"), default 0. */
+ * Fig. 1 phases 1-4; docs/cost-model.md "Tensor-parallel communication"), default 0.
+ * host_link_ranks is the one PIPELINE field: N consecutive ranks share one host link,
+ * and the SO/SI/OG/LW transfers in flight on it share its bandwidth (docs/simulator.md
+ * "Shared host links"); a positive integer, default 1 (every rank its own link). */
 typedef enum UnitClass { UNIT_NONE, UNIT_TIME, UNIT_SIZE, UNIT_BW, UNIT_FRACTION } UnitClass;
-typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
+typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
 
 #define COST_FIELDS(X) \
     X(F, "f", UNIT_TIME, SCOPE_VSTAGE) \
@@ -159,7 +162,8 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK } CostScope;
     X(OPT_HOST, "opt_host", UNIT_TIME, SCOPE_VSTAGE) \
     X(FCOMM, "fcomm", UNIT_TIME, SCOPE_VSTAGE) \
     X(BCOMM, "bcomm", UNIT_TIME, SCOPE_VSTAGE) \
-    X(RCOMM, "rcomm", UNIT_TIME, SCOPE_VSTAGE)
+    X(RCOMM, "rcomm", UNIT_TIME, SCOPE_VSTAGE) \
+    X(HOST_LINK_RANKS, "host_link_ranks", UNIT_NONE, SCOPE_PIPELINE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,

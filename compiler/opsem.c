@@ -153,6 +153,12 @@ double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed)
     }
 }
 
+double opsem_link_ms(OpKind k, const OpCosts *c, double moved)
+{
+    double d = op_sem[k].stream == STREAM_COMPUTE ? 0 : moved * c->ms_per_byte;
+    return d > 0 ? d : 0;
+}
+
 double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
 {
     double d = 0;
@@ -164,8 +170,8 @@ double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved)
     case OP_RO: d = c->r; break;
     case OP_SO:
     case OP_SI:
-    case OP_LW: d = moved * c->ms_per_byte; break;
-    case OP_OG: d = moved * c->ms_per_byte + c->opt_host; break;
+    case OP_LW: d = opsem_link_ms(k, c, moved); break;
+    case OP_OG: d = opsem_link_ms(k, c, moved) + c->opt_host; break;
     default: unreachable();
     }
     return d > 0 ? d : 0;

@@ -103,6 +103,12 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
  * compute kinds. */
 double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed);
 
+/* The part of an op's duration spent moving bytes over the host link at the full
+ * host_bw, ms: moved / host_bw for the copy kinds (SO, SI, OG, LW; OG's opt_host comes
+ * after it), 0 for the compute kinds. On a link shared by several ranks this is the part
+ * that shares the bandwidth (docs/simulator.md "Shared host links"). */
+double opsem_link_ms(OpKind k, const OpCosts *c, double moved);
+
 /* The duration of an op (DESIGN.md "Time"), ms: F f; B b, or b - w when W exists; W w;
  * R and RO r (an RO's exposed part is opsem_exposed); SO, SI and LW the bytes moved (opsem_moved) / host_bw; OG the same plus
  * opt_host. Never negative. */

@@ -58,6 +58,14 @@ typedef struct Cursor {
     double free_at;             /* ms: when the stream is free */
 } Cursor;
 
+/* A transfer on a shared host link: its op, its (link, stream) slot of Sim.nshare and,
+ * while pending, its start (ms). */
+typedef struct LinkXfer {
+    uint32_t g;
+    uint32_t slot;
+    double t;
+} LinkXfer;
+
 /* Scratch memory of one run, kept between sim_makespan calls. */
 typedef struct Sim {
     OpIndex *idx;       /* the op index (rebuilt every run) */
@@ -75,6 +83,16 @@ typedef struct Sim {
     uint32_t *depsrc;   /* [ndeps]: global id | CROSS */
     uint8_t *smask;     /* [P]: bit st set when the rank has ops on stream st */
     double *freed;      /* [max ops of a rank] scratch of the walk */
+    /* Shared host links (docs/simulator.md "Shared host links"); link is NULL when
+     * every rank has its own link (host_link_ranks 1), and then nothing below is used. */
+    double *link;       /* [nops] ms of the op's duration on a shared link at full host_bw */
+    double *rem;        /* [nops] link ms a transfer in flight has left */
+    struct LinkXfer *inflight; /* [3P]: transfers started, sharing their link */
+    struct LinkXfer *pend;     /* [3P]: transfers whose start is known, not yet reached */
+    uint32_t *nshare;   /* [STREAM_N * P]: transfers in flight per (link, stream) */
+    uint32_t ninflight, npend;
+    int32_t link_ranks; /* host_link_ranks */
+    size_t cap_link, cap_rem, cap_inflight, cap_pend, cap_nshare;
     size_t cap_dur, cap_delta, cap_waiter, cap_end, cap_off, cap_rc, cap_cur, cap_vst,
         cap_vowner, cap_depoff, cap_depsrc, cap_smask, cap_lastbw, cap_freed;
     uint64_t nops;
@@ -110,6 +128,11 @@ static void sim_scratch_release(Sim *s)
     free(s->depoff);
     free(s->depsrc);
     free(s->smask);
+    free(s->link);
+    free(s->rem);
+    free(s->inflight);
+    free(s->pend);
+    free(s->nshare);
 }
 
 void sim_scratch_free(void *scratch)
@@ -171,6 +194,17 @@ static bool prepare_tables(Sim *s, const Pipeline *p, double *ext_end)
     GROW(smask, cap_smask, (size_t)P);
     GROW(lastbw, cap_lastbw, pv);
     GROW(freed, cap_freed, maxn);
+    double nl = ir_cost(p, 0, 0, COST_HOST_LINK_RANKS);
+    s->link_ranks = nl >= 2 && P > 1 ? (int32_t)fmin(nl, P) : 1;
+    if (s->link_ranks > 1) {
+        GROW(link, cap_link, nops);
+        GROW(rem, cap_rem, nops);
+        GROW(inflight, cap_inflight, 3 * (size_t)P);
+        GROW(pend, cap_pend, 3 * (size_t)P);
+        GROW(nshare, cap_nshare, STREAM_N * (size_t)P);
+        memset(s->nshare, 0, STREAM_N * (size_t)P * sizeof *s->nshare);
+    }
+    s->ninflight = s->npend = 0;
     opindex_free(s->idx);
     s->idx = opindex_build(p);
 
@@ -218,6 +252,8 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         double a = alloc[i], f = s->freed[i];
         s->dur[gi] = 0;
         s->delta[gi] = a - f;
+        if (s->link_ranks > 1)
+            s->link[gi] = 0;
         if (!op_valid(p, op))
             continue;
         mask |= 1u << op_sem[op->kind].stream;
@@ -237,8 +273,10 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
             s->dur[gi] = opsem_exposed(k, &budget);
             continue;
         }
-        s->dur[gi] = opsem_duration((OpKind)op->kind, k, has,
-                                    opsem_moved((OpKind)op->kind, k, a, f));
+        double moved = opsem_moved((OpKind)op->kind, k, a, f);
+        s->dur[gi] = opsem_duration((OpKind)op->kind, k, has, moved);
+        if (s->link_ranks > 1)
+            s->link[gi] = fmin(opsem_link_ms((OpKind)op->kind, k, moved), s->dur[gi]);
     }
     s->smask[r] = (uint8_t)mask;
 }
@@ -400,60 +438,163 @@ static uint32_t earliest_start(const Sim *s, const Pipeline *p, const Cursor *k,
     return NONE;
 }
 
+/* ---- shared host links (docs/simulator.md "Shared host links") -------------------- */
+
+/* A transfer's duration depends on the transfers in flight beside it, so it cannot be
+ * fixed when its start is known: the cursor that reaches it records its start
+ * (link_queue) and waits on it, and when nothing else can move, link_step advances a
+ * clock to the next start or completion of a transfer. Between two such events the n
+ * transfers in flight on one (link, stream) each progress at 1/n of their full-bandwidth
+ * rate (processor sharing: a fair share of host_bw, each direction on its own). Every op
+ * whose start is still unknown waits, directly or not, for a transfer not yet ended, so
+ * no start unknown to the clock can come before its next event: the events are taken in
+ * time order. */
+
+/* Records that transfer g of rank r (a kind on stream st) starts at t. */
+static void link_queue(Sim *s, uint32_t r, Stream st, uint32_t g, double t, double *start)
+{
+    LinkXfer *x = &s->pend[s->npend++];
+    x->g = g;
+    x->slot = (r / (uint32_t)s->link_ranks) * STREAM_N + st;
+    x->t = t;
+    if (start)
+        start[g] = t;
+}
+
+/* Pushes the cursors waiting for op g on the ready stack. */
+static void wake(Sim *s, uint32_t g, uint32_t *ready)
+{
+    for (uint32_t w = s->waiter[g]; w != NONE;) {
+        uint32_t nx = s->cur[w].next;
+        s->cur[w].next = *ready;
+        *ready = w;
+        w = nx;
+    }
+    s->waiter[g] = NONE;
+}
+
+/* Moves the link clock *now to the next event: ends the transfers that complete then
+ * (an OG's opt_host follows its copy: it ends that much later) and starts the pending
+ * ones that start then. Returns false when there is no event left. */
+static bool link_step(Sim *s, double *end, uint32_t *ready, uint64_t *done, double *last,
+                      double *now)
+{
+    double T = INFINITY;
+    for (uint32_t i = 0; i < s->npend; i++)
+        T = fmin(T, s->pend[i].t);
+    for (uint32_t i = 0; i < s->ninflight; i++) {
+        const LinkXfer *x = &s->inflight[i];
+        T = fmin(T, *now + s->rem[x->g] * s->nshare[x->slot]);
+    }
+    if (!(T < INFINITY))
+        return false;
+    T = fmax(T, *now);
+    double dt = T - *now, eps = 1e-12 * fmax(1, T);
+    /* progress at the shares of the interval, then the completions */
+    for (uint32_t i = 0; i < s->ninflight; i++) {
+        const LinkXfer *x = &s->inflight[i];
+        double n = s->nshare[x->slot];
+        s->rem[x->g] = *now + s->rem[x->g] * n <= T + eps ? 0 : s->rem[x->g] - dt / n;
+    }
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < s->ninflight; i++) {
+        LinkXfer x = s->inflight[i];
+        if (s->rem[x.g] > 0) {
+            s->inflight[kept++] = x;
+            continue;
+        }
+        s->nshare[x.slot]--;
+        double e = T + (s->dur[x.g] - s->link[x.g]);
+        end[x.g] = e;
+        if (e > *last)
+            *last = e;
+        (*done)++;
+        wake(s, x.g, ready);
+    }
+    s->ninflight = kept;
+    kept = 0;
+    for (uint32_t i = 0; i < s->npend; i++) {
+        LinkXfer x = s->pend[i];
+        if (x.t > T + eps) {
+            s->pend[kept++] = x;
+            continue;
+        }
+        s->rem[x.g] = s->link[x.g];
+        s->nshare[x.slot]++;
+        s->inflight[s->ninflight++] = x;
+    }
+    s->npend = kept;
+    *now = T;
+    return true;
+}
+
+/* Cursor k's head, op g of kind `kind`, ends at e: its stream is free then and the
+ * cursor moves on. */
+static void cursor_advance(Cursor *k, OpKind kind, uint32_t g, double e)
+{
+    k->free_at = e;
+    if (kind < OP_NKINDS && op_sem[kind].mem == MEM_FREE)
+        k->lastfree[k->stream] = g;
+    k->pos++;
+}
+
 /* Runs the cursors to completion. start may be NULL (makespan only). Returns the number
  * of ops completed; *makespan gets the last end. */
 static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, double *makespan)
 {
     uint32_t ready = cursors_start(s, p->P);
     uint64_t done = 0;
-    double last = 0;
+    double last = 0, now = 0;
+    bool shared = s->link_ranks > 1;
 
-    while (ready != NONE) {
-        uint32_t cid = ready;
-        Cursor *k = &s->cur[cid];
-        ready = k->next;
-        k->next = NONE;
-        const StageOps *so = &p->stages[k->rank];
-        const uint32_t base = s->off[k->rank];
-        uint32_t blocked = NONE;
+    do {
+        while (ready != NONE) {
+            uint32_t cid = ready;
+            Cursor *k = &s->cur[cid];
+            ready = k->next;
+            k->next = NONE;
+            const StageOps *so = &p->stages[k->rank];
+            const uint32_t base = s->off[k->rank];
+            uint32_t blocked = NONE;
 
-        while (k->pos < so->n) {
-            const Op *op = &so->ops[k->pos];
-            uint32_t g = base + k->pos;
-            OpKind kind = (OpKind)op->kind;
-            if (!IN_STREAM(op->kind, k->stream)) {
-                if (kind < OP_NKINDS && op_sem[kind].mem == MEM_FREE)
-                    k->lastfree[op_sem[kind].stream] = g;
-                k->pos++;
-                continue;
+            while (k->pos < so->n) {
+                const Op *op = &so->ops[k->pos];
+                uint32_t g = base + k->pos;
+                OpKind kind = (OpKind)op->kind;
+                if (!IN_STREAM(op->kind, k->stream)) {
+                    if (kind < OP_NKINDS && op_sem[kind].mem == MEM_FREE)
+                        k->lastfree[op_sem[kind].stream] = g;
+                    k->pos++;
+                    continue;
+                }
+                if (shared && s->link[g] > 0 && end[g] >= 0) { /* the link clock ended it */
+                    cursor_advance(k, kind, g, end[g]);
+                    continue;
+                }
+                double t = k->free_at;
+                if (op_valid(p, op) && (blocked = earliest_start(s, p, k, op, g, end, &t)) != NONE)
+                    break;
+                if (shared && s->link[g] > 0) { /* its end waits for the link clock */
+                    link_queue(s, k->rank, (Stream)k->stream, g, t, start);
+                    blocked = g;
+                    break;
+                }
+                double e = t + s->dur[g];
+                end[g] = e;
+                if (start)
+                    start[g] = t;
+                if (e > last)
+                    last = e;
+                done++;
+                cursor_advance(k, kind, g, e);
+                wake(s, g, &ready);
             }
-            double t = k->free_at;
-            if (op_valid(p, op) && (blocked = earliest_start(s, p, k, op, g, end, &t)) != NONE)
-                break;
-            double e = t + s->dur[g];
-            end[g] = e;
-            if (start)
-                start[g] = t;
-            k->free_at = e;
-            if (e > last)
-                last = e;
-            done++;
-            if (kind < OP_NKINDS && op_sem[kind].mem == MEM_FREE)
-                k->lastfree[k->stream] = g;
-            k->pos++;
-            for (uint32_t w = s->waiter[g]; w != NONE;) {
-                uint32_t nx = s->cur[w].next;
-                s->cur[w].next = ready;
-                ready = w;
-                w = nx;
+            if (blocked != NONE) { /* wait on it: back on the ready stack when it ends */
+                k->next = s->waiter[blocked];
+                s->waiter[blocked] = cid;
             }
-            s->waiter[g] = NONE;
         }
-        if (blocked != NONE) { /* wait on it: back on the ready stack when it ends */
-            k->next = s->waiter[blocked];
-            s->waiter[blocked] = cid;
-        }
-    }
+    } while (shared && link_step(s, end, &ready, &done, &last, &now));
     *makespan = last;
     return done;
 }

@@ -221,6 +221,119 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
 
 /* ---- copy threads ------------------------------------------------------------------ */
 
+/* ---- shared host links of the synthetic replay (docs/runtime.md) ------------------ */
+
+/* One direction of a host link shared by PrProgram.host_link_ranks ranks: the
+ * transfers in flight share it equally (processor sharing, the simulator's model:
+ * docs/simulator.md "Shared host links"). vt is the virtual clock: the full-bandwidth
+ * ms each transfer in flight has been given; it advances at 1/n of the wall clock while
+ * n transfers are in flight, and a transfer of w ms that joined at vt0 ends when vt
+ * reaches vt0 + w. */
+typedef struct PrLinkDir {
+    double vt;       /* ms of full-bandwidth transfer per transfer in flight */
+    double t_last;   /* ms, wall clock of vt's last update */
+    int n;           /* transfers in flight */
+} PrLinkDir;
+
+struct PrLink {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* a transfer left: the others' ends come earlier */
+    PrLinkDir dir[2];        /* 0 device to host (SO, OG), 1 host to device (SI, LW) */
+};
+
+static void link_advance(PrLinkDir *d, double now)
+{
+    if (d->n > 0)
+        d->vt += (now - d->t_last) / d->n;
+    d->t_last = now;
+}
+
+/* A transfer on a link: started by link_join, waited for by link_leave. */
+typedef struct PrXfer {
+    struct PrLink *l;   /* NULL: the rank's own link */
+    int dir;
+    double target;      /* shared: the link's vt at which it ends; own: its end, ms */
+} PrXfer;
+
+/* Starts a transfer of w ms at full bandwidth on direction dir of rank r's link (0 device
+ * to host, 1 host to device), sharing it with the transfers in flight there. The caller
+ * may copy its bytes before link_leave: that time is part of the transfer's. */
+static PrXfer link_join(PrRank *r, int dir, double w)
+{
+    PrRun *run = r->run;
+    int n = run->prog->host_link_ranks;
+    if (w < 0)
+        w = 0;
+    if (!run->link || n < 2)
+        return (PrXfer){NULL, dir, pr_now_ms() + w};
+    PrXfer x = {&run->link[r->id / n], dir, 0};
+    PrLinkDir *d = &x.l->dir[dir];
+    pthread_mutex_lock(&x.l->mu);
+    link_advance(d, pr_now_ms());
+    x.target = d->vt + w;
+    d->n++;
+    pthread_mutex_unlock(&x.l->mu);
+    return x;
+}
+
+/* Holds the calling copy thread until transfer x has had its time. */
+static void link_leave(PrRun *run, const PrXfer *x)
+{
+    if (!x->l) {
+        double left = x->target - pr_now_ms();
+        if (left > 0) {
+            struct timespec ts = {(time_t)(left / 1e3), (long)(fmod(left, 1e3) * 1e6)};
+            nanosleep(&ts, NULL);
+        }
+        return;
+    }
+    PrLinkDir *d = &x->l->dir[x->dir];
+    pthread_mutex_lock(&x->l->mu);
+    for (;;) {
+        double now = pr_now_ms();
+        link_advance(d, now);
+        double left = x->target - d->vt;
+        if (left <= 1e-6 || atomic_load(&run->failed))
+            break;
+        pr_cond_wait_until(&x->l->cv, &x->l->mu, now + left * d->n);
+    }
+    link_advance(d, pr_now_ms());
+    d->n--;
+    pthread_cond_broadcast(&x->l->cv);
+    pthread_mutex_unlock(&x->l->mu);
+}
+
+/* The links of the synthetic replay when ranks share them; 0 or -1 (pr_fail called). */
+static int links_init(PrRun *run)
+{
+    int n = run->prog->host_link_ranks;
+    if (n < 2 || run->opt.workload != PR_SYNTHETIC)
+        return 0;
+    run->nlinks = (run->P + n - 1) / n;
+    run->link = calloc((size_t)run->nlinks, sizeof *run->link);
+    if (!run->link) {
+        run->nlinks = 0;
+        pr_fail(run, -1, -1, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < run->nlinks; i++) {
+        pthread_mutex_init(&run->link[i].mu, NULL);
+        pthread_cond_init(&run->link[i].cv, NULL);
+    }
+    return 0;
+}
+
+static void links_free(PrRun *run)
+{
+    for (int i = 0; i < run->nlinks; i++) {
+        pthread_mutex_destroy(&run->link[i].mu);
+        pthread_cond_destroy(&run->link[i].cv);
+    }
+    free(run->link);
+    run->link = NULL;
+    run->nlinks = 0;
+}
+
 typedef struct CopyArg {
     PrRank *r;
     int dir;   /* 0: SO, 1: SI */
@@ -247,10 +360,13 @@ static int state_op(PrRank *r, uint32_t i)
     const PrOp *o = &r->d->ops[i];
     double t0 = pr_now_ms();
     int rc = 0;
-    if (run->opt.workload == PR_MLP)
+    if (run->opt.workload == PR_MLP) {
         rc = o->kind == PR_OG ? pr_mlp_offload(r, o) : pr_mlp_load(r, o);
-    else
-        pr_spin_ms(o->cost_ms * run->opt.time_scale);
+    } else { /* the copy over the (perhaps shared) link, then OG's host step */
+        PrXfer x = link_join(r, o->kind == PR_OG ? 0 : 1, o->link_ms * run->opt.time_scale);
+        link_leave(run, &x);
+        pr_spin_ms((o->cost_ms - o->link_ms) * run->opt.time_scale);
+    }
     if (rc)
         return -1;
     double t1 = pr_now_ms();
@@ -319,6 +435,10 @@ static int copy_op(PrRank *r, uint32_t i)
         pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO", (long long)bytes);
         return -1;
     }
+    /* the synthetic replay's time on the link starts before the copy and includes it */
+    PrXfer x = {0};
+    if (w == PR_SYNTHETIC)
+        x = link_join(r, o->kind == PR_SO ? 0 : 1, o->cost_ms * run->opt.time_scale);
     /* the held prefix [0, bytes) sits in the host buffer at region coordinates: SO
      * gathers it from the region's pieces, SI scatters it into the SI's */
     for (int j = 0; j < np; j++) {
@@ -328,14 +448,8 @@ static int copy_op(PrRank *r, uint32_t i)
         else
             memcpy(dev, host, (size_t)pc[j].n);
     }
-    if (w == PR_SYNTHETIC) {
-        double ms = o->cost_ms * run->opt.time_scale;
-        double left = t0 + ms - pr_now_ms();
-        if (left > 0) {
-            struct timespec ts = {(time_t)(left / 1e3), (long)(fmod(left, 1e3) * 1e6)};
-            nanosleep(&ts, NULL);
-        }
-    }
+    if (w == PR_SYNTHETIC) /* the modelled time, the copy above included */
+        link_leave(run, &x);
     double t1 = pr_now_ms();
     PrSpan *sp = &r->span[(size_t)r->iter * r->d->nops + i];
     sp->t0 = t0 - run->t_start;
@@ -612,6 +726,8 @@ static int cpu_setup(PrRun *run)
     for (int c = 0; c < run->P * run->P; c++)
         run->chan[c].head = run->chan[c].tail = &run->chan[c].stub;
     run->spin_ms = pr_spin_budget_ms(run);
+    if (links_init(run) != 0)
+        return -1;
     for (int s = 0; s < run->P; s++) {
         run->rank[s].spin_ms = run->spin_ms;
         if (rank_init(run, s) != 0)
@@ -667,6 +783,7 @@ static void cpu_teardown(PrRun *run)
         }
     }
     free(run->chan);
+    links_free(run);
 }
 
 /* The CPU backend of the run core (pr_run, piperun_common.c). */

@@ -55,7 +55,7 @@
 
 #include "region.h"
 
-#define PIPERUN_ABI 2
+#define PIPERUN_ABI 3
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -127,6 +127,10 @@ typedef struct PrOp {
     double cost_ms;        /* cost-model duration (the synthetic workload's busy time;
                               OG: grads / host_bw + opt_host, LW: wload / host_bw) */
     double cost_bytes;     /* cost-model bytes the op allocates or moves (unscaled) */
+    double link_ms;        /* the part of cost_ms spent on the host link at full host_bw
+                              (SO, SI, LW: all of it; OG: all but opt_host), 0 for the
+                              compute kinds; shared with the other ranks of the link
+                              (PrProgram.host_link_ranks, docs/runtime.md) */
     int32_t line;          /* source line of the op (messages), 0 when unknown */
     int64_t at[PR_NWORKLOADS][PR_PIECES]; /* arena byte offset (64-aligned) of piece k of
                                     the (v,m) region this op uses (runtime/region.h: the
@@ -197,6 +201,9 @@ typedef struct PrProgram {
     double synthetic_scale;    /* synthetic arena bytes = cost-model bytes / this (>= 1) */
     double sim_ms;             /* simulated iteration time under the cost model, ms; < 0
                                   when unknown */
+    int32_t host_link_ranks;   /* consecutive ranks sharing one host link (0 or 1: every
+                                  rank its own); the synthetic replay shares its bandwidth
+                                  among the transfers in flight (docs/runtime.md) */
     /* The model's arch: 0 mlp (runtime/mlp.h), else a transformer of runtime/
      * transformer.h (1 gpt, 2 llama) with these attention and MLP widths; the mlp_*
      * fields give its vocabulary, hidden size, layers, sequence and micro-batch size,

@@ -146,6 +146,10 @@ struct PrRun {
     double spin_ms;            /* pr_spin_budget_ms() */
     PrLive *live;              /* [P] the main thread's view of each rank (pr_barrier) */
     atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
+    /* the shared host links of the synthetic replay (piperun.c), NULL when every rank
+     * has its own */
+    struct PrLink *link;       /* [nlinks]: ranks s*N .. s*N+N-1 share link s */
+    int nlinks;
 };
 
 /* The (v,m) region op o works on, as workload w's plan places it in arena (host or

@@ -54,6 +54,22 @@ check "gpipe: stage 0 bubbles 9 and 0, peak 4 + 8*8 GiB" grep -qF "{\"stage\": 0
 # The bound's longest chain: F0 1 + SO0 10 + SI0 10 + B0 2 = 23, the makespan.
 check "swap: lower bound = the chain F0 SO0 SI0 B0" grep -qF '"lower_bound_ms": 23.0,' "$tmp/w"
 check "swap: hand-timed makespan and bubbles" grep -qF '"makespan_ms": 23.0, "bubble_ratio": 0.7391304347826086, "per_stage": [{"stage": 0, "busy_ms": 6.0, "idle_ms": 17.0, "fwd_bubble_ms": 10.0, "bwd_bubble_ms": 7.0, "peak_mem_bytes": 3000000000, "budget_bytes": null, "static_mem_bytes": 1000000000, "peak_act_bytes": 2000000000}' "$tmp/w"
+"$P" sim --json $G/shared_link.pipe >"$tmp/hl"
+check "shared link: two ranks' swaps share it (hand-timed 18ms)" grep -qF '"makespan_ms": 18.0,' "$tmp/hl"
+check "shared link: the bound keeps the full-bandwidth chain (12ms)" grep -qF '"lower_bound_ms": 12.0,' "$tmp/hl"
+sed 's/host_link_ranks 2/host_link_ranks 1/' $G/shared_link.pipe >"$tmp/own_links.pipe"
+"$P" sim --json "$tmp/own_links.pipe" >"$tmp/hl1"
+check "own links: the same swaps do not slow each other (12ms)" grep -qF '"makespan_ms": 12.0,' "$tmp/hl1"
+"$P" sim --trace "$tmp/hl.json" $G/shared_link.pipe >/dev/null 2>&1
+check "shared link: trace spans of SO0 [1,8] and [2,9], SI0 [8,15] and [9,16] (us)" python3 -c '
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+got = sorted((e["name"], e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] in ("SO0", "SI0"))
+sys.exit(got != [("SI0", 8000, 15000), ("SI0", 9000, 16000), ("SO0", 1000, 8000), ("SO0", 2000, 9000)])' "$tmp/hl.json"
+"$P" print $G/shared_link.pipe >"$tmp/hl_print.pipe"
+check "print keeps host_link_ranks" grep -qx '    host_link_ranks 2' "$tmp/hl_print.pipe"
+"$P" sim --json "$tmp/hl_print.pipe" >"$tmp/hl2"
+check "printed and read back, it simulates the same" grep -qF '"makespan_ms": 18.0,' "$tmp/hl2"
 "$P" sim --json $G/interleaved.pipe >"$tmp/i"
 check "interleaved: makespan M t + (P-1) t / V" grep -qF '"makespan_ms": 7.5, "bubble_ratio": 0.2,' "$tmp/i"
 check "interleaved: idle (P-1)/V * t per rank" test "$(grep -o '"idle_ms": 1.5,' "$tmp/i" | wc -l)" = 2
