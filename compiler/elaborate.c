@@ -713,7 +713,7 @@ static void exec_schedule(Elab *e, const Node *n)
 
 typedef struct Settings {
     const Node *stages, *microbatches, *chunks, *memory, *tp, *model, *device, *partition;
-    const Node *schedule;
+    const Node *schedule, *dp, *zero, *grad_dtype;
 } Settings;
 
 static void set_once(Elab *e, const Node **slot, const Node *n)
@@ -726,7 +726,8 @@ static void set_once(Elab *e, const Node **slot, const Node *n)
     *slot = n;
 }
 
-/* An integer setting (stages, microbatches, chunks, tensor_parallel) in [lo, hi]. */
+/* An integer setting (stages, microbatches, chunks, tensor_parallel, data_parallel) in
+ * [lo, hi]. */
 static bool int_setting(Elab *e, const Node *n, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!eval(e, n->a, out))
@@ -1013,6 +1014,9 @@ static void find_settings(Elab *e, const Node *pl, Settings *s)
         case N_DEVICE: set_once(e, &s->device, n); break;
         case N_PARTITION: set_once(e, &s->partition, n); break;
         case N_SCHEDULE: set_once(e, &s->schedule, n); break;
+        case N_DP: set_once(e, &s->dp, n); break;
+        case N_ZERO: set_once(e, &s->zero, n); break;
+        case N_GRAD_DTYPE: set_once(e, &s->grad_dtype, n); break;
         default: break;
         }
 }
@@ -1054,8 +1058,43 @@ static bool read_shape(Elab *e, const Node *pl, const Settings *s, int64_t *P, i
     return shape_ok;
 }
 
+/* The data-parallel settings (docs/language.md "Data parallelism"): `data_parallel D`
+ * (1..IR_MAX_DATA_PARALLEL), `zero 0|1|2|3`, `grad_dtype bf16|fp32`; `value` errors at
+ * the value. */
+static void read_dp_settings(Elab *e, const Settings *s)
+{
+    Pipeline *p = e->p;
+    int64_t v;
+    if (s->dp) {
+        p->dp_loc = s->dp->loc;
+        if (int_setting(e, s->dp, 1, IR_MAX_DATA_PARALLEL, &v))
+            p->data_parallel = (int32_t)v;
+    }
+    if (s->zero) {
+        p->zero_loc = s->zero->loc;
+        if (eval(e, s->zero->a, &v)) {
+            if (v < 0 || v > IR_MAX_ZERO)
+                diag_error(e->d, s->zero->a->loc, DIAG_VALUE,
+                           "'zero' is the ZeRO stage: 0, 1, 2 or 3 (got %" PRId64 ")", v);
+            else
+                p->zero = (int32_t)v;
+        }
+    }
+    if (s->grad_dtype) {
+        p->grad_dtype_loc = s->grad_dtype->loc;
+        int k = 0;
+        while (k < GRAD_NDTYPES && strcmp(grad_dtype_name[k], s->grad_dtype->name))
+            k++;
+        if (k == GRAD_NDTYPES)
+            diag_error(e->d, s->grad_dtype->loc, DIAG_VALUE,
+                       "unknown grad_dtype '%s': bf16 or fp32", s->grad_dtype->name);
+        else
+            p->grad_dtype = (GradDtype)k;
+    }
+}
+
 /* Phase 3: the settings that do not need the shape: memory, tensor_parallel, model,
- * device, schedule. */
+ * device, schedule, the data-parallel settings. */
 static void read_unshaped_settings(Elab *e, const Settings *s)
 {
     Pipeline *p = e->p;
@@ -1075,6 +1114,7 @@ static void read_unshaped_settings(Elab *e, const Settings *s)
         if (int_setting(e, s->tp, 1, INT32_MAX, &tp))
             p->tensor_parallel = (int32_t)tp;
     }
+    read_dp_settings(e, s);
     if (s->model)
         p->model = resolve_entity(e, s->model, e->models, e->nmodels, "model");
     /* The device's memory (less what it reserves) becomes the budget when `memory` is
