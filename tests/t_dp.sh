@@ -64,4 +64,71 @@ assert abs(b["tokens_per_s"] / want - 1) < 1e-12, (a, b)
 assert abs(b["mfu"] / (a["mfu"] * a["makespan_ms"] / b["makespan_ms"]) - 1) < 1e-12
 PY
 
+# --- memory: stage 0's weights against Megatron-LM's theoretical memory -----------------
+# An independent oracle: Megatron-LM's compute_weight_and_optimizer_memory
+# (megatron/training/theoretical_memory_usage.py), re-typed below: the most loaded
+# shard is (the transformer block / PP + one embedding) / TP, the vocabulary padded to
+# a multiple of 128 x TP, at 18 bytes per parameter, or 6 + 12/DP with the distributed
+# optimizer. pipec's stage 0 (grad_dtype fp32; zero 0, or zero 1 for the distributed
+# optimizer) must be within 1% (docs/cost-model.md "Data parallelism").
+cat >"$tmp/mp.pipe" <<'PIPE'
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline mp {
+  stages 8
+  microbatches 8
+  model llama2_70b
+  device h100_sxm_80g
+  memory 1000GiB
+  grad_dtype fp32
+  schedule onef1b
+}
+PIPE
+megatron_case() { # NAME MODEL TP DP ZERO H L A G F VOCAB LLAMA
+    local out
+    out=$("$PIPEC" sim --json "$tmp/mp.pipe" --set "model=$2" --set tensor_parallel="$3" \
+          --set data_parallel="$4" --set zero="$5" 2>&1)
+    check "Megatron stage-0 weights within 1%: $1" python3 - "$out" "${@:3}" <<'PY'
+import json, math, sys
+got = json.loads(sys.argv[1])["per_stage"][0]["static_mem_bytes"]
+tp, dp, zero, h, L, a, g, f, vocab, llama = map(float, sys.argv[2:12])
+pp = 8
+padded = math.ceil(vocab / (128 * tp)) * 128 * tp
+norm = 1 if llama else 2
+layer = 2 * h * (f * (1.5 if llama else 1) + norm) + 2 * h * h * (1 + g / a)
+most = ((layer * L + norm * h) / pp + h * padded) / tp
+want = most * (18 if zero == 0 else 6 + 12 / dp)
+print(f"    pipec {got / 2**30:.3f} GiB, Megatron {want / 2**30:.3f} GiB, {100 * (got / want - 1):+.2f}%")
+assert abs(got / want - 1) < 0.01
+PY
+}
+megatron_case "Llama-2 70B PP8 TP8 DP8" llama2_70b 8 8 0 8192 80 64 8 28672 32000 1
+megatron_case "Llama-2 70B PP8 TP8 DP8 distributed optimizer" llama2_70b 8 8 1 8192 80 64 8 28672 32000 1
+megatron_case "GPT-3 28B PP8 TP4 DP16" gpt3_28b 4 16 0 5120 88 40 40 20480 50304 0
+megatron_case "GPT-3 28B PP8 TP4 DP16 distributed optimizer" gpt3_28b 4 16 1 5120 88 40 40 20480 50304 0
+megatron_case "GPT-3 175B PP8 TP8 DP8 distributed optimizer" \
+    "gpt3_28b { layers 96 hidden 12288 heads 96 ffn 49152 }" 8 8 1 12288 96 96 96 49152 50304 0
+
+# --- memory: the ZeRO stages on a hand-computed stage ------------------------------------
+# llama2_70b, 8 stages, tensor_parallel 8: stage 1 holds 10 layers of
+# 3hf + h + h(h + 2 kv) + h^2 + h, kv = 8 x 128 = 1024: 704,643,072 + 8,192 + 83,886,080
+# + 67,108,864 + 8,192 = 855,654,400 parameters / 8 = 106,956,800 each: 1,069,568,000 on
+# the rank. At D = 8: zero 0 16 bytes = 17,113,088,000; zero 1 4 + 12/8 = 5.5 ->
+# 5,882,624,000; zero 2 2 + 14/8 = 3.75 -> 4,010,880,000; zero 3 16/8 = 2 ->
+# 2,139,136,000 plus a layer's 2-byte gather 213,913,600 = 2,353,049,600. fp32
+# gradients at zero 0: 18 -> 19,252,224,000.
+zero_case() { # ZERO GRAD WANT
+    local got
+    got=$("$PIPEC" sim --json "$tmp/mp.pipe" --set tensor_parallel=8 --set data_parallel=8 \
+          --set zero="$1" --set grad_dtype="$2" 2>&1 |
+          python3 -c 'import json,sys; print(int(json.load(sys.stdin)["per_stage"][1]["static_mem_bytes"]))')
+    check "stage 1 weights, zero $1, $2: $3" test "$got" = "$3"
+}
+zero_case 0 bf16 17113088000
+zero_case 1 bf16 5882624000
+zero_case 2 bf16 4010880000
+zero_case 3 bf16 2353049600
+zero_case 0 fp32 19252224000
+
 finish
