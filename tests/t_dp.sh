@@ -131,4 +131,47 @@ zero_case 2 bf16 4010880000
 zero_case 3 bf16 2353049600
 zero_case 0 fp32 19252224000
 
+# --- the example: Llama-2 70B fits with zero 1, not with zero 0 ---------------------------
+E=examples/llama2_70b_zero1.pipe
+"$P" check "$E" >"$tmp/out" 2>&1
+check "llama2_70b_zero1 fits with data_parallel 8, zero 1" test $? = 0
+"$P" check "$E" --set zero=0 >"$tmp/out" 2>&1
+check "llama2_70b_zero1 with zero 0: exit 1" test $? = 1
+check "llama2_70b_zero1 with zero 0: a memory error in the file" grep -q "^$E:[0-9]*:[0-9]*: error\[memory\]: stage 1 needs" "$tmp/out"
+# With D = 1 zero 1 shards over one replica: the same 16 bytes as zero 0, and no fit.
+"$P" check "$E" --set data_parallel=1 >"$tmp/out" 2>&1
+check "llama2_70b_zero1 with data_parallel 1: memory error" grep -q "error\[memory\]" "$tmp/out"
+
+# --- compare and tune read the settings --------------------------------------------------
+"$PIPEC" compare --format json "$L" --set data_parallel=1,8 >"$tmp/c.json" 2>&1
+check "compare --set data_parallel=1,8: tokens/s x 8 x makespan ratio" python3 - "$tmp/c.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows["rows"] if isinstance(rows, dict) else rows
+a, b = rows
+assert a["set"] == "data_parallel=1" and b["set"] == "data_parallel=8", (a["set"], b["set"])
+want = 8 * a["tokens_per_s"] * a["makespan_ms"] / b["makespan_ms"]
+assert abs(b["tokens_per_s"] / want - 1) < 1e-12, (a, b)
+PY
+"$PIPEC" compare --format json "$E" --set zero=0,1 >"$tmp/c.json" 2>&1
+check "compare --set zero=0,1: the example fits only with zero 1" python3 - "$tmp/c.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows["rows"] if isinstance(rows, dict) else rows
+assert [r["fits"] for r in rows] == [False, True], rows
+PY
+"$PIPEC" tune --json "$L" --set data_parallel=8 --set zero=0 >"$tmp/t0.json" 2>/dev/null
+"$PIPEC" tune --json "$L" --set data_parallel=8 --set zero=1 >"$tmp/t1.json" 2>/dev/null
+check "tune: every variant's peaks are lower with zero 1" python3 - "$tmp/t0.json" "$tmp/t1.json" <<'PY'
+import json, sys
+a, b = ({v["name"]: v for v in json.load(open(f))["variants"]} for f in sys.argv[1:3])
+common = set(a) & set(b)
+assert common, (a.keys(), b.keys())
+for n in common:
+    assert all(x > y for x, y in zip(a[n]["peak_mem_bytes"], b[n]["peak_mem_bytes"])), n
+PY
+"$PIPEC" tune "$L" --set data_parallel=8 --set zero=1 -o "$tmp/best.pipe" >/dev/null 2>&1
+check "tune -o writes the data-parallel settings" grep -q '^  data_parallel 8$' "$tmp/best.pipe"
+check "tune -o writes zero" grep -q '^  zero 1$' "$tmp/best.pipe"
+
 finish
