@@ -231,6 +231,12 @@ typedef enum GradDtype {
 extern const char *const grad_dtype_name[GRAD_NDTYPES];
 extern const int grad_dtype_bytes[GRAD_NDTYPES];
 
+/* Limits of a written cost (docs/language.md "Limits"): a time above IR_MAX_COST_MS
+ * (1e9 ms, 11.6 days per op) or a size above IR_MAX_COST_BYTES (1 PiB) is a `limit`
+ * error at the value. */
+#define IR_MAX_COST_MS 1e9
+#define IR_MAX_COST_BYTES 1125899906842624.0
+
 /* Limits of the data-parallel settings (docs/language.md "Data parallelism"). */
 #define IR_MAX_DATA_PARALLEL 1048576
 #define IR_MAX_ZERO 3
