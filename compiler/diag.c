@@ -151,6 +151,8 @@ static void vprimary(Diag *d, Loc loc, const char *kind, const char *fmt, va_lis
         return;
     }
     vreport(d, d->expand_at, kind, fmt, ap);
+    if (!d->op_note[0] && d->op_namer)
+        d->op_namer(d->op_note, sizeof d->op_note, d->op_ctx, d->op_stage);
     if (d->op_note[0])
         diag_note(d, loc, "%s is %s", d->op_note, d->expand_note);
     else
@@ -162,9 +164,24 @@ bool diag_wants_op(const Diag *d)
     return d->expand_span.end > d->expand_span.off;
 }
 
+void diag_set_op_lazy(Diag *d, DiagOpNamer namer, const void *ctx, uint32_t stage)
+{
+    d->op_note[0] = 0;
+    d->op_namer = namer;
+    d->op_ctx = ctx;
+    d->op_stage = stage;
+}
+
+void diag_clear_op(Diag *d)
+{
+    d->op_note[0] = 0;
+    d->op_namer = NULL;
+}
+
 void diag_set_op(Diag *d, const char *fmt, ...)
 {
     va_list ap;
+    d->op_namer = NULL;
     va_start(ap, fmt);
     vsnprintf(d->op_note, sizeof d->op_note, fmt, ap);
     va_end(ap);
@@ -189,7 +206,7 @@ void diag_error(Diag *d, Loc loc, DiagCode code, const char *fmt, ...)
         vprimary(d, loc, kind, fmt, ap);
         va_end(ap);
     }
-    d->op_note[0] = 0;
+    diag_clear_op(d);
 }
 
 void diag_set_expansion(Diag *d, Span span, Loc at, const char *note)

@@ -78,6 +78,10 @@ typedef struct SrcFile {
     uint32_t nlines;
 } SrcFile;
 
+/* Writes the name of the op at ctx on stage `stage` into buf (n bytes), e.g.
+ * "F7 (stage 0, micro-batch 7)": the lazy form of diag_set_op. */
+typedef void (*DiagOpNamer)(char *buf, size_t n, const void *ctx, uint32_t stage);
+
 typedef struct Diag {
     SrcFile *files;
     uint32_t nfiles, cap;
@@ -95,6 +99,9 @@ typedef struct Diag {
     Loc expand_at;
     char expand_note[160];
     char op_note[96];    /* the op the next error is about (diag_set_op), then cleared */
+    DiagOpNamer op_namer; /* or, named only when an error needs it (diag_set_op_lazy) */
+    const void *op_ctx;
+    uint32_t op_stage;
     Loc last_error;      /* where the last error (not demoted) was reported */
 } Diag;
 
@@ -126,6 +133,14 @@ void diag_set_expansion(Diag *d, Span span, Loc at, const char *note);
 /* Names the op the next diag_error is about, e.g. "F7 (stage 0, micro-batch 7)": when
  * the op comes from a template, the expansion note names it. Cleared by diag_error. */
 void diag_set_op(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* As diag_set_op, but the name is written by namer(ctx, stage) only if an error about
+ * the op is reported: checks name every op they visit, and formatting each one would
+ * cost more than the check. ctx must live until the next diag_error or diag_clear_op. */
+void diag_set_op_lazy(Diag *d, DiagOpNamer namer, const void *ctx, uint32_t stage);
+
+/* Forgets the op set by diag_set_op or diag_set_op_lazy (its check found no error). */
+void diag_clear_op(Diag *d);
 
 /* Whether a note set by diag_set_op can be printed at all: only errors inside a template
  * expansion print it, so without one (an explicit file) callers skip formatting it. */

@@ -421,12 +421,12 @@ static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
     if (mb < 0 || mb >= p->M) {
         EXP_ERROR(e, loc, DIAG_VALUE, "micro-batch %" PRId64 " is out of range (microbatches %d)", mb,
                   (int)p->M);
-        e->d->op_note[0] = 0;
+        diag_clear_op(e->d);
         return;
     }
     if (chunk < 0 || chunk >= p->V) {
         EXP_ERROR(e, loc, DIAG_VALUE, "chunk %" PRId64 " is out of range (chunks %d)", chunk, (int)p->V);
-        e->d->op_note[0] = 0;
+        diag_clear_op(e->d);
         return;
     }
     if (++e->nops > frontend_limits.max_ops) {

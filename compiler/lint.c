@@ -87,7 +87,7 @@ static int lint_split(Diag *d, const Pipeline *p)
                              "those compute input and weight gradients together (a missing W?)",
                              s, nw, p->M, p->V > 1 ? " of this chunk" : "", names.s,
                              k > 4 ? ", ..." : "");
-                d->op_note[0] = 0;
+                diag_clear_op(d);
                 nwarn++;
             }
             sb_free(&names);
