@@ -44,6 +44,9 @@
     X(DEVICE, "device")           /* name, op = HAS_OVERRIDE with a block, body = FIELDs */ \
     X(PARTITION, "partition")     /* op = PARTITION_EVEN, else body = NUM list */ \
     X(TP, "tensor_parallel")      /* a = expr */ \
+    X(DP, "data_parallel")        /* a = expr */ \
+    X(ZERO, "zero")               /* a = expr */ \
+    X(GRAD_DTYPE, "grad_dtype")   /* name */ \
     X(SCHEDULE, "schedule")       /* name */ \
     X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT */ \
     X(APPLY, "apply")             /* one pass call: name, body = FIELDs */ \

@@ -275,11 +275,35 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
 
 /* ---- the cost model --------------------------------------------------------------- */
 
-/* Weights, Rajbhandari et al. 2020 (ZeRO) §3.1: fp16/bf16 parameter and gradient (2 + 2)
- * plus fp32 master copy, momentum and variance (4 + 4 + 4) = 16 bytes per parameter. */
-double cm_weight_bytes(double params)
+CmDp cm_dp(const Pipeline *p)
 {
-    return 16.0 * params;
+    GradDtype g = (unsigned)p->grad_dtype < GRAD_NDTYPES ? p->grad_dtype : GRAD_BF16;
+    return (CmDp){p->data_parallel > 1 ? p->data_parallel : 1, p->zero,
+                  (double)grad_dtype_bytes[g]};
+}
+
+/* Model states, Rajbhandari et al. 2020 (ZeRO) §5 (Fig. 1): a 16-bit parameter (2), a
+ * gradient (g: 2, or 4 with fp32 main gradients, Megatron-LM) and K = 12 bytes of fp32
+ * master copy, momentum and variance; ZeRO stage 1 shards the K bytes over the D
+ * replicas, stage 2 the gradients too, stage 3 the parameters too. */
+double cm_weight_bytes(double params, const CmDp *dp)
+{
+    const double param_b = 2, opt_b = 12;
+    double D = dp->D > 1 ? dp->D : 1, g = dp->grad_bytes;
+    switch (dp->zero) {
+    case 1: return (param_b + g) * params + opt_b * params / D;
+    case 2: return param_b * params + (g + opt_b) * params / D;
+    case 3: return (param_b + g + opt_b) * params / D;
+    default: return (param_b + g + opt_b) * params;
+    }
+}
+
+/* ZeRO-3 (Rajbhandari et al. 2020 §5.3) all-gathers each layer's parameters before its
+ * forward and backward and frees them after: the largest layer's 16-bit copy is held
+ * on top of the shards. */
+double cm_zero3_gather_bytes(double layer_params, const CmDp *dp)
+{
+    return dp->zero == 3 && dp->D > 1 ? 2.0 * layer_params : 0;
 }
 
 /* ms for a number of GEMM FLOPs on one rank: FLOPs / (peak * efficiency)
@@ -809,12 +833,24 @@ static int derive(Diag *d, Pipeline *p)
                                         COST_ACT, COST_CKPT, COST_WACT,
                                         COST_FCOMM, COST_BCOMM, COST_RCOMM};
     double *params = xcalloc((size_t)p->P, sizeof *params);
+    double *gather = xcalloc((size_t)p->P, sizeof *gather); /* largest gather unit */
+    CmCost ua, um, ue, uh;
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &ua);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &um);
+    cm_unit(&cm, CM_EMBED, false, POLICY_NONE, &ue);
+    cm_unit(&cm, CM_HEAD, false, POLICY_NONE, &uh);
     for (int32_t v = 0; v < nv; v++) {
         int32_t s, c;
         ir_owner(p, v, &s, &c);
         CmCost k;
         cm_vstage(&cm, v, costed_policy(p, s), &k);
         params[s] += k.params;
+        if (cm.ubeg[v + 1] > cm.ubeg[v])
+            gather[s] = fmax(gather[s], ua.params + um.params);
+        if (v == 0)
+            gather[s] = fmax(gather[s], ue.params);
+        if (v == nv - 1)
+            gather[s] = fmax(gather[s], uh.params);
         double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
             CostField f = vfields[i];
@@ -830,10 +866,12 @@ static int derive(Diag *d, Pipeline *p)
             put(&p->vstage_costs[v], f, val[i]);
         }
     }
+    CmDp dp = cm_dp(p);
     for (int32_t s = 0; s < p->P; s++) {
         CostBlock *b = &p->stage_costs[s];
         if (!user_set(p, s, -1, COST_WEIGHTS))
-            put(b, COST_WEIGHTS, cm_weight_bytes(params[s]));
+            put(b, COST_WEIGHTS,
+                cm_weight_bytes(params[s], &dp) + cm_zero3_gather_bytes(gather[s], &dp));
         if (cm.has_device && !user_set(p, s, -1, COST_P2P))
             put(b, COST_P2P, cm_p2p_ms(&cm));
         if (cm.has_device && isfinite(cm.device.host_bw) && !user_set(p, s, -1, COST_HOST_BW))
@@ -851,6 +889,7 @@ static int derive(Diag *d, Pipeline *p)
             p->shape_loc[3] = mf->loc;
     }
     free(params);
+    free(gather);
     costmodel_free(&cm);
     return 0;
 }

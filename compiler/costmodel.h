@@ -188,9 +188,30 @@ void cm_ckpt_layers(const Pipeline *p, double *out);
  * peer link (NVLink or PCIe: docs/cost-model.md "Tensor-parallel communication"). */
 double cm_allreduce_ms(const CostModel *cm, double bytes);
 
-/* Weight bytes for a parameter count: 16 bytes per parameter (mixed-precision Adam:
- * 2 param + 2 grad + 4 master + 4 + 4 moments; Rajbhandari et al. 2020, ZeRO §3.1). */
-double cm_weight_bytes(double params);
+/* The data-parallel settings the model states depend on (docs/cost-model.md "Data
+ * parallelism"): D replicas, ZeRO stage 0..3, gradient bytes per parameter (2 or 4). */
+typedef struct CmDp {
+    int32_t D;         /* data_parallel, >= 1 */
+    int32_t zero;      /* 0..3 */
+    double grad_bytes; /* grad_dtype_bytes[grad_dtype] */
+} CmDp;
+
+/* The CmDp of a pipeline's settings. */
+CmDp cm_dp(const Pipeline *p);
+
+/* Model-state bytes per rank for `params` parameters held by the rank (after /t), for
+ * mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §5; K = 12 bytes of fp32 master
+ * copy, momentum and variance), with g = grad_bytes and D = replicas:
+ *   zero 0: (2 + g + 12) params     zero 1: (2 + g) params + 12 params / D
+ *   zero 2: 2 params + (g + 12) params / D     zero 3: (2 + g + 12) params / D.
+ * g = 2 and zero 0 give the 16 bytes per parameter of ZeRO §3.1; g = 4 gives Megatron-LM's
+ * 18 (and 6 + 12/D with its distributed optimizer, zero 1). */
+double cm_weight_bytes(double params, const CmDp *dp);
+
+/* What ZeRO-3 gathers for one layer's F or B, bytes per rank: the 16-bit parameters of
+ * the largest gather unit the rank holds (`layer_params`, after /t: a transformer layer,
+ * the embedding or the head); 0 below zero 3 or with D = 1. */
+double cm_zero3_gather_bytes(double layer_params, const CmDp *dp);
 
 /* Time added to every cross-rank dependency: peer_latency + (e*s*b*h/t) / peer_bw, ms
  * (one activation or gradient message; Narayanan et al. 2021 §4.1 scatter/gather). */

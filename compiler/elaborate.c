@@ -18,6 +18,7 @@
 
 #include "ast.h"
 #include "frontend.h"
+#include "print.h"
 #include "units.h"
 #include "util.h"
 
@@ -738,7 +739,7 @@ static void exec_schedule(Elab *e, const Node *n)
 
 typedef struct Settings {
     const Node *stages, *microbatches, *chunks, *memory, *tp, *model, *device, *partition;
-    const Node *schedule;
+    const Node *schedule, *dp, *zero, *grad_dtype;
 } Settings;
 
 static void set_once(Elab *e, const Node **slot, const Node *n)
@@ -751,7 +752,8 @@ static void set_once(Elab *e, const Node **slot, const Node *n)
     *slot = n;
 }
 
-/* An integer setting (stages, microbatches, chunks, tensor_parallel) in [lo, hi]. */
+/* An integer setting (stages, microbatches, chunks, tensor_parallel, data_parallel) in
+ * [lo, hi]. */
 static bool int_setting(Elab *e, const Node *n, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!eval(e, n->a, out))
@@ -859,6 +861,12 @@ static void read_costs(Elab *e, const Node *n)
             diag_error(e->d, f->a->loc, DIAG_VALUE, "cost '%s' must not be negative", f->name);
             continue;
         }
+        if ((cost_field_unit[k] == UNIT_TIME && v > IR_MAX_COST_MS) ||
+            (cost_field_unit[k] == UNIT_SIZE && v > IR_MAX_COST_BYTES)) {
+            diag_error(e->d, f->a->loc, DIAG_LIMIT, "cost '%s' exceeds the limit of %s", f->name,
+                       cost_field_unit[k] == UNIT_TIME ? "1e9 ms" : "1 PiB");
+            continue;
+        }
         if (k == COST_HOST_BW && v == 0) {
             diag_error(e->d, f->a->loc, DIAG_VALUE, "cost 'host_bw' must be positive");
             continue;
@@ -874,6 +882,69 @@ static void read_costs(Elab *e, const Node *n)
         blk->v[k] = v;
         blk->set |= 1u << k;
     }
+}
+
+/* The value node of field `name` in the `costs` line at `at` of pipeline pl (NULL when
+ * none), for a diagnostic about a value read_costs stored. */
+static const Node *cost_value_node(const Node *pl, Loc at, const char *name)
+{
+    for (const Node *n = pl->body; n; n = n->next)
+        if (n->kind == N_COSTS && n->loc.file == at.file && n->loc.off == at.off)
+            for (const Node *f = n->body; f; f = f->next)
+                if (!strcmp(f->name, name))
+                    return f->a;
+    return NULL;
+}
+
+/* The block of p whose value of field f applies to (rank s, chunk c): as ir_cost looks
+ * it up; NULL when none sets it. */
+static const CostBlock *cost_source(const Pipeline *p, int32_t s, int32_t c, CostField f)
+{
+    uint32_t bit = 1u << f;
+    const CostBlock *vb = &p->vstage_costs[ir_vstage(p, s, c)];
+    if (vb->set & bit)
+        return vb;
+    if (p->stage_costs[s].set & bit)
+        return &p->stage_costs[s];
+    return p->costs.set & bit ? &p->costs : NULL;
+}
+
+/* `ckpt` and `wact` are parts of what F produces (DESIGN.md "Memory"; docs/semantics.md):
+ * a written one above the virtual stage's `act` is a `value` error at it, once per
+ * block. The act compared is the written one, or without a model the default; with a
+ * model and no written act the cost model derives act (and keeps ckpt, wact below it). */
+static void check_cost_parts(Elab *e, const Node *pl, bool has_model)
+{
+    Pipeline *p = e->p;
+    static const CostField parts[] = {COST_CKPT, COST_WACT};
+    const CostBlock **seen = xcalloc(2 * (size_t)p->P * (size_t)p->V + 2, sizeof *seen);
+    size_t nseen = 0;
+    for (int32_t s = 0; s < p->P; s++)
+        for (int32_t c = 0; c < p->V; c++) {
+            if (has_model && !cost_source(p, s, c, COST_ACT))
+                continue;
+            double act = ir_cost(p, s, c, COST_ACT);
+            for (size_t i = 0; i < ARRAY_LEN(parts); i++) {
+                const CostBlock *b = cost_source(p, s, c, parts[i]);
+                if (!b || !(ir_cost(p, s, c, parts[i]) > act))
+                    continue;
+                bool dup = false;
+                for (size_t j = 0; j < nseen && !dup; j++)
+                    dup = seen[j] == b;
+                if (dup)
+                    continue;
+                seen[nseen++] = b;
+                const Node *v = cost_value_node(pl, b->loc, cost_field_name[parts[i]]);
+                char got[PRINT_NUM_MAX], lim[PRINT_NUM_MAX];
+                diag_error(e->d, v ? v->loc : b->loc, DIAG_VALUE,
+                           "'%s' %s is more than the 'act' %s of virtual stage %d: it is the part "
+                           "of the activations %s keeps",
+                           cost_field_name[parts[i]], print_size(got, sizeof got, b->v[parts[i]]),
+                           print_size(lim, sizeof lim, act), (int)ir_vstage(p, s, c),
+                           parts[i] == COST_CKPT ? "F" : "B");
+            }
+        }
+    free(seen);
 }
 
 static void read_partition(Elab *e, const Node *n)
@@ -1047,6 +1118,9 @@ static void find_settings(Elab *e, const Node *pl, Settings *s)
         case N_DEVICE: set_once(e, &s->device, n); break;
         case N_PARTITION: set_once(e, &s->partition, n); break;
         case N_SCHEDULE: set_once(e, &s->schedule, n); break;
+        case N_DP: set_once(e, &s->dp, n); break;
+        case N_ZERO: set_once(e, &s->zero, n); break;
+        case N_GRAD_DTYPE: set_once(e, &s->grad_dtype, n); break;
         default: break;
         }
 }
@@ -1088,8 +1162,43 @@ static bool read_shape(Elab *e, const Node *pl, const Settings *s, int64_t *P, i
     return shape_ok;
 }
 
+/* The data-parallel settings (docs/language.md "Data parallelism"): `data_parallel D`
+ * (1..IR_MAX_DATA_PARALLEL), `zero 0|1|2|3`, `grad_dtype bf16|fp32`; `value` errors at
+ * the value. */
+static void read_dp_settings(Elab *e, const Settings *s)
+{
+    Pipeline *p = e->p;
+    int64_t v;
+    if (s->dp) {
+        p->dp_loc = s->dp->loc;
+        if (int_setting(e, s->dp, 1, IR_MAX_DATA_PARALLEL, &v))
+            p->data_parallel = (int32_t)v;
+    }
+    if (s->zero) {
+        p->zero_loc = s->zero->loc;
+        if (eval(e, s->zero->a, &v)) {
+            if (v < 0 || v > IR_MAX_ZERO)
+                diag_error(e->d, s->zero->a->loc, DIAG_VALUE,
+                           "'zero' is the ZeRO stage: 0, 1, 2 or 3 (got %" PRId64 ")", v);
+            else
+                p->zero = (int32_t)v;
+        }
+    }
+    if (s->grad_dtype) {
+        p->grad_dtype_loc = s->grad_dtype->loc;
+        int k = 0;
+        while (k < GRAD_NDTYPES && strcmp(grad_dtype_name[k], s->grad_dtype->name))
+            k++;
+        if (k == GRAD_NDTYPES)
+            diag_error(e->d, s->grad_dtype->loc, DIAG_VALUE,
+                       "unknown grad_dtype '%s': bf16 or fp32", s->grad_dtype->name);
+        else
+            p->grad_dtype = (GradDtype)k;
+    }
+}
+
 /* Phase 3: the settings that do not need the shape: memory, tensor_parallel, model,
- * device, schedule. */
+ * device, schedule, the data-parallel settings. */
 static void read_unshaped_settings(Elab *e, const Settings *s)
 {
     Pipeline *p = e->p;
@@ -1109,6 +1218,7 @@ static void read_unshaped_settings(Elab *e, const Settings *s)
         if (int_setting(e, s->tp, 1, INT32_MAX, &tp))
             p->tensor_parallel = (int32_t)tp;
     }
+    read_dp_settings(e, s);
     if (s->model)
         p->model = resolve_entity(e, s->model, e->models, e->nmodels, "model");
     /* The device's memory (less what it reserves) becomes the budget when `memory` is
@@ -1170,6 +1280,8 @@ Pipeline *elaborate(Diag *d, const Program *prog)
         bind(e, e->sV, V);
         bind(e, e->sVSHAPE, p->placement == PLACE_VSHAPE);
         read_shaped_settings(e, pl, &s);
+        if (d->nerr == before)
+            check_cost_parts(e, pl, s.model != NULL);
         /* Phase 5: the body as a program: stage blocks, deps, lets, loops, `schedule`. */
         e->nexp_err = 0;
         exec_list(e, pl->body, true);

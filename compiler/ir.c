@@ -65,6 +65,18 @@ const char *const policy_name[POLICY_N] = {
 #undef X
 };
 
+const char *const grad_dtype_name[GRAD_NDTYPES] = {
+#define X(e, s, b) s,
+    GRAD_DTYPES(X)
+#undef X
+};
+
+const int grad_dtype_bytes[GRAD_NDTYPES] = {
+#define X(e, s, b) b,
+    GRAD_DTYPES(X)
+#undef X
+};
+
 Stream op_stream(OpKind k)
 {
     return (unsigned)k < OP_NKINDS ? op_sem[k].stream : STREAM_COMPUTE;
@@ -81,6 +93,8 @@ Pipeline *pipeline_new(void)
     p->partition_loc = LOC_NONE;
     p->schedule_loc = LOC_NONE;
     p->tp_loc = LOC_NONE;
+    p->data_parallel = 1;
+    p->dp_loc = p->zero_loc = p->grad_dtype_loc = LOC_NONE;
     return p;
 }
 

@@ -259,6 +259,33 @@ typedef struct PassCall {
 
 typedef enum Placement { PLACE_INTERLEAVED, PLACE_VSHAPE } Placement;
 
+/* The dtype gradients are reduced and kept in (`grad_dtype`, docs/language.md "Data
+ * parallelism"): bf16 (2 bytes per parameter, the default) or fp32 (4 bytes: Megatron-LM's
+ * main-gradient accumulation). X(enum suffix, spelling, bytes per parameter). */
+#define GRAD_DTYPES(X) \
+    X(BF16, "bf16", 2) \
+    X(FP32, "fp32", 4)
+
+typedef enum GradDtype {
+#define X(e, s, b) GRAD_##e,
+    GRAD_DTYPES(X)
+#undef X
+    GRAD_NDTYPES
+} GradDtype;
+
+extern const char *const grad_dtype_name[GRAD_NDTYPES];
+extern const int grad_dtype_bytes[GRAD_NDTYPES];
+
+/* Limits of a written cost (docs/language.md "Limits"): a time above IR_MAX_COST_MS
+ * (1e9 ms, 11.6 days per op) or a size above IR_MAX_COST_BYTES (1 PiB) is a `limit`
+ * error at the value. */
+#define IR_MAX_COST_MS 1e9
+#define IR_MAX_COST_BYTES 1125899906842624.0
+
+/* Limits of the data-parallel settings (docs/language.md "Data parallelism"). */
+#define IR_MAX_DATA_PARALLEL 1048576
+#define IR_MAX_ZERO 3
+
 typedef struct Pipeline {
     char *name;
     Loc loc;
@@ -295,6 +322,12 @@ typedef struct Pipeline {
     Loc partition_loc;
     int32_t tensor_parallel;  /* >= 1 */
     Loc tp_loc;               /* where `tensor_parallel` is set (LOC_NONE when not) */
+    /* Data parallelism (docs/language.md "Data parallelism"); printed by `pipec print`
+     * when not the default, as they change the simulated iteration. */
+    int32_t data_parallel;    /* D >= 1 replicas of the whole pipeline, default 1 */
+    int32_t zero;             /* ZeRO stage 0..3 (Rajbhandari et al., SC'20), default 0 */
+    GradDtype grad_dtype;     /* default GRAD_BF16 */
+    Loc dp_loc, zero_loc, grad_dtype_loc; /* where each is set (LOC_NONE when not) */
     char *schedule;           /* template name given by `schedule`, or NULL */
     Loc schedule_loc;
     RecomputeDir *recompute;

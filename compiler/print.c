@@ -274,6 +274,16 @@ static void put_ref(StrBuf *out, const OpRef *r)
     sb_printf(out, "%u:%s", (unsigned)r->stage, op_name(name, sizeof name, (OpKind)r->kind, r->mb, r->chunk));
 }
 
+void print_dp_settings(StrBuf *out, const Pipeline *p)
+{
+    if (p->data_parallel != 1)
+        sb_printf(out, "  data_parallel %d\n", (int)p->data_parallel);
+    if (p->zero != 0)
+        sb_printf(out, "  zero %d\n", (int)p->zero);
+    if (p->grad_dtype != GRAD_BF16)
+        sb_printf(out, "  grad_dtype %s\n", grad_dtype_name[p->grad_dtype]);
+}
+
 void print_pipeline(StrBuf *out, const Pipeline *p)
 {
     char v[PRINT_NUM_MAX];
@@ -283,6 +293,7 @@ void print_pipeline(StrBuf *out, const Pipeline *p)
     sb_printf(out, "  chunks %d%s\n", (int)p->V, p->placement == PLACE_VSHAPE ? " vshape" : "");
     if (p->has_memory && isfinite(p->memory))
         sb_printf(out, "  memory %s\n", print_size(v, sizeof v, p->memory));
+    print_dp_settings(out, p);
 
     size_t before = out->len;
     sb_putc(out, '\n');

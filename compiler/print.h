@@ -42,8 +42,13 @@
 
 /* Appends the canonical explicit form of p to out. Pure: reads p only. Model, device,
  * partition, schedule, recompute and apply settings are not printed: their effect is
- * already in the ops and the derived costs. */
+ * already in the ops and the derived costs. The data-parallel settings are
+ * (print_dp_settings). */
 void print_pipeline(StrBuf *out, const Pipeline *p);
+
+/* Appends p's `data_parallel`, `zero` and `grad_dtype` lines, each only when it is not
+ * the default (docs/language.md "Data parallelism"), indented two spaces. */
+void print_dp_settings(StrBuf *out, const Pipeline *p);
 
 /* Number formatting shared with other printers. Each writes a NUL-terminated string of
  * at most n bytes (PRINT_NUM_MAX is always enough) and returns buf.

@@ -848,8 +848,7 @@ double sim_lower_bound(const Pipeline *p)
 
 int32_t sim_dp_replicas(const Pipeline *p)
 {
-    (void)p;
-    return 1;
+    return p->data_parallel > 1 ? p->data_parallel : 1;
 }
 
 /* Replays one rank's memory changes in time order: merges the three streams' event

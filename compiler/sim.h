@@ -60,7 +60,8 @@ void sim_scratch_free(void *scratch);
 double sim_lower_bound(const Pipeline *p);
 
 /* Data-parallel replicas of the pipeline (each running the same schedule on other
- * samples), the one place tokens_per_s and mfu read it: 1 until a setting gives it. */
+ * samples), the one place tokens_per_s and mfu read it: the `data_parallel` setting
+ * (docs/language.md "Data parallelism"), default 1. */
 int32_t sim_dp_replicas(const Pipeline *p);
 
 /* Each rank's compute-stream busy time without running the schedule, ms: the sum of

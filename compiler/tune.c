@@ -761,6 +761,7 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         sb_puts(out, "\n");
     if (b->tensor_parallel > 1)
         sb_printf(out, "  tensor_parallel %d\n", b->tensor_parallel);
+    print_dp_settings(out, b);
     if (b->partition_set && !b->partition_even &&
         (V == b->V || b->npartition == (uint32_t)b->P)) {
         sb_puts(out, "  partition [");

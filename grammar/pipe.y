@@ -128,6 +128,7 @@ static NodeList append(NodeList l, NodeList t)
 %token <str> MEMORY "'memory'" COSTS "'costs'" STAGE "'stage'" VSTAGE "'vstage'"
 %token <str> DEP "'dep'" PARTITION "'partition'" EVEN "'even'"
 %token <str> TENSOR_PARALLEL "'tensor_parallel'" SCHEDULE "'schedule'"
+%token <str> DATA_PARALLEL "'data_parallel'" ZERO "'zero'" GRAD_DTYPE "'grad_dtype'"
 %token <str> RECOMPUTE "'recompute'" POLICY "'policy'" APPLY "'apply'" LET "'let'"
 %token <str> FOR "'for'" IN "'in'" IF "'if'" REQUIRE "'require'" ELSE "'else'"
 %token DOTDOT "'..'" DOTDOTEQ "'..='" ARROW "'->'" LE "'<='" GE "'>='" EQ "'=='"
@@ -146,7 +147,7 @@ static NodeList append(NodeList l, NodeList t)
 %left '*' '/' '%'
 %precedence UNARY
 
-%type <str> name
+%type <str> name var
 %type <node> topitem item ifstmt expr depop number value field kv block fblock
 %type <node> pass
 %type <list> topitems items args fields numlist kvs passes
@@ -182,7 +183,13 @@ name:
   IDENT | PIPELINE | TEMPLATE | IMPORT | MODEL | DEVICE | STAGES | MICROBATCHES
 | CHUNKS | INTERLEAVED | VSHAPE | MEMORY | COSTS | STAGE | VSTAGE | DEP | PARTITION
 | EVEN | TENSOR_PARALLEL | SCHEDULE | RECOMPUTE | POLICY | APPLY | LET | FOR | IN
-| IF | REQUIRE | ELSE
+| IF | REQUIRE | ELSE | DATA_PARALLEL | ZERO | GRAD_DTYPE
+;
+
+/* A template variable: an identifier, or `zero`, a keyword (the ZeRO stage setting) that
+ * files used as a variable before it was one. */
+var:
+  IDENT | ZERO
 ;
 
 block:
@@ -200,10 +207,10 @@ items:
 ;
 
 item:
-  LET IDENT '=' expr   { $$ = mk_name(ps, N_LET, @2, $2); $$->a = $4; }
-| FOR IDENT IN expr DOTDOT expr block
+  LET var '=' expr     { $$ = mk_name(ps, N_LET, @2, $2); $$->a = $4; }
+| FOR var IN expr DOTDOT expr block
                        { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; }
-| FOR IDENT IN expr DOTDOTEQ expr block
+| FOR var IN expr DOTDOTEQ expr block
                        { $$ = mk_name(ps, N_FOR, @2, $2); $$->a = $4; $$->b = $6; $$->body = $7; $$->op = RANGE_INCLUSIVE; }
 | ifstmt
 | REQUIRE expr STRING  { $$ = mk_name(ps, N_REQUIRE, @1, $3); $$->a = $2; }
@@ -231,6 +238,9 @@ item:
 | PARTITION '[' numlist ']'
                        { $$ = mk(ps, N_PARTITION, @1); $$->body = $3.head; }
 | TENSOR_PARALLEL expr { $$ = mk(ps, N_TP, @1); $$->a = $2; }
+| DATA_PARALLEL expr   { $$ = mk(ps, N_DP, @1); $$->a = $2; }
+| ZERO expr            { $$ = mk(ps, N_ZERO, @1); $$->a = $2; }
+| GRAD_DTYPE name      { $$ = mk_name(ps, N_GRAD_DTYPE, @2, $2); }
 | SCHEDULE name        { $$ = mk_name(ps, N_SCHEDULE, @2, $2); }
 | RECOMPUTE STAGES value POLICY name
                        { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); }
@@ -264,7 +274,7 @@ depop:
 
 expr:
   NUM                  { $$ = mk_num(ps, @1, $1, false); }
-| IDENT                { $$ = mk_name(ps, N_VAR, @1, $1); $$->depth = 1; }
+| var                  { $$ = mk_name(ps, N_VAR, @1, $1); $$->depth = 1; }
 | '(' expr ')'         { $$ = $2; }
 | IDENT '(' args ')'   { $$ = mk_expr(ps, N_CALL, 0, @1, $3.head, NULL); if ($$) $$->name = $1; }
 | expr '+' expr        { $$ = mk_expr(ps, N_BINOP, BIN_ADD, @2, $1, $3); }

@@ -103,6 +103,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
     costmodel_get(p, &cm);
     double *keep = xmalloc((size_t)p->P * sizeof *keep), *deep = xmalloc((size_t)p->P * sizeof *deep);
     double *cp = xmalloc((size_t)p->P * (size_t)p->V * sizeof *cp);
+    CmDp dps = cm_dp(p);
     for (int32_t s = 0; s < p->P; s++) {
         double all = 0, dp = 0;
         for (int32_t c = 0; c < p->V; c++) {
@@ -114,7 +115,7 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
                 dp += cc.params;
         }
         deep[s] = dp;
-        keep[s] = cm_weight_bytes(all) - cm_weight_bytes(dp);
+        keep[s] = cm_weight_bytes(all, &dps) - cm_weight_bytes(dp, &dps);
     }
     costmodel_free(&cm);
 

@@ -326,6 +326,7 @@ static void test_tp_comm(void **state)
 static void test_weights(void **state)
 {
     (void)state;
+    const CmDp dp1 = {1, 0, 2};
     Cap c;
     cap_open(&c);
     CostModel cm;
@@ -335,15 +336,68 @@ static void test_weights(void **state)
     cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
     cm_unit(&cm, CM_EMBED, false, POLICY_NONE, &e);
     cm_unit(&cm, CM_HEAD, false, POLICY_NONE, &hd);
-    assert_near(cm_weight_bytes(a.params + m.params), 5075271680.0);
-    assert_near(cm_weight_bytes(e.params), 2621440000.0);
-    assert_near(cm_weight_bytes(hd.params), 2621521920.0);
+    assert_near(cm_weight_bytes(a.params + m.params, &dp1), 5075271680.0);
+    assert_near(cm_weight_bytes(e.params, &dp1), 2621440000.0);
+    assert_near(cm_weight_bytes(hd.params, &dp1), 2621521920.0);
     costmodel_free(&cm);
     mkcm(&c, &cm, llama13b(), NULL, 8);
     cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
     cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
-    assert_near(cm_weight_bytes(a.params + m.params), 5075271680.0 / 8);
+    assert_near(cm_weight_bytes(a.params + m.params, &dp1), 5075271680.0 / 8);
     costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* Model states per ZeRO stage (ZeRO §5), hand-computed for 1e9 parameters, D = 8:
+ * zero 0: (2+2+12) = 16 GB, fp32 gradients (2+4+12) = 18 GB; zero 1: 4 + 12/8 = 5.5 GB,
+ * fp32 6 + 1.5 = 7.5 GB (Megatron's 6 + 12/DP); zero 2: 2 + 14/8 = 3.75 GB, fp32
+ * 2 + 16/8 = 4 GB; zero 3: 16/8 = 2 GB, fp32 18/8 = 2.25 GB. With D = 1 every stage
+ * is 16. ZeRO-3 gathers a layer's 16-bit parameters: 2 bytes each, only at zero 3 with
+ * D > 1. */
+static void test_zero_weights(void **state)
+{
+    (void)state;
+    const double n = 1e9;
+    const double want[4][2] = {{16e9, 18e9}, {5.5e9, 7.5e9}, {3.75e9, 4e9}, {2e9, 2.25e9}};
+    for (int z = 0; z < 4; z++) {
+        CmDp bf = {8, z, 2}, fp = {8, z, 4}, one = {1, z, 2};
+        assert_near(cm_weight_bytes(n, &bf), want[z][0]);
+        assert_near(cm_weight_bytes(n, &fp), want[z][1]);
+        assert_near(cm_weight_bytes(n, &one), 16e9);
+        assert_near(cm_zero3_gather_bytes(1e8, &bf), z == 3 ? 2e8 : 0);
+        assert_near(cm_zero3_gather_bytes(1e8, &one), 0);
+    }
+}
+
+/* derive_costs with the data-parallel settings: a 4-layer GPT (h = 1024, f = 4h,
+ * vocabulary 1000, s = 2048) on 2 stages. Parameters: attention 4h^2 + 6h = 4,200,448,
+ * MLP 2hf + f + 3h = 8,395,776, a layer 12,596,224; embedding (1000 + 2048) h =
+ * 3,121,152; head 1000 h + 2h = 1,026,048. Stage 0 = embedding + 2 layers = 28,313,600,
+ * stage 1 = 2 layers + head = 26,218,496. zero 3, D = 4: 16/4 = 4 bytes each plus a
+ * layer's 2-byte gather (25,192,448): 138,446,848 and 130,066,432. zero 1, D = 4, fp32
+ * gradients: 6 + 12/4 = 9 bytes: 254,822,400 and 235,966,464. */
+static void test_zero_derive(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(2, 2, 1, gpt_model(4, 1024, 16, 2048, 1, "flash"), dev());
+    p->data_parallel = 4;
+    p->zero = 3;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 138446848.0);
+    assert_true(ir_cost(p, 1, 0, COST_WEIGHTS) == 130066432.0);
+    p->zero = 1;
+    p->grad_dtype = GRAD_FP32;
+    rederive_costs(p);
+    assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 254822400.0);
+    assert_true(ir_cost(p, 1, 0, COST_WEIGHTS) == 235966464.0);
+    p->data_parallel = 1;
+    p->zero = 0;
+    p->grad_dtype = GRAD_BF16;
+    rederive_costs(p);
+    assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 16 * 28313600.0);
+    pipeline_free(p);
     cap_close(&c);
 }
 
@@ -448,7 +502,7 @@ static void test_precedence(void **state)
     assert_true(ir_cost(p, 0, 0, COST_CKPT) == 7);
     assert_derived(ir_cost(p, 1, 0, COST_CKPT), COST_CKPT, v1.ckpt);
     assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 9);
-    assert_derived(ir_cost(p, 1, 0, COST_WEIGHTS), COST_WEIGHTS, cm_weight_bytes(v1.params));
+    assert_derived(ir_cost(p, 1, 0, COST_WEIGHTS), COST_WEIGHTS, cm_weight_bytes(v1.params, &(CmDp){1, 0, 2}));
     assert_derived(ir_cost(p, 1, 0, COST_P2P), COST_P2P, cm_p2p_ms(&cm));
     assert_true(ir_cost(p, 1, 0, COST_HOST_BW) == 20e9);
     /* even partition of 4 layers over 2 stages: 2 layers each, embedding on 0, head on 1 */
@@ -973,6 +1027,8 @@ int main(void)
         cmocka_unit_test(test_device_without_links),
         cmocka_unit_test(test_ckpt_layers),
         cmocka_unit_test(test_ir_cost_fallback),
+        cmocka_unit_test(test_zero_weights),
+        cmocka_unit_test(test_zero_derive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# t_dp.sh - data parallelism (docs/language.md "Data parallelism", docs/cost-model.md
+# "Data parallelism"): the settings `data_parallel`, `zero`, `grad_dtype` (parsing,
+# `pipec print`, `--set`), and what sim counts with them.
+#
+# Expected figures are ratios that follow from the definitions (docs/simulator.md):
+# tokens_per_s = M x mbs x seq x D / makespan, mfu = flops / (makespan x P x tp x D x
+# peak) with the flops of all D replicas, so tokens_per_s(D) / tokens_per_s(1) =
+# D x makespan(1) / makespan(D) and mfu(D) / mfu(1) = makespan(1) / makespan(D).
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+P=$PIPEC_ASAN
+
+cat >"$tmp/l7.pipe" <<'PIPE'
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline l7 {
+  stages 4
+  microbatches 8
+  model llama2_7b
+  device a100_sxm_80g
+  schedule onef1b
+}
+PIPE
+L=$tmp/l7.pipe
+
+# --- settings: print -------------------------------------------------------------------
+"$P" print "$L" >"$tmp/p0" 2>&1
+check "print without the settings: no data_parallel line" bash -c "! grep -qE '^  (data_parallel|zero|grad_dtype) ' '$tmp/p0'"
+"$P" print "$L" --set data_parallel=8 --set zero=1 --set grad_dtype=fp32 >"$tmp/p1" 2>&1
+check "print: data_parallel when set" grep -qx '  data_parallel 8' "$tmp/p1"
+check "print: zero when set" grep -qx '  zero 1' "$tmp/p1"
+check "print: grad_dtype when set" grep -qx '  grad_dtype fp32' "$tmp/p1"
+"$P" print "$L" --set data_parallel=1 --set zero=0 --set grad_dtype=bf16 >"$tmp/p2" 2>&1
+check "print: the defaults written out print as nothing" bash -c "! grep -qE '^  (data_parallel|zero|grad_dtype) ' '$tmp/p2'"
+cp "$tmp/p1" "$tmp/p1.pipe"
+"$P" print "$tmp/p1.pipe" >"$tmp/p1b" 2>&1
+check "print of the printed form is the same text" cmp -s "$tmp/p1" "$tmp/p1b"
+printf 'pipeline z { stages 1 microbatches 1 zero 2 zero 3 stage 0 { F0 B0 } }\n' >"$tmp/dup.pipe"
+"$P" check "$tmp/dup.pipe" >"$tmp/out" 2>&1
+check "zero set twice: value error at the second" grep -q "dup.pipe:1:45: error\[value\]: 'zero' is already set" "$tmp/out"
+
+# --- settings: bad --set values, located in the override ------------------------------
+"$P" check "$L" --set data_parallel=0 >"$tmp/out" 2>&1
+check "--set data_parallel=0: exit 1" test $? = 1
+check "--set data_parallel=0: value error at the value" grep -qx -- "--set:1:15: error\[value\]: 'data_parallel' must be at least 1 (got 0)" "$tmp/out"
+"$P" check "$L" --set zero=5 >"$tmp/out" 2>&1
+check "--set zero=5: value error at the value" grep -qx -- "--set:1:6: error\[value\]: 'zero' is the ZeRO stage: 0, 1, 2 or 3 (got 5)" "$tmp/out"
+"$P" check "$L" --set grad_dtype=fp8 >"$tmp/out" 2>&1
+check "--set grad_dtype=fp8: value error at the value" grep -qx -- "--set:1:12: error\[value\]: unknown grad_dtype 'fp8': bf16 or fp32" "$tmp/out"
+
+# --- sim: tokens_per_s and mfu count the replicas --------------------------------------
+"$P" sim --json "$L" >"$tmp/j1" 2>&1
+"$P" sim --json "$L" --set data_parallel=8 >"$tmp/j8" 2>&1
+check "tokens_per_s counts the D replicas" python3 - "$tmp/j1" "$tmp/j8" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+want = 8 * a["tokens_per_s"] * a["makespan_ms"] / b["makespan_ms"]
+assert abs(b["tokens_per_s"] / want - 1) < 1e-12, (a, b)
+assert abs(b["mfu"] / (a["mfu"] * a["makespan_ms"] / b["makespan_ms"]) - 1) < 1e-12
+PY
+
+# --- memory: stage 0's weights against Megatron-LM's theoretical memory -----------------
+# An independent oracle: Megatron-LM's compute_weight_and_optimizer_memory
+# (megatron/training/theoretical_memory_usage.py), re-typed below: the most loaded
+# shard is (the transformer block / PP + one embedding) / TP, the vocabulary padded to
+# a multiple of 128 x TP, at 18 bytes per parameter, or 6 + 12/DP with the distributed
+# optimizer. pipec's stage 0 (grad_dtype fp32; zero 0, or zero 1 for the distributed
+# optimizer) must be within 1% (docs/cost-model.md "Data parallelism").
+cat >"$tmp/mp.pipe" <<'PIPE'
+import "std/schedules.pipe"
+import "std/models.pipe"
+import "std/devices.pipe"
+pipeline mp {
+  stages 8
+  microbatches 8
+  model llama2_70b
+  device h100_sxm_80g
+  memory 1000GiB
+  grad_dtype fp32
+  schedule onef1b
+}
+PIPE
+megatron_case() { # NAME MODEL TP DP ZERO H L A G F VOCAB LLAMA
+    local out
+    out=$("$PIPEC" sim --json "$tmp/mp.pipe" --set "model=$2" --set tensor_parallel="$3" \
+          --set data_parallel="$4" --set zero="$5" 2>&1)
+    check "Megatron stage-0 weights within 1%: $1" python3 - "$out" "${@:3}" <<'PY'
+import json, math, sys
+got = json.loads(sys.argv[1])["per_stage"][0]["static_mem_bytes"]
+tp, dp, zero, h, L, a, g, f, vocab, llama = map(float, sys.argv[2:12])
+pp = 8
+padded = math.ceil(vocab / (128 * tp)) * 128 * tp
+norm = 1 if llama else 2
+layer = 2 * h * (f * (1.5 if llama else 1) + norm) + 2 * h * h * (1 + g / a)
+most = ((layer * L + norm * h) / pp + h * padded) / tp
+want = most * (18 if zero == 0 else 6 + 12 / dp)
+print(f"    pipec {got / 2**30:.3f} GiB, Megatron {want / 2**30:.3f} GiB, {100 * (got / want - 1):+.2f}%")
+assert abs(got / want - 1) < 0.01
+PY
+}
+megatron_case "Llama-2 70B PP8 TP8 DP8" llama2_70b 8 8 0 8192 80 64 8 28672 32000 1
+megatron_case "Llama-2 70B PP8 TP8 DP8 distributed optimizer" llama2_70b 8 8 1 8192 80 64 8 28672 32000 1
+megatron_case "GPT-3 28B PP8 TP4 DP16" gpt3_28b 4 16 0 5120 88 40 40 20480 50304 0
+megatron_case "GPT-3 28B PP8 TP4 DP16 distributed optimizer" gpt3_28b 4 16 1 5120 88 40 40 20480 50304 0
+megatron_case "GPT-3 175B PP8 TP8 DP8 distributed optimizer" \
+    "gpt3_28b { layers 96 hidden 12288 heads 96 ffn 49152 }" 8 8 1 12288 96 96 96 49152 50304 0
+
+# --- memory: the ZeRO stages on a hand-computed stage ------------------------------------
+# llama2_70b, 8 stages, tensor_parallel 8: stage 1 holds 10 layers of
+# 3hf + h + h(h + 2 kv) + h^2 + h, kv = 8 x 128 = 1024: 704,643,072 + 8,192 + 83,886,080
+# + 67,108,864 + 8,192 = 855,654,400 parameters / 8 = 106,956,800 each: 1,069,568,000 on
+# the rank. At D = 8: zero 0 16 bytes = 17,113,088,000; zero 1 4 + 12/8 = 5.5 ->
+# 5,882,624,000; zero 2 2 + 14/8 = 3.75 -> 4,010,880,000; zero 3 16/8 = 2 ->
+# 2,139,136,000 plus a layer's 2-byte gather 213,913,600 = 2,353,049,600. fp32
+# gradients at zero 0: 18 -> 19,252,224,000.
+zero_case() { # ZERO GRAD WANT
+    local got
+    got=$("$PIPEC" sim --json "$tmp/mp.pipe" --set tensor_parallel=8 --set data_parallel=8 \
+          --set zero="$1" --set grad_dtype="$2" 2>&1 |
+          python3 -c 'import json,sys; print(int(json.load(sys.stdin)["per_stage"][1]["static_mem_bytes"]))')
+    check "stage 1 weights, zero $1, $2: $3" test "$got" = "$3"
+}
+zero_case 0 bf16 17113088000
+zero_case 1 bf16 5882624000
+zero_case 2 bf16 4010880000
+zero_case 3 bf16 2353049600
+zero_case 0 fp32 19252224000
+
+# --- the example: Llama-2 70B fits with zero 1, not with zero 0 ---------------------------
+E=examples/llama2_70b_zero1.pipe
+"$P" check "$E" >"$tmp/out" 2>&1
+check "llama2_70b_zero1 fits with data_parallel 8, zero 1" test $? = 0
+"$P" check "$E" --set zero=0 >"$tmp/out" 2>&1
+check "llama2_70b_zero1 with zero 0: exit 1" test $? = 1
+check "llama2_70b_zero1 with zero 0: a memory error in the file" grep -q "^$E:[0-9]*:[0-9]*: error\[memory\]: stage 1 needs" "$tmp/out"
+# With D = 1 zero 1 shards over one replica: the same 16 bytes as zero 0, and no fit.
+"$P" check "$E" --set data_parallel=1 >"$tmp/out" 2>&1
+check "llama2_70b_zero1 with data_parallel 1: memory error" grep -q "error\[memory\]" "$tmp/out"
+
+# --- compare and tune read the settings --------------------------------------------------
+"$PIPEC" compare --format json "$L" --set data_parallel=1,8 >"$tmp/c.json" 2>&1
+check "compare --set data_parallel=1,8: tokens/s x 8 x makespan ratio" python3 - "$tmp/c.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows["rows"] if isinstance(rows, dict) else rows
+a, b = rows
+assert a["set"] == "data_parallel=1" and b["set"] == "data_parallel=8", (a["set"], b["set"])
+want = 8 * a["tokens_per_s"] * a["makespan_ms"] / b["makespan_ms"]
+assert abs(b["tokens_per_s"] / want - 1) < 1e-12, (a, b)
+PY
+"$PIPEC" compare --format json "$E" --set zero=0,1 >"$tmp/c.json" 2>&1
+check "compare --set zero=0,1: the example fits only with zero 1" python3 - "$tmp/c.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows["rows"] if isinstance(rows, dict) else rows
+assert [r["fits"] for r in rows] == [False, True], rows
+PY
+"$PIPEC" tune --json "$L" --set data_parallel=8 --set zero=0 >"$tmp/t0.json" 2>/dev/null
+"$PIPEC" tune --json "$L" --set data_parallel=8 --set zero=1 >"$tmp/t1.json" 2>/dev/null
+check "tune: every variant's peaks are lower with zero 1" python3 - "$tmp/t0.json" "$tmp/t1.json" <<'PY'
+import json, sys
+a, b = ({v["name"]: v for v in json.load(open(f))["variants"]} for f in sys.argv[1:3])
+common = set(a) & set(b)
+assert common, (a.keys(), b.keys())
+for n in common:
+    assert all(x > y for x, y in zip(a[n]["peak_mem_bytes"], b[n]["peak_mem_bytes"])), n
+PY
+"$PIPEC" tune "$L" --set data_parallel=8 --set zero=1 -o "$tmp/best.pipe" >/dev/null 2>&1
+check "tune -o writes the data-parallel settings" grep -q '^  data_parallel 8$' "$tmp/best.pipe"
+check "tune -o writes zero" grep -q '^  zero 1$' "$tmp/best.pipe"
+
+finish
