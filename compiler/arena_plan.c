@@ -955,7 +955,7 @@ static Pos *index_ops(const StageOps *so, size_t V, size_t M)
     return pos;
 }
 
-/* What each op of rank s allocates and frees: the walk of DESIGN.md "Memory" (the one
+/* What each op of rank s allocates and frees: the walk of docs/spec.md "Memory" (the one
  * rule, opsem_mem_step) over the aligned region sizes, into r->alloc, r->freed; its
  * peak (r->peak_live, r->peak_op) is what the arena should be. */
 static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const Pos *pos,

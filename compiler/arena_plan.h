@@ -11,7 +11,7 @@
  *     where F put it, and the region is then in two places (runtime/mlp.h
  *     mlp_recompute_split) until B/W, or until an SO moves both parts out (the SI
  *     brings them back as one incarnation). So the plan holds exactly what the
- *     DESIGN.md walk holds, and no bytes are copied;
+ *     walk of docs/spec.md "Memory" holds, and no bytes are copied;
  *   - B frees everything, except [0, wact) when a W(v,m) exists, which W frees;
  *   - SO(v,m) moves what the region holds at that point (always a prefix) to the host
  *     and frees it at the SO's end; SI(v,m) allocates a new incarnation, possibly at
@@ -42,7 +42,7 @@
  * (docs/runtime.md "Static memory planning" has the details and the limits). Whole
  * incarnations first; where they leave a gap, the same over the pieces, and the smaller
  * arena wins. The arena of a rank is the highest end placed; fragmentation = arena /
- * peak_live, where peak_live is the peak of the DESIGN.md walk over these (aligned)
+ * peak_live, where peak_live is the peak of the walk of docs/spec.md "Memory" over these (aligned)
  * regions: 1.0 = the arena is the walk's peak. The arena is never below peak_live; above
  * it only by packing loss (and, with swap_fraction < 1 and an R of the same (v,m), by
  * the part the walk swaps out). */
@@ -74,7 +74,7 @@ void arena_region_cuts(const ArenaSizes *z, int64_t from[ARENA_PIECES + 1]);
 /* The plan of one rank. */
 typedef struct ArenaRank {
     int64_t size;        /* arena bytes */
-    int64_t peak_live;   /* the peak of alloc/freed over the list: the DESIGN.md walk
+    int64_t peak_live;   /* the peak of alloc/freed over the list: the walk of docs/spec.md "Memory"
                           * over the 64-aligned sizes */
     uint32_t peak_op;    /* list index of the op at which the peak is first reached */
     uint32_t nops;
@@ -82,7 +82,7 @@ typedef struct ArenaRank {
                           * of the region allocated (R: the whole act); B: bytes kept
                           * for W; else 0 */
     int64_t *alloc;      /* [nops] bytes op i allocates at its start, and */
-    int64_t *freed;      /* [nops] bytes it frees at its end: the walk of DESIGN.md
+    int64_t *freed;      /* [nops] bytes it frees at its end: the walk of docs/spec.md
                           * "Memory" (opsem_mem_step) over the aligned sizes, the
                           * amounts the runtime counts live bytes with */
     int64_t (*at)[ARENA_PIECES]; /* [nops] offset of piece k of the region op i works on

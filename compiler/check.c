@@ -1,6 +1,6 @@
 /* check.c - the verifier: the op index, completeness and placement, same-rank order,
  * the memory bound; the wait graph and the comm lowering live in waitgraph.c and
- * comm.c. The rules are DESIGN.md's "Completeness", "Dependencies" and "Memory"
+ * comm.c. The rules are docs/spec.md "Completeness", "Dependencies" and "Memory"
  * paragraphs; docs/semantics.md states them with every decision taken here. */
 #include "check.h"
 
@@ -67,7 +67,7 @@ static char *refn(char *buf, size_t n, OpRef r)
     return buf;
 }
 
-/* ---- completeness and placement (DESIGN.md "Completeness") -------------------- */
+/* ---- completeness and placement (docs/spec.md "Completeness") -------------------- */
 
 #define MISSING_SHOWN 12
 
@@ -256,7 +256,7 @@ static void check_structure(Diag *d, const Pipeline *p, const OpIndex *idx)
     }
 }
 
-/* ---- same-rank order (DESIGN.md "Dependencies"; code `order`) ------------------ */
+/* ---- same-rank order (docs/spec.md "Dependencies"; code `order`) ------------------ */
 
 /* The rule broken, in words: a row of the op semantics table (opsem.h). */
 static const char *order_reason(OpKind u, OpKind w)
@@ -302,7 +302,7 @@ static void check_order(Diag *d, const Graph *g)
     free(buf);
 }
 
-/* ---- memory (DESIGN.md "Memory"; code `memory`) --------------------------------- */
+/* ---- memory (docs/spec.md "Memory"; code `memory`) --------------------------------- */
 
 #define LIVE_CAP 65536
 

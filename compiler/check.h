@@ -1,4 +1,4 @@
-/* check.h - the verifier of the elaborated IR (DESIGN.md "Completeness", "Dependencies",
+/* check.h - the verifier of the elaborated IR (docs/spec.md "Completeness", "Dependencies",
  * "Memory"; docs/semantics.md states every rule this file enforces).
  *
  * Legend: P = stages (ranks), M = micro-batches, V = chunks per rank, PV virtual stages.

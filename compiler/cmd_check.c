@@ -1,4 +1,4 @@
-/* cmd_check.c - `pipec check`, `pipec print` and `pipec opt` (DESIGN.md "Command line").
+/* cmd_check.c - `pipec check`, `pipec print` and `pipec opt` (docs/spec.md "Command line").
  *
  * All three compile through driver_compile; check adds the memory walk, print writes
  * the canonical explicit form, opt runs a pass list given on the command line (read by

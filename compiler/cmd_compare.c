@@ -14,7 +14,7 @@
  * names the error codes; its diagnostics go to standard error and the exit status is 1.
  *
  * The columns are one table (columns[] below): their keys are the CSV header and the
- * JSON fields, DESIGN.md "Command line" fixes `makespan_ms`, `bubble_ratio`,
+ * JSON fields, docs/spec.md "JSON output" fixes `makespan_ms`, `bubble_ratio`,
  * `tokens_per_s` and `mfu`; every figure is SimResult's (sim.h). Every
  * format reads the same cells: csv and json at full precision (sim_fmt_num), text, md
  * and latex rounded for people. */

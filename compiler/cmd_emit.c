@@ -1,5 +1,5 @@
 /* cmd_emit.c - `pipec emit`, `pipec compile` (alias `build`) and `pipec run`
- * (DESIGN.md "Command line", docs/runtime.md, docs/cuda.md).
+ * (docs/spec.md "Command line", docs/runtime.md, docs/cuda.md).
  *
  *   emit FILE -o DIR [--backend B]          DIR/rank_K.c, main.c, program.h, Makefile
  *   compile FILE -o DIR [--backend B] [--launcher L]

@@ -170,7 +170,7 @@ int cmd_sim(int argc, char **argv)
         sim_write_json(&out, p, r);
     } else {
         sim_write_summary(&out, p, r);
-        /* What the columns add up to (DESIGN.md "Time"). */
+        /* What the columns add up to (docs/spec.md "Time"). */
         sb_puts(&out, "idle = makespan - busy = fwd bubble (first F to first B)\n"
                       "       + bwd bubble (first B to last B) + idle before 1st F, after last B\n");
     }
@@ -433,7 +433,7 @@ static bool write_shape_note(StrBuf *out, const Pipeline *a, const Pipeline *b)
     return true;
 }
 
-/* Per stage, A and B side by side: busy, idle and its two bubbles (DESIGN.md "Time"),
+/* Per stage, A and B side by side: busy, idle and its two bubbles (docs/spec.md "Time"),
  * in ms; "-" for a stage only one of them has. */
 static void write_stage_rows(StrBuf *out, const Pipeline *a, const SimResult *ra,
                              const Pipeline *b, const SimResult *rb)

@@ -1,4 +1,4 @@
-/* cmds.h - one entry function per `pipec COMMAND` (DESIGN.md "Command line"). main.c
+/* cmds.h - one entry function per `pipec COMMAND` (docs/spec.md "Command line"). main.c
  * dispatches on argv[1] and calls cmd_NAME(argc - 1, argv + 1), so argv[0] is the
  * command name and each command parses its own options with getopt_long. Every command
  * returns the process exit status: 0 ok, 1 errors in the input (diagnostics printed),

@@ -2,7 +2,7 @@
  * "Communication"). The checker verifies exactly this plan and the code generator
  * emits exactly it, so the two agree by construction.
  *
- * The model. Every cross-rank dependency (a data dependency of DESIGN.md or a `dep`
+ * The model. Every cross-rank dependency (a data dependency of docs/spec.md "Dependencies" or a `dep`
  * line whose two ops live on different ranks) is one point-to-point message from the
  * producer's rank to the consumer's rank. Messages on each ordered pair (src, dst)
  * match in issue order (FIFO, no tags), as NCCL point-to-point does.

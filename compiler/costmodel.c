@@ -30,7 +30,7 @@ static int read_int(Diag *d, const Field *f, const char *what, double *out)
 }
 
 /* A number in the unit class `unit` (a bare number counts as ms, bytes or bytes/s, as
- * DESIGN.md "Units" says), >= lo (or > lo when strict). */
+ * docs/spec.md "Units" says), >= lo (or > lo when strict). */
 static int read_num(Diag *d, const Field *f, UnitClass unit, double lo, bool strict, double *out)
 {
     const Value *v = &f->val;
@@ -860,7 +860,7 @@ static int derive(Diag *d, Pipeline *p)
                 continue; /* no tensor parallelism: no all-reduce fields */
             if (user_set(p, s, v, f))
                 continue;
-            /* a user's act without wact keeps DESIGN's default wact = act */
+            /* a user's act without wact keeps the default wact = act of docs/spec.md "Cost lookup" */
             if (f == COST_WACT && user_set(p, s, v, COST_ACT))
                 continue;
             put(&p->vstage_costs[v], f, val[i]);

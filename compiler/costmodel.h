@@ -30,7 +30,7 @@
  * always wins). Sets the memory budget from the device when `memory` is absent.
  * A pipeline without a model is left unchanged, except that on a rank whose policy is
  * not none an r the user did not set becomes that rank's f (full recomputation; ckpt
- * keeps its DESIGN default 0). Derived values are marked in CostBlock.derived, so a
+ * keeps its default 0 (docs/spec.md "Cost lookup")). Derived values are marked in CostBlock.derived, so a
  * second call first drops them: idempotent, and callable again after a pass changed
  * stage_policy or partition. Without a device only the byte fields are derived.
  * Returns the number of errors reported (`name` for an unknown model/device field,
@@ -84,7 +84,7 @@ typedef struct DeviceSpec {
     double efficiency;   /* achieved fraction of peak for GEMM-dominated work, (0, 1] */
     double mem_bw;       /* device memory bandwidth, bytes/s (memory-bound recompute) */
     double host_bw;      /* host link, bytes/s each direction (swap) */
-    double host_latency; /* ms; kept for completeness, DESIGN's SO/SI time has no latency */
+    double host_latency; /* ms; kept for completeness, the SO/SI time of docs/spec.md "Time" has no latency */
     double host_link_ranks; /* consecutive ranks sharing one host link (>= 1, default 1;
                              * docs/simulator.md "Shared host links") */
     double peer_bw;      /* link to the neighbouring stage, bytes/s */

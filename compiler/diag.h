@@ -1,4 +1,4 @@
-/* diag.h - source files, locations and diagnostics (DESIGN.md "Diagnostics").
+/* diag.h - source files, locations and diagnostics (docs/spec.md "Diagnostics").
  *
  * Every diagnostic reads
  *     FILE:LINE:COL: error[CODE]: message
@@ -27,7 +27,7 @@ typedef struct Span {
     uint32_t file, off, end;
 } Span;
 
-/* Error codes, fixed by DESIGN.md. X(enum suffix, printed name). */
+/* Error codes, fixed by docs/spec.md "Diagnostics". X(enum suffix, printed name). */
 #define DIAG_CODES(X) \
     X(SYNTAX, "syntax") \
     X(NAME, "name") \

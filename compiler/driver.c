@@ -128,7 +128,7 @@ void driver_opts_free(DriverOpts *o)
     o->nsets = 0;
 }
 
-/* Usage texts: DESIGN.md "Command line", one entry per command of cmds.h. */
+/* Usage texts: docs/spec.md "Command line", one entry per command of cmds.h. */
 #define COMMON_OPTS "  -I, --include DIR   search DIR for imports (repeatable; also $PIPEC_PATH)\n" \
                     "  --set KEY=VALUE     override a pipeline setting, as the line `KEY VALUE`\n" \
                     "                      in the file (repeatable; docs/language.md)\n" \

@@ -35,7 +35,7 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
                                 size_t len);
 
 /* The memory checks of `pipec check` (and of `pipec tune` on every candidate): the
- * static walk of DESIGN.md "Memory" (check_pipeline with CHECK_MEMORY) and, when the
+ * static walk of docs/spec.md "Memory" (check_pipeline with CHECK_MEMORY) and, when the
  * walk fits, the static arena plan (arena_check), whose packing can need more than the
  * walk's peak. When the weights alone exceed every rank's budget it reports instead one
  * error that leads with what would hold them (more stages, more tensor parallelism, a

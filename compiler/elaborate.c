@@ -909,7 +909,7 @@ static const CostBlock *cost_source(const Pipeline *p, int32_t s, int32_t c, Cos
     return p->costs.set & bit ? &p->costs : NULL;
 }
 
-/* `ckpt` and `wact` are parts of what F produces (DESIGN.md "Memory"; docs/semantics.md):
+/* `ckpt` and `wact` are parts of what F produces (docs/spec.md "Memory"; docs/semantics.md):
  * a written one above the virtual stage's `act` is a `value` error at it, once per
  * block. The act compared is the written one, or without a model the default; with a
  * model and no written act the cost model derives act (and keeps ckpt, wact below it). */

@@ -174,7 +174,7 @@ static bool model_ops(Diag *d, Model *m)
         free(alloc);
         free(freed);
     }
-    /* The waits of DESIGN.md "Dependencies" (op_sem rows) and the file's dep lines. */
+    /* The waits of docs/spec.md "Dependencies" (op_sem rows) and the file's dep lines. */
     int32_t PV = p->P * p->V;
     for (uint32_t j = 0; j < m->n; j++) {
         const XOp *x = &m->op[j];
@@ -509,7 +509,7 @@ static void model_build(Model *m, Lp *cbc, const MemRank *walk)
                 rv[1 + q] = -rv[1 + q];
             lp_row(cbc, cnt + 1, rc, rv, 'G', minhead + k);
         }
-        /* Memory (DESIGN.md "Memory", the walk in list order): at the start of every
+        /* Memory (docs/spec.md "Memory", the walk in list order): at the start of every
          * allocating op a, weights + alloc_a + the net change of every op listed
          * before it <= budget. In GiB, to keep the coefficients near 1. */
         if (!p->has_memory)

@@ -32,7 +32,7 @@ typedef struct ExactResult {
 bool exact_available(void);
 
 /* Searches an optimal order of p's ops: each op stays on its rank, every rule of
- * DESIGN.md "Dependencies" and "Time" and p's budget (the walk of DESIGN.md "Memory",
+ * docs/spec.md "Dependencies" and "Time" and p's budget (the walk of docs/spec.md "Memory",
  * peak <= budget) hold. p must be compiled and checked (driver_compile). On success
  * with an order (optimal or feasible), p's op lists are reordered to it. Stops after
  * time_limit_s seconds. Returns 0, or 1 after a located error in d (ops the search does

@@ -1,6 +1,6 @@
 /* human.h - numbers for people: the one place that rounds times and sizes in text
  * tables, summaries, diagnostics and picture labels. JSON and `pipec print` never use
- * it (they keep full precision: DESIGN.md "Command line"). */
+ * it (they keep full precision: docs/spec.md "JSON output"). */
 #ifndef PIPEC_HUMAN_H
 #define PIPEC_HUMAN_H
 

@@ -21,8 +21,8 @@
 #define IR_MAX_OPS 50000000u
 
 /* Op kinds. X(enum suffix, spelling in the language). Stream: which per-rank stream the
- * op runs on (DESIGN.md "Dependencies": F/B/W/R on compute, SO device-to-host, SI
- * host-to-device). OG and LW extend DESIGN.md's core (docs/semantics.md "Model-state
+ * op runs on (docs/spec.md "Dependencies": F/B/W/R on compute, SO device-to-host, SI
+ * host-to-device). OG and LW extend the core of docs/spec.md "Explicit form" (docs/semantics.md "Model-state
  * offload"): OG (D2H) offloads one chunk's gradients and runs its optimizer step on the
  * host, LW (H2D) loads the chunk's updated weights back (TPipe's T-Offload, §5). Both
  * act on a whole chunk and are written with micro-batch 0: `OG0.1`, `LW0.1`. New kinds
@@ -84,7 +84,7 @@ typedef struct OpRef {
     uint8_t chunk;
 } OpRef;
 
-/* Actions of PyTorch's pipelining runtime that are not ops (docs/csv.md "Kept actions",
+/* Actions of PyTorch's pipelining runtime that are not ops (docs/csv.md "Actions",
  * docs/semantics.md "Runtime actions"). They sit between a rank's ops, change no op's
  * timing or memory, and are only checked (actions.h) and written back (csv.h).
  * X(enum suffix, spelling in the language and in PyTorch's CSV). SEND_F/RECV_F/
@@ -132,7 +132,7 @@ typedef struct Dep {
 } Dep;
 
 /* Cost fields. X(enum suffix, name, unit, scope). Scope VSTAGE fields may be overridden
- * per virtual stage; RANK fields only per rank (DESIGN.md "Cost lookup"). The last three
+ * per virtual stage; RANK fields only per rank (docs/spec.md "Cost lookup"). The last three
  * belong to the OG/LW extension (docs/semantics.md "Model-state offload"): `grads` bytes
  * OG moves to the host, `wload` bytes LW brings back (both also the device bytes of the
  * chunk's model states between LW and OG), `opt_host` the host optimizer step OG runs
@@ -225,7 +225,7 @@ typedef struct Entity {
     Loc loc;
 } Entity;
 
-/* Recomputation policies (DESIGN.md "Pipeline settings"). */
+/* Recomputation policies (docs/spec.md "Pipeline settings"). */
 #define RECOMPUTE_POLICIES(X) \
     X(NONE, "none") \
     X(FULL, "full") \
@@ -297,7 +297,7 @@ typedef struct Pipeline {
     double memory;        /* per-rank budget, bytes */
     Loc shape_loc[4];     /* where stages / microbatches / chunks / memory were set */
 
-    /* Costs (DESIGN.md "Cost lookup"). */
+    /* Costs (docs/spec.md "Cost lookup"). */
     CostBlock costs;          /* `costs { }` */
     CostBlock *stage_costs;   /* [P]: `costs stage s { }` */
     CostBlock *vstage_costs;  /* [P*V]: `costs vstage v { }` */
@@ -370,7 +370,7 @@ char *action_name(char *buf, size_t n, const Action *a);
 /* Total number of ops over all ranks. */
 uint64_t pipeline_nops(const Pipeline *p);
 
-/* Virtual stage of chunk c on rank s (DESIGN.md "Virtual stages"): c*P + s, or with
+/* Virtual stage of chunk c on rank s (docs/spec.md "Virtual stages"): c*P + s, or with
  * vshape c*P + (P-1-s) for odd c. */
 int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c);
 

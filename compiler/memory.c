@@ -1,4 +1,4 @@
-/* memory.c - the static memory walk of DESIGN.md "Memory"; see memory.h.
+/* memory.c - the static memory walk of docs/spec.md "Memory"; see memory.h.
  *
  * One pass over each rank's list. The bytes each (v,m) holds live in an array indexed
  * by the position of the first op of (v,m) on the rank (its "slot"), found by one scan

@@ -1,4 +1,4 @@
-/* memory.h - the static memory walk of DESIGN.md "Memory", per rank.
+/* memory.h - the static memory walk of docs/spec.md "Memory", per rank.
  *
  * Each rank holds its `weights` plus, for every (virtual stage v, micro-batch m) it
  * owns: F adds `act`, or `ckpt` when R(v,m) exists; R adds `act - ckpt`; B frees all of

@@ -5,7 +5,7 @@
 
 #include "util.h"
 
-/* DESIGN.md "Dependencies", one row per kind; the OG/LW rows are docs/semantics.md
+/* docs/spec.md "Dependencies", one row per kind; the OG/LW rows are docs/semantics.md
  * "Model-state offload" (TPipe's T-Offload, §5), the RO row "Overlapped
  * recomputation" (Lynx §4). */
 const OpSem op_sem[OP_NKINDS] = {
@@ -205,7 +205,7 @@ double opsem_exposed(const OpCosts *c, double *budget)
     return comm + work - hid;
 }
 
-/* The block that gives field f its value for chunk c of rank s (DESIGN.md "Cost
+/* The block that gives field f its value for chunk c of rank s (docs/spec.md "Cost
  * lookup"), or NULL when none sets it. */
 static const CostBlock *setter(const Pipeline *p, int32_t s, int32_t c, CostField f)
 {

@@ -6,7 +6,7 @@
  * kind is one row in OP_KINDS (ir.h), one row in op_sem[] and one case in each of
  * opsem_mem_step / opsem_duration, plus its runtime kernel.
  *
- * The rules are DESIGN.md "Dependencies", "Memory" and "Time"; the OG/LW rows extend
+ * The rules are docs/spec.md "Dependencies", "Memory" and "Time"; the OG/LW rows extend
  * them (docs/semantics.md "Model-state offload").
  *
  * Legend: v = virtual stage, m = micro-batch, PV = P*V virtual stages. Times are
@@ -19,8 +19,8 @@
 
 #include "ir.h"
 
-/* An op's part in the memory walk of DESIGN.md "Memory". An allocating op allocates
- * at its start; a freeing op frees at its end. DESIGN.md "Time": an allocating op also
+/* An op's part in the memory walk of docs/spec.md "Memory". An allocating op allocates
+ * at its start; a freeing op frees at its end. docs/spec.md "Time": an allocating op also
  * waits for every op listed before it on its rank that frees memory, so list order is
  * memory order and the memory in use never exceeds the walk's peak. */
 typedef enum OpMemRole { MEM_NONE, MEM_ALLOC, MEM_FREE } OpMemRole;
@@ -79,7 +79,7 @@ typedef struct OpCosts {
     double ms_per_byte;           /* ms per byte over the host link */
 } OpCosts;
 
-/* Fills *c for chunk c of rank s from the pipeline's costs (DESIGN.md "Cost lookup"). */
+/* Fills *c for chunk c of rank s from the pipeline's costs (docs/spec.md "Cost lookup"). */
 void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c);
 
 /* What one (v,m) holds during the walk: bytes on the device and bytes swapped out. */
@@ -87,7 +87,7 @@ typedef struct VmMem {
     double held, host;
 } VmMem;
 
-/* The memory rule of DESIGN.md "Memory" for one op of kind k on a (v,m) whose optional
+/* The memory rule of docs/spec.md "Memory" for one op of kind k on a (v,m) whose optional
  * ops are `has` (VM_HAS_*), walked in list order: *alloc gets the bytes allocated at
  * the op's start, *freed the bytes freed at its end, and *st is updated. F adds `act`,
  * or `ckpt` when R exists; R adds act - ckpt; B frees all but `wact` when W exists
@@ -109,7 +109,7 @@ double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed);
  * that shares the bandwidth (docs/simulator.md "Shared host links"). */
 double opsem_link_ms(OpKind k, const OpCosts *c, double moved);
 
-/* The duration of an op (DESIGN.md "Time"), ms: F f; B b, or b - w when W exists; W w;
+/* The duration of an op (docs/spec.md "Time"), ms: F f; B b, or b - w when W exists; W w;
  * R and RO r (an RO's exposed part is opsem_exposed); SO, SI and LW the bytes moved (opsem_moved) / host_bw; OG the same plus
  * opt_host. Never negative. */
 double opsem_duration(OpKind k, const OpCosts *c, unsigned has, double moved);
@@ -131,7 +131,7 @@ double opsem_comm(OpKind k, const OpCosts *c);
 double opsem_exposed(const OpCosts *c, double *budget);
 
 /* Reports a `value` error for every (rank, chunk) whose weight-gradient time exceeds
- * its whole backward (w > b; DESIGN.md "Time"), located at the cost block that set w
+ * its whole backward (w > b; docs/spec.md "Time"), located at the cost block that set w
  * (or b, when only b was written there). Returns the errors reported. */
 int opsem_check_costs(Diag *d, const Pipeline *p);
 

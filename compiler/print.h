@@ -1,4 +1,4 @@
-/* print.h - the canonical explicit form of a pipeline (DESIGN.md "Normative core").
+/* print.h - the canonical explicit form of a pipeline (docs/spec.md "Explicit form").
  *
  * `pipec print`, `pipec opt -o`, `import-csv` and `tune -o` all write through
  * print_pipeline, so two variants of a schedule diff cleanly as text. The form is

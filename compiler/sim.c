@@ -1,4 +1,4 @@
-/* sim.c - the simulator of DESIGN.md "Time": an event-driven list scheduler that is
+/* sim.c - the simulator of docs/spec.md "Time": an event-driven list scheduler that is
  * linear in the number of ops, plus the --json object and the human summary.
  *
  * Legend: P = ranks, M = micro-batches, V = chunks per rank, PV = P*V virtual stages;
@@ -7,7 +7,7 @@
  *
  * Model. Each rank has three streams (compute: F/B/W/R; d2h: SO, OG; h2d: SI, LW) that
  * run their ops in listed order. An op starts at the latest of: its stream is free; every op it
- * waits for (DESIGN.md "Dependencies" and `dep` edges) has ended, plus the waiting
+ * waits for (docs/spec.md "Dependencies" and `dep` edges) has ended, plus the waiting
  * rank's `p2p` when that op is on another rank; for an allocating op (F, R, SI, LW),
  * every op listed before it on its rank that frees memory (B, W, SO) has ended (each
  * stream ends its ops in listed order, so that is the last such op of each other
@@ -22,7 +22,7 @@
  * completed once and each cursor head is re-examined at most once per predecessor, so
  * the whole run is O(ops + deps). Ops never reached leave the schedule stuck (a cycle).
  *
- * Memory. The per-op byte changes are the list-order walk of DESIGN.md "Memory"
+ * Memory. The per-op byte changes are the list-order walk of docs/spec.md "Memory"
  * (mem_walk_ops); because allocating ops wait for every listed-earlier free, the memory
  * in use at any instant never exceeds the walk's peak, and peak_mem_bytes is that peak
  * (mem_walk). The same changes replayed in time order (allocations at an op's start,
@@ -329,7 +329,7 @@ static void prepare_deps(Sim *s, const Pipeline *p)
 }
 
 /* The op index, the rank tables, per-op durations and memory changes (the walk of
- * DESIGN.md "Memory", mem_walk_ops) and the dep lists. Returns false when the pipeline
+ * docs/spec.md "Memory", mem_walk_ops) and the dep lists. Returns false when the pipeline
  * cannot be indexed densely (P*V*M beyond the op count: an incomplete schedule, so not
  * runnable). ext_end, when not NULL, receives the end times instead of s->end. */
 static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
@@ -401,7 +401,7 @@ static int op_preds(const Sim *s, const Pipeline *p, const Cursor *k, const Op *
     return np;
 }
 
-/* The earliest start of global op g, the head of cursor k (DESIGN.md "Time"): raises *t
+/* The earliest start of global op g, the head of cursor k (docs/spec.md "Time"): raises *t
  * (the stream's free time) to the end of every op it waits for, plus the rank's p2p for
  * one on another rank. Returns NONE, or the id of a predecessor not yet ended. */
 static uint32_t earliest_start(const Sim *s, const Pipeline *p, const Cursor *k, const Op *op,
@@ -1008,7 +1008,7 @@ SimResult *simulate(const Pipeline *p)
         idle_sum += S->idle_ms;
         double w = s.rc[r].weights;
         S->static_mem_bytes = w;
-        /* DESIGN.md "Time": list order is memory order, so the peak is the walk's;
+        /* docs/spec.md "Time": list order is memory order, so the peak is the walk's;
          * the time-ordered replay (the memory curve) never exceeds it. */
         S->peak_mem_bytes = mr[r].peak;
         S->peak_act_bytes = S->peak_mem_bytes - w;

@@ -1,9 +1,9 @@
-/* sim.h - the schedule simulator (DESIGN.md "Time") and its writers: the --json object,
+/* sim.h - the schedule simulator (docs/spec.md "Time") and its writers: the --json object,
  * the human summary, an ASCII gantt, a Chrome trace and an SVG timeline.
  *
  * Legend: P = stages (ranks), M = micro-batches, V = chunks per rank. Times are
  * milliseconds, memory bytes. The simulator is an event-driven list scheduler, linear
- * in the number of ops; see docs/simulator.md for the readings of DESIGN.md it makes. */
+ * in the number of ops; see docs/simulator.md for the readings of docs/spec.md it makes. */
 #ifndef PIPEC_SIM_H
 #define PIPEC_SIM_H
 
@@ -15,7 +15,7 @@
 #include "util.h"
 
 /* Per rank results. idle = makespan - busy; the bubbles are compute-stream idle time in
- * the windows of DESIGN.md "Time" (Obscura §2.1). Memory as in DESIGN.md "Memory":
+ * the windows of docs/spec.md "Time" (Obscura §2.1). Memory as in docs/spec.md "Memory":
  * static = the rank's `weights`, peak_act = peak - static. */
 typedef struct SimStage {
     double busy_ms, idle_ms, fwd_bubble_ms, bwd_bubble_ms;
@@ -37,7 +37,7 @@ typedef struct SimResult {
     bool stuck;               /* the schedule cannot run (a cycle); times are partial */
 } SimResult;
 
-/* Simulates one iteration under DESIGN.md "Time". Linear in ops. The pipeline should be
+/* Simulates one iteration under docs/spec.md "Time". Linear in ops. The pipeline should be
  * checked (complete, no duplicates); ops that can never start (a cycle, or a missing
  * producer's consumer in an unchecked IR) leave stuck set and their times at 0. */
 SimResult *simulate(const Pipeline *p);
@@ -70,7 +70,7 @@ int32_t sim_dp_replicas(const Pipeline *p);
 void sim_busy(const Pipeline *p, double *busy);
 
 /* Writers: Chrome trace JSON, SVG, ASCII gantt (width in columns), the --json object
- * of DESIGN.md "Command line", the human summary. They append to out. */
+ * of docs/spec.md "JSON output", the human summary. They append to out. */
 void sim_write_json(StrBuf *out, const Pipeline *p, const SimResult *r);
 void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r);
 void sim_write_svg(StrBuf *out, const Pipeline *p, const SimResult *r);
@@ -80,7 +80,7 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r);
 /* Beyond the interface above: helpers the writers share (and the runtime may use to
  * draw measured timelines in the same format). */
 
-/* Per-op memory changes of DESIGN.md "Memory", from the list-order walk (the amounts of
+/* Per-op memory changes of docs/spec.md "Memory", from the list-order walk (the amounts of
  * mem_walk): delta[s][i] > 0 bytes allocated at the start of op i of rank s (F, R, SI),
  * < 0 bytes freed at its end (B, W, SO). delta is laid out like SimResult.start
  * (caller-allocated). All zero when the schedule is incomplete. */

@@ -3,7 +3,7 @@
  * F/B/W/R/SO/SI/OG/LW boxes in distinct colours with the micro-batch number ("m" or "m.c") on
  * them, odd chunks striped (the legend says so); the row background is hatched, so every
  * bubble shows as hatching; under each stage a strip with its live memory over time
- * (DESIGN.md "Memory", replayed over the simulated times) on its own small axis, and a
+ * (docs/spec.md "Memory", replayed over the simulated times) on its own small axis, and a
  * dashed budget line; a legend that wraps to the width; an axis in ms with "nice" ticks (1, 2, 5 x
  * 10^k) and grid lines; the peak memory of each stage (and its budget) at the right of
  * its row. The plot is as wide as the schedule needs (SVG_MIN_OP_PX per op of the

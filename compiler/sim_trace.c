@@ -10,7 +10,7 @@
  *     consumer's start) per cross-rank dependency: F(v-1,m) -> F(v,m),
  *     B(v+1,m) -> B(v,m), and `dep` edges between ranks;
  *   - a counter ("C") track "memory" per stage: live bytes over time (the simulator's
- *     replay of DESIGN.md "Memory"), named in GiB.
+ *     replay of docs/spec.md "Memory"), named in GiB.
  *
  * Runs that measure real timelines can reuse this writer with their own SimResult. */
 #include <inttypes.h>

@@ -111,7 +111,7 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
         }
         if (sem->waits_last_bw)
             add_wait(w, &m, last_bw[v], s, k->stream);
-        /* 2. memory order (DESIGN.md "Time") */
+        /* 2. memory order (docs/spec.md "Time") */
         if (sem->mem == MEM_ALLOC)
             for (unsigned t = 0; t < STREAM_N; t++)
                 add_wait(w, &m, last_free[t], s, k->stream);

@@ -12,10 +12,10 @@
  * on another stream (ops on one stream run in list order, so a wait on a same-stream
  * op is implied, and of several waits on one stream only the latest is kept):
  *   1. dependencies: the op kind table's data dependencies (opsem.h op_sem[].wait,
- *      DESIGN.md "Dependencies": B on F, R and SI of its (v,m), R on F and SI, SO on F,
+ *      docs/spec.md "Dependencies": B on F, R and SI of its (v,m), R on F and SI, SO on F,
  *      SI on SO, W on B, F on its chunk's LW; waits_last_bw: OG on the last B/W of its
  *      chunk) whose op is on the same rank;
- *   2. memory order (DESIGN.md "Time"): an op the table marks MEM_ALLOC (F, R, SI, LW)
+ *   2. memory order (docs/spec.md "Time"): an op the table marks MEM_ALLOC (F, R, SI, LW)
  *      waits for the last op listed before it that the table marks MEM_FREE (B, W, SO)
  *      on each other stream: list order is memory order, and the arena plan may give it
  *      what those ops freed (finding 1 of the CUDA review: an SI that waited only for the

@@ -1020,7 +1020,7 @@ static void csv_field(StrBuf *b, const char *f)
     sb_putc(b, '"');
 }
 
-/* tune --json (DESIGN.md "Command line"): {"variants": [{"name", "source", "makespan_ms",
+/* tune --json (docs/spec.md "JSON output"): {"variants": [{"name", "source", "makespan_ms",
  * "fits", "peak_mem_bytes": [per stage], "identical"}, ...], "searched", "pruned",
  * "skipped": [lines]}, every row (not only --top's), numbers as sim --json writes them
  * (sim_fmt_num). --csv: the same rows under a header, peaks one column per stage. */

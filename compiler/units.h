@@ -1,4 +1,4 @@
-/* units.h - the unit suffixes of the language (docs/language.md "Numbers and units"):
+/* units.h - the unit suffixes of the language (docs/spec.md "Units"):
  * one table that the front end reads numbers with (elaborate.c: `costs`, `memory`,
  * model and device fields, pass arguments) and the printer writes them with (print.c).
  *

@@ -1,9 +1,9 @@
 /* waitgraph.c - the wait graph of all ranks and the `deadlock` check
- * (DESIGN.md "Dependencies"; docs/semantics.md "The wait graph").
+ * (docs/spec.md "Dependencies"; docs/semantics.md "The wait graph").
  *
  * Nodes are ops. u waits for w when w is the previous op of u's stream on u's rank,
  * a data dependency of u, when u allocates (F, R, SI, LW) the last op listed before u
- * on each other stream of its rank that frees memory (B, W, SO: DESIGN.md "Time"), or
+ * on each other stream of its rank that frees memory (B, W, SO: docs/spec.md "Time"), or
  * the source of a `dep` line into u. OG(c) waits for every B and W of chunk c on its
  * rank; they run in listed order on one stream, so its edge goes to the last-listed
  * one. Every rule but the `dep` lines is a row of the op semantics table (opsem.h).

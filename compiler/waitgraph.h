@@ -1,4 +1,4 @@
-/* waitgraph.h - the wait graph of all ranks (who waits for whom: DESIGN.md
+/* waitgraph.h - the wait graph of all ranks (who waits for whom: docs/spec.md
  * "Dependencies" and "Time", one row of compiler/opsem.h per rule) and the `deadlock`
  * check over it. Used by the checker (check.c) and the comm lowering's check (comm.c);
  * below both, above the op index. */
@@ -20,7 +20,7 @@
 /* Why one op waits for another (an edge of the wait graph, docs/semantics.md). */
 typedef enum WaitWhy {
     WAIT_STREAM, /* the previous op on the same stream of the same rank */
-    WAIT_DATA,   /* a data dependency of DESIGN.md "Dependencies" */
+    WAIT_DATA,   /* a data dependency of docs/spec.md "Dependencies" */
     WAIT_MEMORY, /* an allocating op waits for a freeing op listed before it (opsem.h) */
     WAIT_DEP     /* a `dep` line */
 } WaitWhy;

@@ -22,7 +22,7 @@
  * P*V virtual stages; (v,m) = virtual stage v, micro-batch m. Sizes are bytes, times
  * milliseconds unless a name says otherwise.
  *
- * Semantics (DESIGN.md "Dependencies", "Memory", "Time"; docs/semantics.md for the
+ * Semantics (docs/spec.md "Dependencies", "Memory", "Time"; docs/semantics.md for the
  * messages):
  * - F/B/W/R run on the rank's thread in program order. SO and OG are queued to the
  *   rank's device-to-host copy thread, SI and LW to its host-to-device copy thread; each

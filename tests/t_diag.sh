@@ -4,7 +4,7 @@
 # Each NAME.pipe says how it is run on its first `# run: ARGS` line (the arguments of
 # pipec, run in tests/golden/diag so that paths print as NAME.pipe); NAME.expected holds
 # the exact standard output and error, merged, then a last line "exit N". A difference
-# prints a unified diff. The format is DESIGN.md's: FILE:LINE:COL: error[CODE]: message,
+# prints a unified diff. The format is docs/spec.md "Diagnostics": FILE:LINE:COL: error[CODE]: message,
 # notes, the quoted line and a caret.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -30,7 +30,7 @@ for f in tests/golden/diag/*.pipe; do
     fi
 done
 
-# Every diagnostic line of the goldens has DESIGN.md's shape.
+# Every diagnostic line of the goldens has the shape of docs/spec.md "Diagnostics".
 if grep -ahE '^[^ ].*:[0-9]+:[0-9]+: ' tests/golden/diag/*.expected |
    grep -avE '^[^ :]+:[0-9]+:[0-9]+: (error\[[a-z]+\]|warning\[[a-z]+\]|note): .'; then
     bad "diag format" "a located line is not FILE:LINE:COL: error[CODE]|warning[CODE]|note: message"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t_opsem.sh - one model of op semantics (compiler/opsem.h), through the commands as
 # users run them:
-#   - DESIGN.md "Time": an allocating op waits for every listed-earlier free, so `sim`
+#   - docs/spec.md "Time": an allocating op waits for every listed-earlier free, so `sim`
 #     reports the walk's peak: `stage 0 { F0 SO0 F1 B1 SI0 B0 }` peaks at 1 GiB (SI0
 #     waits for B1), which `check` accepts against a 1 GiB budget;
 #   - the arena packs to the walk's peak where a first fit would not: F0 F1 B0 R1 W0 B1

@@ -25,7 +25,7 @@ for x in examples/*.pipe; do
     check "$n: diff X (print X) exits 0" test "$rc" = 0
     check "$n: diff says the op order is the same" grep -q '^op order: the same on all' "$tmp/$n.diff"
     # tokens_per_s and mfu need the model, which the explicit form does not carry
-    # (DESIGN.md: print writes no model); every other byte must be the same.
+    # (docs/spec.md "Explicit form": print writes no model); every other byte must be the same.
     "$PIPEC" sim --json "$x" 2>/dev/null | sed -E 's/, "(tokens_per_s|mfu)": [^,}]*//g' >"$tmp/$n.a.json"
     "$PIPEC" sim --json "$y" 2>/dev/null | sed -E 's/, "(tokens_per_s|mfu)": [^,}]*//g' >"$tmp/$n.b.json"
     check "$n: sim --json of X and of print X byte-identical (but tokens/s, MFU)" cmp -s "$tmp/$n.a.json" "$tmp/$n.b.json"

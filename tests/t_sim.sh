@@ -14,7 +14,7 @@ P=$PIPEC_ASAN
 G=tests/golden/sim
 GiB=1073741824
 
-# --- DESIGN.md's --json example ----------------------------------------------------------
+# --- docs/spec.md "JSON output" example ----------------------------------------------------------
 "$P" sim --json $G/tiny_1f1b.pipe >"$tmp/j" 2>"$tmp/err"
 check "sim --json exits 0" test $? = 0
 check "sim --json writes nothing on stderr" test ! -s "$tmp/err"
@@ -26,14 +26,14 @@ for s in 0 1 2 3; do
     peak=$(( (4 + (4 - s) * 8) * GiB )); act=$(( (4 - s) * 8 * GiB ))
     want="$want{\"stage\": $s, \"busy_ms\": 24.0, \"idle_ms\": 9.0, \"fwd_bubble_ms\": $((2 * (3 - s))).0, \"bwd_bubble_ms\": $((3 - s)).0, \"peak_mem_bytes\": $peak, \"budget_bytes\": $((40 * GiB)), \"static_mem_bytes\": $((4 * GiB)), \"peak_act_bytes\": $act}"
 done
-# Beyond DESIGN.md's example: 1F1B with uniform costs and no p2p is optimal, so the lower
+# Beyond the example of docs/spec.md "JSON output": 1F1B with uniform costs and no p2p is optimal, so the lower
 # bound is the makespan (stage P-1 waits (P-1) f for its first F and the last B needs
 # (P-1) b to drain after its last op: 3 + 24 + 6 = 33); no R, so the overhead ratio is the
 # bubble ratio; no model, so tokens/s and MFU are null.
 want="$want], \"lower_bound_ms\": 33.0, \"overhead_ratio\": 0.2727272727272727, \"tokens_per_s\": null, \"mfu\": null}"
 if [ "$(cat "$tmp/j")" = "$want" ]; then ok; else bad "sim --json tiny_1f1b" "$(diff <(echo "$want") "$tmp/j" | head -5)"; fi
 check "sim --json is one JSON object" python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/j"
-check "--json has DESIGN.md's stage-0 text" grep -qF '{"stage": 0, "busy_ms": 24.0, "idle_ms": 9.0, "fwd_bubble_ms": 6.0, "bwd_bubble_ms": 3.0, "peak_mem_bytes": 38654705664, "budget_bytes": 42949672960, "static_mem_bytes": 4294967296, "peak_act_bytes": 34359738368}' "$tmp/j"
+check "--json has the spec's stage-0 text" grep -qF '{"stage": 0, "busy_ms": 24.0, "idle_ms": 9.0, "fwd_bubble_ms": 6.0, "bwd_bubble_ms": 3.0, "peak_mem_bytes": 38654705664, "budget_bytes": 42949672960, "static_mem_bytes": 4294967296, "peak_act_bytes": 34359738368}' "$tmp/j"
 
 # --- the human summary ----------------------------------------------------------------
 "$P" sim $G/tiny_1f1b.pipe >"$tmp/s" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_sim_usage.sh - the usage of `pipec sim` and `pipec diff` (DESIGN.md "Command line"):
+# t_sim_usage.sh - the usage of `pipec sim` and `pipec diff` (docs/spec.md "Command line"):
 # -h prints it on stdout and exits 0; an unknown option prints it on stderr and exits 2.
 cd "$(dirname "$0")/.."
 . tests/lib.sh

@@ -1,7 +1,7 @@
 /* identify_adjusted.c - the `identify_adjusted(cmb=true)` pass: Obscura §3.2 Step 1
  * ("Identify and Recompute") with §8's CMB-Identifying.
  *
- * A rank whose static memory peak (mem_walk, DESIGN.md "Memory") exceeds the budget is
+ * A rank whose static memory peak (mem_walk, docs/spec.md "Memory") exceeds the budget is
  * fixed in the cheapest of two ways:
  *   - cmb=true (the default; §8): if the rank has no recomputation yet, it first gets
  *     the `cmb` policy (recompute the norm, activation-function and multiply operators:

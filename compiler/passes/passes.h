@@ -16,7 +16,7 @@
 typedef int (*PassFn)(Diag *d, Pipeline *p, const PassCall *call);
 
 typedef struct PassInfo {
-    const char *name;     /* fixed by DESIGN.md */
+    const char *name;     /* fixed by docs/spec.md "Stdlib names" */
     PassFn fn;
     const char *args;     /* the accepted arguments, for help and for name checks: "stages,policy" */
     const char *summary;  /* one line, with the paper section */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# g_swap.sh - swap copies overlap compute on the GPU (DESIGN.md "Time": SO on the
+# g_swap.sh - swap copies overlap compute on the GPU (docs/spec.md "Time": SO on the
 # device-to-host stream, SI on the host-to-device stream, concurrent with compute).
 # One stage, 4 micro-batches; each SO/SI moves act = 256 MiB at host_bw 64 GiB/s, so
 # the synthetic workload spins 256 MiB / 64 GiB/s = 3.90625 ms per copy on its stream:

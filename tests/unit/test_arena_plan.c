@@ -126,7 +126,7 @@ static void test_recompute_empty_ckpt(void **st)
 }
 
 /* 1F1B on one rank with full recomputation and a uniform model (act 1024, ckpt 128):
- * three checkpoints in flight. The DESIGN walk peaks at each R: 3 * 128 + 896 = 1280;
+ * three checkpoints in flight. The walk of docs/spec.md "Memory" peaks at each R: 3 * 128 + 896 = 1280;
  * the arena equals it (fragmentation 1). */
 static void test_1f1b_recompute_tight(void **st)
 {

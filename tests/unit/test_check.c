@@ -426,7 +426,7 @@ static void test_lowering_hang(void **state)
     pipeline_free(p);
 }
 
-/* An allocating op waits for the SOs listed before it (DESIGN.md "Time"): with a dep
+/* An allocating op waits for the SOs listed before it (docs/spec.md "Time"): with a dep
  * into the SO that comes from work which needs that allocating op, it is a cycle. */
 static void test_swap_wait_cycle(void **state)
 {

@@ -497,7 +497,7 @@ static void test_precedence(void **state)
     assert_true(ir_cost(p, 0, 0, COST_F) == 1 && ir_cost(p, 1, 0, COST_F) == 1);
     assert_derived(ir_cost(p, 0, 0, COST_B), COST_B, v0.b);
     assert_true(ir_cost(p, 1, 0, COST_ACT) == 5);
-    assert_true(ir_cost(p, 1, 0, COST_WACT) == 5); /* DESIGN default wact = act kept */
+    assert_true(ir_cost(p, 1, 0, COST_WACT) == 5); /* default wact = act kept (docs/spec.md "Cost lookup") */
     assert_derived(ir_cost(p, 0, 0, COST_ACT), COST_ACT, v0.act);
     assert_true(ir_cost(p, 0, 0, COST_CKPT) == 7);
     assert_derived(ir_cost(p, 1, 0, COST_CKPT), COST_CKPT, v1.ckpt);
@@ -526,7 +526,7 @@ static bool blocks_equal(const CostBlock *a, const CostBlock *b, size_t n)
 /* wact (bytes B keeps for W) is derived from the model where the user set neither act
  * nor wact: the GEMM inputs and output gradients, capped at act (docs/cost-model.md
  * "wact"); less than act for a whole transformer stage, whose attention core and
- * dropout masks W does not read. A user's act alone keeps DESIGN's wact = act, and a
+ * dropout masks W does not read. A user's act alone keeps the default wact = act, and a
  * user's host_bw is kept over the device's. */
 static void test_wact_derived(void **state)
 {

@@ -1,7 +1,7 @@
 /* test_emit_c.c - what the code generator writes (compiler/emit_c.c): every row of the
  * generated tables is a designated initialiser, and each op's flags are the named
  * PR_HAS_* / PR_WAIT_SI constants of runtime/piperun.h that its (v,m) calls for
- * (DESIGN.md "Dependencies": B and R wait for the SI of their (v,m); F keeps only the
+ * (docs/spec.md "Dependencies": B and R wait for the SI of their (v,m); F keeps only the
  * checkpoint when an R exists; B computes input gradients only when a W exists). */
 #include <errno.h>
 #include <setjmp.h>
@@ -510,7 +510,7 @@ static void test_nothing_to_generate(void **st)
     }
 }
 
-/* Every row of main.c's message table carries the payload DESIGN.md "Dependencies"
+/* Every row of main.c's message table carries the payload docs/spec.md "Dependencies"
  * gives its ops: a hidden state for F(v,m) -> F(v+1,m), a gradient for B(v+1,m) ->
  * B(v,m), a token for a `dep` line (here B0 of stage 1 -> F1 of stage 0) and anything
  * else. Checked row by row from the row's own fields, on interleaved 1F1B (P = 2, V =

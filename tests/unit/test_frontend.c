@@ -3,7 +3,7 @@
  *
  * Expected values are written out by hand here: unit conversions from their
  * definitions (1 GiB = 2^30 bytes, 1 GB = 1e9, 1 s = 1000 ms), op lists from
- * DESIGN.md's explicit 1F1B example, diagnostics as the exact first line. */
+ * the explicit 1F1B example of docs/spec.md "Explicit form", diagnostics as the exact first line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,7 +77,7 @@ static void expect_error(const char *src, const char *want)
 #define GiB 1073741824.0
 #define MiB 1048576.0
 
-/* DESIGN.md's normative example, verbatim. */
+/* the pipeline of docs/spec.md "Explicit form" (same values). */
 static const char *design_example =
     "pipeline tiny_1f1b {\n"
     "  stages 4                 # P >= 1 ranks\n"
@@ -134,7 +134,7 @@ static void test_explicit_form(void **state)
     assert_true(p->costs.v[COST_WEIGHTS] == 4 * GiB);
     assert_true(p->costs.v[COST_HOST_BW] == 25e9);
     assert_true(p->costs.v[COST_SWAP_FRACTION] == 1.0);
-    /* every field of DESIGN.md's example set: f .. swap_fraction, the first 11 */
+    /* every field the example of docs/spec.md "Explicit form" sets: f .. swap_fraction, the first 11 */
     assert_int_equal(p->costs.set, (1u << (COST_SWAP_FRACTION + 1)) - 1);
     assert_true(p->stage_costs[0].v[COST_F] == 1.2);
     assert_int_equal(p->stage_costs[0].set, 1u << COST_F);
@@ -451,7 +451,7 @@ static void test_settings(void **state)
                  "t.pipe:1:23: error[name]: model 'm' is already defined");
 }
 
-/* DESIGN.md's onef1b template gives DESIGN.md's explicit 1F1B lists. */
+/* The onef1b template gives the 1F1B lists of docs/spec.md "Explicit form". */
 static const char *onef1b_template =
     "template onef1b {\n"
     "  for s in 0 .. P {\n"
@@ -849,7 +849,7 @@ static void test_import_errors(void **state)
     done(&r);
 }
 
-/* The stdlib ships the schedules DESIGN.md names; each expands for a small shape. */
+/* The stdlib ships the schedules of docs/spec.md "Stdlib names"; each expands for a small shape. */
 /* VSHAPE: 1 under `chunks V vshape`, else 0, in templates and in the pipeline body; a
  * template's pipeline-level name is not shadowed by it (docs/language.md section 6). */
 static void test_vshape_constant(void **state)

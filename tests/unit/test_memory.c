@@ -1,4 +1,4 @@
-/* test_memory.c - the static memory walk (DESIGN.md "Memory") on IRs built in C.
+/* test_memory.c - the static memory walk (docs/spec.md "Memory") on IRs built in C.
  * Every expected number is worked out by hand in the comment above its test, in GiB
  * (G) unless said otherwise. */
 #include <setjmp.h>

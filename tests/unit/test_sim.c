@@ -97,7 +97,7 @@ static void check_1f1b(int P, int M, double f)
 static void test_1f1b_closed_form(void **state)
 {
     (void)state;
-    check_1f1b(4, 8, 1.0);  /* DESIGN.md's example: 33 ms, 0.2727, stage 0: 6 and 3 */
+    check_1f1b(4, 8, 1.0);  /* the example of docs/spec.md "JSON output": 33 ms, 0.2727, stage 0: 6 and 3 */
     check_1f1b(1, 5, 0.5);
     check_1f1b(2, 1, 1.5);
     check_1f1b(8, 32, 0.25);
@@ -244,7 +244,7 @@ static void test_obscura_eq3(void **state)
         }
 }
 
-/* The DESIGN.md --json example, built in C: exact text of the header and stage 0. */
+/* The JSON example of docs/spec.md "JSON output", built in C: exact text of the header and stage 0. */
 static void test_json_example(void **state)
 {
     (void)state;
@@ -752,7 +752,7 @@ static bool ready(const Gen *g, int k, int v, int m)
 }
 
 /* A random legal schedule: random shape and costs, random W/R/SO-SI choices, ops emitted
- * in a random topological order of DESIGN.md's dependencies (so no deadlock), plus a few
+ * in a random topological order of the dependencies of docs/spec.md "Dependencies" (so no deadlock), plus a few
  * `dep` edges that follow that order. */
 static Pipeline *gen_random(bool swaps, bool deps)
 {
@@ -848,7 +848,7 @@ static Pipeline *gen_random(bool swaps, bool deps)
     return p;
 }
 
-/* The naive reference: durations and memory straight from DESIGN.md with linear
+/* The naive reference: durations and memory straight from docs/spec.md with linear
  * searches, and start times by relaxing every constraint until nothing changes
  * (O(n^2) per round). */
 typedef struct RefOp {
@@ -941,7 +941,7 @@ static RefOp *reference(const Pipeline *p, int *np)
                 t = fmax(t, o[a].end + (e->from.stage != e->to.stage
                                             ? ir_cost(p, x->rank, 0, COST_P2P) : 0));
             }
-            /* Same stream, earlier in the list; DESIGN.md "Time": an allocating op (F, R,
+            /* Same stream, earlier in the list; docs/spec.md "Time": an allocating op (F, R,
              * SI) also waits for every op listed before it that frees memory (B, W, SO). */
             for (int j = 0; j < n; j++) {
                 if (o[j].rank != x->rank || o[j].pos >= x->pos)
