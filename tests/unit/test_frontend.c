@@ -184,9 +184,9 @@ static void test_units(void **state)
     (void)state;
     Run r;
     Pipeline *p = load(&r, "pipeline u { stages 1 microbatches 1 memory 3\n"
-                           "costs { f 250us b 1.5s w 2 r 0.5ms act 3KiB ckpt 2MB wact 1TiB\n"
+                           "costs { f 250us b 1.5s w 2 r 0.5ms act 3TiB ckpt 2MB wact 1TiB\n"
                            "        weights 7 p2p 1e3us host_bw 2TB/s swap_fraction 0.25 }\n"
-                           "costs stage 0 { host_bw 1024 act 2KB ckpt 1GB weights 1.5GiB }\n"
+                           "costs stage 0 { host_bw 1024 act 2TB ckpt 1GB weights 1.5GiB }\n"
                            "stage 0 { F0 B0 } }");
     assert_non_null(p);
     assert_true(p->memory == 3.0);                      /* bare size: bytes */
@@ -194,7 +194,7 @@ static void test_units(void **state)
     assert_true(p->costs.v[COST_B] == 1500.0);          /* 1.5 s */
     assert_true(p->costs.v[COST_W] == 2.0);             /* bare time: ms */
     assert_true(p->costs.v[COST_R] == 0.5);
-    assert_true(p->costs.v[COST_ACT] == 3072.0);
+    assert_true(p->costs.v[COST_ACT] == 3.0 * 1099511627776.0);
     assert_true(p->costs.v[COST_CKPT] == 2e6);
     assert_true(p->costs.v[COST_WACT] == 1099511627776.0);
     assert_true(p->costs.v[COST_WEIGHTS] == 7.0);
@@ -202,7 +202,7 @@ static void test_units(void **state)
     assert_true(p->costs.v[COST_HOST_BW] == 2e12);
     assert_true(p->costs.v[COST_SWAP_FRACTION] == 0.25);
     assert_true(p->stage_costs[0].v[COST_HOST_BW] == 1024.0); /* bare bandwidth: bytes/s */
-    assert_true(p->stage_costs[0].v[COST_ACT] == 2000.0);
+    assert_true(p->stage_costs[0].v[COST_ACT] == 2e12);
     assert_true(p->stage_costs[0].v[COST_CKPT] == 1e9);
     assert_true(p->stage_costs[0].v[COST_WEIGHTS] == 1.5 * GiB);
     done(&r);

@@ -315,7 +315,7 @@ static void test_round_trip_through_parser(void **state)
 {
     (void)state;
     const char *src = "pipeline rt { stages 1 microbatches 1 chunks 1 memory 1.5GiB\n"
-                      "  costs { f 1200us b 0.1ms w 50us r 2s act 3 ckpt 1.5GiB host_bw 25GB/s\n"
+                      "  costs { f 1200us b 0.1ms w 50us r 2s act 1.5GiB ckpt 3 host_bw 25GB/s\n"
                       "          swap_fraction 0.25 }\n"
                       "  stage 0 { F0 B0 W0 } }\n";
     char *a = parse_print(src);
@@ -331,8 +331,8 @@ static void test_round_trip_through_parser(void **state)
                            "    b 0.1ms\n"
                            "    w 0.05ms\n"
                            "    r 2000ms\n"
-                           "    act 3B\n"
-                           "    ckpt 1536MiB\n"
+                           "    act 1536MiB\n"
+                           "    ckpt 3B\n"
                            "    host_bw 25GB/s\n"
                            "    swap_fraction 0.25\n"
                            "  }\n"
