@@ -13,6 +13,21 @@
 
 #include "util.h"
 
+const ActionRun action_run[ACTION_N] = {
+    [ACTION_UNSHARD] = {"treat it as a no-op",
+                        "pipec models ZeRO-3's parameter gathers only as memory, with the "
+                        "'zero 3' setting"},
+    [ACTION_RESHARD] = {"treat it as a no-op",
+                        "pipec models ZeRO-3's gathered parameters only as memory, with the "
+                        "'zero 3' setting"},
+    [ACTION_REDUCE_GRAD] = {"treat it as a no-op",
+                            "pipec models data parallelism with the 'data_parallel', 'zero' "
+                            "and 'grad_dtype' settings, and the gradient reduction takes no "
+                            "time"},
+    [ACTION_OVERLAP_F_B] = {"run each pair as its F then its B, one after the other",
+                            "pipec has no overlapped F/B op"},
+};
+
 /* The name of (vstage, kind, mb) in the style's spelling; spell for compute kinds. */
 static char *seq_name(char *buf, size_t n, const SeqStyle *st, uint32_t v, uint32_t kind,
                       uint32_t mb, const char *spell)
@@ -361,6 +376,29 @@ static void check_sharding(const Ctx *c)
     free(up);
 }
 
+/* One warning per kind that pipec does not run as PyTorch's runtime does
+ * (action_run[]), at its first action, with the kind's count. */
+static void warn_not_run(Diag *d, const SeqItem *items, size_t n)
+{
+    size_t first[ACTION_N], count[ACTION_N] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].kind < SEQ_ACTION || items[i].kind >= SEQ_ACTION + ACTION_N)
+            continue;
+        uint32_t k = items[i].kind - SEQ_ACTION;
+        if (!count[k]++)
+            first[k] = i;
+    }
+    for (uint32_t k = 0; k < ACTION_N; k++) {
+        const ActionRun *r = &action_run[k];
+        if (!count[k] || !r->runs)
+            continue;
+        diag_warning(d, items[first[k]].loc, WARN_ACTION,
+                     "%s is kept for the round trip (%zu action%s), but pipec's simulation "
+                     "and generated programs %s: %s", action_kind_name[k], count[k],
+                     count[k] == 1 ? "" : "s, the first here", r->runs, r->instead);
+    }
+}
+
 int actions_check(Diag *d, const SeqItem *items, size_t n, uint32_t P, const uint32_t *owner,
                   uint32_t S, const SeqStyle *style)
 {
@@ -419,6 +457,7 @@ int actions_check(Diag *d, const SeqItem *items, size_t n, uint32_t P, const uin
         free(peer);
     }
     check_sharding(&c);
+    warn_not_run(d, items, n);
     return d->nerr - nerr0;
 }
 

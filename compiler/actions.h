@@ -37,6 +37,21 @@ typedef struct SeqStyle {
     const uint32_t *chunk;  /* [S] the chunk of each virtual stage (pipe style) */
 } SeqStyle;
 
+/* What pipec does with a runtime action of one kind (docs/csv.md "What pipec runs"):
+ * the one place that says which actions pipec's simulator, memory walk and generated
+ * programs do not execute as PyTorch's runtime does, and what pipec models instead.
+ * actions_check warns once per such kind, at its first action, on a CSV (import-csv)
+ * and on a `.pipe` (check, sim, ...) alike; when pipec learns to run a kind (an
+ * overlapped F/B pair, a ZeRO-3 gather op), only its row changes. */
+typedef struct ActionRun {
+    const char *runs;    /* completes "pipec's simulation and generated programs ...";
+                          * NULL: pipec models the action itself (SEND/RECV: the p2p time
+                          * of a cross-rank dependency, the generated send and receive) */
+    const char *instead; /* what pipec models in its place */
+} ActionRun;
+
+extern const ActionRun action_run[ACTION_N];
+
 /* Checks items[0..n) (ranks contiguous, 0..P-1 in order, each in its listed order;
  * owner[S] the rank of each virtual stage) against the runtime's rules. Errors: a
  * SEND/RECV on a rank that does not hold its stage (`placement`), with no stage on the
@@ -46,7 +61,8 @@ typedef struct SeqStyle {
  * followed by two compute actions (`syntax`). Warnings (`action`): a compute on a
  * stage between its RESHARD and the next UNSHARD (or before its first UNSHARD), an
  * UNSHARD of an unsharded stage, a RESHARD of a sharded one, a REDUCE_GRAD before the
- * stage's last backward. Returns the number of errors reported. */
+ * stage's last backward; per kind with an action_run[].runs, one warning at its first
+ * action. Returns the number of errors reported. */
 int actions_check(Diag *d, const SeqItem *items, size_t n, uint32_t P, const uint32_t *owner,
                   uint32_t S, const SeqStyle *style);
 

@@ -58,7 +58,8 @@ extern const char *const diag_code_name[DIAG_NCODES];
     X(MODEL, "model", "a policy or pass that needs a model to size its effect") \
     X(PASS, "pass", "a pass that fell back or lengthened the schedule") \
     X(CSV, "csv", "a CSV action or dependency that was dropped") \
-    X(ACTION, "action", "a runtime action in an order PyTorch's runtime rejects")
+    X(ACTION, "action", "a runtime action in an order PyTorch's runtime rejects, or that pipec " \
+                        "does not run")
 
 typedef enum WarnCode {
 #define X(e, s, why) WARN_##e,

@@ -7,7 +7,9 @@
 #   sharding actions and (a;b)OVERLAP_F_B composites are kept as import keeps them.
 # - export-csv --comms of PyTorch's ZB1P compute artifact is its comms artifact.
 # - kept actions are checked in the .pipe (located at the op there), and sharding
-#   actions in a suspicious order warn.
+#   actions in a suspicious order warn; UNSHARD, RESHARD, REDUCE_GRAD and OVERLAP_F_B,
+#   which pipec does not run as PyTorch does, warn once per kind (docs/csv.md "What
+#   pipec runs") on import, check and sim, with the exact text and location.
 # - export -> import -> export is a fixed point, byte for byte; a stdlib schedule
 #   exported and imported again has the same ops on every rank.
 # - bad CSVs: exact diagnostics, exit 1, no output file; usage errors exit 2.
@@ -41,12 +43,12 @@ artifact() { # NAME EXPORT-FLAGS "stages P" "microbatches M" "chunks V[ vshape]"
     if "$PIPEC" check "$tmp/$n.pipe" >"$tmp/out" 2>&1 && grep -q ": ok: pipeline $n," "$tmp/out"; then ok
     else bad "check $n" "$(head -5 "$tmp/out")"; fi
     # shellcheck disable=SC2086
-    "$PIPEC" export-csv $flags "$tmp/$n.pipe" -o "$tmp/$n.csv"
+    "$PIPEC" export-csv $flags "$tmp/$n.pipe" -o "$tmp/$n.csv" 2>/dev/null
     norm "$A/$n.csv" >"$tmp/$n.want"
     if [ -s "$tmp/$n.csv" ] && cmp -s "$tmp/$n.want" "$tmp/$n.csv"; then ok; else
         bad "round trip $n" "$(diff "$tmp/$n.want" "$tmp/$n.csv" | head -4)"; fi
-    "$PIPEC" import-csv "$tmp/$n.csv" -o "$tmp/$n.2.pipe" &&
-        "$PIPEC" export-csv $flags "$tmp/$n.2.pipe" -o "$tmp/$n.2.csv"
+    "$PIPEC" import-csv "$tmp/$n.csv" -o "$tmp/$n.2.pipe" 2>/dev/null &&
+        "$PIPEC" export-csv $flags "$tmp/$n.2.pipe" -o "$tmp/$n.2.csv" 2>/dev/null
     if cmp -s "$tmp/$n.csv" "$tmp/$n.2.csv"; then ok; else bad "fixed point $n"; fi
     # The .pipe files differ only in the pipeline name and the header comment.
     if [ "$(ops_of <"$tmp/$n.pipe")" = "$(ops_of <"$tmp/$n.2.pipe")" ]; then ok; else bad "ops again $n"; fi
@@ -55,6 +57,32 @@ artifact() { # NAME EXPORT-FLAGS "stages P" "microbatches M" "chunks V[ vshape]"
 artifact zb1p_2rank_2stagep_compute --legacy "stages 2" "microbatches 8" "chunks 2"
 artifact zb1p_2rank_2stagep_comms --legacy "stages 2" "microbatches 8" "chunks 2"
 artifact dualpipev_4rank_10mb "" "stages 4" "microbatches 10" "chunks 2 vshape"
+
+# The artifacts' warnings. The ZB1P ones have no UNSHARD, RESHARD, REDUCE_GRAD or
+# OVERLAP_F_B: import and check say nothing. The DualPipeV one has OVERLAP_F_B pairs,
+# which pipec runs as F then B: one warning, at the first pair's cell (after 7 + 10
+# cells of 4 bytes: column 69), counting the composites in the file; check says it at
+# the first OVERLAP_F_B of the .pipe.
+for n in zb1p_2rank_2stagep_compute zb1p_2rank_2stagep_comms; do
+    "$PIPEC" import-csv "$A/$n.csv" -o "$tmp/w.pipe" 2>"$tmp/err"
+    check "$n: import is quiet" test ! -s "$tmp/err"
+    "$PIPEC" check "$tmp/w.pipe" >/dev/null 2>"$tmp/err"
+    check "$n: check is quiet" test ! -s "$tmp/err"
+done
+dv=$A/dualpipev_4rank_10mb.csv
+nov=$(grep -o ')OVERLAP_F_B' "$dv" | wc -l)
+ovw="OVERLAP_F_B is kept for the round trip ($nov actions, the first here), but pipec's simulation and generated programs run each pair as its F then its B, one after the other: pipec has no overlapped F/B op"
+"$PIPEC" import-csv "$dv" -o "$tmp/w.pipe" 2>"$tmp/err"
+check "dualpipev: import warns once about OVERLAP_F_B" test "$(cat "$tmp/err")" = "$dv:1:69: warning[action]: $ovw
+    $(sed -n 1p "$dv")
+                                                                        ^"
+ll=$(grep -n -m1 ' OVERLAP_F_B ' "$tmp/w.pipe" | cut -d: -f1)
+lc=$(sed -n "${ll}p" "$tmp/w.pipe" | awk '{ print index($0, " OVERLAP_F_B ") + 1 }')
+"$PIPEC" check "$tmp/w.pipe" >/dev/null 2>"$tmp/err"
+check "dualpipev: check exit 0" test $? = 0
+check "dualpipev: check warns once, at the first OVERLAP_F_B of the .pipe" test "$(grep 'warning\[' "$tmp/err")" = "$tmp/w.pipe:$ll:$lc: warning[action]: $ovw"
+"$PIPEC" check -Werror "$tmp/w.pipe" >/dev/null 2>&1
+check "dualpipev: check -Werror fails" test $? = 1
 
 # The ZB1P artifact has one bubble cell on rank 0 and one leading one on rank 1:
 # the export is the input minus those two cells and nothing else.
@@ -68,7 +96,7 @@ if [ "$(head -c 27 "$tmp/cur.csv")" = "0F0,0F1,2F0,2F1,2I0,2W0,0F2" ]; then ok; 
 
 # CRLF line ends and a header-free quoted cell read the same.
 sed 's/$/\r/; s/^0F0,/"0F0",/' "$A/dualpipev_4rank_10mb.csv" >"$tmp/crlf.csv"
-"$PIPEC" import-csv "$tmp/crlf.csv" -o "$tmp/crlf.pipe"
+"$PIPEC" import-csv "$tmp/crlf.csv" -o "$tmp/crlf.pipe" 2>/dev/null
 if [ "$(ops_of <"$tmp/crlf.pipe")" = "$(ops_of <"$tmp/dualpipev_4rank_10mb.pipe")" ]; then ok; else bad "CRLF + quotes"; fi
 
 # --name and the header comment (and the legacy-dialect mark); stdout without -o.
@@ -118,9 +146,9 @@ if [ "$(sed 's/,,*/,/g; s/^,//; s/,$//' tests/csv/zb1p_2rank_2stagep_compute.csv
 else bad "legacy CSV round-trips in its dialect" "$(head -c 200 "$tmp/zbl.csv")"; fi
 "$PIPEC" export-csv --current "$tmp/zbl.pipe" -o "$tmp/zbc.csv"
 check "--current spells the input half I" grep -q '[0-9]I[0-9]' "$tmp/zbc.csv"
-"$PIPEC" import-csv tests/csv/dualpipev_4rank_10mb.csv -o "$tmp/dv.pipe"
+"$PIPEC" import-csv tests/csv/dualpipev_4rank_10mb.csv -o "$tmp/dv.pipe" 2>/dev/null
 check "a current CSV has no legacy mark" bash -c "! grep -q 'csv dialect' '$tmp/dv.pipe'"
-"$PIPEC" export-csv "$tmp/dv.pipe" -o "$tmp/dv.csv"
+"$PIPEC" export-csv "$tmp/dv.pipe" -o "$tmp/dv.csv" 2>/dev/null
 check "a current CSV exports current (I)" grep -q '[0-9]I[0-9]' "$tmp/dv.csv"
 
 # --- bad CSVs -----------------------------------------------------------------------
@@ -305,11 +333,39 @@ printf '0UNSHARD,0F0,0F1,0SEND_F0,0SEND_F1,1RECV_B0,0RECV_B0,0B0,0RECV_B1,0B1,0R
 check "FSDP actions: a placement error for 1RECV_B0 on rank 0" grep -qF "fsdp.csv:1:36: error[placement]: 1RECV_B0 is on rank 0, which does not hold stage 1" "$tmp/err"
 printf '0UNSHARD,0F0,0F1,0SEND_F0,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0RESHARD,0REDUCE_GRAD\n1RECV_F0,1UNSHARD,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1,1RESHARD,1REDUCE_GRAD\n' >"$tmp/fsdp.csv"
 "$PIPEC" import-csv "$tmp/fsdp.csv" -o "$tmp/fsdp.pipe" 2>"$tmp/err"
-check "FSDP actions: import is quiet" test ! -s "$tmp/err"
+# UNSHARD, RESHARD and REDUCE_GRAD are no-ops in pipec's simulation and generated programs
+# (docs/csv.md "What pipec runs"): one warning per kind, at its first cell, with the
+# kind's count (2 each: one per rank); nothing else. Columns by hand: 0RESHARD follows
+# nine cells of 9+4+4+9+9+9+4+9+4 = 61 bytes, 0REDUCE_GRAD the 9 of "0RESHARD,".
+fsdp_line=$(sed -n 1p "$tmp/fsdp.csv")
+nr="but pipec's simulation and generated programs treat it as a no-op"
+check "FSDP actions: import warns once per kind, at the first cell" test "$(cat "$tmp/err")" = \
+"$tmp/fsdp.csv:1:1: warning[action]: UNSHARD is kept for the round trip (2 actions, the first here), $nr: pipec models ZeRO-3's parameter gathers only as memory, with the 'zero 3' setting
+    $fsdp_line
+    ^
+$tmp/fsdp.csv:1:62: warning[action]: RESHARD is kept for the round trip (2 actions, the first here), $nr: pipec models ZeRO-3's gathered parameters only as memory, with the 'zero 3' setting
+    $fsdp_line
+                                                                 ^
+$tmp/fsdp.csv:1:71: warning[action]: REDUCE_GRAD is kept for the round trip (2 actions, the first here), $nr: pipec models data parallelism with the 'data_parallel', 'zero' and 'grad_dtype' settings, and the gradient reduction takes no time
+    $fsdp_line
+                                                                          ^"
 check "FSDP actions: kept in the .pipe" grep -qF "stage 1 { RECV_F0 UNSHARD0 F0 RECV_F1 F1 B0 SEND_B0 B1 SEND_B1 RESHARD0 REDUCE_GRAD0 }" "$tmp/fsdp.pipe"
-"$PIPEC" export-csv "$tmp/fsdp.pipe" -o "$tmp/fsdp2.csv"
+check "FSDP actions: stage 0 in the .pipe" grep -qxF "  stage 0 { UNSHARD0 F0 F1 SEND_F0 SEND_F1 RECV_B0 B0 RECV_B1 B1 RESHARD0 REDUCE_GRAD0 }" "$tmp/fsdp.pipe"
+# check and sim warn the same, located at the actions in the .pipe: "  stage 0 { " is 12
+# bytes, RESHARD0 follows 53 more, REDUCE_GRAD0 the 9 of "RESHARD0 ".
+l=$(grep -n '^  stage 0 {' "$tmp/fsdp.pipe" | cut -d: -f1)
+for cmd in check sim; do
+    "$PIPEC" $cmd "$tmp/fsdp.pipe" >/dev/null 2>"$tmp/err"
+    check "FSDP actions: $cmd exit 0" test $? = 0
+    check "FSDP actions: $cmd warns at UNSHARD0" grep -qxF "$tmp/fsdp.pipe:$l:13: warning[action]: UNSHARD is kept for the round trip (2 actions, the first here), $nr: pipec models ZeRO-3's parameter gathers only as memory, with the 'zero 3' setting" "$tmp/err"
+    check "FSDP actions: $cmd warns at RESHARD0" grep -qxF "$tmp/fsdp.pipe:$l:66: warning[action]: RESHARD is kept for the round trip (2 actions, the first here), $nr: pipec models ZeRO-3's gathered parameters only as memory, with the 'zero 3' setting" "$tmp/err"
+    check "FSDP actions: $cmd warns at REDUCE_GRAD0" grep -qxF "$tmp/fsdp.pipe:$l:75: warning[action]: REDUCE_GRAD is kept for the round trip (2 actions, the first here), $nr: pipec models data parallelism with the 'data_parallel', 'zero' and 'grad_dtype' settings, and the gradient reduction takes no time" "$tmp/err"
+    check "FSDP actions: $cmd warns three times" test "$(grep -c 'warning\[' "$tmp/err")" = 3
+done
+"$PIPEC" export-csv "$tmp/fsdp.pipe" -o "$tmp/fsdp2.csv" 2>/dev/null
 check "FSDP actions: round trip equal" cmp -s "$tmp/fsdp.csv" "$tmp/fsdp2.csv"
-check "FSDP actions: check passes" "$PIPEC" check -q "$tmp/fsdp.pipe"
+"$PIPEC" check -q "$tmp/fsdp.pipe" 2>/dev/null
+check "FSDP actions: check passes" test $? = 0
 # Computing between a RESHARD and the next UNSHARD, and a REDUCE_GRAD before the last
 # backward, are warnings (PyTorch's runtime fails there), at the CSV and in the .pipe.
 printf '0UNSHARD,0F0,0RESHARD,0REDUCE_GRAD,0B0\n' >"$tmp/sh.csv"
