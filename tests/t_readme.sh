@@ -76,7 +76,14 @@ rest=$(echo "$out" | sed '1d')
 if [ -z "$rest" ]; then ok; else bad "README tour: outputs differ" "$(echo "$rest" | head -40)"; fi
 out=$(replay "Choose a schedule" "$tmp/choose")
 n=$(echo "$out" | sed -n 's/^commands: //p')
-check "README Choose a schedule: commands found ($n)" test "${n:-0}" -ge 6
+check "README Choose a schedule: commands found ($n)" test "${n:-0}" -ge 10
+# The section answers issue 23's question on a 70B configuration: compare over stdlib
+# templates and tune on the Llama-2 70B example, the exact search on a small one.
+sec=$(sed -n '/^## Choose a schedule$/,/^## An example$/p' README.md)
+for want in '$ pipec compare examples/llama2_70b_zero1.pipe --set schedule=' \
+            '$ pipec tune examples/llama2_70b_zero1.pipe' '$ pipec tune --exact examples/'; do
+    check "README Choose a schedule: has '$want'" grep -qF -- "$want" <<<"$sec"
+done
 rest=$(echo "$out" | sed '1d')
 if [ -z "$rest" ]; then ok; else bad "README Choose a schedule: outputs differ" "$(echo "$rest" | head -40)"; fi
 finish
