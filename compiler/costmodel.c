@@ -200,7 +200,7 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
 {
     memset(dv, 0, sizeof *dv);
     dv->efficiency = 1.0;
-    dv->mem_bw = dv->host_bw = dv->peer_bw = INFINITY;
+    dv->mem_bw = dv->host_bw = dv->peer_bw = dv->dp_bw = INFINITY;
     dv->host_link_ranks = 1;
     int err = 0;
     bool has_peak = false;
@@ -247,16 +247,21 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
             err += read_num(d, f, UNIT_TIME, 0, false, &dv->host_latency);
         } else if (!strcmp(key, "peer_latency")) {
             err += read_num(d, f, UNIT_TIME, 0, false, &dv->peer_latency);
+        } else if (!strcmp(key, "dp_bw")) {
+            err += read_num(d, f, UNIT_BW, 0, true, &dv->dp_bw);
+        } else if (!strcmp(key, "dp_latency")) {
+            err += read_num(d, f, UNIT_TIME, 0, false, &dv->dp_latency);
         } else {
             static const char *const keys[] = {"memory", "reserved", "peak_tflops",
                                                "efficiency", "mem_bw", "host_bw",
                                                "host_latency", "host_link_ranks", "peer_bw",
-                                               "peer_latency"};
+                                               "peer_latency", "dp_bw", "dp_latency"};
             char hint[96];
             diag_error(d, f->loc, DIAG_NAME, "unknown device field '%s'%s", key,
                        diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
             diag_note(d, f->loc, "device fields: memory reserved peak_tflops efficiency mem_bw "
-                                 "host_bw host_latency host_link_ranks peer_bw peer_latency");
+                                 "host_bw host_latency host_link_ranks peer_bw peer_latency dp_bw "
+                                 "dp_latency");
             err++;
         }
     }
@@ -274,6 +279,61 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
 }
 
 /* ---- the cost model --------------------------------------------------------------- */
+
+/* Ring collectives, Patarasuk and Yuan 2009 (bandwidth-optimal all-reduce: a
+ * reduce-scatter then an all-gather, D-1 steps each, every rank sending (D-1)/D of the
+ * buffer in each half); NCCL's ring algorithm moves the same volumes (nccl-tests
+ * PERFORMANCE.md: bus bandwidth = algorithm bandwidth x 2(D-1)/D for all-reduce,
+ * (D-1)/D for reduce-scatter and all-gather). */
+double cm_ring_allreduce_ms(double bytes, double D, double bw, double latency)
+{
+    return 2 * cm_ring_gather_ms(bytes, D, bw, latency);
+}
+
+double cm_ring_gather_ms(double bytes, double D, double bw, double latency)
+{
+    if (!(D > 1) || !(bytes > 0))
+        return 0;
+    double t = (D - 1) * latency;
+    if (isfinite(bw) && bw > 0)
+        t += (D - 1) / D * bytes / bw * 1e3;
+    return t;
+}
+
+/* Adam's update (Kingma and Ba 2015, Algorithm 1) is elementwise: per parameter it reads
+ * the gradient and the fp32 master weight, momentum and variance (ZeRO §3.1's K = 12) and
+ * writes the three back plus the 16-bit copy of the parameter. A handful of FLOPs per
+ * 26 + g bytes: memory-bound, so its time is bytes / memory bandwidth (the roofline of
+ * Williams, Waterman and Patterson 2009). */
+double cm_opt_bytes_per_param(const CmDp *dp)
+{
+    return 12 + dp->grad_bytes + 12 + 2;
+}
+
+/* ZeRO §7.2 (communication analysis): plain data parallelism all-reduces the gradients
+ * (2Ψ per rank); P_os and P_os+g reduce-scatter them and all-gather the updated
+ * parameters (Ψ + Ψ: Megatron-LM's distributed optimizer, `--use-distributed-optimizer`,
+ * does the same for zero 1); P_os+g+p all-gathers the parameters before the forward and
+ * again before the backward and reduce-scatters the gradients (3Ψ). Ψ counts elements:
+ * gradients travel in grad_dtype (g bytes), parameters in 16 bits. */
+void cm_dp_time(double params, const CmDp *dp, double dp_bw, double dp_latency,
+                double mem_bw, CmDpTime *out)
+{
+    memset(out, 0, sizeof *out);
+    double D = dp->D;
+    if (!(D > 1) || !(params > 0))
+        return;
+    double grads = params * dp->grad_bytes, weights = params * 2;
+    double updated = dp->zero >= 1 ? params / D : params;
+    out->reduce = dp->zero == 0 ? cm_ring_allreduce_ms(grads, D, dp_bw, dp_latency)
+                                : cm_ring_gather_ms(grads, D, dp_bw, dp_latency);
+    if (isfinite(mem_bw) && mem_bw > 0)
+        out->opt = updated * cm_opt_bytes_per_param(dp) / mem_bw * 1e3;
+    if (dp->zero == 1 || dp->zero == 2)
+        out->gather_after = cm_ring_gather_ms(weights, D, dp_bw, dp_latency);
+    if (dp->zero == 3)
+        out->gather_op = cm_ring_gather_ms(weights, D, dp_bw, dp_latency);
+}
 
 CmDp cm_dp(const Pipeline *p)
 {
@@ -851,6 +911,9 @@ static int derive(Diag *d, Pipeline *p)
             gather[s] = fmax(gather[s], ue.params);
         if (v == nv - 1)
             gather[s] = fmax(gather[s], uh.params);
+        /* the data-parallel stream's volume, only with replicas: D = 1 prints as before */
+        if (p->data_parallel > 1 && !user_set(p, s, v, COST_PARAMS))
+            put(&p->vstage_costs[v], COST_PARAMS, k.params);
         double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
             CostField f = vfields[i];
@@ -876,6 +939,15 @@ static int derive(Diag *d, Pipeline *p)
             put(b, COST_P2P, cm_p2p_ms(&cm));
         if (cm.has_device && isfinite(cm.device.host_bw) && !user_set(p, s, -1, COST_HOST_BW))
             put(b, COST_HOST_BW, cm.device.host_bw);
+        if (cm.has_device && p->data_parallel > 1) { /* the data-parallel stream's links */
+            const DeviceSpec *dv = &cm.device;
+            if (isfinite(dv->dp_bw) && !user_set(p, s, -1, COST_DP_BW))
+                put(b, COST_DP_BW, dv->dp_bw);
+            if (dv->dp_latency > 0 && !user_set(p, s, -1, COST_DP_LATENCY))
+                put(b, COST_DP_LATENCY, dv->dp_latency);
+            if (isfinite(dv->mem_bw) && !user_set(p, s, -1, COST_MEM_BW))
+                put(b, COST_MEM_BW, dv->mem_bw);
+        }
     }
     /* the device's host-link sharing, unless the pipeline's `costs` sets it */
     if (cm.has_device && cm.device.host_link_ranks > 1 &&

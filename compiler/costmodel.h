@@ -89,6 +89,9 @@ typedef struct DeviceSpec {
                              * docs/simulator.md "Shared host links") */
     double peer_bw;      /* link to the neighbouring stage, bytes/s */
     double peer_latency; /* ms per message */
+    double dp_bw;        /* link to the data-parallel peers (inter-node by default), bytes/s
+                          * per GPU each direction */
+    double dp_latency;   /* ms per step of a ring collective over that link */
 } DeviceSpec;
 
 /* Validates an entity's fields into a ModelShape / DeviceSpec. Unknown key: `name` at
@@ -212,6 +215,40 @@ double cm_weight_bytes(double params, const CmDp *dp);
  * the largest gather unit the rank holds (`layer_params`, after /t: a transformer layer,
  * the embedding or the head); 0 below zero 3 or with D = 1. */
 double cm_zero3_gather_bytes(double layer_params, const CmDp *dp);
+
+/* The data-parallel stream of one virtual stage (docs/cost-model.md "Data-parallel time"),
+ * ms; all 0 with D = 1 or no parameters. */
+typedef struct CmDpTime {
+    double reduce;      /* the gradient reduction after its last B/W: a ring all-reduce of
+                         * params x g bytes at zero 0, a reduce-scatter at zero 1-3 */
+    double opt;         /* the optimizer step on the compute stream after it */
+    double gather_after;/* the all-gather of the updated 16-bit parameters after the step
+                         * (zero 1 and 2) */
+    double gather_op;   /* zero 3: the all-gather of the 16-bit parameters before each F,
+                         * R and B */
+} CmDpTime;
+
+/* One ring collective of `bytes` (the full buffer) over D ranks, ms (Patarasuk and Yuan
+ * 2009; NCCL's ring): an all-reduce moves 2(D-1)/D x bytes per rank in 2(D-1) steps,
+ * a reduce-scatter or an all-gather (D-1)/D x bytes in D-1 steps:
+ *   all-reduce 2(D-1)/D x bytes / bw + 2(D-1) x latency, the others half of it.
+ * bw in bytes/s (+inf: no bandwidth term), latency in ms per step; 0 when D <= 1. */
+double cm_ring_allreduce_ms(double bytes, double D, double bw, double latency);
+double cm_ring_gather_ms(double bytes, double D, double bw, double latency);
+
+/* Bytes of device memory the optimizer step reads and writes per parameter it updates:
+ * mixed-precision Adam reads the gradient (g) and the fp32 master weight, momentum and
+ * variance (12) and writes the three back (12) and the 16-bit parameter (2): 26 + g. */
+double cm_opt_bytes_per_param(const CmDp *dp);
+
+/* The data-parallel times of a virtual stage of `params` parameters (after /t) on a rank
+ * whose data-parallel link is dp_bw bytes/s and dp_latency ms per step and whose memory
+ * bandwidth is mem_bw bytes/s (docs/cost-model.md "Data-parallel time"; ZeRO §7.2 for the
+ * volumes, Megatron-LM's distributed optimizer for the order). The optimizer step updates
+ * params parameters at zero 0, params / D at zero 1-3 (its shard), at
+ * cm_opt_bytes_per_param bytes each over mem_bw. */
+void cm_dp_time(double params, const CmDp *dp, double dp_bw, double dp_latency,
+                double mem_bw, CmDpTime *out);
 
 /* Time added to every cross-rank dependency: peer_latency + (e*s*b*h/t) / peer_bw, ms
  * (one activation or gradient message; Narayanan et al. 2021 §4.1 scatter/gather). */

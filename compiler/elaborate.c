@@ -867,8 +867,8 @@ static void read_costs(Elab *e, const Node *n)
                        cost_field_unit[k] == UNIT_TIME ? "1e9 ms" : "1 PiB");
             continue;
         }
-        if (k == COST_HOST_BW && v == 0) {
-            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost 'host_bw' must be positive");
+        if ((k == COST_HOST_BW || k == COST_DP_BW || k == COST_MEM_BW) && v == 0) {
+            diag_error(e->d, f->a->loc, DIAG_VALUE, "cost '%s' must be positive", f->name);
             continue;
         }
         if (k == COST_HOST_LINK_RANKS && (v < 1 || v != floor(v) || v > INT32_MAX)) {

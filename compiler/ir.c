@@ -336,6 +336,8 @@ static double field_default(const Pipeline *p, int32_t s, int32_t c, CostField f
 {
     switch (f) {
     case COST_HOST_BW:
+    case COST_DP_BW:
+    case COST_MEM_BW:
         return INFINITY;
     case COST_SWAP_FRACTION:
     case COST_HOST_LINK_RANKS:

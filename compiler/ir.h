@@ -141,7 +141,13 @@ typedef struct Dep {
  * Fig. 1 phases 1-4; docs/cost-model.md "Tensor-parallel communication"), default 0.
  * host_link_ranks is the one PIPELINE field: N consecutive ranks share one host link,
  * and the SO/SI/OG/LW transfers in flight on it share its bandwidth (docs/simulator.md
- * "Shared host links"); a positive integer, default 1 (every rank its own link). */
+ * "Shared host links"); a positive integer, default 1 (every rank its own link).
+ * The last four are the data-parallel stream's inputs (docs/spec.md "Time", docs/cost-model.md
+ * "Data-parallel time"): `params` the parameters of a virtual stage on one tensor-parallel
+ * rank (a count; the gradient and parameter collectives move a multiple of it), `dp_bw`
+ * and `dp_latency` the rank's link to its data-parallel peers (bytes/s each direction,
+ * ms per ring step), `mem_bw` its device memory bandwidth (the optimizer step). params
+ * defaults to 0 (nothing to reduce), the bandwidths to unlimited, dp_latency to 0. */
 typedef enum UnitClass { UNIT_NONE, UNIT_TIME, UNIT_SIZE, UNIT_BW, UNIT_FRACTION } UnitClass;
 typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
 
@@ -163,7 +169,11 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
     X(FCOMM, "fcomm", UNIT_TIME, SCOPE_VSTAGE) \
     X(BCOMM, "bcomm", UNIT_TIME, SCOPE_VSTAGE) \
     X(RCOMM, "rcomm", UNIT_TIME, SCOPE_VSTAGE) \
-    X(HOST_LINK_RANKS, "host_link_ranks", UNIT_NONE, SCOPE_PIPELINE)
+    X(HOST_LINK_RANKS, "host_link_ranks", UNIT_NONE, SCOPE_PIPELINE) \
+    X(PARAMS, "params", UNIT_NONE, SCOPE_VSTAGE) \
+    X(DP_BW, "dp_bw", UNIT_BW, SCOPE_RANK) \
+    X(DP_LATENCY, "dp_latency", UNIT_TIME, SCOPE_RANK) \
+    X(MEM_BW, "mem_bw", UNIT_BW, SCOPE_RANK)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,

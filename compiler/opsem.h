@@ -48,6 +48,10 @@ typedef struct OpSem {
                              * the next compute op listed after it (opsem_host) */
     uint8_t nwait;
     OpWaitRule wait[OPSEM_MAX_WAITS];
+    bool reads_params;      /* computes with its chunk's parameters, so at ZeRO stage 3 an
+                             * all-gather of them precedes it on the data-parallel stream
+                             * (docs/spec.md "Time"); W needs only activations and output
+                             * gradients (dW = x^T dy) */
 } OpSem;
 
 extern const OpSem op_sem[OP_NKINDS];

@@ -66,6 +66,17 @@ typedef struct LinkXfer {
     double t;
 } LinkXfer;
 
+/* One rank's data-parallel stream while the run goes (docs/simulator.md "Data
+ * parallelism"), ms. */
+typedef struct DpRank {
+    double free_at;     /* the stream is free */
+    double cstart;      /* start of the last compute op scheduled (zero-3 prefetch) */
+    double reduce, gather, opt; /* sums of durations */
+    double end;         /* the last end of its stream and of its optimizer steps */
+    uint32_t nq, npend; /* chunks issued / pending after them in Sim.dpq */
+    bool done;          /* the optimizer steps are placed */
+} DpRank;
+
 /* Scratch memory of one run, kept between sim_makespan calls. */
 typedef struct Sim {
     OpIndex *idx;       /* the op index (rebuilt every run) */
@@ -92,7 +103,17 @@ typedef struct Sim {
     uint32_t *nshare;   /* [STREAM_N * P]: transfers in flight per (link, stream) */
     uint32_t ninflight, npend;
     int32_t link_ranks; /* host_link_ranks */
+    /* The data-parallel stream (docs/spec.md "Time", docs/simulator.md "Data
+     * parallelism"); dp is false with one replica or no parameters, and then nothing
+     * below is used. */
+    bool dp, dp_zero3;
+    CmDpTime *dpt;      /* [P*V] per (rank, chunk) */
+    DpRank *dpr;        /* [P] */
+    uint32_t *dpq;      /* [P*V]: per rank, its chunks in the order their reductions were
+                         * issued (the first nq of row r), then pending ones (zero 3) */
+    double *red_end;    /* [P*V] ms: end of the chunk's reduction (< 0 while none) */
     size_t cap_link, cap_rem, cap_inflight, cap_pend, cap_nshare;
+    size_t cap_dpt, cap_dpr, cap_dpq, cap_red_end;
     size_t cap_dur, cap_delta, cap_waiter, cap_end, cap_off, cap_rc, cap_cur, cap_vst,
         cap_vowner, cap_depoff, cap_depsrc, cap_smask, cap_lastbw, cap_freed;
     uint64_t nops;
@@ -133,6 +154,10 @@ static void sim_scratch_release(Sim *s)
     free(s->inflight);
     free(s->pend);
     free(s->nshare);
+    free(s->dpt);
+    free(s->dpr);
+    free(s->dpq);
+    free(s->red_end);
 }
 
 void sim_scratch_free(void *scratch)
@@ -328,6 +353,137 @@ static void prepare_deps(Sim *s, const Pipeline *p)
     }
 }
 
+/* The data-parallel stream's durations per (rank, chunk) (cm_dp_time of the rank's
+ * `params`, `dp_bw`, `dp_latency`, `mem_bw` and the pipeline's data_parallel, zero and
+ * grad_dtype) and its per-rank state; sets s->dp when there is anything to move. */
+static void prepare_dp(Sim *s, const Pipeline *p)
+{
+    size_t P = (size_t)p->P, pv = P * (size_t)p->V;
+    CmDp dp = cm_dp(p);
+    s->dp = false;
+    s->dp_zero3 = dp.zero == 3;
+    if (dp.D <= 1)
+        return;
+    GROW(dpt, cap_dpt, pv);
+    GROW(dpr, cap_dpr, P);
+    GROW(dpq, cap_dpq, pv);
+    GROW(red_end, cap_red_end, pv);
+    for (int32_t r = 0; r < p->P; r++) {
+        double bw = ir_cost(p, r, 0, COST_DP_BW), lat = ir_cost(p, r, 0, COST_DP_LATENCY);
+        double mbw = ir_cost(p, r, 0, COST_MEM_BW);
+        for (int32_t c = 0; c < p->V; c++) {
+            double n = ir_cost(p, r, c, COST_PARAMS);
+            cm_dp_time(n, &dp, bw, lat, mbw, &s->dpt[(size_t)r * p->V + c]);
+            if (n > 0)
+                s->dp = true;
+        }
+    }
+}
+
+/* Resets the data-parallel streams before a run. */
+static void dp_start(Sim *s, const Pipeline *p)
+{
+    if (!s->dp)
+        return;
+    memset(s->dpr, 0, (size_t)p->P * sizeof *s->dpr);
+    for (size_t i = 0; i < (size_t)p->P * (size_t)p->V; i++)
+        s->red_end[i] = -1;
+}
+
+/* Issues the reduction of chunk c of rank r (its last B/W ended at bw_end) on the rank's
+ * data-parallel stream. */
+static void dp_reduce(Sim *s, const Pipeline *p, uint32_t r, uint32_t c, double bw_end)
+{
+    DpRank *d = &s->dpr[r];
+    size_t rc = (size_t)r * p->V + c;
+    double t = fmax(d->free_at, bw_end) + s->dpt[rc].reduce;
+    d->free_at = t;
+    d->reduce += s->dpt[rc].reduce;
+    d->end = fmax(d->end, t);
+    s->red_end[rc] = t;
+}
+
+/* Issues the reductions of rank r held back behind a zero-3 gather, in the order their
+ * last B/W ended. */
+static void dp_flush(Sim *s, const Pipeline *p, uint32_t r, const double *end)
+{
+    DpRank *d = &s->dpr[r];
+    uint32_t *q = s->dpq + (size_t)r * p->V;
+    for (; d->npend; d->npend--, d->nq++) {
+        uint32_t c = q[d->nq];
+        dp_reduce(s, p, r, c, end[s->lastbw[(size_t)r * p->V + c]]);
+    }
+}
+
+/* Compute op g (chunk c) of rank r is about to start at *t: at zero 3 the all-gather of its
+ * chunk's parameters runs first on the data-parallel stream, from when the rank's
+ * previous compute op started (prefetch) or the stream is free, and the op waits for it;
+ * then the reductions held back behind it are issued. */
+static void dp_before(Sim *s, const Pipeline *p, uint32_t r, const Op *op, const double *end,
+                      double *t)
+{
+    DpRank *d = &s->dpr[r];
+    const CmDpTime *k = &s->dpt[(size_t)r * p->V + op->chunk];
+    if (s->dp_zero3 && op_sem[op->kind].reads_params && k->gather_op > 0) {
+        double e = fmax(d->free_at, d->cstart) + k->gather_op;
+        d->free_at = e;
+        d->gather += k->gather_op;
+        d->end = fmax(d->end, e);
+        *t = fmax(*t, e);
+        dp_flush(s, p, r, end);
+    }
+    d->cstart = *t;
+}
+
+/* Compute op g (chunk c) of rank r ended at e: when it is its chunk's last-listed B or W,
+ * the chunk's gradients are complete and their reduction is issued (at zero 3 after the
+ * next op's gather, so that a prefetch is not queued behind it). */
+static void dp_after(Sim *s, const Pipeline *p, uint32_t r, const Op *op, uint32_t g, double e)
+{
+    size_t rc = (size_t)r * p->V + op->chunk;
+    if (s->lastbw[rc] != g || !(ir_cost(p, (int32_t)r, op->chunk, COST_PARAMS) > 0))
+        return;
+    DpRank *d = &s->dpr[r];
+    uint32_t *q = s->dpq + (size_t)r * p->V;
+    q[d->nq + d->npend] = op->chunk;
+    if (s->dp_zero3) {
+        d->npend++;
+    } else {
+        d->nq++;
+        dp_reduce(s, p, r, op->chunk, e);
+    }
+}
+
+/* Rank r's compute stream has run its list (it is free at cfree): the held-back
+ * reductions are issued, then each chunk's optimizer step runs on the compute stream
+ * once its reduction has ended, in the order the reductions were issued, and at zero 1
+ * and 2 the all-gather of its updated parameters follows on the data-parallel stream.
+ * A chunk with an OG op takes its optimizer step on the host (docs/semantics.md
+ * "Model-state offload"): its reduction only. */
+static void dp_finish(Sim *s, const Pipeline *p, uint32_t r, double cfree, const double *end)
+{
+    DpRank *d = &s->dpr[r];
+    if (d->done)
+        return;
+    d->done = true;
+    dp_flush(s, p, r, end);
+    const uint32_t *q = s->dpq + (size_t)r * p->V;
+    for (uint32_t i = 0; i < d->nq; i++) {
+        size_t rc = (size_t)r * p->V + q[i];
+        if (lookup(s, OP_OG, s->vst[rc], 0) != NONE)
+            continue;
+        const CmDpTime *k = &s->dpt[rc];
+        cfree = fmax(cfree, s->red_end[rc]) + k->opt;
+        d->opt += k->opt;
+        d->end = fmax(d->end, cfree);
+        if (k->gather_after > 0) {
+            d->free_at = fmax(d->free_at, cfree) + k->gather_after;
+            d->gather += k->gather_after;
+            d->end = fmax(d->end, d->free_at);
+        }
+    }
+}
+
 /* The op index, the rank tables, per-op durations and memory changes (the walk of
  * docs/spec.md "Memory", mem_walk_ops) and the dep lists. Returns false when the pipeline
  * cannot be indexed densely (P*V*M beyond the op count: an incomplete schedule, so not
@@ -344,6 +500,7 @@ static bool prepare(Sim *s, const Pipeline *p, double *ext_end)
     }
     free(cost);
     prepare_deps(s, p);
+    prepare_dp(s, p);
     return true;
 }
 
@@ -543,6 +700,7 @@ static void cursor_advance(Cursor *k, OpKind kind, uint32_t g, double e)
 static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, double *makespan)
 {
     uint32_t ready = cursors_start(s, p->P);
+    dp_start(s, p);
     uint64_t done = 0;
     double last = 0, now = 0;
     bool shared = s->link_ranks > 1;
@@ -579,6 +737,9 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                     blocked = g;
                     break;
                 }
+                bool dp = s->dp && k->stream == STREAM_COMPUTE && op_valid(p, op);
+                if (dp)
+                    dp_before(s, p, k->rank, op, end, &t);
                 double e = t + s->dur[g];
                 end[g] = e;
                 if (start)
@@ -586,12 +747,17 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                 if (e > last)
                     last = e;
                 done++;
+                if (dp)
+                    dp_after(s, p, k->rank, op, g, e);
                 cursor_advance(k, kind, g, e);
                 wake(s, g, &ready);
             }
             if (blocked != NONE) { /* wait on it: back on the ready stack when it ends */
                 k->next = s->waiter[blocked];
                 s->waiter[blocked] = cid;
+            } else if (s->dp && k->stream == STREAM_COMPUTE) {
+                dp_finish(s, p, k->rank, k->free_at, end);
+                last = fmax(last, s->dpr[k->rank].end);
             }
         }
     } while (shared && link_step(s, end, &ready, &done, &last, &now));
@@ -949,7 +1115,13 @@ SimResult *simulate(const Pipeline *p)
         sim_scratch_release(&s);
         return res;
     }
-    double makespan;
+    /* Without the data-parallel stream first, for what it exposes. */
+    double makespan, base_ms = 0;
+    if (s.dp) {
+        s.dp = false;
+        schedule(&s, p, eb, sb, &base_ms);
+        prepare(&s, p, eb);
+    }
     uint64_t done = schedule(&s, p, eb, sb, &makespan);
     res->stuck = done != s.nops;
     if (res->stuck)
@@ -1000,6 +1172,17 @@ SimResult *simulate(const Pipeline *p)
                     w -= du[i];
             bwd = w;
         }
+        if (s.dp) {
+            const DpRank *d = &s.dpr[r];
+            double own = d->end;
+            for (uint32_t i = 0; i < so->n; i++)
+                own = fmax(own, en[i]);
+            S->dp_reduce_ms = d->reduce;
+            S->dp_gather_ms = d->gather;
+            S->opt_ms = d->opt;
+            S->dp_exposed_ms = fmax(0, own - base_ms);
+            busy += d->opt;
+        }
         /* Sums of the same doubles in another order can differ in the last bit. */
         S->busy_ms = busy;
         S->idle_ms = fmax(0, makespan - busy);
@@ -1014,6 +1197,10 @@ SimResult *simulate(const Pipeline *p)
         S->peak_act_bytes = S->peak_mem_bytes - w;
     }
     free(mr);
+    if (s.dp) {
+        res->dp = true;
+        res->dp_exposed_ms = fmax(0, makespan - base_ms);
+    }
     res->bubble_ratio = (P > 0 && makespan > 0) ? idle_sum / (P * makespan) : 0;
     sim_scratch_release(&s);
     sim_metrics(res, p, idle_sum, recompute_sum);
@@ -1125,17 +1312,29 @@ void sim_write_json(StrBuf *out, const Pipeline *p, const SimResult *r)
                   sim_fmt_num(a, sizeof a, S->fwd_bubble_ms),
                   sim_fmt_num(b, sizeof b, S->bwd_bubble_ms));
         sb_printf(out, ", \"peak_mem_bytes\": %s, \"budget_bytes\": %s"
-                       ", \"static_mem_bytes\": %s, \"peak_act_bytes\": %s}",
+                       ", \"static_mem_bytes\": %s, \"peak_act_bytes\": %s",
                   sim_fmt_bytes(a, sizeof a, S->peak_mem_bytes),
                   p->has_memory ? sim_fmt_bytes(b, sizeof b, p->memory) : "null",
                   sim_fmt_bytes(c, sizeof c, S->static_mem_bytes),
                   sim_fmt_bytes(d, sizeof d, S->peak_act_bytes));
+        if (r->dp) { /* the data-parallel stream's keys */
+            sb_printf(out, ", \"dp_reduce_ms\": %s, \"dp_gather_ms\": %s",
+                      sim_fmt_num(a, sizeof a, S->dp_reduce_ms),
+                      sim_fmt_num(b, sizeof b, S->dp_gather_ms));
+            sb_printf(out, ", \"opt_ms\": %s, \"dp_exposed_ms\": %s",
+                      sim_fmt_num(a, sizeof a, S->opt_ms),
+                      sim_fmt_num(b, sizeof b, S->dp_exposed_ms));
+        }
+        sb_putc(out, '}');
     }
     sb_printf(out, "], \"lower_bound_ms\": %s, \"overhead_ratio\": %s",
               sim_fmt_num(a, sizeof a, r->lower_bound_ms),
               sim_fmt_num(b, sizeof b, r->overhead_ratio));
-    sb_printf(out, ", \"tokens_per_s\": %s, \"mfu\": %s}\n",
+    sb_printf(out, ", \"tokens_per_s\": %s, \"mfu\": %s",
               sim_fmt_num(a, sizeof a, r->tokens_per_s), sim_fmt_num(b, sizeof b, r->mfu));
+    if (r->dp)
+        sb_printf(out, ", \"dp_exposed_ms\": %s", sim_fmt_num(a, sizeof a, r->dp_exposed_ms));
+    sb_puts(out, "}\n");
 }
 
 void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
@@ -1190,5 +1389,19 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r)
                       S->peak_mem_bytes > p->memory ? "  over budget" : "");
         else
             sb_puts(out, "      -\n");
+    }
+    if (!r->dp)
+        return;
+    sb_printf(out, "\ndata parallel %d replicas, zero %d, %s gradients: the iteration ends "
+                   "%.3f ms later than without its stream\n",
+              sim_dp_replicas(p), p->zero, grad_dtype_name[p->grad_dtype],
+              human_fix(r->dp_exposed_ms, 3));
+    sb_printf(out, "%5s %10s %10s %10s %10s\n", "stage", "reduce ms", "gather ms", "opt ms",
+              "exposed ms");
+    for (int32_t s = 0; s < p->P; s++) {
+        const SimStage *S = &r->stage[s];
+        sb_printf(out, "%5d %10.3f %10.3f %10.3f %10.3f\n", s, human_fix(S->dp_reduce_ms, 3),
+                  human_fix(S->dp_gather_ms, 3), human_fix(S->opt_ms, 3),
+                  human_fix(S->dp_exposed_ms, 3));
     }
 }

@@ -20,6 +20,13 @@
 typedef struct SimStage {
     double busy_ms, idle_ms, fwd_bubble_ms, bwd_bubble_ms;
     double peak_mem_bytes, static_mem_bytes, peak_act_bytes;
+    /* The data-parallel stream (SimResult.dp; docs/simulator.md "Data parallelism"), ms:
+     * the durations of the rank's gradient reductions, of its parameter all-gathers
+     * (zero 1-2 after the step, zero 3 before each F, R and B) and of its optimizer steps
+     * (counted in busy_ms too), and dp_exposed_ms, how far the rank's last activity ends
+     * past the makespan of the same run without the data-parallel stream (0 when it is
+     * hidden; the largest over the ranks is SimResult.dp_exposed_ms). */
+    double dp_reduce_ms, dp_gather_ms, opt_ms, dp_exposed_ms;
 } SimStage;
 
 /* The iteration's metrics beyond the per-rank rows (docs/simulator.md "Metrics").
@@ -32,6 +39,9 @@ typedef struct SimStage {
 typedef struct SimResult {
     double makespan_ms, bubble_ratio;
     double lower_bound_ms, overhead_ratio, tokens_per_s, mfu;
+    bool dp;                  /* the data-parallel stream ran (data_parallel > 1 and some
+                               * virtual stage has `params`); else the dp fields are 0 */
+    double dp_exposed_ms;     /* makespan - the makespan of the same run without it */
     SimStage *stage;          /* [P] */
     double **start, **end;    /* [P][n ops of that rank], ms */
     bool stuck;               /* the schedule cannot run (a cycle); times are partial */

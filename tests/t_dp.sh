@@ -131,6 +131,136 @@ zero_case 2 bf16 4010880000
 zero_case 3 bf16 2353049600
 zero_case 0 fp32 19252224000
 
+# --- time: the data-parallel stream on a hand-computed pipeline ---------------------------
+# docs/cost-model.md "Data-parallel time", docs/spec.md "Time". Two stages, gpipe, f 1 ms,
+# b 2 ms, no p2p: stage 1 runs F0 1-2, F1 2-3, B0 3-5, B1 5-7; stage 0 F0 0-1, F1 1-2,
+# B0 5-7, B1 7-9: makespan 9 ms without the stream. Each virtual stage has 1e6
+# parameters; D = 2 replicas over 1 GB/s and 0.1 ms per ring step; mem_bw 28 GB/s.
+#  zero 0: all-reduce of 2e6 bf16 gradient bytes, 2 (D-1)/D x 2e6 / 1e9 s + 2 (D-1) x 0.1
+#    = 2 + 0.2 = 2.2 ms; the step updates 1e6 parameters x 28 bytes / 28 GB/s = 1 ms.
+#    Stage 1: reduce 7-9.2, step 9.2-10.2; stage 0: reduce 9-11.2, step 11.2-12.2.
+#    Makespan 12.2, exposed 3.2 (stage 0) and 1.2 (stage 1).
+#  zero 1 (and 2): reduce-scatter (D-1)/D x 2e6 / 1e9 + 0.1 = 1.1 ms; step on the 5e5
+#    parameters of the shard, 0.5 ms; all-gather of the 2e6 bf16 parameter bytes, 1.1 ms.
+#    Stage 0: 9-10.1, 10.1-10.6, 10.6-11.7; stage 1 ends 7 + 2.7 = 9.7. Makespan 11.7.
+#  zero 3: an all-gather (1.1 ms) before every F and B, from when the rank's previous
+#    op started (or 0): stage 0 gathers 0-1.1, F0 1.1-2.1, gathers 1.1-2.2, F1 2.2-3.2;
+#    stage 1 gathers 0-1.1, F0 2.1-3.1, gathers 2.1-3.2, F1 3.2-4.2, gathers 3.2-4.3,
+#    B0 4.3-6.3, gathers 4.3-5.4, B1 6.3-8.3, reduce-scatter 8.3-9.4, step 9.4-9.9;
+#    stage 0 gathers 2.2-3.3, B0 6.3-8.3, gathers 6.3-7.4, B1 8.3-10.3, reduce-scatter
+#    10.3-11.4, step 11.4-11.9. Makespan 11.9, 4 gathers of 1.1 ms per stage.
+#  zero 0, fp32 gradients: all-reduce of 4e6 bytes, 4.2 ms; step 30 bytes per parameter,
+#    30/28 ms: makespan 9 + 4.2 + 30/28.
+cat >"$tmp/h.pipe" <<'PIPE'
+pipeline h {
+  stages 2
+  microbatches 2
+  data_parallel 2
+  costs { f 1ms b 2ms params 1000000 dp_bw 1GB/s dp_latency 0.1ms mem_bw 28GB/s }
+  stage 0 { F0 F1 B0 B1 }
+  stage 1 { F0 F1 B0 B1 }
+}
+PIPE
+dp_time_case() { # NAME MAKESPAN EXPOSED EXPOSED1 REDUCE GATHER OPT SETTINGS...
+    local name=$1 want="$2 $3 $4 $5 $6 $7"
+    shift 7
+    "$P" sim --json "$tmp/h.pipe" "$@" >"$tmp/hj" 2>&1
+    check "dp time by hand: $name" python3 - "$tmp/hj" $want <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ms, ex, ex1, red, gat, opt = map(float, sys.argv[2:8])
+close = lambda a, b: abs(a - b) <= 1e-9 * max(1, abs(b))
+got = (d["makespan_ms"], d["dp_exposed_ms"], d["per_stage"][1]["dp_exposed_ms"],
+       d["per_stage"][0]["dp_reduce_ms"], d["per_stage"][0]["dp_gather_ms"],
+       d["per_stage"][0]["opt_ms"])
+assert all(close(a, b) for a, b in zip(got, (ms, ex, ex1, red, gat, opt))), got
+assert close(d["per_stage"][0]["dp_exposed_ms"], ex), d["per_stage"][0]
+PY
+}
+dp_time_case "zero 0: all-reduce, step" 12.2 3.2 1.2 2.2 0 1
+dp_time_case "zero 1: reduce-scatter, step on the shard, all-gather" 11.7 2.7 0.7 1.1 1.1 0.5 --set zero=1
+dp_time_case "zero 2: as zero 1" 11.7 2.7 0.7 1.1 1.1 0.5 --set zero=2
+dp_time_case "zero 3: gathers before every F and B" 11.9 2.9 0.9 1.1 4.4 0.5 --set zero=3
+dp_time_case "zero 0, fp32 gradients" "$(python3 -c 'print(9 + 4.2 + 30 / 28)')" \
+    "$(python3 -c 'print(4.2 + 30 / 28)')" "$(python3 -c 'print(1.2 + 2 + 30 / 28 - 1)')" \
+    4.2 0 "$(python3 -c 'print(30 / 28)')" --set grad_dtype=fp32
+"$P" sim --json "$tmp/h.pipe" --set data_parallel=1 >"$tmp/hj" 2>&1
+check "dp time: one replica, makespan 9 and no data-parallel keys" python3 - "$tmp/hj" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["makespan_ms"] == 9.0 and "dp_exposed_ms" not in d, d
+assert not any(k.startswith("dp_") or k == "opt_ms" for k in d["per_stage"][0]), d
+PY
+"$P" sim "$tmp/h.pipe" >"$tmp/ht" 2>&1
+check "sim text: the data-parallel table" grep -qE '^ +0 +2\.200 +0\.000 +1\.000 +3\.200$' "$tmp/ht"
+check "sim text: the exposed time" grep -q 'data parallel 2 replicas, zero 0, bf16 gradients: the iteration ends 3.200 ms later' "$tmp/ht"
+printf 'pipeline z { stages 1 microbatches 1 costs { dp_bw 0 } stage 0 { F0 B0 } }\n' >"$tmp/z.pipe"
+"$P" check "$tmp/z.pipe" >"$tmp/out" 2>&1
+check "dp_bw 0: value error at the value" grep -q "z.pipe:1:52: error\[value\]: cost 'dp_bw' must be positive" "$tmp/out"
+
+# --- time: derived from the model and the device ----------------------------------------
+# llama2_70b stage 1, tensor_parallel 8 (1,069,568,000 parameters on the rank, above) on
+# h100_sxm_80g (dp_bw 50 GB/s, dp_latency 10 us, mem_bw 3350 GB/s), D = 8, zero 1:
+# reduce-scatter 7/8 x 2 x 1,069,568,000 / 50e9 s + 7 x 0.01 ms = 37.43488 + 0.07 ms;
+# the step 1,069,568,000 / 8 x 28 / 3350e9 s; the all-gather as the reduce-scatter.
+"$PIPEC" print "$tmp/mp.pipe" --set tensor_parallel=8 --set data_parallel=8 --set zero=1 >"$tmp/mpp" 2>&1
+check "print: derived params of a virtual stage" grep -q 'params 1069568000' "$tmp/mpp"
+check "print: derived dp_bw and dp_latency" grep -q 'dp_bw 50GB/s dp_latency 0.01ms mem_bw 3350GB/s' "$tmp/mpp"
+"$PIPEC" sim --json "$tmp/mp.pipe" --set tensor_parallel=8 --set data_parallel=8 --set zero=1 \
+    --set grad_dtype=bf16 >"$tmp/mj" 2>&1
+check "derived reduce-scatter, step and all-gather of stage 1" python3 - "$tmp/mj" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["per_stage"][1]
+n = 1069568000
+rs = 7 / 8 * 2 * n / 50e9 * 1e3 + 7 * 0.01
+opt = n / 8 * 28 / 3350e9 * 1e3
+for k, want in (("dp_reduce_ms", rs), ("dp_gather_ms", rs), ("opt_ms", opt)):
+    assert abs(s[k] / want - 1) < 1e-6, (k, s[k], want)
+PY
+cp "$tmp/mpp" "$tmp/mpp.pipe"
+"$PIPEC" sim --json "$tmp/mpp.pipe" >"$tmp/mj2" 2>&1
+"$PIPEC" sim --json "$tmp/mp.pipe" --set tensor_parallel=8 --set data_parallel=8 --set zero=1 >"$tmp/mj" 2>&1
+check "the printed form simulates the same data-parallel time" python3 - "$tmp/mj" "$tmp/mj2" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for k in ("makespan_ms", "dp_exposed_ms"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert a["per_stage"] == b["per_stage"]
+PY
+"$PIPEC" print "$L" >"$tmp/p1d" 2>&1
+check "print with one replica: no data-parallel cost fields" bash -c "! grep -qE 'params|dp_bw|dp_latency|mem_bw' '$tmp/p1d'"
+
+# --- time: overlap with the cooldown ------------------------------------------------------
+# A reduction starts when its virtual stage's last B or W ends. gpipe's stage 0 ends the
+# iteration with its last B, so its reduction, step and all-gather are all exposed; zbv
+# (zero-bubble V, ending with W ops) puts each rank's later chunk's backward early, and
+# that chunk's reduction runs during the cooldown: less is exposed.
+sed 's/schedule onef1b/schedule gpipe/' "$L" >"$tmp/g.pipe"
+sed 's/schedule onef1b/chunks 2 vshape\n  schedule zbv/' "$L" >"$tmp/v.pipe"
+"$PIPEC" sim --json "$tmp/g.pipe" --set data_parallel=8 --set zero=1 --set memory=1000GiB >"$tmp/gj" 2>&1
+"$PIPEC" sim --json "$tmp/v.pipe" --set data_parallel=8 --set zero=1 --set memory=1000GiB >"$tmp/vj" 2>&1
+check "gpipe exposes stage 0's reduction, step and all-gather whole" python3 - "$tmp/gj" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["per_stage"][0]
+want = s["dp_reduce_ms"] + s["opt_ms"] + s["dp_gather_ms"]
+assert abs(d["dp_exposed_ms"] - want) < 1e-6 * want, (d["dp_exposed_ms"], want)
+assert d["per_stage"][3]["dp_exposed_ms"] == 0, d["per_stage"][3]
+PY
+check "zbv hides more of the reduction than gpipe" python3 - "$tmp/gj" "$tmp/vj" <<'PY'
+import json, sys
+g, v = (json.load(open(f)) for f in sys.argv[1:3])
+assert 0 < v["dp_exposed_ms"] < g["dp_exposed_ms"], (v["dp_exposed_ms"], g["dp_exposed_ms"])
+PY
+"$PIPEC" sim --json "$L" --set data_parallel=8 --set zero=3 >"$tmp/z3" 2>&1
+"$PIPEC" sim --json "$L" --set data_parallel=8 --set zero=2 >"$tmp/z2" 2>&1
+check "zero 3's gathers add time to zero 2's" python3 - "$tmp/z2" "$tmp/z3" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert b["makespan_ms"] > a["makespan_ms"], (a["makespan_ms"], b["makespan_ms"])
+assert all(y["dp_gather_ms"] > x["dp_gather_ms"] for x, y in zip(a["per_stage"], b["per_stage"]))
+PY
+
 # --- the example: Llama-2 70B fits with zero 1, not with zero 0 ---------------------------
 E=examples/llama2_70b_zero1.pipe
 "$P" check "$E" >"$tmp/out" 2>&1
@@ -169,6 +299,27 @@ common = set(a) & set(b)
 assert common, (a.keys(), b.keys())
 for n in common:
     assert all(x > y for x, y in zip(a[n]["peak_mem_bytes"], b[n]["peak_mem_bytes"])), n
+PY
+"$PIPEC" compare --format json "$L" --set data_parallel=1,8 >"$tmp/c.json" 2>&1
+"$PIPEC" sim --json "$L" --set data_parallel=8 >"$tmp/s8.json" 2>&1
+check "compare --set data_parallel=1,8: the exposed reduction lengthens the makespan" python3 - "$tmp/c.json" "$tmp/s8.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows["rows"] if isinstance(rows, dict) else rows
+s8 = json.load(open(sys.argv[2]))
+a, b = rows
+assert s8["dp_exposed_ms"] > 0
+assert abs(b["makespan_ms"] - a["makespan_ms"] - s8["dp_exposed_ms"]) < 1e-6 * b["makespan_ms"], (a, b)
+PY
+"$PIPEC" tune --json "$L" --set data_parallel=1 >"$tmp/tu1.json" 2>/dev/null
+"$PIPEC" tune --json "$L" --set data_parallel=8 >"$tmp/tu8.json" 2>/dev/null
+check "tune: every variant's makespan grows with the exposed reduction at data_parallel 8" python3 - "$tmp/tu1.json" "$tmp/tu8.json" <<'PY'
+import json, sys
+a, b = ({v["name"]: v for v in json.load(open(f))["variants"]} for f in sys.argv[1:3])
+common = [n for n in set(a) & set(b) if a[n]["makespan_ms"] is not None and b[n]["makespan_ms"] is not None]
+assert common, (a.keys(), b.keys())
+for n in common:
+    assert b[n]["makespan_ms"] > a[n]["makespan_ms"], (n, a[n]["makespan_ms"], b[n]["makespan_ms"])
 PY
 "$PIPEC" tune "$L" --set data_parallel=8 --set zero=1 -o "$tmp/best.pipe" >/dev/null 2>&1
 check "tune -o writes the data-parallel settings" grep -q '^  data_parallel 8$' "$tmp/best.pipe"

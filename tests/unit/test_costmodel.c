@@ -376,6 +376,43 @@ static void test_zero_weights(void **state)
  * stage 1 = 2 layers + head = 26,218,496. zero 3, D = 4: 16/4 = 4 bytes each plus a
  * layer's 2-byte gather (25,192,448): 138,446,848 and 130,066,432. zero 1, D = 4, fp32
  * gradients: 6 + 12/4 = 9 bytes: 254,822,400 and 235,966,464. */
+/* docs/cost-model.md "Data-parallel time", by hand: D = 4 replicas, 1e6 parameters,
+ * 1 GB/s, 0.1 ms per ring step, mem_bw 28 GB/s. An all-reduce of 2e6 bf16 gradient bytes
+ * moves 2 x 3/4 x 2e6 B in 6 steps: 3 + 0.6 ms; a reduce-scatter or all-gather half of
+ * it, 1.5 + 0.3 ms. The step: 28 bytes per parameter (26 + g), 1 ms for all of them,
+ * 0.25 ms for a quarter. */
+static void test_dp_time(void **state)
+{
+    (void)state;
+    assert_float_equal(cm_ring_allreduce_ms(2e6, 4, 1e9, 0.1), 3.6, 1e-12);
+    assert_float_equal(cm_ring_gather_ms(2e6, 4, 1e9, 0.1), 1.8, 1e-12);
+    assert_float_equal(cm_ring_gather_ms(2e6, 1, 1e9, 0.1), 0, 0);
+    assert_float_equal(cm_ring_gather_ms(2e6, 4, INFINITY, 0.1), 0.3, 1e-12);
+    CmDp dp = {4, 0, 2};
+    CmDpTime t;
+    assert_float_equal(cm_opt_bytes_per_param(&dp), 28, 0);
+    cm_dp_time(1e6, &dp, 1e9, 0.1, 28e9, &t);
+    assert_float_equal(t.reduce, 3.6, 1e-12);
+    assert_float_equal(t.opt, 1, 1e-12);
+    assert_float_equal(t.gather_after, 0, 0);
+    assert_float_equal(t.gather_op, 0, 0);
+    for (int z = 1; z <= 3; z++) {
+        dp.zero = z;
+        cm_dp_time(1e6, &dp, 1e9, 0.1, 28e9, &t);
+        assert_float_equal(t.reduce, 1.8, 1e-12);
+        assert_float_equal(t.opt, 0.25, 1e-12);
+        assert_float_equal(t.gather_after, z < 3 ? 1.8 : 0, 1e-12);
+        assert_float_equal(t.gather_op, z == 3 ? 1.8 : 0, 1e-12);
+    }
+    dp = (CmDp){4, 0, 4}; /* fp32 gradients: twice the bytes, 30 per parameter */
+    cm_dp_time(1e6, &dp, 1e9, 0, 30e9, &t);
+    assert_float_equal(t.reduce, 6, 1e-12);
+    assert_float_equal(t.opt, 1, 1e-12);
+    dp.D = 1; /* one replica: nothing */
+    cm_dp_time(1e6, &dp, 1e9, 0.1, 28e9, &t);
+    assert_float_equal(t.reduce + t.opt + t.gather_after + t.gather_op, 0, 0);
+}
+
 static void test_zero_derive(void **state)
 {
     (void)state;
@@ -1029,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_ir_cost_fallback),
         cmocka_unit_test(test_zero_weights),
         cmocka_unit_test(test_zero_derive),
+        cmocka_unit_test(test_dp_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
