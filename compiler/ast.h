@@ -47,6 +47,7 @@
     X(DP, "data_parallel")        /* a = expr */ \
     X(ZERO, "zero")               /* a = expr */ \
     X(GRAD_DTYPE, "grad_dtype")   /* name */ \
+    X(EP, "expert_parallel")      /* a = expr */ \
     X(SCHEDULE, "schedule")       /* name */ \
     X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT */ \
     X(APPLY, "apply")             /* one pass call: name, body = FIELDs */ \

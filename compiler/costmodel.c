@@ -90,8 +90,10 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
     m->attention = ATTN_FLASH;
     m->mbs = 1;
     m->elem = 2;
+    m->experts = m->topk = 1;
     int err = 0, k;
-    bool has_ffn = false, has_kv = false;
+    bool has_ffn = false, has_kv = false, has_effn = false;
+    const Field *topk_f = NULL;
     bool seen[6] = {0}; /* layers hidden heads vocab seq: required */
     const Field *heads_f = NULL, *kv_f = NULL, *hidden_f = NULL; /* into e->fields */
     for (uint32_t i = 0; i < e->nfields; i++) {
@@ -134,6 +136,14 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
             has_ffn = true;
         } else if (!strcmp(key, "mbs")) {
             err += read_int(d, f, "model", &m->mbs);
+        } else if (!strcmp(key, "experts")) {
+            err += read_int(d, f, "model", &m->experts);
+        } else if (!strcmp(key, "topk")) {
+            err += read_int(d, f, "model", &m->topk);
+            topk_f = f;
+        } else if (!strcmp(key, "expert_ffn")) {
+            err += read_int(d, f, "model", &m->expert_ffn);
+            has_effn = true;
         } else if (!strcmp(key, "sequence_parallel")) {
             const Value *v = &f->val;
             bool ok = (v->kind == VAL_NUM && v->unit == UNIT_NONE && (v->num == 0 || v->num == 1)) ||
@@ -147,12 +157,13 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
         } else {
             static const char *const keys[] = {"arch", "layers", "hidden", "heads", "kv_heads",
                                                "ffn", "vocab", "seq", "mbs", "dtype",
-                                               "attention", "sequence_parallel"};
+                                               "attention", "sequence_parallel", "experts",
+                                               "topk", "expert_ffn"};
             char hint[96];
             diag_error(d, f->loc, DIAG_NAME, "unknown model field '%s'%s", key,
                        diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
             diag_note(d, f->loc, "model fields: arch layers hidden heads kv_heads ffn vocab seq "
-                                 "mbs dtype attention sequence_parallel");
+                                 "mbs dtype attention sequence_parallel experts topk expert_ffn");
             err++;
         }
     }
@@ -176,6 +187,13 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
             m->ffn = 256.0 * ceil(8.0 * m->hidden / 3.0 / 256.0);
         else
             m->ffn = 4.0 * m->hidden;
+    }
+    if (!has_effn)
+        m->expert_ffn = m->ffn;
+    if (m->topk > m->experts) {
+        diag_error(d, topk_f ? topk_f->loc : e->loc, DIAG_VALUE,
+                   "model '%s': topk %g exceeds its %g experts", e->name, m->topk, m->experts);
+        err++;
     }
     if (m->arch != ARCH_MLP) {
         if (fmod(m->hidden, m->heads) != 0) {
@@ -394,8 +412,56 @@ typedef struct UnitParts {
     double mlp_keep;  /* bytes kept by the mlp policy (the MLP input), MLP units only */
     double wio;       /* bytes of linear inputs + output gradients (for wact) */
     double params;    /* parameters on this rank */
+    double eparams;   /* of which in experts (N/E experts, after /t) */
+    double expert;    /* one expert's parameters (after /t) */
+    double a2a_bytes; /* bytes each expert-parallel all-to-all sends from this rank */
     bool transformer; /* an attention or MLP unit (the policies act on these only) */
 } UnitParts;
+
+/* A mixture-of-experts MLP half-unit (docs/cost-model.md "Mixture of experts"): norm,
+ * router (N logits per token), dispatch of every token to K of the N experts, the
+ * experts' MLPs of width F (SwiGLU for llama, GELU for gpt), combine. Per token:
+ * FLOPs 2hN (router) + K x the dense MLP's with f = F (only the K routed experts run:
+ * Fedus et al. 2022 §2; Lepikhin et al. 2021, GShard §2); activations the norm's as in
+ * the dense MLP, the router's fp32 softmax (4N) and the fp32 weights and int64 indices of
+ * its K choices (12K), and for each of the K routed copies the expert's input (e h), its
+ * MLP tensors as in the dense MLP and its output (e h, which the combine's weighting
+ * needs for the router's gradient). Experts are tensor-parallel like the dense MLP
+ * (Megatron-core's default expert tensor parallelism = t) and split over the E
+ * expert-parallel ranks, N/E each. */
+static void moe_parts(const CostModel *cm, UnitParts *o)
+{
+    const ModelShape *m = &cm->model;
+    double T = m->seq * m->mbs, e = m->elem, h = m->hidden, t = cm->tp, N = m->experts,
+           K = m->topk, F = m->expert_ffn, E = cm->ep;
+    double hr = m->seqpar ? h / t : h;
+    bool llama = m->arch == ARCH_LLAMA;
+    double router = 4 * N + 12 * K; /* bytes per token */
+    double copy;                    /* bytes per token per routed copy */
+    o->lin = T * (2 * h * N + K * (llama ? 6 : 4) * h * F / t);
+    o->mlp_keep = T * e * hr;
+    o->a2a_bytes = e * T * hr * K;
+    if (llama) {
+        copy = 2 * e * h + 4 * e * F / t;
+        o->act = T * ((4 + e) * hr + router + K * copy);
+        o->cmb_drop = T * (4 * hr + K * 2 * e * F / t);
+        o->cmb_bytes = T * ((4 + 2 * e) * hr + K * 5 * e * F / t);
+        o->wio = e * T * K * (3 * h + 3 * F) / t;
+        o->expert = 3 * h * F / t;
+        o->params = (h + h * N) / t;
+    } else {
+        double mask = m->arch == ARCH_GPT ? hr : 0;
+        copy = 2 * e * h + 2 * e * F / t;
+        o->act = T * (2 * e * hr + mask + router + K * copy);
+        o->cmb_drop = T * (e * hr + K * e * F / t);
+        o->cmb_bytes = T * (2 * e * hr + K * 2 * e * F / t);
+        o->wio = e * T * K * (2 * h + 2 * F) / t;
+        o->expert = (2 * h * F + F + h) / t;
+        o->params = (2 * h + h * N) / t;
+    }
+    o->eparams = N / E * o->expert;
+    o->params += o->eparams;
+}
 
 /* The parts of one unit; docs/cost-model.md "Activation bytes per unit" and "FLOPs". */
 static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
@@ -460,6 +526,10 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
     }
     case CM_MLP:
         o->transformer = true;
+        if (m->experts > 1) {
+            moe_parts(cm, o);
+            return;
+        }
         o->lin = T * (m->arch == ARCH_LLAMA ? 6 : 4) * h * f / t;
         o->mlp_keep = T * e * hr;
         if (m->arch == ARCH_LLAMA) {
@@ -494,6 +564,7 @@ double cm_iteration_flops(const Pipeline *p)
     memset(&cm, 0, sizeof cm);
     cm.model = p->cost_inputs->model;
     cm.tp = p->cost_inputs->tp;
+    cm.ep = 1; /* FLOPs do not depend on where the experts are */
     /* the embedding (no FLOPs), L attention and L MLP half-units, the head; each unit's
      * FLOPs are one tensor-parallel rank's share */
     static const CmUnit kinds[] = {CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD};
@@ -518,6 +589,36 @@ double cm_allreduce_ms(const CostModel *cm, double bytes)
     return ms;
 }
 
+double cm_alltoall_ms(const CostModel *cm, double bytes)
+{
+    double E = cm->ep;
+    if (!cm->has_device || E <= 1)
+        return 0;
+    double ms = (E - 1) * cm->device.peer_latency;
+    if (isfinite(cm->device.peer_bw))
+        ms += (E - 1) / E * bytes / cm->device.peer_bw * 1e3;
+    return ms;
+}
+
+void cm_model_params(const CostModel *cm, double *total, double *active)
+{
+    CostModel one = *cm;
+    one.tp = one.ep = 1;
+    one.ubeg = NULL;
+    UnitParts q;
+    double sum = 0, idle = 0; /* idle: the experts a token does not use */
+    static const CmUnit kinds[] = {CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD};
+    for (size_t i = 0; i < ARRAY_LEN(kinds); i++) {
+        unit_parts(&one, kinds[i], &q);
+        double n = kinds[i] == CM_ATTN || kinds[i] == CM_MLP ? cm->model.layers : 1;
+        sum += n * q.params;
+        if (kinds[i] == CM_MLP)
+            idle = n * (cm->model.experts - cm->model.topk) * q.expert;
+    }
+    *total = sum;
+    *active = sum - idle;
+}
+
 void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out)
 {
     UnitParts q;
@@ -533,12 +634,17 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
      * (Korthikanti §4.2.2). The compute stream idles during them. */
     if (q.transformer && q.lin > 0)
         out->fcomm = out->bcomm = cm_allreduce_ms(cm, e * T * cm->model.hidden);
-    out->f = fc + out->fcomm;
-    out->b = 2 * fc + out->bcomm; /* Narayanan et al. 2021 §5.1: backward = 2x forward */
+    /* Mixture of experts: a dispatch and a combine all-to-all in the forward, their
+     * transposes in the backward, serial in the op (docs/cost-model.md "Mixture of
+     * experts"; Lepikhin et al. 2021, GShard §3.2). */
+    out->a2a = q.a2a_bytes > 0 ? 2 * cm_alltoall_ms(cm, q.a2a_bytes) : 0;
+    out->f = fc + out->fcomm + out->a2a;
+    out->b = 2 * fc + out->bcomm + out->a2a; /* Narayanan et al. 2021 §5.1: backward = 2x forward */
     out->w = gemm_ms(cm, q.lin);
     out->act = q.act;
     out->wact = fmin(q.act, q.wio);
     out->params = q.params;
+    out->eparams = q.eparams;
     out->ckpt = q.act;
     if (!q.transformer)
         return; /* embedding and head are never recomputed */
@@ -581,10 +687,12 @@ static void cost_add(CmCost *acc, const CmCost *c, double k)
     acc->fcomm += k * c->fcomm;
     acc->bcomm += k * c->bcomm;
     acc->rcomm += k * c->rcomm;
+    acc->a2a += k * c->a2a;
     acc->act += k * c->act;
     acc->ckpt += k * c->ckpt;
     acc->wact += k * c->wact;
     acc->params += k * c->params;
+    acc->eparams += k * c->eparams;
 }
 
 void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
@@ -741,6 +849,31 @@ static int check_tp_heads(Diag *d, const Pipeline *p, const ModelShape *m, int32
     return 1;
 }
 
+/* `expert_parallel` E splits the model's experts over E ranks (docs/cost-model.md
+ * "Mixture of experts"): E must divide the N experts, and a dense model takes only
+ * E = 1. A `value` error at the setting, with a note at the model's `experts` field.
+ * Returns the number of errors. */
+static int check_ep_experts(Diag *d, const Pipeline *p, const ModelShape *m, int32_t E)
+{
+    if (E <= 1 || fmod(m->experts, E) == 0)
+        return 0;
+    const Entity *e = p->model;
+    Loc at = p->ep_loc.file != LOC_NONE_FILE ? p->ep_loc : p->loc;
+    const Field *f = field_find(e->fields, e->nfields, "experts");
+    if (m->experts <= 1) {
+        diag_error(d, at, DIAG_VALUE,
+                   "expert_parallel %d needs a mixture-of-experts model; model '%s' has no "
+                   "'experts'", E, e->name);
+        return 1;
+    }
+    diag_error(d, at, DIAG_VALUE,
+               "expert_parallel %d does not divide the %g experts of model '%s'", E,
+               m->experts, e->name);
+    diag_note(d, f ? f->loc : e->loc, "each expert-parallel rank holds experts / "
+                                      "expert_parallel whole experts");
+    return 1;
+}
+
 int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)
 {
     memset(cm, 0, sizeof *cm);
@@ -758,6 +891,9 @@ int costmodel_init(Diag *d, const Pipeline *p, CostModel *cm)
     } else if (!err && cm->model.arch != ARCH_MLP) {
         err += check_tp_heads(d, p, &cm->model, cm->tp);
     }
+    cm->ep = p->expert_parallel > 1 ? p->expert_parallel : 1;
+    if (!err)
+        err += check_ep_experts(d, p, &cm->model, cm->ep);
     if (err)
         return err;
     cm->nv = p->P * p->V;
@@ -776,6 +912,7 @@ void costmodel_get(const Pipeline *p, CostModel *cm)
     cm->device = in->device;
     cm->has_device = in->has_device;
     cm->tp = in->tp;
+    cm->ep = in->ep;
     cm->nv = p->P * p->V;
     if (cm->nv >= 1 && read_partition(NULL, p, cm))
         die("costmodel_get: a pass left an invalid partition");
@@ -830,7 +967,7 @@ static void keep_inputs(Pipeline *p, const CostModel *cm)
         p->cost_inputs = xmalloc(sizeof *p->cost_inputs);
         p->cost_inputs_size = sizeof *p->cost_inputs;
     }
-    *p->cost_inputs = (CostInputs){cm->model, cm->device, cm->has_device, cm->tp};
+    *p->cost_inputs = (CostInputs){cm->model, cm->device, cm->has_device, cm->tp, cm->ep};
 }
 
 /* ---- derive_costs ----------------------------------------------------------------- */
@@ -893,6 +1030,7 @@ static int derive(Diag *d, Pipeline *p)
                                         COST_ACT, COST_CKPT, COST_WACT,
                                         COST_FCOMM, COST_BCOMM, COST_RCOMM};
     double *params = xcalloc((size_t)p->P, sizeof *params);
+    double *eparams = xcalloc((size_t)p->P, sizeof *eparams); /* of which in experts */
     double *gather = xcalloc((size_t)p->P, sizeof *gather); /* largest gather unit */
     CmCost ua, um, ue, uh;
     cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &ua);
@@ -905,6 +1043,7 @@ static int derive(Diag *d, Pipeline *p)
         CmCost k;
         cm_vstage(&cm, v, costed_policy(p, s), &k);
         params[s] += k.params;
+        eparams[s] += k.eparams;
         if (cm.ubeg[v + 1] > cm.ubeg[v])
             gather[s] = fmax(gather[s], ua.params + um.params);
         if (v == 0)
@@ -929,12 +1068,16 @@ static int derive(Diag *d, Pipeline *p)
             put(&p->vstage_costs[v], f, val[i]);
         }
     }
-    CmDp dp = cm_dp(p);
+    /* the experts' model states are sharded over the D/E replicas that hold the same
+     * experts (docs/cost-model.md "Mixture of experts") */
+    CmDp dp = cm_dp(p), edp = dp;
+    edp.D = dp.D / cm.ep > 1 ? dp.D / cm.ep : 1;
     for (int32_t s = 0; s < p->P; s++) {
         CostBlock *b = &p->stage_costs[s];
         if (!user_set(p, s, -1, COST_WEIGHTS))
             put(b, COST_WEIGHTS,
-                cm_weight_bytes(params[s], &dp) + cm_zero3_gather_bytes(gather[s], &dp));
+                cm_weight_bytes(params[s] - eparams[s], &dp) + cm_weight_bytes(eparams[s], &edp) +
+                    cm_zero3_gather_bytes(gather[s], &dp));
         if (cm.has_device && !user_set(p, s, -1, COST_P2P))
             put(b, COST_P2P, cm_p2p_ms(&cm));
         if (cm.has_device && isfinite(cm.device.host_bw) && !user_set(p, s, -1, COST_HOST_BW))
@@ -961,6 +1104,7 @@ static int derive(Diag *d, Pipeline *p)
             p->shape_loc[3] = mf->loc;
     }
     free(params);
+    free(eparams);
     free(gather);
     costmodel_free(&cm);
     return 0;

@@ -73,6 +73,13 @@ typedef struct ModelShape {
     bool seqpar;       /* sequence parallelism with the tensor parallel ranks: the
                         * activations outside attention and MLP are split /t too
                         * (Korthikanti §4.2.2); field `sequence_parallel 1` */
+    /* Mixture of experts (docs/cost-model.md "Mixture of experts"): with experts N > 1
+     * every layer's MLP is N experts of width expert_ffn behind a router that sends each
+     * token to topk K of them (Shazeer et al. 2017; Fedus et al. 2022, Switch; Jiang et
+     * al. 2024, Mixtral). N = 1 (the default) is the dense MLP. */
+    double experts;    /* N, field `experts` (default 1) */
+    double topk;       /* K, field `topk` (default 1), 1 <= K <= N */
+    double expert_ffn; /* F, one expert's MLP width, field `expert_ffn` (default ffn) */
 } ModelShape;
 
 /* A device block after validation. Absent bandwidths are +inf, absent latencies 0. */
@@ -114,13 +121,18 @@ typedef enum CmUnit { CM_EMBED, CM_ATTN, CM_MLP, CM_HEAD } CmUnit;
  * act: bytes F keeps with no recomputation; ckpt: bytes F keeps under the policy (the
  * policy's saved set; = act for POLICY_NONE); r: recompute time under the policy (0 for
  * POLICY_NONE); w: the weight-gradient part of b; fcomm, bcomm, rcomm: the Megatron
- * all-reduces inside f, b and r (cm_allreduce_ms; 0 when t = 1); wact: bytes B keeps until W (inputs and
- * output gradients of the weighted layers, <= act); params: parameters held (after /t). */
+ * all-reduces inside f, b and r (cm_allreduce_ms; 0 when t = 1); a2a: the expert-parallel
+ * dispatch and combine all-to-alls inside f, and again inside b (and inside r when r
+ * re-runs the forward; cm_alltoall_ms; 0 when E = 1); wact: bytes B keeps until W (inputs and
+ * output gradients of the weighted layers, <= act); params: parameters held (after /t
+ * and, for experts, /E); eparams: the part of params in experts. */
 typedef struct CmCost {
-    double f, b, w, r;      /* ms, all-reduces included */
+    double f, b, w, r;      /* ms, all-reduces and all-to-alls included */
     double fcomm, bcomm, rcomm; /* ms of f, b, r spent in tensor-parallel all-reduces */
+    double a2a;             /* ms of f (and of b) spent in expert-parallel all-to-alls */
     double act, ckpt, wact; /* bytes */
     double params;          /* parameters */
+    double eparams;         /* of which expert parameters (sharded over the E ranks) */
 } CmCost;
 
 /* What the passes need: the model, device and partition of a pipeline, validated once. */
@@ -129,6 +141,7 @@ typedef struct CostModel {
     DeviceSpec device;
     bool has_device;   /* without a device, times are 0 */
     int32_t tp;        /* tensor parallel degree t >= 1 */
+    int32_t ep;        /* expert parallel degree E >= 1 (1 for a dense model) */
     int32_t nv;        /* virtual stages P*V */
     int64_t *ubeg;     /* [nv + 1] half-layer unit boundaries, ubeg[0] = 0, ubeg[nv] = 2L */
 } CostModel;
@@ -139,6 +152,7 @@ typedef struct CostInputs {
     DeviceSpec device;
     bool has_device;
     int32_t tp;
+    int32_t ep;
 } CostInputs;
 
 /* Validates p's model, device, tensor_parallel and partition into cm (which the caller
@@ -190,6 +204,19 @@ void cm_ckpt_layers(const Pipeline *p, double *out);
  * a device. The tensor-parallel group sits in one node and talks over the device's
  * peer link (NVLink or PCIe: docs/cost-model.md "Tensor-parallel communication"). */
 double cm_allreduce_ms(const CostModel *cm, double bytes);
+
+/* One all-to-all over the E expert-parallel ranks in which each rank sends `bytes` in all
+ * (the tokens it routes to experts, 1/E of them staying local), ms:
+ * (E-1) * peer_latency + (E-1)/E * bytes / peer_bw (pairwise exchange, E-1 steps; the
+ * expert-parallel group sits in one node: docs/cost-model.md "Mixture of experts"); 0
+ * when E = 1 or without a device. */
+double cm_alltoall_ms(const CostModel *cm, double bytes);
+
+/* Parameters of the whole model (one copy, no tensor or expert parallelism) and those
+ * active for one token (the embedding, attention, norms, routers, head and topk of the
+ * experts of each layer: Fedus et al. 2022 §2, "parameters per token"). For a dense model
+ * the two are equal. Reads only cm->model. */
+void cm_model_params(const CostModel *cm, double *total, double *active);
 
 /* The data-parallel settings the model states depend on (docs/cost-model.md "Data
  * parallelism"): D replicas, ZeRO stage 0..3, gradient bytes per parameter (2 or 4). */

@@ -739,7 +739,7 @@ static void exec_schedule(Elab *e, const Node *n)
 
 typedef struct Settings {
     const Node *stages, *microbatches, *chunks, *memory, *tp, *model, *device, *partition;
-    const Node *schedule, *dp, *zero, *grad_dtype;
+    const Node *schedule, *dp, *zero, *grad_dtype, *ep;
 } Settings;
 
 static void set_once(Elab *e, const Node **slot, const Node *n)
@@ -752,8 +752,8 @@ static void set_once(Elab *e, const Node **slot, const Node *n)
     *slot = n;
 }
 
-/* An integer setting (stages, microbatches, chunks, tensor_parallel, data_parallel) in
- * [lo, hi]. */
+/* An integer setting (stages, microbatches, chunks, tensor_parallel, data_parallel,
+ * expert_parallel) in [lo, hi]. */
 static bool int_setting(Elab *e, const Node *n, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!eval(e, n->a, out))
@@ -1121,6 +1121,7 @@ static void find_settings(Elab *e, const Node *pl, Settings *s)
         case N_DP: set_once(e, &s->dp, n); break;
         case N_ZERO: set_once(e, &s->zero, n); break;
         case N_GRAD_DTYPE: set_once(e, &s->grad_dtype, n); break;
+        case N_EP: set_once(e, &s->ep, n); break;
         default: break;
         }
 }
@@ -1194,6 +1195,23 @@ static void read_dp_settings(Elab *e, const Settings *s)
                        "unknown grad_dtype '%s': bf16 or fp32", s->grad_dtype->name);
         else
             p->grad_dtype = (GradDtype)k;
+    }
+    /* `expert_parallel E`: the E ranks that share a layer's experts are data-parallel
+     * replicas (docs/language.md "Expert parallelism"), so E divides D; the cost model
+     * checks E against the model's experts (docs/cost-model.md "Mixture of experts"). */
+    if (s->ep) {
+        p->ep_loc = s->ep->loc;
+        if (int_setting(e, s->ep, 1, IR_MAX_EXPERT_PARALLEL, &v)) {
+            p->expert_parallel = (int32_t)v;
+            if (p->data_parallel % p->expert_parallel != 0) {
+                diag_error(e->d, s->ep->a->loc, DIAG_VALUE,
+                           "expert_parallel %d does not divide data_parallel %d",
+                           (int)p->expert_parallel, (int)p->data_parallel);
+                diag_note(e->d, s->dp ? s->dp->loc : s->ep->loc,
+                          "the expert-parallel ranks are data-parallel replicas, each routing "
+                          "its own tokens: data_parallel must be a multiple of expert_parallel");
+            }
+        }
     }
 }
 

@@ -94,6 +94,8 @@ Pipeline *pipeline_new(void)
     p->schedule_loc = LOC_NONE;
     p->tp_loc = LOC_NONE;
     p->data_parallel = 1;
+    p->expert_parallel = 1;
+    p->ep_loc = LOC_NONE;
     p->dp_loc = p->zero_loc = p->grad_dtype_loc = LOC_NONE;
     return p;
 }

@@ -294,6 +294,7 @@ extern const int grad_dtype_bytes[GRAD_NDTYPES];
 
 /* Limits of the data-parallel settings (docs/language.md "Data parallelism"). */
 #define IR_MAX_DATA_PARALLEL 1048576
+#define IR_MAX_EXPERT_PARALLEL IR_MAX_DATA_PARALLEL /* E <= D (docs/language.md) */
 #define IR_MAX_ZERO 3
 
 typedef struct Pipeline {
@@ -338,6 +339,11 @@ typedef struct Pipeline {
     int32_t zero;             /* ZeRO stage 0..3 (Rajbhandari et al., SC'20), default 0 */
     GradDtype grad_dtype;     /* default GRAD_BF16 */
     Loc dp_loc, zero_loc, grad_dtype_loc; /* where each is set (LOC_NONE when not) */
+    /* Expert parallelism (docs/language.md "Expert parallelism"): E >= 1 ranks share a
+     * mixture-of-experts layer's experts, default 1; the cost model checks it against the
+     * model (docs/cost-model.md "Mixture of experts"). */
+    int32_t expert_parallel;
+    Loc ep_loc;               /* where `expert_parallel` is set (LOC_NONE when not) */
     char *schedule;           /* template name given by `schedule`, or NULL */
     Loc schedule_loc;
     RecomputeDir *recompute;

@@ -282,6 +282,8 @@ void print_dp_settings(StrBuf *out, const Pipeline *p)
         sb_printf(out, "  zero %d\n", (int)p->zero);
     if (p->grad_dtype != GRAD_BF16)
         sb_printf(out, "  grad_dtype %s\n", grad_dtype_name[p->grad_dtype]);
+    if (p->expert_parallel != 1)
+        sb_printf(out, "  expert_parallel %d\n", (int)p->expert_parallel);
 }
 
 void print_pipeline(StrBuf *out, const Pipeline *p)

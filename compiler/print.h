@@ -46,8 +46,9 @@
  * (print_dp_settings). */
 void print_pipeline(StrBuf *out, const Pipeline *p);
 
-/* Appends p's `data_parallel`, `zero` and `grad_dtype` lines, each only when it is not
- * the default (docs/language.md "Data parallelism"), indented two spaces. */
+/* Appends p's `data_parallel`, `zero`, `grad_dtype` and `expert_parallel` lines, each
+ * only when it is not the default (docs/language.md "Data parallelism", "Expert
+ * parallelism"), indented two spaces. */
 void print_dp_settings(StrBuf *out, const Pipeline *p);
 
 /* Number formatting shared with other printers. Each writes a NUL-terminated string of

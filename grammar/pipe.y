@@ -129,6 +129,7 @@ static NodeList append(NodeList l, NodeList t)
 %token <str> DEP "'dep'" PARTITION "'partition'" EVEN "'even'"
 %token <str> TENSOR_PARALLEL "'tensor_parallel'" SCHEDULE "'schedule'"
 %token <str> DATA_PARALLEL "'data_parallel'" ZERO "'zero'" GRAD_DTYPE "'grad_dtype'"
+%token <str> EXPERT_PARALLEL "'expert_parallel'"
 %token <str> RECOMPUTE "'recompute'" POLICY "'policy'" APPLY "'apply'" LET "'let'"
 %token <str> FOR "'for'" IN "'in'" IF "'if'" REQUIRE "'require'" ELSE "'else'"
 %token DOTDOT "'..'" DOTDOTEQ "'..='" ARROW "'->'" LE "'<='" GE "'>='" EQ "'=='"
@@ -183,7 +184,7 @@ name:
   IDENT | PIPELINE | TEMPLATE | IMPORT | MODEL | DEVICE | STAGES | MICROBATCHES
 | CHUNKS | INTERLEAVED | VSHAPE | MEMORY | COSTS | STAGE | VSTAGE | DEP | PARTITION
 | EVEN | TENSOR_PARALLEL | SCHEDULE | RECOMPUTE | POLICY | APPLY | LET | FOR | IN
-| IF | REQUIRE | ELSE | DATA_PARALLEL | ZERO | GRAD_DTYPE
+| IF | REQUIRE | ELSE | DATA_PARALLEL | ZERO | GRAD_DTYPE | EXPERT_PARALLEL
 ;
 
 /* A template variable: an identifier, or `zero`, a keyword (the ZeRO stage setting) that
@@ -239,6 +240,7 @@ item:
                        { $$ = mk(ps, N_PARTITION, @1); $$->body = $3.head; }
 | TENSOR_PARALLEL expr { $$ = mk(ps, N_TP, @1); $$->a = $2; }
 | DATA_PARALLEL expr   { $$ = mk(ps, N_DP, @1); $$->a = $2; }
+| EXPERT_PARALLEL expr { $$ = mk(ps, N_EP, @1); $$->a = $2; }
 | ZERO expr            { $$ = mk(ps, N_ZERO, @1); $$->a = $2; }
 | GRAD_DTYPE name      { $$ = mk_name(ps, N_GRAD_DTYPE, @2, $2); }
 | SCHEDULE name        { $$ = mk_name(ps, N_SCHEDULE, @2, $2); }

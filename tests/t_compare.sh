@@ -81,7 +81,7 @@ $U: 1 error" check "$U" --set stages=0
 diag "--set unknown key: name, the keys listed" "--set:1:1: error[name]: unknown setting 'microbatch', did you mean 'microbatches'?
     microbatch=4
     ^
---set:1:1: note: the settings are stages, microbatches, chunks, memory, costs, model, device, partition, tensor_parallel, data_parallel, zero, grad_dtype, schedule, recompute, apply
+--set:1:1: note: the settings are stages, microbatches, chunks, memory, costs, model, device, partition, tensor_parallel, data_parallel, zero, grad_dtype, expert_parallel, schedule, recompute, apply
     microbatch=4
     ^
 $U: 1 error" check "$U" --set microbatch=4

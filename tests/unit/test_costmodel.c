@@ -1048,6 +1048,167 @@ static void test_recompute_bad_args(void **state)
     cap_close(&c);
 }
 
+/* ---- mixture of experts (docs/cost-model.md "Mixture of experts") ------------------ */
+
+/* Mixtral 8x7B as in std/models.pipe (Jiang et al. 2024, Table 1). */
+static Entity *mixtral(double layers, double h, double heads, double ffn)
+{
+    Entity *m = ent("mixtral");
+    ent_id(m, "arch", "llama");
+    ent_num(m, "layers", layers, UNIT_NONE);
+    ent_num(m, "hidden", h, UNIT_NONE);
+    ent_num(m, "heads", heads, UNIT_NONE);
+    ent_num(m, "kv_heads", 8, UNIT_NONE);
+    ent_num(m, "ffn", ffn, UNIT_NONE);
+    ent_num(m, "vocab", 32000, UNIT_NONE);
+    ent_num(m, "experts", 8, UNIT_NONE);
+    ent_num(m, "topk", 2, UNIT_NONE);
+    ent_num(m, "seq", 4096, UNIT_NONE);
+    return m;
+}
+
+/* Total and active parameters. Mixtral 8x7B (h 4096, k = 4096*8/32 = 1024, F 14336):
+ * attention h(h+2k) + h^2 + h = 25,165,824 + 16,777,216 + 4,096 = 41,947,136; the MoE
+ * MLP's norm and router h + 8h = 36,864 and 8 experts of 3hF = 176,160,768 each; a layer
+ * 41,947,136 + 36,864 + 1,409,286,144 = 1,451,270,144, 32 layers 46,440,644,608; the
+ * embedding Vh = 131,072,000 and head Vh + h = 131,076,096: 46,702,792,704 in all
+ * (Mistral: 46.7e9). Active: 6 of the 8 experts idle per layer, 32 x 6 x 176,160,768 =
+ * 33,822,867,456 fewer: 12,879,925,248 (Mistral: 12.9e9). Mixtral 8x22B (h 6144, 48
+ * heads, k 1024, F 16384, 56 layers): attention 6144*8192 + 6144^2 + 6144 = 88,086,528,
+ * norm and router 9h = 55,296, experts 8 x 301,989,888; a layer 2,504,060,928, 56 layers
+ * 140,227,411,968, plus 2Vh + h = 393,222,144: 140,620,634,112 (Mistral: 141e9); active
+ * minus 56 x 6 x 301,989,888 = 101,468,602,368: 39,152,031,744 (Mistral: 39e9). */
+static void test_moe_params(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    double total, active;
+    mkcm(&c, &cm, mixtral(32, 4096, 32, 14336), NULL, 1);
+    cm_model_params(&cm, &total, &active);
+    assert_near(total, 46702792704.0);
+    assert_near(active, 12879925248.0);
+    assert_true(fabs(total / 46.7e9 - 1) < 0.01 && fabs(active / 12.9e9 - 1) < 0.01);
+    costmodel_free(&cm);
+    mkcm(&c, &cm, mixtral(56, 6144, 48, 16384), NULL, 1);
+    cm_model_params(&cm, &total, &active);
+    assert_near(total, 140620634112.0);
+    assert_near(active, 39152031744.0);
+    assert_true(fabs(total / 141e9 - 1) < 0.01 && fabs(active / 39e9 - 1) < 0.01);
+    costmodel_free(&cm);
+    /* a dense model: all parameters are active (Llama-2 13B: 40 x 317,204,480 +
+     * 163,840,000 + 163,845,120 = 13,015,864,320) */
+    mkcm(&c, &cm, llama13b(), NULL, 1);
+    cm_model_params(&cm, &total, &active);
+    assert_near(total, 13015864320.0);
+    assert_near(active, total);
+    costmodel_free(&cm);
+    cap_close(&c);
+}
+
+/* A small MoE: llama, 2 layers, h 1024 (8 heads, no GQA), 4 experts of width F 2048,
+ * top-2, vocabulary 1000, s 1024, b 1, bf16, on dev() (5e13 FLOP/s achieved, peer link
+ * 100 GB/s and 10 us). T = 1024. */
+static Entity *small_moe(void)
+{
+    Entity *m = ent("moe");
+    ent_id(m, "arch", "llama");
+    ent_num(m, "layers", 2, UNIT_NONE);
+    ent_num(m, "hidden", 1024, UNIT_NONE);
+    ent_num(m, "heads", 8, UNIT_NONE);
+    ent_num(m, "expert_ffn", 2048, UNIT_NONE);
+    ent_num(m, "experts", 4, UNIT_NONE);
+    ent_num(m, "topk", 2, UNIT_NONE);
+    ent_num(m, "vocab", 1000, UNIT_NONE);
+    ent_num(m, "seq", 1024, UNIT_NONE);
+    return m;
+}
+
+/* The MoE MLP half-unit with E = 2 (t = 1). FLOPs: router 2hN = 8,192 and K x 6hF =
+ * 25,165,824 per token, x T = 25,778,192,384: 0.51556384768 ms. All-to-all: each rank
+ * sends e T h K = 4,194,304 bytes, half of them to the other rank: 0.01 ms + 2,097,152 B /
+ * 100e9 B/s = 0.03097152 ms; dispatch + combine 0.06194304 ms in f and again in b.
+ * f = 0.57750688768, b = 2 x 0.51556384768 + 0.06194304 = 1.09307073536, w =
+ * 0.51556384768 (the all-to-alls are not weight-gradient work). act per token: norm
+ * (4+e)h = 6,144, router 4N + 12K = 40, per routed copy 2eh + 4eF = 20,480 (x2): 47,144,
+ * x T = 48,275,456. Parameters: one expert 3hF = 6,291,456, N/E = 2 of them 12,582,912,
+ * plus norm and router h + hN = 5,120: 12,588,032. With E = 1 no all-to-all, and all 4
+ * experts (25,165,824) on the rank. */
+static void test_moe_unit(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(1, 1, 1, small_moe(), dev());
+    p->expert_parallel = 2;
+    CostModel cm;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    assert_int_equal(cm.ep, 2);
+    CmCost u;
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &u);
+    assert_near(u.a2a, 0.06194304);
+    assert_near(u.f, 0.57750688768);
+    assert_near(u.b, 1.09307073536);
+    assert_near(u.w, 0.51556384768);
+    assert_near(u.act, 48275456.0);
+    assert_near(u.eparams, 12582912.0);
+    assert_near(u.params, 12588032.0);
+    /* full recomputation re-runs the forward, all-to-alls included */
+    cm_unit(&cm, CM_MLP, false, POLICY_FULL, &u);
+    assert_near(u.r, 0.57750688768);
+    /* attention is not affected */
+    CmCost a;
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    assert_near(a.a2a, 0);
+    assert_near(a.eparams, 0);
+    costmodel_free(&cm);
+    p->expert_parallel = 1;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &u);
+    assert_near(u.a2a, 0);
+    assert_near(u.f, 0.51556384768);
+    assert_near(u.eparams, 25165824.0);
+    costmodel_free(&cm);
+    /* E must divide the experts; a dense model takes only E = 1 */
+    p->expert_parallel = 3;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 1);
+    assert_non_null(strstr(cap_text(&c), "expert_parallel 3 does not divide the 4 experts"));
+    costmodel_free(&cm);
+    pipeline_free(p);
+    p = mkpipe(1, 1, 1, llama13b(), dev());
+    p->expert_parallel = 2;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 1);
+    assert_non_null(strstr(cap_text(&c), "expert_parallel 2 needs a mixture-of-experts model"));
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* Model states with experts: the small MoE on one stage, D = 4, E = 2, zero 1. Dense
+ * parameters: embedding Vh = 1,024,000, 2 x (attention h(3h) + h^2 + h = 4,195,328 +
+ * norm and router 5,120), head Vh + h = 1,025,024: 10,449,920 at 4 + 12/4 = 7 bytes =
+ * 73,149,440. Experts: 2 layers x 2 of them x 6,291,456 = 25,165,824, sharded over
+ * D/E = 2 replicas: 4 + 12/2 = 10 bytes = 251,658,240. Sum 324,807,680. With E = 1 all
+ * 4 experts per layer (50,331,648) at 7 bytes: 73,149,440 + 352,321,536 = 425,470,976. */
+static void test_moe_weights(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    Pipeline *p = mkpipe(1, 2, 1, small_moe(), dev());
+    p->data_parallel = 4;
+    p->expert_parallel = 2;
+    p->zero = 1;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 324807680.0);
+    p->expert_parallel = 1;
+    assert_int_equal(derive_costs(&c.d, p), 0);
+    assert_true(ir_cost(p, 0, 0, COST_WEIGHTS) == 425470976.0);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1067,6 +1228,9 @@ int main(void)
         cmocka_unit_test(test_zero_weights),
         cmocka_unit_test(test_zero_derive),
         cmocka_unit_test(test_dp_time),
+        cmocka_unit_test(test_moe_params),
+        cmocka_unit_test(test_moe_unit),
+        cmocka_unit_test(test_moe_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
