@@ -210,6 +210,9 @@ check "sim text: the exposed time" grep -q 'data parallel 2 replicas, zero 0, bf
 printf 'pipeline z { stages 1 microbatches 1 costs { dp_bw 0 } stage 0 { F0 B0 } }\n' >"$tmp/z.pipe"
 "$P" check "$tmp/z.pipe" >"$tmp/out" 2>&1
 check "dp_bw 0: value error at the value" grep -q "z.pipe:1:52: error\[value\]: cost 'dp_bw' must be positive" "$tmp/out"
+printf 'pipeline z { stages 1 microbatches 1 costs { params 2e15 } stage 0 { F0 B0 } }\n' >"$tmp/z.pipe"
+"$P" check "$tmp/z.pipe" >"$tmp/out" 2>&1
+check "params above 2^50: limit error at the value" grep -q "z.pipe:1:53: error\[limit\]: cost 'params' exceeds the limit of 2^50" "$tmp/out"
 
 # --- time: derived from the model and the device ----------------------------------------
 # llama2_70b stage 1, tensor_parallel 8 (1,069,568,000 parameters on the rank, above) on
