@@ -291,6 +291,8 @@ extern const int grad_dtype_bytes[GRAD_NDTYPES];
  * error at the value. */
 #define IR_MAX_COST_MS 1e9
 #define IR_MAX_COST_BYTES 1125899906842624.0
+/* A written `params` above IR_MAX_COST_PARAMS (2^50) is a `limit` error at the value. */
+#define IR_MAX_COST_PARAMS 1125899906842624.0
 
 /* Limits of the data-parallel settings (docs/language.md "Data parallelism"). */
 #define IR_MAX_DATA_PARALLEL 1048576

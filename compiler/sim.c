@@ -112,6 +112,9 @@ typedef struct Sim {
     uint32_t *dpq;      /* [P*V]: per rank, its chunks in the order their reductions were
                          * issued (the first nq of row r), then pending ones (zero 3) */
     double *red_end;    /* [P*V] ms: end of the chunk's reduction (< 0 while none) */
+    bool record;        /* keep the items in span (simulate's run) */
+    SimDpSpan *span;
+    size_t nspan, cap_span;
     size_t cap_link, cap_rem, cap_inflight, cap_pend, cap_nshare;
     size_t cap_dpt, cap_dpr, cap_dpq, cap_red_end;
     size_t cap_dur, cap_delta, cap_waiter, cap_end, cap_off, cap_rc, cap_cur, cap_vst,
@@ -158,6 +161,7 @@ static void sim_scratch_release(Sim *s)
     free(s->dpr);
     free(s->dpq);
     free(s->red_end);
+    free(s->span);
 }
 
 void sim_scratch_free(void *scratch)
@@ -380,12 +384,25 @@ static void prepare_dp(Sim *s, const Pipeline *p)
     }
 }
 
+/* Records an item of rank r's data-parallel stream when the run keeps them. */
+static void dp_span(Sim *s, uint32_t r, SimDpKind kind, uint32_t chunk, double start, double end)
+{
+    if (!s->record)
+        return;
+    if (s->nspan == s->cap_span) {
+        s->cap_span = s->cap_span ? 2 * s->cap_span : 64;
+        s->span = xrealloc(s->span, s->cap_span * sizeof *s->span);
+    }
+    s->span[s->nspan++] = (SimDpSpan){start, end, (int32_t)r, (uint8_t)kind, (uint8_t)chunk};
+}
+
 /* Resets the data-parallel streams before a run. */
 static void dp_start(Sim *s, const Pipeline *p)
 {
     if (!s->dp)
         return;
     memset(s->dpr, 0, (size_t)p->P * sizeof *s->dpr);
+    s->nspan = 0;
     for (size_t i = 0; i < (size_t)p->P * (size_t)p->V; i++)
         s->red_end[i] = -1;
 }
@@ -397,6 +414,7 @@ static void dp_reduce(Sim *s, const Pipeline *p, uint32_t r, uint32_t c, double 
     DpRank *d = &s->dpr[r];
     size_t rc = (size_t)r * p->V + c;
     double t = fmax(d->free_at, bw_end) + s->dpt[rc].reduce;
+    dp_span(s, r, SIM_DP_REDUCE, c, t - s->dpt[rc].reduce, t);
     d->free_at = t;
     d->reduce += s->dpt[rc].reduce;
     d->end = fmax(d->end, t);
@@ -426,6 +444,7 @@ static void dp_before(Sim *s, const Pipeline *p, uint32_t r, const Op *op, const
     const CmDpTime *k = &s->dpt[(size_t)r * p->V + op->chunk];
     if (s->dp_zero3 && op_sem[op->kind].reads_params && k->gather_op > 0) {
         double e = fmax(d->free_at, d->cstart) + k->gather_op;
+        dp_span(s, r, SIM_DP_GATHER, op->chunk, e - k->gather_op, e);
         d->free_at = e;
         d->gather += k->gather_op;
         d->end = fmax(d->end, e);
@@ -474,10 +493,12 @@ static void dp_finish(Sim *s, const Pipeline *p, uint32_t r, double cfree, const
             continue;
         const CmDpTime *k = &s->dpt[rc];
         cfree = fmax(cfree, s->red_end[rc]) + k->opt;
+        dp_span(s, r, SIM_DP_OPT, q[i], cfree - k->opt, cfree);
         d->opt += k->opt;
         d->end = fmax(d->end, cfree);
         if (k->gather_after > 0) {
             d->free_at = fmax(d->free_at, cfree) + k->gather_after;
+            dp_span(s, r, SIM_DP_ALLGATHER, q[i], d->free_at - k->gather_after, d->free_at);
             d->gather += k->gather_after;
             d->end = fmax(d->end, d->free_at);
         }
@@ -1121,6 +1142,7 @@ SimResult *simulate(const Pipeline *p)
         s.dp = false;
         schedule(&s, p, eb, sb, &base_ms);
         prepare(&s, p, eb);
+        s.record = true;
     }
     uint64_t done = schedule(&s, p, eb, sb, &makespan);
     res->stuck = done != s.nops;
@@ -1200,6 +1222,9 @@ SimResult *simulate(const Pipeline *p)
     if (s.dp) {
         res->dp = true;
         res->dp_exposed_ms = fmax(0, makespan - base_ms);
+        res->dpspan = s.span; /* kept: the trace draws them */
+        res->ndpspan = s.nspan;
+        s.span = NULL;
     }
     res->bubble_ratio = (P > 0 && makespan > 0) ? idle_sum / (P * makespan) : 0;
     sim_scratch_release(&s);
@@ -1218,6 +1243,7 @@ void sim_free(SimResult *r)
     free(r->start);
     free(r->end);
     free(r->stage);
+    free(r->dpspan);
     free(r);
 }
 

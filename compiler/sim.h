@@ -29,6 +29,16 @@ typedef struct SimStage {
     double dp_reduce_ms, dp_gather_ms, opt_ms, dp_exposed_ms;
 } SimStage;
 
+/* One item of a rank's data-parallel stream, or an optimizer step (docs/spec.md "Time"),
+ * for the trace: what it is, the rank and chunk, and when it ran (ms). */
+typedef enum SimDpKind { SIM_DP_GATHER, SIM_DP_REDUCE, SIM_DP_OPT, SIM_DP_ALLGATHER } SimDpKind;
+typedef struct SimDpSpan {
+    double start, end;
+    int32_t stage;
+    uint8_t kind;   /* SimDpKind */
+    uint8_t chunk;
+} SimDpSpan;
+
 /* The iteration's metrics beyond the per-rank rows (docs/simulator.md "Metrics").
  * lower_bound_ms: sim_lower_bound. overhead_ratio: (sum of idle + sum of recompute time,
  * R and RO on the compute stream) / (P x makespan), ms over ms. tokens_per_s: micro-batches
@@ -42,6 +52,8 @@ typedef struct SimResult {
     bool dp;                  /* the data-parallel stream ran (data_parallel > 1 and some
                                * virtual stage has `params`); else the dp fields are 0 */
     double dp_exposed_ms;     /* makespan - the makespan of the same run without it */
+    SimDpSpan *dpspan;        /* [ndpspan] its items, in the order they were placed */
+    size_t ndpspan;
     SimStage *stage;          /* [P] */
     double **start, **end;    /* [P][n ops of that rank], ms */
     bool stuck;               /* the schedule cannot run (a cycle); times are partial */

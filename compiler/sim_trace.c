@@ -9,6 +9,9 @@
  *   - one flow ("s" just inside the producer's end, "f" with "bp": "e" at the
  *     consumer's start) per cross-rank dependency: F(v-1,m) -> F(v,m),
  *     B(v+1,m) -> B(v,m), and `dep` edges between ranks;
+ *   - with the data-parallel stream (SimResult.dp), a thread STREAM_N "data parallel"
+ *     per stage with its gathers, reductions and all-gathers, and the optimizer steps
+ *     on the compute thread, category "dp";
  *   - a counter ("C") track "memory" per stage: live bytes over time (the simulator's
  *     replay of docs/spec.md "Memory"), named in GiB.
  *
@@ -116,6 +119,30 @@ static void trace_metadata(TraceW *w)
             sb_printf(w->out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
                               "\"tid\": %d, \"args\": {\"name\": \"%s\"}}",
                       s, t, sname[t]);
+        if (w->r->dp)
+            sb_printf(w->out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
+                              "\"tid\": %d, \"args\": {\"name\": \"data parallel\"}}",
+                      s, STREAM_N);
+    }
+}
+
+/* The data-parallel stream's items (docs/spec.md "Time") on thread STREAM_N of their
+ * stage, the optimizer steps on the compute thread: "reduce.1", "gather.1",
+ * "all-gather.1", "opt.1" for chunk 1. */
+static void trace_dp(TraceW *w)
+{
+    static const char *const what[] = {"gather", "reduce", "opt", "all-gather"};
+    char a[64], b[64];
+    for (size_t i = 0; i < w->r->ndpspan; i++) {
+        const SimDpSpan *x = &w->r->dpspan[i];
+        sep(w);
+        sb_printf(w->out, "{\"name\": \"%s.%u\", \"cat\": \"dp\", \"ph\": \"X\", "
+                          "\"pid\": %d, \"tid\": %d, \"ts\": %s, \"dur\": %s, "
+                          "\"args\": {\"chunk\": %u}}",
+                  what[x->kind], (unsigned)x->chunk, x->stage,
+                  x->kind == SIM_DP_OPT ? (int)STREAM_COMPUTE : (int)STREAM_N,
+                  us(a, sizeof a, x->start), us(b, sizeof b, x->end - x->start),
+                  (unsigned)x->chunk);
     }
 }
 
@@ -237,6 +264,7 @@ void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)
     TraceW w = {out, p, r, true, 0};
     trace_metadata(&w);
     trace_ops(&w);
+    trace_dp(&w);
     /* Cross-rank dependencies, when every (v,m) can have its ops (P*V*M <= ops). */
     uint64_t nvm = (uint64_t)p->P * (uint64_t)(p->V > 0 ? p->V : 0) *
                    (uint64_t)(p->M > 0 ? p->M : 0);

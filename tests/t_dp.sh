@@ -191,12 +191,28 @@ d = json.load(open(sys.argv[1]))
 assert d["makespan_ms"] == 9.0 and "dp_exposed_ms" not in d, d
 assert not any(k.startswith("dp_") or k == "opt_ms" for k in d["per_stage"][0]), d
 PY
+"$P" sim "$tmp/h.pipe" --set zero=1 --trace "$tmp/ht.json" >/dev/null 2>&1
+check "trace: the data-parallel thread with zero 1's items at their hand-computed times" python3 - "$tmp/ht.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+got = sorted((e["pid"], e["tid"], e["name"], e["ts"], e["dur"]) for e in ev if e.get("cat") == "dp")
+want = sorted([(0, 3, "reduce.0", 9000, 1100), (0, 0, "opt.0", 10100, 500),
+               (0, 3, "all-gather.0", 10600, 1100), (1, 3, "reduce.0", 7000, 1100),
+               (1, 0, "opt.0", 8100, 500), (1, 3, "all-gather.0", 8600, 1100)])
+assert got == want, got
+assert any(e.get("name") == "thread_name" and e.get("tid") == 3 for e in ev)
+PY
+"$P" sim "$tmp/h.pipe" --set data_parallel=1 --trace "$tmp/ht1.json" >/dev/null 2>&1
+check "trace with one replica: no data-parallel thread" bash -c "! grep -q 'data parallel' '$tmp/ht1.json'"
 "$P" sim "$tmp/h.pipe" >"$tmp/ht" 2>&1
 check "sim text: the data-parallel table" grep -qE '^ +0 +2\.200 +0\.000 +1\.000 +3\.200$' "$tmp/ht"
 check "sim text: the exposed time" grep -q 'data parallel 2 replicas, zero 0, bf16 gradients: the iteration ends 3.200 ms later' "$tmp/ht"
 printf 'pipeline z { stages 1 microbatches 1 costs { dp_bw 0 } stage 0 { F0 B0 } }\n' >"$tmp/z.pipe"
 "$P" check "$tmp/z.pipe" >"$tmp/out" 2>&1
 check "dp_bw 0: value error at the value" grep -q "z.pipe:1:52: error\[value\]: cost 'dp_bw' must be positive" "$tmp/out"
+printf 'pipeline z { stages 1 microbatches 1 costs { params 2e15 } stage 0 { F0 B0 } }\n' >"$tmp/z.pipe"
+"$P" check "$tmp/z.pipe" >"$tmp/out" 2>&1
+check "params above 2^50: limit error at the value" grep -q "z.pipe:1:53: error\[limit\]: cost 'params' exceeds the limit of 2^50" "$tmp/out"
 
 # --- time: derived from the model and the device ----------------------------------------
 # llama2_70b stage 1, tensor_parallel 8 (1,069,568,000 parameters on the rank, above) on
