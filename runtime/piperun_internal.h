@@ -113,6 +113,12 @@ struct PrRank {
     atomic_uint wd_msg, wd_op;
     PrRingEntry ring[PR_RING]; /* the flight recorder, ring[nring % PR_RING] next */
     atomic_uint nring;
+    /* data parallelism (pr_dp_reduce, pr_dp_step): the iteration stamp (iter + 1) of the
+     * last reduction, and the flat buffers of this rank's stage, allocated once */
+    uint32_t dp_iter;
+    double *dp_in, *dp_out;    /* [dp_n]: gradients (then losses) as doubles */
+    float *dp_flat;            /* [dp_n]: gradients or parameters as floats */
+    size_t dp_n;
 };
 
 struct PrRun {
@@ -150,6 +156,11 @@ struct PrRun {
      * has its own */
     struct PrLink *link;       /* [nlinks]: ranks s*N .. s*N+N-1 share link s */
     int nlinks;
+    /* data parallelism (docs/runtime.md "Data parallelism"): D replicas (1: none), this
+     * run's replica, and the state the replicas of one process share (NULL when each
+     * process runs one replica's rank: pr_dp) */
+    int D, replica;
+    struct PrDpGroup *dp_group;
 };
 
 /* The (v,m) region op o works on, as workload w's plan places it in arena (host or
@@ -202,6 +213,45 @@ typedef struct PrTransport {
     int (*recv)(PrRank *r, int32_t peer, uint32_t msg, void **payload, double *t_send);
 } PrTransport;
 extern const PrTransport *pr_transport;
+
+/* How the replicas of one stage meet when each process runs one replica's rank
+ * (runtime/mpi/piperun_mpi.c); NULL: the D replicas are threads of this process and
+ * meet in shared memory (piperun_common.c). replica: this process's replica. allreduce:
+ * sums the n doubles of buf over the replicas of rank r's stage, in place, the same
+ * result on every replica; allgather: buf holds n floats of which r's replica's shard
+ * (pr_dp_shard) is filled, fills the others' shards from them. Each returns 0, or -1
+ * after pr_fail. */
+typedef struct PrDpOps {
+    int replica;
+    int (*allreduce)(PrRank *r, double *buf, size_t n);
+    int (*allgather)(PrRank *r, float *buf, size_t n);
+} PrDpOps;
+extern const PrDpOps *pr_dp;
+/* Rank r's end of iteration with D > 1 and the model workload: its stage's gradients
+ * (and, on the head's rank, the micro-batch losses) become their mean over the D
+ * replicas. Once per iteration (later calls return 0 at once), so a transport may call
+ * it before it sends the iteration's results. Returns 0 or -1 (pr_fail called). */
+int pr_dp_reduce(PrRank *r);
+/* Whether the optimizer step is sharded over the replicas (D > 1, zero >= 1, the model
+ * workload): then pr_dp_step replaces the backend's step. */
+bool pr_dp_sharded(const PrRun *run);
+/* The sharded step of rank r's stage, run by the main thread for each rank after the
+ * iteration's check (the replicas' main threads take the stages in the same order):
+ * SGD on its replica's shard of the stage's parameters, then the all-gather of the
+ * others' shards. Returns 0 or -1 (pr_fail called). */
+int pr_dp_step(PrRank *r);
+/* The D replica runs of one process (the threads launcher): new (NULL when out of
+ * memory), free; join makes run replica `replica` of the group; leave takes it out
+ * (before it is freed); fail stops every other replica's run after run failed (pr_fail
+ * calls it). pr_dp_rank_free frees a rank's reduction buffers. */
+typedef struct PrDpGroup PrDpGroup;
+PrDpGroup *pr_dp_group_new(int D, int P);
+void pr_dp_group_free(PrDpGroup *g);
+void pr_dp_group_join(PrDpGroup *g, PrRun *run, int replica);
+void pr_dp_group_leave(PrDpGroup *g, PrRun *run);
+void pr_dp_group_fail(PrRun *run);
+void pr_dp_group_stop(PrDpGroup *g); /* every replica stops at its next reduction */
+void pr_dp_rank_free(PrRank *r);
 
 /* A peer that shows no sign of life for this long (or --timeout when shorter) fails the
  * run: a rank thread that uses no CPU outside a runtime wait, or a process whose

@@ -77,8 +77,12 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
     fprintf(f, "{\"pipeline\": ");
     print_json_str(f, g->name);
     fprintf(f, ", \"workload\": \"%s\", \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
-               "\"iters\": %d,\n \"losses\": [",
+               "\"iters\": %d,",
             workload_name(g, o->workload), g->P, g->M, g->V, res->iters);
+    if (pr_dp_degree(g) > 1) /* micro-batches are per replica */
+        fprintf(f, " \"data_parallel\": %d, \"zero\": %d,", (int)pr_dp_degree(g),
+                (int)g->zero);
+    fprintf(f, "\n \"losses\": [");
     for (int i = 0; i < res->iters; i++) {
         fputs(i ? ", " : "", f);
         print_num(f, res->loss[i]);
@@ -140,6 +144,12 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
             g->name, g->P, g->P == 1 ? "" : "s", g->M, g->M == 1 ? "" : "es", g->V,
             g->V == 1 ? "" : "s", workload_name(g, o->workload), res->iters,
             res->iters == 1 ? "" : "s");
+    if (pr_dp_degree(g) > 1)
+        fprintf(f, "data parallel: %d replicas, %d ranks, each replica on its %d micro-batches "
+                "of the global batch of %d%s\n", (int)pr_dp_degree(g),
+                (int)pr_dp_nranks(g->P, pr_dp_degree(g)), g->M,
+                (int)pr_dp_microbatch(g->M, pr_dp_degree(g), 0),
+                g->zero >= 1 ? ", optimizer step sharded (zero 1)" : "");
     if (o->workload == PR_MLP && res->iters > 1)
         fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);
     if (sim > 0)
