@@ -130,7 +130,8 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
         if (rc)
             emit_out_free(out);   /* nothing is written */
         /* P x D ranks with data parallelism (runtime/piperun.h pr_dp_nranks) */
-        int n = (int)pr_dp_nranks(p->P, p->data_parallel);
+        int64_t n64 = pr_dp_nranks(p->P, p->data_parallel);
+        int n = n64 > INT_MAX ? INT_MAX : (int)n64;
         if (nranks)
             *nranks = n;
         if (info) {

@@ -94,6 +94,8 @@ void pr_dp_group_join(PrDpGroup *g, PrRun *run, int replica)
     run->dp_group = g;
     run->replica = replica;
     run->D = g->D;
+    if (atomic_load(&g->failed)) /* another replica failed before this one joined */
+        pr_fail(run, -1, -1, "stopped: another replica failed");
 }
 
 void pr_dp_group_leave(PrDpGroup *g, PrRun *run)
@@ -116,17 +118,17 @@ void pr_dp_group_fail(PrRun *run)
     PrDpGroup *g = run->dp_group;
     if (!g || atomic_exchange(&g->failed, 1))
         return;
+    /* under the group's lock, so that no run leaves (and is freed) meanwhile; pr_fail
+     * of another run does not come back here (failed is set) and takes only that run's
+     * locks, which no holder of them waits to take g->mu under */
     pthread_mutex_lock(&g->mu);
     pthread_cond_broadcast(&g->cv);
-    PrRun *others[64];
-    int n = 0;
-    for (int d = 0; d < g->D && n < 64; d++)
-        if (g->runs[d] && g->runs[d] != run)
-            others[n++] = g->runs[d];
+    for (int d = 0; d < g->D; d++) {
+        PrRun *o = g->runs[d];
+        if (o && o != run && !atomic_load(&o->failed))
+            pr_fail(o, -1, -1, "stopped: replica %d failed", run->replica);
+    }
     pthread_mutex_unlock(&g->mu);
-    for (int k = 0; k < n; k++)
-        if (!atomic_load(&others[k]->failed))
-            pr_fail(others[k], -1, -1, "stopped: replica %d failed", run->replica);
 }
 
 /* The barrier of the D ranks of rank r's stage. Waiters block (counted as a runtime wait
@@ -145,7 +147,9 @@ static int group_barrier(PrRank *r)
         pthread_mutex_unlock(&g->mu);
         return atomic_load(&g->failed) || atomic_load(&run->failed) ? -1 : 0;
     }
-    atomic_store(&r->in_wait, 1);
+    bool own = pr_tl_rank == r->id; /* the rank's thread (else the main thread's step) */
+    if (own)
+        atomic_store(&r->in_wait, 1);
     double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
     int rc = 0;
     while (g->gen[s] == gen) {
@@ -162,7 +166,8 @@ static int group_barrier(PrRank *r)
         pr_cond_wait_until(&g->cv, &g->mu, until < deadline ? until : deadline);
     }
     pthread_mutex_unlock(&g->mu);
-    atomic_store(&r->in_wait, 0);
+    if (own)
+        atomic_store(&r->in_wait, 0);
     if (rc == -2)
         pr_fail(run, r->id, -1, "watchdog: stuck %.0f s in the data-parallel reduction of "
                 "stage %d (replica %d)", run->opt.timeout_s, s, run->replica);

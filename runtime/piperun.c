@@ -21,7 +21,6 @@
 #define SPIN_MS 0.05
 #define SPIN_MIN_MS 0.001
 
-const PrTransport *pr_transport;
 
 static void cpu_relax(void)
 {

@@ -227,9 +227,9 @@ static inline int32_t pr_dp_degree(const PrProgram *g)
 {
     return g->data_parallel > 1 ? g->data_parallel : 1;
 }
-static inline int32_t pr_dp_nranks(int32_t P, int32_t D)
+static inline int64_t pr_dp_nranks(int32_t P, int32_t D)
 {
-    return P * (D > 1 ? D : 1);
+    return (int64_t)P * (D > 1 ? D : 1);
 }
 static inline int32_t pr_dp_rank(int32_t P, int32_t stage, int32_t replica)
 {

@@ -22,6 +22,10 @@
 
 #include "piperun_internal.h"
 
+/* Set by the CPU backend's MPI transport (runtime/mpi/piperun_mpi.c); here because the
+ * core (dp.c) reads it with every backend. */
+const PrTransport *pr_transport;
+
 _Thread_local int pr_tl_rank = -1;
 _Thread_local const PrOp *pr_tl_op;
 _Thread_local uint32_t pr_tl_opi;
@@ -599,7 +603,7 @@ static void rank_iterations(PrRank *r)
         r->dropping = 0;
         r->next_op = 0;
         int rc = be->rank_iteration(r);
-        if (rc == 0)
+        if (rc == 0 && !be->dp_own)
             rc = pr_dp_reduce(r); /* the gradients' mean over the replicas (dp.c) */
         if (rc != 0 && !atomic_load(&run->failed))
             pr_fail(run, r->id, -1, "the rank program failed");
@@ -713,7 +717,7 @@ static void run_iterations(PrRun *run, PrResult *res)
             be->step(run);
         /* zero >= 1: each rank's shard of the step, then the all-gather (dp.c), before
          * the next iteration zeroes the gradients */
-        for (int s = 0; s < run->P && !atomic_load(&run->failed); s++)
+        for (int s = 0; s < run->P && !be->dp_own && !atomic_load(&run->failed); s++)
             if (pr_dp_step(&run->rank[s]) != 0)
                 break;
         double now = pr_now_ms();
@@ -904,6 +908,15 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
     int rc = 1;
     if (validate(prog, o, why, sizeof why))
         snprintf(res->error, sizeof res->error, "%s", why);
+    else if (pr_dp_degree(prog) > 1 && !pr_dp && be->dp_own)
+        snprintf(res->error, sizeof res->error, "data_parallel %d on this backend runs one "
+                 "process per rank: use --launcher mpi (mpirun -np %d)", pr_dp_degree(prog),
+                 (int)pr_dp_nranks(prog->P, pr_dp_degree(prog)));
+    else if (pr_dp_degree(prog) > 1 && !pr_dp &&
+             pr_dp_nranks(prog->P, pr_dp_degree(prog)) > PR_DP_MAX_THREADS)
+        snprintf(res->error, sizeof res->error, "data_parallel %d: %lld ranks, more than the "
+                 "%d rank threads of one process; use --launcher mpi", pr_dp_degree(prog),
+                 (long long)pr_dp_nranks(prog->P, pr_dp_degree(prog)), PR_DP_MAX_THREADS);
     else if (pr_dp_degree(prog) > 1 && !pr_dp)
         rc = run_replicas(be, prog, o, res);
     else
@@ -917,14 +930,14 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
 
 int pr_process_count_check(const PrProgram *prog, int np, PrResult *res)
 {
-    int n = prog ? pr_dp_nranks(prog->P, pr_dp_degree(prog)) : 0;
+    long long n = prog ? (long long)pr_dp_nranks(prog->P, pr_dp_degree(prog)) : 0;
     if (prog && prog->P >= 1 && (np <= 1 || np == n))
         return 0;
     if (res) {
         memset(res, 0, sizeof *res);
         snprintf(res->error, sizeof res->error,
-                 "started with %d MPI processes but the program has %d ranks; run "
-                 "`mpirun -np %d`", np, n, n);
+                 "started with %d MPI processes but the program has %lld ranks; run "
+                 "`mpirun -np %lld`", np, n, n);
     }
     return -1;
 }

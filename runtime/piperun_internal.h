@@ -245,6 +245,8 @@ int pr_dp_step(PrRank *r);
  * (before it is freed); fail stops every other replica's run after run failed (pr_fail
  * calls it). pr_dp_rank_free frees a rank's reduction buffers. */
 typedef struct PrDpGroup PrDpGroup;
+/* The most rank threads (P x D) the threads launcher runs the replicas with. */
+#define PR_DP_MAX_THREADS 1024
 PrDpGroup *pr_dp_group_new(int D, int P);
 void pr_dp_group_free(PrDpGroup *g);
 void pr_dp_group_join(PrDpGroup *g, PrRun *run, int replica);
@@ -403,6 +405,9 @@ struct PrBackend {
      * tolerates a rank or state that was never set up. */
     void (*teardown)(PrRun *run);
     bool reference;            /* --reference times the CPU reference trainer */
+    /* data parallelism: the backend reduces the gradients and steps the shards itself
+     * (on the device: NCCL), instead of the core's pr_dp_reduce and pr_dp_step */
+    bool dp_own;
 };
 
 /* Runs prog on backend be: checks the options, makes the run, sets up the workload and

@@ -15,6 +15,8 @@
 #   - `zero 1` updates each float once with the same SGD arithmetic as `zero 0`, so the
 #     losses of every iteration are equal digit for digit;
 #   - `data_parallel 1` generates the same program as no setting at all.
+# The mlp workload throughout, gpt and llama for --check and the same two equalities;
+# the MPI launcher when mpicc and mpirun are there.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
@@ -117,6 +119,20 @@ pipe d3_zero1 3 3 1 gpipe "data_parallel 3  zero 1"
 losses d3_zero1 4 >"$T/l_z31"
 losses d3_gpipe 4 >"$T/l_z30"
 check "zero 1 with D = 3 (shards of unequal size): equal losses" cmp -s "$T/l_z31" "$T/l_z30"
+
+# --- the gpt and llama workloads: the same reduction over their tensors -------------------
+. tests/lib_tf.sh
+for arch in gpt llama; do
+    tf_pipe "${arch}_d2" "$arch" 2 2 1 onef1b "data_parallel 2"
+    run_check "${arch}_d2"
+    tf_pipe "${arch}_d2_z1" "$arch" 2 2 1 onef1b "data_parallel 2  zero 1"
+    losses "${arch}_d2" 3 >"$T/l_${arch}_z0"
+    losses "${arch}_d2_z1" 3 >"$T/l_${arch}_z1"
+    check "$arch zero 1 = zero 0: equal losses over 3 iterations" cmp -s "$T/l_${arch}_z1" "$T/l_${arch}_z0"
+    tf_pipe "${arch}_d1" "$arch" 2 4 1 onef1b
+    losses "${arch}_d1" 3 >"$T/l_${arch}_d1"
+    check "$arch D=2 x M=2 and D=1 x M=4: the same losses (1e-5)" close "$T/l_${arch}_z0" "$T/l_${arch}_d1"
+done
 
 # --- data_parallel 1 changes nothing ---------------------------------------------------
 pipe one_dp 2 4 1 onef1b "data_parallel 1"
