@@ -284,6 +284,9 @@ typedef struct PrResult {
     double *busy_ms;           /* [P] compute time per rank, summed over iterations */
     int64_t *peak_arena;       /* [P] peak live arena bytes measured */
     double max_grad_err;       /* --check: max relative gradient error; -1 when unchecked */
+    double max_weight_err;     /* --check: max relative error of the weights after
+                                  iteration 1's step (the ranks this process steps on
+                                  the host); -1 when not compared */
     int ngrad;                 /* --check: tensors compared */
     char (*grad_name)[32];     /* [ngrad] */
     double *grad_err;          /* [ngrad] */

@@ -720,6 +720,8 @@ static void run_iterations(PrRun *run, PrResult *res)
         for (int s = 0; s < run->P && !be->dp_own && !atomic_load(&run->failed); s++)
             if (pr_dp_step(&run->rank[s]) != 0)
                 break;
+        if (it == 0 && !atomic_load(&run->failed)) /* --check: the weights after the step */
+            pr_model_check_weights(run, res);
         double now = pr_now_ms();
         if (!o->quiet && !o->json && !o->profile &&
             (it == 0 || it == o->iters - 1 || now - last_line >= 1000.0)) {
@@ -784,6 +786,7 @@ static void run_free(PrRun *run)
         pthread_mutex_destroy(&r->bell_mu);
         pthread_cond_destroy(&r->bell_cv);
     }
+    pr_model_check_free(run);
     if (run->opt.workload == PR_MLP)
         pr_mlp_teardown(run);
     pthread_mutex_destroy(&run->mu);
@@ -904,6 +907,7 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
     memset(res, 0, sizeof *res);
     res->ref_ms = -1;
     res->max_grad_err = -1;
+    res->max_weight_err = -1;
     char why[200];
     int rc = 1;
     if (validate(prog, o, why, sizeof why))

@@ -161,6 +161,9 @@ struct PrRun {
      * process runs one replica's rank: pr_dp) */
     int D, replica;
     struct PrDpGroup *dp_group;
+    /* --check: the reference after its step, kept for the weights' comparison */
+    void *check_ref;
+    const struct PrRefModel *check_rm;
 };
 
 /* The (v,m) region op o works on, as workload w's plan places it in arena (host or
@@ -350,12 +353,19 @@ typedef struct PrRefModel {
     void (*sgd_step)(void *m, float lr);
     const float *(*grad)(const void *m, int i);
     void (*destroy)(void *m);
+    const float *(*param)(const void *m, int i); /* tensor i's parameters */
 } PrRefModel;
 /* pr_model_check: the gradients of the run's first iteration against one reference
  * iteration on the same batches, per tensor, into res; 0 or -1. pr_model_reference_ms:
  * the mean ms of a reference iteration (batches, zero_grad, iteration, step; the first
  * dropped), or -1. */
 int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm);
+/* After iteration 1's optimizer step (a backend that steps on the host, PrBackend.step):
+ * the weights of the ranks this process runs against the reference that pr_model_check
+ * stepped with the same gradients and kept (run->check_ref), into res->max_weight_err;
+ * frees the reference. pr_model_check_free frees it when the run ends early. */
+void pr_model_check_weights(PrRun *run, PrResult *res);
+void pr_model_check_free(PrRun *run);
 double pr_model_reference_ms(PrRun *run, const PrRefModel *rm);
 int pr_model_ready(PrRun *run, size_t io_bytes);
 void pr_model_states_free(PrRun *run);

@@ -121,6 +121,10 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
     } else {
         fputs("null", f);
     }
+    if (res->max_weight_err >= 0 || isnan(res->max_weight_err)) {
+        fputs(", \"max_weight_error\": ", f);
+        print_num(f, res->max_weight_err);
+    }
     fputs("}\n", f);
 }
 
@@ -178,6 +182,8 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
             fprintf(f, "  %-12s %.3g\n", res->grad_name[i], res->grad_err[i]);
         fprintf(f, "max relative gradient error: %.3g\n", res->max_grad_err);
     }
+    if (res->max_weight_err >= 0 || isnan(res->max_weight_err))
+        fprintf(f, "max relative weight error after the step: %.3g\n", res->max_weight_err);
 }
 
 int pr_main(const PrProgram *prog, int argc, char **argv)
@@ -275,6 +281,11 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     if (o.check && !(res.max_grad_err < bound)) {
         fprintf(stderr, "piperun: gradient check failed: max relative error %.3g >= %g\n",
                 res.max_grad_err, bound);
+        rc = 1;
+    }
+    if (o.check && res.max_weight_err >= 0 && !(res.max_weight_err < bound)) {
+        fprintf(stderr, "piperun: weight check failed: max relative error %.3g >= %g "
+                "after the step\n", res.max_weight_err, bound);
         rc = 1;
     }
     pr_result_free(&res);

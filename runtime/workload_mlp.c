@@ -483,12 +483,52 @@ int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm)
             res->max_grad_err = res->grad_err[i];
     }
     rc = 0;
+    if (run->be->step) { /* the host steps: keep the reference, stepped, for the weights */
+        rm->sgd_step(ref, (float)run->opt.lr);
+        run->check_ref = ref;
+        run->check_rm = rm;
+        ref = NULL;
+    }
 out:
     if (ref)
         rm->destroy(ref);
     free(tok);
     free(tgt);
     return rc;
+}
+
+void pr_model_check_free(PrRun *run)
+{
+    if (run->check_ref)
+        run->check_rm->destroy(run->check_ref);
+    run->check_ref = NULL;
+}
+
+void pr_model_check_weights(PrRun *run, PrResult *res)
+{
+    if (!run->check_ref)
+        return;
+    res->max_weight_err = 0;
+    for (int i = 0; i < pr_model_tensor_count(run); i++) {
+        /* in a slice of a rank this process runs, not offloaded (an OG steps host_w,
+         * which the next iteration's LW loads) */
+        bool mine = false;
+        for (int v = 0; v < run->PV && !mine; v++) {
+            int s = run->prog->vstages[v].rank;
+            mine = pr_model_tensor_in_slice(run, i, v) &&
+                   !(pr_transport && pr_transport->remote(s)) &&
+                   !(run->offloaded && run->offloaded[v]);
+        }
+        if (!mine)
+            continue;
+        float *p;
+        size_t n;
+        pr_model_tensor(run, i, NULL, &p, NULL, &n);
+        double e = mlp_rel_error(p, run->check_rm->param(run->check_ref, i), n);
+        if (e > res->max_weight_err || isnan(e))
+            res->max_weight_err = e;
+    }
+    pr_model_check_free(run);
 }
 
 double pr_model_reference_ms(PrRun *run, const PrRefModel *rm)
@@ -558,8 +598,16 @@ static void mlp_ref_destroy(void *m)
     mlp_free(m);
 }
 
+static const float *mlp_ref_param(const void *m, int i)
+{
+    float *p;
+    mlp_param(m, i, NULL, &p, NULL, NULL);
+    return p;
+}
+
 static const PrRefModel mlp_ref = {mlp_ref_create, mlp_ref_zero, mlp_ref_iteration,
-                                   mlp_ref_step, mlp_ref_grad, mlp_ref_destroy};
+                                   mlp_ref_step, mlp_ref_grad, mlp_ref_destroy,
+                                   mlp_ref_param};
 
 int pr_mlp_check(PrRun *run, PrResult *res)
 {

@@ -195,8 +195,14 @@ static void tf_ref_destroy(void *m)
     tf_free(m);
 }
 
+static const float *tf_ref_param(const void *m, int i)
+{
+    const TfModel *t = m;
+    return t->param_mem + t->tensors[i].off;
+}
+
 static const PrRefModel tf_ref = {tf_ref_create, tf_ref_zero, tf_ref_iteration, tf_ref_step,
-                                  tf_ref_grad, tf_ref_destroy};
+                                  tf_ref_grad, tf_ref_destroy, tf_ref_param};
 
 int pr_tf_check(PrRun *run, PrResult *res)
 {

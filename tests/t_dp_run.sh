@@ -6,7 +6,8 @@
 #
 # Oracles, none of them taken from a run of the code under test:
 #   - `--check`: the sequential single-rank reference over the whole global batch
-#     (D x M micro-batches), max relative gradient error < 1e-5;
+#     (D x M micro-batches), max relative gradient error < 1e-5, and the same for the
+#     weights after the step (the reference stepped with its own gradients);
 #   - D = 2 with M micro-batches and D = 1 with 2M micro-batches train on the same
 #     global batch (micro-batch d*M + m is the same text either way), so every
 #     iteration's mean loss agrees (to 1e-5 relative: only the summation order of the
@@ -44,15 +45,18 @@ max_err() { sed -n 's/^max relative gradient error: //p' <<<"$1"; }
 # below E BOUND: E is a number below BOUND
 below() { [ -n "$1" ] && awk -v e="$1" -v b="$2" 'BEGIN { exit !(e < b) }'; }
 
-# run_check NAME [ARGS...]: `pipec run --check` passes with an error below 1e-5
+# run_check NAME [ARGS...]: `pipec run --check` passes with gradient and updated-weight
+# errors below 1e-5
 run_check() {
     local name=$1 out; shift
     if ! out=$(timeout 120 "$PIPEC" run "$T/$name.pipe" --check --quiet --data "$T/text" \
                --cache "$CACHE" "$@" 2>&1); then
         bad "$name --check" "$(tail -n 3 <<<"$out")"; return
     fi
-    local e; e=$(max_err "$out")
-    if below "$e" 1e-5; then ok; else bad "$name --check" "max relative gradient error '$e'"; fi
+    local e w; e=$(max_err "$out")
+    w=$(sed -n 's/^max relative weight error after the step: //p' <<<"$out")
+    if below "$e" 1e-5 && below "$w" 1e-5; then ok
+    else bad "$name --check" "max relative gradient error '$e', weight error '$w'"; fi
 }
 
 # losses NAME ITERS [ARGS...]: the JSON losses of a run, one a line
