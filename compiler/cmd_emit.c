@@ -103,7 +103,8 @@ static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
     return 0;
 }
 
-/* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = P; info
+/* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = the ranks
+ * the program runs (P, or P x D with data_parallel D); info
  * (may be NULL) gets what `run` reports. Returns 0, 1 (input errors) or 2. */
 static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut *out,
                     int *nranks, RunInfo *info)
@@ -128,11 +129,14 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
         rc = cuda ? add_stream_plan(out, p, file) : 0;
         if (rc)
             emit_out_free(out);   /* nothing is written */
+        /* P x D ranks with data parallelism (runtime/piperun.h pr_dp_nranks) */
+        int64_t n64 = pr_dp_nranks(p->P, p->data_parallel);
+        int n = n64 > INT_MAX ? INT_MAX : (int)n64;
         if (nranks)
-            *nranks = (int)p->P;
+            *nranks = n;
         if (info) {
             MlpShape shape;
-            info->nranks = (int)p->P;
+            info->nranks = n;
             info->mlp_ok = mlp_shape(p, &shape, info->why, sizeof info->why) == 0;
             if (info->mlp_ok)
                 mlp_shape_free(&shape);

@@ -721,6 +721,9 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
     sb_puts(b, ",\n    .sim_ms = ");
     put_double(b, ep->sim_ms);
     sb_printf(b, ",\n    .host_link_ranks = %d", ep->host_link_ranks);
+    if (p->data_parallel > 1) /* docs/runtime.md "Data parallelism" */
+        sb_printf(b, ",\n    .data_parallel = %d, .zero = %d", (int)p->data_parallel,
+                  (int)p->zero);
     sb_puts(b, ",\n};\n\n");
 }
 

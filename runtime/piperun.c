@@ -21,7 +21,6 @@
 #define SPIN_MS 0.05
 #define SPIN_MIN_MS 0.001
 
-const PrTransport *pr_transport;
 
 static void cpu_relax(void)
 {
@@ -34,7 +33,8 @@ double pr_spin_budget_ms(const PrRun *run)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     /* a spinning waiter would take the CPU the rank it waits for needs */
-    return ncpu >= run->P ? SPIN_MS : 0.0;
+    int ranks = run->P * (run->dp_group ? run->D : 1); /* the replicas' threads too */
+    return ncpu >= ranks ? SPIN_MS : 0.0;
 }
 
 /* ---- messages -------------------------------------------------------------------- */
@@ -765,7 +765,7 @@ static void cpu_iter_begin(PrRun *run, int it)
 
 static void cpu_step(PrRun *run)
 {
-    if (run->opt.workload == PR_MLP)
+    if (run->opt.workload == PR_MLP && !pr_dp_sharded(run)) /* else: pr_dp_step, per rank */
         pr_mlp_step(run);
 }
 

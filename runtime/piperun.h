@@ -55,7 +55,7 @@
 
 #include "region.h"
 
-#define PIPERUN_ABI 3
+#define PIPERUN_ABI 4
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -209,7 +209,49 @@ typedef struct PrProgram {
      * fields give its vocabulary, hidden size, layers, sequence and micro-batch size,
      * and PrVstage its region sizes. */
     int model_arch, model_heads, model_kv_heads, model_ffn;
+    /* Data parallelism (docs/runtime.md "Data parallelism"): D replicas of the whole
+     * pipeline (0 or 1: one), each training on its own shard of the global batch, their
+     * gradients reduced per stage before the optimizer step; zero >= 1 shards the
+     * optimizer step over the replicas (ZeRO stage 1), 0 steps every parameter on every
+     * replica. */
+    int32_t data_parallel, zero;
 } PrProgram;
+
+/* The rank rule of data parallelism, in one place (the code generator's rank count,
+ * the launchers, the runtime): a program of P stages and D replicas runs P x D ranks,
+ * numbered replica-major: rank = replica * P + stage. Replica d trains on global
+ * micro-batches d*M .. d*M + M-1 (its data shard; M = micro-batches per iteration of one
+ * replica), and in a sharded step (zero >= 1) updates floats [lo, hi) = [n*d/D,
+ * n*(d+1)/D) of its stage's n parameter floats. */
+static inline int32_t pr_dp_degree(const PrProgram *g)
+{
+    return g->data_parallel > 1 ? g->data_parallel : 1;
+}
+static inline int64_t pr_dp_nranks(int32_t P, int32_t D)
+{
+    return (int64_t)P * (D > 1 ? D : 1);
+}
+static inline int32_t pr_dp_rank(int32_t P, int32_t stage, int32_t replica)
+{
+    return replica * P + stage;
+}
+static inline int32_t pr_dp_stage(int32_t P, int32_t rank)
+{
+    return rank % P;
+}
+static inline int32_t pr_dp_replica(int32_t P, int32_t rank)
+{
+    return rank / P;
+}
+static inline int32_t pr_dp_microbatch(int32_t M, int32_t replica, int32_t m)
+{
+    return replica * M + m;
+}
+static inline void pr_dp_shard(size_t n, int32_t D, int32_t replica, size_t *lo, size_t *hi)
+{
+    *lo = n * (size_t)replica / (size_t)D;
+    *hi = n * (size_t)(replica + 1) / (size_t)D;
+}
 
 /* Options of one run (what `pipec run` passes on the program's command line). */
 typedef struct PrOptions {
@@ -242,6 +284,9 @@ typedef struct PrResult {
     double *busy_ms;           /* [P] compute time per rank, summed over iterations */
     int64_t *peak_arena;       /* [P] peak live arena bytes measured */
     double max_grad_err;       /* --check: max relative gradient error; -1 when unchecked */
+    double max_weight_err;     /* --check: max relative error of the weights after
+                                  iteration 1's step (the ranks this process steps on
+                                  the host); -1 when not compared */
     int ngrad;                 /* --check: tensors compared */
     char (*grad_name)[32];     /* [ngrad] */
     double *grad_err;          /* [ngrad] */

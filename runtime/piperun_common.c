@@ -22,6 +22,10 @@
 
 #include "piperun_internal.h"
 
+/* Set by the CPU backend's MPI transport (runtime/mpi/piperun_mpi.c); here because the
+ * core (dp.c) reads it with every backend. */
+const PrTransport *pr_transport;
+
 _Thread_local int pr_tl_rank = -1;
 _Thread_local const PrOp *pr_tl_op;
 _Thread_local uint32_t pr_tl_opi;
@@ -94,19 +98,23 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&run->mu);
-    if (!atomic_load(&run->failed)) {
+    bool first = !atomic_load(&run->failed);
+    if (first) {
+        char rp[24] = ""; /* data parallelism: which replica; the rank is its stage's */
+        if (run->D > 1)
+            snprintf(rp, sizeof rp, "replica %d, ", run->replica);
         if (rank >= 0 && op >= 0 && (uint64_t)op < run->prog->ranks[rank].nops) {
             const PrOp *o = &run->prog->ranks[rank].ops[op];
             char nm[32], where[48] = "";
             pr_op_name(nm, sizeof nm, o);
             if (o->line > 0)
                 snprintf(where, sizeof where, ", line %d", (int)o->line);
-            snprintf(run->error, sizeof run->error, "rank %d, op %.20s (#%lld%.20s): %.150s",
-                     rank, nm, (long long)op, where, msg);
+            snprintf(run->error, sizeof run->error, "%srank %d, op %.20s (#%lld%.20s): %.150s",
+                     rp, rank, nm, (long long)op, where, msg);
         } else if (rank >= 0) {
-            snprintf(run->error, sizeof run->error, "rank %d: %.200s", rank, msg);
+            snprintf(run->error, sizeof run->error, "%srank %d: %.200s", rp, rank, msg);
         } else {
-            snprintf(run->error, sizeof run->error, "%.200s", msg);
+            snprintf(run->error, sizeof run->error, "%s%.200s", rp, msg);
         }
         atomic_store(&run->failed, 1);
         /* Printed when recorded, not after teardown: a teardown that hangs (a GPU
@@ -126,6 +134,8 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
         pthread_cond_broadcast(&r->bell_cv);
         pthread_mutex_unlock(&r->bell_mu);
     }
+    if (first && run->dp_group) /* the other replicas wait for this one: stop them */
+        pr_dp_group_fail(run);
 }
 
 void pr_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
@@ -208,7 +218,11 @@ void pr_flight_print(const PrRun *run, int s, FILE *f)
     unsigned n = atomic_load(&r->nring), k = n < PR_RING ? n : PR_RING;
     if (!k)
         return;
-    fprintf(f, "piperun: rank %d, its last %u ops (oldest first):\n", s, k);
+    if (run->D > 1)
+        fprintf(f, "piperun: replica %d, rank %d, its last %u ops (oldest first):\n",
+                run->replica, s, k);
+    else
+        fprintf(f, "piperun: rank %d, its last %u ops (oldest first):\n", s, k);
     for (unsigned j = n - k; j < n; j++) {
         const PrRingEntry *e = &r->ring[j % PR_RING];
         char nm[32] = "?";
@@ -236,8 +250,10 @@ static void fault_parse(PrRun *run)
         return;
     int rank, op;
     char what[16] = "";
-    if (sscanf(f, "%d:%d:%15s", &rank, &op, what) != 3 || rank < 0 || rank >= run->P ||
-        op < 0) {
+    /* rank: of the P x D ranks (piperun.h pr_dp_rank); this run injects only into its
+     * replica's */
+    if (sscanf(f, "%d:%d:%15s", &rank, &op, what) != 3 || rank < 0 ||
+        rank >= pr_dp_nranks(run->P, run->D) || op < 0) {
         fprintf(stderr, "piperun: ignoring PIPERUN_FAULT=%s (want rank:op:what)\n", f);
         return;
     }
@@ -253,8 +269,10 @@ static void fault_parse(PrRun *run)
                 "die)\n", f);
         return;
     }
-    run->rank[rank].fault_op = op;
-    run->rank[rank].fault_what = w;
+    if (pr_dp_replica(run->P, rank) != run->replica)
+        return;
+    run->rank[pr_dp_stage(run->P, rank)].fault_op = op;
+    run->rank[pr_dp_stage(run->P, rank)].fault_what = w;
 }
 
 int pr_fault_inject(PrRank *r, uint32_t i)
@@ -585,6 +603,8 @@ static void rank_iterations(PrRank *r)
         r->dropping = 0;
         r->next_op = 0;
         int rc = be->rank_iteration(r);
+        if (rc == 0 && !be->dp_own)
+            rc = pr_dp_reduce(r); /* the gradients' mean over the replicas (dp.c) */
         if (rc != 0 && !atomic_load(&run->failed))
             pr_fail(run, r->id, -1, "the rank program failed");
         if (pr_barrier(run, r)) /* end of iteration it */
@@ -613,7 +633,7 @@ static void *rank_main(void *arg)
 /* The run and its ranks' common state (mutexes, op timings, spans), and the result's
  * arrays. Returns NULL when out of memory (res->error says so). */
 static PrRun *run_new(const PrBackend *be, const PrProgram *prog, const PrOptions *o,
-                      PrResult *res)
+                      PrResult *res, int replica)
 {
     PrRun *run = calloc(1, sizeof *run);
     if (!run) {
@@ -626,6 +646,8 @@ static PrRun *run_new(const PrBackend *be, const PrProgram *prog, const PrOption
     run->P = prog->P;
     run->PV = prog->P * prog->V;
     run->M = prog->M;
+    run->D = pr_dp_degree(prog);
+    run->replica = replica;
     run->check_here = true;
     pthread_mutex_init(&run->mu, NULL);
     pthread_cond_init(&run->cv, NULL);
@@ -693,6 +715,13 @@ static void run_iterations(PrRun *run, PrResult *res)
             pr_fail(run, -1, -1, "the reference iteration failed (out of memory)");
         if (be->step)
             be->step(run);
+        /* zero >= 1: each rank's shard of the step, then the all-gather (dp.c), before
+         * the next iteration zeroes the gradients */
+        for (int s = 0; s < run->P && !be->dp_own && !atomic_load(&run->failed); s++)
+            if (pr_dp_step(&run->rank[s]) != 0)
+                break;
+        if (it == 0 && !atomic_load(&run->failed)) /* --check: the weights after the step */
+            pr_model_check_weights(run, res);
         double now = pr_now_ms();
         if (!o->quiet && !o->json && !o->profile &&
             (it == 0 || it == o->iters - 1 || now - last_line >= 1000.0)) {
@@ -751,11 +780,13 @@ static void run_free(PrRun *run)
         free(r->kind_ms);
         free(r->kind_n);
         free(r->span);
+        pr_dp_rank_free(r);
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);
         pthread_mutex_destroy(&r->bell_mu);
         pthread_cond_destroy(&r->bell_cv);
     }
+    pr_model_check_free(run);
     if (run->opt.workload == PR_MLP)
         pr_mlp_teardown(run);
     pthread_mutex_destroy(&run->mu);
@@ -766,6 +797,108 @@ static void run_free(PrRun *run)
     free(run);
 }
 
+/* One run of prog: replica `replica` of group g (NULL: the only one, or this process's
+ * replica under pr_dp). Returns 0 or 1 (res->error says why). */
+static int run_one(const PrBackend *be, const PrProgram *prog, const PrOptions *o,
+                   PrResult *res, PrDpGroup *g, int replica)
+{
+    PrRun *run = run_new(be, prog, o, res, g ? replica : pr_dp ? pr_dp->replica : 0);
+    if (!run)
+        return 1;
+    if (g)
+        pr_dp_group_join(g, run, replica);
+    pthread_t *th = calloc((size_t)run->P, sizeof *th);
+    int started = 0;
+    if (!th)
+        pr_fail(run, -1, -1, "out of memory");
+    if (!atomic_load(&run->failed) &&
+        (o->workload != PR_MLP || pr_mlp_setup(run) == 0) && be->setup(run) == 0) {
+        run->t_start = pr_now_ms();
+        if (replica == 0)
+            g_run = run;
+        if (!be->start || be->start(run) == 0)
+            for (; started < run->P; started++)
+                if (pthread_create(&th[started], NULL, rank_main, &run->rank[started])) {
+                    pr_fail(run, -1, -1, "cannot start rank thread %d", started);
+                    break;
+                }
+        if (started == run->P)
+            run_iterations(run, res);
+    }
+    int rc = run_finish(run, th, started, res);
+    if (replica == 0)
+        g_run = NULL;
+    if (g)
+        pr_dp_group_leave(g, run);
+    run_free(run);
+    free(th);
+    return rc;
+}
+
+/* Replica d > 0 of a threaded data-parallel run (pr_run_core): its own options (silent,
+ * no check, trace, profile or reference: replica 0 reports) and result. */
+typedef struct ReplicaArg {
+    const PrBackend *be;
+    const PrProgram *prog;
+    PrOptions o;
+    PrResult res;
+    PrDpGroup *g;
+    int replica, rc;
+} ReplicaArg;
+
+static void *replica_main(void *arg)
+{
+    ReplicaArg *a = arg;
+    a->rc = run_one(a->be, a->prog, &a->o, &a->res, a->g, a->replica);
+    return NULL;
+}
+
+/* The D replicas of prog as D runs in this process sharing one group (dp.c): replica 0
+ * on this thread, the others on threads of their own. Returns 0 or 1. */
+static int run_replicas(const PrBackend *be, const PrProgram *prog, const PrOptions *o,
+                        PrResult *res)
+{
+    int D = pr_dp_degree(prog), rc = 1;
+    PrDpGroup *g = pr_dp_group_new(D, prog->P);
+    ReplicaArg *a = calloc((size_t)D, sizeof *a);
+    pthread_t *th = calloc((size_t)D, sizeof *th);
+    if (!g || !a || !th) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        goto out;
+    }
+    int started = 1;
+    for (; started < D; started++) {
+        ReplicaArg *r = &a[started];
+        *r = (ReplicaArg){.be = be, .prog = prog, .o = *o, .g = g, .replica = started};
+        r->o.quiet = true;
+        r->o.json = r->o.check = r->o.profile = r->o.reference = false;
+        r->o.trace = r->o.profile_out = NULL;
+        if (pthread_create(&th[started], NULL, replica_main, r) != 0)
+            break;
+    }
+    if (started < D) { /* the started ones stop at their first reduction */
+        snprintf(res->error, sizeof res->error, "cannot start the thread of replica %d",
+                 started);
+        pr_dp_group_stop(g);
+    } else {
+        rc = run_one(be, prog, o, res, g, 0);
+    }
+    for (int d = 1; d < started; d++) {
+        pthread_join(th[d], NULL);
+        if (a[d].rc != 0 && rc == 0) {
+            rc = 1;
+            snprintf(res->error, sizeof res->error, "%s", a[d].res.error);
+            res->error_shown = a[d].res.error_shown;
+        }
+        pr_result_free(&a[d].res);
+    }
+out:
+    free(th);
+    free(a);
+    pr_dp_group_free(g);
+    return rc;
+}
+
 int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
     PrResult dummy;
@@ -774,36 +907,24 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
     memset(res, 0, sizeof *res);
     res->ref_ms = -1;
     res->max_grad_err = -1;
+    res->max_weight_err = -1;
     char why[200];
     int rc = 1;
-    if (validate(prog, o, why, sizeof why)) {
+    if (validate(prog, o, why, sizeof why))
         snprintf(res->error, sizeof res->error, "%s", why);
-    } else {
-        PrRun *run = run_new(be, prog, o, res);
-        if (run) {
-            pthread_t *th = calloc((size_t)run->P, sizeof *th);
-            int started = 0;
-            if (!th)
-                pr_fail(run, -1, -1, "out of memory");
-            if (!atomic_load(&run->failed) &&
-                (o->workload != PR_MLP || pr_mlp_setup(run) == 0) && be->setup(run) == 0) {
-                run->t_start = pr_now_ms();
-                g_run = run;
-                if (!be->start || be->start(run) == 0)
-                    for (; started < run->P; started++)
-                        if (pthread_create(&th[started], NULL, rank_main, &run->rank[started])) {
-                            pr_fail(run, -1, -1, "cannot start rank thread %d", started);
-                            break;
-                        }
-                if (started == run->P)
-                    run_iterations(run, res);
-            }
-            rc = run_finish(run, th, started, res);
-            g_run = NULL;
-            run_free(run);
-            free(th);
-        }
-    }
+    else if (pr_dp_degree(prog) > 1 && !pr_dp && be->dp_own)
+        snprintf(res->error, sizeof res->error, "data_parallel %d on this backend runs one "
+                 "process per rank: use --launcher mpi (mpirun -np %d)", pr_dp_degree(prog),
+                 (int)pr_dp_nranks(prog->P, pr_dp_degree(prog)));
+    else if (pr_dp_degree(prog) > 1 && !pr_dp &&
+             pr_dp_nranks(prog->P, pr_dp_degree(prog)) > PR_DP_MAX_THREADS)
+        snprintf(res->error, sizeof res->error, "data_parallel %d: %lld ranks, more than the "
+                 "%d rank threads of one process; use --launcher mpi", pr_dp_degree(prog),
+                 (long long)pr_dp_nranks(prog->P, pr_dp_degree(prog)), PR_DP_MAX_THREADS);
+    else if (pr_dp_degree(prog) > 1 && !pr_dp)
+        rc = run_replicas(be, prog, o, res);
+    else
+        rc = run_one(be, prog, o, res, NULL, 0);
     if (res == &dummy)
         pr_result_free(res);
     return rc;
@@ -813,13 +934,14 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
 
 int pr_process_count_check(const PrProgram *prog, int np, PrResult *res)
 {
-    if (prog && prog->P >= 1 && (np <= 1 || np == prog->P))
+    long long n = prog ? (long long)pr_dp_nranks(prog->P, pr_dp_degree(prog)) : 0;
+    if (prog && prog->P >= 1 && (np <= 1 || np == n))
         return 0;
     if (res) {
         memset(res, 0, sizeof *res);
         snprintf(res->error, sizeof res->error,
-                 "started with %d MPI processes but the program has %d ranks; run "
-                 "`mpirun -np %d`", np, prog ? prog->P : 0, prog ? prog->P : 0);
+                 "started with %d MPI processes but the program has %lld ranks; run "
+                 "`mpirun -np %lld`", np, n, n);
     }
     return -1;
 }

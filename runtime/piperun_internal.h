@@ -113,6 +113,12 @@ struct PrRank {
     atomic_uint wd_msg, wd_op;
     PrRingEntry ring[PR_RING]; /* the flight recorder, ring[nring % PR_RING] next */
     atomic_uint nring;
+    /* data parallelism (pr_dp_reduce, pr_dp_step): the iteration stamp (iter + 1) of the
+     * last reduction, and the flat buffers of this rank's stage, allocated once */
+    uint32_t dp_iter;
+    double *dp_in, *dp_out;    /* [dp_n]: gradients (then losses) as doubles */
+    float *dp_flat;            /* [dp_n]: gradients or parameters as floats */
+    size_t dp_n;
 };
 
 struct PrRun {
@@ -150,6 +156,14 @@ struct PrRun {
      * has its own */
     struct PrLink *link;       /* [nlinks]: ranks s*N .. s*N+N-1 share link s */
     int nlinks;
+    /* data parallelism (docs/runtime.md "Data parallelism"): D replicas (1: none), this
+     * run's replica, and the state the replicas of one process share (NULL when each
+     * process runs one replica's rank: pr_dp) */
+    int D, replica;
+    struct PrDpGroup *dp_group;
+    /* --check: the reference after its step, kept for the weights' comparison */
+    void *check_ref;
+    const struct PrRefModel *check_rm;
 };
 
 /* The (v,m) region op o works on, as workload w's plan places it in arena (host or
@@ -202,6 +216,47 @@ typedef struct PrTransport {
     int (*recv)(PrRank *r, int32_t peer, uint32_t msg, void **payload, double *t_send);
 } PrTransport;
 extern const PrTransport *pr_transport;
+
+/* How the replicas of one stage meet when each process runs one replica's rank
+ * (runtime/mpi/piperun_mpi.c); NULL: the D replicas are threads of this process and
+ * meet in shared memory (piperun_common.c). replica: this process's replica. allreduce:
+ * sums the n doubles of buf over the replicas of rank r's stage, in place, the same
+ * result on every replica; allgather: buf holds n floats of which r's replica's shard
+ * (pr_dp_shard) is filled, fills the others' shards from them. Each returns 0, or -1
+ * after pr_fail. */
+typedef struct PrDpOps {
+    int replica;
+    int (*allreduce)(PrRank *r, double *buf, size_t n);
+    int (*allgather)(PrRank *r, float *buf, size_t n);
+} PrDpOps;
+extern const PrDpOps *pr_dp;
+/* Rank r's end of iteration with D > 1 and the model workload: its stage's gradients
+ * (and, on the head's rank, the micro-batch losses) become their mean over the D
+ * replicas. Once per iteration (later calls return 0 at once), so a transport may call
+ * it before it sends the iteration's results. Returns 0 or -1 (pr_fail called). */
+int pr_dp_reduce(PrRank *r);
+/* Whether the optimizer step is sharded over the replicas (D > 1, zero >= 1, the model
+ * workload): then pr_dp_step replaces the backend's step. */
+bool pr_dp_sharded(const PrRun *run);
+/* The sharded step of rank r's stage, run by the main thread for each rank after the
+ * iteration's check (the replicas' main threads take the stages in the same order):
+ * SGD on its replica's shard of the stage's parameters, then the all-gather of the
+ * others' shards. Returns 0 or -1 (pr_fail called). */
+int pr_dp_step(PrRank *r);
+/* The D replica runs of one process (the threads launcher): new (NULL when out of
+ * memory), free; join makes run replica `replica` of the group; leave takes it out
+ * (before it is freed); fail stops every other replica's run after run failed (pr_fail
+ * calls it). pr_dp_rank_free frees a rank's reduction buffers. */
+typedef struct PrDpGroup PrDpGroup;
+/* The most rank threads (P x D) the threads launcher runs the replicas with. */
+#define PR_DP_MAX_THREADS 1024
+PrDpGroup *pr_dp_group_new(int D, int P);
+void pr_dp_group_free(PrDpGroup *g);
+void pr_dp_group_join(PrDpGroup *g, PrRun *run, int replica);
+void pr_dp_group_leave(PrDpGroup *g, PrRun *run);
+void pr_dp_group_fail(PrRun *run);
+void pr_dp_group_stop(PrDpGroup *g); /* every replica stops at its next reduction */
+void pr_dp_rank_free(PrRank *r);
 
 /* A peer that shows no sign of life for this long (or --timeout when shorter) fails the
  * run: a rank thread that uses no CPU outside a runtime wait, or a process whose
@@ -298,12 +353,19 @@ typedef struct PrRefModel {
     void (*sgd_step)(void *m, float lr);
     const float *(*grad)(const void *m, int i);
     void (*destroy)(void *m);
+    const float *(*param)(const void *m, int i); /* tensor i's parameters */
 } PrRefModel;
 /* pr_model_check: the gradients of the run's first iteration against one reference
  * iteration on the same batches, per tensor, into res; 0 or -1. pr_model_reference_ms:
  * the mean ms of a reference iteration (batches, zero_grad, iteration, step; the first
  * dropped), or -1. */
 int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm);
+/* After iteration 1's optimizer step (a backend that steps on the host, PrBackend.step):
+ * the weights of the ranks this process runs against the reference that pr_model_check
+ * stepped with the same gradients and kept (run->check_ref), into res->max_weight_err;
+ * frees the reference. pr_model_check_free frees it when the run ends early. */
+void pr_model_check_weights(PrRun *run, PrResult *res);
+void pr_model_check_free(PrRun *run);
 double pr_model_reference_ms(PrRun *run, const PrRefModel *rm);
 int pr_model_ready(PrRun *run, size_t io_bytes);
 void pr_model_states_free(PrRun *run);
@@ -353,6 +415,9 @@ struct PrBackend {
      * tolerates a rank or state that was never set up. */
     void (*teardown)(PrRun *run);
     bool reference;            /* --reference times the CPU reference trainer */
+    /* data parallelism: the backend reduces the gradients and steps the shards itself
+     * (on the device: NCCL), instead of the core's pr_dp_reduce and pr_dp_step */
+    bool dp_own;
 };
 
 /* Runs prog on backend be: checks the options, makes the run, sets up the workload and

@@ -77,8 +77,12 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
     fprintf(f, "{\"pipeline\": ");
     print_json_str(f, g->name);
     fprintf(f, ", \"workload\": \"%s\", \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
-               "\"iters\": %d,\n \"losses\": [",
+               "\"iters\": %d,",
             workload_name(g, o->workload), g->P, g->M, g->V, res->iters);
+    if (pr_dp_degree(g) > 1) /* micro-batches are per replica */
+        fprintf(f, " \"data_parallel\": %d, \"zero\": %d,", (int)pr_dp_degree(g),
+                (int)g->zero);
+    fprintf(f, "\n \"losses\": [");
     for (int i = 0; i < res->iters; i++) {
         fputs(i ? ", " : "", f);
         print_num(f, res->loss[i]);
@@ -117,6 +121,10 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
     } else {
         fputs("null", f);
     }
+    if (res->max_weight_err >= 0 || isnan(res->max_weight_err)) {
+        fputs(", \"max_weight_error\": ", f);
+        print_num(f, res->max_weight_err);
+    }
     fputs("}\n", f);
 }
 
@@ -140,6 +148,12 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
             g->name, g->P, g->P == 1 ? "" : "s", g->M, g->M == 1 ? "" : "es", g->V,
             g->V == 1 ? "" : "s", workload_name(g, o->workload), res->iters,
             res->iters == 1 ? "" : "s");
+    if (pr_dp_degree(g) > 1)
+        fprintf(f, "data parallel: %d replicas, %d ranks, each replica on its %d micro-batches "
+                "of the global batch of %d%s\n", (int)pr_dp_degree(g),
+                (int)pr_dp_nranks(g->P, pr_dp_degree(g)), g->M,
+                (int)pr_dp_microbatch(g->M, pr_dp_degree(g), 0),
+                g->zero >= 1 ? ", optimizer step sharded (zero 1)" : "");
     if (o->workload == PR_MLP && res->iters > 1)
         fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);
     if (sim > 0)
@@ -168,6 +182,8 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
             fprintf(f, "  %-12s %.3g\n", res->grad_name[i], res->grad_err[i]);
         fprintf(f, "max relative gradient error: %.3g\n", res->max_grad_err);
     }
+    if (res->max_weight_err >= 0 || isnan(res->max_weight_err))
+        fprintf(f, "max relative weight error after the step: %.3g\n", res->max_weight_err);
 }
 
 int pr_main(const PrProgram *prog, int argc, char **argv)
@@ -265,6 +281,11 @@ int pr_main(const PrProgram *prog, int argc, char **argv)
     if (o.check && !(res.max_grad_err < bound)) {
         fprintf(stderr, "piperun: gradient check failed: max relative error %.3g >= %g\n",
                 res.max_grad_err, bound);
+        rc = 1;
+    }
+    if (o.check && res.max_weight_err >= 0 && !(res.max_weight_err < bound)) {
+        fprintf(stderr, "piperun: weight check failed: max relative error %.3g >= %g "
+                "after the step\n", res.max_weight_err, bound);
         rc = 1;
     }
     pr_result_free(&res);

@@ -240,6 +240,13 @@ int pr_model_ready(PrRun *run, size_t io_bytes)
         pr_fail(run, -1, -1, "out of memory for the offloaded model states");
         return -1;
     }
+    for (int v = 0; run->D > 1 && v < run->PV; v++)
+        if (run->offloaded[v]) { /* OG would step before the replicas' reduction */
+            pr_fail(run, -1, -1, "model-state offload (OG/LW) with data_parallel %d: the "
+                    "runtime does not reduce offloaded gradients; use data_parallel 1",
+                    run->D);
+            return -1;
+        }
     openblas_set_num_threads(run->opt.threads_blas > 0 ? run->opt.threads_blas : 1);
     return 0;
 }
@@ -333,7 +340,9 @@ void pr_mlp_step(PrRun *run)
 static int batch(PrRank *r, const PrOp *o)
 {
     const PrProgram *g = r->run->prog;
-    if (data_batch(&r->run->data, r->run->opt.seed, r->iter, o->mb, g->mlp_B, g->mlp_T,
+    /* replica d's data shard: global micro-batch d*M + m (piperun.h) */
+    int gm = pr_dp_microbatch(r->run->M, r->run->replica, o->mb);
+    if (data_batch(&r->run->data, r->run->opt.seed, r->iter, gm, g->mlp_B, g->mlp_T,
                    g->mlp_vocab, r->tokens, r->targets) != 0)
         return -1;
     return 0;
@@ -425,19 +434,20 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
     }
 }
 
-/* Tokens and targets (M,B,T) of iteration it into *tok and *tgt, allocated on the first
- * call (the caller frees them). Returns 0, or -1 when out of memory or without a batch. */
-static int model_batches(PrRun *run, int it, int **tok, int **tgt)
+/* Tokens and targets (M,B,T) of the first M global micro-batches of iteration it into
+ * *tok and *tgt, allocated on the first call (the caller frees them). Returns 0, or -1
+ * when out of memory or without a batch. */
+static int model_batches(PrRun *run, int it, int M, int **tok, int **tgt)
 {
     const PrProgram *g = run->prog;
     size_t bt = (size_t)g->mlp_B * (size_t)g->mlp_T;
     if (!*tok)
-        *tok = malloc((size_t)run->M * bt * sizeof **tok);
+        *tok = malloc((size_t)M * bt * sizeof **tok);
     if (!*tgt)
-        *tgt = malloc((size_t)run->M * bt * sizeof **tgt);
+        *tgt = malloc((size_t)M * bt * sizeof **tgt);
     if (!*tok || !*tgt)
         return -1;
-    for (int mb = 0; mb < run->M; mb++)
+    for (int mb = 0; mb < M; mb++)
         if (data_batch(&run->data, run->opt.seed, it, mb, g->mlp_B, g->mlp_T, g->mlp_vocab,
                        *tok + mb * bt, *tgt + mb * bt) != 0)
             return -1;
@@ -449,13 +459,16 @@ int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm)
     /* The reference starts from the same initial weights: a fresh model with the same
      * seed (iteration 0 has not stepped yet when this runs). */
     void *ref = rm->create(run);
+    /* the whole global batch: the D replicas' shards, D x M micro-batches, whose mean
+     * gradient the reduction gave every replica (dp.c) */
     int *tok = NULL, *tgt = NULL, n = pr_model_tensor_count(run), rc = -1;
+    int GM = pr_dp_microbatch(run->M, run->D, 0);
     res->grad_name = calloc((size_t)(n ? n : 1), sizeof *res->grad_name);
     res->grad_err = calloc((size_t)(n ? n : 1), sizeof *res->grad_err);
-    if (!ref || !res->grad_name || !res->grad_err || model_batches(run, 0, &tok, &tgt) != 0)
+    if (!ref || !res->grad_name || !res->grad_err || model_batches(run, 0, GM, &tok, &tgt) != 0)
         goto out;
     rm->zero_grad(ref);
-    if (isnan(rm->iteration(ref, run->M, tok, tgt)))
+    if (isnan(rm->iteration(ref, GM, tok, tgt)))
         goto out;
     res->ngrad = n;
     res->max_grad_err = 0;
@@ -470,12 +483,52 @@ int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm)
             res->max_grad_err = res->grad_err[i];
     }
     rc = 0;
+    if (run->be->step) { /* the host steps: keep the reference, stepped, for the weights */
+        rm->sgd_step(ref, (float)run->opt.lr);
+        run->check_ref = ref;
+        run->check_rm = rm;
+        ref = NULL;
+    }
 out:
     if (ref)
         rm->destroy(ref);
     free(tok);
     free(tgt);
     return rc;
+}
+
+void pr_model_check_free(PrRun *run)
+{
+    if (run->check_ref)
+        run->check_rm->destroy(run->check_ref);
+    run->check_ref = NULL;
+}
+
+void pr_model_check_weights(PrRun *run, PrResult *res)
+{
+    if (!run->check_ref)
+        return;
+    res->max_weight_err = 0;
+    for (int i = 0; i < pr_model_tensor_count(run); i++) {
+        /* in a slice of a rank this process runs, not offloaded (an OG steps host_w,
+         * which the next iteration's LW loads) */
+        bool mine = false;
+        for (int v = 0; v < run->PV && !mine; v++) {
+            int s = run->prog->vstages[v].rank;
+            mine = pr_model_tensor_in_slice(run, i, v) &&
+                   !(pr_transport && pr_transport->remote(s)) &&
+                   !(run->offloaded && run->offloaded[v]);
+        }
+        if (!mine)
+            continue;
+        float *p;
+        size_t n;
+        pr_model_tensor(run, i, NULL, &p, NULL, &n);
+        double e = mlp_rel_error(p, run->check_rm->param(run->check_ref, i), n);
+        if (e > res->max_weight_err || isnan(e))
+            res->max_weight_err = e;
+    }
+    pr_model_check_free(run);
 }
 
 double pr_model_reference_ms(PrRun *run, const PrRefModel *rm)
@@ -488,7 +541,7 @@ double pr_model_reference_ms(PrRun *run, const PrRefModel *rm)
     for (int it = 0; it < run->opt.iters; it++) {
         double t0 = pr_now_ms();
         /* the same work as one pipelined iteration: its batches, the step */
-        if (model_batches(run, it, &tok, &tgt) != 0)
+        if (model_batches(run, it, run->M, &tok, &tgt) != 0)
             goto out;
         rm->zero_grad(ref);
         if (isnan(rm->iteration(ref, run->M, tok, tgt)))
@@ -545,8 +598,16 @@ static void mlp_ref_destroy(void *m)
     mlp_free(m);
 }
 
+static const float *mlp_ref_param(const void *m, int i)
+{
+    float *p;
+    mlp_param(m, i, NULL, &p, NULL, NULL);
+    return p;
+}
+
 static const PrRefModel mlp_ref = {mlp_ref_create, mlp_ref_zero, mlp_ref_iteration,
-                                   mlp_ref_step, mlp_ref_grad, mlp_ref_destroy};
+                                   mlp_ref_step, mlp_ref_grad, mlp_ref_destroy,
+                                   mlp_ref_param};
 
 int pr_mlp_check(PrRun *run, PrResult *res)
 {

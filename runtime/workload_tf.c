@@ -86,7 +86,9 @@ int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o)
     /* the region: its pieces wherever the plan put them */
     PrRegion rg = pr_op_region(run, o, PR_MLP, r->arena);
     if (s->embed || s->head) {
-        if (data_batch(&run->data, run->opt.seed, r->iter, o->mb, g->mlp_B, g->mlp_T,
+        /* replica d's data shard: global micro-batch d*M + m (piperun.h) */
+        int gm = pr_dp_microbatch(run->M, run->replica, o->mb);
+        if (data_batch(&run->data, run->opt.seed, r->iter, gm, g->mlp_B, g->mlp_T,
                        g->mlp_vocab, r->tokens, r->targets) != 0) {
             pr_fail(run, r->id, i, "no batch from the training text");
             return -1;
@@ -193,8 +195,14 @@ static void tf_ref_destroy(void *m)
     tf_free(m);
 }
 
+static const float *tf_ref_param(const void *m, int i)
+{
+    const TfModel *t = m;
+    return t->param_mem + t->tensors[i].off;
+}
+
 static const PrRefModel tf_ref = {tf_ref_create, tf_ref_zero, tf_ref_iteration, tf_ref_step,
-                                  tf_ref_grad, tf_ref_destroy};
+                                  tf_ref_grad, tf_ref_destroy, tf_ref_param};
 
 int pr_tf_check(PrRun *run, PrResult *res)
 {

@@ -98,5 +98,28 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
                 bad no_gpu_mpi "rc $rc: $(grep -v '^\s*$' "$T/out" | grep -m 2 piperun)"
         fi
     else bad cuda_mpi_build "$(grep -i -m 3 'warning\|error' "$T/err" "$T/out")"; fi
+    # Data parallelism (docs/runtime.md "Data parallelism"): D = 2 replicas, one process
+    # per rank, gradients averaged with ncclAllReduce over each stage's communicator and
+    # zero 1's shards gathered with ncclBroadcast
+    printf '%s\n' 'import "std/models.pipe"' 'import "std/schedules.pipe"' \
+        'pipeline tiny_dp {' '  stages 2  microbatches 4' \
+        '  model tiny { layers 4  hidden 16  seq 8  mbs 2 }' '  schedule onef1b' \
+        '  data_parallel 2  zero 1' '}' >"$T/tiny_dp.pipe"
+    if "$PIPEC" compile --backend cuda --launcher mpi "$T/tiny_dp.pipe" -o "$T/cdp" \
+           >"$T/out" 2>"$T/err" && ! grep -qi warning "$T/err"; then
+        ok
+        prog=$(cat "$T/out")
+        grep -q '\.data_parallel = 2, \.zero = 1' "$T/cdp/main.c" && ok || bad cuda_dp_main "main.c without data_parallel"
+        nm "$prog" | grep -q 'ncclAllReduce' && nm "$prog" | grep -q 'ncclBroadcast' && ok ||
+            bad cuda_dp_symbols "no ncclAllReduce / ncclBroadcast"
+        # the threads launcher cannot hold the replicas' devices: refused before any GPU
+        # call, naming the launcher to use
+        if "$PIPEC" compile --backend cuda "$T/tiny_dp.pipe" -o "$T/cdpt" >"$T/out" 2>"$T/err"; then
+            "$(cat "$T/out")" --quiet >"$T/out2" 2>&1
+            rc=$?
+            [ "$rc" = 1 ] && grep -q 'data_parallel 2 on this backend runs one process per rank: use --launcher mpi (mpirun -np' "$T/out2" && ok ||
+                bad cuda_dp_threads "rc $rc: $(head -n 2 "$T/out2")"
+        else bad cuda_dp_threads_build "$(grep -i -m 3 'warning\|error' "$T/err")"; fi
+    else bad cuda_dp_build "$(grep -i -m 3 'warning\|error' "$T/err" "$T/out")"; fi
 fi
 finish

@@ -73,6 +73,9 @@ int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s, const
 /* Zeroes / SGD-steps (p -= lr * g) the slice's tensors. */
 int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s);
 int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
+/* The same SGD on n device floats p with gradients gr (a shard of a stage's parameters:
+ * data parallelism's sharded step, docs/runtime.md "Data parallelism"). */
+int cu_sgd_range(cudaStream_t st, float *p, const float *gr, float lr, size_t n);
 /* Copies the slice's gradients into the host model dst (same config); synchronous on st. */
 int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst);
 

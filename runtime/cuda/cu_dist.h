@@ -29,6 +29,11 @@ typedef struct CuDist {
     /* Ends the whole job at once with exit status 1 (MPI_Abort); called from any thread
      * when a failed run's teardown passed its deadline. NULL: the process exits alone. */
     void (*abort_job)(void);
+    /* Data parallelism (docs/runtime.md "Data parallelism"), one process per rank of the
+     * P x D: copies n bytes at buf from replica 0's process of this stage to the
+     * stage's other D - 1 processes (the NCCL unique id of the stage's communicator).
+     * NULL: no data parallelism across processes. */
+    int (*dp_bcast)(void *buf, size_t n);
 } CuDist;
 
 /* Defined in piperun_cuda.c: {0, 1, 0, 1, NULL, ...} = every rank in this process. */

@@ -332,6 +332,15 @@ __global__ void sgd_kernel(float *p, const float *gr, float lr, size_t n)
         p[i] -= lr * gr[i];
 }
 
+extern "C" int cu_sgd_range(cudaStream_t st, float *p, const float *gr, float lr, size_t n)
+{
+    if (n == 0)
+        return 0;
+    sgd_kernel<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(p, gr, lr, n);
+    KERNEL_CHECK();
+    return 0;
+}
+
 extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 {
     if (g->tf)

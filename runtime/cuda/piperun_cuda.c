@@ -50,7 +50,7 @@ _Thread_local int cu_rank = -1;
 #define CU_TEARDOWN_DEADLINE_S 20.0
 
 /* One process drives every rank unless piperun_cuda_mpi.c says otherwise. */
-CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL, NULL};
+CuDist cu_dist = {0, 1, 0, 1, NULL, NULL, NULL, NULL, NULL};
 
 typedef struct CuRank {
     bool local;                /* run by this process (always, unless one rank per process) */
@@ -83,6 +83,8 @@ static struct {
                                   NULL where absent (or not in this process) */
     cudaEvent_t *msg_ev;       /* [nmsgs] */
     atomic_uint *msg_stamp;    /* [nmsgs] iteration + 1 when the copy was enqueued */
+    ncclComm_t dp_comm;        /* data parallelism: the D processes of this process's
+                                  stage (NULL: none) */
     char first_error[256];
 } CU;
 static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -568,8 +570,10 @@ static int begin(PrRank *r, CuRank *c)
         if (owns(run, r->id, v) && cu_mlp_zero_grad(&c->mlp, c->comp, &run->slice[v]))
             return -1;
     for (int m = 0; m < run->M; m++)
-        if (data_batch(&run->data, run->opt.seed, r->iter, m, g->mlp_B, g->mlp_T, g->mlp_vocab,
-                       c->tok_h + m * bt, c->tgt_h + m * bt) != 0) {
+        if (data_batch(&run->data, run->opt.seed, r->iter,
+                       pr_dp_microbatch(run->M, run->replica, m), /* the replica's shard */
+                       g->mlp_B, g->mlp_T, g->mlp_vocab, c->tok_h + m * bt,
+                       c->tgt_h + m * bt) != 0) {
             pr_fail(run, r->id, -1, "no batch from the training text");
             return -1;
         }
@@ -606,6 +610,134 @@ static int finish_iter(PrRank *r, CuRank *c)
     return 0;
 }
 
+/* ---- data parallelism (docs/runtime.md "Data parallelism") ------------------------------ */
+
+/* One tensor of a rank's stage on its device: parameters, gradients, floats. */
+typedef struct DpTensor {
+    float *p, *g;
+    size_t n;
+} DpTensor;
+
+/* The tensors of rank s in model order (the order of pr_rank_grad_copy, so the flat
+ * offsets are the CPU's) into *out (malloc'd); returns how many, or -1. */
+static int dp_tensors(PrRun *run, int s, const CuRank *c, DpTensor **out)
+{
+    int nt = pr_model_tensor_count(run), k = 0;
+    *out = malloc((size_t)(nt ? nt : 1) * sizeof **out);
+    if (!*out)
+        return -1;
+    for (int v = 0; v < run->PV; v++)
+        for (int i = 0; owns(run, s, v) && i < nt; i++)
+            if (pr_model_tensor_in_slice(run, i, v)) {
+                float *hp, *hg;
+                size_t n;
+                pr_model_tensor(run, i, NULL, &hp, &hg, &n);
+                (*out)[k++] = (DpTensor){c->mlp.params + (hp - c->mlp.host_params),
+                                         c->mlp.grads + (hg - c->mlp.host_grads), n};
+            }
+    return k;
+}
+
+/* The stage's NCCL communicator over its D processes (main thread, at setup). */
+static int dp_setup(PrRun *run)
+{
+    if (run->D <= 1 || run->opt.workload != PR_MLP)
+        return 0;
+    int s = -1, nlocal = 0;
+    for (int k = 0; k < run->P; k++)
+        if (CU.r[k].local) {
+            s = k;
+            nlocal++;
+        }
+    if (!cu_dist.dp_bcast || nlocal != 1) { /* pr_run_core refuses threaded replicas */
+        pr_fail(run, -1, -1, "data_parallel %d on the CUDA backend runs one process per rank "
+                "(a GPU each): use --launcher mpi (mpirun -np %d)", run->D,
+                (int)pr_dp_nranks(run->P, run->D));
+        return -1;
+    }
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (run->replica == 0)
+        NCCL_CHECK(ncclGetUniqueId(&id));
+    if (cu_dist.dp_bcast(&id, sizeof id) != 0) {
+        cu_error(__FILE__, __LINE__, "dp_bcast", "cannot broadcast the NCCL unique id");
+        return -1;
+    }
+    CUDA_CHECK(cudaSetDevice(CU.r[s].dev));
+    NCCL_CHECK(ncclCommInitRank(&CU.dp_comm, run->D, id, run->replica));
+    return 0;
+}
+
+/* End of rank r's iteration: its stage's gradients, and the head's micro-batch losses,
+ * averaged over the D replicas (ncclAllReduce, ncclAvg) on its compute stream, before
+ * the losses and gradients are read. */
+static int dp_reduce(PrRank *r, CuRank *c)
+{
+    PrRun *run = r->run;
+    if (!CU.dp_comm || !c->has_mlp)
+        return 0;
+    DpTensor *t;
+    int nt = dp_tensors(run, r->id, c, &t);
+    if (nt < 0)
+        return -1;
+    ncclResult_t e = ncclGroupStart();
+    for (int k = 0; k < nt && e == ncclSuccess; k++)
+        e = ncclAllReduce(t[k].g, t[k].g, t[k].n, ncclFloat, ncclAvg, CU.dp_comm, c->comp);
+    if (e == ncclSuccess && owns(run, r->id, run->PV - 1))
+        e = ncclAllReduce(c->mlp.loss, c->mlp.loss, (size_t)run->M, ncclFloat, ncclAvg,
+                          CU.dp_comm, c->comp);
+    ncclResult_t ee = ncclGroupEnd();   /* always closes the group */
+    free(t);
+    NCCL_CHECK(e);
+    NCCL_CHECK(ee);
+    CUDA_CHECK(cudaStreamSynchronize(c->comp));
+    return 0;
+}
+
+/* zero >= 1: the SGD step of this replica's shard of the stage's parameters (flat
+ * floats pr_dp_shard, in model order), then each replica's shard broadcast from it to
+ * the others: an all-gather of shards of unequal sizes. */
+static int dp_step(PrRank *r, CuRank *c)
+{
+    PrRun *run = r->run;
+    DpTensor *t;
+    int nt = dp_tensors(run, r->id, c, &t);
+    if (nt < 0)
+        return -1;
+    size_t n = 0;
+    for (int k = 0; k < nt; k++)
+        n += t[k].n;
+    int rc = 0;
+    ncclResult_t e = ncclSuccess, ee = ncclSuccess;
+    for (int d = -1; d < run->D && rc == 0; d++) {
+        /* d = -1: this replica's step; d >= 0: replica d's shard broadcast */
+        size_t lo, hi, at = 0;
+        pr_dp_shard(n, run->D, d < 0 ? run->replica : d, &lo, &hi);
+        if (d == 0)
+            e = ncclGroupStart();
+        for (int k = 0; k < nt && rc == 0 && e == ncclSuccess; k++) {
+            size_t a = at > lo ? at : lo, b = at + t[k].n < hi ? at + t[k].n : hi;
+            if (a < b) {
+                if (d < 0)
+                    rc = cu_sgd_range(c->comp, t[k].p + (a - at), t[k].g + (a - at),
+                                      (float)run->opt.lr, b - a);
+                else
+                    e = ncclBroadcast(t[k].p + (a - at), t[k].p + (a - at), b - a, ncclFloat,
+                                      d, CU.dp_comm, c->comp);
+            }
+            at += t[k].n;
+        }
+        if (d == run->D - 1)
+            ee = ncclGroupEnd();
+    }
+    free(t);
+    if (rc != 0)
+        return -1;
+    NCCL_CHECK(e);
+    NCCL_CHECK(ee);
+    return 0;
+}
+
 /* The rank's GPU, for every CUDA call of its thread. */
 static int cuda_rank_start(PrRank *r)
 {
@@ -631,6 +763,8 @@ static int cuda_rank_iteration(PrRank *r)
         rc = r->d->run(r);
     if (rc == 0)
         rc = drain(r, c);
+    if (rc == 0 && dp_reduce(r, c) != 0) /* before the losses and gradients are read */
+        rc = op_fail(r, r->next_op ? r->next_op - 1 : 0);
     if (rc == 0 && (collect(r, c) || finish_iter(r, c)))
         rc = op_fail(r, r->next_op ? r->next_op - 1 : 0);
     return rc;
@@ -641,6 +775,8 @@ static int cuda_rank_step(PrRank *r)
 {
     PrRun *run = r->run;
     CuRank *c = &CU.r[r->id];
+    if (c->local && c->has_mlp && CU.dp_comm && pr_dp_sharded(run))
+        return dp_step(r, c) != 0 ? op_fail(r, 0) : 0;
     for (int v = 0; c->has_mlp && v < run->PV; v++)
         if (owns(run, r->id, v) && !(run->offloaded && run->offloaded[v]) &&
             cu_mlp_sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr))
@@ -1088,6 +1224,12 @@ static int cuda_setup(PrRun *run)
         pr_fail(run, -1, -1, "cannot set up the messages: %s", CU.first_error);
         return -1;
     }
+    if (dp_setup(run) != 0) {
+        if (!atomic_load(&run->failed))
+            pr_fail(run, -1, -1, "cannot set up the data-parallel communicator: %s",
+                    CU.first_error);
+        return -1;
+    }
     return 0;
 }
 
@@ -1152,5 +1294,5 @@ const PrBackend pr_backend = {
     .setup = cuda_setup, .start = cuda_start, .rank_start = cuda_rank_start,
     .rank_iteration = cuda_rank_iteration, .rank_step = cuda_rank_step,
     .rank_end = cuda_rank_end, .iter_end = cuda_iter_end, .stop = cuda_stop,
-    .teardown = cuda_teardown,
+    .teardown = cuda_teardown, .dp_own = true,
 };

@@ -43,11 +43,25 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
 
 enum { TAG_GRAD = 7 };
 
+/* The processes of this process's replica (MPI_COMM_WORLD without data parallelism):
+ * every hook but dp_bcast; and the D processes of its stage (dp_bcast). With
+ * data_parallel D and P x D processes, process w is replica w / P's stage w % P
+ * (runtime/piperun.h pr_dp_rank). */
+static MPI_Comm replica_comm = MPI_COMM_WORLD, stage_comm = MPI_COMM_NULL;
+static int world_np = 1, replica;
+
+static int dp_bcast(void *buf, size_t n)
+{
+    if (n > (size_t)INT32_MAX)
+        return -1;
+    return MPI_Bcast(buf, (int)n, MPI_BYTE, 0, stage_comm) == MPI_SUCCESS ? 0 : -1;
+}
+
 static int bcast(void *buf, size_t n)
 {
     if (n > (size_t)INT32_MAX)
         return -1;
-    return MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+    return MPI_Bcast(buf, (int)n, MPI_BYTE, 0, replica_comm) == MPI_SUCCESS ? 0 : -1;
 }
 
 static int after_iter(PrRun *run, int it, int grads)
@@ -55,9 +69,9 @@ static int after_iter(PrRun *run, int it, int grads)
     (void)it;
     const PrProgram *g = run->prog;
     int me, head = g->vstages[g->P * g->V - 1].rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_rank(replica_comm, &me);
     if (run->opt.workload == PR_MLP &&
-        MPI_Bcast(run->mb_loss, run->M, MPI_DOUBLE, head, MPI_COMM_WORLD) != MPI_SUCCESS)
+        MPI_Bcast(run->mb_loss, run->M, MPI_DOUBLE, head, replica_comm) != MPI_SUCCESS)
         return -1;
     if (!grads)
         return 0;
@@ -69,7 +83,7 @@ static int after_iter(PrRun *run, int it, int grads)
             return -1;
         }
         pr_rank_grad_copy(run, me, buf, true);
-        int rc = MPI_Send(buf, (int)n, MPI_FLOAT, 0, TAG_GRAD, MPI_COMM_WORLD);
+        int rc = MPI_Send(buf, (int)n, MPI_FLOAT, 0, TAG_GRAD, replica_comm);
         free(buf);
         return rc == MPI_SUCCESS ? 0 : -1;
     }
@@ -80,7 +94,7 @@ static int after_iter(PrRun *run, int it, int grads)
             free(buf);
             return -1;
         }
-        int rc = MPI_Recv(buf, (int)n, MPI_FLOAT, s, TAG_GRAD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        int rc = MPI_Recv(buf, (int)n, MPI_FLOAT, s, TAG_GRAD, replica_comm, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS)
             pr_rank_grad_copy(run, s, buf, false);
         free(buf);
@@ -93,12 +107,12 @@ static int after_iter(PrRun *run, int it, int grads)
 static int at_end(PrRun *run)
 {
     int me;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_rank(replica_comm, &me);
     double mine[2] = {run->rank[me].busy_ms, (double)run->rank[me].peak};
     double *all = me == 0 ? calloc((size_t)run->P * 2, sizeof *all) : NULL;
     if (me == 0 && !all)
         return -1;
-    int rc = MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int rc = MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, replica_comm);
     for (int s = 0; me == 0 && rc == MPI_SUCCESS && s < run->P; s++) {
         run->rank[s].busy_ms = all[2 * s];
         run->rank[s].peak = (int64_t)all[2 * s + 1];
@@ -115,12 +129,21 @@ static void abort_job(void)
 
 int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
-    if (!o || pr_process_count_check(prog, cu_dist.np, res) != 0)
+    if (!o || pr_process_count_check(prog, world_np, res) != 0)
         return 1;
     PrOptions opt = *o;
     char trace[4096];
-    pr_process_options(&opt, cu_dist.np > 1 ? cu_dist.me : 0, trace, sizeof trace);
-    return __real_pr_run(prog, &opt, res);
+    int wme = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wme);
+    pr_process_options(&opt, world_np > 1 ? wme : 0, trace, sizeof trace);
+    if (replica != 0)
+        opt.check = false;   /* replica 0's process 0 compares the reduced gradients */
+    static PrDpOps dp;
+    dp = (PrDpOps){replica, NULL, NULL}; /* the CUDA backend reduces itself (NCCL) */
+    pr_dp = stage_comm != MPI_COMM_NULL ? &dp : NULL;
+    int rc = __real_pr_run(prog, &opt, res);
+    pr_dp = NULL;
+    return rc;
 }
 
 int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
@@ -132,8 +155,23 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
+    world_np = np;
+    int P = prog->P, D = pr_dp_degree(prog), wme = me;
+    if (D > 1 && np > 1 && np == pr_dp_nranks(P, D)) { /* one communicator per replica */
+        replica = pr_dp_replica(P, me);
+        if (MPI_Comm_split(MPI_COMM_WORLD, replica, pr_dp_stage(P, me), &replica_comm) !=
+                MPI_SUCCESS ||
+            MPI_Comm_split(MPI_COMM_WORLD, pr_dp_stage(P, me), replica, &stage_comm) !=
+                MPI_SUCCESS) {
+            fprintf(stderr, "piperun: cannot split the data-parallel communicators\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            return 1;
+        }
+        MPI_Comm_rank(replica_comm, &me);
+        MPI_Comm_size(replica_comm, &np);
+    }
     MPI_Comm node;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node) ==
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wme, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
         MPI_Comm_rank(node, &local);
         MPI_Comm_size(node, &nlocal);
@@ -144,10 +182,11 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
-    if (np > 1) {
-        cu_dist = (CuDist){me, np, local, nlocal, bcast, after_iter, at_end, abort_job};
-        if (me != 0 && !freopen("/dev/null", "w", stdout)) {
-            fprintf(stderr, "piperun: cannot silence stdout of process %d\n", me);
+    if (world_np > 1) {
+        cu_dist = (CuDist){me, np, local, nlocal, bcast, after_iter, at_end, abort_job,
+                           stage_comm != MPI_COMM_NULL ? dp_bcast : NULL};
+        if (wme != 0 && !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "piperun: cannot silence stdout of process %d\n", wme);
             MPI_Abort(MPI_COMM_WORLD, 1);
             return 1;
         }
@@ -155,10 +194,14 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
     int rc = __real_pr_main(prog, argc, argv);
     fflush(stdout);
     fflush(stderr);
-    if (rc == 1 && np > 1) {
+    if (rc == 1 && world_np > 1) {
         MPI_Abort(MPI_COMM_WORLD, 1);   /* the others may wait for this rank */
         return 1;
     }
+    if (replica_comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&replica_comm);
+    if (stage_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&stage_comm);
     MPI_Finalize();
     return rc;
 }

@@ -86,7 +86,13 @@ typedef struct Beat {
 } Beat;
 
 static struct {
-    int me, np;                /* MPI rank and size */
+    int me, np;                /* this process's rank (its stage) and the replica's P
+                                  processes: ranks and size in comm */
+    int world_me, world_np;    /* MPI_COMM_WORLD's */
+    int replica;               /* data parallelism: this process's replica (0: none) */
+    MPI_Comm comm;             /* the processes of this replica (MPI_COMM_WORLD without
+                                  data parallelism): the pipeline's messages */
+    MPI_Comm dp_comm;          /* the D processes of this stage (MPI_COMM_NULL: none) */
     const PrProgram *orig;     /* the generated program */
     PrProgram prog;            /* its copy with the run functions replaced */
     PrRankDesc *ranks;         /* [P] */
@@ -98,7 +104,7 @@ static struct {
     bool *same_host;           /* [np] on this machine (pid is meaningful) */
     _Atomic long long *last_heard; /* [np] us on the monotonic clock: last beat or message */
     Beat *peer_beat;           /* [np] the last heartbeat of each process */
-    MPI_Comm beat_comm;        /* MPI_COMM_WORLD's duplicate for heartbeats */
+    MPI_Comm beat_comm;        /* comm's duplicate for heartbeats */
     pthread_t beat_th;
     bool beat_started;
     pthread_mutex_t beat_mu;
@@ -107,6 +113,7 @@ static struct {
     /* what this process's rank does, for its heartbeats */
     atomic_int my_iter, my_has_op, my_running;
     atomic_uint my_op;
+    PrDpOps dp;                /* pr_dp with data parallelism */
     const char *dump;          /* PIPERUN_GRAD_DUMP */
     bool check;                /* --check as given: every process sends its gradients to
                                   process 0, although only process 0 compares them */
@@ -355,7 +362,7 @@ static int isend(void *buf, int bytes, int dst, int tag)
     Pending *p = &G.pend[G.npend];
     p->buf = buf;
     p->dst = dst;
-    if (MPI_Isend(buf, bytes, MPI_BYTE, dst, tag, MPI_COMM_WORLD, &p->req) != MPI_SUCCESS) {
+    if (MPI_Isend(buf, bytes, MPI_BYTE, dst, tag, G.comm, &p->req) != MPI_SUCCESS) {
         free(buf);
         return -1;
     }
@@ -408,7 +415,7 @@ static int mpi_recv(PrRank *r, int32_t peer, uint32_t msg, void **payload, doubl
     }
     MPI_Request req;
     MPI_Status st;
-    MPI_Irecv(buf, (int)(HDR + pay), MPI_BYTE, peer, TAG_DATA, MPI_COMM_WORLD, &req);
+    MPI_Irecv(buf, (int)(HDR + pay), MPI_BYTE, peer, TAG_DATA, G.comm, &req);
     if (wait_req(r, &req, &st, peer, "messages") != 0)
         return -1;   /* buf stays with the pending request; the job is aborted */
     int n = 0;
@@ -495,7 +502,7 @@ static int recv_result(PrRank *r, int j, int tag)
     }
     MPI_Request req;
     MPI_Status st;
-    MPI_Irecv(buf, (int)want, MPI_BYTE, j, tag, MPI_COMM_WORLD, &req);
+    MPI_Irecv(buf, (int)want, MPI_BYTE, j, tag, G.comm, &req);
     if (wait_req(r, &req, &st, j, "results") != 0)
         return -1;
     int n = 0;
@@ -549,8 +556,8 @@ static int finish_iteration(PrRank *r)
             if (r->iter == 0 && want_grads(run) && recv_result(r, j, TAG_GRAD) != 0)
                 return -1;
         }
-    if (G.me == 0 && r->iter == 0 && G.dump && run->opt.workload == PR_MLP &&
-        grad_dump(run) != 0) {
+    if (G.me == 0 && G.replica == 0 && r->iter == 0 && G.dump &&
+        run->opt.workload == PR_MLP && grad_dump(run) != 0) {
         pr_fail(run, G.me, -1, "cannot write %s: %s", G.dump, strerror(errno));
         return -1;
     }
@@ -566,6 +573,8 @@ static int local_run(PrRank *r)
     int rc = G.orig->ranks[r->id].run(r);
     if (rc == 0)
         rc = pr_drain_copies(r);
+    if (rc == 0) /* data parallelism: the gradients' mean before they are sent (dp.c) */
+        rc = pr_dp_reduce(r);
     if (G.np > 1) {
         if (rc == 0)
             rc = finish_iteration(r);
@@ -585,14 +594,77 @@ static int standin_run(PrRank *r)
     return 0;
 }
 
+/* ---- data parallelism (docs/runtime.md "Data parallelism", runtime/dp.c) ----------------- */
+
+/* The sum over the D processes of rank r's stage: MPI_Allreduce on the stage's
+ * communicator (a sum of doubles whose result MPI gives every process alike). */
+static int mpi_allreduce(PrRank *r, double *buf, size_t n)
+{
+    if (n > (size_t)INT32_MAX ||
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, G.dp_comm) != MPI_SUCCESS) {
+        pr_fail(r->run, r->id, -1, "MPI_Allreduce of %zu gradient floats failed", n);
+        return -1;
+    }
+    return 0;
+}
+
+/* The shards of the other replicas (pr_dp_shard) into buf: MPI_Allgatherv. */
+static int mpi_allgather(PrRank *r, float *buf, size_t n)
+{
+    int D = pr_dp_degree(G.orig);
+    int *cnt = calloc((size_t)D, sizeof *cnt), *at = calloc((size_t)D, sizeof *at);
+    int rc = -1;
+    if (cnt && at && n <= (size_t)INT32_MAX) {
+        for (int d = 0; d < D; d++) {
+            size_t lo, hi;
+            pr_dp_shard(n, D, d, &lo, &hi);
+            at[d] = (int)lo;
+            cnt[d] = (int)(hi - lo);
+        }
+        if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, at, MPI_FLOAT,
+                           G.dp_comm) == MPI_SUCCESS)
+            rc = 0;
+    }
+    free(cnt);
+    free(at);
+    if (rc != 0)
+        pr_fail(r->run, r->id, -1, "MPI_Allgatherv of %zu parameter floats failed", n);
+    return rc;
+}
+
+/* With data_parallel D and P x D processes: this process is rank world_me = replica x P
+ * + stage (piperun.h pr_dp_rank); comm holds its replica's P processes (ranked by
+ * stage), dp_comm its stage's D (ranked by replica). Otherwise comm is MPI_COMM_WORLD.
+ * Returns 0 or -1. */
+static int dp_split(const PrProgram *prog)
+{
+    G.comm = MPI_COMM_WORLD;
+    G.dp_comm = MPI_COMM_NULL;
+    G.me = G.world_me;
+    G.np = G.world_np;
+    G.replica = 0;
+    int P = prog->P, D = pr_dp_degree(prog);
+    if (D <= 1 || G.world_np <= 1 || G.world_np != pr_dp_nranks(P, D))
+        return 0; /* one process (threaded replicas) or a count pr_run refuses */
+    G.replica = pr_dp_replica(P, G.world_me);
+    int stage = pr_dp_stage(P, G.world_me);
+    if (MPI_Comm_split(MPI_COMM_WORLD, G.replica, stage, &G.comm) != MPI_SUCCESS ||
+        MPI_Comm_split(MPI_COMM_WORLD, stage, G.replica, &G.dp_comm) != MPI_SUCCESS)
+        return -1;
+    MPI_Comm_rank(G.comm, &G.me);
+    MPI_Comm_size(G.comm, &G.np);
+    G.dp = (PrDpOps){G.replica, mpi_allreduce, mpi_allgather};
+    return 0;
+}
+
 /* ---- the wrapped entry points ----------------------------------------------------------- */
 
 int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
 {
-    if (pr_process_count_check(prog, G.np, res) != 0)
+    if (pr_process_count_check(prog, G.world_np, res) != 0)
         return 1;
     G.orig = prog;
-    G.check = o->check;
+    G.check = o->check && G.replica == 0; /* replica 0's process 0 compares */
     G.dump = getenv("PIPERUN_GRAD_DUMP");
     if (G.dump && !*G.dump)
         G.dump = NULL;
@@ -612,15 +684,17 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
                 G.ranks[s].arena_bytes[w] = 0;
     }
     pr_transport = G.np > 1 ? &mpi_transport : NULL;
+    pr_dp = G.dp_comm != MPI_COMM_NULL ? &G.dp : NULL;
     G.prog = *prog;
     G.prog.ranks = G.ranks;
     PrOptions opt = *o;
     char trace[4096];
-    pr_process_options(&opt, G.np > 1 ? G.me : 0, trace, sizeof trace);
-    if (G.np > 1 && G.me != 0)
+    pr_process_options(&opt, G.world_np > 1 ? G.world_me : 0, trace, sizeof trace);
+    if (G.world_np > 1 && G.world_me != 0)
         opt.check = false;   /* process 0 compares every process's gradients */
     int rc = __real_pr_run(&G.prog, &opt, res);
     pr_transport = NULL;
+    pr_dp = NULL;
     if (rc == 0) {
         for (int i = 0; i < G.npend; i++)
             free(G.pend[i].buf);
@@ -691,15 +765,15 @@ static int peers_start(void)
     }
     gethostname(me, sizeof me - 1);
     int pid = (int)getpid();
-    MPI_Allgather(&pid, 1, MPI_INT, G.pid, 1, MPI_INT, MPI_COMM_WORLD);
-    MPI_Allgather(me, 64, MPI_CHAR, hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Allgather(&pid, 1, MPI_INT, G.pid, 1, MPI_INT, G.comm);
+    MPI_Allgather(me, 64, MPI_CHAR, hosts, 64, MPI_CHAR, G.comm);
     long long now = (long long)(pr_now_ms() * 1e3);
     for (int j = 0; j < G.np; j++) {
         G.same_host[j] = !strncmp(hosts[j], me, 64);
         atomic_store(&G.last_heard[j], now);
     }
     free(hosts);
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &G.beat_comm) != MPI_SUCCESS)
+    if (MPI_Comm_dup(G.comm, &G.beat_comm) != MPI_SUCCESS)
         return -1;
     pthread_mutex_init(&G.beat_mu, NULL);
     pthread_cond_init(&G.beat_cv, NULL);
@@ -733,9 +807,14 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
         fprintf(stderr, "piperun: MPI_Init_thread failed\n");
         return 1;
     }
-    MPI_Comm_rank(MPI_COMM_WORLD, &G.me);
-    MPI_Comm_size(MPI_COMM_WORLD, &G.np);
-    if (G.np > 1 && provided < MPI_THREAD_MULTIPLE) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &G.world_me);
+    MPI_Comm_size(MPI_COMM_WORLD, &G.world_np);
+    if (dp_split(prog) != 0) {
+        fprintf(stderr, "piperun: cannot split the data-parallel communicators\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    if (G.world_np > 1 && provided < MPI_THREAD_MULTIPLE) {
         fprintf(stderr, "piperun: this MPI does not support MPI_THREAD_MULTIPLE (the rank "
                 "and heartbeat threads both call MPI)\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -746,8 +825,8 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
-    if (G.np > 1 && G.me != 0 && !freopen("/dev/null", "w", stdout)) {
-        fprintf(stderr, "piperun: cannot silence stdout of process %d\n", G.me);
+    if (G.world_np > 1 && G.world_me != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "piperun: cannot silence stdout of process %d\n", G.world_me);
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
@@ -755,7 +834,11 @@ int __wrap_pr_main(const PrProgram *prog, int argc, char **argv)
     fflush(stdout);
     fflush(stderr);
     peers_stop();
-    if (rc == 1 && G.np > 1) {
+    if (G.comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&G.comm);
+    if (G.dp_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&G.dp_comm);
+    if (rc == 1 && G.world_np > 1) {
         /* The others may wait for this rank: stop the whole job. */
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;

@@ -8,6 +8,8 @@
 #   g_synthetic.sh the synthetic replay of an 8-stage schedule within 10% of the
 #                  simulated makespan
 #   g_swap.sh      swap copies overlap compute: iteration time below compute + copy time
+#   g_dp.sh        data_parallel 2 over MPI (NCCL all-reduce, zero 1's sharded step):
+#                  --check over the global batch, zero 1 = zero 0, D=2 x M = D=1 x 2M
 #   g_transformer.sh the gpt and llama workloads: --check (1e-4) under many schedules and
 #                  passes, the loss falls, arena peaks equal the plan, cuda over MPI
 cd "$(dirname "$0")/../.." || exit 1
