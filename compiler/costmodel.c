@@ -353,6 +353,27 @@ void cm_dp_time(double params, const CmDp *dp, double dp_bw, double dp_latency,
         out->gather_op = cm_ring_gather_ms(weights, D, dp_bw, dp_latency);
 }
 
+void cm_dp_time_moe(double params, double eparams, int32_t E, const CmDp *dp, double dp_bw,
+                    double dp_latency, double mem_bw, CmDpTime *out)
+{
+    eparams = fmin(fmax(eparams, 0), fmax(params, 0));
+    if (!(eparams > 0) || E <= 1) { /* the experts are on every replica: one collective */
+        cm_dp_time(params, dp, dp_bw, dp_latency, mem_bw, out);
+        return;
+    }
+    cm_dp_time(params - eparams, dp, dp_bw, dp_latency, mem_bw, out);
+    CmDp edp = *dp;
+    edp.D = dp->D / E > 1 ? dp->D / E : 1;
+    CmDpTime e;
+    cm_dp_time(eparams, &edp, dp_bw, dp_latency, mem_bw, &e);
+    if (!(edp.D > 1) && dp->D > 1 && isfinite(mem_bw) && mem_bw > 0) /* no replica to share with: a whole step */
+        e.opt = eparams * cm_opt_bytes_per_param(dp) / mem_bw * 1e3;
+    out->reduce += e.reduce;
+    out->opt += e.opt;
+    out->gather_after += e.gather_after;
+    out->gather_op += e.gather_op;
+}
+
 CmDp cm_dp(const Pipeline *p)
 {
     GradDtype g = (unsigned)p->grad_dtype < GRAD_NDTYPES ? p->grad_dtype : GRAD_BF16;
@@ -1053,6 +1074,8 @@ static int derive(Diag *d, Pipeline *p)
         /* the data-parallel stream's volume, only with replicas: D = 1 prints as before */
         if (p->data_parallel > 1 && !user_set(p, s, v, COST_PARAMS))
             put(&p->vstage_costs[v], COST_PARAMS, k.params);
+        if (p->data_parallel > 1 && k.eparams > 0 && !user_set(p, s, v, COST_EXPERT_PARAMS))
+            put(&p->vstage_costs[v], COST_EXPERT_PARAMS, k.eparams);
         double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
             CostField f = vfields[i];

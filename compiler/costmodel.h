@@ -277,6 +277,14 @@ double cm_opt_bytes_per_param(const CmDp *dp);
 void cm_dp_time(double params, const CmDp *dp, double dp_bw, double dp_latency,
                 double mem_bw, CmDpTime *out);
 
+/* cm_dp_time for a virtual stage whose `params` include `eparams` expert parameters with
+ * expert_parallel E: the dense part is reduced, stepped and gathered over the D replicas,
+ * the experts' over the D / E replicas that hold the same experts (Megatron-core's
+ * expert-data-parallel group; docs/cost-model.md "Data-parallel time"), one after the
+ * other on the data-parallel stream. eparams = 0 or E = 1 is cm_dp_time. */
+void cm_dp_time_moe(double params, double eparams, int32_t E, const CmDp *dp, double dp_bw,
+                    double dp_latency, double mem_bw, CmDpTime *out);
+
 /* Time added to every cross-rank dependency: peer_latency + (e*s*b*h/t) / peer_bw, ms
  * (one activation or gradient message; Narayanan et al. 2021 §4.1 scatter/gather). */
 double cm_p2p_ms(const CostModel *cm);

@@ -867,8 +867,8 @@ static void read_costs(Elab *e, const Node *n)
                        cost_field_unit[k] == UNIT_TIME ? "1e9 ms" : "1 PiB");
             continue;
         }
-        if (k == COST_PARAMS && v > IR_MAX_COST_PARAMS) {
-            diag_error(e->d, f->a->loc, DIAG_LIMIT, "cost 'params' exceeds the limit of 2^50");
+        if ((k == COST_PARAMS || k == COST_EXPERT_PARAMS) && v > IR_MAX_COST_PARAMS) {
+            diag_error(e->d, f->a->loc, DIAG_LIMIT, "cost '%s' exceeds the limit of 2^50", f->name);
             continue;
         }
         if ((k == COST_HOST_BW || k == COST_DP_BW || k == COST_MEM_BW) && v == 0) {

@@ -173,7 +173,8 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
     X(PARAMS, "params", UNIT_NONE, SCOPE_VSTAGE) \
     X(DP_BW, "dp_bw", UNIT_BW, SCOPE_RANK) \
     X(DP_LATENCY, "dp_latency", UNIT_TIME, SCOPE_RANK) \
-    X(MEM_BW, "mem_bw", UNIT_BW, SCOPE_RANK)
+    X(MEM_BW, "mem_bw", UNIT_BW, SCOPE_RANK) \
+    X(EXPERT_PARAMS, "expert_params", UNIT_NONE, SCOPE_VSTAGE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,

@@ -357,9 +357,10 @@ static void prepare_deps(Sim *s, const Pipeline *p)
     }
 }
 
-/* The data-parallel stream's durations per (rank, chunk) (cm_dp_time of the rank's
- * `params`, `dp_bw`, `dp_latency`, `mem_bw` and the pipeline's data_parallel, zero and
- * grad_dtype) and its per-rank state; sets s->dp when there is anything to move. */
+/* The data-parallel stream's durations per (rank, chunk) (cm_dp_time_moe of the rank's
+ * `params`, `expert_params`, `dp_bw`, `dp_latency`, `mem_bw` and the pipeline's
+ * data_parallel, expert_parallel, zero and grad_dtype) and its per-rank state; sets
+ * s->dp when there is anything to move. */
 static void prepare_dp(Sim *s, const Pipeline *p)
 {
     size_t P = (size_t)p->P, pv = P * (size_t)p->V;
@@ -377,7 +378,8 @@ static void prepare_dp(Sim *s, const Pipeline *p)
         double mbw = ir_cost(p, r, 0, COST_MEM_BW);
         for (int32_t c = 0; c < p->V; c++) {
             double n = ir_cost(p, r, c, COST_PARAMS);
-            cm_dp_time(n, &dp, bw, lat, mbw, &s->dpt[(size_t)r * p->V + c]);
+            cm_dp_time_moe(n, ir_cost(p, r, c, COST_EXPERT_PARAMS), p->expert_parallel, &dp, bw,
+                           lat, mbw, &s->dpt[(size_t)r * p->V + c]);
             if (n > 0)
                 s->dp = true;
         }

@@ -50,20 +50,44 @@ check "$X with expert_parallel 1: memory error on stage 0" grep -q "error\[memor
 # = 39,460,012,032 bytes less (activations are the same). Time: every F and B of a stage
 # gains 8 layers x 2 all-to-alls of (E-1) x 5 us + (E-1)/E x e T h K / 450 GB/s =
 # 0.035 + 0.875 x 67,108,864 B / 450e9 B/s = 0.16548944 ms each: 2.647831 ms; 1F1B's
-# makespan, (M + P - 1) (f + b) + the p2p terms, grows by 19 x 2 x 2.647831 = 100.618 ms.
+# makespan before the data-parallel stream (makespan - dp_exposed_ms), (M + P - 1) (f + b)
+# + the p2p terms, grows by 19 x 2 x 2.647831 = 100.618 ms. compare's makespan is sim's.
 "$PIPEC" compare --format json "$X" --set expert_parallel=1,8 >"$tmp/c.json" 2>&1
-check "compare --set expert_parallel=1,8: makespan +100.618 ms, stage 1's peak -39,460,012,032 bytes" \
-    python3 - "$tmp/c.json" <<'PY'
+"$PIPEC" sim --json "$X" --set expert_parallel=1 >"$tmp/s1.json" 2>/dev/null
+"$PIPEC" sim --json "$X" >"$tmp/s8.json" 2>/dev/null
+check "compare --set expert_parallel=1,8: compute makespan +100.618 ms, stage 1's peak -39,460,012,032 bytes" \
+    python3 - "$tmp/c.json" "$tmp/s1.json" "$tmp/s8.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 rows = rows["rows"] if isinstance(rows, dict) else rows
 a, b = rows
+s1, s8 = (json.load(open(f)) for f in sys.argv[2:4])
 assert a["set"] == "expert_parallel=1" and b["set"] == "expert_parallel=8", (a["set"], b["set"])
-assert abs(b["makespan_ms"] - a["makespan_ms"] - 100.618) < 0.002, (a["makespan_ms"], b["makespan_ms"])
+assert abs(a["makespan_ms"] - s1["makespan_ms"]) < 1e-6 and abs(b["makespan_ms"] - s8["makespan_ms"]) < 1e-6
+c1, c8 = (s["makespan_ms"] - s["dp_exposed_ms"] for s in (s1, s8))
+assert abs(c8 - c1 - 100.618) < 0.002, (c1, c8)
 pa, pb = a["peak_mem_bytes_per_stage"][1], b["peak_mem_bytes_per_stage"][1]
 assert abs(pa - pb - 39460012032) <= 2, (pa, pb)
 assert [a["fits"], b["fits"]] == [False, True], (a["fits"], b["fits"])
 PY
+# --- the data-parallel stream: experts reduce over the D / E replicas that hold them ------
+# Stage 1 has 1,745,158,144 parameters, 1,409,286,144 of them in its one expert per layer
+# (E = 8): with D = 8, D / E = 1 replica holds each expert, so only the 335,872,000 dense
+# ones are reduce-scattered over the 8 replicas (zero 1, bf16 gradients, h100_sxm_80g's
+# 50 GB/s and 10 us): 7/8 x 671,744,000 B / 50e9 B/s + 7 x 0.01 ms = 11.82552 ms, and the
+# step updates 335,872,000 / 8 dense + all 1,409,286,144 expert parameters at 28 B each
+# over 3350 GB/s: 12.130019 ms. With E = 1 the stage holds all 8 experts of its layers
+# (8 x 1,409,286,144) and reduces them with the dense ones over the 8 replicas:
+# 7/8 x 2 x 11,610,161,152 B / 50e9 B/s + 0.07 ms = 406.42564 ms (one collective).
+check "sim: stage 1 reduces only its dense parameters at expert_parallel 8 (11.82552 ms, step 12.130019 ms)" \
+    python3 - "$tmp/s1.json" "$tmp/s8.json" <<'PY'
+import json, sys
+s1, s8 = (json.load(open(f))["per_stage"][1] for f in sys.argv[1:3])
+assert abs(s8["dp_reduce_ms"] - 11.82552) < 1e-6, s8["dp_reduce_ms"]
+assert abs(s8["opt_ms"] - 12.130019) < 1e-5, s8["opt_ms"]
+assert abs(s1["dp_reduce_ms"] - 406.42564) < 1e-5, s1["dp_reduce_ms"]
+PY
+
 # tune reads it too: with E = 1 nothing fits without recomputation or passes, so the
 # plain schedule as written is a variant only with E = 8
 "$PIPEC" tune --json "$X" --set expert_parallel=1 >"$tmp/t1.json" 2>/dev/null

@@ -413,6 +413,35 @@ static void test_dp_time(void **state)
     assert_float_equal(t.reduce + t.opt + t.gather_after + t.gather_op, 0, 0);
 }
 
+/* Experts reduce over the D / E replicas that hold them (docs/cost-model.md "Data-parallel
+ * time"), by hand: 1e6 parameters, half in experts, D = 4, zero 1, 1 GB/s, 0.1 ms a step,
+ * 28 GB/s. Dense: RS(1e6 B, 4) = 0.75 + 0.3 = 1.05 ms, step 125,000 x 28 B = 0.125 ms,
+ * AG 1.05 ms. Experts at E = 2 (D/E = 2): RS(1e6 B, 2) = 0.5 + 0.1 = 0.6 ms, step 250,000
+ * x 28 B = 0.25 ms, AG 0.6 ms. At E = 4 (D/E = 1) nothing moves and the step updates all
+ * 500,000: 0.5 ms. */
+static void test_dp_time_moe(void **state)
+{
+    (void)state;
+    CmDp dp = {4, 1, 2};
+    CmDpTime t;
+    cm_dp_time_moe(1e6, 5e5, 2, &dp, 1e9, 0.1, 28e9, &t);
+    assert_float_equal(t.reduce, 1.65, 1e-12);
+    assert_float_equal(t.opt, 0.375, 1e-12);
+    assert_float_equal(t.gather_after, 1.65, 1e-12);
+    cm_dp_time_moe(1e6, 5e5, 4, &dp, 1e9, 0.1, 28e9, &t);
+    assert_float_equal(t.reduce, 1.05, 1e-12);
+    assert_float_equal(t.opt, 0.625, 1e-12);
+    assert_float_equal(t.gather_after, 1.05, 1e-12);
+    CmDpTime u; /* E = 1: the experts are on every replica, as dense parameters */
+    cm_dp_time_moe(1e6, 5e5, 1, &dp, 1e9, 0.1, 28e9, &t);
+    cm_dp_time(1e6, &dp, 1e9, 0.1, 28e9, &u);
+    assert_memory_equal(&t, &u, sizeof t);
+    /* no experts: cm_dp_time */
+    cm_dp_time_moe(1e6, 0, 4, &dp, 1e9, 0.1, 28e9, &t);
+    cm_dp_time(1e6, &dp, 1e9, 0.1, 28e9, &u);
+    assert_memory_equal(&t, &u, sizeof t);
+}
+
 static void test_zero_derive(void **state)
 {
     (void)state;
@@ -1228,6 +1257,7 @@ int main(void)
         cmocka_unit_test(test_zero_weights),
         cmocka_unit_test(test_zero_derive),
         cmocka_unit_test(test_dp_time),
+        cmocka_unit_test(test_dp_time_moe),
         cmocka_unit_test(test_moe_params),
         cmocka_unit_test(test_moe_unit),
         cmocka_unit_test(test_moe_weights),
