@@ -106,22 +106,6 @@ static int inc_pieces(const Inc *in, Placed pc[2])
     return n;
 }
 
-/* Whether incarnation `in` fits at offset off against the live placed pieces. */
-static bool fits(const Inc *in, int64_t off, const Placed *act, size_t nact)
-{
-    Placed pc[2];
-    int n = inc_pieces(in, pc);
-    for (int g = 0; g < n; g++)
-        for (size_t k = 0; k < nact; k++) {
-            const Placed *s = &act[k];
-            if (s->t1 < pc[g].t0 || pc[g].t1 < s->t0)
-                continue;
-            if (off + pc[g].lo < s->hi && s->lo < off + pc[g].hi)
-                return false;
-        }
-    return true;
-}
-
 /* ---- placement ------------------------------------------------------------------- */
 
 /* Free address ranges [lo, hi) of the online allocator, sorted by lo, disjoint and not
@@ -250,24 +234,41 @@ static int64_t place_online(const Inc *incs, size_t n, bool best, int64_t *off)
 }
 
 /* The lowest 0-based offset at which incarnation `in` overlaps (in address and list
- * time) none of the placed pieces pl[0..npl). cand is scratch. */
+ * time) none of the placed pieces pl[0..npl). Only the pieces live at the same time as
+ * one of its pieces can collide: those, shifted to that piece's origin (lo - pc.lo,
+ * hi - pc.lo), go to *near once, and each candidate offset (the top of one of them, or
+ * 0) is tested against them alone. cand and near are scratch. */
 static int64_t lowest_fit(const Inc *in, const Placed *pl, size_t npl, int64_t **cand,
-                          size_t *capcand)
+                          size_t *capcand, int64_t (**near)[2], size_t *capnear)
 {
     Placed pc[2];
     int np = inc_pieces(in, pc);
-    size_t nc = 0;
+    size_t nc = 0, nn = 0;
     VEC_PUSH(*cand, nc, *capcand, 0);
     for (size_t k = 0; k < npl; k++)
         for (int g = 0; g < np; g++)
-            if (!(pl[k].t1 < pc[g].t0 || pc[g].t1 < pl[k].t0) && pl[k].hi - pc[g].lo >= 0)
-                VEC_PUSH(*cand, nc, *capcand, pl[k].hi - pc[g].lo);
+            if (!(pl[k].t1 < pc[g].t0 || pc[g].t1 < pl[k].t0)) {
+                if (nn == *capnear) {
+                    *capnear = *capnear ? 2 * *capnear : 64;
+                    *near = xrealloc(*near, *capnear * sizeof **near);
+                }
+                /* at offset o the piece covers [o + pc.lo, o + pc.hi): it collides iff
+                 * o in (lo - pc.hi, hi - pc.lo) */
+                (*near)[nn][0] = pl[k].lo - pc[g].hi;
+                (*near)[nn++][1] = pl[k].hi - pc[g].lo;
+                if (pl[k].hi - pc[g].lo >= 0)
+                    VEC_PUSH(*cand, nc, *capcand, pl[k].hi - pc[g].lo);
+            }
     qsort(*cand, nc, sizeof **cand, cmp_i64);
     for (size_t k = 0; k < nc; k++) {
-        if (k && (*cand)[k] == (*cand)[k - 1])
+        int64_t o = (*cand)[k];
+        if (k && o == (*cand)[k - 1])
             continue;
-        if (fits(in, (*cand)[k], pl, npl))
-            return (*cand)[k];
+        bool ok = true;
+        for (size_t q = 0; q < nn && ok; q++)
+            ok = !((*near)[q][0] < o && o < (*near)[q][1]);
+        if (ok)
+            return o;
     }
     unreachable(); /* above every placed piece it always fits */
 }
@@ -278,11 +279,12 @@ static int64_t place_greedy(const Inc *incs, size_t n, const uint32_t *ord, int6
                             int64_t *off)
 {
     Placed *pl = xmalloc((2 * n + 1) * sizeof *pl);
-    size_t npl = 0, capcand = 0;
+    size_t npl = 0, capcand = 0, capnear = 0;
     int64_t *cand = NULL, arena = 0;
+    int64_t (*near)[2] = NULL;
     for (size_t oi = 0; oi < n; oi++) {
         const Inc *in = &incs[ord[oi]];
-        int64_t o = lowest_fit(in, pl, npl, &cand, &capcand);
+        int64_t o = lowest_fit(in, pl, npl, &cand, &capcand, &near, &capnear);
         if (o + in->size > limit) {
             arena = INT64_MAX;
             break;
@@ -295,6 +297,7 @@ static int64_t place_greedy(const Inc *incs, size_t n, const uint32_t *ord, int6
         if (o + in->size > arena)
             arena = o + in->size;
     }
+    free(near);
     free(cand);
     free(pl);
     return arena;

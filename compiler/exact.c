@@ -53,12 +53,15 @@ static const char *const status_name[] = {"optimal", "feasible", "infeasible", "
 
 #ifdef PIPEC_HAVE_CBC
 
-/* One op of the program: its rank, position in the file's list, duration (ms), net
- * memory change in the walk (bytes; alloc at start for F and R) and its time window. */
+/* One op of the program: its rank, position in the file's list, stream and memory role
+ * (op_sem), duration (ms), memory change in the walk (bytes allocated at its start,
+ * freed at its end) and its time window. */
 typedef struct XOp {
     int32_t rank;
     uint32_t pos;
     uint8_t kind;
+    uint8_t stream;       /* Stream */
+    uint8_t role;         /* OpMemRole */
     int32_t v;
     uint32_t mb;
     double d, alloc, freed;
@@ -129,8 +132,23 @@ static uint32_t find(const Model *m, OpKind k, int32_t v, uint32_t mb)
     return m->off[r] + pos;
 }
 
+/* Where host_link_ranks was set: the pipeline's costs block, the device's field, or the
+ * pipeline. */
+static Loc link_ranks_loc(const Pipeline *p)
+{
+    if ((p->costs.set & ~p->costs.derived) & (1u << COST_HOST_LINK_RANKS))
+        return p->costs.loc;
+    const Field *f = p->device ? field_find(p->device->fields, p->device->nfields,
+                                            "host_link_ranks")
+                               : NULL;
+    return f ? f->loc : p->loc;
+}
+
 /* Reads p's ops, durations, memory changes and waits. Returns false after an error for
- * an op kind the program does not model. */
+ * what the program does not model: an overlapped recompute (RO; its time depends on the
+ * op listed after it, docs/semantics.md "Overlapped recomputation"), or host transfers
+ * on a link several ranks share (their times depend on each other's overlap,
+ * docs/simulator.md "Shared host links"). */
 static bool model_ops(Diag *d, Model *m)
 {
     const Pipeline *p = m->p;
@@ -140,6 +158,9 @@ static bool model_ops(Diag *d, Model *m)
         m->off[s + 1] = m->off[s] + p->stages[s].n;
     m->n = m->off[p->P];
     m->op = xcalloc(m->n ? m->n : 1, sizeof *m->op);
+    /* the simulator's rule for a shared link (sim.c, prepare) */
+    double nl = ir_cost(p, 0, 0, COST_HOST_LINK_RANKS);
+    bool shared = nl >= 2 && p->P > 1;
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *so = &p->stages[s];
         double *alloc = xcalloc(so->n + 1, sizeof *alloc);
@@ -147,14 +168,23 @@ static bool model_ops(Diag *d, Model *m)
         mem_walk_ops(p, m->idx, s, alloc, freed);
         for (uint32_t i = 0; i < so->n; i++) {
             const Op *o = &so->ops[i];
-            if (o->kind != OP_F && o->kind != OP_B && o->kind != OP_W && o->kind != OP_R) {
-                char nm[48];
+            char nm[48];
+            bool refuse = true;
+            if (o->kind == OP_RO)
                 diag_error(d, o->loc, DIAG_LIMIT,
-                           "tune --exact models F, B, W and R only; %s is a %s",
-                           op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk),
-                           o->kind == OP_SO || o->kind == OP_SI ? "swap"
-                           : o->kind == OP_RO                  ? "overlapped recomputation"
-                                                               : "model-state offload");
+                           "tune --exact does not model %s: an overlapped recompute's time "
+                           "depends on the op listed after it (it models F, B, W, R, SO, SI, "
+                           "OG and LW)",
+                           op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk));
+            else if (shared && op_sem[o->kind].stream != STREAM_COMPUTE)
+                diag_error(d, link_ranks_loc(p), DIAG_LIMIT,
+                           "tune --exact cannot model host_link_ranks %g: the transfers of "
+                           "ranks sharing a host link share its bandwidth, so their times "
+                           "depend on each other (%s is one); use host_link_ranks 1",
+                           nl, op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk));
+            else
+                refuse = false;
+            if (refuse) {
                 free(alloc);
                 free(freed);
                 return false;
@@ -165,9 +195,13 @@ static bool model_ops(Diag *d, Model *m)
             x->rank = s;
             x->pos = i;
             x->kind = o->kind;
+            x->stream = (uint8_t)op_sem[o->kind].stream;
+            x->role = op_sem[o->kind].mem;
             x->v = ir_vstage(p, s, o->chunk);
             x->mb = o->mb;
-            x->d = opsem_duration((OpKind)o->kind, &c, mem_vm_has(m->idx, x->v, o->mb), 0);
+            unsigned has = OP_IS_CHUNKWIDE(o->kind) ? 0 : mem_vm_has(m->idx, x->v, o->mb);
+            double moved = opsem_moved((OpKind)o->kind, &c, alloc[i], freed[i]);
+            x->d = opsem_duration((OpKind)o->kind, &c, has, moved);
             x->alloc = alloc[i];
             x->freed = freed[i];
         }
@@ -183,12 +217,19 @@ static bool model_ops(Diag *d, Model *m)
             int32_t v = x->v + sem->wait[w].dv;
             if (v < 0 || v >= PV)
                 continue;
-            uint32_t i = find(m, (OpKind)sem->wait[w].kind, v, x->mb);
+            uint32_t i = find(m, (OpKind)sem->wait[w].kind, v,
+                              OP_IS_CHUNKWIDE(sem->wait[w].kind) ? 0 : x->mb);
             if (i == UINT32_MAX)
                 continue;
             double p2p = m->op[i].rank != x->rank ? ir_cost(p, x->rank, 0, COST_P2P) : 0;
             add_edge(m, i, j, m->op[i].d + p2p, false);
         }
+        /* OG waits for the last-listed B or W of its chunk: on the one compute stream
+         * that is the last of them to end, so it waits for every one. */
+        if (sem->waits_last_bw)
+            for (uint32_t i = m->off[x->rank]; i < m->off[x->rank + 1]; i++)
+                if ((m->op[i].kind == OP_B || m->op[i].kind == OP_W) && m->op[i].v == x->v)
+                    add_edge(m, i, j, m->op[i].d, false);
     }
     for (uint32_t k = 0; k < p->ndeps; k++) {
         const Dep *dp = &p->deps[k];
@@ -205,10 +246,11 @@ static bool model_ops(Diag *d, Model *m)
 }
 
 /* Symmetry breaking (docs/tune.md "Exact search"): costs depend on (rank, chunk) only,
- * so when every micro-batch of virtual stage v has the same optional ops and the file
- * has no dep lines, the ops of one kind on v can run in micro-batch order: giving the
- * i-th slot of each kind to micro-batch i keeps every wait (the i-th slot waits for i
- * distinct producers, so for the i-th producer slot) and every memory change. */
+ * so when every micro-batch of each virtual stage has the same optional ops and the file
+ * has no dep lines, the ops of one kind on a virtual stage v can run in micro-batch
+ * order: giving the i-th slot of each kind to micro-batch i keeps every wait (the i-th
+ * slot waits for i distinct producers, so for the i-th producer slot) and every memory
+ * change. SO and SI run on their own streams, one per rank, so the same holds for them. */
 static void model_symmetry(Model *m)
 {
     const Pipeline *p = m->p;
@@ -217,12 +259,12 @@ static void model_symmetry(Model *m)
     int32_t PV = p->P * p->V;
     for (int32_t v = 0; v < PV; v++) {
         unsigned has0 = mem_vm_has(m->idx, v, 0);
-        bool same = true;
-        for (int32_t mb = 1; mb < p->M && same; mb++)
-            same = mem_vm_has(m->idx, v, (uint32_t)mb) == has0;
-        if (!same)
-            continue;
-        static const OpKind kinds[] = {OP_F, OP_B, OP_W, OP_R};
+        for (int32_t mb = 1; mb < p->M; mb++)
+            if (mem_vm_has(m->idx, v, (uint32_t)mb) != has0)
+                return; /* the argument relabels neighbouring stages alike */
+    }
+    for (int32_t v = 0; v < PV; v++) {
+        static const OpKind kinds[] = {OP_F, OP_B, OP_W, OP_R, OP_SO, OP_SI};
         for (size_t k = 0; k < ARRAY_LEN(kinds); k++)
             for (int32_t mb = 0; mb + 1 < p->M; mb++) {
                 uint32_t i = find(m, kinds[k], v, (uint32_t)mb);
@@ -286,6 +328,31 @@ static bool model_paths(Model *m)
     free(start);
     free(adj);
     return ok;
+}
+
+/* Whether the list order of ops i < j of one rank matters, and how (docs/tune.md "Exact
+ * search", streams and list order). The program orders each rank's list by the ops'
+ * events: an allocating op at its start, a freeing op at its end (docs/spec.md "Time":
+ * an allocating op waits for every freeing op listed before it, and the memory walk
+ * counts what is listed before). y = 1 (i listed before j) needs t_j - t_i >= *l1, y = 0
+ * t_i - t_j >= *l0. On one stream the list is the stream's order (l1 = d_i, l0 = d_j);
+ * across streams only an allocating op against an allocating or freeing one matters,
+ * by event order. Two frees on different streams, or an op that neither allocates nor
+ * frees (OG) on another stream, need no order: false. */
+static bool pair_lags(const Model *m, uint32_t i, uint32_t j, double *l1, double *l0)
+{
+    const XOp *x = &m->op[i], *y = &m->op[j];
+    if (x->stream == y->stream) {
+        *l1 = x->d, *l0 = y->d;
+        return true;
+    }
+    if (x->role == MEM_NONE || y->role == MEM_NONE || (x->role == MEM_FREE && y->role == MEM_FREE))
+        return false;
+    /* event_i = t_i (+ d_i when it frees); y = 1: event_i <= event_j */
+    double ei = x->role == MEM_FREE ? x->d : 0, ej = y->role == MEM_FREE ? y->d : 0;
+    *l1 = ei - ej;
+    *l0 = ej - ei;
+    return true;
 }
 
 /* Whether i is before j in the program's solution x (i, j on one rank). */
@@ -435,8 +502,9 @@ static void model_build(Model *m, Lp *cbc, const MemRank *walk)
         for (uint32_t i = m->off[s]; i < m->off[s + 1]; i++)
             for (uint32_t j = i + 1; j < m->off[s + 1]; j++) {
                 int *slot = &m->ycol[m->yoff[s] + (uint64_t)(i - m->off[s]) * (m->off[s + 1] - m->off[s]) + (j - m->off[s])];
+                double l1, l0;
                 *slot = -1;
-                if (reaches(m, i, j) || reaches(m, j, i))
+                if (reaches(m, i, j) || reaches(m, j, i) || !pair_lags(m, i, j, &l1, &l0))
                     continue;
                 *slot = lp_col(cbc, 0, 1, 0.0, true);
             }
@@ -452,62 +520,73 @@ static void model_build(Model *m, Lp *cbc, const MemRank *walk)
     double *rv = xmalloc(((size_t)n + 2) * sizeof *rv);
     for (int32_t s = 0; s < p->P; s++) {
         uint32_t a = m->off[s], b = m->off[s + 1];
-        double minhead = INFINITY, mintail = INFINITY;
+        double minhead[STREAM_N], mintail[STREAM_N];
+        for (int st = 0; st < STREAM_N; st++)
+            minhead[st] = mintail[st] = INFINITY;
         for (uint32_t i = a; i < b; i++) {
-            minhead = fmin(minhead, m->op[i].head);
-            mintail = fmin(mintail, m->op[i].tail);
+            int st = m->op[i].stream;
+            minhead[st] = fmin(minhead[st], m->op[i].head);
+            mintail[st] = fmin(mintail[st], m->op[i].tail);
         }
-        /* One stream: a pair runs in its list order, the later after the earlier ends.
-         * Big-M from the time windows: t_i + d_i - t_j <= (ub - tail_i) - head_j. */
+        /* The list order of each pair that has one (pair_lags), as two big-M rows; on a
+         * stream, a pair the waits order is a plain precedence. Big-M from the time
+         * windows: M >= lag - (lowest t_j - highest t_i). */
         for (uint32_t i = a; i < b; i++)
             for (uint32_t j = i + 1; j < b; j++) {
                 const XOp *x = &m->op[i], *y = &m->op[j];
                 cols[0] = (int)j + 1, coefs[0] = 1;
                 cols[1] = (int)i + 1, coefs[1] = -1;
+                bool one = x->stream == y->stream;
                 if (reaches(m, i, j)) {
-                    lp_row(cbc, 2, cols, coefs, 'G', x->d);
+                    if (one)
+                        lp_row(cbc, 2, cols, coefs, 'G', x->d);
                     continue;
                 }
                 if (reaches(m, j, i)) {
-                    lp_row(cbc, 2, cols, coefs, 'L', -y->d);
+                    if (one)
+                        lp_row(cbc, 2, cols, coefs, 'L', -y->d);
                     continue;
                 }
                 int yc = ycol(m, s, i, j);
-                double M1 = fmax(m->ub - x->tail - y->head, x->d);
-                double M2 = fmax(m->ub - y->tail - x->head, y->d);
+                double l1, l0;
+                if (yc < 0 || !pair_lags(m, i, j, &l1, &l0))
+                    continue;
+                double M1 = fmax(l1 - cbc->clb[j + 1] + cbc->cub[i + 1], 0);
+                double M2 = fmax(l0 - cbc->clb[i + 1] + cbc->cub[j + 1], 0);
                 cols[2] = yc, coefs[2] = -M1;
-                lp_row(cbc, 3, cols, coefs, 'G', x->d - M1);
+                lp_row(cbc, 3, cols, coefs, 'G', l1 - M1);
                 coefs[0] = -1, coefs[1] = 1, coefs[2] = M2;
-                lp_row(cbc, 3, cols, coefs, 'G', y->d);
+                lp_row(cbc, 3, cols, coefs, 'G', l0);
             }
         for (uint32_t i = a; i < b; i++) {
             const XOp *x = &m->op[i];
+            int st = x->stream;
             /* C >= t_i + d_i + tail_i. */
             cols[0] = 0, coefs[0] = 1;
             cols[1] = (int)i + 1, coefs[1] = -1;
             lp_row(cbc, 2, cols, coefs, 'G', x->d + x->tail);
             /* What runs after i on its stream: C >= t_i + d_i + sum of d_j after i
-             * + the least tail of the rank. */
+             * + the least tail of the stream. */
             int cnt = 0;
             double k = 0;
             for (uint32_t j = a; j < b; j++)
-                if (j != i)
+                if (j != i && m->op[j].stream == st)
                     add_before(m, i, j, m->op[j].d, rc + 2, rv + 2, &cnt, &k);
             rc[0] = 0, rv[0] = 1;
             rc[1] = (int)i + 1, rv[1] = -1;
             for (int q = 0; q < cnt; q++)
                 rv[2 + q] = -rv[2 + q];
-            lp_row(cbc, cnt + 2, rc, rv, 'G', x->d + k + mintail);
+            lp_row(cbc, cnt + 2, rc, rv, 'G', x->d + k + mintail[st]);
             /* What runs before i on its stream: t_i >= least head + sum of d_j before. */
             cnt = 0;
             k = 0;
             for (uint32_t j = a; j < b; j++)
-                if (j != i)
+                if (j != i && m->op[j].stream == st)
                     add_before(m, j, i, m->op[j].d, rc + 1, rv + 1, &cnt, &k);
             rc[0] = (int)i + 1, rv[0] = 1;
             for (int q = 0; q < cnt; q++)
                 rv[1 + q] = -rv[1 + q];
-            lp_row(cbc, cnt + 1, rc, rv, 'G', minhead + k);
+            lp_row(cbc, cnt + 1, rc, rv, 'G', minhead[st] + k);
         }
         /* Memory (docs/spec.md "Memory", the walk in list order): at the start of every
          * allocating op a, weights + alloc_a + the net change of every op listed
@@ -521,7 +600,7 @@ static void model_build(Model *m, Lp *cbc, const MemRank *walk)
             int cnt = 0;
             double k = 0;
             for (uint32_t j = a; j < b; j++)
-                if (j != i)
+                if (j != i && m->op[j].alloc != m->op[j].freed)
                     add_before(m, j, i, (m->op[j].alloc - m->op[j].freed) * G, rc, rv, &cnt,
                                &k);
             double rhs = (p->memory - walk[s].weights - m->op[i].alloc) * G - k;
@@ -559,45 +638,70 @@ static double order_makespan(Pipeline *p, MemRank *walk)
     return isfinite(ms) ? ms : INFINITY;
 }
 
-typedef struct Rank {
-    uint32_t id, before;
-    double t;
-} Rank;
-
-static int cmp_rank(const void *a, const void *b)
+/* An op's event in the list order (pair_lags): its start, or its end when it frees. */
+static double event_time(const Model *m, const double *x, uint32_t i)
 {
-    const Rank *x = a, *y = b;
-    if (x->before != y->before)
-        return x->before < y->before ? -1 : 1;
-    if (x->t != y->t)
-        return (x->t > y->t) - (x->t < y->t);
-    return (x->id > y->id) - (x->id < y->id);
+    return x[i + 1] + (m->op[i].role == MEM_FREE ? m->op[i].d : 0);
 }
 
-/* The order of the solution x as seq (see apply_seq): each op after the ops the
- * solution puts before it. */
+/* Whether op i goes ahead of op j among the ops free to be listed next: the earlier
+ * event, a free before an allocation at the same time (it only lowers the walk), then
+ * the file's order. */
+static bool seq_first(const Model *m, const double *x, uint32_t i, uint32_t j)
+{
+    double ei = event_time(m, x, i), ej = event_time(m, x, j);
+    if (ei != ej)
+        return ei < ej;
+    bool fi = m->op[i].role == MEM_FREE, fj = m->op[j].role == MEM_FREE;
+    if (fi != fj)
+        return fi;
+    return i < j;
+}
+
+/* The order of the solution x as seq (see apply_seq): each rank's list in an order that
+ * keeps every pair the program ordered (the waits, and y where pair_lags gives one),
+ * taking among the ops free to go next the one seq_first ranks first. Pairs without an
+ * order in the program (two frees on different streams) follow their events. */
 static void solution_seq(const Model *m, const double *x, uint32_t *seq)
 {
     for (int32_t s = 0; s < m->p->P; s++) {
-        uint32_t a = m->off[s], b = m->off[s + 1];
-        if (b == a)
+        uint32_t a = m->off[s], b = m->off[s + 1], k = b - a;
+        if (!k)
             continue;
-        Rank *r = xmalloc((b - a) * sizeof *r);
-        for (uint32_t i = a; i < b; i++) {
-            r[i - a] = (Rank){i, 0, x[i + 1]};
-            for (uint32_t j = a; j < b; j++)
-                if (j != i && before(m, x, j, i))
-                    r[i - a].before++;
-        }
-        qsort(r, b - a, sizeof *r, cmp_rank);
+        uint32_t *indeg = xcalloc(k, sizeof *indeg);
+        bool *done = xcalloc(k, sizeof *done);
+        double l1, l0;
         for (uint32_t i = a; i < b; i++)
-            seq[i] = r[i - a].id;
-        free(r);
+            for (uint32_t j = a; j < b; j++)
+                if (i != j && (reaches(m, i, j) || reaches(m, j, i) || pair_lags(m, i, j, &l1, &l0)) &&
+                    before(m, x, i, j))
+                    indeg[j - a]++;
+        for (uint32_t q = a; q < b; q++) {
+            uint32_t pick = UINT32_MAX;
+            for (uint32_t i = a; i < b; i++)
+                if (!done[i - a] && !indeg[i - a] && (pick == UINT32_MAX || seq_first(m, x, i, pick)))
+                    pick = i;
+            if (pick == UINT32_MAX) /* a cycle of ties (zero durations): by events */
+                for (uint32_t i = a; i < b; i++)
+                    if (!done[i - a] && (pick == UINT32_MAX || seq_first(m, x, i, pick)))
+                        pick = i;
+            done[pick - a] = true;
+            seq[q] = pick;
+            for (uint32_t j = a; j < b; j++)
+                if (!done[j - a] && j != pick && indeg[j - a] &&
+                    (reaches(m, pick, j) || reaches(m, j, pick) || pair_lags(m, pick, j, &l1, &l0)) &&
+                    before(m, x, pick, j))
+                    indeg[j - a]--;
+        }
+        free(indeg);
+        free(done);
     }
 }
 
 /* Priority rules of the list scheduler, lower first: B (and R, which B waits for), F, W
- * in the order each rule gives them (docs/tune.md "Exact search": the incumbent). */
+ * in the order each rule gives them (docs/tune.md "Exact search": the incumbent). The
+ * copies (SO, SI, OG, LW) rank first: they have streams of their own, so they compete
+ * only with each other there. */
 static const uint8_t greedy_prio[][OP_NKINDS] = {
     {[OP_B] = 0, [OP_R] = 0, [OP_F] = 1, [OP_W] = 2},
     {[OP_B] = 0, [OP_R] = 0, [OP_W] = 1, [OP_F] = 2},
@@ -674,7 +778,8 @@ static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap,
     uint32_t *out = xmalloc((m->ne ? m->ne : 1) * sizeof *out);
     uint32_t *left = xcalloc(n ? n : 1, sizeof *left);
     double *est = xcalloc(n ? n : 1, sizeof *est);
-    double *tfree = xcalloc(P, sizeof *tfree);
+    double *tfree = xcalloc((size_t)P * STREAM_N, sizeof *tfree); /* per (rank, stream) */
+    double *freeend = xcalloc(P, sizeof *freeend); /* the last end of a free listed */
     double *mem = xcalloc(P, sizeof *mem);
     uint32_t *fill = xcalloc(P, sizeof *fill);
     /* per (rank, micro-batch): bytes still to allocate, ops still to run, started */
@@ -702,8 +807,10 @@ static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap,
     free(at);
     for (uint32_t i = 0; i < n; i++) {
         const XOp *x = &m->op[i];
-        rem[(size_t)x->rank * M + x->mb] += x->alloc;
-        todo[(size_t)x->rank * M + x->mb]++;
+        if (!OP_IS_CHUNKWIDE(x->kind)) {
+            rem[(size_t)x->rank * M + x->mb] += x->alloc;
+            todo[(size_t)x->rank * M + x->mb]++;
+        }
         if (!left[i])
             ready[m->off[x->rank] + nready[x->rank]++] = i;
     }
@@ -727,13 +834,19 @@ static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap,
                 uint32_t i = ready[m->off[s] + k];
                 const XOp *x = &m->op[i];
                 size_t key = (size_t)s * M + x->mb;
-                if (!started[key] && inflight[s] >= limit)
+                bool wide = OP_IS_CHUNKWIDE(x->kind); /* LW, OG: no micro-batch */
+                if (!wide && !started[key] && inflight[s] >= limit)
                     continue;
                 if (x->alloc > 0 && p->has_memory &&
-                    !banker_safe(byneed, nst, x->mb, rem[key] - x->alloc,
-                                 hold[key] + x->alloc, room - x->alloc))
+                    !(wide ? banker_safe(byneed, nst, UINT32_MAX, 0, 0, room - x->alloc)
+                           : banker_safe(byneed, nst, x->mb, rem[key] - x->alloc,
+                                         hold[key] + x->alloc, room - x->alloc)))
                     continue;
-                double ti = fmax(tfree[s], est[i]);
+                /* its stream free, its waits ended, and an allocation after the frees
+                 * listed before it (docs/spec.md "Time") */
+                double ti = fmax(tfree[(size_t)s * STREAM_N + x->stream], est[i]);
+                if (x->role == MEM_ALLOC)
+                    ti = fmax(ti, freeend[s]);
                 if (ti < t || (ti == t && greedy_first(m, rule, i, pick))) {
                     t = ti;
                     pick = i;
@@ -754,16 +867,20 @@ static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap,
         ready[m->off[bs] + bk] = ready[m->off[bs] + --nready[bs]];
         const XOp *x = &m->op[bi];
         size_t key = (size_t)bs * M + x->mb;
-        if (!started[key]) {
-            started[key] = true;
-            inflight[bs]++;
+        if (!OP_IS_CHUNKWIDE(x->kind)) {
+            if (!started[key]) {
+                started[key] = true;
+                inflight[bs]++;
+            }
+            rem[key] -= x->alloc;
+            hold[key] += x->alloc - x->freed;
+            if (--todo[key] == 0)
+                inflight[bs]--;
         }
-        rem[key] -= x->alloc;
-        hold[key] += x->alloc - x->freed;
-        if (--todo[key] == 0)
-            inflight[bs]--;
         seq[m->off[bs] + fill[bs]++] = bi;
-        tfree[bs] = bt + x->d;
+        tfree[(size_t)bs * STREAM_N + x->stream] = bt + x->d;
+        if (x->role == MEM_FREE)
+            freeend[bs] = fmax(freeend[bs], bt + x->d);
         mem[bs] += x->alloc - x->freed;
         for (uint32_t a = pstart[bi]; a < pstart[bi + 1]; a++) {
             const XEdge *e = &m->e[out[a]];
@@ -772,7 +889,7 @@ static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap,
                 ready[m->off[m->op[e->to].rank] + nready[m->op[e->to].rank]++] = e->to;
         }
     }
-    free(pstart), free(out), free(left), free(est), free(tfree), free(mem), free(fill);
+    free(pstart), free(out), free(left), free(est), free(tfree), free(freeend), free(mem), free(fill);
     free(rem), free(hold), free(byneed), free(todo), free(started), free(inflight), free(ready), free(nready);
     return ok;
 }
@@ -953,19 +1070,21 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
     bool have = isfinite(inc);
     m.ub = have ? inc : total + m.n * maxp2p;
     m.ub = m.ub * (1 + 1e-9) + 1e-9;
-    /* A bound before the search: the longest wait path and each rank's work. */
+    /* A bound before the search: the longest wait path and each stream's work. */
     for (uint32_t i = 0; i < m.n; i++)
         m.lb0 = fmax(m.lb0, m.op[i].head + m.op[i].d + m.op[i].tail);
-    for (int32_t s = 0; s < p->P; s++) {
-        double mh = INFINITY, mt = INFINITY, sum = 0;
-        for (uint32_t i = m.off[s]; i < m.off[s + 1]; i++) {
-            mh = fmin(mh, m.op[i].head);
-            mt = fmin(mt, m.op[i].tail);
-            sum += m.op[i].d;
+    for (int32_t s = 0; s < p->P; s++)
+        for (int st = 0; st < STREAM_N; st++) {
+            double mh = INFINITY, mt = INFINITY, sum = 0;
+            for (uint32_t i = m.off[s]; i < m.off[s + 1]; i++)
+                if (m.op[i].stream == st) {
+                    mh = fmin(mh, m.op[i].head);
+                    mt = fmin(mt, m.op[i].tail);
+                    sum += m.op[i].d;
+                }
+            if (isfinite(mh))
+                m.lb0 = fmax(m.lb0, mh + sum + mt);
         }
-        if (m.off[s + 1] > m.off[s])
-            m.lb0 = fmax(m.lb0, mh + sum + mt);
-    }
     Cbc_Model *cbc = NULL;
     int rc = 0;
     /* The solver looks only for orders at least 1e-6 (relative) shorter than the

@@ -35,8 +35,9 @@ bool exact_available(void);
  * docs/spec.md "Dependencies" and "Time" and p's budget (the walk of docs/spec.md "Memory",
  * peak <= budget) hold. p must be compiled and checked (driver_compile). On success
  * with an order (optimal or feasible), p's op lists are reordered to it. Stops after
- * time_limit_s seconds. Returns 0, or 1 after a located error in d (ops the search does
- * not model: SO, SI, OG, LW, RO) or an internal error on stderr. */
+ * time_limit_s seconds. Returns 0, or 1 after a located error in d (what the search does
+ * not model: RO, or copies on a host link several ranks share; docs/tune.md "Exact
+ * search") or an internal error on stderr. */
 int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res);
 
 /* `pipec tune --exact FILE [--time-limit S] [--json] [-o OUT]`. Exit 0 when an order was

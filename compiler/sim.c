@@ -814,6 +814,25 @@ void sim_busy(const Pipeline *p, double *busy)
     sim_scratch_release(&s);
 }
 
+double sim_busy_rank(const Pipeline *p, int32_t r)
+{
+    Sim s;
+    memset(&s, 0, sizeof s);
+    double busy = 0;
+    if (r >= 0 && r < p->P && prepare_tables(&s, p, NULL)) {
+        OpCosts *cost = xmalloc((size_t)p->V * sizeof *cost);
+        for (int32_t c = 0; c < p->V; c++)
+            opsem_costs(p, r, c, &cost[c]);
+        prepare_rank(&s, p, r, cost);
+        free(cost);
+        for (uint32_t i = 0; i < p->stages[r].n; i++)
+            if (IN_STREAM(p->stages[r].ops[i].kind, STREAM_COMPUTE))
+                busy += s.dur[s.off[r] + i];
+    }
+    sim_scratch_release(&s);
+    return busy;
+}
+
 /* ---- the lower bound (docs/simulator.md "Lower bound") ---------------------------- */
 
 /* One op of a (rank, stream) in Jackson's preemptive schedule: its head (earliest start

@@ -91,6 +91,10 @@ int32_t sim_dp_replicas(const Pipeline *p);
  * busy[P], caller-allocated; all 0 when the pipeline cannot be simulated. */
 void sim_busy(const Pipeline *p, double *busy);
 
+/* sim_busy's busy[r] alone (the same value), preparing only rank r's ops: ms, 0 when the
+ * pipeline cannot be simulated or r is not a rank. */
+double sim_busy_rank(const Pipeline *p, int32_t r);
+
 /* Writers: Chrome trace JSON, SVG, ASCII gantt (width in columns), the --json object
  * of docs/spec.md "JSON output", the human summary. They append to out. */
 void sim_write_json(StrBuf *out, const Pipeline *p, const SimResult *r);

@@ -42,6 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "check.h"
 #include "cmds.h"
@@ -1125,6 +1128,14 @@ int cmd_tune(int argc, char **argv)
         return rc;
     }
     const char *path = argv[optind];
+#ifdef __GLIBC__
+    /* The search clones and frees pipelines and scratch thousands of times; glibc's
+     * default gives the heap's top back to the kernel after each large free and takes
+     * it again on the next clone (about a tenth of the search in brk calls,
+     * docs/performance.md "pipec tune"). Keep up to 64 MiB. */
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_TOP_PAD, 1 << 20);
+#endif
     Diag d = {0};
     DriverOpts bare = o;
     bare.no_passes = true;

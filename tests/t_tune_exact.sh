@@ -4,7 +4,9 @@
 # and simulates to the makespan it reports, a tight budget gives the hand-derived serial
 # order or "infeasible", a short --time-limit stops with a gap, and on random small cases
 # its bound <= its optimum <= the makespan of every stdlib template that fits, and on
-# uniform costs it finds 1F1B's makespan from GPipe's ops.
+# uniform costs it finds 1F1B's makespan from GPipe's ops. With swaps (SO/SI) and
+# model-state offload (OG/LW): hand-derived optima and the swap pass's plans; what it
+# does not model (RO, a shared host link) is refused with a located error.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
@@ -109,20 +111,140 @@ esac
 "$PIPEC" tune --exact "$tmp/big.pipe" --time-limit 1 >"$tmp/big.txt" 2>&1
 check "big: the text names the status" grep -qE "^exact search: (feasible|timeout)" "$tmp/big.txt"
 
-# Bad options and unmodelled ops.
+# Bad options.
 "$PIPEC" tune --exact "$tmp/zb46.pipe" --time-limit 0 >/dev/null 2>&1
 check "--time-limit 0: usage error" test $? = 2
-cat >"$tmp/swap.pipe" <<'EOF'
-pipeline swap {
+# Ops the program does not model: an overlapped recompute (its time depends on the op
+# listed after it), and host transfers on a link two ranks share (processor sharing).
+cat >"$tmp/ro.pipe" <<'EOF'
+pipeline ro {
   stages 1
-  microbatches 1
+  microbatches 2
   chunks 1
-  stage 0 { F0 SO0 SI0 B0 }
+  costs { f 1ms b 2ms r 1ms act 1GiB ckpt 256MiB }
+  stage 0 { F0 F1 RO0 B1 B0 }
 }
 EOF
-"$PIPEC" tune --exact "$tmp/swap.pipe" >/dev/null 2>"$tmp/swap.err"
-check "SO: exit 1" test $? = 1
-check "SO: located limit error" grep -q "swap.pipe:5:16: error\[limit\]: tune --exact models F, B, W and R only" "$tmp/swap.err"
+"$PIPEC" tune --exact "$tmp/ro.pipe" >/dev/null 2>"$tmp/ro.err"
+check "RO: exit 1" test $? = 1
+check "RO: located limit error" grep -q "ro.pipe:6:19: error\[limit\]: tune --exact does not model RO0" "$tmp/ro.err"
+cat >"$tmp/link.pipe" <<'EOF'
+pipeline link {
+  stages 2
+  microbatches 1
+  chunks 1
+  costs { f 1ms b 2ms act 1GiB host_bw 100GB/s swap_fraction 1
+          host_link_ranks 2 }
+  stage 0 { F0 SO0 SI0 B0 }
+  stage 1 { F0 B0 }
+}
+EOF
+"$PIPEC" tune --exact "$tmp/link.pipe" >/dev/null 2>"$tmp/link.err"
+check "shared link: exit 1" test $? = 1
+check "shared link: located limit error naming the setting" \
+    grep -q "link.pipe:5:3: error\[limit\]: tune --exact cannot model host_link_ranks 2" "$tmp/link.err"
+sed -i 's/host_link_ranks 2/host_link_ranks 1/' "$tmp/link.pipe"
+"$PIPEC" tune --exact "$tmp/link.pipe" >/dev/null 2>&1
+check "own link: solved" test $? = 0
+
+# Swapping (docs/tune.md "Exact search": SO on the device-to-host stream frees at its
+# end, SI on the host-to-device stream allocates at its start, an allocation waits for
+# the frees listed before it).
+# swapfile NAME STAGES MBS MEMORY COSTS STAGE_LIST: every stage lists STAGE_LIST.
+swapfile() {
+    {
+        echo "pipeline $1 {"
+        echo "  stages $2"
+        echo "  microbatches $3"
+        echo "  chunks 1"
+        [ -n "$4" ] && echo "  memory $4"
+        echo "  costs { f 1ms b 2ms act 1GiB weights 4GiB p2p 0.1ms swap_fraction 1 $5 }"
+        [ "$2" -gt 1 ] && echo "  costs stage 1 { f 1.5ms b 2.5ms }"
+        for ((s = 0; s < $2; s++)); do echo "  stage $s { $6 }"; done
+        echo "}"
+    } >"$tmp/$1.pipe"
+}
+# One stage, a budget of weights + one act: each micro-batch's bytes are on the device
+# from F's start to SO's end and from SI's start to B's end, and no two such spans
+# overlap, so the optimum is M (f + b + 2 x 1 GiB / host_bw) = 3 (3 + 2 x 1.953125) ms
+# = 20.71875 ms, from a listed order that is over budget.
+swapfile one 1 3 5GiB "host_bw 512GiB/s" "F0 F1 F2 SO0 SO1 SO2 SI0 SI1 SI2 B0 B1 B2"
+exact one
+check "one stage, one act: optimal" test "$st" = optimal
+expect "one stage, one act: M (f + b + 2 d)" "abs($ms - 20.71875) < 1e-9"
+same_order one
+# Instantaneous swaps (host_bw unlimited) make a budget of weights + one act free: the
+# optimum is that of the same ops without SO/SI and without a budget.
+swapfile inst 3 4 5GiB "" "F0 SO0 F1 SO1 F2 SO2 F3 SO3 SI0 B0 SI1 B1 SI2 B2 SI3 B3"
+sed -e 's/ SO[0-9]//g; s/ SI[0-9]//g; /memory/d' "$tmp/inst.pipe" >"$tmp/instn.pipe"
+exact instn
+free_ms=$ms
+exact inst
+check "instant swaps: optimal" test "$st" = optimal
+expect "instant swaps: = the optimum with no budget" "abs($ms - $free_ms) < 1e-9"
+expect "instant swaps: below the listed order" "$ms < $(makespan "$tmp/inst.pipe")"
+same_order inst
+# 2 ms swaps and a budget of weights + two acts: optimal, no slower than the listed
+# order, no faster than the same ops with no budget.
+swapfile sw24 2 4 6GiB "host_bw 512GiB/s" "F0 SO0 F1 SO1 F2 SO2 F3 SO3 SI0 B0 SI1 B1 SI2 B2 SI3 B3"
+sed -e 's/ SO[0-9]//g; s/ SI[0-9]//g; /memory/d' "$tmp/sw24.pipe" >"$tmp/sw24n.pipe"
+exact sw24n
+free_ms=$ms
+exact sw24
+check "2x4 swapping: optimal" test "$st" = optimal
+expect "2x4 swapping: between the no-budget optimum and the listed order" \
+    "$free_ms <= $ms + 1e-9 and $ms <= $(makespan "$tmp/sw24.pipe") + 1e-9"
+same_order sw24
+# The swap pass's plan (with its dep lines gating each SI): an order within the limit
+# that simulates to what is reported.
+cat >"$tmp/swp.pipe" <<'EOF'
+import "std/schedules.pipe"
+pipeline swp {
+  stages 2
+  microbatches 3
+  chunks 1
+  memory 6GiB
+  costs { f 1ms b 2ms act 1GiB weights 4GiB p2p 0.1ms host_bw 500GiB/s }
+  schedule onef1b
+  apply swap(lambda=1, beta=1, stages=0..=0)
+}
+EOF
+exact swp --time-limit 20
+case "$st" in
+    optimal | feasible)
+        same_order swp
+        sim_lb=$("$PIPEC" sim --json "$tmp/swp.pipe" 2>/dev/null | field lower_bound_ms)
+        expect "swap pass: sim's bound <= the order's makespan" "$sim_lb <= $ms + 1e-9"
+        expect "swap pass: the search's bound <= its makespan" "$lb <= $ms + 1e-9"
+        if "$PIPEC" check "$tmp/swp.pipe" >/dev/null 2>&1; then
+            expect "swap pass: no slower than the plan" "$ms <= $(makespan "$tmp/swp.pipe") + 1e-9"
+        fi ;;
+    *) bad "swap pass: an order" "$st $(cat "$tmp/swp.err")" ;;
+esac
+check "swap pass: the plan has SO" grep -q "SO0" "$tmp/swp.out.pipe"
+
+# Model-state offload: LW (host-to-device, allocates grads + wload at its start; every F
+# of its chunk waits for it) and OG (device-to-host, after every B and W of its chunk;
+# its copy, then opt_host). At weights + 2 GiB of states + one act, stage 1 runs one
+# micro-batch at a time (after B, W's wact would not leave room for the next F), so the
+# optimum is LW + M (f + b) + OG = 1.953125 + 9 + 1.953125 + 1 = 13.90625 ms, from a
+# listed order that is over budget.
+cat >"$tmp/og.pipe" <<'EOF'
+pipeline og {
+  stages 2
+  microbatches 3
+  chunks 1
+  memory 7GiB
+  costs { f 1ms b 2ms w 1ms act 1GiB wact 512MiB weights 4GiB p2p 0.1ms host_bw 512GiB/s }
+  costs vstage 1 { grads 1GiB wload 1GiB opt_host 1ms }
+  stage 0 { F0 F1 F2 B0 W0 B1 W1 B2 W2 }
+  stage 1 { LW0 F0 F1 F2 B0 W0 B1 W1 B2 W2 OG0 }
+}
+EOF
+exact og
+check "offload: optimal" test "$st" = optimal
+expect "offload: LW + M (f + b) + OG" "abs($ms - 13.90625) < 1e-9"
+same_order og
 
 # 1F1B is optimal on uniform costs when its P in-flight micro-batches fit: from GPipe's
 # ops (F and B only) under a budget of weights + P acts, which GPipe's own order

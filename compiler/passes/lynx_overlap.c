@@ -78,6 +78,48 @@ static double host_left(const StageOps *st, uint32_t j, const OpCosts *cost)
     return budget;
 }
 
+/* Rank s's walk (docs/spec.md "Memory") as levels, to test moves of one R without
+ * walking the rank again: base[k] the bytes in use at op k's start, lev[k] after its
+ * allocation (-INFINITY when it allocates nothing), pre[k] the largest lev before k,
+ * suf[k] the largest from k on. Arrays of n + 1. */
+typedef struct Levels {
+    double *base, *lev, *pre, *suf, *alloc, *freed;
+} Levels;
+
+static void levels_walk(const Pipeline *p, int32_t s, Levels *L)
+{
+    uint32_t n = p->stages[s].n;
+    mem_walk_ops(p, NULL, s, L->alloc, L->freed);
+    double cur = ir_cost(p, s, 0, COST_WEIGHTS);
+    for (uint32_t k = 0; k < n; k++) {
+        L->base[k] = cur;
+        cur += L->alloc[k];
+        L->lev[k] = L->alloc[k] > 0 ? cur : -INFINITY;
+        cur -= L->freed[k];
+    }
+    L->pre[0] = -INFINITY;
+    for (uint32_t k = 0; k < n; k++)
+        L->pre[k + 1] = fmax(L->pre[k], L->lev[k]);
+    L->suf[n] = -INFINITY;
+    for (uint32_t k = n; k-- > 0;)
+        L->suf[k] = fmax(L->suf[k + 1], L->lev[k]);
+}
+
+/* Whether moving the R at position i to position j < i surely breaks the budget, from
+ * the levels of the list before the move: it allocates the same bytes earlier (an R's
+ * amount does not depend on what its (v,m) holds, and no op of its (v,m) lies between
+ * j and i), so the walk from j to i - 1 is higher by them and the rest is unchanged.
+ * Sizes are whole bytes, so these sums are exact; near the budget the caller walks
+ * anyway. */
+static bool move_over(const Pipeline *p, const Levels *L, uint32_t j, uint32_t i)
+{
+    double a = L->alloc[i];
+    double peak = fmax(fmax(L->pre[j], L->suf[i + 1]), L->base[j] + a);
+    for (uint32_t k = j; k < i; k++)
+        peak = fmax(peak, L->lev[k] + a);
+    return peak > p->memory * (1 + 1e-12) + 1;
+}
+
 /* Moves each R of rank s into the nearest host before it that has all-reduce time
  * left and keeps the rank within the budget (see the top of the file). */
 static void place_overlaps(Pipeline *p, int32_t s)
@@ -86,6 +128,11 @@ static void place_overlaps(Pipeline *p, int32_t s)
     OpCosts *cost = xmalloc((size_t)p->V * sizeof *cost);
     for (int32_t c = 0; c < p->V; c++)
         opsem_costs(p, s, c, &cost[c]);
+    size_t n1 = (size_t)st->n + 1;
+    Levels L = {xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double)),
+                xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double)),
+                xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double))};
+    bool fresh = false;
     for (uint32_t i = 0; i < st->n; i++) {
         Op r = st->ops[i];
         if (r.kind != OP_R)
@@ -100,10 +147,24 @@ static void place_overlaps(Pipeline *p, int32_t s)
             tried++;
             if (!(host_left(st, j, cost) > 0))
                 continue;
+            if (p->has_memory) {
+                if (!fresh)
+                    levels_walk(p, s, &L);
+                fresh = true;
+                if (move_over(p, &L, j, i))
+                    continue;
+            }
             memmove(&st->ops[j + 1], &st->ops[j], (size_t)(i - j) * sizeof *st->ops);
             st->ops[j] = r;
             st->ops[j].kind = OP_RO;
-            if (rank_fits(p, s)) {
+            /* the walk of the moved list: rank_fits, keeping the levels */
+            bool fits = true;
+            if (p->has_memory) {
+                levels_walk(p, s, &L);
+                fits = fmax(ir_cost(p, s, 0, COST_WEIGHTS), L.suf[0]) <= p->memory;
+                fresh = fits;
+            }
+            if (fits) {
                 recompute_unbind(p, s, &r); /* decoupled: hosted before its gradient */
                 break;
             }
@@ -111,6 +172,7 @@ static void place_overlaps(Pipeline *p, int32_t s)
             st->ops[i] = r;
         }
     }
+    free(L.base), free(L.lev), free(L.pre), free(L.suf), free(L.alloc), free(L.freed);
     free(cost);
 }
 
@@ -162,7 +224,6 @@ int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
     /* roughly least recomputation first, so that ties keep more activations (Eq. 2) */
     static const RecomputePolicy order[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
                                             POLICY_MLP, POLICY_FULL};
-    double *busy = xmalloc((size_t)(p->P > 0 ? p->P : 1) * sizeof *busy);
     int err = 0;
     for (int32_t s = lo; s < hi && !err; s++) {
         if (deps_name_recompute(p, s))
@@ -183,11 +244,11 @@ int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
                 pipeline_free(q);
                 continue;
             }
-            sim_busy(q, busy);
-            if (busy[s] < tbest * (1 - 1e-12)) {
+            double busy = sim_busy_rank(q, s);
+            if (busy < tbest * (1 - 1e-12)) {
                 pipeline_free(best);
                 best = q;
-                tbest = busy[s];
+                tbest = busy;
             } else {
                 pipeline_free(q);
             }
@@ -195,7 +256,6 @@ int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
         if (best)
             lynx_adopt(p, best);
     }
-    free(busy);
     return err;
 }
 
