@@ -5,7 +5,9 @@
 #                   it says which it skipped and why
 #   make deps       install what is missing (apt-get; the package list is DEB_PACKAGES)
 #   make test       build and run every test (unit tests under ASan+UBSan, golden,
-#                   bad-input corpus, end-to-end); the last line reads "N passed, N failed"
+#                   bad-input corpus, end-to-end); the last line reads "N passed, N failed";
+#                   the long sweeps run a fixed sample
+#   make test-full  the same with the long sweeps whole (docs/performance.md)
 #   make demo       the main job on a shipped example
 #   make bench      benchmarks (not tests)
 #   make fuzz       libFuzzer on the front end (clang)
@@ -54,7 +56,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: all runtimes deps test demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
+.PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -153,10 +155,19 @@ build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
 build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runtime/tf_layout.h
 
 # --- targets ------------------------------------------------------------------------
+# `make test` runs a fixed sample of the long sweeps (the fault campaign, the schedule
+# grid's orders, the CUDA builds...); `make test-full` runs everything it runs with the
+# sweeps whole (TEST_FULL=1, which the suites read as PIPEC_TEST_FULL; docs/performance.md
+# names what each sweep samples).
+TEST_FULL ?= 0
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
 	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
-	@PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec tests/run.sh $(UNIT_BIN)
+	@PIPEC_TEST_FULL=$(TEST_FULL) PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec \
+	  tests/run.sh $(UNIT_BIN)
+
+test-full:
+	@$(MAKE) --no-print-directory TEST_FULL=1 test
 
 demo: deps all
 	@examples/demo.sh
@@ -224,8 +235,8 @@ test-tsan: deps all build/tsan/libpiperun.a
 
 # --- coverage (docs/reliability.md) ----------------------------------------------------
 # `make coverage`: pipec, its unit tests and libpiperun built with --coverage under
-# build/cov/, the whole test suite run against them, then lcov's line and branch
-# figures for compiler/ and runtime/ (build/cov/summary.txt, HTML in build/cov/html;
+# build/cov/, the whole test suite run against them (the long sweeps whole, as in
+# `make test-full`), then lcov's line and branch figures for compiler/ and runtime/ (build/cov/summary.txt, HTML in build/cov/html;
 # the figures of a run are recorded in docs/reliability.md).
 # Generated programs link build/cov/lib/libpiperun.a, a linker script naming the
 # instrumented runtime and libgcov, so the runtime's coverage counts too. README.md and
@@ -280,7 +291,7 @@ coverage: deps all
 	@for l in $(OPTIONAL_LIBS); do [ ! -f build/$$l ] || cp build/$$l build/cov/lib/; done
 	@ln -sfn $(CURDIR)/README.md build/cov/README.md && ln -sfn $(CURDIR)/docs build/cov/docs
 	@find build/cov -name '*.gcda' -delete
-	-@PIPEC_TEST_JOBS=1 PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
+	-@PIPEC_TEST_JOBS=1 PIPEC_TEST_FULL=1 PIPEC=$(CURDIR)/build/cov/bin/pipec PIPEC_ASAN=$(CURDIR)/build/cov/bin/pipec \
 	  PIPERUN_INC=$(CURDIR)/runtime PIPERUN_LIB=$(CURDIR)/build/cov/lib tests/run.sh $(COV_UNIT) \
 	  >build/cov/tests.log 2>&1; tail -n 1 build/cov/tests.log
 	@$(LCOV) --ignore-errors gcov --capture --directory build/cov --output-file build/cov/all.info

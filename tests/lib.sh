@@ -10,3 +10,14 @@ skip() { T_SKIP=$((T_SKIP + 1)); echo "SKIP: $1${2:+: $2}"; }
 # check NAME COND...: runs the command; ok when it succeeds
 check() { local n=$1; shift; if "$@"; then ok; else bad "$n"; fi; }
 finish() { echo "$T_PASS passed, $T_FAIL failed, $T_SKIP skipped"; [ "$T_FAIL" = 0 ]; }
+# The long sweeps: `make test-full` sets PIPEC_TEST_FULL=1 and the suites run them whole
+# (or at their larger sample); `make test` (PIPEC_TEST_FULL unset or 0) runs a fixed,
+# deterministic sample of each (docs/performance.md, "The test suite").
+test_full() { [ "${PIPEC_TEST_FULL:-0}" = 1 ]; }
+# sample_points N K: K (>= 2) of the values 1..N spread evenly, the first and the last
+# always among them, ascending; all N when N <= K.
+sample_points() {
+    awk -v n="$1" -v k="$2" 'BEGIN {
+        if (n <= k || k < 2) { for (i = 1; i <= n; i++) print i; exit }
+        for (i = 0; i < k; i++) { v = 1 + int(i * (n - 1) / (k - 1)); if (v != last) print v; last = v } }'
+}

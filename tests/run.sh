@@ -6,8 +6,10 @@
 #
 # Independent suites run concurrently, PIPEC_TEST_JOBS at a time (default: the number of
 # CPUs; 1 runs them one after another). Each suite's output is printed whole when it ends,
-# with its wall time. The suites that rebuild or install the tree itself (SERIAL below)
-# run alone, after the others. The slowest suites are listed at the end.
+# with its wall time, the slowest first (by their times in the last run). The suites that
+# rebuild or install the tree itself (SERIAL below) run alone, after the others. The
+# slowest suites are listed at the end. PIPEC_TEST_FULL=1 (make test-full) has the
+# suites run their long sweeps whole instead of a sample (tests/lib.sh test_full).
 # PIPEC_TEST_ONLY="t_sim.sh t_cli.sh" runs only the suites named (and the binaries given).
 set -u
 cd "$(dirname "$0")/.."
@@ -70,6 +72,19 @@ for suite in tests/t_*.sh; do
     names+=("$name"); cmds+=("bash $suite")
 done
 
+# Longest first: the suites' seconds in the last run (build/test-times, written at the
+# end) order them, slowest first, so that the long ones do not start last and leave one
+# CPU idle at the end; suites without a time (new ones, or no earlier run) go first.
+times_file=build/test-times
+if [ -s "$times_file" ]; then
+    declare -A prev=()
+    while read -r sec name; do prev[$name]=$sec; done <"$times_file"
+    order=$(for i in "${!names[@]}"; do echo "${prev[${names[$i]}]:-999999} $i"; done | sort -k1,1nr -k2,2n | cut -d' ' -f2)
+    n_=() c_=()
+    for i in $order; do n_+=("${names[$i]}"); c_+=("${cmds[$i]}"); done
+    names=("${n_[@]}") cmds=("${c_[@]}")
+fi
+
 # The concurrent part: at most $jobs suites at once, each reported when it ends.
 declare -A running=()
 next=0 n=${#names[@]}
@@ -99,6 +114,13 @@ for suite in "${serial[@]}"; do
 done
 
 echo "slowest suites (s):$(sort -rn "$dir/times" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//')"
+# this run's times for the next one's order (a run of some suites only updates theirs)
+if [ -d build ]; then
+    { [ -s "$times_file" ] && awk 'NR == FNR { seen[$2] = 1; next } !($2 in seen)' "$dir/times" "$times_file"
+      cat "$dir/times"; } >"$times_file.tmp" 2>/dev/null && mv "$times_file.tmp" "$times_file"
+fi
+if [ "${PIPEC_TEST_FULL:-0}" = 1 ]; then echo "the long sweeps ran whole (PIPEC_TEST_FULL=1)"
+else echo "the long sweeps ran a sample (make test-full runs them whole)"; fi
 [ -z "$failed_suites" ] || echo "failing suites:$failed_suites"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -180,37 +180,67 @@ cat >"$tmp/probe.js" <<'EOF'
     }
     out.ops = n; out.bad = bad; out.kinds = Object.keys(kinds);
   } catch (e) { out.errors.push(String(e)); }
-  const pre = document.createElement('pre');
-  pre.id = 'result';
+  const host = window.parent.document, pre = host.createElement('pre');
+  pre.className = 'result';
+  pre.dataset.name = '@NAME@';
   pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
+  host.body.appendChild(pre);
 })();
 </script>
 EOF
+# All the example pages open in one Chromium run: each page (catcher, page, probe) is
+# the srcdoc of an iframe of one host page; its probe appends its report, named after
+# the example, to the host page, whose DOM Chromium dumps once.
 : >"$tmp/kinds"
+: >"$tmp/names"
 for ex in examples/*.pipe; do
     name=$(basename "$ex" .pipe)
-    if ! "$PIPEC" sim "$ex" --html "$tmp/ex.html" --json >"$tmp/ex.json" 2>/dev/null; then
+    if ! "$PIPEC" sim "$ex" --html "$tmp/ex_$name.html" --json >"$tmp/ex_$name.json" 2>/dev/null; then
         bad "html $name" "sim --html failed"; continue
     fi
-    { sed -n '1,/<body>/p' "$tmp/ex.html"
+    { sed -n '1,/<body>/p' "$tmp/ex_$name.html"
       echo '<script>window.__errs=[];window.addEventListener("error",e=>window.__errs.push(e.message));</script>'
-      sed -n '/<body>/,$p' "$tmp/ex.html" | sed '1d;/^<\/body><\/html>$/d'
-      cat "$tmp/probe.js"; echo '</body></html>'; } >"$tmp/ex_probe.html"
-    run_chrome --dump-dom "file://$tmp/ex_probe.html" >"$tmp/ex.dom"
-    sed -n 's/.*<pre id="result">\(.*\)<\/pre>.*/\1/p' "$tmp/ex.dom" | python3 -c '
-import html, sys; print(html.unescape(sys.stdin.read()))' >"$tmp/ex.res"
-    if python3 - "$tmp/ex.res" "$tmp/ex.json" "$tmp/kinds" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-j = json.load(open(sys.argv[2]))
-assert not r["errors"], r["errors"]
-assert r["stages"] == j["stages"], (r["stages"], j["stages"])
-assert r["ops"] > 0 and r["bad"] == 0, r
-open(sys.argv[3], "a").write(" ".join(r["kinds"]) + "\n")
-EOF
-    then ok; else bad "html $name" "$(head -c 300 "$tmp/ex.res")"; fi
+      sed -n '/<body>/,$p' "$tmp/ex_$name.html" | sed '1d;/^<\/body><\/html>$/d'
+      sed "s/@NAME@/$name/" "$tmp/probe.js"; echo '</body></html>'; } >"$tmp/ex_${name}_probe.html"
+    echo "$name" >>"$tmp/names"
 done
+python3 - "$tmp" <<'EOF' >"$tmp/host.html"
+import html, sys
+d = sys.argv[1]
+print('<!DOCTYPE html><html><body>')
+for name in open(d + '/names').read().split():
+    page = open('%s/ex_%s_probe.html' % (d, name)).read()
+    print('<iframe width="1200" height="800" srcdoc="%s"></iframe>' % html.escape(page, quote=True))
+print('</body></html>')
+EOF
+run_chrome --dump-dom "file://$tmp/host.html" >"$tmp/host.dom"
+# Every report checked by one Python: a line "NAME ok" or "NAME WHY" per example.
+python3 - "$tmp" <<'EOF' >"$tmp/verdicts"
+import html, json, re, sys
+d = sys.argv[1]
+dom = open(d + '/host.dom').read()
+got = {m.group(1): html.unescape(m.group(2))
+       for m in re.finditer(r'<pre class="result" data-name="([^"]*)">([^<]*)</pre>', dom)}
+kinds = open(d + '/kinds', 'a')
+for name in open(d + '/names').read().split():
+    try:
+        assert name in got, "no report from the page"
+        r = json.loads(got[name])
+        j = json.load(open('%s/ex_%s.json' % (d, name)))
+        assert not r["errors"], r["errors"]
+        assert r["stages"] == j["stages"], (r["stages"], j["stages"])
+        assert r["ops"] > 0 and r["bad"] == 0, r
+        kinds.write(" ".join(r["kinds"]) + "\n")
+        print(name, "ok")
+    except Exception as e:
+        print(name, repr(e)[:300].replace("\n", " "))
+EOF
+n=0
+while read -r name why; do
+    n=$((n + 1))
+    if [ "$why" = ok ]; then ok; else bad "html $name" "$why"; fi
+done <"$tmp/verdicts"
+check "html: a verdict for every example page" test "$n" = "$(wc -l <"$tmp/names")"
 check "html: the examples show every op kind" python3 - "$tmp/kinds" <<'EOF'
 import sys
 seen = set(open(sys.argv[1]).read().split())

@@ -88,27 +88,35 @@ fi
 # `require` (written out here, one per template) at line 7, column 12 of the pipeline
 # (mkpipe's `  schedule NAME`), then the note at the line of that `require` in
 # std/schedules.pipe, column 3.
-why() { # NAME P M V: the message of the require that fails first at that point
+why() { # NAME P M V: sets msg to the message of the require that fails first at that point
     case $1 in
-    gpipe) echo "gpipe is defined for chunks 1 only" ;;
-    onef1b) echo "onef1b is defined for chunks 1 only; use interleaved for more chunks" ;;
-    interleaved) echo "interleaved needs microbatches to be a multiple of stages" ;;
-    zbh1) echo "zbh1 is defined for chunks 1 only" ;;
-    eager1f1b) echo "eager1f1b is defined for chunks 1 only" ;;
-    zbh2) echo "zbh2 is defined for chunks 1 only" ;;
-    zbv | vhalf | vmin) echo "$1 is defined for chunks 2 vshape only" ;;
+    gpipe) msg="gpipe is defined for chunks 1 only" ;;
+    onef1b) msg="onef1b is defined for chunks 1 only; use interleaved for more chunks" ;;
+    interleaved) msg="interleaved needs microbatches to be a multiple of stages" ;;
+    zbh1) msg="zbh1 is defined for chunks 1 only" ;;
+    eager1f1b) msg="eager1f1b is defined for chunks 1 only" ;;
+    zbh2) msg="zbh2 is defined for chunks 1 only" ;;
+    zbv | vhalf | vmin) msg="$1 is defined for chunks 2 vshape only" ;;
     dualpipev)
-        if [ "$4" != 2 ]; then echo "dualpipev is defined for chunks 2 vshape only"
-        else echo "dualpipev needs at least twice as many microbatches as stages"; fi ;;
-    interleaved_zb) echo "interleaved_zb needs microbatches to be a multiple of the number of rounds, max(1, the quotient of microbatches by stages)" ;;
+        if [ "$4" != 2 ]; then msg="dualpipev is defined for chunks 2 vshape only"
+        else msg="dualpipev needs at least twice as many microbatches as stages"; fi ;;
+    interleaved_zb) msg="interleaved_zb needs microbatches to be a multiple of the number of rounds, max(1, the quotient of microbatches by stages)" ;;
+    *) msg="" ;;
     esac
 }
+# The line of each require in std/schedules.pipe, by its message (read once).
+declare -A req_line=()
+n=0
+while IFS= read -r l; do
+    n=$((n + 1))
+    case $l in *require*\"*\"*) m=${l#*\"}; req_line[${m%\"*}]=$n ;; esac
+done <stdlib/schedules.pipe
 : >"$tmp/want.txt"
 for f in "$tmp"/undef/*.pipe; do
-    b=$(basename "$f" .pipe)
-    s=$(echo "$b" | sed 's/_[0-9]*_[0-9]*_[0-9]*$//'); IFS=_ read -r P M V <<<"${b#"$s"_}"
-    msg=$(why "$s" "$P" "$M" "$V")
-    line=$(grep -nF "require" stdlib/schedules.pipe | grep -F "\"$msg\"" | cut -d: -f1)
+    b=${f##*/}; b=${b%.pipe}
+    s=${b%_*_*_*}; IFS=_ read -r P M V <<<"${b#"$s"_}"
+    why "$s" "$P" "$M" "$V"
+    line=${req_line[$msg]:-}
     if [ -z "$line" ]; then bad "require for $s" "no require with \"$msg\" in stdlib/schedules.pipe"; continue; fi
     printf '%s\t%s\n' "$b.pipe:7:12: error[value]: $msg" \
         "std/schedules.pipe:$line:3: note: expanded from template '$s' (stages $P, microbatches $M, chunks $V)" >>"$tmp/want.txt"
@@ -135,8 +143,8 @@ fi
 # ZB1P, sched_ref's zb1p) where M is a multiple of P (sched_ref's rounds are P long).
 ndiff=0 ncmp=0 nref=0
 for f in "$tmp"/def/*.pipe; do
-    b=$(basename "$f" .pipe)
-    s=$(echo "$b" | sed 's/_[0-9]*_[0-9]*_[0-9]*$//'); IFS=_ read -r P M V <<<"${b#"$s"_}"
+    b=${f##*/}; b=${b%.pipe}
+    s=${b%_*_*_*}; IFS=_ read -r P M V <<<"${b#"$s"_}"
     ref=$s
     case $s in
     gpipe | onef1b | interleaved | zbh1 | eager1f1b) ;;

@@ -90,8 +90,12 @@ cp "$T/cc" "$T/bin/nvcc"
 outputs_ok() {
     local name=$1 rc=$2 ref=$T/ref_$name
     # a folder of old files that pipec said it could not remove: no longer an output
-    local left
-    left=$(sed -n 's/^pipec: warning: cannot remove the old files in //p' "$T/err")
+    local left="" line
+    while IFS= read -r line; do
+        case $line in "pipec: warning: cannot remove the old files in "*)
+            left=${line#"pipec: warning: cannot remove the old files in "} ;;
+        esac
+    done <"$T/err"
     if [ -n "$left" ]; then
         case $left in
         "$T"/w/*.tmp?????? | "$T"/w/*.old??????) rm -rf "$left" ;;
@@ -110,6 +114,12 @@ outputs_ok() {
     if [ "$rc" = 0 ] && ! cmp -s "$T/out" "$ref/out"; then
         echo "exit 0 with a different stdout"
         return 1
+    fi
+    # The common outcomes, the outputs all old (a reported error) or all new, pass every
+    # check below: settle them with one or two diffs.
+    if { [ "$rc" != 0 ] && diff -rq "$T/w" "$ref/w0" >/dev/null 2>&1; } ||
+       diff -rq "$T/w" "$ref/w" >/dev/null 2>&1; then
+        return 0
     fi
     local f
     for f in $(cd "$ref/w" && find . -type f); do
@@ -184,18 +194,19 @@ for name in check sim emit emit_noexchange emit_new emit_cuda print opt sim_html
         continue
     fi
     cp -r "$T/w" "$T/ref_$name/w"
+    envs=$(env_of $name) cmd=$(command_of $name)
     for fn in $funcs; do
         n=$(awk -v f="$fn" '$1 == f { print $2 }' "$T/count")
         [ "${n:-0}" -gt 0 ] || continue
         if [ "$sample" -gt 0 ] && [ "$n" -gt "$sample" ]; then
-            points=$(awk -v n="$n" -v k="$sample" 'BEGIN { for (i = 0; i < k; i++) print 1 + int(i * (n - 1) / (k - 1)) }' | sort -nu)
+            points=$(sample_points "$n" "$sample")
         else
             points=$(seq 1 "$n")
         fi
         for k in $points; do
             setup $name
             # shellcheck disable=SC2046
-            env $(env_of $name) FAULT_FUNC=$fn FAULT_N=$k LD_PRELOAD=$shim timeout 20 "$P" $(command_of $name) >"$T/out" 2>"$T/err"
+            env $envs FAULT_FUNC=$fn FAULT_N=$k LD_PRELOAD=$shim timeout 20 "$P" $cmd >"$T/out" 2>"$T/err"
             rc=$?
             runs=$((runs + 1))
             injected=$((injected + 1))

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# t_testsuite.sh - the test suite's own switches (docs/performance.md "The test suite"):
+#   - `make test` runs the suites with PIPEC_TEST_FULL=0, `make test-full` with 1 (read
+#     from the commands `make -n` prints);
+#   - test_full (tests/lib.sh) is true only for PIPEC_TEST_FULL=1: unset, empty and 0
+#     select the sample;
+#   - sample_points picks the values written out here by hand: the first and the last
+#     always, K spread evenly (1 + floor(i (N - 1) / (K - 1))), all of them when N <= K;
+#   - the sampled suites take their size from test_full: the default path (no
+#     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+
+# --- the Makefile ----------------------------------------------------------------------
+# `make -n` prints the recipes; a recursive $(MAKE) line still runs, with -n itself.
+# Continued lines joined.
+recipe() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u TEST_FULL make -n "$1" 2>/dev/null |
+    sed -e ':a' -e '/\\$/N; s/\\\n//; ta' | grep 'tests/run.sh'; }
+n_test=$(recipe test)
+n_full=$(recipe test-full)
+case $n_test in *"PIPEC_TEST_FULL=0 "*) ok ;; *) bad "make test runs tests/run.sh with PIPEC_TEST_FULL=0" "$n_test" ;; esac
+case $n_full in *"PIPEC_TEST_FULL=1 "*) ok ;; *) bad "make test-full runs tests/run.sh with PIPEC_TEST_FULL=1" "$n_full" ;; esac
+check ".ci/run runs make test" grep -qx 'make test' .ci/run
+
+# --- test_full -------------------------------------------------------------------------
+check "test_full: unset is the sample" bash -c 'unset PIPEC_TEST_FULL; . tests/lib.sh; ! test_full'
+check "test_full: empty is the sample" bash -c 'PIPEC_TEST_FULL= ; . tests/lib.sh; ! test_full'
+check "test_full: 0 is the sample" env PIPEC_TEST_FULL=0 bash -c '. tests/lib.sh; ! test_full'
+check "test_full: 1 is the whole sweep" env PIPEC_TEST_FULL=1 bash -c '. tests/lib.sh; test_full'
+
+# --- sample_points ---------------------------------------------------------------------
+sp() { sample_points "$1" "$2" | tr '\n' ' '; }
+check "sample_points 100 4: 1 34 67 100" test "$(sp 100 4)" = "1 34 67 100 "
+check "sample_points 10 3: 1 5 10" test "$(sp 10 3)" = "1 5 10 "
+check "sample_points 3 8: all three" test "$(sp 3 8)" = "1 2 3 "
+check "sample_points 6 6: all six" test "$(sp 6 6)" = "1 2 3 4 5 6 "
+check "sample_points 7 6: 1 2 3 4 5 7" test "$(sp 7 6)" = "1 2 3 4 5 7 "
+check "sample_points 1 6: 1" test "$(sp 1 6)" = "1 "
+# 527 calls (check's malloc count in the fault campaign) at 30: steps of 526/29 = 18.14
+check "sample_points 527 30: 30 values, 1 19 37 ... 508 527" \
+    test "$(sp 527 30 | wc -w) $(sp 527 30 | cut -d' ' -f1-3) $(sp 527 30 | cut -d' ' -f29-30)" = "30 1 19 37 508 527"
+
+# --- the sampled suites follow test_full -------------------------------------------------
+# t_fault.sh: the fault campaign's --sample (its run.sh replaced by a stand-in that
+# prints its arguments).
+fault_k() { # prints the --sample t_fault.sh passes under the environment given
+    local tmp
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/tests/fault" "$tmp/build/fault"
+    cp tests/t_fault.sh tests/lib.sh "$tmp/tests/"
+    : >"$tmp/build/fault/faultinject.so"
+    printf '#!/usr/bin/env bash\necho "$@"\n' >"$tmp/tests/fault/run.sh"
+    env "$@" bash "$tmp/tests/t_fault.sh"
+    rm -rf "$tmp"
+}
+check "t_fault: the default path samples 6 values of N" test "$(fault_k -u PIPEC_TEST_FULL)" = "--sample 6 build/fault/faultinject.so"
+check "t_fault: PIPEC_TEST_FULL=1 samples 30" test "$(fault_k PIPEC_TEST_FULL=1)" = "--sample 30 build/fault/faultinject.so"
+finish
