@@ -48,7 +48,7 @@
     X(ZERO, "zero")               /* a = expr */ \
     X(GRAD_DTYPE, "grad_dtype")   /* name */ \
     X(SCHEDULE, "schedule")       /* name */ \
-    X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT */ \
+    X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT, body = its arguments */ \
     X(APPLY, "apply")             /* one pass call: name, body = FIELDs */ \
     /* values in model/device/costs blocks and pass arguments */ \
     X(FIELD, "field")             /* name = key, a = value */ \
