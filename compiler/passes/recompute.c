@@ -264,7 +264,8 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
         char hint[96];
         diag_error(d, pass_arg_loc(call, "policy"), DIAG_VALUE,
                    "unknown recomputation policy '%s'%s (none, full, selective, cmb, mlp, block, "
-                   "keep)", pname,
+                   "keep)",
+                   pname,
                    diag_suggest(hint, sizeof hint, pname, policy_name, POLICY_N));
         return 1;
     }
