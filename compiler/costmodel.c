@@ -341,6 +341,7 @@ typedef struct UnitParts {
      * rebuilt by one operator (the attention core), charged once. */
     double kbytes[KEEP_N], kflops[KEEP_N], ktraffic[KEEP_N];
     double keep_base; /* bytes kept whatever the set: the layer input (attention unit) */
+    double work;      /* transient working memory while an F, B or R of it runs, bytes */
 } UnitParts;
 
 /* The parts of one unit; docs/cost-model.md "Activation bytes per unit" and "FLOPs". */
@@ -367,6 +368,7 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
          * loss keeps (4 bytes), vocabulary-parallel over t. */
         double norm = m->arch == ARCH_LLAMA ? (4 + e) * hr : 2 * e * hr;
         o->act = T * (norm + (e + 4) * Vv / t);
+        o->work = T * 4 * Vv / t; /* the loss's fp32 softmax (and its gradient) of the logits */
         o->lin = 2 * T * h * Vv / t;
         o->wio = e * T * (h + Vv) / t;
         o->params = (Vv * h + (m->arch == ARCH_LLAMA ? h : 2 * h)) / t;
@@ -399,6 +401,9 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
         o->kflops[KEEP_ATTN_OUT] = o->core;
         o->kbytes[KEEP_ATTN_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
         o->ktraffic[KEEP_ATTN_MASK] = o->kbytes[KEEP_ATTN_MASK];
+        /* working memory: the Q, K, V gradients the backward produces together, and
+         * without flash attention the a*s*s scores before the softmax */
+        o->work = T * e * (h + 2 * kv) / t + (m->attention == ATTN_EAGER ? T * e * a * s / t : 0);
         if (m->arch == ARCH_LLAMA) {
             /* RMSNorm: fp32 upcast of its input + normalized output (= QKV input);
              * Q, K, V; attention output (= output-projection input). */
@@ -438,6 +443,9 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
         o->ktraffic[KEEP_MLP_MASK] = o->kbytes[KEEP_MLP_MASK];
         if (m->arch == ARCH_MLP)
             o->keep_base = T * e * hr; /* counted on the (empty) attention unit */
+        /* working memory: the gradient of the f-wide intermediate (llama: of the gate
+         * and the up projection) */
+        o->work = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
         if (m->arch == ARCH_LLAMA) {
             /* RMSNorm (4+e)h; SwiGLU: gate output (SiLU input), SiLU output, up output,
              * product (down input): 4 tensors of f. */
@@ -543,6 +551,7 @@ static void unit_cost(const CostModel *cm, CmUnit u, bool first, RecomputePolicy
     out->act = q.act;
     out->wact = fmin(q.act, q.wio);
     out->params = q.params;
+    out->work = q.work;
     out->ckpt = q.act;
     if (!q.transformer)
         return; /* embedding and head are never recomputed */
@@ -625,6 +634,8 @@ static void cost_add(CmCost *acc, const CmCost *c, double k)
     acc->ckpt += k * c->ckpt;
     acc->wact += k * c->wact;
     acc->params += k * c->params;
+    if (k > 0)
+        acc->work = fmax(acc->work, c->work); /* one op runs at a time: the largest */
 }
 
 /* cm_slice with the policy's argument. block(n): the first n layers (2n half-units) of
@@ -955,7 +966,7 @@ static int derive(Diag *d, Pipeline *p)
         costmodel_get(p, &cm);
     }
     static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
-                                        COST_ACT, COST_CKPT, COST_WACT,
+                                        COST_ACT, COST_CKPT, COST_WACT, COST_WORK,
                                         COST_FCOMM, COST_BCOMM, COST_RCOMM};
     double *params = xcalloc((size_t)p->P, sizeof *params);
     double *gather = xcalloc((size_t)p->P, sizeof *gather); /* largest gather unit */
@@ -978,12 +989,12 @@ static int derive(Diag *d, Pipeline *p)
             gather[s] = fmax(gather[s], ue.params);
         if (v == nv - 1)
             gather[s] = fmax(gather[s], uh.params);
-        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
+        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.work, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
             CostField f = vfields[i];
             if (cost_field_unit[f] == UNIT_TIME && !cm.has_device)
                 continue;
-            if (i >= 7 && cm.tp <= 1)
+            if (i >= 8 && cm.tp <= 1)
                 continue; /* no tensor parallelism: no all-reduce fields */
             if (user_set(p, s, v, f))
                 continue;

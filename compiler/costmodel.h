@@ -24,7 +24,7 @@
 
 /* Derives costs from Pipeline.model + device + partition + tensor_parallel + the
  * per-rank recompute policy (Pipeline.stage_policy). Fills, for every virtual stage,
- * the vstage CostBlock fields f b w r act ckpt wact, and for every rank the stage
+ * the vstage CostBlock fields f b w r act ckpt wact work, and for every rank the stage
  * CostBlock fields weights p2p host_bw — but only fields that the user did not set in
  * any explicit block that applies (a user's `costs`, `costs stage`, `costs vstage` value
  * always wins). Sets the memory budget from the device when `memory` is absent.
@@ -117,6 +117,9 @@ typedef struct CmCost {
     double f, b, w, r;      /* ms, all-reduces included */
     double fcomm, bcomm, rcomm; /* ms of f, b, r spent in tensor-parallel all-reduces */
     double act, ckpt, wact; /* bytes */
+    double work;            /* bytes of transient working memory while an F, B or R runs:
+                             * the largest of the units' (docs/cost-model.md "Working
+                             * memory"), not a sum */
     double params;          /* parameters */
 } CmCost;
 

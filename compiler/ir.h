@@ -141,7 +141,10 @@ typedef struct Dep {
  * Fig. 1 phases 1-4; docs/cost-model.md "Tensor-parallel communication"), default 0.
  * host_link_ranks is the one PIPELINE field: N consecutive ranks share one host link,
  * and the SO/SI/OG/LW transfers in flight on it share its bandwidth (docs/simulator.md
- * "Shared host links"); a positive integer, default 1 (every rank its own link). */
+ * "Shared host links"); a positive integer, default 1 (every rank its own link). `work`
+ * is the transient working memory an F, B or R of the virtual stage holds while it runs
+ * (docs/spec.md "Memory"; derived by the cost model, docs/cost-model.md "Working
+ * memory"), default 0. */
 typedef enum UnitClass { UNIT_NONE, UNIT_TIME, UNIT_SIZE, UNIT_BW, UNIT_FRACTION } UnitClass;
 typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
 
@@ -163,7 +166,8 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
     X(FCOMM, "fcomm", UNIT_TIME, SCOPE_VSTAGE) \
     X(BCOMM, "bcomm", UNIT_TIME, SCOPE_VSTAGE) \
     X(RCOMM, "rcomm", UNIT_TIME, SCOPE_VSTAGE) \
-    X(HOST_LINK_RANKS, "host_link_ranks", UNIT_NONE, SCOPE_PIPELINE)
+    X(HOST_LINK_RANKS, "host_link_ranks", UNIT_NONE, SCOPE_PIPELINE) \
+    X(WORK, "work", UNIT_SIZE, SCOPE_VSTAGE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,
