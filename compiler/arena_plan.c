@@ -1168,6 +1168,24 @@ static void fmt_bytes(char *buf, size_t n, double b)
         snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
 }
 
+double arena_workspace(const Pipeline *p, int32_t s)
+{
+    double most = 0;
+    for (int32_t c = 0; c < p->V; c++) {
+        OpCosts cc;
+        opsem_costs(p, s, c, &cc);
+        bool used[OP_NKINDS] = {0};
+        const StageOps *so = &p->stages[s];
+        for (uint32_t i = 0; i < so->n; i++)
+            if (so->ops[i].chunk == (uint32_t)c && so->ops[i].kind < OP_NKINDS)
+                used[so->ops[i].kind] = true;
+        for (int k = 0; k < OP_NKINDS; k++)
+            if (used[k])
+                most = fmax(most, opsem_work((OpKind)k, &cc));
+    }
+    return most;
+}
+
 void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what)
 {
     ArenaPlan *a = arena_plan(p, sz, sz ? 1 : 0);
@@ -1188,12 +1206,12 @@ void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const
             "frag", "weights", "total", "budget");
     for (int32_t s = 0; s < p->P; s++) {
         const ArenaRank *r = &a->rank[s];
-        double w = ir_cost(p, s, 0, COST_WEIGHTS);
+        double w = ir_cost(p, s, 0, COST_WEIGHTS), ws = arena_workspace(p, s);
         char b1[32], b2[32], b3[32], b4[32], b5[32];
         fmt_bytes(b1, sizeof b1, (double)r->size);
         fmt_bytes(b2, sizeof b2, (double)r->peak_live);
         fmt_bytes(b3, sizeof b3, w);
-        fmt_bytes(b4, sizeof b4, w + (double)r->size);
+        fmt_bytes(b4, sizeof b4, w + (double)r->size + ws);
         if (p->has_memory)
             fmt_bytes(b5, sizeof b5, p->memory);
         else
@@ -1352,10 +1370,16 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
     int nerr = 0;
     for (int32_t s = 0; s < p->P; s++) {
         const ArenaRank *r = &ranks[s];
-        double w = ir_cost(p, s, 0, COST_WEIGHTS);
-        double total = w + (double)r->size;
+        double w = ir_cost(p, s, 0, COST_WEIGHTS), ws = arena_workspace(p, s);
+        double total = w + (double)r->size + ws;
         if (total <= p->memory)
             continue;
+        char bws[48] = "";
+        if (ws > 0) {
+            char x[32];
+            fmt_bytes(x, sizeof x, ws);
+            snprintf(bws, sizeof bws, " + workspace %s", x);
+        }
         char bt[32], bb[32], bo[32], ba[32], bw[32];
         fmt_bytes(bt, sizeof bt, total);
         fmt_bytes(bb, sizeof bb, p->memory);
@@ -1367,16 +1391,16 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
         char bp[32], bf[32];
         fmt_bytes(bp, sizeof bp, (double)r->peak_live);
         fmt_bytes(bf, sizeof bf, (double)(r->size - r->peak_live));
-        if (r->size > r->peak_live && w + (double)r->peak_live <= p->memory)
+        if (r->size > r->peak_live && w + (double)r->peak_live + ws <= p->memory)
             diag_error(d, loc, DIAG_MEMORY,
                        "stage %d: no packing of its activations within the budget was found: "
                        "static arena %s for a walk peak of %s (fragmentation %.3f, %s lost) + "
-                       "weights %s = %s exceeds the budget %s by %s",
-                       s, ba, bp, frag, bf, bw, bt, bb, bo);
+                       "weights %s%s = %s exceeds the budget %s by %s",
+                       s, ba, bp, frag, bf, bw, bws, bt, bb, bo);
         else
             diag_error(d, loc, DIAG_MEMORY,
-                       "stage %d: static arena %s + weights %s = %s exceeds the budget %s by %s",
-                       s, ba, bw, bt, bb, bo);
+                       "stage %d: static arena %s + weights %s%s = %s exceeds the budget %s by %s",
+                       s, ba, bw, bws, bt, bb, bo);
         if (r->peak_op < p->stages[s].n) {
             char nm[32];
             const Op *o = &p->stages[s].ops[r->peak_op];

@@ -120,15 +120,22 @@ ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_s
                              double budget, bool quick);
 void arena_plan_free(ArenaPlan *a);
 
+/* The workspace of rank s, bytes: the largest transient working memory of its ops
+ * (opsem_work: the `work` of each chunk with an F, B, R or RO), one region above the
+ * activations' arena that every op reuses while it runs, as training runtimes keep one
+ * workspace. arena_check and arena_plan_report add it to the arena and the weights. */
+double arena_workspace(const Pipeline *p, int32_t s);
+
 /* Prints an arena table of `pipec check --mem`: per rank the arena size, the peak of
- * live activation bytes, fragmentation, weights and arena + weights against the budget,
+ * live activation bytes, fragmentation, weights and arena + weights + workspace
+ * (arena_workspace) against the budget,
  * under a line naming the sizes planned with (`what`). sz NULL: the cost model's sizes
  * (the budget check's plan); else region sizes [P*V] planned as the runtime does (every
  * SO moves the whole held prefix). */
 void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what);
 
-/* Reports a `memory` error for every rank whose weights + arena (cost-model sizes)
- * exceed the pipeline's budget (none without a budget). Returns the error count. */
+/* Reports a `memory` error for every rank whose weights + arena (cost-model sizes) +
+ * workspace exceed the pipeline's budget (none without a budget). Returns the error count. */
 int arena_check(Diag *d, const Pipeline *p);
 
 /* A cache of budget-check plans per rank, for search loops (tune) that check many

@@ -49,7 +49,7 @@
     X(GRAD_DTYPE, "grad_dtype")   /* name */ \
     X(EP, "expert_parallel")      /* a = expr */ \
     X(SCHEDULE, "schedule")       /* name */ \
-    X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT */ \
+    X(RECOMPUTE, "recompute")     /* a = value (range, number or `all`), b = policy VIDENT, body = its arguments */ \
     X(APPLY, "apply")             /* one pass call: name, body = FIELDs */ \
     /* values in model/device/costs blocks and pass arguments */ \
     X(FIELD, "field")             /* name = key, a = value */ \

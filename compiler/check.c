@@ -306,7 +306,8 @@ static void check_order(Diag *d, const Graph *g)
 
 #define LIVE_CAP 65536
 
-/* "weights 26.0 GiB + 8 micro-batches x 3.6 GiB activations" into b. */
+/* "weights 26.0 GiB + 8 micro-batches x 3.6 GiB activations" into b (and "+ 1.0 GiB
+ * working memory of the op" when the peak op holds some). */
 static void composition(StrBuf *b, const Pipeline *p, const OpIndex *idx, int32_t s,
                         const MemRank *r)
 {
@@ -331,8 +332,10 @@ static void composition(StrBuf *b, const Pipeline *p, const OpIndex *idx, int32_
                   fmt_size(x, sizeof x, hi));
     else if (n)
         sb_printf(b, " + %s activations held by %u %s (the largest %s)",
-                  fmt_size(x, sizeof x, r->peak - r->weights - r->states), n, unit,
+                  fmt_size(x, sizeof x, r->peak - r->weights - r->states - r->work), n, unit,
                   fmt_size(w, sizeof w, hi));
+    if (r->work > 0)
+        sb_printf(b, " + %s working memory of the op", fmt_size(x, sizeof x, r->work));
     free(held);
 }
 

@@ -341,7 +341,9 @@ static char *describe(const Pipeline *p)
     sb_puts(&b, p->schedule ? p->schedule : "explicit");
     for (uint32_t i = 0; i < p->nrecompute; i++) {
         const RecomputeDir *r = &p->recompute[i];
-        sb_printf(&b, " | recompute %d..=%d %s", r->lo, r->hi - 1, policy_name[r->policy]);
+        char pol[320];
+        sb_printf(&b, " | recompute %d..=%d %s", r->lo, r->hi - 1,
+                  policy_format(r->policy, r->arg, pol, sizeof pol));
     }
     for (uint32_t i = 0; i < p->npasses; i++)
         sb_printf(&b, " | %s", p->passes[i].name);

@@ -437,6 +437,13 @@ typedef struct UnitParts {
     double expert;    /* one expert's parameters (after /t) */
     double a2a_bytes; /* bytes each expert-parallel all-to-all sends from this rank */
     bool transformer; /* an attention or MLP unit (the policies act on these only) */
+    /* The keep policy's tensors of this unit (docs/cost-model.md "Keep-sets"): bytes kept
+     * when kept, and what rebuilding each costs when it is not: GEMM FLOPs (on this rank)
+     * and memory traffic (bytes); 0 for the other unit's tensors. core and attn_out are
+     * rebuilt by one operator (the attention core), charged once. */
+    double kbytes[KEEP_N], kflops[KEEP_N], ktraffic[KEEP_N];
+    double keep_base; /* bytes kept whatever the set: the layer input (attention unit) */
+    double work;      /* transient working memory while an F, B or R of it runs, bytes */
 } UnitParts;
 
 /* A mixture-of-experts MLP half-unit (docs/cost-model.md "Mixture of experts"): norm,
@@ -482,6 +489,9 @@ static void moe_parts(const CostModel *cm, UnitParts *o)
     }
     o->eparams = N / E * o->expert;
     o->params += o->eparams;
+    /* working memory: the gradient of the K routed copies' F-wide intermediates, as the
+     * dense MLP's for one copy (docs/cost-model.md "Working memory") */
+    o->work = T * K * (llama ? 2 : 1) * e * F / t;
 }
 
 /* The parts of one unit; docs/cost-model.md "Activation bytes per unit" and "FLOPs". */
@@ -508,6 +518,7 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
          * loss keeps (4 bytes), vocabulary-parallel over t. */
         double norm = m->arch == ARCH_LLAMA ? (4 + e) * hr : 2 * e * hr;
         o->act = T * (norm + (e + 4) * Vv / t);
+        o->work = T * 4 * Vv / t; /* the loss's fp32 softmax (and its gradient) of the logits */
         o->lin = 2 * T * h * Vv / t;
         o->wio = e * T * (h + Vv) / t;
         o->params = (Vv * h + (m->arch == ARCH_LLAMA ? h : 2 * h)) / t;
@@ -528,6 +539,21 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
         o->core = T * 4 * s * h / t;                          /* QK^T and attention x V */
         o->core_act = T * core_tok;
         o->wio = e * T * (4 * h + 2 * kv) / t;
+        /* keep-sets: the layer input (e h) is always kept; the rest per tensor */
+        o->keep_base = T * e * hr;
+        o->kbytes[KEEP_ATTN_NORM] = T * (m->arch == ARCH_LLAMA ? 4 * hr : e * hr);
+        o->ktraffic[KEEP_ATTN_NORM] = T * (m->arch == ARCH_LLAMA ? (4 + 2 * e) * hr : 2 * e * hr);
+        o->kbytes[KEEP_QKV] = T * e * (h + 2 * kv) / t;
+        o->kflops[KEEP_QKV] = T * 2 * h * (h + 2 * kv) / t;
+        o->kbytes[KEEP_CORE] = o->core_act;
+        o->kflops[KEEP_CORE] = o->core;
+        o->kbytes[KEEP_ATTN_OUT] = T * e * h / t;
+        o->kflops[KEEP_ATTN_OUT] = o->core;
+        o->kbytes[KEEP_ATTN_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
+        o->ktraffic[KEEP_ATTN_MASK] = o->kbytes[KEEP_ATTN_MASK];
+        /* working memory: the Q, K, V gradients the backward produces together, and
+         * without flash attention the a*s*s scores before the softmax */
+        o->work = T * e * (h + 2 * kv) / t + (m->attention == ATTN_EAGER ? T * e * a * s / t : 0);
         if (m->arch == ARCH_LLAMA) {
             /* RMSNorm: fp32 upcast of its input + normalized output (= QKV input);
              * Q, K, V; attention output (= output-projection input). */
@@ -553,6 +579,27 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
         }
         o->lin = T * (m->arch == ARCH_LLAMA ? 6 : 4) * h * f / t;
         o->mlp_keep = T * e * hr;
+        /* keep-sets: the MLP's input is the attention block's all-reduced output plus
+         * the residual, rebuilt by the output projection and its all-reduce (the mlp arch
+         * has no attention: its MLP input is the layer input, kept); the norm, fc1's
+         * output(s) and the activation function's output(s), the dropout mask */
+        if (m->arch != ARCH_MLP) {
+            o->kbytes[KEEP_MLP_IN] = T * e * hr;
+            o->kflops[KEEP_MLP_IN] = T * 2 * h * h / t;
+        }
+        o->kbytes[KEEP_MLP_NORM] = T * (m->arch == ARCH_LLAMA ? 4 * hr : e * hr);
+        o->ktraffic[KEEP_MLP_NORM] = T * (m->arch == ARCH_LLAMA ? (4 + 2 * e) * hr : 2 * e * hr);
+        o->kbytes[KEEP_FC1] = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
+        o->kflops[KEEP_FC1] = T * (m->arch == ARCH_LLAMA ? 4 : 2) * h * f / t;
+        o->kbytes[KEEP_ACT_FN] = o->kbytes[KEEP_FC1];
+        o->ktraffic[KEEP_ACT_FN] = T * (m->arch == ARCH_LLAMA ? 5 : 2) * e * f / t;
+        o->kbytes[KEEP_MLP_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
+        o->ktraffic[KEEP_MLP_MASK] = o->kbytes[KEEP_MLP_MASK];
+        if (m->arch == ARCH_MLP)
+            o->keep_base = T * e * hr; /* counted on the (empty) attention unit */
+        /* working memory: the gradient of the f-wide intermediate (llama: of the gate
+         * and the up projection) */
+        o->work = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
         if (m->arch == ARCH_LLAMA) {
             /* RMSNorm (4+e)h; SwiGLU: gate output (SiLU input), SiLU output, up output,
              * product (down input): 4 tensors of f. */
@@ -640,7 +687,41 @@ void cm_model_params(const CostModel *cm, double *total, double *active)
     *active = sum - idle;
 }
 
-void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out)
+/* The keep policy on one unit (docs/cost-model.md "Keep-sets"): F keeps the layer input
+ * and the tensors in `keep`; R rebuilds the others, each by its operator (the attention
+ * core once for core and attn_out), and repeats the attention block's all-reduce when
+ * mlp_in is rebuilt. first: an MLP unit that starts its stage keeps its input. */
+static void keep_cost(const CostModel *cm, const UnitParts *q, CmUnit u, bool first,
+                      uint32_t keep, CmCost *out)
+{
+    if (u == CM_MLP && cm->model.experts > 1) {
+        /* a mixture-of-experts MLP has no per-tensor split yet (docs/cost-model.md
+         * "Keep-sets"): a keep-set keeps it whole, which never understates memory */
+        out->ckpt = q->act;
+        return;
+    }
+    if (u == CM_MLP && first)
+        keep |= 1u << KEEP_MLP_IN;
+    double ckpt = u == CM_ATTN ? q->keep_base : 0, flops = 0, traffic = 0;
+    for (int k = 0; k < KEEP_N; k++) {
+        if (keep & (1u << k)) {
+            ckpt += q->kbytes[k];
+        } else if (q->kbytes[k] > 0 || q->kflops[k] > 0) {
+            if (!(k == KEEP_ATTN_OUT && !(keep & (1u << KEEP_CORE))))
+                flops += q->kflops[k];
+            traffic += q->ktraffic[k];
+        }
+    }
+    out->ckpt = fmin(ckpt, q->act);
+    out->rcomm = u == CM_MLP && q->kbytes[KEEP_MLP_IN] > 0 && !(keep & (1u << KEEP_MLP_IN))
+                     ? out->fcomm : 0;
+    out->r = gemm_ms(cm, flops) + traffic_ms(cm, traffic) + out->rcomm;
+}
+
+/* One unit under policy pol with its argument (RecomputeDir.arg). block acts on whole
+ * slices (slice_cost); a unit inside its recomputed block is a full unit. */
+static void unit_cost(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol,
+                      uint32_t arg, CmCost *out)
 {
     UnitParts q;
     unit_parts(cm, u, &q);
@@ -666,12 +747,17 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
     out->wact = fmin(q.act, q.wio);
     out->params = q.params;
     out->eparams = q.eparams;
+    out->work = q.work;
     out->ckpt = q.act;
     if (!q.transformer)
         return; /* embedding and head are never recomputed */
     switch (pol) {
     case POLICY_NONE:
         break;
+    case POLICY_KEEP:
+        keep_cost(cm, &q, u, first, arg, out);
+        break;
+    case POLICY_BLOCK:
     case POLICY_FULL:
         /* keep the layer input (Chen et al. 2016; Megatron full recomputation); an MLP
          * half-unit that starts its stage keeps its own input. */
@@ -699,6 +785,38 @@ void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmC
     }
 }
 
+void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out)
+{
+    unit_cost(cm, u, first, pol, 0, out);
+}
+
+int cm_keep_ladder(const CostModel *cm, uint32_t out[KEEP_N + 1])
+{
+    UnitParts a, m;
+    unit_parts(cm, CM_ATTN, &a);
+    unit_parts(cm, CM_MLP, &m);
+    double ratio[KEEP_N];
+    int idx[KEEP_N], n = 0;
+    for (int k = 0; k < KEEP_N; k++) {
+        double bytes = a.kbytes[k] + m.kbytes[k];
+        if (!(bytes > 0))
+            continue;
+        double ms = gemm_ms(cm, a.kflops[k] + m.kflops[k]) +
+                    traffic_ms(cm, a.ktraffic[k] + m.ktraffic[k]);
+        if (k == KEEP_MLP_IN)
+            ms += cm_allreduce_ms(cm, cm->model.elem * cm->model.seq * cm->model.mbs * cm->model.hidden);
+        ratio[k] = ms / bytes;
+        int j = n++;
+        for (; j > 0 && ratio[idx[j - 1]] < ratio[k]; j--) /* stable: ties in table order */
+            idx[j] = idx[j - 1];
+        idx[j] = k;
+    }
+    out[0] = 0;
+    for (int i = 0; i < n; i++)
+        out[i + 1] = out[i] | 1u << idx[i];
+    return n + 1;
+}
+
 static void cost_add(CmCost *acc, const CmCost *c, double k)
 {
     acc->f += k * c->f;
@@ -714,39 +832,63 @@ static void cost_add(CmCost *acc, const CmCost *c, double k)
     acc->wact += k * c->wact;
     acc->params += k * c->params;
     acc->eparams += k * c->eparams;
+    if (k > 0)
+        acc->work = fmax(acc->work, c->work); /* one op runs at a time: the largest */
 }
 
-void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
-              RecomputePolicy pol, CmCost *out)
+/* cm_slice with the policy's argument. block(n): the first n layers (2n half-units) of
+ * the slice are fully recomputed, the rest keep everything (Megatron-LM's
+ * `--recompute-method block`, docs/cost-model.md "Recomputation policies"). */
+static void slice_cost(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
+                       RecomputePolicy pol, uint32_t arg, CmCost *out)
 {
     memset(out, 0, sizeof *out);
     CmCost c;
+    if (pol == POLICY_BLOCK) {
+        int64_t k = u1 - u0 < 2 * (int64_t)arg ? u1 : u0 + 2 * (int64_t)arg;
+        slice_cost(cm, u0, k, embed, false, POLICY_FULL, 0, out);
+        slice_cost(cm, k, u1, false, head, POLICY_NONE, 0, &c);
+        cost_add(out, &c, 1);
+        return;
+    }
     if (embed) {
-        cm_unit(cm, CM_EMBED, false, pol, &c);
+        unit_cost(cm, CM_EMBED, false, pol, arg, &c);
         cost_add(out, &c, 1);
     }
     if (u1 > u0) {
         /* attention units are the even ones, MLP units the odd ones */
         int64_t na = (u1 + 1) / 2 - (u0 + 1) / 2, nm = u1 / 2 - u0 / 2;
-        cm_unit(cm, CM_ATTN, false, pol, &c);
+        unit_cost(cm, CM_ATTN, false, pol, arg, &c);
         cost_add(out, &c, (double)na);
         if (u0 & 1) { /* the slice starts with an MLP half-unit */
-            cm_unit(cm, CM_MLP, true, pol, &c);
+            unit_cost(cm, CM_MLP, true, pol, arg, &c);
             cost_add(out, &c, 1);
             nm--;
         }
-        cm_unit(cm, CM_MLP, false, pol, &c);
+        unit_cost(cm, CM_MLP, false, pol, arg, &c);
         cost_add(out, &c, (double)nm);
     }
     if (head) {
-        cm_unit(cm, CM_HEAD, false, pol, &c);
+        unit_cost(cm, CM_HEAD, false, pol, arg, &c);
         cost_add(out, &c, 1);
     }
 }
 
+void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
+              RecomputePolicy pol, CmCost *out)
+{
+    slice_cost(cm, u0, u1, embed, head, pol, 0, out);
+}
+
 void cm_vstage(const CostModel *cm, int32_t v, RecomputePolicy pol, CmCost *out)
 {
-    cm_slice(cm, cm->ubeg[v], cm->ubeg[v + 1], v == 0, v == cm->nv - 1, pol, out);
+    cm_vstage_arg(cm, v, pol, 0, out);
+}
+
+void cm_vstage_arg(const CostModel *cm, int32_t v, RecomputePolicy pol, uint32_t arg,
+                   CmCost *out)
+{
+    slice_cost(cm, cm->ubeg[v], cm->ubeg[v + 1], v == 0, v == cm->nv - 1, pol, arg, out);
 }
 
 double cm_p2p_ms(const CostModel *cm)
@@ -942,9 +1084,10 @@ void costmodel_get(const Pipeline *p, CostModel *cm)
 /* The policy rank s's costs are derived with: its `recompute` policy; a rank with
  * policy none has no R ops, and if one is written by hand it is a full recomputation
  * (r and ckpt only matter where an R exists). */
-static RecomputePolicy costed_policy(const Pipeline *p, int32_t s)
+static RecomputePolicy costed_policy(const Pipeline *p, int32_t s, uint32_t *arg)
 {
     RecomputePolicy pol = p->stage_policy ? p->stage_policy[s] : POLICY_NONE;
+    *arg = p->stage_policy_arg && pol != POLICY_NONE ? p->stage_policy_arg[s] : 0;
     return pol == POLICY_NONE ? POLICY_FULL : pol;
 }
 
@@ -975,7 +1118,9 @@ void cm_ckpt_layers(const Pipeline *p, double *out)
         if (user_set(p, s, v, COST_ACT) || user_set(p, s, v, COST_CKPT))
             continue;
         CmCost k;
-        cm_slice(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false, costed_policy(p, s), &k);
+        uint32_t arg;
+        RecomputePolicy pol = costed_policy(p, s, &arg);
+        slice_cost(&cm, cm.ubeg[v], cm.ubeg[v + 1], false, false, pol, arg, &k);
         out[v] = cost_quantise(COST_CKPT, k.ckpt); /* <= the ckpt put() stores */
     }
     costmodel_free(&cm);
@@ -1048,7 +1193,7 @@ static int derive(Diag *d, Pipeline *p)
         costmodel_get(p, &cm);
     }
     static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
-                                        COST_ACT, COST_CKPT, COST_WACT,
+                                        COST_ACT, COST_CKPT, COST_WACT, COST_WORK,
                                         COST_FCOMM, COST_BCOMM, COST_RCOMM};
     double *params = xcalloc((size_t)p->P, sizeof *params);
     double *eparams = xcalloc((size_t)p->P, sizeof *eparams); /* of which in experts */
@@ -1062,7 +1207,9 @@ static int derive(Diag *d, Pipeline *p)
         int32_t s, c;
         ir_owner(p, v, &s, &c);
         CmCost k;
-        cm_vstage(&cm, v, costed_policy(p, s), &k);
+        uint32_t arg;
+        RecomputePolicy pol = costed_policy(p, s, &arg);
+        cm_vstage_arg(&cm, v, pol, arg, &k);
         params[s] += k.params;
         eparams[s] += k.eparams;
         if (cm.ubeg[v + 1] > cm.ubeg[v])
@@ -1076,12 +1223,12 @@ static int derive(Diag *d, Pipeline *p)
             put(&p->vstage_costs[v], COST_PARAMS, k.params);
         if (p->data_parallel > 1 && k.eparams > 0 && !user_set(p, s, v, COST_EXPERT_PARAMS))
             put(&p->vstage_costs[v], COST_EXPERT_PARAMS, k.eparams);
-        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.fcomm, k.bcomm, k.rcomm};
+        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.work, k.fcomm, k.bcomm, k.rcomm};
         for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
             CostField f = vfields[i];
             if (cost_field_unit[f] == UNIT_TIME && !cm.has_device)
                 continue;
-            if (i >= 7 && cm.tp <= 1)
+            if (i >= 8 && cm.tp <= 1)
                 continue; /* no tensor parallelism: no all-reduce fields */
             if (user_set(p, s, v, f))
                 continue;

@@ -24,7 +24,7 @@
 
 /* Derives costs from Pipeline.model + device + partition + tensor_parallel + the
  * per-rank recompute policy (Pipeline.stage_policy). Fills, for every virtual stage,
- * the vstage CostBlock fields f b w r act ckpt wact, and for every rank the stage
+ * the vstage CostBlock fields f b w r act ckpt wact work, and for every rank the stage
  * CostBlock fields weights p2p host_bw — but only fields that the user did not set in
  * any explicit block that applies (a user's `costs`, `costs stage`, `costs vstage` value
  * always wins). Sets the memory budget from the device when `memory` is absent.
@@ -131,6 +131,9 @@ typedef struct CmCost {
     double fcomm, bcomm, rcomm; /* ms of f, b, r spent in tensor-parallel all-reduces */
     double a2a;             /* ms of f (and of b) spent in expert-parallel all-to-alls */
     double act, ckpt, wact; /* bytes */
+    double work;            /* bytes of transient working memory while an F, B or R runs:
+                             * the largest of the units' (docs/cost-model.md "Working
+                             * memory"), not a sum */
     double params;          /* parameters */
     double eparams;         /* of which expert parameters (sharded over the E ranks) */
 } CmCost;
@@ -183,6 +186,14 @@ double cm_iteration_flops(const Pipeline *p);
  * its virtual stage (full recomputation must then keep an MLP unit's input too). */
 void cm_unit(const CostModel *cm, CmUnit u, bool first, RecomputePolicy pol, CmCost *out);
 
+/* The keep-sets a planner tries (lynx_overlap, swap_aware_recompute), into out[]; returns
+ * how many: keep() (nothing but the layer input), then one tensor more at a time, in
+ * order of the rebuild time a kept byte saves (the tensor's rebuild ms over its bytes,
+ * mlp_in's including the all-reduce it would repeat), up to every tensor the model has:
+ * the greedy ratio order of the per-operator knapsack Lynx-HEU solves for one layer
+ * (Lynx §4.2) and Obscura's swapping-aware choice of operators (§6.2). */
+int cm_keep_ladder(const CostModel *cm, uint32_t out[KEEP_N + 1]);
+
 /* The cost of a contiguous slice: half-layer units [u0, u1) plus the embedding and/or
  * head when asked; the sum of its units. */
 void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
@@ -190,6 +201,13 @@ void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head
 
 /* The cost of virtual stage v (0 <= v < nv) under a policy: cm_slice of its units. */
 void cm_vstage(const CostModel *cm, int32_t v, RecomputePolicy pol, CmCost *out);
+
+/* The same with the policy's argument (RecomputeDir.arg): block(n) fully recomputes the
+ * first n layers of the virtual stage and keeps the rest (docs/cost-model.md
+ * "Recomputation policies"); keep keeps the layer input and the tensors of its mask
+ * ("Keep-sets"). cm_unit and cm_slice read block as full and keep as keep(). */
+void cm_vstage_arg(const CostModel *cm, int32_t v, RecomputePolicy pol, uint32_t arg,
+                   CmCost *out);
 
 /* The part of each virtual stage's checkpoint (COST_CKPT, bytes) that its transformer
  * layers keep, into out[P*V]; the rest of the checkpoint is what the embedding and the

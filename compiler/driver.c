@@ -28,15 +28,33 @@
 #include "sim.h"
 #include "util.h"
 
-/* The `recompute(stages=LO..HI, policy=P)` call a `recompute` directive stands for. The
- * argument values point at the directive's location so pass errors land on it. */
-static PassCall recompute_call(const RecomputeDir *r, Field args[2])
+/* The arguments of a recompute call (recompute_call): stages, policy, and block's layers
+ * or keep's tensor names. */
+typedef struct RecomputeArgs {
+    Field f[3];
+    char keep[256];
+} RecomputeArgs;
+
+/* The `recompute(stages=LO..HI, policy=P[, layers=N | keep="T ..."])` call a `recompute`
+ * directive stands for (`policy block(N)`, `policy keep(T, ...)`). The argument values
+ * point at the directive's location so pass errors land on it. */
+static PassCall recompute_call(const RecomputeDir *r, RecomputeArgs *a)
 {
+    Field *args = a->f;
+    uint32_t n = 2;
     args[0] = (Field){.key = "stages", .loc = r->loc};
     args[0].val = (Value){.kind = VAL_RANGE, .lo = r->lo, .hi = r->hi, .loc = r->loc};
     args[1] = (Field){.key = "policy", .loc = r->loc};
     args[1].val = (Value){.kind = VAL_IDENT, .str = (char *)policy_name[r->policy], .loc = r->loc};
-    return (PassCall){.name = "recompute", .args = args, .nargs = 2, .loc = r->loc};
+    if (r->policy == POLICY_BLOCK) {
+        args[n] = (Field){.key = "layers", .loc = r->loc};
+        args[n++].val = (Value){.kind = VAL_NUM, .num = r->arg, .loc = r->loc};
+    } else if (r->policy == POLICY_KEEP) {
+        args[n] = (Field){.key = "keep", .loc = r->loc};
+        args[n++].val = (Value){.kind = VAL_STRING, .str = (char *)keep_format(r->arg, a->keep, sizeof a->keep),
+                                .loc = r->loc};
+    }
+    return (PassCall){.name = "recompute", .args = args, .nargs = n, .loc = r->loc};
 }
 
 /* The stages after load_pipeline, on p (NULL when loading failed); nerr0 is d->nerr
@@ -51,8 +69,8 @@ static Pipeline *compile_loaded(Diag *d, const DriverOpts *o, Pipeline *p, int n
         goto fail;
     if (!(o && o->no_passes)) {
         for (uint32_t i = 0; i < p->nrecompute; i++) {
-            Field args[2];
-            PassCall call = recompute_call(&p->recompute[i], args);
+            RecomputeArgs args;
+            PassCall call = recompute_call(&p->recompute[i], &args);
             if (run_pass(d, p, &call) || d->nerr > nerr0)
                 goto fail;
         }
@@ -465,8 +483,8 @@ void driver_memory_remedy(Diag *d, const Pipeline *p, const char *path)
             continue; /* without a model every policy is costed as full */
         Pipeline *q = pipeline_clone(p);
         RecomputeDir dir = {.lo = lo, .hi = hi + 1, .policy = order[i], .loc = LOC_NONE};
-        Field args[2];
-        PassCall call = recompute_call(&dir, args);
+        RecomputeArgs args;
+        PassCall call = recompute_call(&dir, &args);
         quiet.nerr = 0;
         if (run_pass(&quiet, q, &call) == 0 && quiet.nerr == 0 && fits_quietly(&quiet, q)) {
             double ms = sim_makespan(q, &scratch);

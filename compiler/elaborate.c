@@ -987,6 +987,48 @@ static void read_partition(Elab *e, const Node *n)
     }
 }
 
+/* The argument of `policy block(N)` (N >= 1 layers) or `policy keep(T, ...)` (tensor
+ * names, docs/cost-model.md "Keep-sets") into *arg; the other policies take none. False
+ * after an error (`value`, at the argument). */
+static bool read_policy_args(Elab *e, const Node *n, RecomputePolicy pol, uint32_t *arg)
+{
+    const Node *x = n->body;
+    *arg = 0;
+    if (pol == POLICY_BLOCK) {
+        if (!x || x->next || x->kind != N_NUM || !x->u.num.is_int || x->u.num.unit ||
+            x->u.num.ival < 1 || x->u.num.ival > 1000000) {
+            diag_error(e->d, x ? x->loc : n->b->loc, DIAG_VALUE,
+                       "policy 'block' takes the number of layers it recomputes per virtual "
+                       "stage, e.g. block(3)");
+            return false;
+        }
+        *arg = (uint32_t)x->u.num.ival;
+        return true;
+    }
+    if (pol == POLICY_KEEP) {
+        for (; x; x = x->next) {
+            uint32_t m;
+            if (x->kind != N_VIDENT || keep_parse(x->name, &m)) {
+                char hint[96];
+                const char *nm = x->kind == N_VIDENT ? x->name : "";
+                diag_error(e->d, x->loc, DIAG_VALUE, "'%s' is not a tensor the keep policy can keep%s",
+                           x->kind == N_VIDENT ? x->name : "this",
+                           diag_suggest(hint, sizeof hint, nm, keep_tensor_name, KEEP_N));
+                diag_note(e->d, x->loc, "keep tensors: attn_norm qkv core attn_out attn_mask "
+                                        "mlp_in mlp_norm fc1 act_fn mlp_mask (docs/cost-model.md)");
+                return false;
+            }
+            *arg |= m;
+        }
+        return true;
+    }
+    if (x) {
+        diag_error(e->d, x->loc, DIAG_VALUE, "policy '%s' takes no arguments", policy_name[pol]);
+        return false;
+    }
+    return true;
+}
+
 static void read_recompute(Elab *e, const Node *n)
 {
     Pipeline *p = e->p;
@@ -1021,11 +1063,15 @@ static void read_recompute(Elab *e, const Node *n)
     if (pol < 0) {
         char hint[96];
         diag_error(e->d, n->b->loc, DIAG_VALUE,
-                   "unknown recompute policy '%s'%s (policies: none, full, selective, cmb, mlp)",
+                   "unknown recompute policy '%s'%s (policies: none, full, selective, cmb, mlp, block(N), keep(...))",
                    n->b->name, diag_suggest(hint, sizeof hint, n->b->name, policy_name, POLICY_N));
         return;
     }
-    RecomputeDir dir = {.lo = (int32_t)lo, .hi = (int32_t)hi, .policy = (RecomputePolicy)pol, .loc = n->loc};
+    uint32_t arg = 0;
+    if (!read_policy_args(e, n, (RecomputePolicy)pol, &arg))
+        return;
+    RecomputeDir dir = {.lo = (int32_t)lo, .hi = (int32_t)hi, .policy = (RecomputePolicy)pol,
+                        .arg = arg, .loc = n->loc};
     size_t cap = p->nrecompute;
     VEC_PUSH(p->recompute, p->nrecompute, cap, dir);
 }

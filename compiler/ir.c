@@ -65,6 +65,60 @@ const char *const policy_name[POLICY_N] = {
 #undef X
 };
 
+const char *const keep_tensor_name[KEEP_N] = {
+#define X(e, s) s,
+    KEEP_TENSORS(X)
+#undef X
+};
+
+const char *keep_parse(const char *s, uint32_t *mask)
+{
+    *mask = 0;
+    for (;;) {
+        s += strspn(s, ", \t");
+        if (!*s)
+            return NULL;
+        size_t n = strcspn(s, ", \t");
+        int k = KEEP_N;
+        for (int i = 0; i < KEEP_N; i++)
+            if (strlen(keep_tensor_name[i]) == n && strncmp(s, keep_tensor_name[i], n) == 0)
+                k = i;
+        if (k == KEEP_N)
+            return s;
+        *mask |= 1u << k;
+        s += n;
+    }
+}
+
+const char *keep_format(uint32_t mask, char *buf, size_t n)
+{
+    size_t at = 0;
+    if (n)
+        buf[0] = 0;
+    for (int i = 0; i < KEEP_N && at < n; i++)
+        if (mask & (1u << i))
+            at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? " " : "", keep_tensor_name[i]);
+    return buf;
+}
+
+const char *policy_format(RecomputePolicy pol, uint32_t arg, char *buf, size_t n)
+{
+    size_t at = (size_t)snprintf(buf, n, "%s", (unsigned)pol < POLICY_N ? policy_name[pol] : "?");
+    if (pol == POLICY_BLOCK && at < n) {
+        snprintf(buf + at, n - at, "(%u)", arg);
+    } else if (pol == POLICY_KEEP && at < n) {
+        const char *sep = "(";
+        for (int i = 0; i < KEEP_N && at < n; i++)
+            if (arg & (1u << i)) {
+                at += (size_t)snprintf(buf + at, n - at, "%s%s", sep, keep_tensor_name[i]);
+                sep = ", ";
+            }
+        if (at < n)
+            snprintf(buf + at, n - at, "%s)", *sep == '(' ? "(" : "");
+    }
+    return buf;
+}
+
 const char *const grad_dtype_name[GRAD_NDTYPES] = {
 #define X(e, s, b) s,
     GRAD_DTYPES(X)
@@ -109,10 +163,12 @@ static void free_stages(Pipeline *p)
     free(p->stage_costs);
     free(p->vstage_costs);
     free(p->stage_policy);
+    free(p->stage_policy_arg);
     free(p->adjusted);
     p->stages = NULL;
     p->stage_costs = p->vstage_costs = NULL;
     p->stage_policy = NULL;
+    p->stage_policy_arg = NULL;
     p->adjusted = NULL;
 }
 
@@ -127,6 +183,7 @@ void pipeline_set_shape(Pipeline *p, int32_t P, int32_t M, int32_t V)
     p->stage_costs = xcalloc(np, sizeof *p->stage_costs);
     p->vstage_costs = xcalloc(nv, sizeof *p->vstage_costs);
     p->stage_policy = xcalloc(np, sizeof *p->stage_policy);
+    p->stage_policy_arg = xcalloc(np, sizeof *p->stage_policy_arg);
     p->adjusted = xcalloc(np, sizeof *p->adjusted);
     for (size_t s = 0; s < np; s++) {
         p->stages[s].loc = LOC_NONE;
@@ -203,6 +260,7 @@ Pipeline *pipeline_clone(const Pipeline *p)
     q->stage_costs = dup_mem(p->stage_costs, np * sizeof *p->stage_costs);
     q->vstage_costs = dup_mem(p->vstage_costs, nv * sizeof *p->vstage_costs);
     q->stage_policy = dup_mem(p->stage_policy, np * sizeof *p->stage_policy);
+    q->stage_policy_arg = dup_mem(p->stage_policy_arg, np * sizeof *p->stage_policy_arg);
     q->adjusted = dup_mem(p->adjusted, np * sizeof *p->adjusted);
     q->deps = dup_mem(p->deps, p->ndeps * sizeof *p->deps);
     q->depcap = p->ndeps;

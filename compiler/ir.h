@@ -141,7 +141,10 @@ typedef struct Dep {
  * Fig. 1 phases 1-4; docs/cost-model.md "Tensor-parallel communication"), default 0.
  * host_link_ranks is the one PIPELINE field: N consecutive ranks share one host link,
  * and the SO/SI/OG/LW transfers in flight on it share its bandwidth (docs/simulator.md
- * "Shared host links"); a positive integer, default 1 (every rank its own link).
+ * "Shared host links"); a positive integer, default 1 (every rank its own link). `work`
+ * is the transient working memory an F, B or R of the virtual stage holds while it runs
+ * (docs/spec.md "Memory"; derived by the cost model, docs/cost-model.md "Working
+ * memory"), default 0.
  * The last four are the data-parallel stream's inputs (docs/spec.md "Time", docs/cost-model.md
  * "Data-parallel time"): `params` the parameters of a virtual stage on one tensor-parallel
  * rank (a count; the gradient and parameter collectives move a multiple of it), `dp_bw`
@@ -174,7 +177,8 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
     X(DP_BW, "dp_bw", UNIT_BW, SCOPE_RANK) \
     X(DP_LATENCY, "dp_latency", UNIT_TIME, SCOPE_RANK) \
     X(MEM_BW, "mem_bw", UNIT_BW, SCOPE_RANK) \
-    X(EXPERT_PARAMS, "expert_params", UNIT_NONE, SCOPE_VSTAGE)
+    X(EXPERT_PARAMS, "expert_params", UNIT_NONE, SCOPE_VSTAGE) \
+    X(WORK, "work", UNIT_SIZE, SCOPE_VSTAGE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,
@@ -236,13 +240,16 @@ typedef struct Entity {
     Loc loc;
 } Entity;
 
-/* Recomputation policies (docs/spec.md "Pipeline settings"). */
+/* Recomputation policies (docs/spec.md "Pipeline settings"). Those before BLOCK take no
+ * argument; block takes a layer count, keep a set of tensors (RecomputeDir.arg). */
 #define RECOMPUTE_POLICIES(X) \
     X(NONE, "none") \
     X(FULL, "full") \
     X(SELECTIVE, "selective") \
     X(CMB, "cmb") \
-    X(MLP, "mlp")
+    X(MLP, "mlp") \
+    X(BLOCK, "block") \
+    X(KEEP, "keep")
 
 typedef enum RecomputePolicy {
 #define X(e, s) POLICY_##e,
@@ -253,10 +260,49 @@ typedef enum RecomputePolicy {
 
 extern const char *const policy_name[POLICY_N];
 
-/* `recompute stages LO..HI policy P` (stages half-open [lo, hi)). */
+/* The tensors of a transformer layer the `keep` policy may keep, one bit each in its
+ * argument (docs/cost-model.md "Keep-sets": each one's bytes per token, the operator that
+ * rebuilds it and its source, Korthikanti et al. 2022 §4.1). The layer input is always
+ * kept. X(enum suffix, spelling). */
+#define KEEP_TENSORS(X) \
+    X(ATTN_NORM, "attn_norm") \
+    X(QKV, "qkv") \
+    X(CORE, "core") \
+    X(ATTN_OUT, "attn_out") \
+    X(ATTN_MASK, "attn_mask") \
+    X(MLP_IN, "mlp_in") \
+    X(MLP_NORM, "mlp_norm") \
+    X(FC1, "fc1") \
+    X(ACT_FN, "act_fn") \
+    X(MLP_MASK, "mlp_mask")
+
+typedef enum KeepTensor {
+#define X(e, s) KEEP_##e,
+    KEEP_TENSORS(X)
+#undef X
+    KEEP_N
+} KeepTensor;
+
+extern const char *const keep_tensor_name[KEEP_N];
+
+/* Reads a keep-set written as tensor names separated by commas and/or blanks
+ * ("fc1, mlp_in") into a mask of (1 << KeepTensor) bits. Returns NULL, or the first
+ * name that is not a keep tensor (a pointer into s; its length is strcspn(ret, ", \t")). */
+const char *keep_parse(const char *s, uint32_t *mask);
+
+/* A keep mask as tensor names separated by blanks ("qkv fc1"), into buf[n]. */
+const char *keep_format(uint32_t mask, char *buf, size_t n);
+
+/* A policy as `recompute` writes it, into buf[n]: "full", "block(3)", "keep(qkv, fc1)".
+ * arg is the policy's argument: block's layer count, keep's mask; ignored otherwise. */
+const char *policy_format(RecomputePolicy pol, uint32_t arg, char *buf, size_t n);
+
+/* `recompute stages LO..HI policy P` (stages half-open [lo, hi)); `policy block(N)` and
+ * `policy keep(T, ...)` carry an argument (policy_format). */
 typedef struct RecomputeDir {
     int32_t lo, hi;
     RecomputePolicy policy;
+    uint32_t arg;   /* block: layers recomputed per virtual stage (>= 1); keep: the mask */
     Loc loc;
 } RecomputeDir;
 
@@ -354,6 +400,7 @@ typedef struct Pipeline {
     PassCall *passes;
     uint32_t npasses;
     RecomputePolicy *stage_policy; /* [P]: recomputation policy per rank, default none */
+    uint32_t *stage_policy_arg;    /* [P]: its argument (RecomputeDir.arg), 0 for the others */
     uint8_t *adjusted;        /* [P]: 1 when a pass marked the rank adjusted (Obscura §3.2) */
     /* The model and device as derive_costs validated them (costmodel.h), so that passes
      * re-cost without reading them again; NULL before. Plain data of cost_inputs_size

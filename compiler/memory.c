@@ -147,7 +147,7 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
     Walk w;
     walk_init(&w, p, idx, s);
     double cur = ir_cost(p, s, 0, COST_WEIGHTS);
-    MemRank r = {cur, cur, NONE, 0, 0};
+    MemRank r = {cur, cur, NONE, 0, 0, 0};
     uint32_t live = 0;
     double states = 0;
     const StageOps *st = &p->stages[s];
@@ -158,17 +158,20 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
         bool was = vm && vm->held > 0;
         double alloc, freed;
         step(&w, i, &alloc, &freed);
+        /* the op's transient working memory, held while it runs (docs/spec.md "Memory") */
+        double work = op_ok(p, op) ? opsem_work((OpKind)op->kind, &w.cost[op->chunk]) : 0;
         cur += alloc;
         if (wide)
             states += alloc;
         /* step left held at "after the op"; at its start the frees are still held */
         bool mid = vm && vm->held + freed > 0;
         live += !was && mid;
-        if (alloc > 0 && cur > r.peak) {
-            r.peak = cur;
+        if ((alloc > 0 || work > 0) && cur + work > r.peak) {
+            r.peak = cur + work;
             r.peak_op = i;
             r.live_at_peak = live;
             r.states = states;
+            r.work = work;
         }
         cur -= freed;
         live -= mid && !(vm->held > 0);

@@ -5,7 +5,9 @@
  * (v,m) except `wact` when W(v,m) exists, which W frees; SO frees `swap_fraction` of
  * what (v,m) holds at that point; SI brings it back. Allocations happen at an op's
  * start and frees at its end, SO/SI at their list positions; the peak of the walk is
- * what `check` compares with `memory` (peak <= budget passes). Sizes are bytes.
+ * what `check` compares with `memory` (peak <= budget passes). An F, B, R or RO also
+ * holds its virtual stage's `work` bytes while it runs (opsem_work): the peak at an op
+ * is what is held at its start plus its working memory. Sizes are bytes.
  *
  * Model-state offload (docs/semantics.md): LW(c) adds chunk c's `grads + wload` at its
  * list position. OG(c) frees them at its end in time, but the walk, which orders by
@@ -27,6 +29,7 @@ typedef struct MemRank {
                          * UINT32_MAX when the peak is the weights alone */
     uint32_t live_at_peak; /* (v,m) pairs holding bytes at the peak */
     double states;      /* bytes of model states LW had reloaded at the peak (in peak) */
+    double work;        /* bytes of the peak op's transient working memory (in peak) */
 } MemRank;
 
 /* Fills out[0..P-1]. Allocations at an op's start, frees at its end, SO/SI at their

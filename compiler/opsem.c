@@ -11,30 +11,30 @@
 const OpSem op_sem[OP_NKINDS] = {
     [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, false, 2,
               {{OP_F, -1, "a forward needs the forward of the previous virtual stage"},
-               {OP_LW, 0, "a forward of an offloaded chunk needs its weights loaded"}}, true},
+               {OP_LW, 0, "a forward of an offloaded chunk needs its weights loaded"}}, true, true},
     [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, NULL, false, 5,
               {{OP_B, +1, "a backward needs the backward of the next virtual stage"},
                {OP_F, 0, "a backward needs its forward"},
                {OP_R, 0, "a recompute must come before its backward"},
                {OP_SI, 0, "a swap-in must come before its backward"},
-               {OP_RO, 0, "an overlapped recompute must come before its backward"}}, true},
+               {OP_RO, 0, "an overlapped recompute must come before its backward"}}, true, true},
     [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, NULL, false, 1,
-              {{OP_B, 0, "a weight-gradient op must come after its backward"}}, false},
+              {{OP_B, 0, "a weight-gradient op must come after its backward"}}, false, false},
     [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, false, 2,
               {{OP_F, 0, "a recompute must come after its forward"},
-               {OP_SI, 0, "a swap-in must come before its recompute"}}, true},
+               {OP_SI, 0, "a swap-in must come before its recompute"}}, true, true},
     [OP_SO] = {STREAM_D2H, MEM_FREE, false, NULL, false, 1,
-               {{OP_F, 0, "a swap-out must come after its forward"}}, false},
+               {{OP_F, 0, "a swap-out must come after its forward"}}, false, false},
     [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 1,
-               {{OP_SO, 0, "a swap-in must come after its swap-out"}}, false},
+               {{OP_SO, 0, "a swap-in must come after its swap-out"}}, false, false},
     [OP_OG] = {STREAM_D2H, MEM_NONE, true,
-               "a gradient offload must come after every backward of its chunk", false, 0, {{0}}, false},
-    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 0, {{0}}, false},
+               "a gradient offload must come after every backward of its chunk", false, 0, {{0}}, false, false},
+    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 0, {{0}}, false, false},
     /* docs/semantics.md "Overlapped recomputation": an R that runs inside its host's
      * all-reduces (Lynx §4); the same waits and memory as R */
     [OP_RO] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, true, 2,
                {{OP_F, 0, "an overlapped recompute must come after its forward"},
-                {OP_SI, 0, "a swap-in must come before its overlapped recompute"}}, true},
+                {OP_SI, 0, "a swap-in must come before its overlapped recompute"}}, true, true},
 };
 
 const char *opsem_why(OpKind u, OpKind w)
@@ -87,6 +87,7 @@ void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
     c->fcomm = ir_cost(p, s, chunk, COST_FCOMM);
     c->bcomm = ir_cost(p, s, chunk, COST_BCOMM);
     c->rcomm = ir_cost(p, s, chunk, COST_RCOMM);
+    c->work = ir_cost(p, s, chunk, COST_WORK);
     c->frac = ir_cost(p, s, chunk, COST_SWAP_FRACTION);
     double bw = ir_cost(p, s, chunk, COST_HOST_BW);
     c->ms_per_byte = (bw > 0 && isfinite(bw)) ? 1000.0 / bw : 0;
@@ -140,6 +141,11 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
     st->held += a - f;
     *alloc = a;
     *freed = f;
+}
+
+double opsem_work(OpKind k, const OpCosts *c)
+{
+    return (unsigned)k < OP_NKINDS && op_sem[k].works && c->work > 0 ? c->work : 0;
 }
 
 double opsem_moved(OpKind k, const OpCosts *c, double alloc, double freed)

@@ -52,6 +52,8 @@ typedef struct OpSem {
                              * all-gather of them precedes it on the data-parallel stream
                              * (docs/spec.md "Time"); W needs only activations and output
                              * gradients (dW = x^T dy) */
+    bool works;             /* holds its virtual stage's `work` bytes (transient working
+                             * memory) while it runs: docs/spec.md "Memory" */
 } OpSem;
 
 extern const OpSem op_sem[OP_NKINDS];
@@ -79,6 +81,7 @@ typedef struct OpCosts {
     double grads, wload;          /* bytes OG moves out / LW brings back */
     double opt_host;              /* ms: OG's host optimizer step */
     double fcomm, bcomm, rcomm;   /* ms of f, b, r spent in tensor-parallel all-reduces */
+    double work;                  /* bytes: transient working memory of F, B, R, RO */
     double frac;                  /* swap_fraction of the rank */
     double ms_per_byte;           /* ms per byte over the host link */
 } OpCosts;
@@ -101,6 +104,11 @@ typedef struct VmMem {
  * the list (docs/semantics.md "Model-state offload"). */
 void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double *alloc,
                     double *freed);
+
+/* The transient working memory of an op of kind k, bytes: the chunk's `work` for the
+ * kinds whose row says `works` (F, B, R, RO), else 0. Held from the op's start to its
+ * end on top of what the walk holds (docs/spec.md "Memory"). */
+double opsem_work(OpKind k, const OpCosts *c);
 
 /* The bytes an op moves over the host link: SO what it freed, SI what it allocated
  * (the amounts of opsem_mem_step), OG the chunk's grads, LW its wload; 0 for the

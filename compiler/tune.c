@@ -488,7 +488,7 @@ static void search_mixed(Tuner *t, const Pipeline *q, const char *tdesc)
         if (mr[s].peak <= q->memory)
             continue;
         double best_ms = INFINITY;
-        for (int pol = POLICY_FULL; pol < POLICY_N; pol++) {
+        for (int pol = POLICY_FULL; pol < POLICY_BLOCK; pol++) {
             Pipeline *r = pipeline_clone(q);
             if (run(t, r, "recompute", "stages", s, s + 1, "policy", policy_name[pol]) == 0) {
                 MemRank *m2 = xmalloc((size_t)r->P * sizeof *m2);
@@ -548,7 +548,7 @@ static void search_range(Tuner *t, const Pipeline *q, const char *tdesc, bool ex
             lo = lo < 0 ? s : lo, hi = s;
     free(mr);
     StrBuf d = {0};
-    for (int pol = POLICY_FULL; lo >= 0 && pol < POLICY_N && t->tried < t->budget; pol++) {
+    for (int pol = POLICY_FULL; lo >= 0 && pol < POLICY_BLOCK && t->tried < t->budget; pol++) {
         if (!q->model && pol != POLICY_FULL)
             continue; /* without a model the other policies cost as full */
         Pipeline *r = pipeline_clone(q);
@@ -579,7 +579,7 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
     bool none_fits = fits(q);
     with_passes(t, pipeline_clone(q), tdesc);
     /* on-demand recomputation, ranks 0..k-1, per policy */
-    for (int pol = POLICY_FULL; pol < POLICY_N && !none_fits && t->tried < t->budget; pol++) {
+    for (int pol = POLICY_FULL; pol < POLICY_BLOCK && !none_fits && t->tried < t->budget; pol++) {
         if (!q->model && pol != POLICY_FULL)
             continue; /* without a model the other policies cost as full */
         for (int32_t k = 1; k <= q->P && t->tried < t->budget; k++) {
@@ -792,8 +792,9 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
     if (as_written) {
         for (uint32_t i = 0; i < written->nrecompute; i++) {
             const RecomputeDir *r = &written->recompute[i];
+            char pol[320];
             sb_printf(out, "  recompute stages %d..%d policy %s\n", r->lo, r->hi,
-                      policy_name[r->policy]);
+                      policy_format(r->policy, r->arg, pol, sizeof pol));
         }
         for (uint32_t i = 0; i < written->npasses; i++) {
             const PassCall *pc = &written->passes[i];

@@ -151,7 +151,7 @@ static NodeList append(NodeList l, NodeList t)
 %type <str> name var
 %type <node> topitem item ifstmt expr depop number value field kv block fblock
 %type <node> pass
-%type <list> topitems items args fields numlist kvs passes
+%type <list> topitems items args fields numlist kvs passes values
 
 %%
 
@@ -246,6 +246,10 @@ item:
 | SCHEDULE name        { $$ = mk_name(ps, N_SCHEDULE, @2, $2); }
 | RECOMPUTE STAGES value POLICY name
                        { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); }
+| RECOMPUTE STAGES value POLICY name '(' ')'
+                       { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); }
+| RECOMPUTE STAGES value POLICY name '(' values ')'
+                       { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); $$->body = $7.head; }
 ;
 
 /* `apply` and `pipec opt --pass`: pass calls, `name` or `name(k=v, ...)`, comma-separated
@@ -334,6 +338,12 @@ value:
 number:
   NUM                  { $$ = mk_num(ps, @1, $1, false); }
 | '-' NUM              { $$ = mk_num(ps, @$, $2, true); }
+;
+
+/* The arguments of a parameterised recompute policy: `block(3)`, `keep(qkv, fc1)`. */
+values:
+  value                { $$ = one($1); }
+| values ',' value     { $$ = push($1, $3); }
 ;
 
 numlist:

@@ -39,8 +39,8 @@ check "written costs: r and act kept in the global block" \
     test "$(sed -n '/^  costs {$/,/^  }$/p' "$tmp/user.out" | tr -s ' \n' ' ')" = " costs { r 5ms act 1GiB } "
 check "written costs: no virtual stage gets a derived r, act or wact" \
     bash -c "! grep -E '^  costs vstage .*( r | act | wact )' '$tmp/user.out'"
-check "written costs: f, b, w and ckpt still derived per virtual stage" \
-    test "$(grep -cE '^  costs vstage [01] \{ f [0-9.]+ms b [0-9.]+ms w [0-9.]+ms ckpt [0-9]+[KM]iB \}$' "$tmp/user.out")" = 2
+check "written costs: f, b, w, ckpt and work still derived per virtual stage" \
+    test "$(grep -cE '^  costs vstage [01] \{ f [0-9.]+ms b [0-9.]+ms w [0-9.]+ms ckpt [0-9]+[KM]iB work [0-9]+[KM]iB \}$' "$tmp/user.out")" = 2
 # --- bad device and model fields: a located value error each, exit 1 ------------------------
 bad_input() { # NAME DEVICE-BLOCK MODEL-OVERRIDE MESSAGE (at the device's line 4, or the
     # pipeline's line 5 where the model override is wrong)

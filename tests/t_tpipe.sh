@@ -95,8 +95,12 @@ tm=$(metric "$ex"_1f1b_r50.pipe ms)
 expect "llama48: T-Pipe keeps less than 1F1B" "$ap < $a1"
 expect "llama48: T-Pipe+T-Recomp keeps <= 35% of 1F1B's peak activations ($ar / $a1)" "$ar <= 0.35 * $a1"
 # 1F1B + 50% recomputation in closed form: 7(M-1+P) / 6(M-1+P) of 1F1B's makespan
-# (Appendix C), and the mlp-policy example (R ~ 59%).
+# (Appendix C), and the example, which recomputes 3 of each stage's 6 layers (block(3)).
 expect "llama48: T-Recomp within 5% of 1F1B+R50 = 7/6 x 1F1B" "$tr <= 1.05 * 7.0 / 6.0 * $t1"
+expect "llama48: the 1f1b_r50 example within 1% of 7/6 x 1F1B ($tm, $t1)" "abs($tm - 7.0 / 6.0 * $t1) <= 0.01 * 7.0 / 6.0 * $t1"
+# Fig. 8(a): 1F1B + R=50% peaks at 10.65 GB of activations (GB = 1e9 bytes).
+am=$(metric "$ex"_1f1b_r50.pipe "max(act)")
+expect "llama48: 1F1B+R50 peak activations $am within 5% of the paper's 10.65 GB" "abs($am - 10.65e9) <= 0.05 * 10.65e9"
 expect "llama48: T-Recomp within 5% of the 1f1b_r50 example" "$tr <= 1.05 * $tm"
 
 # T-Offload (§5): on ranks without the embedding or the head the deep chunk holds half

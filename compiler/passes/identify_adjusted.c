@@ -37,7 +37,7 @@ int pass_identify_adjusted(Diag *d, Pipeline *p, const PassCall *call)
             if (!over[s] || p->adjusted[s])
                 continue;
             if (cmb && p->model && p->stage_policy[s] == POLICY_NONE) {
-                err = sched_recompute(d, p, s, s + 1, POLICY_CMB, call->loc);
+                err = sched_recompute(d, p, s, s + 1, POLICY_CMB, 0, call->loc);
                 if (err)
                     break;
                 uint8_t *o2 = xmalloc((size_t)p->P + 1);
@@ -48,7 +48,7 @@ int pass_identify_adjusted(Diag *d, Pipeline *p, const PassCall *call)
                     continue;
             }
             p->adjusted[s] = 1;
-            err = sched_recompute(d, p, s, s + 1, POLICY_FULL, call->loc);
+            err = sched_recompute(d, p, s, s + 1, POLICY_FULL, 0, call->loc);
         }
     }
     free(over);

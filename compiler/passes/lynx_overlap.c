@@ -12,7 +12,10 @@
  * (Eq. 2) within the memory budget (Eq. 7-9); the same policy then serves every
  * identical layer. In pipec's terms, per rank:
  *   - which activations to keep: the rank's recomputation policy, one of none,
- *     selective, cmb, mlp, full (the same for all its layers: §4.2 "Key idea");
+ *     cmb, selective, the keep-sets of cm_keep_ladder (per operator: the layer's tensors
+ *     kept one at a time in order of the rebuild time a byte saves, the greedy order of
+ *     the per-layer knapsack HEU solves), mlp, full (the same for all its layers: §4.2
+ *     "Key idea");
  *   - in which phase: each R(v,m) becomes an RO hosted by one of the compute ops listed
  *     before it (its all-reduces are the phases; docs/semantics.md "Overlapped
  *     recomputation"), the nearest of up to LYNX_HOSTS that has all-reduce time left
@@ -23,8 +26,8 @@
  *     runs in an earlier op's all-reduces, Fig. 7), so it loses that line.
  * Of the policies whose placement fits the budget (the rank's walk peak), the one
  * with the least compute-stream time (sim_busy: f, b, w, the on-demand r's and the
- * exposed part of each RO) wins, ties to the earlier of none, cmb, selective, mlp, full
- * (roughly: the one that keeps more). On the last
+ * exposed part of each RO) wins, ties to the earlier of none, cmb, selective, the
+ * keep-sets from the largest down, mlp, full (roughly: the one that keeps more). On the last
  * stage a recompute runs right after its forward's micro-batch turns round, so the
  * nearest host is the backward before it (Lynx §4.2, "Optimizations": no forward
  * phases there) without a special case. A rank where no policy fits is left as it was,
@@ -195,11 +198,12 @@ static bool deps_name_recompute(const Pipeline *p, int32_t s)
 
 /* Rank s of q planned with policy pol: its R and RO removed, pol's on-demand R ops
  * added (sched_recompute), then placed. Returns the errors reported. */
-static int plan_rank(Diag *d, Pipeline *q, int32_t s, RecomputePolicy pol, Loc loc)
+static int plan_rank(Diag *d, Pipeline *q, int32_t s, RecomputePolicy pol, uint32_t arg,
+                     Loc loc)
 {
-    int err = sched_recompute(d, q, s, s + 1, POLICY_NONE, loc);
+    int err = sched_recompute(d, q, s, s + 1, POLICY_NONE, 0, loc);
     if (!err && pol != POLICY_NONE)
-        err = sched_recompute(d, q, s, s + 1, pol, loc);
+        err = sched_recompute(d, q, s, s + 1, pol, arg, loc);
     if (!err)
         place_overlaps(q, s);
     return err;
@@ -219,21 +223,50 @@ void lynx_adopt(Pipeline *p, Pipeline *q)
     pipeline_free(q);
 }
 
+/* The policies Lynx-HEU tries on a rank, roughly least recomputation first so that ties
+ * keep more activations (Eq. 2): none, cmb, selective, the keep-sets of cm_keep_ladder
+ * from the largest down (one tensor less each), mlp, full. Returns how many. */
+static int lynx_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)
+{
+    static const RecomputePolicy head[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE};
+    int n = 0;
+    for (size_t i = 0; i < ARRAY_LEN(head); i++, n++) {
+        pol[n] = head[i];
+        arg[n] = 0;
+    }
+    if (p->model) {
+        CostModel cm;
+        costmodel_get(p, &cm);
+        uint32_t ladder[KEEP_N + 1];
+        int nl = cm_keep_ladder(&cm, ladder);
+        costmodel_free(&cm);
+        for (int i = nl - 2; i >= 0; i--, n++) { /* the whole set is `none` */
+            pol[n] = POLICY_KEEP;
+            arg[n] = ladder[i];
+        }
+    }
+    pol[n] = POLICY_MLP;
+    arg[n++] = 0;
+    pol[n] = POLICY_FULL;
+    arg[n++] = 0;
+    return n;
+}
+
 int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
 {
-    /* roughly least recomputation first, so that ties keep more activations (Eq. 2) */
-    static const RecomputePolicy order[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
-                                            POLICY_MLP, POLICY_FULL};
+    RecomputePolicy order[KEEP_N + 6];
+    uint32_t oarg[KEEP_N + 6];
+    int norder = lynx_menu(p, order, oarg);
     int err = 0;
     for (int32_t s = lo; s < hi && !err; s++) {
         if (deps_name_recompute(p, s))
             continue;
         Pipeline *best = NULL;
         double tbest = INFINITY;
-        for (size_t k = 0; k < ARRAY_LEN(order) && !err; k++) {
+        for (int k = 0; k < norder && !err; k++) {
             Pipeline *q = pipeline_clone(p);
             if (p->model)
-                err = plan_rank(d, q, s, order[k], loc);
+                err = plan_rank(d, q, s, order[k], oarg[k], loc);
             else if (k == 0)
                 place_overlaps(q, s); /* no model: the written R ops, placed */
             else {

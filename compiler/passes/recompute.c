@@ -1,11 +1,15 @@
-/* recompute.c - the `recompute(stages=.., policy=..)` pass: on-demand recomputation.
+/* recompute.c - the `recompute(stages=.., policy=.., layers=.., keep=..)` pass: on-demand
+ * recomputation.
  *
  * Obscura §3.1, Observation 1: recomputing only the stages that exceed memory
  * ("On-Demand Recomputation") beats recomputing all of them. For every rank in `stages`
  * (default all) the pass sets the rank's policy (default full), puts R(v,m) just before
  * each B(v,m) of the rank's virtual stages unless an R(v,m) already exists anywhere on
  * the rank, and with policy=none removes the rank's R ops instead. It then re-derives
- * the costs, so r and ckpt follow the policy (docs/cost-model.md "Policies").
+ * the costs, so r and ckpt follow the policy (docs/cost-model.md "Recomputation
+ * policies"). policy=block takes layers=N (Megatron-LM's `--recompute-method block`: full
+ * recomputation of the first N layers of each virtual stage); policy=keep takes
+ * keep="T ..." (the tensors of each layer it keeps; docs/cost-model.md "Keep-sets").
  *
  * Each R it places is bound to the backward (docs/semantics.md "Dependencies"): with
  * v < PV-1 it also gets the line `dep B(v+1,m) -> R(v,m)`, so it runs after the
@@ -195,6 +199,54 @@ static void rewrite_rank(Pipeline *p, int32_t s, RecomputePolicy pol, Loc loc)
     st->cap = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
 }
 
+/* The argument of policy pol from the call's `layers` (block) or `keep` (keep) into *arg;
+ * returns the errors reported. */
+static int policy_arg(Diag *d, const PassCall *call, RecomputePolicy pol, uint32_t *arg)
+{
+    int err = 0;
+    int64_t layers = 0;
+    bool has_layers = pass_arg_int(d, call, "layers", &layers, &err);
+    const Field *kf = NULL;
+    for (uint32_t i = 0; i < call->nargs; i++)
+        if (!strcmp(call->args[i].key, "keep"))
+            kf = &call->args[i];
+    *arg = 0;
+    if (err)
+        return err;
+    if (pol == POLICY_BLOCK) {
+        if (!has_layers || layers < 1 || layers > 1000000) {
+            diag_error(d, has_layers ? pass_arg_loc(call, "layers") : pass_arg_loc(call, "policy"),
+                       DIAG_VALUE, "policy 'block' needs layers=N, the layers it recomputes per "
+                                   "virtual stage (N >= 1)");
+            return 1;
+        }
+        *arg = (uint32_t)layers;
+    } else if (has_layers) {
+        diag_error(d, pass_arg_loc(call, "layers"), DIAG_VALUE,
+                   "'layers' is an argument of policy 'block' only");
+        return 1;
+    }
+    if (pol == POLICY_KEEP && kf) {
+        const char *bad = NULL;
+        if (kf->val.kind != VAL_STRING && kf->val.kind != VAL_IDENT)
+            bad = "";
+        else
+            bad = keep_parse(kf->val.str, arg);
+        if (bad) {
+            diag_error(d, kf->loc, DIAG_VALUE,
+                       "keep takes tensor names such as keep=\"qkv fc1\"; '%.*s' is not one "
+                       "(attn_norm qkv core attn_out attn_mask mlp_in mlp_norm fc1 act_fn "
+                       "mlp_mask: docs/cost-model.md \"Keep-sets\")",
+                       (int)strcspn(bad, ", \t"), bad);
+            return 1;
+        }
+    } else if (kf && pol != POLICY_KEEP) {
+        diag_error(d, kf->loc, DIAG_VALUE, "'keep' is an argument of policy 'keep' only");
+        return 1;
+    }
+    return 0;
+}
+
 int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
 {
     int err = 0;
@@ -211,10 +263,15 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
     if (pol == POLICY_N) {
         char hint[96];
         diag_error(d, pass_arg_loc(call, "policy"), DIAG_VALUE,
-                   "unknown recomputation policy '%s'%s (none, full, selective, cmb, mlp)", pname,
+                   "unknown recomputation policy '%s'%s (none, full, selective, cmb, mlp, block, "
+                   "keep)",
+                   pname,
                    diag_suggest(hint, sizeof hint, pname, policy_name, POLICY_N));
         return 1;
     }
+    uint32_t arg = 0;
+    if (policy_arg(d, call, pol, &arg))
+        return 1;
     if (hi == INT32_MAX) /* stages=all */
         hi = p->P;
     if (lo < 0 || lo > hi || hi > p->P) {
@@ -227,13 +284,14 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
                        (long long)hi);
         return 1;
     }
-    if (!p->model && (pol == POLICY_SELECTIVE || pol == POLICY_CMB || pol == POLICY_MLP) && hi > lo)
+    if (!p->model && pol != POLICY_NONE && pol != POLICY_FULL && hi > lo)
         diag_warning(d, call->loc, WARN_MODEL,
                      "policy '%s' needs a model to size its savings; without one it is costed "
                      "as full recomputation (r = f) unless the costs set r and ckpt",
                      policy_name[pol]);
     for (int64_t s = lo; s < hi; s++) {
         p->stage_policy[s] = pol;
+        p->stage_policy_arg[s] = arg;
         rewrite_rank(p, (int32_t)s, pol, call->loc);
     }
     if (pipeline_nops(p) > IR_MAX_OPS) {

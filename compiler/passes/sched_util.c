@@ -288,9 +288,11 @@ int32_t sched_last_adjusted(const Pipeline *p)
     return k;
 }
 
-int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolicy pol, Loc loc)
+int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolicy pol,
+                    uint32_t arg, Loc loc)
 {
-    Field args[2];
+    Field args[3];
+    char keep[256];
     memset(args, 0, sizeof args);
     args[0].key = (char *)"stages";
     args[0].val.kind = VAL_RANGE;
@@ -301,7 +303,22 @@ int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolic
     args[1].val.kind = VAL_IDENT;
     args[1].val.str = (char *)policy_name[pol];
     args[1].val.loc = args[1].loc = loc;
-    PassCall call = {(char *)"recompute", args, 2, loc};
+    uint32_t n = 2;
+    if (pol == POLICY_BLOCK) {
+        args[2].key = (char *)"layers";
+        args[2].val.kind = VAL_NUM;
+        args[2].val.num = arg;
+        args[2].val.loc = args[2].loc = loc;
+        n = 3;
+    } else if (pol == POLICY_KEEP) {
+        keep_format(arg, keep, sizeof keep);
+        args[2].key = (char *)"keep";
+        args[2].val.kind = VAL_STRING;
+        args[2].val.str = keep;
+        args[2].val.loc = args[2].loc = loc;
+        n = 3;
+    }
+    PassCall call = {(char *)"recompute", args, n, loc};
     return pass_recompute(d, p, &call);
 }
 

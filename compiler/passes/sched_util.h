@@ -98,8 +98,10 @@ int sched_migrate(Diag *d, Pipeline *p, const PassCall *call, int32_t extra);
 /* k: the last adjusted rank (Obscura §5.3), or -1 when none is adjusted. */
 int32_t sched_last_adjusted(const Pipeline *p);
 
-/* Runs the `recompute` pass on ranks [lo, hi) with a policy (by value, not by name). */
-int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolicy pol, Loc loc);
+/* Runs the `recompute` pass on ranks [lo, hi) with a policy (by value, not by name) and
+ * its argument (RecomputeDir.arg: block's layers, keep's mask; 0 for the others). */
+int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolicy pol,
+                    uint32_t arg, Loc loc);
 
 /* True when every rank's static memory peak (mem_walk) and, when all of those fit, its
  * weights + static arena (arena_plan, what `check` also verifies) are within the budget

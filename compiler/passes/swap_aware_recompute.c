@@ -89,8 +89,24 @@ double obscura_eq23(const Pipeline *p, int64_t lambda, double beta)
     return T;
 }
 
+/* The policies the pass tries on the adjusted ranks: none, cmb, selective, mlp, full
+ * with a model (without one only none and full: the others would be costed as full). */
+static int swap_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)
+{
+    static const RecomputePolicy with_model[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
+                                                 POLICY_MLP, POLICY_FULL};
+    static const RecomputePolicy without[] = {POLICY_NONE, POLICY_FULL};
+    int n = p->model ? 5 : 2;
+    for (int i = 0; i < n; i++) {
+        pol[i] = p->model ? with_model[i] : without[i];
+        arg[i] = 0;
+    }
+    return n;
+}
+
 typedef struct Choice {
     RecomputePolicy pol;
+    uint32_t arg;   /* the policy's argument (keep's mask) */
     int64_t extra;  /* migrated forwards kept per adjusted rank; -1: as the input */
     int64_t lambda;
     double beta;
@@ -100,8 +116,8 @@ typedef struct Choice {
 /* Applies a candidate to q (a clone): policy on the adjusted ranks; with extra >= 0 the
  * adjusted ranks keep at most extra forwards beyond 1F1B's warm-up (never more than
  * they had); then swap. */
-static int apply(Diag *d, Pipeline *q, const PassCall *call, RecomputePolicy pol, int64_t extra,
-                 int64_t lambda, double beta, Loc loc)
+static int apply(Diag *d, Pipeline *q, const PassCall *call, RecomputePolicy pol, uint32_t arg,
+                 int64_t extra, int64_t lambda, double beta, Loc loc)
 {
     int err = 0;
     if (extra >= 0) {
@@ -117,8 +133,8 @@ static int apply(Diag *d, Pipeline *q, const PassCall *call, RecomputePolicy pol
         sched_free(&sh);
     }
     for (int32_t s = 0; s < q->P && !err; s++)
-        if (q->adjusted[s] && q->stage_policy[s] != pol)
-            err = sched_recompute(d, q, s, s + 1, pol, loc);
+        if (q->adjusted[s] && (q->stage_policy[s] != pol || q->stage_policy_arg[s] != arg))
+            err = sched_recompute(d, q, s, s + 1, pol, arg, loc);
     if (err)
         return err;
     Field args[2];
@@ -151,14 +167,12 @@ int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
     int64_t lmax = sh.warm[0] - 1, xmax = sh.warm[0] - sched_warm_1f1b(p->P, p->M, 0);
     sched_free(&sh);
 
-    static const RecomputePolicy with_model[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
-                                                 POLICY_MLP, POLICY_FULL};
-    static const RecomputePolicy without[] = {POLICY_NONE, POLICY_FULL};
-    const RecomputePolicy *pols = p->model ? with_model : without;
-    int npol = p->model ? 5 : 2;
+    RecomputePolicy pols[8];
+    uint32_t pargs[8] = {0};
+    int npol = swap_menu(p, pols, pargs);
     static const double betas[] = {0.25, 0.5, 0.75, 1.0};
     void *scratch = NULL;
-    Choice best = {POLICY_N, -1, 0, 1.0, INFINITY};
+    Choice best = {POLICY_N, 0, -1, 0, 1.0, INFINITY};
     if (sched_fits(p, NULL))
         best.ms = sim_makespan(p, &scratch);
     /* migrated forwards kept: all (-1), none (0), and powers of two between */
@@ -179,11 +193,11 @@ int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
                         continue; /* beta is moot without swaps */
                     double beta = lam ? betas[ib] : 1.0;
                     Pipeline *q = pipeline_clone(p);
-                    err = apply(d, q, call, pols[ip], extras[ix], lam, beta, call->loc);
+                    err = apply(d, q, call, pols[ip], pargs[ip], extras[ix], lam, beta, call->loc);
                     if (!err && sched_fits(q, NULL) && bandwidth_ok(q)) {
                         double ms = sim_makespan(q, &scratch);
                         if (ms < best.ms * (1 - 1e-9))
-                            best = (Choice){pols[ip], extras[ix], lam, beta, ms};
+                            best = (Choice){pols[ip], pargs[ip], extras[ix], lam, beta, ms};
                         if (after < 0)
                             after = 0;
                     }
@@ -196,15 +210,17 @@ int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
     if (err)
         return err;
     if (best.pol != POLICY_N)
-        err = apply(d, p, call, best.pol, best.extra, best.lambda, best.beta, call->loc);
+        err = apply(d, p, call, best.pol, best.arg, best.extra, best.lambda, best.beta, call->loc);
     if (!err && verbose) {
         int64_t lam = best.pol == POLICY_N ? -1 : best.lambda;
         void *sc = NULL;
         double ms = sim_makespan(p, &sc), eq = obscura_eq23(p, lam < 0 ? 0 : lam, best.beta);
+        char pname[320];
         fprintf(stderr,
                 "swap_aware_recompute: %s: adjusted ranks 0..%d policy %s lambda %lld beta %.2f: "
                 "simulated %.1f ms, eq23_makespan %.1f ms (%+.1f%%)\n",
-                p->name ? p->name : "pipeline", k, policy_name[p->stage_policy[k]],
+                p->name ? p->name : "pipeline", k,
+                policy_format(p->stage_policy[k], p->stage_policy_arg[k], pname, sizeof pname),
                 (long long)(lam < 0 ? 0 : lam), best.beta, ms, eq, 100 * (eq - ms) / ms);
         sim_scratch_free(sc);
     }

@@ -509,6 +509,99 @@ static void check_order(const CostModel *cm)
     assert_true(r[POLICY_NONE] == 0);
 }
 
+/* Keep-sets (docs/cost-model.md "Keep-sets") on Korthikanti's GPT layer, eager attention,
+ * b = 2, s = 2048, h = 1024, a = 16, t = 1, two layers on one virtual stage, dev()
+ * (5e13 FLOP/s): sbh = 4,194,304.
+ * - keeping every tensor is no recomputation: ckpt = act, r = 0;
+ * - keeping all but `core` is Korthikanti's selective recomputation (the 5as^2b
+ *   softmax/dropout bytes dropped, the core's FLOPs re-run once): the same ckpt and r;
+ * - keep() keeps the layer input alone, 2sbh per layer, like full recomputation;
+ * - keep(fc1) adds fc1's output, e f = 8h bytes per token: 8 sbh = 33,554,432 per layer;
+ * - all but fc1: r = fc1's GEMM, 2 T h f = 2*4096*1024*4096 = 34,359,738,368 FLOPs per
+ *   layer, 0.68719476736 ms at 5e13 FLOP/s, twice for two layers. */
+static void test_keep_sets(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    Pipeline *p = mkpipe(1, 1, 1, gpt_model(2, 1024, 16, 2048, 2, "eager"), dev());
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    uint32_t all = (1u << KEEP_N) - 1, nofc1 = all & ~(1u << KEEP_FC1);
+    CmCost k, ref, none;
+    cm_vstage(&cm, 0, POLICY_NONE, &none);
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, all, &k);
+    assert_near(k.ckpt, none.act);
+    assert_near(k.r, 0);
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, all & ~(1u << KEEP_CORE), &k);
+    cm_vstage(&cm, 0, POLICY_SELECTIVE, &ref);
+    assert_near(k.ckpt, ref.ckpt);
+    assert_near(k.r, ref.r);
+    assert_near(none.act - k.ckpt, 2 * (813694976.0 - 142606336.0));
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, 0, &k);
+    cm_vstage(&cm, 0, POLICY_FULL, &ref);
+    assert_near(k.ckpt, ref.ckpt);
+    assert_true(k.r < ref.r); /* fc2 is never re-run */
+    CmCost k1;
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, 1u << KEEP_FC1, &k1);
+    assert_near(k1.ckpt - k.ckpt, 2 * 33554432.0);
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, nofc1, &k);
+    assert_near(k.r, 2 * 0.68719476736);
+    assert_near(none.act - k.ckpt, 2 * 33554432.0);
+    /* a ladder starts at keep(), adds one tensor at a time and ends with all ten */
+    uint32_t ladder[KEEP_N + 1];
+    assert_int_equal(cm_keep_ladder(&cm, ladder), KEEP_N + 1);
+    assert_int_equal(ladder[0], 0);
+    assert_int_equal(ladder[KEEP_N], all);
+    for (int i = 0; i < KEEP_N; i++)
+        assert_int_equal(__builtin_popcount(ladder[i + 1] & ~ladder[i]), 1);
+    costmodel_free(&cm);
+    pipeline_free(p);
+
+    /* with t = 4 a dropped mlp_in repeats the attention block's all-reduce (0.18582912 ms,
+     * test_tp_comm) once per layer */
+    p = mkpipe(1, 1, 1, gpt_model(2, 1024, 16, 2048, 2, "eager"), dev());
+    p->tensor_parallel = 4;
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, all & ~(1u << KEEP_MLP_IN), &k);
+    assert_near(k.rcomm, 2 * 0.18582912);
+    cm_vstage_arg(&cm, 0, POLICY_KEEP, all & ~(1u << KEEP_QKV), &k);
+    assert_near(k.rcomm, 0);
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
+/* block(n): the first n layers of the virtual stage recomputed in full, the rest not.
+ * Four GPT layers (flash, b = 2, s = 2048, h = 1024, dev()): a layer's forward is
+ * 2.74877906944 ms (test_flops), so block(2) has r = 5.49755813888 ms, and keeps the
+ * embedding, the head, two layer inputs and two whole layers. block(9) is full. */
+static void test_block(void **state)
+{
+    (void)state;
+    Cap c;
+    cap_open(&c);
+    CostModel cm;
+    Pipeline *p = mkpipe(1, 1, 1, gpt_model(4, 1024, 16, 2048, 2, "flash"), dev());
+    assert_int_equal(costmodel_init(&c.d, p, &cm), 0);
+    CmCost k, full, a, m, none;
+    cm_vstage_arg(&cm, 0, POLICY_BLOCK, 2, &k);
+    assert_near(k.r, 2 * 2.74877906944);
+    cm_unit(&cm, CM_ATTN, false, POLICY_NONE, &a);
+    cm_unit(&cm, CM_MLP, false, POLICY_NONE, &m);
+    cm_vstage(&cm, 0, POLICY_FULL, &full);
+    /* full keeps 4 layer inputs (2 sbh = 8,388,608 each); block(2) two of them + 2 layers */
+    assert_near(k.ckpt, full.ckpt - 2 * 8388608.0 + 2 * (a.act + m.act));
+    cm_vstage(&cm, 0, POLICY_NONE, &none);
+    assert_near(k.act, none.act);
+    cm_vstage_arg(&cm, 0, POLICY_BLOCK, 9, &k);
+    assert_near(k.ckpt, full.ckpt);
+    assert_near(k.r, full.r);
+    costmodel_free(&cm);
+    pipeline_free(p);
+    cap_close(&c);
+}
+
 static void test_policy_order(void **state)
 {
     (void)state;
@@ -1244,6 +1337,7 @@ int main(void)
         cmocka_unit_test(test_korthikanti),   cmocka_unit_test(test_llama_bytes),
         cmocka_unit_test(test_flops),         cmocka_unit_test(test_weights),
         cmocka_unit_test(test_p2p),           cmocka_unit_test(test_policy_order),
+        cmocka_unit_test(test_keep_sets),     cmocka_unit_test(test_block),
         cmocka_unit_test(test_precedence),    cmocka_unit_test(test_idempotent),
         cmocka_unit_test(test_partition),     cmocka_unit_test(test_bad_blocks),
         cmocka_unit_test(test_no_model),      cmocka_unit_test(test_recompute_pass),

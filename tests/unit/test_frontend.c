@@ -445,7 +445,7 @@ static void test_settings(void **state)
                  "error[value]: recompute stages 0..3 are not a non-empty range within stages 2");
     expect_error(PRE "recompute stages 1..1 policy full }", "error[value]: recompute stages 1..1 are not a non-empty range");
     expect_error(PRE "recompute stages 0 policy some }",
-                 "error[value]: unknown recompute policy 'some' (policies: none, full, selective, cmb, mlp)");
+                 "error[value]: unknown recompute policy 'some' (policies: none, full, selective, cmb, mlp, block(N), keep(...))");
     expect_error(PRE "tensor_parallel 0 }", "error[value]: 'tensor_parallel' must be at least 1 (got 0)");
     expect_error("model m { a 1 } model m { b 2 } pipeline x { stages 1 microbatches 1 }",
                  "t.pipe:1:23: error[name]: model 'm' is already defined");
