@@ -113,7 +113,11 @@ check "18B V=4: four memory errors, all walk overflows" test "$(grep -c 'error\[
 over=$(awk '/^stage +peak/{f=1; next} /^arena plan/{f=0} f && $1 ~ /^[0-9]+$/ && /OVER/ {printf "%s ", $1}' "$T/v4")
 check "18B V=4: the walk is over on ranks 0-3 ($over)" test "$over" = "0 1 2 3 "
 fits=$(awk '/^arena plan/{f=1; next} f && $1 ~ /^[0-9]+$/ && $1 >= 4 {printf "%s", ($9 + 0 <= $11 + 0 ? "y" : "n")}' "$T/v4")
-check "18B V=4: weights + arena within 78 GiB on ranks 4-7 ($fits)" test "$fits" = yyyy
+# The arena also holds the rank's largest working memory as one workspace region for the
+# whole iteration (docs/cost-model.md "Working memory"), where the walk adds it only
+# while its op runs: that puts rank 5 (arena 1.012 of its peak live) just over, by less
+# than its workspace; ranks 4, 6 and 7 pack at the peak and stay within.
+check "18B V=4: weights + arena + workspace within 78 GiB on ranks 4, 6, 7, not 5 ($fits)" test "$fits" = ynyy
 peak=$(awk '/^arena plan/{f=1; next} f && ($1 == 4 || $1 == 6 || $1 == 7) {printf "%s ", $6}' "$T/v4")
 check "18B V=4: ranks 4, 6, 7 at the walk's peak ($peak)" test "$peak" = "1.000 1.000 1.000 "
 

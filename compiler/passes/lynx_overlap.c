@@ -83,21 +83,26 @@ static double host_left(const StageOps *st, uint32_t j, const OpCosts *cost)
 
 /* Rank s's walk (docs/spec.md "Memory") as levels, to test moves of one R without
  * walking the rank again: base[k] the bytes in use at op k's start, lev[k] after its
- * allocation (-INFINITY when it allocates nothing), pre[k] the largest lev before k,
- * suf[k] the largest from k on. Arrays of n + 1. */
+ * allocation plus the working memory it holds while it runs (-INFINITY when it
+ * allocates and holds nothing), pre[k] the largest lev before k, suf[k] the largest from
+ * k on, work[k] op k's working memory (opsem_work). Arrays of n + 1. */
 typedef struct Levels {
-    double *base, *lev, *pre, *suf, *alloc, *freed;
+    double *base, *lev, *pre, *suf, *alloc, *freed, *work;
 } Levels;
 
-static void levels_walk(const Pipeline *p, int32_t s, Levels *L)
+static void levels_walk(const Pipeline *p, int32_t s, const OpCosts *cost, Levels *L)
 {
-    uint32_t n = p->stages[s].n;
+    const StageOps *st = &p->stages[s];
+    uint32_t n = st->n;
     mem_walk_ops(p, NULL, s, L->alloc, L->freed);
     double cur = ir_cost(p, s, 0, COST_WEIGHTS);
     for (uint32_t k = 0; k < n; k++) {
+        const Op *op = &st->ops[k];
+        L->work[k] = op->chunk < p->V
+                         ? opsem_work((OpKind)op->kind, &cost[op->chunk]) : 0;
         L->base[k] = cur;
         cur += L->alloc[k];
-        L->lev[k] = L->alloc[k] > 0 ? cur : -INFINITY;
+        L->lev[k] = L->alloc[k] > 0 || L->work[k] > 0 ? cur + L->work[k] : -INFINITY;
         cur -= L->freed[k];
     }
     L->pre[0] = -INFINITY;
@@ -117,7 +122,7 @@ static void levels_walk(const Pipeline *p, int32_t s, Levels *L)
 static bool move_over(const Pipeline *p, const Levels *L, uint32_t j, uint32_t i)
 {
     double a = L->alloc[i];
-    double peak = fmax(fmax(L->pre[j], L->suf[i + 1]), L->base[j] + a);
+    double peak = fmax(fmax(L->pre[j], L->suf[i + 1]), L->base[j] + a + L->work[i]);
     for (uint32_t k = j; k < i; k++)
         peak = fmax(peak, L->lev[k] + a);
     return peak > p->memory * (1 + 1e-12) + 1;
@@ -134,7 +139,8 @@ static void place_overlaps(Pipeline *p, int32_t s)
     size_t n1 = (size_t)st->n + 1;
     Levels L = {xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double)),
                 xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double)),
-                xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double))};
+                xmalloc(n1 * sizeof(double)), xmalloc(n1 * sizeof(double)),
+                xmalloc(n1 * sizeof(double))};
     bool fresh = false;
     for (uint32_t i = 0; i < st->n; i++) {
         Op r = st->ops[i];
@@ -152,7 +158,7 @@ static void place_overlaps(Pipeline *p, int32_t s)
                 continue;
             if (p->has_memory) {
                 if (!fresh)
-                    levels_walk(p, s, &L);
+                    levels_walk(p, s, cost, &L);
                 fresh = true;
                 if (move_over(p, &L, j, i))
                     continue;
@@ -163,7 +169,7 @@ static void place_overlaps(Pipeline *p, int32_t s)
             /* the walk of the moved list: rank_fits, keeping the levels */
             bool fits = true;
             if (p->has_memory) {
-                levels_walk(p, s, &L);
+                levels_walk(p, s, cost, &L);
                 fits = fmax(ir_cost(p, s, 0, COST_WEIGHTS), L.suf[0]) <= p->memory;
                 fresh = fits;
             }
@@ -176,6 +182,7 @@ static void place_overlaps(Pipeline *p, int32_t s)
         }
     }
     free(L.base), free(L.lev), free(L.pre), free(L.suf), free(L.alloc), free(L.freed);
+    free(L.work);
     free(cost);
 }
 
