@@ -704,13 +704,13 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
     sb_printf(b, "    .ranks = ranks, .vstages = vstages, .msgs = msgs, .nmsgs = %u,\n",
               ep->cp ? ep->cp->nmsgs : 0);
     if (ep->have_mlp) {
-        sb_printf(b, "    .mlp_vocab = %d, .mlp_C = %d, .mlp_L = %d, .mlp_T = %d, .mlp_B = %d,\n",
+        sb_printf(b, "    .model_vocab = %d, .model_hidden = %d, .model_layers = %d, .model_seq = %d, .model_batch = %d,\n",
                   mlp->vocab, mlp->C, mlp->L, mlp->T, mlp->B);
         if (mlp->arch)
             sb_printf(b, "    .model_arch = %d, .model_heads = %d, .model_kv_heads = %d, "
                          ".model_ffn = %d,\n", mlp->arch, mlp->heads, mlp->kv_heads, mlp->ffn);
     } else {
-        sb_puts(b, "    .mlp_unavailable = ");
+        sb_puts(b, "    .model_unavailable = ");
         put_cstr(b, ep->why);
         sb_puts(b, ",\n");
         if (mlp->arch) /* the workload's name in messages */

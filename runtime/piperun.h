@@ -195,9 +195,11 @@ typedef struct PrProgram {
     const PrVstage *vstages;   /* [P*V] */
     const PrMsg *msgs;         /* [nmsgs] */
     uint32_t nmsgs;
-    /* mlp model shape from the pipeline's `model` (0 when there is none) */
-    int mlp_vocab, mlp_C, mlp_L, mlp_T, mlp_B;
-    const char *mlp_unavailable; /* why --workload mlp cannot run, or NULL */
+    /* The model's shape from the pipeline's `model`, whatever its arch (0 when there is
+     * none): vocabulary (tokens), hidden size (floats per token), layers, sequence
+     * length (tokens) and micro-batch size (sequences). */
+    int model_vocab, model_hidden, model_layers, model_seq, model_batch;
+    const char *model_unavailable; /* why --workload mlp (the model) cannot run, or NULL */
     double synthetic_scale;    /* synthetic arena bytes = cost-model bytes / this (>= 1) */
     double sim_ms;             /* simulated iteration time under the cost model, ms; < 0
                                   when unknown */
@@ -205,9 +207,8 @@ typedef struct PrProgram {
                                   rank its own); the synthetic replay shares its bandwidth
                                   among the transfers in flight (docs/runtime.md) */
     /* The model's arch: 0 mlp (runtime/mlp.h), else a transformer of runtime/
-     * transformer.h (1 gpt, 2 llama) with these attention and MLP widths; the mlp_*
-     * fields give its vocabulary, hidden size, layers, sequence and micro-batch size,
-     * and PrVstage its region sizes. */
+     * transformer.h (1 gpt, 2 llama) with these attention and MLP widths (the model_*
+     * fields above give the rest of its shape, PrVstage its region sizes). */
     int model_arch, model_heads, model_kv_heads, model_ffn;
     /* Data parallelism (docs/runtime.md "Data parallelism"): D replicas of the whole
      * pipeline (0 or 1: one), each training on its own shard of the global batch, their

@@ -383,7 +383,7 @@ static void test_nameless_one_rank(void **st)
     assert_non_null(strstr(main_c, ".nmsgs = 0,"));
     assert_non_null(strstr(main_c, ".sim_ms = 6,"));   /* F F B B: 1 + 1 + 2 + 2 */
     /* the reason as a C literal, its backquotes octal escapes (put_cstr) */
-    assert_non_null(strstr(main_c, ".mlp_unavailable = \"the pipeline has no \\140model\\140\","));
+    assert_non_null(strstr(main_c, ".model_unavailable = \"the pipeline has no \\140model\\140\","));
     assert_non_null(strstr(file_text(&out, "Makefile"), "pipeline"));
     emit_out_free(&out);
     diag_free(&d);

@@ -140,7 +140,7 @@ static int setup(void **st)
     prog_ = (PrProgram){.abi = PIPERUN_ABI, .name = "rt", .source = "test", .version = "t",
                         .P = NR, .M = NM, .V = 1, .send_mode = PR_SEND_EAGER, .ranks = ranks_,
                         .vstages = vst_, .msgs = msgs_, .nmsgs = cp_->nmsgs,
-                        .mlp_vocab = vocab, .mlp_C = C, .mlp_L = 2, .mlp_T = T, .mlp_B = B,
+                        .model_vocab = vocab, .model_hidden = C, .model_layers = 2, .model_seq = T, .model_batch = B,
                         .synthetic_scale = 1, .sim_ms = -1, .model_arch = arch_,
                         .model_heads = td.NH, .model_kv_heads = td.NKV, .model_ffn = td.F};
     arena_plan_free(am);
