@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "workload.h"
 
 /* How long a waiter spins on the awaited state before it blocks on a condition
@@ -632,8 +633,8 @@ static void rank_free(PrRank *r)
     pr_io_free(&r->io, free);
     for (size_t k = 0; r->host && k < r->nvm; k++)
         free(r->host[k]);
-    void *own[] = {r->host, r->host_cap, r->si_done, r->lw_done, r->q[0].op, r->q[1].op,
-                   r->arena};
+    void *own[] = {r->host, r->host_cap, r->si_done, r->lw_done, r->q ? r->q[0].op : NULL,
+                   r->q ? r->q[1].op : NULL, r->q, r->arena};
     for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
         free(own[j]);
 }
@@ -648,14 +649,15 @@ static int rank_init(PrRun *run, int s)
     r->host_cap = calloc(nvm, sizeof(int64_t));
     r->si_done = calloc(nvm, sizeof(uint32_t));
     r->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
-    r->q[0].op = calloc(nops, sizeof(uint32_t));
-    r->q[1].op = calloc(nops, sizeof(uint32_t));
+    r->q = calloc(2, sizeof *r->q);
+    for (int d = 0; r->q && d < 2; d++)
+        r->q[d].op = calloc(nops, sizeof(uint32_t));
     int64_t ab = r->d->arena_bytes[run->wl->plan];
     r->arena_bytes = ab;
     size_t asz = (size_t)(ab > 0 ? (ab + 63) / 64 * 64 : 64);
     r->arena = aligned_alloc(64, asz);
     if (io != 0 || !r->host || !r->host_cap ||
-        !r->si_done || !r->lw_done || !r->q[0].op || !r->q[1].op || !r->arena) {
+        !r->si_done || !r->lw_done || !r->q || !r->q[0].op || !r->q[1].op || !r->arena) {
         pr_fail(run, s, -1, "out of memory allocating the rank (arena %lld bytes)",
                 (long long)ab);
         return -1;

@@ -1,5 +1,9 @@
-/* piperun_internal.h - what the runtime's own files share (not part of the API that
- * generated code sees; that is piperun.h). */
+/* piperun_internal.h - the run core's header (piperun_common.c, dp.c, router.c,
+ * trace.c, profile.c): the run and its ranks, the backend interface (PrBackend), the
+ * router, data parallelism, failures and liveness, what every backend and workload
+ * uses. Not part of the API that generated code sees (piperun.h). The workloads have
+ * their own header (workload.h), the CPU backend its own (cpu.h); docs/architecture.md
+ * "The runtime". */
 #ifndef PIPERUN_INTERNAL_H
 #define PIPERUN_INTERNAL_H
 
@@ -36,24 +40,6 @@ typedef struct PrLive {
     struct timespec cpu;   /* its thread's CPU time then */
 } PrLive;
 
-/* A message in flight on one (src, dst) channel. */
-typedef struct PrNode {
-    uint32_t msg;
-    void *payload;       /* an io buffer (mlp) or NULL */
-    double t_send;       /* ms since the run started */
-    _Atomic(struct PrNode *) next;
-} PrNode;
-
-/* The FIFO of one (src, dst) pair: a lock-free single-producer single-consumer queue
- * (only rank src's thread sends on it, only rank dst's thread receives). head is the
- * consumer's dummy node (its successor is the oldest message), tail the producer's last
- * node; both start at stub. count is the number of messages queued: a receiver spins on
- * it, and it pairs with PrRank.sleeping for the wake-up. */
-typedef struct PrChan {
-    PrNode *head, *tail;
-    PrNode stub;
-    atomic_uint count;
-} PrChan;
 
 /* The flight recorder: each rank keeps its last PR_RING ops (the idea of PyTorch's NCCL
  * watchdog flight recorder) and prints them when the run aborts. t1 = 0: still running. */
@@ -64,12 +50,6 @@ typedef struct PrRingEntry {
     double t0, t1;       /* ms since the run started */
 } PrRingEntry;
 
-/* The queue of one copy thread (SO or SI ops of the current iteration). */
-typedef struct PrCopyQ {
-    uint32_t *op;        /* [nops] op indices */
-    uint32_t head, tail; /* queued = tail - head */
-    uint32_t done;       /* ops finished this iteration */
-} PrCopyQ;
 
 /* Trace of one op in one iteration (ms since the run started; 0/0 = did not run). */
 typedef struct PrSpan {
@@ -92,7 +72,7 @@ struct PrRank {
     /* the CPU backend's copy threads (piperun.c) */
     pthread_t copy_th[2];
     int copy_started;
-    PrCopyQ q[2];              /* 0: device-to-host (SO), 1: host-to-device (SI) */
+    struct PrCopyQ *q;         /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */
     pthread_mutex_t mu;        /* guards q, live/peak, si_done */
     pthread_cond_t cv;
     int stop;
@@ -140,7 +120,7 @@ struct PrRun {
     bool check_here;           /* --check compares the gradients in this process */
     PrRank *rank;              /* [P] */
     int ranks_ready;           /* ranks whose mutex is initialised */
-    PrChan *chan;              /* [P*P], src * P + dst */
+    struct PrChan *chan;       /* [P*P], src * P + dst: the CPU backend's channels */
     pthread_mutex_t mu;        /* guards chan and error */
     pthread_cond_t cv;         /* a message arrived / barrier moved */
     atomic_int failed;
@@ -288,13 +268,6 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
 void pr_op_name(char *buf, size_t n, const PrOp *o);
 /* The peer silence that fails a run, ms: min(PR_PEER_SILENCE_S, --timeout). */
 double pr_peer_silence_ms(const PrRun *run);
-/* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */
-double pr_spin_budget_ms(const PrRun *run);
-/* Queues node on the channel src -> dst and wakes dst's rank thread if it sleeps. */
-void pr_chan_put(PrRun *run, int src, int dst, PrNode *node);
-/* Waits until rank r's copy threads have run every SO/SI/OG/LW queued this iteration.
- * Returns 0, or -1 when the run failed or the watchdog fired. */
-int pr_drain_copies(PrRank *r);
 /* Writes rank s's flight recorder (its last ops, oldest first) to f; nothing when it
  * ran no op. */
 void pr_flight_print(const PrRun *run, int s, FILE *f);

@@ -77,6 +77,83 @@ typedef struct PrArch {
     void (*destroy)(void *net);
 } PrArch;
 
+/* Defines `static const PrArch NAME` for an arch whose model type is T, from its
+ * functions over T *: FWD, REC, BWD, WGRAD (mlp_forward_split & co), ZERO, SGD (one
+ * slice), IN_SLICE, WHOLE (the whole model's slice, from its config), ITER (one
+ * reference iteration), FREE; and the three the arch writes itself as static
+ * functions of the including file: a_tensor_count, a_tensor, a_create. */
+#define PR_ARCH_DEFINE(NAME, T, FWD, REC, BWD, WGRAD, ZERO, SGD, IN_SLICE, WHOLE, ITER, FREE)   \
+    static int a_forward(void *net, const MlpSlice *s, float *out, float *loss,               \
+                         const PrRegion *rg, const float *in, const int *tok, const int *tgt, \
+                         bool keep_all)                                                       \
+    {                                                                                         \
+        return FWD((T *)net, s, out, loss, rg, in, tok, tgt, keep_all);                       \
+    }                                                                                         \
+    static void a_recompute(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok) \
+    {                                                                                         \
+        REC((T *)net, s, rg, tok);                                                            \
+    }                                                                                         \
+    static void a_backward(void *net, const MlpSlice *s, float *din, const PrRegion *rg,      \
+                           const float *dout, const int *tok, const int *tgt, bool split)     \
+    {                                                                                         \
+        BWD((T *)net, s, din, rg, dout, tok, tgt, split);                                     \
+    }                                                                                         \
+    static void a_weight_grad(void *net, const MlpSlice *s, const PrRegion *rg,               \
+                              const int *tok)                                                 \
+    {                                                                                         \
+        WGRAD((T *)net, s, rg, tok);                                                          \
+    }                                                                                         \
+    static void a_zero_grad(void *net, const MlpSlice *s)                                     \
+    {                                                                                         \
+        ZERO((T *)net, s);                                                                    \
+    }                                                                                         \
+    static void a_sgd(void *net, const MlpSlice *s, float lr)                                 \
+    {                                                                                         \
+        SGD((T *)net, s, lr);                                                                 \
+    }                                                                                         \
+    static bool a_in_slice(const void *net, int i, const MlpSlice *s)                         \
+    {                                                                                         \
+        return IN_SLICE((const T *)net, i, s);                                                \
+    }                                                                                         \
+    static MlpSlice a_whole(const void *net)                                                  \
+    {                                                                                         \
+        return WHOLE(&((const T *)net)->cfg);                                                 \
+    }                                                                                         \
+    static float a_iteration(void *net, int M, const int *tok, const int *tgt)                \
+    {                                                                                         \
+        return ITER((T *)net, M, tok, tgt);                                                   \
+    }                                                                                         \
+    static void a_destroy(void *net)                                                          \
+    {                                                                                         \
+        FREE((T *)net);                                                                       \
+    }                                                                                         \
+    static const PrArch NAME = {                                                              \
+        a_forward,      a_recompute, a_backward, a_weight_grad, a_zero_grad,                  \
+        a_sgd,          a_tensor_count, a_tensor, a_in_slice, a_create,                       \
+        a_whole,        a_iteration, a_destroy,                                               \
+    }
+
+/* Defines the layout functions of PrModelSetup for an arch whose config type is C:
+ * a_init (INIT: mlp_slices_init), a_sizes (ACT, CKPT, WACT: the region's bytes, CUTS:
+ * its piece boundaries) and a_new (NEW: the model, as mlp_create). */
+#define PR_MODEL_LAYOUT(C, INIT, ACT, CKPT, WACT, CUTS, NEW)                                 \
+    static int a_init(const void *cfg, int nv, const int *layers, MlpSlice *slices)           \
+    {                                                                                         \
+        return INIT((const C *)cfg, nv, layers, slices);                                      \
+    }                                                                                         \
+    static void a_sizes(const void *cfg, const MlpSlice *s, int64_t out[3],                   \
+                        int64_t from[PR_PIECES + 1])                                          \
+    {                                                                                         \
+        out[0] = (int64_t)ACT((const C *)cfg, s);                                             \
+        out[1] = (int64_t)CKPT((const C *)cfg, s);                                            \
+        out[2] = (int64_t)WACT((const C *)cfg, s);                                            \
+        CUTS((const C *)cfg, s, from);                                                        \
+    }                                                                                         \
+    static void *a_new(const void *cfg, uint64_t seed)                                        \
+    {                                                                                         \
+        return NEW((const C *)cfg, seed);                                                     \
+    }
+
 /* The model's gradient tensors, whatever its arch (0 tensors without a model): count,
  * tensor i's name, parameters, gradients and floats (outputs may be NULL), and whether
  * it belongs to virtual stage v. For the backends and transports that move gradients

@@ -367,8 +367,8 @@ static int model_batches(PrRun *run, int it, int M, int **tok, int **tgt)
     if (!*tok || !*tgt)
         return -1;
     for (int mb = 0; mb < M; mb++)
-        if (data_batch(&run->data, run->opt.seed, it, mb, g->model_batch, g->model_seq, g->model_vocab,
-                       *tok + mb * bt, *tgt + mb * bt) != 0)
+        if (data_batch(&run->data, run->opt.seed, it, mb, g->model_batch, g->model_seq,
+                       g->model_vocab, *tok + mb * bt, *tgt + mb * bt) != 0)
             return -1;
     return 0;
 }

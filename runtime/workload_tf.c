@@ -12,58 +12,10 @@ static TfConfig config_of(const PrProgram *g)
                       g->model_layers, g->M};
 }
 
-static int tf_init(const void *cfg, int nv, const int *layers, MlpSlice *slices)
-{
-    return tf_slices_init(cfg, nv, layers, slices);
-}
-
-static void tf_sizes(const void *cfg, const MlpSlice *s, int64_t out[3],
-                     int64_t from[PR_PIECES + 1])
-{
-    out[0] = (int64_t)tf_act_bytes(cfg, s);
-    out[1] = (int64_t)tf_ckpt_bytes(cfg, s);
-    out[2] = (int64_t)tf_wact_bytes(cfg, s);
-    tf_region_cuts(cfg, s, from);
-}
-
-static void *tf_new(const void *cfg, uint64_t seed)
-{
-    return tf_create(cfg, seed);
-}
+PR_MODEL_LAYOUT(TfConfig, tf_slices_init, tf_act_bytes, tf_ckpt_bytes, tf_wact_bytes,
+                tf_region_cuts, tf_create);
 
 /* ---- the arch table (PrArch) ----------------------------------------------------------- */
-
-static int a_forward(void *net, const MlpSlice *s, float *out, float *loss, const PrRegion *rg,
-                     const float *in, const int *tok, const int *tgt, bool keep_all)
-{
-    return tf_forward_split(net, s, out, loss, rg, in, tok, tgt, keep_all);
-}
-
-static void a_recompute(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok)
-{
-    tf_recompute(net, s, rg, tok);
-}
-
-static void a_backward(void *net, const MlpSlice *s, float *din, const PrRegion *rg,
-                       const float *dout, const int *tok, const int *tgt, bool split)
-{
-    tf_backward(net, s, din, rg, dout, tok, tgt, split);
-}
-
-static void a_weight_grad(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok)
-{
-    tf_weight_grad(net, s, rg, tok);
-}
-
-static void a_zero_grad(void *net, const MlpSlice *s)
-{
-    tf_zero_grad(net, s);
-}
-
-static void a_sgd(void *net, const MlpSlice *s, float lr)
-{
-    tf_sgd_step(net, s, lr);
-}
 
 static int a_tensor_count(const void *net)
 {
@@ -85,36 +37,15 @@ static void a_tensor(const void *net, int i, const char **name, float **param, f
         *n = t->n;
 }
 
-static bool a_in_slice(const void *net, int i, const MlpSlice *s)
-{
-    return tf_param_in_slice(net, i, s);
-}
-
 static void *a_create(const PrRun *run)
 {
     TfConfig c = config_of(run->prog);
     return tf_create(&c, run->opt.seed);
 }
 
-static MlpSlice a_whole(const void *net)
-{
-    return tf_whole(&((const TfModel *)net)->cfg);
-}
-
-static float a_iteration(void *net, int M, const int *tok, const int *tgt)
-{
-    return tf_reference_iteration(net, M, tok, tgt);
-}
-
-static void a_destroy(void *net)
-{
-    tf_free(net);
-}
-
-static const PrArch tf_arch = {
-    a_forward, a_recompute, a_backward, a_weight_grad, a_zero_grad, a_sgd,
-    a_tensor_count, a_tensor, a_in_slice, a_create, a_whole, a_iteration, a_destroy,
-};
+PR_ARCH_DEFINE(tf_arch, TfModel, tf_forward_split, tf_recompute, tf_backward, tf_weight_grad,
+               tf_zero_grad, tf_sgd_step, tf_param_in_slice, tf_whole, tf_reference_iteration,
+               tf_free);
 
 /* ---- the workload ------------------------------------------------------------------------ */
 
@@ -127,7 +58,7 @@ static int tf_setup(PrRun *run)
         pr_fail(run, -1, -1, "%s model: %s", arch, why);
         return -1;
     }
-    PrModelSetup ms = {&tf_arch, &c, arch, c.L, tf_init, tf_sizes, tf_new, tf_io_bytes(&c)};
+    PrModelSetup ms = {&tf_arch, &c, arch, c.L, a_init, a_sizes, a_new, tf_io_bytes(&c)};
     return pr_model_setup(run, &ms);
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_layers.sh - the runtime's layers (docs/architecture.md "The runtime's layers"): no
+# t_layers.sh - the runtime's layers (docs/architecture.md "The runtime"): no
 # include circle among the files of runtime/, and no call circle among its groups (core,
 # models, workloads, backends, top), read from the built objects' symbols (nm): a file
 # calls a group when it uses a symbol that a file of the group defines. The core calls
@@ -10,18 +10,19 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The groups, lowest first: a group may use the ones before it (and itself), never one
-# after it.
+# The groups, lowest first (a group on two lines keeps its first place): a group may use
+# the ones before it (and itself), never one after it.
 cat >"$tmp/groups" <<'EOF'
 models    data.c mlp.c mlp_layers.c transformer.c
 core      piperun_common.c dp.c router.c trace.c profile.c
 workloads synthetic.c workload_model.c workload_mlp.c workload_tf.c
-backends  piperun.c cuda/piperun_cuda.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu mpi/piperun_mpi.c mpi/piperun_cuda_mpi.c
+backends  piperun.c mpi/piperun_mpi.c mpi/piperun_cuda_mpi.c
+backends  cuda/piperun_cuda.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
 top       run.c run_main.c
 EOF
 
-# layers.py ROOT GROUPS DIR[:PREFIX]...: checks ROOT/runtime's includes and the objects' calls; prints
-# one line per problem, nothing when the layers hold.
+# layers.py ROOT GROUPS DIR[:PREFIX]...: checks ROOT/runtime's includes and the calls of
+# the objects in each DIR; prints one line per problem, nothing when the layers hold.
 cat >"$tmp/layers.py" <<'EOF'
 import os, re, subprocess, sys
 root, groups_file, objdirs = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -63,7 +64,8 @@ for f in files:
         m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
         if not m:
             continue
-        for cand in (os.path.join(here, m.group(1)), m.group(1), os.path.join("cuda", m.group(1))):
+        names = (os.path.join(here, m.group(1)), m.group(1), os.path.join("cuda", m.group(1)))
+        for cand in names:
             cand = os.path.normpath(cand)
             if cand in files:
                 inc.setdefault(f, set()).add(cand)
@@ -74,9 +76,9 @@ if c:
 
 # groups
 group, rank = {}, {}
-for i, line in enumerate(open(groups_file)):
+for line in open(groups_file):
     name, *members = line.split()
-    rank[name] = i
+    rank.setdefault(name, len(rank))
     for m in members:
         group[m] = name
 for f in files:
@@ -145,11 +147,13 @@ python3 "$tmp/layers.py" "$tmp/copy" "$tmp/groups" "$objs" >"$tmp/out" 2>&1
 check "a planted include circle is found" grep -q "include circle: .*piperun_internal.h" "$tmp/out"
 mkdir -p "$tmp/obj"
 cp "$objs"/*.o "$tmp/obj/"
-printf 'extern int pr_model_op(void);\nint t_layers_call(void) { return pr_model_op(); }\n' >"$tmp/call.c"
-cc -c "$tmp/call.c" -o "$tmp/call.o" && ld -r "$tmp/obj/trace.o" "$tmp/call.o" -o "$tmp/obj/trace2.o" &&
+printf 'extern int pr_model_op(void);\nint t_call(void) { return pr_model_op(); }\n' >"$tmp/call.c"
+cc -c "$tmp/call.c" -o "$tmp/call.o" &&
+    ld -r "$tmp/obj/trace.o" "$tmp/call.o" -o "$tmp/obj/trace2.o" &&
     mv "$tmp/obj/trace2.o" "$tmp/obj/trace.o"
 python3 "$tmp/layers.py" . "$tmp/groups" "$tmp/obj" >"$tmp/out" 2>&1
 check "a planted call from the core to a workload is found" \
-    grep -q "trace.c (core) calls pr_model_op of workload_model.c (workloads), a group above it" "$tmp/out"
+    grep -q "trace.c (core) calls pr_model_op of workload_model.c (workloads), a group above" \
+    "$tmp/out"
 check "... and the circle it closes" grep -q "call circle between groups" "$tmp/out"
 finish

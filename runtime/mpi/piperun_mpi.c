@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "workload.h"
 
 enum { TAG_DATA = 1, TAG_STATS = 2, TAG_GRAD = 3 };
