@@ -63,13 +63,13 @@ struct PrRank {
     unsigned char *arena;      /* (arena_bytes) 64-aligned */
     int64_t arena_bytes;
     size_t nvm;                /* P*V*M */
-    PrIo io;                   /* the model workload's inputs and outputs (router.c) */
+    PrIo io;                   /* the hidden states and gradients between ops (router.c) */
+    int64_t live, peak;        /* live arena bytes now, measured peak */
+    /* the CPU backend's copy threads and their state (piperun.c, cpu.h) */
     void **host;               /* [nvm] host copies for SO/SI */
     int64_t *host_cap;         /* [nvm] */
-    int64_t live, peak;        /* live arena bytes now, measured peak */
     uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
     uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
-    /* the CPU backend's copy threads (piperun.c) */
     pthread_t copy_th[2];
     int copy_started;
     struct PrCopyQ *q;         /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */

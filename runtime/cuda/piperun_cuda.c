@@ -68,7 +68,7 @@ typedef struct CuRank {
     int *tok_h, *tgt_h;        /* (M,B,T) pinned */
     char *dummy;               /* 1 device byte: token messages */
     CuMlp mlp;
-    bool has_mlp;
+    const CuArch *arch;        /* the model on this device (cu_api.h); NULL: none */
     struct OgStep *og;         /* [PV] arguments of OG's host SGD step */
     bool *pinned;              /* [PV] host_w/host_g of v registered (cudaHostRegister) */
     float spin_ms;             /* launch overhead of the spin kernel on this rank's GPU */
@@ -139,7 +139,7 @@ static int op_fail(PrRank *r, uint32_t i)
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
-static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
+static int model_op(PrRank *r, CuRank *c, const PrOp *o)
 {
     PrRun *run = r->run;
     const MlpSlice *s = &run->slice[o->vstage];
@@ -151,19 +151,19 @@ static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
     case PR_F: {
         float *out = s->head ? NULL : *pr_io_next(&c->io, run, r->id, PR_FWD, o->vstage, o->mb);
         const float *in = *pr_io_in(&c->io, run, PR_FWD, o->vstage, o->mb);
-        return cu_mlp_forward_split(&c->mlp, c->comp, s, o->mb, out, &rg, in, tok, tgt,
-                                    !(o->flags & PR_HAS_R));
+        return c->arch->forward(&c->mlp, c->comp, s, o->mb, out, &rg, in, tok, tgt,
+                                !(o->flags & PR_HAS_R));
     }
     case PR_R:
-        return cu_mlp_recompute_split(&c->mlp, c->comp, s, &rg, tok);
+        return c->arch->recompute(&c->mlp, c->comp, s, &rg, tok);
     case PR_B: {
         float *din = s->embed ? NULL : *pr_io_next(&c->io, run, r->id, PR_BWD, o->vstage, o->mb);
         const float *dout = s->head ? NULL : *pr_io_in(&c->io, run, PR_BWD, o->vstage, o->mb);
         bool split = (o->flags & PR_HAS_W) != 0;
-        return cu_mlp_backward_split(&c->mlp, c->comp, s, din, &rg, dout, tok, tgt, split);
+        return c->arch->backward(&c->mlp, c->comp, s, din, &rg, dout, tok, tgt, split);
     }
     case PR_W:
-        return cu_mlp_weight_grad_split(&c->mlp, c->comp, s, &rg, tok);
+        return c->arch->weight_grad(&c->mlp, c->comp, s, &rg, tok);
     default:
         return 0;
     }
@@ -266,7 +266,7 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
     switch (o->kind) {
     case PR_OG:
     case PR_LW:
-        rc = run->wl->model && c->has_mlp
+        rc = run->wl->model && c->arch
                  ? state_copy(r, c, o->vstage, o->kind == PR_OG ? 0 : 1, st)
                  : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
         break;
@@ -275,7 +275,8 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
         rc = swap_copy(r, c, o, st);
         break;
     default:
-        rc = run->wl->model ? mlp_op(r, c, o) : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
+        rc = run->wl->model ? model_op(r, c, o)
+                            : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
     }
     if (rc)
         return -1;
@@ -550,11 +551,11 @@ static int begin(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
     const PrProgram *g = run->prog;
-    if (!c->has_mlp)
+    if (!c->arch)
         return 0;
     size_t bt = (size_t)g->model_batch * g->model_seq;
     for (int v = 0; v < run->PV; v++)
-        if (owns(run, r->id, v) && cu_mlp_zero_grad(&c->mlp, c->comp, &run->slice[v]))
+        if (owns(run, r->id, v) && c->arch->zero_grad(&c->mlp, c->comp, &run->slice[v]))
             return -1;
     for (int m = 0; m < run->M; m++)
         if (data_batch(&run->data, run->opt.seed, r->iter,
@@ -575,7 +576,7 @@ static int begin(PrRank *r, CuRank *c)
 static int finish_iter(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
-    if (!c->has_mlp)
+    if (!c->arch)
         return 0;
     if (owns(run, r->id, run->PV - 1)) {
         float *l = malloc((size_t)run->M * sizeof *l);
@@ -591,9 +592,7 @@ static int finish_iter(PrRank *r, CuRank *c)
     if (r->iter == 0 && run->opt.check)
         for (int v = 0; v < run->PV; v++)
             if (owns(run, r->id, v) &&
-                (run->prog->model_arch
-                     ? cu_tf_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->net)
-                     : cu_mlp_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->net)))
+                c->arch->grads_to_host(&c->mlp, c->comp, &run->slice[v], run->net))
                 return -1;
     return 0;
 }
@@ -662,7 +661,7 @@ static int dp_setup(PrRun *run)
 static int dp_reduce(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
-    if (!CU.dp_comm || !c->has_mlp)
+    if (!CU.dp_comm || !c->arch)
         return 0;
     DpTensor *t;
     int nt = dp_tensors(run, r->id, c, &t);
@@ -763,11 +762,11 @@ static int cuda_rank_step(PrRank *r)
 {
     PrRun *run = r->run;
     CuRank *c = &CU.r[r->id];
-    if (c->local && c->has_mlp && CU.dp_comm && pr_dp_sharded(run))
+    if (c->local && c->arch && CU.dp_comm && pr_dp_sharded(run))
         return dp_step(r, c) != 0 ? op_fail(r, 0) : 0;
-    for (int v = 0; c->has_mlp && v < run->PV; v++)
+    for (int v = 0; c->arch && v < run->PV; v++)
         if (owns(run, r->id, v) && !(run->offloaded && run->offloaded[v]) &&
-            cu_mlp_sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr))
+            c->arch->sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr))
             return op_fail(r, 0);
     return 0;
 }
@@ -840,9 +839,8 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     }
     if (run->wl->replay)
         return cu_spin_calibrate(c->comp, &c->spin_ms);
-    c->has_mlp = true;
-    if (run->prog->model_arch ? cu_tf_init(&c->mlp, run->net, run->slice, run->PV)
-                              : cu_mlp_init(&c->mlp, run->net))
+    c->arch = run->prog->model_arch ? &cu_tf_arch : &cu_mlp_arch;
+    if (c->arch->init(&c->mlp, run->net, run->slice, run->PV))
         return -1;
     /* OG/LW copy from and to these host copies asynchronously: pin them */
     for (int v = 0; v < run->PV; v++)
@@ -899,8 +897,8 @@ static void rank_teardown(PrRun *run, int s)
             if (c->host[k])
                 cudaFreeHost(c->host[k]);
         pr_io_free(&c->io, dev_free);
-        if (c->has_mlp)
-            cu_mlp_free(&c->mlp);
+        if (c->arch)
+            c->arch->free(&c->mlp);
         for (int v = 0; c->pinned && v < run->PV; v++)
             if (c->pinned[v]) {
                 cudaHostUnregister(run->host_w[v]);
