@@ -349,7 +349,7 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # The stream plan the CUDA runtime enqueues from, and the op kind table it reads: the
 # compiler's own files, linked as they are.
 CU_COMP_SRC = compiler/stream_plan.c compiler/opsem.c compiler/ir.c compiler/diag.c compiler/util.c
-CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
+CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
              runtime/workload_mlp.c runtime/workload_tf.c runtime/transformer.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc

@@ -186,7 +186,8 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
         fprintf(f, "max relative weight error after the step: %.3g\n", res->max_weight_err);
 }
 
-int pr_main(const PrProgram *prog, int argc, char **argv)
+/* pr_main on a program in memory form (pr_program_unpack). */
+static int main_unpacked(const PrProgram *prog, int argc, char **argv)
 {
     PrOptions o;
     pr_options_default(&o, prog);
@@ -399,4 +400,17 @@ int pr_profile_write(const PrRun *run)
     if (f != stdout && fclose(f) != 0)
         return -1;
     return 0;
+}
+
+int pr_main(const PrProgram *prog, int argc, char **argv)
+{
+    PrProgram *g;
+    char why[256];
+    if (pr_program_unpack(prog, &g, why, sizeof why) != 0) {
+        fprintf(stderr, "piperun: %s\n", why);
+        return 1;
+    }
+    int rc = main_unpacked(g, argc, argv);
+    pr_program_free(g);
+    return rc;
 }
