@@ -286,6 +286,7 @@ static StrBuf *add_file(EmitOut *o, const char *name)
     EmitFile *f = &o->files[o->n++];
     f->name = xstrdup(name);
     memset(&f->text, 0, sizeof f->text);
+    f->tables = false;
     return &f->text;
 }
 
@@ -815,6 +816,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
         char fname[32];
         snprintf(fname, sizeof fname, "rank_%d.c", s);
         write_rank_c(&ep, add_file(out, fname), s);
+        out->files[out->n - 1].tables = true;
     }
     write_main_c(&ep, add_file(out, "main.c"));
     write_makefile(&ep, add_file(out, "Makefile"), out->progname);

@@ -24,6 +24,7 @@
 typedef struct EmitFile {
     char *name;
     StrBuf text;
+    bool tables;      /* constant tables only: compiled without optimisation */
 } EmitFile;
 
 typedef struct EmitOut {
