@@ -656,6 +656,8 @@ static void write_rank_summary(const EmitPlan *ep, StrBuf *b, int32_t s, const P
             put_peer(b, ep, st[j].idx, false);
         for (k++; k < nst && st[k].what == PR_STEP_SEND; k++)
             put_peer(b, ep, st[k].idx, true);
+        while (b->s[b->len - 1] == ' ') /* an op without messages: no padding */
+            b->s[--b->len] = 0;
         sb_puts(b, "\n");
     }
     sb_puts(b, " */\n");
