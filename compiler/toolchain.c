@@ -168,11 +168,13 @@ int spawn(char *const argv[], bool quiet_out)
 
 /* Runs the n commands cmds[i] (stdout to stderr), at most `jobs` at a time; with
  * progress, says "pipec: compiling K/N (NAME)" on stderr as command K starts (names[K]).
- * Returns 0 when all exit 0, else 1 (every started command is waited for). */
+ * A command killed by a signal is named with it. Returns 0 when all exit 0, else 1
+ * (every started command is waited for). */
 static int spawn_many(char **const *cmds, const char *const *names, int n, int jobs,
                       bool progress)
 {
     int running = 0, next = 0, bad = 0;
+    pid_t *pids = xcalloc((size_t)n + 1, sizeof *pids);
     fflush(stdout);
     fflush(stderr);
     while (next < n || running > 0) {
@@ -193,7 +195,7 @@ static int spawn_many(char **const *cmds, const char *const *names, int n, int j
                 fprintf(stderr, "pipec: cannot run %s: %s\n", cmds[next][0], strerror(errno));
                 _exit(127);
             }
-            next++;
+            pids[next++] = pid;
             running++;
         }
         if (running == 0)
@@ -204,12 +206,18 @@ static int spawn_many(char **const *cmds, const char *const *names, int n, int j
             if (errno == EINTR)
                 continue;
             fprintf(stderr, "pipec: cannot wait for the compiler: %s\n", strerror(errno));
+            free(pids);
             return 1;
         }
         running--;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             bad = 1;
+        for (int k = 0; k < next && WIFSIGNALED(st); k++)
+            if (pids[k] == w)
+                fprintf(stderr, "pipec: %s was killed by signal %d\n", cmds[k][0],
+                        WTERMSIG(st));
     }
+    free(pids);
     return bad || next < n;
 }
 
