@@ -370,6 +370,9 @@ build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
+# the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
+-include $(CU_CPU_OBJ:.o=.d)
+
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
