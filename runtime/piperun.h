@@ -173,15 +173,15 @@ typedef struct PrRankDesc {
                                   built in memory) */
     const PrOp *ops;           /* [nops] */
     uint32_t nops;
-    const PrStep *steps;       /* [nsteps] the program that pr_run_steps runs */
-    uint32_t nsteps;
-    const char *table;         /* the packed ops and steps (docs/runtime.md "Packed op
-                                  tables"), which pr_program_unpack turns into ops, steps
-                                  and run; NULL when those are given */
     int64_t arena_bytes[PR_NWORKLOADS];     /* planned arena size per workload */
     int64_t peak_live_bytes[PR_NWORKLOADS]; /* planned peak of live region bytes */
     double host_bw;            /* cost-model swap bandwidth, bytes/s (0 = unlimited) */
     double p2p_ms;             /* cost-model time added to each received dependency */
+    const char *table;         /* the packed ops and steps (docs/runtime.md "Packed op
+                                  tables"), which pr_program_unpack turns into ops, steps
+                                  and run; NULL when those are given */
+    const PrStep *steps;       /* [nsteps] the program that pr_run_steps runs */
+    uint32_t nsteps;
 } PrRankDesc;
 
 /* One virtual stage: its owner and, for the mlp workload, the planned region sizes. */
