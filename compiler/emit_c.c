@@ -399,8 +399,9 @@ static PrStep *rank_steps(const EmitPlan *ep, int32_t s, uint32_t *n)
     return st;
 }
 
-/* Ranks with at most this many ops list their program in a comment. */
-#define EMIT_LISTED_OPS 1024
+/* Programs of at most this many ops list each rank's program in a comment (bigger ones
+ * would spend more bytes on it than on their tables). */
+#define EMIT_LISTED_OPS 4096
 
 /* The other end of message m, as " rank R OP". */
 static void put_peer(StrBuf *b, const EmitPlan *ep, uint32_t m, bool send)
@@ -436,9 +437,12 @@ static void write_rank_summary(const EmitPlan *ep, StrBuf *b, int32_t s, const P
     sb_printf(b, "), %u messages received, %u sent.\n * Its table below: %u cost rows, %u "
                  "arena places, %u memory rows, %zu characters.\n", nin, nout, ps->ncost,
               ps->nplace, ps->nmem, ps->nchars);
-    if (so->n > EMIT_LISTED_OPS) {
-        sb_printf(b, " * Its program is not listed here (over %d ops): `pipec print` shows "
-                     "the op order. */\n", EMIT_LISTED_OPS);
+    uint64_t nall = 0;
+    for (int32_t r = 0; r < ep->p->P; r++)
+        nall += ep->p->stages[r].n;
+    if (nall > EMIT_LISTED_OPS) {
+        sb_printf(b, " * Its program is not listed here (the program has over %d ops): "
+                     "`pipec print` shows the op order. */\n", EMIT_LISTED_OPS);
         return;
     }
     sb_puts(b, " * Its program: each op with the messages it receives before it (<-) and "

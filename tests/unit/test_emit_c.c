@@ -633,8 +633,9 @@ static void test_empty_rank(void **st)
     pipeline_free(p);
 }
 
-/* The comment above a small rank's table lists its program: each op with the
- * messages around it; a rank over EMIT_LISTED_OPS (1024) ops is summarised only. */
+/* The comment above a small program's tables lists each rank's program: each op with
+ * the messages around it; a program over EMIT_LISTED_OPS (4096) ops is summarised
+ * only. */
 static void test_rank_summary(void **state)
 {
     const Emitted *e = *state;
@@ -649,9 +650,9 @@ static void test_rank_summary(void **state)
     assert_int_equal(sscanf(l0, " *      0 F0      -> %u (rank 1 F0)\n", &m0), 1);
     assert_int_equal(sscanf(l1, " *      0 F0      <- %u (rank 0 F0)\n", &m1), 1);
     assert_int_equal(m0, m1);
-    Pipeline *p = mk(1, 1025, 1);
+    Pipeline *p = mk(1, 2049, 1);
     StrBuf list = {0};
-    for (int m = 0; m < 1025; m++)
+    for (int m = 0; m < 2049; m++)
         sb_printf(&list, "F%d B%d ", m, m);
     ops(p, 0, list.s);
     set_cost(&p->costs, COST_F, 1);
@@ -659,8 +660,9 @@ static void test_rank_summary(void **state)
     EmitOut out;
     assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
     const char *big = rank_text(&out, 0);
-    assert_non_null(strstr(big, "/* Rank 0: 2050 ops (F 1025, B 1025), 0 messages received"));
-    assert_non_null(strstr(big, "Its program is not listed here (over 1024 ops)"));
+    assert_non_null(strstr(big, "/* Rank 0: 4098 ops (F 2049, B 2049), 0 messages received"));
+    assert_non_null(strstr(big, "Its program is not listed here (the program has over 4096 "
+                                "ops)"));
     assert_null(strstr(big, " *      0 F0"));
     sb_free(&list);
     emit_out_free(&out);
