@@ -350,9 +350,9 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # compiler's own files, linked as they are.
 CU_COMP_SRC = compiler/stream_plan.c compiler/opsem.c compiler/ir.c compiler/diag.c compiler/util.c
 CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
-             runtime/run.c runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c \
-             runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c runtime/workload_tf.c \
-             runtime/transformer.c
+             runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
+             runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
+             runtime/workload_tf.c runtime/transformer.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
@@ -371,6 +371,9 @@ build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h)
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+
+# the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
+-include $(CU_CPU_OBJ:.o=.d)
 
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@

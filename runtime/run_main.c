@@ -177,7 +177,8 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
         fprintf(f, "max relative weight error after the step: %.3g\n", res->max_weight_err);
 }
 
-int pr_main(const PrProgram *prog, int argc, char **argv)
+/* pr_main on a program in memory form (pr_program_unpack). */
+static int main_unpacked(const PrProgram *prog, int argc, char **argv)
 {
     PrOptions o;
     pr_options_default(&o, prog);
@@ -287,4 +288,17 @@ bad:
             li >= 0 ? longopts[li].name : "?", want ? want : "see --help");
     usage(stderr, argv[0]);
     return 2;
+}
+
+int pr_main(const PrProgram *prog, int argc, char **argv)
+{
+    PrProgram *g;
+    char why[256];
+    if (pr_program_unpack(prog, &g, why, sizeof why) != 0) {
+        fprintf(stderr, "piperun: %s\n", why);
+        return 1;
+    }
+    int rc = main_unpacked(g, argc, argv);
+    pr_program_free(g);
+    return rc;
 }
