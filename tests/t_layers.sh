@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The groups, lowest first (a group on two lines keeps its first place): a group may use
+# program_table.c runs a rank's steps (pr_recv, pr_op, pr_send) where generated code
+# once did, so it sits with the top. The groups, lowest first (a group on two lines keeps its first place): a group may use
 # the ones before it (and itself), never one after it.
 cat >"$tmp/groups" <<'EOF'
 models    data.c mlp.c mlp_layers.c transformer.c
@@ -18,7 +19,7 @@ core      piperun_common.c dp.c router.c trace.c profile.c
 workloads synthetic.c workload_model.c workload_mlp.c workload_tf.c
 backends  piperun.c mpi/piperun_mpi.c mpi/piperun_cuda_mpi.c
 backends  cuda/piperun_cuda.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
-top       run.c run_main.c
+top       run.c run_main.c program_table.c
 EOF
 
 # layers.py ROOT GROUPS DIR[:PREFIX]...: checks ROOT/runtime's includes and the calls of
