@@ -9,7 +9,7 @@
 /* A message in flight on one (src, dst) channel. */
 typedef struct PrNode {
     uint32_t msg;
-    void *payload;       /* an io buffer (mlp) or NULL */
+    void *payload;       /* an io buffer (a model workload's) or NULL */
     double t_send;       /* ms since the run started */
     _Atomic(struct PrNode *) next;
 } PrNode;

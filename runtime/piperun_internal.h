@@ -133,10 +133,10 @@ struct PrRun {
     void *net;                 /* MlpModel (mlp), TfModel (gpt, llama) */
     MlpSlice *slice;           /* [PV] */
     int **tokens, **targets;   /* [P] each rank's (B,T) batch */
-    TextData data;
-    size_t io_bytes;
-    double *mb_loss;           /* [M] */
-    /* model-state offload (OG/LW) of the mlp workload, per virtual stage v */
+    TextData data;             /* the training text */
+    size_t io_bytes;           /* one hidden state between slices (PrIo buffers) */
+    double *mb_loss;           /* [M] the head's loss per micro-batch */
+    /* model-state offload (OG/LW) of a model workload, per virtual stage v */
     bool *offloaded;           /* [PV] v has an OG: its SGD step runs in OG, not at the end */
     float **host_w;            /* [PV] host copy of v's parameters (the master weights) */
     float **host_g;            /* [PV] host copy of v's gradients (what OG moved) */
@@ -153,7 +153,8 @@ struct PrRun {
      * process runs one replica's rank: pr_dp) */
     int D, replica;
     struct PrDpGroup *dp_group;
-    /* --check: the reference after its step, kept for the weights' comparison */
+    /* --check: the reference after its step, kept for the weights' comparison (a model
+     * of arch `arch`) */
     void *check_ref;
 };
 
