@@ -269,6 +269,13 @@ void pr_dp_rank_free(PrRank *r);
 double pr_now_ms(void);
 /* Busy-waits ms milliseconds (synthetic op time). */
 void pr_spin_ms(double ms);
+/* The CPU's spin-wait hint (x86 `pause`), for the spinning part of a wait. */
+static inline void pr_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 /* Records the first failure (later ones are dropped), wakes every waiter. rank/op may
  * be -1 when not tied to one. */
 void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
