@@ -541,7 +541,7 @@ static void *copy_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&r->mu);
         while (q->head == q->tail && !r->stop && !atomic_load(&r->run->failed))
-            pthread_cond_wait(&r->cv, &r->mu);
+            pthread_cond_wait(&q->cv, &r->mu);
         if (r->stop || atomic_load(&r->run->failed)) {
             pthread_mutex_unlock(&r->mu);
             return NULL;
@@ -555,7 +555,7 @@ static void *copy_main(void *arg)
         pthread_mutex_lock(&r->mu);
         q->head++;
         q->done++;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&r->cv); /* the rank thread, an SI waiting for SOs */
         pthread_mutex_unlock(&r->mu);
         if (rc)
             return NULL;
@@ -650,7 +650,7 @@ int pr_op(PrRank *r, uint32_t i)
         int dir = o->kind == PR_SO || o->kind == PR_OG ? 0 : 1;
         pthread_mutex_lock(&r->mu);
         r->q[dir].op[r->q[dir].tail++] = i;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_signal(&r->q[dir].cv); /* its copy thread only */
         pthread_mutex_unlock(&r->mu);
         pr_tl_op = NULL;
         r->next_op = i + 1;
@@ -701,7 +701,8 @@ static void rank_free(PrRank *r)
     if (r->copy_started) {
         pthread_mutex_lock(&r->mu);
         r->stop = 1;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&r->q[0].cv);
+        pthread_cond_broadcast(&r->q[1].cv);
         pthread_mutex_unlock(&r->mu);
         for (int d = 0; d < 2; d++)
             pthread_join(r->copy_th[d], NULL);
@@ -764,8 +765,10 @@ static int rank_init(PrRun *run, int s)
         if (pthread_create(&r->copy_th[d], NULL, copy_main, a) != 0) {
             free(a);
             if (d == 1) { /* stop the first one */
+                pthread_mutex_lock(&r->mu);
                 r->stop = 1;
-                pthread_cond_broadcast(&r->cv);
+                pthread_cond_broadcast(&r->q[0].cv);
+                pthread_mutex_unlock(&r->mu);
                 pthread_join(r->copy_th[0], NULL);
             }
             pr_fail(run, s, -1, "cannot start a copy thread");

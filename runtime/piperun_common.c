@@ -129,6 +129,8 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
         PrRank *r = &run->rank[s];
         pthread_mutex_lock(&r->mu);
         pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&r->q[0].cv);
+        pthread_cond_broadcast(&r->q[1].cv);
         pthread_mutex_unlock(&r->mu);
         pthread_mutex_lock(&r->bell_mu);
         pthread_cond_broadcast(&r->bell_cv);
@@ -683,6 +685,8 @@ static PrRun *run_new(const PrBackend *be, const PrProgram *prog, const PrOption
         r->d = &prog->ranks[s];
         pthread_mutex_init(&r->mu, NULL);
         pthread_cond_init(&r->cv, NULL);
+        pthread_cond_init(&r->q[0].cv, NULL);
+        pthread_cond_init(&r->q[1].cv, NULL);
         pthread_mutex_init(&r->bell_mu, NULL);
         pthread_cond_init(&r->bell_cv, NULL);
         atomic_init(&r->cur_op, 0);
@@ -793,6 +797,8 @@ static void run_free(PrRun *run)
         pr_dp_rank_free(r);
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);
+        pthread_cond_destroy(&r->q[0].cv);
+        pthread_cond_destroy(&r->q[1].cv);
         pthread_mutex_destroy(&r->bell_mu);
         pthread_cond_destroy(&r->bell_cv);
     }
