@@ -63,12 +63,26 @@ static void print_json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A JSON number at full precision (docs/spec.md "JSON output"): the shortest %g text
+ * that reads back to the same double, with a fractional digit when it has no exponent
+ * (33.0); null when not finite. */
 static void print_num(FILE *f, double v)
 {
-    if (isfinite(v))
-        fprintf(f, "%.6g", v);
-    else
+    if (!isfinite(v)) {
         fputs("null", f);
+        return;
+    }
+    char buf[40];
+    /* at least the digits before the point, so that 100 reads 100.0, not 1e+02 */
+    int lead = v != 0 ? (int)floor(log10(fabs(v))) + 1 : 1;
+    for (int prec = lead < 1 ? 1 : lead > 17 ? 17 : lead; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+    if (!strpbrk(buf, ".e"))
+        fputs(".0", f);
 }
 
 static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const PrResult *res,
