@@ -15,8 +15,10 @@
 #     measured over simulated iteration time (target <= 1.5), in rounds alternating
 #     with bench/onef1b_loop.c, the same schedule of busy-waited ops on two threads with
 #     the runtime's hand-off and none of its bookkeeping: how far this machine lets two
-#     threads get, and the runtime's own cost per op beside it; the same with the MPI
-#     launcher after it.
+#     threads get, and the runtime's own cost per op beside it; then STEADY_RUNS (10)
+#     runs of both, each run's ratio (target <= 1.2 in every run, the worst printed)
+#     and context switches per op (getrusage; target: no more than the loop's); the
+#     same with the MPI launcher after it.
 #  3. Zero costs, P = 2, M = 256, 1F1B: the MPI launcher (`pipec run --launcher mpi`)
 #     against the threaded one, ABAB (target <= 3x); and its time per message (the
 #     iteration over the 2M messages of its critical path: in 1F1B with P = 2 every
@@ -155,6 +157,40 @@ if h / s > 1.5:
     print(f"  note: the hand-written loop itself takes {h / s:.2f}x the simulated time here: the")
     print("        two ranks do not get two CPUs (other processes hold them), so no runtime can")
     print("        reach 1.5 on this machine now; docs/performance.md has the figures")
+PY
+# Steadiness: STEADY_RUNS (default 10) runs, each the generated program then the loop,
+# fresh processes; per run the ratio of their median iterations (the first dropped)
+# and each side's context switches per op (getrusage of the child: ru_nvcsw +
+# ru_nivcsw, over its whole run, setup included, / (ITERS x 4M ops)). Target: every
+# run's ratio <= 1.2 and the runtime's switches per op no more than the loop's.
+echo "  steadiness, ${STEADY_RUNS:-10} runs (runtime then loop, fresh processes, each run's medians):"
+python3 - "$(cat "$T/syn_exe")" "$T/onef1b_loop" "$ITERS" "${STEADY_RUNS:-10}" <<'PY'
+import json, os, resource, statistics as st, subprocess, sys
+prog, loop, iters, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+ops = iters * 4 * 256  # F and B of 256 micro-batches on each of 2 ranks, per iteration
+def child(cmd):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cs = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw)
+    return out, cs / ops
+ratios, csr, csl = [], [], []
+for k in range(runs):
+    out, c1 = child([prog, "--workload", "synthetic", "--iters", str(iters), "--json"])
+    a = st.median(json.loads(out)["iter_ms"][1:])
+    out, c2 = child([loop, "256", "10", "10", str(iters)])
+    h = st.median([float(l.split()[3]) for l in out.splitlines()[1:]])
+    ratios.append(a / h); csr.append(c1); csl.append(c2)
+    print(f"    run {k + 1}: runtime {a:.3f} ms, loop {h:.3f} ms, ratio {a / h:.3f}; "
+          f"context switches per op {c1:.4f} vs {c2:.4f}")
+w = max(range(runs), key=lambda k: ratios[k])
+print(f"  worst ratio {ratios[w]:.3f} (run {w + 1}; target <= 1.2 in every run); context switches "
+      f"per op: runtime median {st.median(csr):.4f}, max {max(csr):.4f}; loop median "
+      f"{st.median(csl):.4f}, max {max(csl):.4f} (target: runtime <= loop)")
+load, ncpu = os.getloadavg()[0], os.cpu_count()
+if ratios[w] > 1.2 and load > 0.5 * ncpu:
+    print(f"  note: with a load of {load:.1f} on {ncpu} CPUs both sides wait for CPUs that other")
+    print("        processes hold, at random; the target is for an otherwise idle machine")
 PY
 if command -v mpirun >/dev/null && make -s mpi >/dev/null 2>&1; then
     : >"$T/sm"

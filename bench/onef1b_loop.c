@@ -44,10 +44,10 @@ static void busy(double ms)
 
 /* The runtime's hand-off (piperun.c chan_wait), without its bookkeeping: the waiting
  * rank spins on the counter for its adaptive budget (doubled, up to SPIN_MS, after a
- * wait that ended while spinning; halved, down to SPIN_MIN_MS, after one that had to
- * block), then blocks on its own condition variable; the producer signals a waiter
- * only when its flag says it sleeps. */
-#define SPIN_MS 0.05
+ * wait whose value came within SPIN_MS of its start, whether or not it blocked; halved,
+ * down to SPIN_MIN_MS, after a longer one), then blocks on its own condition variable;
+ * the producer signals a waiter only when its flag says it sleeps. */
+#define SPIN_MS 0.1
 #define SPIN_MIN_MS 0.001
 typedef struct Bell {
     pthread_mutex_t mu;
@@ -57,36 +57,67 @@ typedef struct Bell {
 } Bell;
 static Bell bell[2] = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, SPIN_MS},
                        {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, SPIN_MS}};
+static double *f_at, *b_at; /* [M] when F(i) of rank 0 / B(i) of rank 1 was signalled, ms */
 
-/* Rank `me` waits until *x >= n. */
-static void wait_for(int me, atomic_int *x, int n)
+static void adapt(Bell *b, double waited)
+{
+    if (waited <= SPIN_MS)
+        b->spin_ms = b->spin_ms * 2 < SPIN_MS ? b->spin_ms * 2 : SPIN_MS;
+    else if (b->spin_ms > SPIN_MIN_MS)
+        b->spin_ms /= 2;
+}
+
+static clockid_t cpu_clock[2]; /* each rank thread's CPU-time clock */
+
+static double cpu_ms(int rank)
+{
+    struct timespec ts;
+    clock_gettime(cpu_clock[rank], &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Rank `me` waits until *x >= n; at[n - 1] is when the producer made it so. As the
+ * runtime does, the spin also ends when the producer got under half the CPU time of
+ * the last 10 us (it is not running). */
+static void wait_for(int me, atomic_int *x, int n, const double *at)
 {
     Bell *b = &bell[me];
-    double spin_end = now_ms() + b->spin_ms;
+    double t_wait = now_ms(), spin_end = t_wait + b->spin_ms, w_wall = t_wait;
+    double w_cpu = cpu_ms(1 - me);
     for (unsigned k = 1; atomic_load(x) < n; k++) {
-        if (!(k & 15) && now_ms() > spin_end)
-            break;
+        if (!(k & 15)) {
+            double t = now_ms();
+            if (t > spin_end)
+                break;
+            if (t - w_wall >= 0.01) {
+                double c = cpu_ms(1 - me);
+                if (c - w_cpu < 0.5 * (t - w_wall))
+                    break;
+                w_wall = t;
+                w_cpu = c;
+            }
+        }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     }
     if (atomic_load(x) >= n) {
-        b->spin_ms = b->spin_ms * 2 < SPIN_MS ? b->spin_ms * 2 : SPIN_MS;
+        adapt(b, 0);
         return;
     }
-    if (b->spin_ms > SPIN_MIN_MS)
-        b->spin_ms /= 2;
     pthread_mutex_lock(&b->mu);
     atomic_store(&b->sleeping, 1);
     while (atomic_load(x) < n)
         pthread_cond_wait(&b->cv, &b->mu);
     atomic_store(&b->sleeping, 0);
     pthread_mutex_unlock(&b->mu);
+    adapt(b, at[n - 1] - t_wait);
 }
 
-/* *x += 1 and wakes rank `peer` if it sleeps. */
-static void signal_done(int peer, atomic_int *x)
+/* at[*x] = now, *x += 1, and wakes rank `peer` if it sleeps. */
+static void signal_done(int peer, atomic_int *x, double *at)
 {
+    at[atomic_load_explicit(x, memory_order_relaxed)] = now_ms();
     atomic_fetch_add(x, 1);
     Bell *b = &bell[peer];
     if (atomic_load(&b->sleeping)) {
@@ -102,16 +133,19 @@ static void op(int rank, int i, bool fwd)
 {
     int src = fwd ? 0 : 1;
     atomic_int *done = fwd ? &f_done : &b_done;
+    double *at = fwd ? f_at : b_at;
     if (rank != src)
-        wait_for(rank, done, i + 1);
+        wait_for(rank, done, i + 1, at);
     busy(fwd ? F_MS : B_MS);
     if (rank == src)
-        signal_done(1 - src, done);
+        signal_done(1 - src, done, at);
 }
 
 static void *rank_main(void *arg)
 {
     int rank = (int)(size_t)arg;
+    pthread_getcpuclockid(pthread_self(), &cpu_clock[rank]);
+    pthread_barrier_wait(&start); /* both clocks are set */
     for (int it = 0; it < ITERS; it++) {
         pthread_barrier_wait(&start);
         if (rank == 0) {
@@ -138,6 +172,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: onef1b_loop M F_US B_US ITERS\n");
         return 2;
     }
+    f_at = calloc((size_t)M, sizeof *f_at);
+    b_at = calloc((size_t)M, sizeof *b_at);
+    if (!f_at || !b_at) {
+        fprintf(stderr, "onef1b_loop: out of memory\n");
+        return 1;
+    }
     F_MS = atof(argv[2]) * 1e-3;
     B_MS = atof(argv[3]) * 1e-3;
     pthread_barrier_init(&start, NULL, 3);
@@ -148,6 +188,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "onef1b_loop: cannot start a thread\n");
             return 1;
         }
+    pthread_barrier_wait(&start);
     for (int it = 0; it < ITERS; it++) {
         atomic_store(&f_done, 0);
         atomic_store(&b_done, 0);
@@ -160,5 +201,7 @@ int main(int argc, char **argv)
         pthread_join(th[r], NULL);
     pthread_barrier_destroy(&start);
     pthread_barrier_destroy(&end);
+    free(f_at);
+    free(b_at);
     return 0;
 }

@@ -13,7 +13,7 @@
  * mpi (one process per rank). This file parses the commands and says what a run does;
  * the generated files come from emit_c.h, the compilers and processes from toolchain.h,
  * the output folder and the build cache from outdir.h. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -85,6 +85,50 @@ static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
     return 0;
 }
 
+/* The folders of this pipec's installation that the generated program is given
+ * (emit_c.h EmitSite), absolute; each NULL when not found. */
+typedef struct Site {
+    EmitSite s;
+    char *inc, *lib, *data_dir;
+} Site;
+
+
+static char *abs_path(char *p)
+{
+    char *r = p ? realpath(p, NULL) : NULL;
+    free(p);
+    return r;
+}
+
+/* The runtime's folders (find_runtime) and the folder of the default training text:
+ * the first of <bin>/.. and <bin>/../share/doc/pipec that holds README.md (runtime/
+ * data.h data_load_default reads its pages). */
+static void site_find(Site *st, Target t)
+{
+    memset(st, 0, sizeof *st);
+    if (find_runtime_say(t, &st->inc, &st->lib, false) == 0) {
+        st->inc = abs_path(st->inc);
+        st->lib = abs_path(st->lib);
+    }
+    char *bin = self_dir();
+    static const char *const trees[] = {"..", "../share/doc/pipec"};
+    for (size_t k = 0; bin && k < 2 && !st->data_dir; k++) {
+        char *readme = xasprintf("%s/%s/README.md", bin, trees[k]);
+        if (path_exists(readme))
+            st->data_dir = abs_path(xasprintf("%s/%s", bin, trees[k]));
+        free(readme);
+    }
+    free(bin);
+    st->s = (EmitSite){st->inc, st->lib, st->data_dir};
+}
+
+static void site_free(Site *st)
+{
+    free(st->inc);
+    free(st->lib);
+    free(st->data_dir);
+}
+
 /* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = the ranks
  * the program runs (P, or P x D with data_parallel D); info
  * (may be NULL) gets what `run` reports. Returns 0, 1 (input errors) or 2. */
@@ -107,7 +151,11 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
                             "rejects it, the program is generated all the same\n",
                     file, d.nwarn, d.nwarn == 1 ? "" : "s");
     }
-    if (p && emit_c(&d, p, file, out) == 0) {
+    Site site;
+    site_find(&site, (Target){0}); /* the Makefile builds for the CPU */
+    int erc = p ? emit_c_site(&d, p, file, &site.s, out) : 1;
+    site_free(&site);
+    if (p && erc == 0) {
         rc = cuda ? add_stream_plan(out, p, file) : 0;
         if (rc)
             emit_out_free(out);   /* nothing is written */
@@ -196,47 +244,6 @@ int cmd_emit(int argc, char **argv)
 int cmd_compile(int argc, char **argv)
 {
     return emit_or_compile(argc, argv, true);
-}
-
-/* The default training text: README.md and the docs/ pages of the tree pipec runs from
- * (bin/..), or of an installation (bin/../share/doc/pipec), concatenated into the cache.
- * NULL when none is found (the program's built-in text). */
-static char *default_data(const char *root)
-{
-    char *bin = self_dir();
-    if (!bin)
-        return NULL;
-    StrBuf text = {0};
-    const char *names[] = {"README.md", "docs/language.md", "docs/runtime.md", "docs/model.md",
-                           "docs/semantics.md", "docs/cost-model.md", "docs/simulator.md",
-                           "docs/passes.md", "docs/architecture.md"};
-    static const char *const trees[] = {"..", "../share/doc/pipec"};
-    for (size_t k = 0; k < 2 && text.len < 4096; k++) {
-        text.len = 0;
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            char *path = xasprintf("%s/%s/%s", bin, trees[k], names[i]);
-            size_t len;
-            char *t = read_file(path, &len);
-            if (t) {
-                sb_puts(&text, t);
-                sb_putc(&text, '\n');
-            }
-            free(t);
-            free(path);
-        }
-    }
-    free(bin);
-    if (text.len < 4096) {
-        sb_free(&text);
-        return NULL;
-    }
-    char *path = xasprintf("%s/text.txt", root);
-    if (write_file_atomic(path, text.s, text.len) != 0) {
-        free(path);
-        path = NULL;
-    }
-    sb_free(&text);
-    return path;
 }
 
 /* Says, before a run starts, which workload it uses and why (the program picks mlp when
@@ -377,26 +384,19 @@ static void run_opts_free(RunOpts *ro)
     driver_opts_free(&ro->dopt);
 }
 
-/* Runs the built program exe with the passed-through options and the training text
- * (--data, else the default text written under root when the mlp workload runs).
- * Returns 0, or 1 when it cannot start or fails. */
-static int start_program(RunOpts *ro, const RunInfo *info, const char *root, const char *exe)
+/* Runs the built program exe with the passed-through options (--data among them when
+ * given; without it the program finds its default training text itself, by the rule a
+ * compiled program follows: runtime/data.h data_load_default). Returns 0, or 1 when it
+ * cannot start or fails. */
+static int start_program(RunOpts *ro, const RunInfo *info, const char *exe)
 {
-    char *dd = NULL;
-    bool mlp_text = !ro->data && !ro->synthetic && info->mlp_ok;
-    if (mlp_text)
-        dd = default_data(root);
-    if (mlp_text && !ro->quiet)
-        fprintf(stderr, "pipec run: training text: %s (--data FILE for another)\n",
-                dd ? "the project's README and docs" : "the program's short built-in text");
     ro->pass[0] = xstrdup(exe);
-    if (ro->data || dd) {
+    if (ro->data) {
         ro->pass[ro->np++] = xstrdup("--data");
-        ro->pass[ro->np++] = xstrdup(ro->data ? ro->data : dd);
+        ro->pass[ro->np++] = xstrdup(ro->data);
     }
     ro->pass[ro->np] = NULL;
     int rc = ro->t.mpi ? run_mpi(ro->pass, info->nranks) : spawn(ro->pass, false);
-    free(dd);
     if (rc < 0) {
         fprintf(stderr, "pipec: cannot run %s\n", exe);
         return 1;
@@ -448,7 +448,7 @@ int cmd_run(int argc, char **argv)
     char *exe = xasprintf("%s/%s", dir, eo.progname);
     rc = build_cached(&eo, ro.t, dir, exe, info.nranks, ro.quiet);
     if (!rc)
-        rc = start_program(&ro, &info, root, exe);
+        rc = start_program(&ro, &info, exe);
     free(root);
     free(dir);
     free(exe);

@@ -34,10 +34,21 @@ typedef struct EmitOut {
     char *progname;   /* the program's file name (the pipeline name, sanitised) */
 } EmitOut;
 
+/* Where the generated program's build and run find the installation of the pipec
+ * that generated it (docs/runtime.md "Generated files"); any field NULL: not known. */
+typedef struct EmitSite {
+    const char *inc;       /* folder of piperun.h: the Makefile's PIPERUN_INC default */
+    const char *lib;       /* folder of libpiperun.a: the Makefile's PIPERUN_LIB default */
+    const char *data_dir;  /* folder of README.md and docs/: PrProgram.data_dir */
+} EmitSite;
+
 /* Generates the files of the CPU backend for p (compiled and checked). source names
  * the .pipe file in the header comments. Returns 0, or the number of errors reported
- * through d. */
+ * through d. emit_c_site also writes site (may be NULL) into the program and its
+ * Makefile; emit_c writes none. */
 int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out);
+int emit_c_site(Diag *d, const Pipeline *p, const char *source, const EmitSite *site,
+                EmitOut *out);
 void emit_out_free(EmitOut *out);
 
 /* Writes every file into dir (created if missing), each atomically. Returns 0, or -1

@@ -47,6 +47,11 @@ const char *const *target_libs(Target t)
  * message that names the make target that builds what is missing. */
 int find_runtime(Target t, char **inc, char **lib)
 {
+    return find_runtime_say(t, inc, lib, true);
+}
+
+int find_runtime_say(Target t, char **inc, char **lib, bool say)
+{
     const char *ei = getenv("PIPERUN_INC"), *el = getenv("PIPERUN_LIB");
     char *bin = self_dir();
     *inc = *lib = NULL;
@@ -73,7 +78,8 @@ int find_runtime(Target t, char **inc, char **lib)
     }
     free(bin);
     if (!*inc || !*lib) {
-        fprintf(stderr, "pipec: cannot find the runtime (piperun.h and libpiperun.a next to "
+        if (say)
+            fprintf(stderr, "pipec: cannot find the runtime (piperun.h and libpiperun.a next to "
                         "pipec; run `make`, or set PIPERUN_INC and PIPERUN_LIB)\n");
         free(*inc);
         free(*lib);
@@ -88,7 +94,8 @@ int find_runtime(Target t, char **inc, char **lib)
                               : !strcmp(*n, "libpiperun_mpi.a") ? "make mpi"
                               : !strcmp(*n, "libpiperun_cuda_mpi.a") ? "make cuda-mpi"
                                                                      : "make";
-            fprintf(stderr, "pipec: cannot find %s in %s (run `%s`)\n", *n, *lib, how);
+            if (say)
+                fprintf(stderr, "pipec: cannot find %s in %s (run `%s`)\n", *n, *lib, how);
             free(*inc);
             free(*lib);
             return -1;

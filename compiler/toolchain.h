@@ -46,6 +46,8 @@ const char *const *target_libs(Target t);
  * Returns 0, or -1 after a message that names the make target that builds what is
  * missing. */
 int find_runtime(Target t, char **inc, char **lib);
+/* find_runtime; say false: no message. */
+int find_runtime_say(Target t, char **inc, char **lib, bool say);
 
 /* Runs argv (no shell) and waits; returns its exit status, or -1 after a message when
  * it could not start or be waited for. With quiet_out its stdout goes to stderr. */

@@ -30,6 +30,8 @@ typedef struct PrCopyQ {
     uint32_t *op;        /* [nops] op indices */
     uint32_t head, tail; /* queued = tail - head */
     uint32_t done;       /* ops finished this iteration */
+    pthread_cond_t cv;   /* (with PrRank.mu) its copy thread waits here for an op: an
+                            op queued wakes that thread only */
 } PrCopyQ;
 
 /* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */

@@ -63,6 +63,73 @@ int data_from_memory(TextData *d, const void *bytes, size_t n)
     return 0;
 }
 
+/* Used when the README and docs are not found (docs/runtime.md "Training text"). */
+static const char builtin_text[] =
+    "pipec is a compiler for pipeline-parallel training schedules. A researcher writes a "
+    "pipe file that says how a model is cut into pipeline stages and, for every stage, "
+    "the exact order of its forward, backward, weight-gradient, recompute and swap ops "
+    "over the micro-batches of one training iteration. pipec checks it, transforms it, "
+    "simulates it and generates one C program per rank that really trains the model.\n";
+
+/* The pages of the default text under its folder, in this order. */
+static const char *const doc_pages[] = {
+    "README.md", "docs/language.md", "docs/runtime.md", "docs/model.md", "docs/semantics.md",
+    "docs/cost-model.md", "docs/simulator.md", "docs/passes.md", "docs/architecture.md"};
+
+int data_load_default(TextData *d, const char *dir, char *said, size_t n)
+{
+    size_t npages = sizeof doc_pages / sizeof doc_pages[0], found = 0, len = 0;
+    unsigned char *text = NULL;
+    for (size_t i = 0; dir && i < npages; i++) {
+        size_t plen = strlen(dir) + strlen(doc_pages[i]) + 2;
+        char *path = malloc(plen);
+        if (!path)
+            goto oom;
+        snprintf(path, plen, "%s/%s", dir, doc_pages[i]);
+        TextData page;
+        int rc = data_load(&page, path);
+        free(path);
+        if (rc != 0) {
+            if (errno == ENOMEM)
+                goto oom;
+            continue; /* a page that is not there */
+        }
+        unsigned char *t = realloc(text, len + page.n + 1);
+        if (!t) {
+            data_free(&page);
+            goto oom;
+        }
+        text = t;
+        if (page.n)
+            memcpy(text + len, page.bytes, page.n);
+        len += page.n;
+        text[len++] = '\n';
+        found++;
+        data_free(&page);
+    }
+    if (len >= DATA_MIN_BYTES) {
+        d->bytes = text;
+        d->n = len;
+        snprintf(said, n, "README.md and docs, %zu of %zu pages, %zu bytes, in %s", found,
+                 npages, len, dir);
+        return 0;
+    }
+    free(text);
+    if (data_from_memory(d, builtin_text, sizeof builtin_text - 1) != 0)
+        return -1;
+    if (dir)
+        snprintf(said, n, "the built-in text, %zu bytes (README.md and docs/ are not in %s)",
+                 d->n, dir);
+    else
+        snprintf(said, n, "the built-in text, %zu bytes (the program names no pipec tree "
+                 "holding README.md and docs/)", d->n);
+    return 0;
+oom:
+    free(text);
+    errno = ENOMEM;
+    return -1;
+}
+
 void data_free(TextData *d)
 {
     free(d->bytes);

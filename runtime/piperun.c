@@ -14,21 +14,19 @@
 /* How long a waiter spins on the awaited state before it blocks on a condition
  * variable (when the ranks do not outnumber the CPUs). A wake-up from a blocked wait
  * costs a futex call on each side and a context switch (tens of microseconds on a busy
- * machine); most waits of a pipeline with short ops end sooner than this. A receiver
- * adapts its own budget between SPIN_MIN_MS and SPIN_MS, as glibc's adaptive mutexes
- * do: it doubles after a wait that ended while spinning and halves after one that had
- * to block, so that on a machine whose CPUs are taken by others (where the awaited rank
- * is not running and spinning only delays it) the waits become plain blocking ones. */
-#define SPIN_MS 0.05
+ * machine, and the woken thread's lateness delays the next hand-off the other way); most
+ * waits of a pipeline with short ops end sooner than this. A receiver adapts its own
+ * budget between SPIN_MIN_MS and SPIN_MS from how long its waits really took (from the
+ * start of the wait to the message's send time): it doubles after a wait that a spin of
+ * the full budget would have caught, whether or not this one blocked, and halves after
+ * one that took longer. Halving after every wait that blocked (glibc's adaptive mutexes'
+ * rule) let one late wake-up start a cascade: the woken rank sent late, so the other
+ * rank's spin ran out too, halved its budget, blocked, and so on until both blocked at
+ * every hand-off (2-3x the iteration time, docs/performance.md). On a machine whose CPUs
+ * are taken by others the awaited rank is often not running, its messages come later
+ * than SPIN_MS, and the waits become plain blocking ones. */
+#define SPIN_MS 0.1
 #define SPIN_MIN_MS 0.001
-
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 double pr_spin_budget_ms(const PrRun *run)
 {
@@ -103,25 +101,90 @@ static void watchdog_fire(PrRun *run, PrRank *r, double now)
             m->from_mb, m->from_v, m->src);
 }
 
+/* Whether the rank a spinning waiter waits for is on a CPU: its thread's CPU-time clock
+ * read every SPIN_WATCH_MS of the spin. A producer that got less than half of that
+ * time (another process holds its CPU, or it waits itself) will not send within the
+ * spin, which would only keep a CPU from it: the waiter blocks at once. */
+#define SPIN_WATCH_MS 0.01
+typedef struct PrSpinWatch {
+    const PrRank *p;   /* NULL: not watched (its thread has not started) */
+    double wall;       /* ms, pr_now_ms of the last reading */
+    double cpu;        /* ms of CPU time of p's thread then */
+} PrSpinWatch;
+
+static double thread_cpu_ms(const PrRank *p)
+{
+    struct timespec ts;
+    if (clock_gettime(p->cpu, &ts) != 0)
+        return -1;
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void spin_watch_start(PrSpinWatch *w, const PrRank *p, double now)
+{
+    w->p = atomic_load(&p->started) ? p : NULL;
+    w->wall = now;
+    w->cpu = w->p ? thread_cpu_ms(p) : 0;
+    if (w->cpu < 0)
+        w->p = NULL;
+}
+
+/* false when the watched rank used under half the CPU time of the wall time since
+ * the last reading (at least SPIN_WATCH_MS ago). */
+static bool spin_watch_ok(PrSpinWatch *w, double now)
+{
+    if (!w->p || now - w->wall < SPIN_WATCH_MS)
+        return true;
+    double cpu = thread_cpu_ms(w->p);
+    if (cpu < 0)
+        return true;
+    bool ran = cpu - w->cpu >= 0.5 * (now - w->wall);
+    w->wall = now;
+    w->cpu = cpu;
+    return ran;
+}
+
+/* Adapts rank r's spin budget after a wait that began at t_wait (ms) for a message
+ * sent at t_sent (ms): doubles it (up to run->spin_ms) when a spin of the full budget
+ * would have caught the message, halves it (down to SPIN_MIN_MS) otherwise. */
+static void spin_adapt(PrRank *r, double t_wait, double t_sent)
+{
+    double cap = r->run->spin_ms, waited = t_sent - t_wait;
+    if (waited <= cap)
+        r->spin_ms = r->spin_ms * 2 < cap ? r->spin_ms * 2 : cap;
+    else if (r->spin_ms > SPIN_MIN_MS)
+        r->spin_ms /= 2;
+}
+
+/* The send time of the oldest message on channel c (which holds one), ms on
+ * pr_now_ms's clock. */
+static double chan_sent_ms(const PrRun *run, const PrChan *c)
+{
+    const PrNode *nd = atomic_load_explicit(&c->head->next, memory_order_acquire);
+    return nd ? run->t_start + nd->t_send : pr_now_ms();
+}
+
 /* Waits until channel c holds a message, the run fails (-1) or the watchdog fires
- * (-1, pr_fail called): spins up to run->spin_ms, then blocks on the rank's bell,
- * checking every PR_LIVE_CHECK_S that the sending rank is alive. */
+ * (-1, pr_fail called): spins up to r->spin_ms, then blocks on the rank's bell,
+ * checking every PR_LIVE_CHECK_S that the sending rank is alive; adapts the budget
+ * (spin_adapt). */
 static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg)
 {
     PrRun *run = r->run;
-    double now = pr_now_ms(), spin_end = now + r->spin_ms;
+    double now = pr_now_ms(), t_wait = now, spin_end = now + r->spin_ms;
+    PrSpinWatch sw;
+    spin_watch_start(&sw, &run->rank[peer], now);
     for (unsigned k = 1; !atomic_load(&c->count) && !atomic_load(&run->failed); k++) {
-        if (!(k & 15) && pr_now_ms() > spin_end)
+        if (!(k & 15) && ((now = pr_now_ms()) > spin_end || !spin_watch_ok(&sw, now)))
             break;
-        cpu_relax();
+        pr_cpu_relax();
     }
-    if (atomic_load(&c->count) || atomic_load(&run->failed)) {
-        if (r->spin_ms < run->spin_ms)
-            r->spin_ms = r->spin_ms * 2 < run->spin_ms ? r->spin_ms * 2 : run->spin_ms;
-        return atomic_load(&run->failed) ? -1 : 0;
+    if (atomic_load(&run->failed))
+        return -1;
+    if (atomic_load(&c->count)) {
+        spin_adapt(r, t_wait, t_wait);
+        return 0;
     }
-    if (r->spin_ms > SPIN_MIN_MS)
-        r->spin_ms /= 2;
     now = pr_now_ms();
     double deadline = now + run->opt.timeout_s * 1e3;
     double next_live = now + PR_LIVE_CHECK_S * 1e3;
@@ -139,8 +202,10 @@ static int chan_wait(PrRank *r, PrChan *c, int peer, uint32_t msg)
             pr_cond_wait_until(&r->bell_cv, &r->bell_mu, next_live < deadline ? next_live : deadline);
         atomic_store(&r->sleeping, 0);
         pthread_mutex_unlock(&r->bell_mu);
-        if (atomic_load(&c->count))
+        if (atomic_load(&c->count)) {
+            spin_adapt(r, t_wait, chan_sent_ms(run, c));
             break;
+        }
         if (atomic_load(&run->failed)) {
             rc = -1;
             break;
@@ -465,7 +530,7 @@ static void *copy_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&r->mu);
         while (q->head == q->tail && !r->stop && !atomic_load(&r->run->failed))
-            pthread_cond_wait(&r->cv, &r->mu);
+            pthread_cond_wait(&q->cv, &r->mu);
         if (r->stop || atomic_load(&r->run->failed)) {
             pthread_mutex_unlock(&r->mu);
             return NULL;
@@ -479,7 +544,7 @@ static void *copy_main(void *arg)
         pthread_mutex_lock(&r->mu);
         q->head++;
         q->done++;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&r->cv); /* the rank thread, an SI waiting for SOs */
         pthread_mutex_unlock(&r->mu);
         if (rc)
             return NULL;
@@ -574,7 +639,7 @@ int pr_op(PrRank *r, uint32_t i)
         int dir = o->kind == PR_SO || o->kind == PR_OG ? 0 : 1;
         pthread_mutex_lock(&r->mu);
         r->q[dir].op[r->q[dir].tail++] = i;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_signal(&r->q[dir].cv); /* its copy thread only */
         pthread_mutex_unlock(&r->mu);
         pr_tl_op = NULL;
         r->next_op = i + 1;
@@ -625,7 +690,8 @@ static void rank_free(PrRank *r)
     if (r->copy_started) {
         pthread_mutex_lock(&r->mu);
         r->stop = 1;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&r->q[0].cv);
+        pthread_cond_broadcast(&r->q[1].cv);
         pthread_mutex_unlock(&r->mu);
         for (int d = 0; d < 2; d++)
             pthread_join(r->copy_th[d], NULL);
@@ -633,6 +699,8 @@ static void rank_free(PrRank *r)
     pr_io_free(&r->io, free);
     for (size_t k = 0; r->host && k < r->nvm; k++)
         free(r->host[k]);
+    for (int d = 0; r->q && d < 2; d++)
+        pthread_cond_destroy(&r->q[d].cv);
     void *own[] = {r->host, r->host_cap, r->si_done, r->lw_done, r->q ? r->q[0].op : NULL,
                    r->q ? r->q[1].op : NULL, r->q, r->arena};
     for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
@@ -650,8 +718,10 @@ static int rank_init(PrRun *run, int s)
     r->si_done = calloc(nvm, sizeof(uint32_t));
     r->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
     r->q = calloc(2, sizeof *r->q);
-    for (int d = 0; r->q && d < 2; d++)
+    for (int d = 0; r->q && d < 2; d++) {
+        pthread_cond_init(&r->q[d].cv, NULL);
         r->q[d].op = calloc(nops, sizeof(uint32_t));
+    }
     int64_t ab = r->d->arena_bytes[run->wl->plan];
     r->arena_bytes = ab;
     size_t asz = (size_t)(ab > 0 ? (ab + 63) / 64 * 64 : 64);
@@ -673,8 +743,10 @@ static int rank_init(PrRun *run, int s)
         if (pthread_create(&r->copy_th[d], NULL, copy_main, a) != 0) {
             free(a);
             if (d == 1) { /* stop the first one */
+                pthread_mutex_lock(&r->mu);
                 r->stop = 1;
-                pthread_cond_broadcast(&r->cv);
+                pthread_cond_broadcast(&r->q[0].cv);
+                pthread_mutex_unlock(&r->mu);
                 pthread_join(r->copy_th[0], NULL);
             }
             pr_fail(run, s, -1, "cannot start a copy thread");
@@ -760,8 +832,16 @@ static void cpu_teardown(PrRun *run)
     links_free(run);
 }
 
+/* PrBackend.wake: the copy threads of rank r wait on their queue's own condition
+ * variable (r->mu held by the caller). */
+static void cpu_wake(PrRank *r)
+{
+    for (int d = 0; r->q && d < 2; d++)
+        pthread_cond_broadcast(&r->q[d].cv);
+}
+
 /* The CPU backend of the run core (pr_run, piperun_common.c). */
 const PrBackend pr_backend = {
     .setup = cpu_setup, .rank_iteration = cpu_rank_iteration, .iter_begin = cpu_iter_begin,
-    .step = cpu_step, .teardown = cpu_teardown, .reference = true,
+    .step = cpu_step, .teardown = cpu_teardown, .wake = cpu_wake, .reference = true,
 };

@@ -232,6 +232,11 @@ typedef struct PrProgram {
      * optimizer step over the replicas (ZeRO stage 1), 0 steps every parameter on every
      * replica. */
     int32_t data_parallel, zero;
+    /* The folder holding README.md and docs/ of the pipec that generated the program
+     * (its source tree or share/doc/pipec of its installation), whose pages are the
+     * model workload's default training text (runtime/data.h data_load_default,
+     * docs/runtime.md "Training text"); NULL: none was found. */
+    const char *data_dir;
 } PrProgram;
 
 /* The rank rule of data parallelism, in one place (the code generator's rank count,

@@ -129,6 +129,8 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
         PrRank *r = &run->rank[s];
         pthread_mutex_lock(&r->mu);
         pthread_cond_broadcast(&r->cv);
+        if (run->be && run->be->wake)
+            run->be->wake(r);
         pthread_mutex_unlock(&r->mu);
         pthread_mutex_lock(&r->bell_mu);
         pthread_cond_broadcast(&r->bell_cv);
@@ -438,11 +440,13 @@ void pr_install_signals(void)
 /* ---- barrier between the main thread and the ranks ---------------------------------- */
 
 /* Every rank (me) and the main thread (me = NULL) call it; returns -1 when the run
- * failed. Waiters block on run->cv at once: three barriers per iteration cost a few
- * wake-ups, while a thread spinning there would take a CPU from a rank that computes
- * (the stand-in ranks of an MPI process arrive as the iteration starts). The main
- * thread checks every PR_LIVE_CHECK_S that each rank is alive (a rank that dies or
- * stops while no other rank waits for it). */
+ * failed. A rank spins for up to the run's spin budget (run->spin_ms: 0 when the ranks
+ * outnumber the CPUs) before it blocks on run->cv: the barriers after an iteration's
+ * end and at the next one's start are passed a few microseconds apart, and a rank that
+ * blocked there would cost a futex wake-up and a context switch each time. The main
+ * thread blocks at once (it waits out the whole iteration) and checks every
+ * PR_LIVE_CHECK_S that each rank is alive (a rank that dies or stops while no other
+ * rank waits for it). */
 int pr_barrier(PrRun *run, PrRank *me)
 {
     pthread_mutex_lock(&run->mu);
@@ -455,8 +459,16 @@ int pr_barrier(PrRun *run, PrRank *me)
         return atomic_load(&run->failed) ? -1 : 0;
     }
     pthread_mutex_unlock(&run->mu);
-    if (me)
+    if (me) {
         atomic_store(&me->in_wait, 1);
+        double spin_end = pr_now_ms() + run->spin_ms;
+        for (unsigned k = 1; atomic_load(&run->bar_seq) == gen && !atomic_load(&run->failed);
+             k++) {
+            if (!(k & 15) && pr_now_ms() > spin_end)
+                break;
+            pr_cpu_relax();
+        }
+    }
     double now = pr_now_ms();
     if (!me)
         for (int s = 0; s < run->P; s++)

@@ -261,6 +261,13 @@ void pr_dp_rank_free(PrRank *r);
 double pr_now_ms(void);
 /* Busy-waits ms milliseconds (synthetic op time). */
 void pr_spin_ms(double ms);
+/* The CPU's spin-wait hint (x86 `pause`), for the spinning part of a wait. */
+static inline void pr_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 /* Records the first failure (later ones are dropped), wakes every waiter. rank/op may
  * be -1 when not tied to one. */
 void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
@@ -319,6 +326,10 @@ struct PrBackend {
     /* main, optional: frees what setup made; called after any failure too, so it
      * tolerates a rank or state that was never set up. */
     void (*teardown)(PrRun *run);
+    /* any thread, optional: called by pr_fail with r->mu held, wakes the threads of
+     * rank r that wait on the backend's own condition variables (the CPU backend's copy
+     * threads) so that they see the failure. */
+    void (*wake)(PrRank *r);
     bool reference;            /* --reference times the CPU reference trainer */
     /* data parallelism: the backend reduces the gradients and steps the shards itself
      * (on the device: NCCL), instead of the core's pr_dp_reduce and pr_dp_step */

@@ -54,12 +54,26 @@ static void print_json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A JSON number at full precision (docs/spec.md "JSON output"): the shortest %g text
+ * that reads back to the same double, with a fractional digit when it has no exponent
+ * (33.0); null when not finite. */
 static void print_num(FILE *f, double v)
 {
-    if (isfinite(v))
-        fprintf(f, "%.6g", v);
-    else
+    if (!isfinite(v)) {
         fputs("null", f);
+        return;
+    }
+    char buf[40];
+    /* at least the digits before the point, so that 100 reads 100.0, not 1e+02 */
+    int lead = v != 0 ? (int)floor(log10(fabs(v))) + 1 : 1;
+    for (int prec = lead < 1 ? 1 : lead > 17 ? 17 : lead; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+    if (!strpbrk(buf, ".e"))
+        fputs(".0", f);
 }
 
 static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const PrResult *res,
@@ -83,16 +97,19 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
         fputs(i ? ", " : "", f);
         print_num(f, res->iter_ms[i]);
     }
+    /* measured_ms: the mean iteration over measured_iters (1-based, inclusive) */
     fprintf(f, "],\n \"measured_ms\": ");
     print_num(f, measured_ms(res));
+    fprintf(f, ", \"measured_iters\": [%d, %d]", res->iters > 1 ? 2 : 1, res->iters);
     fprintf(f, ", \"simulated_ms\": ");
     print_num(f, sim >= 0 ? sim : NAN);
     fprintf(f, ", \"reference_ms\": ");
     print_num(f, res->ref_ms >= 0 ? res->ref_ms : NAN);
     fprintf(f, ",\n \"per_stage\": [");
     for (int s = 0; s < g->P; s++) {
-        fprintf(f, "%s{\"stage\": %d, \"busy_ms\": ", s ? ",\n   " : "", s);
-        print_num(f, res->busy_ms[s]);
+        /* per iteration, the mean over all of them, as the text summary shows it */
+        fprintf(f, "%s{\"stage\": %d, \"busy_ms_per_iter\": ", s ? ",\n   " : "", s);
+        print_num(f, res->busy_ms[s] / res->iters);
         fprintf(f, ", \"peak_arena_bytes\": %lld, \"arena_bytes\": %lld, "
                    "\"planned_peak_bytes\": %lld}",
                 (long long)res->peak_arena[s], (long long)g->ranks[s].arena_bytes[o->workload],
@@ -135,6 +152,9 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
                          double sim)
 {
     double meas = measured_ms(res);
+    char window[48] = ""; /* which iterations meas is the mean of */
+    if (res->iters > 1)
+        snprintf(window, sizeof window, " (mean of iterations 2-%d)", res->iters);
     fprintf(f, "%s: %d stage%s, %d micro-batch%s, %d chunk%s, workload %s, %d iteration%s\n",
             g->name, g->P, g->P == 1 ? "" : "s", g->M, g->M == 1 ? "" : "es", g->V,
             g->V == 1 ? "" : "s", pr_workload_name(g, o->workload), res->iters,
@@ -148,14 +168,14 @@ static void summary_text(FILE *f, const PrProgram *g, const PrOptions *o, const 
     if (o->workload == PR_MLP && res->iters > 1)
         fprintf(f, "loss: %.4f -> %.4f\n", res->loss[0], res->loss[res->iters - 1]);
     if (sim > 0)
-        fprintf(f, "iteration time: measured %.3f ms, simulated %.3f ms (measured/simulated "
+        fprintf(f, "iteration time: measured %.3f ms%s, simulated %.3f ms (measured/simulated "
                    "%.3f)\n",
-                meas, sim, meas / sim);
+                meas, window, sim, meas / sim);
     else if (sim == 0)
-        fprintf(f, "iteration time: measured %.3f ms, simulated 0 ms (the costs give no times: "
-                   "name a device, or profile them with --profile)\n", meas);
+        fprintf(f, "iteration time: measured %.3f ms%s, simulated 0 ms (the costs give no times: "
+                   "name a device, or profile them with --profile)\n", meas, window);
     else
-        fprintf(f, "iteration time: measured %.3f ms, simulated n/a\n", meas);
+        fprintf(f, "iteration time: measured %.3f ms%s, simulated n/a\n", meas, window);
     if (res->ref_ms >= 0)
         fprintf(f, "sequential reference trainer: %.3f ms per iteration (pipelined/reference "
                    "%.3f)\n", res->ref_ms, meas / res->ref_ms);

@@ -20,18 +20,11 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "workload.h"
-
-/* Used when no --data file is given (pipec run passes the project's docs instead). */
-static const char builtin_text[] =
-    "pipec is a compiler for pipeline-parallel training schedules. A researcher writes a "
-    "pipe file that says how a model is cut into pipeline stages and, for every stage, "
-    "the exact order of its forward, backward, weight-gradient, recompute and swap ops "
-    "over the micro-batches of one training iteration. pipec checks it, transforms it, "
-    "simulates it and generates one C program per rank that really trains the model.\n";
 
 /* Marks the virtual stages that have an OG and gives them host copies of their
  * parameters (initialised from the model) and gradients. Returns 0 or -1. */
@@ -99,19 +92,28 @@ int pr_model_state(PrRank *r, const PrOp *o)
     return 0;
 }
 
-/* Loads the training text (--data, else the built-in paragraph) into run->data and checks
- * it holds seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
+/* Loads the training text (--data, else the default text: runtime/data.h
+ * data_load_default) into run->data, says which once at start, and checks it holds
+ * seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
 static int text_setup(PrRun *run)
 {
+    char said[4200];
     if (run->opt.data) {
         if (data_load(&run->data, run->opt.data) != 0) {
             pr_fail(run, -1, -1, "cannot read --data %s: %s", run->opt.data, strerror(errno));
             return -1;
         }
-    } else if (data_from_memory(&run->data, builtin_text, sizeof builtin_text - 1) != 0) {
+        snprintf(said, sizeof said, "%.4000s, %zu bytes", run->opt.data, run->data.n);
+    } else if (data_load_default(&run->data, run->prog->data_dir, said, sizeof said) != 0) {
         pr_fail(run, -1, -1, "out of memory");
         return -1;
     }
+    /* said once at start, by the process and replica that run rank 0 (docs/runtime.md
+     * "Training text") */
+    if (!run->opt.quiet && !run->opt.json && (!pr_transport || !pr_transport->remote(0)) &&
+        (!pr_dp || pr_dp->replica == 0))
+        fprintf(stderr, "piperun: training text%s: %s\n",
+                run->opt.data ? "" : " (--data FILE for another)", said);
     if (!data_fits(&run->data, run->prog->model_seq)) {
         pr_fail(run, -1, -1, "the training text has %zu bytes, fewer than seq + 1 = %d",
                 run->data.n, run->prog->model_seq + 1);

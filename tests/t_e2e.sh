@@ -8,6 +8,11 @@
 #     every pass, through `pipec run --check`: max relative gradient error < 1e-5
 #     (the program itself exits 1 above that; we also read the number it prints);
 #   - generated sources compile warning-free with gcc and clang, -std=c11 -Wall -Wextra;
+#   - one program: a program built by `pipec compile` and `pipec run` name the same
+#     default training text and give the same losses for the same seed; the emitted
+#     Makefile builds with plain `make` (the runtime's folders written in, overridable);
+#   - run --json: measured_iters states the window measured_ms is the mean of, and
+#     per_stage's busy_ms_per_iter is per iteration;
 #   - names cannot inject code into generated files;
 #   - a failing rank, a crashing rank and a stuck receive end with the specified error
 #     and a non-zero exit within seconds (PIPERUN_FAULT, docs/runtime.md).
@@ -135,11 +140,52 @@ j = json.load(sys.stdin)
 l = j["losses"]
 assert len(l) == 8 and l[-1] < l[0] - 0.1, l
 assert j["simulated_ms"] > 0 and j["measured_ms"] > 0
+# the measured window is stated, and measured_ms is the mean over it: the same double,
+# summed in the same order, as every number is printed at full precision (docs/spec.md
+# "JSON output")
+assert j["measured_iters"] == [2, 8], j["measured_iters"]
+assert j["measured_ms"] == sum(j["iter_ms"][1:]) / 7, j
 for s in j["per_stage"]:
+    # busy time per iteration, not summed over them: within the mean iteration
+    assert "busy_ms" not in s and 0 < s["busy_ms_per_iter"] <= sum(j["iter_ms"]) / 8, s
     # the measured live peak never exceeds the planned arena, and reaches the plan
     assert 0 < s["peak_arena_bytes"] <= s["arena_bytes"], s
     assert s["peak_arena_bytes"] == s["planned_peak_bytes"], s
 ' 2>"$T/err"; then ok; else bad demo_loss "$(cat "$T/err" | tail -n 2)"; fi
+
+# --- one program: the compiled program and `pipec run` train alike ------------------------
+# Same default text (found by the same rule and named by the program), same seed: the
+# same losses, bit for bit as printed (docs/runtime.md "Training text").
+"$PIPEC" compile examples/demo.pipe -o "$T/one" >/dev/null 2>"$T/err" || bad one_compile "$(tail -n 2 "$T/err")"
+timeout 120 "$T/one/demo" --iters 2 --seed 11 --json >"$T/one_a.json" 2>"$T/one_a.err"
+check "one program: the compiled program runs" test $? = 0
+timeout 120 "$PIPEC" run examples/demo.pipe --iters 2 --seed 11 --json --cache "$CACHE" >"$T/one_b.json" 2>"$T/one_b.err"
+check "one program: pipec run runs" test $? = 0
+check "one program: the same first losses for the same seed" python3 -c '
+import json, sys
+a, b = (json.load(open(f))["losses"] for f in sys.argv[1:3])
+assert len(a) == 2 and a == b, (a, b)' "$T/one_a.json" "$T/one_b.json"
+"$T/one/demo" --iters 1 --seed 11 >/dev/null 2>"$T/one_c.err"
+"$PIPEC" run examples/demo.pipe --iters 1 --seed 11 --cache "$CACHE" >/dev/null 2>"$T/one_d.err"
+check "one program: both name the same training text" test -n "$(grep 'training text' "$T/one_c.err")" -a \
+    "$(grep 'training text' "$T/one_c.err")" = "$(grep 'training text' "$T/one_d.err")"
+# another seed gives other losses (the comparison above can fail)
+timeout 120 "$T/one/demo" --iters 1 --seed 12 --json >"$T/one_e.json" 2>/dev/null
+check "one program: another seed, another loss" python3 -c '
+import json, sys
+a, b = (json.load(open(f))["losses"][0] for f in sys.argv[1:3])
+assert a != b, (a, b)' "$T/one_a.json" "$T/one_e.json"
+
+# --- the emitted Makefile: plain `make` builds, the paths stay overridable --------------
+pipe mk_p2 2 2 1 onef1b
+"$PIPEC" emit "$T/mk_p2.pipe" -o "$T/mk" 2>"$T/err" || bad emit_mk "$(tail -n 2 "$T/err")"
+if (cd "$T/mk" && env -u PIPERUN_INC -u PIPERUN_LIB make >"$T/mk.out" 2>&1); then ok
+else bad "emitted Makefile: plain make" "$(tail -n 3 "$T/mk.out")"; fi
+check "emitted Makefile: the program runs" "$T/mk/mk_p2" --iters 1 --workload synthetic --time-scale 0 --quiet
+"$PIPEC" emit "$T/mk_p2.pipe" -o "$T/mk2" 2>/dev/null
+(cd "$T/mk2" && make PIPERUN_LIB="$T/nowhere" >"$T/mk2.out" 2>&1)
+check "emitted Makefile: PIPERUN_LIB on the command line is used" grep -q "$T/nowhere/libpiperun.a" "$T/mk2.out"
+check "emitted Makefile: ... and nothing built from it" test ! -e "$T/mk2/mk_p2"
 
 # --- generated C: header, warnings, escaping ---------------------------------------------
 pipe emit_p3 3 4 1 onef1b

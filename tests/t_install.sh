@@ -67,6 +67,20 @@ if mk -s install PREFIX="$T/prefix" >"$T/out" 2>&1; then
     (cd "$T" && env -i PATH="$PATH" HOME="$T" "$T/prefix/bin/pipec" check "$OLDPWD/examples/demo.pipe") \
         >"$T/out" 2>"$T/err"
     check "the installed pipec finds its stdlib" grep -q ': ok: pipeline demo' "$T/out"
+    # what it emits names the installation: the runtime in the Makefile, the docs as the
+    # default training text (docs/runtime.md "Training text"); plain make builds it
+    (cd "$T" && env -i PATH="$PATH" HOME="$T" "$T/prefix/bin/pipec" emit "$OLDPWD/examples/demo.pipe" -o "$T/i_emit") \
+        >"$T/out" 2>"$T/err"
+    pre=$(realpath "$T/prefix")
+    check "installed emit: the Makefile names the installed runtime" \
+        grep -qx "PIPERUN_LIB ?= $pre/lib" "$T/i_emit/Makefile"
+    check "installed emit: the training text is the installed docs" \
+        grep -qF ".data_dir = \"$pre/share/doc/pipec\"" "$T/i_emit/main.c"
+    (cd "$T/i_emit" && env -i PATH="$PATH" make -s >"$T/out" 2>&1)
+    check "installed emit: plain make builds it" test -x "$T/i_emit/demo"
+    (cd "$T" && env -i PATH="$PATH" "$T/i_emit/demo" --iters 1 >"$T/out" 2>"$T/err")
+    check "installed emit: the program names the installed docs" \
+        grep -q "^piperun: training text (--data FILE for another): README.md and docs, 9 of 9 pages, [0-9]* bytes, in $pre/share/doc/pipec\$" "$T/err"
     [ -n "$have_mpicc" ] && inst mpi --launcher mpi
     [ -n "$have_nvcc" ] && inst cuda --backend cuda
 else

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -954,6 +955,72 @@ static void test_data(void **state)
     assert_null(d.bytes);
 }
 
+/* writes n copies of byte c into dir/name */
+static void write_page(const char *dir, const char *name, int c, size_t n)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        fputc(c, f);
+    fclose(f);
+}
+
+/* The default training text (docs/runtime.md "Training text"): README.md, then the
+ * docs pages in their order, each followed by a newline; the built-in text when the
+ * folder is missing or too short. */
+static void test_data_default(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_data_XXXXXX", sub[64], said[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/docs", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    TextData d;
+    /* too short (3 bytes + newline): the built-in text, saying where it looked */
+    write_page(dir, "README.md", 'r', 3);
+    assert_int_equal(data_load_default(&d, dir, said, sizeof said), 0);
+    assert_true(d.n > 100 && d.n < DATA_MIN_BYTES);
+    assert_non_null(strstr(said, "the built-in text"));
+    assert_non_null(strstr(said, dir));
+    TextData b = d;
+    /* README.md 3000 bytes, docs/runtime.md 2000, docs/language.md 1000: README, then
+     * language (listed before runtime), each with its newline */
+    write_page(dir, "README.md", 'r', 3000);
+    write_page(dir, "docs/runtime.md", 'u', 2000);
+    write_page(dir, "docs/language.md", 'l', 1000);
+    write_page(dir, "docs/other.md", 'o', 5000); /* not one of the pages */
+    assert_int_equal(data_load_default(&d, dir, said, sizeof said), 0);
+    assert_int_equal(d.n, 6003);
+    assert_int_equal(d.bytes[0], 'r');
+    assert_int_equal(d.bytes[2999], 'r');
+    assert_int_equal(d.bytes[3000], '\n');
+    assert_int_equal(d.bytes[3001], 'l');
+    assert_int_equal(d.bytes[4001], '\n');
+    assert_int_equal(d.bytes[4002], 'u');
+    assert_int_equal(d.bytes[6002], '\n');
+    char want[256];
+    snprintf(want, sizeof want, "README.md and docs, 3 of 9 pages, 6003 bytes, in %s", dir);
+    assert_string_equal(said, want);
+    data_free(&d);
+    /* no folder: the built-in text, the same bytes as above */
+    assert_int_equal(data_load_default(&d, NULL, said, sizeof said), 0);
+    assert_int_equal(d.n, b.n);
+    assert_memory_equal(d.bytes, b.bytes, d.n);
+    assert_non_null(strstr(said, "the built-in text"));
+    data_free(&d);
+    data_free(&b);
+    const char *pages[] = {"README.md", "docs/runtime.md", "docs/language.md", "docs/other.md"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, pages[i]);
+        unlink(path);
+    }
+    rmdir(sub);
+    rmdir(dir);
+}
+
 int main(void)
 {
     openblas_set_num_threads(1);   /* bit-reproducible products across threads */
@@ -970,6 +1037,7 @@ int main(void)
         cmocka_unit_test(test_slice_optimizer),
         cmocka_unit_test(test_training_loss_falls),
         cmocka_unit_test(test_data),
+        cmocka_unit_test(test_data_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
