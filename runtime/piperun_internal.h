@@ -69,6 +69,10 @@ struct PrRank {
     const PrRankDesc *d;
     unsigned char *arena;      /* (arena_bytes) 64-aligned */
     int64_t arena_bytes;
+    unsigned char *work;       /* the workspace (PrRankDesc.workspace_bytes), 64-aligned,
+                                  in the arena's allocation just above it; NULL when
+                                  the program reserves none (F then allocates) */
+    int64_t work_bytes;
     size_t nvm;                /* P*V*M */
     void **in_f, **in_b;       /* [nvm] by consumer (v,m): inputs that arrived */
     void **out_f, **out_b;     /* [nvm] by producer (v,m): outputs awaiting a send */

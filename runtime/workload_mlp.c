@@ -378,12 +378,17 @@ int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o)
         }
         float loss = 0;
         int rc = mlp_forward_split(m, s, out, s->head ? &loss : NULL, &g, in, r->tokens,
-                                   r->targets, !(o->flags & PR_HAS_R));
+                                   r->targets, !(o->flags & PR_HAS_R), r->work,
+                                   (size_t)r->work_bytes);
         free(in);
         r->in_f[k] = NULL;
         if (rc != 0) {
             free(out);
-            pr_fail(run, r->id, i, "out of memory in the forward");
+            if (rc == -2)
+                pr_fail(run, r->id, i, "the plan's workspace (%lld bytes) is smaller than "
+                        "the forward's temporaries", (long long)r->work_bytes);
+            else
+                pr_fail(run, r->id, i, "out of memory in the forward");
             return -1;
         }
         if (s->head)
