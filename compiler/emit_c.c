@@ -609,24 +609,15 @@ static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
     write_rank_fn(ep, b, s);
 }
 
-/* The workspace rank s keeps above its arena for the model workload, bytes: the largest
- * temporaries an F of the rank that keeps only its checkpoint (its (v,m) has an R)
- * runs in: the mlp workload one block's (runtime/mlp_layout.h mlp_scratch_floats),
- * gpt/llama the slice's whole act region (runtime/transformer.c tf_forward_split);
- * 0 when no F of the rank has an R. */
-static int64_t mlp_workspace(const EmitPlan *ep, int32_t s)
+int64_t mlp_workspace(const Pipeline *p, const MlpShape *sh, int32_t s)
 {
-    const Pipeline *p = ep->p;
-    const MlpShape *sh = &ep->mlp;
     int32_t PV = p->P * p->V;
     int64_t ws = 0;
-    if (!ep->have_mlp)
-        return 0;
     for (uint32_t i = 0; i < p->stages[s].n; i++) {
         const Op *o = &p->stages[s].ops[i];
+        if (o->kind >= OP_NKINDS || opsem_has_bit((OpKind)o->kind) != VM_HAS_R)
+            continue; /* an R or RO: the F of its (v,m) keeps only the checkpoint */
         int32_t v = ir_vstage(p, s, o->chunk);
-        if (o->kind != OP_F || !(mem_vm_has(ep->idx, v, o->mb) & VM_HAS_R))
-            continue;
         int64_t need = sh->arch ? sh->sizes[v].act
                                 : (int64_t)(sizeof(float) *
                                             mlp_scratch_floats((size_t)sh->vocab, (size_t)sh->C,
@@ -653,7 +644,8 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
         put_pair(b, "\n      ", "arena_bytes", am ? am->size : 0, as->size);
         put_pair(b, ",\n      ", "peak_live_bytes", am ? am->peak_live : 0, as->peak_live);
         double wsyn = ceil(arena_workspace(p, s) / ep->scale / ARENA_ALIGN) * ARENA_ALIGN;
-        put_pair(b, ",\n      ", "workspace_bytes", mlp_workspace(ep, s),
+        put_pair(b, ",\n      ", "workspace_bytes",
+                 ep->have_mlp ? mlp_workspace(p, &ep->mlp, s) : 0,
                  isfinite(wsyn) && wsyn > 0 ? (int64_t)fmin(wsyn, 0x1p62) : 0);
         sb_puts(b, ",\n      .host_bw = ");
         put_double(b, isfinite(bw) ? bw : 0);

@@ -62,4 +62,17 @@ EOF2
 ws "$tmp/syn.pipe" --workload synthetic >"$tmp/syn" || bad "synthetic runs" "$(tail -3 "$tmp/err")"
 check "synthetic: rank 0 has no working memory" test "$(sed -n 1p "$tmp/syn")" = 0
 check "synthetic: rank 1 reserves its 1 MiB of work" test "$(sed -n 2p "$tmp/syn")" = 1048576
+# check --mem's table for the runtime's region sizes adds the workspace the program
+# reserves (not the cost model's `work`): demo rank 0's total is weights + arena +
+# 657408 bytes, within the table's rounding (one decimal of each printed unit).
+"$PIPEC" check --mem examples/demo.pipe >"$tmp/mem" 2>&1
+check "check --mem: the runtime table's total holds the workspace" python3 -c '
+import re, sys
+u = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+def b(x, y): return float(x) * u[y]
+t = open(sys.argv[1]).read().split("real region sizes")[1]
+row = re.search(r"^\s+0\s+([\d.]+) (\w+)\s+[\d.]+ \w+\s+[\d.]+\s+([\d.]+) (\w+)\s+([\d.]+) (\w+)", t, re.M)
+a, w, tot = b(*row.group(1, 2)), b(*row.group(3, 4)), b(*row.group(5, 6))
+slack = 0.05 * (u[row.group(2)] + u[row.group(4)] + u[row.group(6)])
+sys.exit(0 if abs(tot - (a + w + 657408)) <= slack else 1)' "$tmp/mem"
 finish
