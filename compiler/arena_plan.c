@@ -1186,7 +1186,8 @@ double arena_workspace(const Pipeline *p, int32_t s)
     return most;
 }
 
-void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what)
+void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const int64_t *wsp,
+                       const char *what)
 {
     ArenaPlan *a = arena_plan(p, sz, sz ? 1 : 0);
     if (!sz && p->has_memory) {
@@ -1206,7 +1207,8 @@ void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const
             "frag", "weights", "total", "budget");
     for (int32_t s = 0; s < p->P; s++) {
         const ArenaRank *r = &a->rank[s];
-        double w = ir_cost(p, s, 0, COST_WEIGHTS), ws = arena_workspace(p, s);
+        double w = ir_cost(p, s, 0, COST_WEIGHTS);
+        double ws = wsp ? (double)wsp[s] : arena_workspace(p, s);
         char b1[32], b2[32], b3[32], b4[32], b5[32];
         fmt_bytes(b1, sizeof b1, (double)r->size);
         fmt_bytes(b2, sizeof b2, (double)r->peak_live);

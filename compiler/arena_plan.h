@@ -128,11 +128,12 @@ double arena_workspace(const Pipeline *p, int32_t s);
 
 /* Prints an arena table of `pipec check --mem`: per rank the arena size, the peak of
  * live activation bytes, fragmentation, weights and arena + weights + workspace
- * (arena_workspace) against the budget,
+ * (ws[P] bytes when not NULL, the runtime's; NULL: arena_workspace) against the budget,
  * under a line naming the sizes planned with (`what`). sz NULL: the cost model's sizes
  * (the budget check's plan); else region sizes [P*V] planned as the runtime does (every
  * SO moves the whole held prefix). */
-void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const char *what);
+void arena_plan_report(FILE *out, const Pipeline *p, const ArenaSizes *sz, const int64_t *ws,
+                       const char *what);
 
 /* Reports a `memory` error for every rank whose weights + arena (cost-model sizes) +
  * workspace exceed the pipeline's budget (none without a budget). Returns the error count. */

@@ -73,7 +73,7 @@ int cmd_check(int argc, char **argv)
         }
         if (p && mem) {
             check_mem_table(stdout, p);
-            arena_plan_report(stdout, p, NULL,
+            arena_plan_report(stdout, p, NULL, NULL,
                               "the cost model's act, ckpt and wact (what the budget is "
                               "checked with)");
             /* When the runtime implements the model's workload, also the arena the
@@ -87,7 +87,11 @@ int cmd_check(int argc, char **argv)
                          "the %s workload's real region sizes (the arena `pipec run` "
                          "allocates; weights are the cost model's)",
                          arch[shape.arch >= 0 && shape.arch <= 2 ? shape.arch : 0]);
-                arena_plan_report(stdout, p, shape.sizes, what);
+                int64_t *ws = xcalloc((size_t)p->P, sizeof *ws);
+                for (int32_t s = 0; s < p->P; s++)
+                    ws[s] = mlp_workspace(p, &shape, s);
+                arena_plan_report(stdout, p, shape.sizes, ws, what);
+                free(ws);
                 mlp_shape_free(&shape);
             }
         }

@@ -500,8 +500,9 @@ static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
     free(ops);
 }
 
-/* main.c's rank table: program, ops, arena bytes, planned peak live bytes, host_bw,
- * p2p. */
+/* main.c's rank table: program, ops, arena bytes, planned peak live bytes, workspace
+ * bytes (the model workload's: mlp_workspace; the synthetic one's: the cost model's,
+ * arena_workspace, scaled as its arena), host_bw, p2p. */
 static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
 {
     const Pipeline *p = ep->p;
@@ -514,6 +515,10 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
                   p->stages[s].n);
         put_pair(b, "\n      ", "arena_bytes", am ? am->size : 0, as->size);
         put_pair(b, ",\n      ", "peak_live_bytes", am ? am->peak_live : 0, as->peak_live);
+        double wsyn = ceil(arena_workspace(p, s) / ep->scale / ARENA_ALIGN) * ARENA_ALIGN;
+        put_pair(b, ",\n      ", "workspace_bytes",
+                 ep->have_mlp ? mlp_workspace(p, &ep->mlp, s) : 0,
+                 isfinite(wsyn) && wsyn > 0 ? (int64_t)fmin(wsyn, 0x1p62) : 0);
         sb_puts(b, ",\n      .host_bw = ");
         put_double(b, isfinite(bw) ? bw : 0);
         sb_puts(b, ", .p2p_ms = ");

@@ -8,6 +8,7 @@
 
 #include "costmodel.h"
 #include "mlp_layout.h"
+#include "opsem.h"
 #include "tf_layout.h"
 #include "util.h"
 
@@ -206,4 +207,23 @@ void mlp_shape_free(MlpShape *s)
     free(s->sizes);
     s->layers = NULL;
     s->sizes = NULL;
+}
+
+int64_t mlp_workspace(const Pipeline *p, const MlpShape *sh, int32_t s)
+{
+    int32_t PV = p->P * p->V;
+    int64_t ws = 0;
+    for (uint32_t i = 0; i < p->stages[s].n; i++) {
+        const Op *o = &p->stages[s].ops[i];
+        if (o->kind >= OP_NKINDS || opsem_has_bit((OpKind)o->kind) != VM_HAS_R)
+            continue; /* an R or RO: the F of its (v,m) keeps only the checkpoint */
+        int32_t v = ir_vstage(p, s, o->chunk);
+        int64_t need = sh->arch ? sh->sizes[v].act
+                                : (int64_t)(sizeof(float) *
+                                            mlp_scratch_floats((size_t)sh->vocab, (size_t)sh->C,
+                                                               (size_t)sh->T, (size_t)sh->B,
+                                                               v == PV - 1));
+        ws = need > ws ? need : ws;
+    }
+    return (ws + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
 }

@@ -33,4 +33,13 @@ void mlp_shape_free(MlpShape *s);
  * test holds the two together): blocks nl, embedding/head flags. Bytes. */
 ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head);
 
+/* The workspace rank s of p keeps above its arena for the model workload of shape sh,
+ * bytes (64-aligned): the largest temporaries an F of the rank that keeps only its
+ * checkpoint (its (v,m) has an R or RO) runs in: the mlp workload one block's
+ * (runtime/mlp_layout.h mlp_scratch_floats), gpt/llama the slice's whole act region
+ * (runtime/transformer.c tf_forward_split); 0 when the rank recomputes nothing. What
+ * the generated program reserves (PrRankDesc.workspace_bytes) and `check --mem` adds
+ * to the runtime's arena. */
+int64_t mlp_workspace(const Pipeline *p, const MlpShape *sh, int32_t s);
+
 #endif

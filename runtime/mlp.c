@@ -433,12 +433,12 @@ int mlp_forward(MlpModel *m, const MlpSlice *s, float *out, float *loss, void *a
 {
     ActLayout a = act_layout(&m->cfg, s);
     PrRegion g = mlp_region_whole(act, &a);
-    return mlp_forward_split(m, s, out, loss, &g, in, tokens, targets, keep_all);
+    return mlp_forward_split(m, s, out, loss, &g, in, tokens, targets, keep_all, NULL, 0);
 }
 
 int mlp_forward_split(MlpModel *m, const MlpSlice *s, float *out, float *loss,
                       const PrRegion *g, const float *in, const int *tokens,
-                      const int *targets, bool keep_all)
+                      const int *targets, bool keep_all, void *ws, size_t ws_bytes)
 {
     const MlpConfig *c = &m->cfg;
     size_t btc = (size_t)c->B * c->T * c->C;
@@ -460,7 +460,9 @@ int mlp_forward_split(MlpModel *m, const MlpSlice *s, float *out, float *loss,
      * one copy of the residual stream in place. */
     size_t n = mlp_scratch_floats((size_t)c->vocab, (size_t)c->C, (size_t)c->T, (size_t)c->B,
                                   s->head);
-    float *tmp = malloc(n * sizeof *tmp);
+    if (ws && ws_bytes < n * sizeof(float))
+        return -2;
+    float *tmp = ws ? (float *)ws : malloc(n * sizeof *tmp);
     if (!tmp)
         return -1;
     MlpActs A = mlp_acts_scratch(tmp, (size_t)c->C, (size_t)c->T, (size_t)c->B, s->head);
@@ -469,7 +471,8 @@ int mlp_forward_split(MlpModel *m, const MlpSlice *s, float *out, float *loss,
         memcpy(A.xs, in, btc * sizeof *in);
     }
     forward_into(m, s, &A, out, loss, tokens, targets);
-    free(tmp);
+    if (!ws)
+        free(tmp);
     return 0;
 }
 

@@ -188,9 +188,12 @@ void mlp_weight_grad(MlpModel *m, const MlpSlice *s, void *act, const int *token
  * checkpoint, W only [0, wact)). mlp_forward(act) is mlp_forward_split of the region
  * contiguous at act (mlp_region_whole), and so on; results are bit-identical wherever
  * the pieces lie. */
+/* ws: the workspace an F without keep_all runs its temporaries in
+ * (mlp_scratch_floats floats; the rank's PrRankDesc.workspace_bytes); NULL: they are
+ * allocated. Returns 0, -1 when out of memory, -2 when ws_bytes is too small. */
 int mlp_forward_split(MlpModel *m, const MlpSlice *s, float *out, float *loss,
                       const PrRegion *g, const float *in, const int *tokens,
-                      const int *targets, bool keep_all);
+                      const int *targets, bool keep_all, void *ws, size_t ws_bytes);
 void mlp_recompute_split(MlpModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens);
 void mlp_backward_split(MlpModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                         const float *dout, const int *tokens, const int *targets, bool split);

@@ -723,16 +723,21 @@ static int rank_init(PrRun *run, int s)
         r->q[d].op = calloc(nops, sizeof(uint32_t));
     }
     int64_t ab = r->d->arena_bytes[run->wl->plan];
+    int64_t wb = r->d->workspace_bytes[run->wl->plan];
     r->arena_bytes = ab;
+    /* one allocation: the arena, then the workspace above it (arena_plan.h) */
     size_t asz = (size_t)(ab > 0 ? (ab + 63) / 64 * 64 : 64);
-    r->arena = aligned_alloc(64, asz);
+    size_t wsz = (size_t)(wb > 0 ? (wb + 63) / 64 * 64 : 0);
+    r->arena = aligned_alloc(64, asz + wsz);
+    r->work = r->arena && wsz ? r->arena + asz : NULL;
+    r->work_bytes = wb > 0 ? wb : 0;
     if (io != 0 || !r->host || !r->host_cap ||
         !r->si_done || !r->lw_done || !r->q || !r->q[0].op || !r->q[1].op || !r->arena) {
         pr_fail(run, s, -1, "out of memory allocating the rank (arena %lld bytes)",
                 (long long)ab);
         return -1;
     }
-    memset(r->arena, 0, asz);
+    memset(r->arena, 0, asz + wsz);
     for (int d = 0; d < 2; d++) {
         CopyArg *a = malloc(sizeof *a);
         if (!a) {

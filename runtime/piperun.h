@@ -57,7 +57,7 @@
 
 #include "region.h"
 
-#define PIPERUN_ABI 5
+#define PIPERUN_ABI 6
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -177,6 +177,13 @@ typedef struct PrRankDesc {
     int64_t peak_live_bytes[PR_NWORKLOADS]; /* planned peak of live region bytes */
     double host_bw;            /* cost-model swap bandwidth, bytes/s (0 = unlimited) */
     double p2p_ms;             /* cost-model time added to each received dependency */
+    int64_t workspace_bytes[PR_NWORKLOADS]; /* the workspace kept above the arena, bytes
+                                  (compiler/arena_plan.h arena_workspace): mlp, gpt,
+                                  llama: the temporaries an F that keeps only its
+                                  checkpoint runs in (mlp_forward_split, tf_forward_split),
+                                  0 when no F of the rank has an R; synthetic: the cost
+                                  model's `work`, scaled as its arena. 0 in a table
+                                  built by hand: F then allocates its temporaries */
     const char *table;         /* the packed ops and steps (docs/runtime.md "Packed op
                                   tables"), which pr_program_unpack turns into ops, steps
                                   and run; NULL when those are given */

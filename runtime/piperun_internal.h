@@ -62,6 +62,10 @@ struct PrRank {
     const PrRankDesc *d;
     unsigned char *arena;      /* (arena_bytes) 64-aligned */
     int64_t arena_bytes;
+    unsigned char *work;       /* the workspace (PrRankDesc.workspace_bytes), 64-aligned,
+                                  in the arena's allocation just above it; NULL when
+                                  the program reserves none (F then allocates) */
+    int64_t work_bytes;
     size_t nvm;                /* P*V*M */
     PrIo io;                   /* the hidden states and gradients between ops (router.c) */
     int64_t live, peak;        /* live arena bytes now, measured peak */

@@ -111,9 +111,10 @@ static void summary_json(FILE *f, const PrProgram *g, const PrOptions *o, const 
         fprintf(f, "%s{\"stage\": %d, \"busy_ms_per_iter\": ", s ? ",\n   " : "", s);
         print_num(f, res->busy_ms[s] / res->iters);
         fprintf(f, ", \"peak_arena_bytes\": %lld, \"arena_bytes\": %lld, "
-                   "\"planned_peak_bytes\": %lld}",
+                   "\"planned_peak_bytes\": %lld, \"workspace_bytes\": %lld}",
                 (long long)res->peak_arena[s], (long long)g->ranks[s].arena_bytes[o->workload],
-                (long long)g->ranks[s].peak_live_bytes[o->workload]);
+                (long long)g->ranks[s].peak_live_bytes[o->workload],
+                (long long)g->ranks[s].workspace_bytes[o->workload]);
     }
     fprintf(f, "],\n \"max_grad_error\": ");
     if (res->max_grad_err >= 0 || isnan(res->max_grad_err)) {

@@ -525,11 +525,12 @@ int tf_forward(TfModel *m, const MlpSlice *s, float *out, float *loss, void *act
 {
     TfLayout a = layout_of(&m->cfg, s);
     PrRegion g = tf_region_whole(act, &a);
-    return tf_forward_split(m, s, out, loss, &g, in, tokens, targets, keep_all);
+    return tf_forward_split(m, s, out, loss, &g, in, tokens, targets, keep_all, NULL, 0);
 }
 
 int tf_forward_split(TfModel *m, const MlpSlice *s, float *out, float *loss, const PrRegion *g,
-                     const float *in, const int *tokens, const int *targets, bool keep_all)
+                     const float *in, const int *tokens, const int *targets, bool keep_all,
+                     void *ws, size_t ws_bytes)
 {
     const TfConfig *c = &m->cfg;
     size_t btc = (size_t)c->d.B * c->d.T * c->d.C;
@@ -546,8 +547,11 @@ int tf_forward_split(TfModel *m, const MlpSlice *s, float *out, float *loss, con
         forward_into(m, s, g, out, loss, tokens, targets);
         return 0;
     }
-    /* Only the checkpoint is kept: run in a temporary region, keep its prefix. */
-    float *tmp = malloc(a.act * sizeof *tmp);
+    /* Only the checkpoint is kept: run in a temporary region (the workspace), keep its
+     * prefix. */
+    if (ws && ws_bytes < a.act * sizeof(float))
+        return -2;
+    float *tmp = ws ? (float *)ws : malloc(a.act * sizeof *tmp);
     if (!tmp)
         return -1;
     PrRegion t = tf_region_whole(tmp, &a);
@@ -556,7 +560,8 @@ int tf_forward_split(TfModel *m, const MlpSlice *s, float *out, float *loss, con
     forward_into(m, s, &t, out, loss, tokens, targets);
     if (a.ckpt)
         memcpy(at(g, 0), tmp, a.ckpt * sizeof *tmp);
-    free(tmp);
+    if (!ws)
+        free(tmp);
     return 0;
 }
 

@@ -110,8 +110,12 @@ int tf_forward(TfModel *m, const MlpSlice *s, float *out, float *loss, void *act
  * tf_region_cuts, each piece anywhere; those an op does not touch may be NULL), as
  * mlp_forward_split and friends; tf_forward(act) is tf_forward_split of the region
  * contiguous at act (tf_region_whole). */
+/* ws: the workspace an F without keep_all runs in (the slice's whole act region,
+ * TfLayout.act floats; the rank's PrRankDesc.workspace_bytes); NULL: it is allocated.
+ * Returns 0, -1 when out of memory, -2 when ws_bytes is too small. */
 int tf_forward_split(TfModel *m, const MlpSlice *s, float *out, float *loss, const PrRegion *g,
-                     const float *in, const int *tokens, const int *targets, bool keep_all);
+                     const float *in, const int *tokens, const int *targets, bool keep_all,
+                     void *ws, size_t ws_bytes);
 void tf_recompute(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens);
 void tf_backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *g,
                  const float *dout, const int *tokens, const int *targets, bool split);

@@ -54,8 +54,11 @@ extern const PrWorkload pr_workload_synthetic, pr_workload_mlp, pr_workload_tf;
  * TfModel): the kernels of one slice (runtime/mlp.h mlp_forward_split & co), its
  * tensors and its sequential reference. */
 typedef struct PrArch {
+    /* ws: the rank's workspace (PrRank.work) an F without keep_all runs in; returns 0,
+     * -1 when out of memory, -2 when ws_bytes is too small */
     int (*forward)(void *net, const MlpSlice *s, float *out, float *loss, const PrRegion *rg,
-                   const float *in, const int *tok, const int *tgt, bool keep_all);
+                   const float *in, const int *tok, const int *tgt, bool keep_all, void *ws,
+                   size_t ws_bytes);
     void (*recompute)(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok);
     void (*backward)(void *net, const MlpSlice *s, float *din, const PrRegion *rg,
                      const float *dout, const int *tok, const int *tgt, bool split);
@@ -85,9 +88,9 @@ typedef struct PrArch {
 #define PR_ARCH_DEFINE(NAME, T, FWD, REC, BWD, WGRAD, ZERO, SGD, IN_SLICE, WHOLE, ITER, FREE)   \
     static int a_forward(void *net, const MlpSlice *s, float *out, float *loss,               \
                          const PrRegion *rg, const float *in, const int *tok, const int *tgt, \
-                         bool keep_all)                                                       \
+                         bool keep_all, void *ws, size_t ws_bytes)                            \
     {                                                                                         \
-        return FWD((T *)net, s, out, loss, rg, in, tok, tgt, keep_all);                       \
+        return FWD((T *)net, s, out, loss, rg, in, tok, tgt, keep_all, ws, ws_bytes);         \
     }                                                                                         \
     static void a_recompute(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok) \
     {                                                                                         \

@@ -307,13 +307,17 @@ static int pass(PrRank *r, uint32_t i, const PrOp *o, const PrRegion *rg, int di
     int rc = 0;
     if (fwd)
         rc = run->arch->forward(run->net, s, out, s->head ? &loss : NULL, rg, in, tok, tgt,
-                                !(o->flags & PR_HAS_R));
+                                !(o->flags & PR_HAS_R), r->work, (size_t)r->work_bytes);
     else
         run->arch->backward(run->net, s, out, rg, in, tok, tgt, (o->flags & PR_HAS_W) != 0);
     free(in);
     if (rc != 0) {
         free(out);
-        pr_fail(run, r->id, i, "out of memory in the forward");
+        if (rc == -2)
+            pr_fail(run, r->id, i, "the plan's workspace (%lld bytes) is smaller than "
+                    "the forward's temporaries", (long long)r->work_bytes);
+        else
+            pr_fail(run, r->id, i, "out of memory in the forward");
         return -1;
     }
     if (fwd && s->head)

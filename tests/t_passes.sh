@@ -205,7 +205,7 @@ check "obscura verbose: exit 0" test $? = 0
 "$PIPEC" print "$tmp/v0.pipe" -o "$tmp/v0.out" 2>"$tmp/v0.err"
 check "obscura verbose: the same result as without" cmp -s "$tmp/v0.out" "$tmp/v1.out"
 check "obscura without verbose: quiet" test ! -s "$tmp/v0.err"
-check "obscura verbose: swap_aware_recompute's choice and Eq. 2-3's estimate" grep -qE '^swap_aware_recompute: obscura_llama2_18b_gb16: adjusted ranks [0-9]+\.\.[0-9]+ policy [a-z]+ lambda [0-9]+ beta [0-9.]+: simulated [0-9.]+ ms, eq23_makespan [0-9.]+ ms \([-+][0-9.]+%\)$' "$tmp/v.err"
+check "obscura verbose: swap_aware_recompute's choice and Eq. 2-3's estimate" grep -qE '^swap_aware_recompute: obscura_llama2_18b_gb16: adjusted ranks [0-9]+\.\.[0-9]+ policy [a-z]+(\([a-z0-9_, ]*\))? lambda [0-9]+ beta [0-9.]+: simulated [0-9.]+ ms, eq23_makespan [0-9.]+ ms \([-+][0-9.]+%\)$' "$tmp/v.err"
 check "obscura verbose: partition_adjust's moves" grep -qE '^partition_adjust: obscura_llama2_18b_gb16: [0-9]+ half-layer units moved, [0-9.]+ ms -> [0-9.]+ ms$' "$tmp/v.err"
 cat >"$tmp/pb.pipe" <<P
 import "std/schedules.pipe"
@@ -224,4 +224,30 @@ check "partition_balance verbose: each move shortens the longest stage" \
     awk '{ a = $(NF - 3); b = $(NF - 1); if (!(b < a)) exit 1 }' "$tmp/pb.err"
 "$PIPEC" opt "$tmp/pb.pipe" --pass partition_balance -o "$tmp/pb0.pipe" 2>/dev/null
 check "partition_balance verbose: the same result as without" cmp -s "$tmp/pb0.pipe" "$tmp/pb1.pipe"
+# 8. Swapping-aware recomputation chooses operator sets (Obscura §6.2, Fig. 14), not only
+#    the fixed policies: 28B at GB 16 with two ranks per 16 GB/s host link, where swapping
+#    alone breaks Eq. 4 on the adjusted ranks 0-3. The pass keeps a keep-set of
+#    cm_keep_ladder, and its plan beats every hand-built fixed-policy plan of the same
+#    migration that fits (here only `full` does, at any lambda).
+sed '/^  apply obscura$/d; s/^  schedule onef1b$/  schedule onef1b\n  costs { host_bw 16GB\/s  host_link_ranks 2 }/' \
+    examples/obscura_llama2_28b_gb16.pipe >"$tmp/shared.pipe"
+pre=identify_adjusted,forward_migration,dependency_relaxation,migration_refinement
+"$PIPEC" opt "$tmp/shared.pipe" --pass "$pre,swap_aware_recompute(verbose=true)" \
+    -o "$tmp/sar.pipe" 2>"$tmp/sar.err"
+check "shared links: swap_aware_recompute keeps a keep-set" \
+    grep -qE '^swap_aware_recompute: .* adjusted ranks 0\.\.3 policy keep\([a-z0-9_, ]+\) lambda' "$tmp/sar.err"
+check "shared links: the plan re-checks" pc "$tmp/sar.pipe"
+t_sar=$(ms "$tmp/sar.pipe")
+nfit=0
+for pol in none cmb selective mlp full; do
+    for lam in 0 2 4 8; do
+        "$PIPEC" opt "$tmp/shared.pipe" --pass "$pre,recompute(stages=0..=3,policy=$pol),swap(lambda=$lam)" \
+            -o "$tmp/fixed.pipe" 2>/dev/null && pc "$tmp/fixed.pipe" || continue
+        nfit=$((nfit + 1))
+        check "shared links: keep-set plan faster than $pol with lambda $lam" lt "$t_sar" "$(ms "$tmp/fixed.pipe")"
+    done
+done
+check "shared links: some fixed-policy plan fits" test "$nfit" -gt 0
+"$PIPEC" opt "$tmp/sar.pipe" --pass swap_aware_recompute -o "$tmp/sar2.pipe" 2>/dev/null
+check "shared links: swap_aware_recompute is idempotent" cmp -s "$tmp/sar.pipe" "$tmp/sar2.pipe"
 finish

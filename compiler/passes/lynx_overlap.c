@@ -11,8 +11,8 @@
  * the critical path (phase 5), minimising the recompute time left on the critical path
  * (Eq. 2) within the memory budget (Eq. 7-9); the same policy then serves every
  * identical layer. In pipec's terms, per rank:
- *   - which activations to keep: the rank's recomputation policy, one of none,
- *     cmb, selective, the keep-sets of cm_keep_ladder (per operator: the layer's tensors
+ *   - which activations to keep: the rank's recomputation policy, one of
+ *     recompute_menu's (passes.h): none, cmb, selective, the keep-sets of cm_keep_ladder (per operator: the layer's tensors
  *     kept one at a time in order of the rebuild time a byte saves, the greedy order of
  *     the per-layer knapsack HEU solves), mlp, full (the same for all its layers: §4.2
  *     "Key idea");
@@ -230,40 +230,11 @@ void lynx_adopt(Pipeline *p, Pipeline *q)
     pipeline_free(q);
 }
 
-/* The policies Lynx-HEU tries on a rank, roughly least recomputation first so that ties
- * keep more activations (Eq. 2): none, cmb, selective, the keep-sets of cm_keep_ladder
- * from the largest down (one tensor less each), mlp, full. Returns how many. */
-static int lynx_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)
-{
-    static const RecomputePolicy head[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE};
-    int n = 0;
-    for (size_t i = 0; i < ARRAY_LEN(head); i++, n++) {
-        pol[n] = head[i];
-        arg[n] = 0;
-    }
-    if (p->model) {
-        CostModel cm;
-        costmodel_get(p, &cm);
-        uint32_t ladder[KEEP_N + 1];
-        int nl = cm_keep_ladder(&cm, ladder);
-        costmodel_free(&cm);
-        for (int i = nl - 2; i >= 0; i--, n++) { /* the whole set is `none` */
-            pol[n] = POLICY_KEEP;
-            arg[n] = ladder[i];
-        }
-    }
-    pol[n] = POLICY_MLP;
-    arg[n++] = 0;
-    pol[n] = POLICY_FULL;
-    arg[n++] = 0;
-    return n;
-}
-
 int lynx_plan(Diag *d, Pipeline *p, int32_t lo, int32_t hi, Loc loc)
 {
-    RecomputePolicy order[KEEP_N + 6];
-    uint32_t oarg[KEEP_N + 6];
-    int norder = lynx_menu(p, order, oarg);
+    RecomputePolicy order[RECOMPUTE_MENU_MAX];
+    uint32_t oarg[RECOMPUTE_MENU_MAX];
+    int norder = recompute_menu(p, order, oarg); /* without a model: none, full */
     int err = 0;
     for (int32_t s = lo; s < hi && !err; s++) {
         if (deps_name_recompute(p, s))

@@ -72,4 +72,16 @@ void recompute_unbind(Pipeline *p, int32_t s, const Op *r);
 /* Removes every binding line of a recompute on rank s. */
 void recompute_unbind_rank(Pipeline *p, int32_t s);
 
+/* The most policies recompute_menu gives. */
+#define RECOMPUTE_MENU_MAX (KEEP_N + 5)
+
+/* The recomputation policies a planner chooses among per rank (lynx_overlap: Lynx §4.2;
+ * swap_aware_recompute: Obscura §6.2), roughly least recomputation first, so that a
+ * planner breaking ties to the earlier entry keeps more: with a model none, cmb,
+ * selective, the keep-sets of cm_keep_ladder from the largest down (one tensor less
+ * each; the whole set is `none`), mlp, full; without one only none and full (the others
+ * would be costed as full). pol[] and arg[] (RECOMPUTE_MENU_MAX each) get the policy
+ * and its argument (keep's mask, else 0). Returns how many. */
+int recompute_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg);
+
 #endif

@@ -302,3 +302,30 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
     rederive_costs(p);
     return 0;
 }
+
+int recompute_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)
+{
+    int n = 0;
+    pol[n] = POLICY_NONE;
+    arg[n++] = 0;
+    if (p->model) {
+        pol[n] = POLICY_CMB;
+        arg[n++] = 0;
+        pol[n] = POLICY_SELECTIVE;
+        arg[n++] = 0;
+        CostModel cm;
+        costmodel_get(p, &cm);
+        uint32_t ladder[KEEP_N + 1];
+        int nl = cm_keep_ladder(&cm, ladder);
+        costmodel_free(&cm);
+        for (int i = nl - 2; i >= 0; i--, n++) { /* the whole set is `none` */
+            pol[n] = POLICY_KEEP;
+            arg[n] = ladder[i];
+        }
+        pol[n] = POLICY_MLP;
+        arg[n++] = 0;
+    }
+    pol[n] = POLICY_FULL;
+    arg[n++] = 0;
+    return n;
+}

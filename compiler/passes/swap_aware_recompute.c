@@ -14,9 +14,10 @@
  * where a_adj is the bytes a micro-batch keeps on the rank (ckpt with R, else act) and
  * B_s the rank's host_bw. The objective is the simulator (sim_makespan over variants on
  * pipeline_clone copies), not the paper's analytic Eq. 2-3, which assumes b = 2f, the
- * same f on every rank and no p2p time. Candidates: policies none, cmb, selective, mlp
- * and full when the pipeline has a model (without one only none and full, as the others
- * would be costed as full); beta in {1/4, 1/2, 3/4, 1}; how many of the migrated
+ * same f on every rank and no p2p time. Candidates: the policies of recompute_menu (with
+ * a model none, cmb, selective, the keep-sets of cm_keep_ladder, mlp, full: Obscura's
+ * swapping-aware recomputation chooses sets of operators, about 0.39 of a forward in
+ * Fig. 14, not only whole policies; without a model none and full); beta in {1/4, 1/2, 3/4, 1}; how many of the migrated
  * forwards the adjusted ranks keep (all, none, 1, 2, 4, ...: migration buys bubbles
  * with memory, which swapping or recomputation must then pay); lambda ascending from 0,
  * up to three values past the first that fits (memory falls with lambda). The
@@ -89,21 +90,6 @@ double obscura_eq23(const Pipeline *p, int64_t lambda, double beta)
     return T;
 }
 
-/* The policies the pass tries on the adjusted ranks: none, cmb, selective, mlp, full
- * with a model (without one only none and full: the others would be costed as full). */
-static int swap_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)
-{
-    static const RecomputePolicy with_model[] = {POLICY_NONE, POLICY_CMB, POLICY_SELECTIVE,
-                                                 POLICY_MLP, POLICY_FULL};
-    static const RecomputePolicy without[] = {POLICY_NONE, POLICY_FULL};
-    int n = p->model ? 5 : 2;
-    for (int i = 0; i < n; i++) {
-        pol[i] = p->model ? with_model[i] : without[i];
-        arg[i] = 0;
-    }
-    return n;
-}
-
 typedef struct Choice {
     RecomputePolicy pol;
     uint32_t arg;   /* the policy's argument (keep's mask) */
@@ -167,9 +153,9 @@ int pass_swap_aware_recompute(Diag *d, Pipeline *p, const PassCall *call)
     int64_t lmax = sh.warm[0] - 1, xmax = sh.warm[0] - sched_warm_1f1b(p->P, p->M, 0);
     sched_free(&sh);
 
-    RecomputePolicy pols[8];
-    uint32_t pargs[8] = {0};
-    int npol = swap_menu(p, pols, pargs);
+    RecomputePolicy pols[RECOMPUTE_MENU_MAX];
+    uint32_t pargs[RECOMPUTE_MENU_MAX];
+    int npol = recompute_menu(p, pols, pargs);
     static const double betas[] = {0.25, 0.5, 0.75, 1.0};
     void *scratch = NULL;
     Choice best = {POLICY_N, 0, -1, 0, 1.0, INFINITY};

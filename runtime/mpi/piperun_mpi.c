@@ -682,7 +682,7 @@ int __wrap_pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
         G.ranks[s].run = local ? local_run : standin_run;
         if (!local)
             for (int w = 0; w < PR_NWORKLOADS; w++)
-                G.ranks[s].arena_bytes[w] = 0;
+                G.ranks[s].arena_bytes[w] = G.ranks[s].workspace_bytes[w] = 0;
     }
     pr_transport = G.np > 1 ? &mpi_transport : NULL;
     pr_dp = G.dp_comm != MPI_COMM_NULL ? &G.dp : NULL;

@@ -43,7 +43,7 @@ static char *report_text(const Pipeline *p, const char *what)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    arena_plan_report(f, p, NULL, what);
+    arena_plan_report(f, p, NULL, NULL, what);
     fclose(f);
     return text;
 }
