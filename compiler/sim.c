@@ -275,6 +275,18 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
     double budget = 0;   /* all-reduce time not yet used by them (ms) */
     double *alloc = s->delta + base;
     mem_walk_ops(p, s->idx, r, alloc, s->freed);
+    /* mem_vm_has of every (chunk, micro-batch) of the rank from one scan of its list:
+     * an op's virtual stage is its rank's chunk, so every op of (v, m) is on v's owner
+     * (as the memory walk's walk_init reads it); the index where V*M is not O(ops). */
+    size_t VM = (size_t)V * (size_t)p->M;
+    uint8_t *hasv = NULL;
+    if (VM <= 4 * (size_t)so->n + 1024) {
+        hasv = xcalloc(VM ? VM : 1, 1);
+        for (uint32_t i = 0; i < so->n; i++)
+            if (op_valid(p, &so->ops[i]))
+                hasv[(size_t)so->ops[i].chunk * p->M + so->ops[i].mb] |=
+                    (uint8_t)opsem_has_bit((OpKind)so->ops[i].kind);
+    }
     for (uint32_t i = 0; i < so->n; i++) {
         const Op *op = &so->ops[i];
         uint32_t gi = base + i;
@@ -289,7 +301,9 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         if (op->kind == OP_B || op->kind == OP_W)
             s->lastbw[(size_t)r * V + op->chunk] = gi;
         int32_t v = s->vst[(size_t)r * V + op->chunk];
-        unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : mem_vm_has(s->idx, v, op->mb);
+        unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0
+                       : hasv ? hasv[(size_t)op->chunk * p->M + op->mb]
+                              : mem_vm_has(s->idx, v, op->mb);
         const OpCosts *k = &cost[op->chunk];
         if (op_sem[op->kind].overlaps_host) {
             /* inside its host's all-reduces: only the exposed part takes the stream */
@@ -307,6 +321,7 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         if (s->link_ranks > 1)
             s->link[gi] = fmin(opsem_link_ms((OpKind)op->kind, k, moved), s->dur[gi]);
     }
+    free(hasv);
     s->smask[r] = (uint8_t)mask;
 }
 
