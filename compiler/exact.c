@@ -1307,9 +1307,14 @@ int cmd_tune_exact(int argc, char **argv)
         return rc;
     }
     if (!exact_available()) {
+#ifdef PIPEC_HAVE_CBC
+        fprintf(stderr, "pipec tune: --exact needs the COIN-OR CBC solver's library: install "
+                        "the Debian package " EXACT_PACKAGE " (make deps)\n");
+#else
         fprintf(stderr, "pipec tune: --exact needs the COIN-OR CBC solver, and this pipec was "
                         "built without it: install the Debian package " EXACT_PACKAGE
                         " (make deps) and rebuild\n");
+#endif
         driver_opts_free(&o);
         return 2;
     }
