@@ -76,26 +76,23 @@ static void missing_runs(StrBuf *b, const OpIndex *idx, OpKind k, int32_t v, uin
                          uint32_t M, int *shown, uint64_t *more)
 {
     uint32_t m = 0;
-    while (m < M) {
+    /* a run starts at each absent op after a present one: one scan when none is absent */
+    while (m < M && (m = opindex_next_absent(idx, k, v, m)) != NONE) {
         uint32_t nx = opindex_next(idx, k, v, m);
         uint32_t end = nx == NONE ? M : nx;
-        if (end > m) {
-            if (*shown < MISSING_SHOWN) {
-                char a[48], z[48];
-                sb_puts(b, *shown ? ", " : "");
-                op_name(a, sizeof a, k, m, chunk);
-                if (end - m == 1)
-                    sb_puts(b, a);
-                else
-                    sb_printf(b, "%s..%s", a, op_name(z, sizeof z, k, end - 1, chunk));
-                (*shown)++;
-            } else {
-                (*more)++;
-            }
+        if (*shown < MISSING_SHOWN) {
+            char a[48], z[48];
+            sb_puts(b, *shown ? ", " : "");
+            op_name(a, sizeof a, k, m, chunk);
+            if (end - m == 1)
+                sb_puts(b, a);
+            else
+                sb_printf(b, "%s..%s", a, op_name(z, sizeof z, k, end - 1, chunk));
+            (*shown)++;
+        } else {
+            (*more)++;
         }
-        if (nx == NONE)
-            break;
-        m = nx + 1;
+        m = end;
     }
 }
 

@@ -161,6 +161,30 @@ uint32_t opindex_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
     return NONE;
 }
 
+uint32_t opindex_next_absent(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
+{
+    if (from >= x->M)
+        return NONE;
+    if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
+        return from;
+    if (x->dense) {
+        const uint32_t *t = x->kt[kind];
+        if (!t)
+            return from;
+        t += (uint64_t)v * x->M;
+        for (uint32_t m = from; m < x->M; m++)
+            if (t[m] == NONE)
+                return m;
+        return NONE;
+    }
+    uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
+    uint32_t m = from;
+    for (uint64_t i = lower_bound(x, base + from); m < x->M; i++, m++)
+        if (i >= x->nents || x->ents[i].key != base + m)
+            return m;
+    return NONE;
+}
+
 uint64_t opindex_count(const OpIndex *x)
 {
     return x->count;
