@@ -352,16 +352,18 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # The stream plan the CUDA runtime enqueues from, and the op kind table it reads: the
 # compiler's own files, linked as they are.
 CU_COMP_SRC = compiler/stream_plan.c compiler/opsem.c compiler/ir.c compiler/diag.c compiler/util.c
-CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/run_main.c runtime/mlp.c runtime/mlp_layers.c runtime/data.c runtime/trace.c \
-             runtime/workload_mlp.c runtime/workload_tf.c runtime/transformer.c
+CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
+             runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
+             runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
+             runtime/workload_tf.c runtime/transformer.c
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
-build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h runtime/tf_kernels.h runtime/tf_layout.h runtime/region.h runtime/mlp_layout.h runtime/mlp.h runtime/transformer.h
+build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/tf_kernels.h runtime/tf_layout.h runtime/region.h runtime/mlp_layout.h runtime/mlp.h runtime/transformer.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/region.h compiler/stream_plan.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h compiler/stream_plan.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
@@ -373,6 +375,9 @@ build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
+# the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
+-include $(CU_CPU_OBJ:.o=.d)
+
 build/libpiperun_cuda.a: $(CU_OBJ) $(CU_CPU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -381,7 +386,7 @@ cuda:
 	@if [ -z "$(NVCC)" ]; then echo "make cuda: nvcc not found (set CUDA_HOME or NVCC)"; exit 1; fi
 	@$(MAKE) --no-print-directory build/libpiperun_cuda.a
 
-build/mpi/piperun_mpi.o: runtime/mpi/piperun_mpi.c runtime/piperun.h runtime/piperun_internal.h
+build/mpi/piperun_mpi.o: runtime/mpi/piperun_mpi.c runtime/piperun.h runtime/piperun_internal.h runtime/workload.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
@@ -393,7 +398,7 @@ mpi: build/libpiperun.a build/libpiperun_mpi.a
 
 # The CUDA backend with one process per rank (runtime/mpi/piperun_cuda_mpi.c: NCCL
 # unique id over MPI_Bcast, ncclCommInitRank); needs no CUDA header, only mpi.h.
-build/mpi/piperun_cuda_mpi.o: runtime/mpi/piperun_cuda_mpi.c runtime/cuda/cu_dist.h runtime/piperun.h runtime/piperun_internal.h
+build/mpi/piperun_cuda_mpi.o: runtime/mpi/piperun_cuda_mpi.c runtime/cuda/cu_dist.h runtime/piperun.h runtime/piperun_internal.h runtime/workload.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CPPFLAGS) -Iruntime/cuda $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 

@@ -6,11 +6,12 @@
  *                simulated makespan, and every op's row (flags, waits, cost-model time
  *                and bytes, source line);
  *   write_*      one writer per generated file (program.h, rank_K.c, main.c,
- *                Makefile), which only formats the plan: designated initialisers,
- *                flags by their runtime/piperun.h names.
+ *                Makefile), which only formats the plan: each rank's ops and program
+ *                as a packed table (emit_table.h) under a commented summary, the
+ *                small tables of main.c as designated initialisers.
  *
- * The model workload's shape (mlp_shape) is here too: the runtime checks the region
- * sizes the plan used at start-up. */
+ * The model workload's shape is model_shape.h's: the runtime checks the region sizes
+ * the plan used at start-up. */
 #define _POSIX_C_SOURCE 200809L
 #include "emit_c.h"
 
@@ -22,212 +23,15 @@
 
 #include "comm.h"
 #include "costmodel.h"
+#include "emit_table.h"
 #include "memory.h"
-#include "mlp_layout.h"
 #include "opindex.h"
 #include "opsem.h"
 #include "piperun.h"
 #include "sim.h"
-#include "tf_layout.h"
 
-/* Limits of the CPU mlp workload (docs/runtime.md): a model whose parameters or whose
- * per-rank arena exceed these is refused. */
-#define MLP_MAX_PARAM_BYTES (1ll << 30)
-#define MLP_MAX_ARENA_BYTES (4ll << 30)
 /* The synthetic workload's arenas are scaled down to at most this many bytes. */
 #define SYNTH_MAX_ARENA (64ll << 20)
-
-/* Region sizes in bytes from a layout's prefix ends in floats. The slice input is the
- * whole checkpoint in both layouts (mlp_region_whole, tf_region_whole): input = ckpt. */
-static ArenaSizes sizes_of_layout(size_t act, size_t ckpt, size_t wact)
-{
-    int64_t f = (int64_t)sizeof(float);
-    return (ArenaSizes){.act = (int64_t)act * f, .ckpt = (int64_t)ckpt * f,
-                        .wact = (int64_t)wact * f, .ckpt_layers = (int64_t)ckpt * f};
-}
-
-ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head)
-{
-    /* The runtime's own layout (runtime/mlp_layout.h), in bytes. */
-    MlpLayout a = mlp_layout((size_t)vocab, (size_t)C, (size_t)T, (size_t)B, (size_t)nl, embed,
-                             head);
-    return sizes_of_layout(a.act, a.ckpt, a.wact);
-}
-
-static bool model_int(const Entity *m, const char *key, int lo, int hi, int *out)
-{
-    const Field *f = field_find(m->fields, m->nfields, key);
-    if (!f || f->val.kind != VAL_NUM || !(f->val.num >= lo) || f->val.num > hi ||
-        f->val.num != floor(f->val.num))
-        return false;
-    *out = (int)f->val.num;
-    return true;
-}
-
-/* The model's shape fields (vocab hidden layers seq mbs; arch, and for gpt/llama heads
- * kv_heads ffn) into out. Returns 0, or -1 with the reason in why. */
-static int mlp_read_model(const Entity *m, MlpShape *out, char *why, size_t why_n)
-{
-    static const char *const keys[5] = {"vocab", "hidden", "layers", "seq", "mbs"};
-    int *dst[5] = {&out->vocab, &out->C, &out->L, &out->T, &out->B};
-    for (int i = 0; i < 5; i++) {
-        int lo = i == 2 ? 0 : 1;
-        if (!model_int(m, keys[i], lo, 1 << 24, dst[i])) {
-            snprintf(why, why_n, "model %s: `%s` must be a whole number in %d..%d", m->name,
-                     keys[i], lo, 1 << 24);
-            return -1;
-        }
-    }
-    /* The arch picks the workload: gpt and llama run runtime/transformer.h (the cost
-     * model's default arch is gpt), mlp runtime/mlp.h. */
-    const char *arch = model_arch_name(m);
-    out->arch = !strcmp(arch, "gpt") ? TF_GPT : !strcmp(arch, "llama") ? TF_LLAMA : 0;
-    if (!out->arch)
-        return 0;
-    if (!model_int(m, "heads", 1, 1 << 24, &out->heads)) {
-        snprintf(why, why_n, "model %s: `heads` must be a whole number in 1..%d", m->name,
-                 1 << 24);
-        return -1;
-    }
-    out->kv_heads = out->heads;
-    if (field_find(m->fields, m->nfields, "kv_heads") &&
-        !model_int(m, "kv_heads", 1, 1 << 24, &out->kv_heads)) {
-        snprintf(why, why_n, "model %s: `kv_heads` must be a whole number", m->name);
-        return -1;
-    }
-    /* the cost model's default ffn (docs/cost-model.md "Notation") */
-    out->ffn = out->arch == TF_LLAMA ? 256 * (int)ceil(8.0 * out->C / 3.0 / 256.0) : 4 * out->C;
-    if (field_find(m->fields, m->nfields, "ffn") && !model_int(m, "ffn", 1, 1 << 24, &out->ffn)) {
-        snprintf(why, why_n, "model %s: `ffn` must be a whole number", m->name);
-        return -1;
-    }
-    if (out->C % out->heads || out->heads % out->kv_heads ||
-        (out->arch == TF_LLAMA && (out->C / out->heads) % 2)) {
-        snprintf(why, why_n, "model %s: heads must divide hidden, kv_heads heads, and a "
-                 "llama head size must be even", m->name);
-        return -1;
-    }
-    return 0;
-}
-
-/* Blocks per virtual stage (out->layers, allocated): the partition's whole layers, or
- * an even split. Returns 0, or -1 with the reason in why. */
-static int mlp_layers(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
-{
-    int32_t PV = p->P * p->V;
-    out->layers = xcalloc((size_t)PV, sizeof *out->layers);
-    if (!p->partition_set || p->partition_even) {
-        for (int32_t v = 0; v < PV; v++)
-            out->layers[v] = (int)((long long)(v + 1) * out->L / PV - (long long)v * out->L / PV);
-        return 0;
-    }
-    /* the cost model's split (ir_partition_units), in whole layers */
-    int64_t *units = xcalloc((size_t)PV, sizeof *units);
-    int bad = ir_partition_units(p, 2.0 * (1 << 24), units);
-    int32_t half = -1; /* the first virtual stage given half a layer */
-    long long sum = 0;
-    for (int32_t v = 0; v < PV && !bad; v++) {
-        out->layers[v] = (int)(units[v] / 2);
-        sum += units[v] / 2;
-        if (units[v] % 2 && half < 0)
-            half = v;
-    }
-    double half_layers = half >= 0 ? (double)units[half] / 2 : 0;
-    free(units);
-    if (bad < 0) {
-        snprintf(why, why_n, "the partition lists %u entries; the pipeline has %d stages and "
-                 "%d virtual stages", p->npartition, p->P, PV);
-        return -1;
-    }
-    if (bad > 0) {
-        snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry %d is "
-                 "%g)", bad - 1, p->partition[bad - 1]);
-        return -1;
-    }
-    if (half >= 0) {
-        if ((int32_t)p->npartition == PV)
-            snprintf(why, why_n, "the mlp workload runs whole layers only (partition entry "
-                     "%d is %g)", half, half_layers);
-        else
-            snprintf(why, why_n, "the mlp workload runs whole layers only (the partition "
-                     "gives virtual stage %d %g layers)", half, half_layers);
-        return -1;
-    }
-    if (sum != out->L) {
-        snprintf(why, why_n, "the partition sums to %lld layers, the model has %d", sum, out->L);
-        return -1;
-    }
-    return 0;
-}
-
-/* The size limits of the CPU workload, then each virtual stage's region sizes
- * (out->sizes, allocated). Returns 0, or -1 with the reason in why. */
-static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *why,
-                     size_t why_n)
-{
-    int32_t PV = p->P * p->V;
-    const char *arch = model_arch_name(m);
-    double C = out->C, V = out->vocab;
-    double params = out->L * (2 * C + 8 * C * C + 5 * C) + 2 * V * C + V + 2 * C;
-    if (out->arch) /* qkv, proj, the MLP, norms and biases per layer; wte, wpe, head */
-        params = out->L * (C * (C + 2.0 * C * out->kv_heads / out->heads) + C * C +
-                           3.0 * C * out->ffn + 8 * C + 3.0 * out->ffn) +
-                 2 * V * C + (double)out->T * C + 2 * C;
-    if (params * 8 > (double)MLP_MAX_PARAM_BYTES) {
-        snprintf(why, why_n, "model %s is too large for the CPU %s workload (%.3g parameters)",
-                 m->name, out->arch ? arch : "mlp", params);
-        return -1;
-    }
-    out->sizes = xcalloc((size_t)PV, sizeof *out->sizes);
-    for (int32_t v = 0; v < PV; v++) {
-        double per = (double)out->B * out->T * (out->layers[v] * 20.0 * C + 8 * V + 8 * C);
-        if (!out->arch && per * 4 > (double)MLP_MAX_ARENA_BYTES) {
-            snprintf(why, why_n, "model %s: activations of one micro-batch are too large for "
-                     "the CPU mlp workload", m->name);
-            return -1;
-        }
-        if (!out->arch) {
-            out->sizes[v] = mlp_region_sizes(out->vocab, out->C, out->T, out->B,
-                                             out->layers[v], v == 0, v == PV - 1);
-            continue;
-        }
-        TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
-                    out->T, out->B};
-        TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
-        if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
-            snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
-                     "for the CPU %s workload", m->name, arch);
-            return -1;
-        }
-        out->sizes[v] = sizes_of_layout(a.act, a.ckpt, a.wact);
-    }
-    return 0;
-}
-
-int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
-{
-    memset(out, 0, sizeof *out);
-    const Entity *m = p->model;
-    if (!m) {
-        snprintf(why, why_n, "the pipeline has no `model`");
-        return -1;
-    }
-    if (mlp_read_model(m, out, why, why_n) != 0)
-        return -1;
-    if (mlp_layers(p, out, why, why_n) != 0 || mlp_sizes(p, m, out, why, why_n) != 0) {
-        mlp_shape_free(out);
-        return -1;
-    }
-    return 0;
-}
-
-void mlp_shape_free(MlpShape *s)
-{
-    free(s->layers);
-    free(s->sizes);
-    s->layers = NULL;
-    s->sizes = NULL;
-}
 
 /* ---- escaping ----------------------------------------------------------------------- */
 
@@ -284,6 +88,7 @@ static StrBuf *add_file(EmitOut *o, const char *name)
     EmitFile *f = &o->files[o->n++];
     f->name = xstrdup(name);
     memset(&f->text, 0, sizeof f->text);
+    f->tables = false;
     return &f->text;
 }
 
@@ -296,12 +101,18 @@ static void header(StrBuf *b, const char *source, const char *what)
     sb_puts(b, ".\n * Do not edit: regenerate with `pipec emit`. */\n");
 }
 
-static const char *kind_enum(int k)
+/* The runtime kind (runtime/piperun.h PR_*) of compiler op kind k. */
+static uint8_t pr_kind(int k)
 {
-    static const char *const n[OP_NKINDS] = {"PR_F",  "PR_B",  "PR_W",  "PR_R",
-                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW",
-                                             "PR_R" /* RO: an R at its list position */};
-    return (unsigned)k < OP_NKINDS ? n[k] : "PR_F";
+    static const uint8_t n[OP_NKINDS] = {PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI, PR_OG, PR_LW,
+                                         PR_R /* RO: an R at its list position */};
+    return (unsigned)k < OP_NKINDS ? n[k] : PR_F;
+}
+
+/* x, or 0 where it is not finite (a table holds finite numbers only). */
+static double finite_or_0(double x)
+{
+    return isfinite(x) ? x : 0;
 }
 
 /* %.17g, but always a valid C double constant. */
@@ -344,6 +155,8 @@ typedef struct EmitPlan {
     double sim_ms;          /* simulated makespan, -1 when the simulation is stuck */
     int32_t host_link_ranks; /* consecutive ranks sharing one host link (>= 1) */
     EmitOpRow **rows;       /* [P][n of rank s] */
+    uint8_t *payload;       /* [cp->nmsgs] each message's PR_PAY_* */
+    uint32_t *from_op;      /* [cp->nmsgs] its producer's index on its rank */
 } EmitPlan;
 
 /* The flags of op o of virtual stage v: the optional ops of its (v,m) (VM_HAS_* of the
@@ -426,6 +239,21 @@ static void plan_synthetic(EmitPlan *ep)
     }
 }
 
+/* The payload of message m: a hidden state F(v,m) -> F(v+1,m), a gradient
+ * B(v+1,m) -> B(v,m), else a token. */
+static uint8_t msg_payload(const Pipeline *p, const CommMsg *m)
+{
+    const Op *po = &p->stages[m->src].ops[m->src_pos];
+    const Op *co = &p->stages[m->dst].ops[m->dst_pos];
+    int32_t pv = ir_vstage(p, (int32_t)m->src, po->chunk);
+    int32_t cv = ir_vstage(p, (int32_t)m->dst, co->chunk);
+    if (!m->sync && po->kind == OP_F && co->kind == OP_F && cv == pv + 1 && po->mb == co->mb)
+        return PR_PAY_ACT;
+    if (!m->sync && po->kind == OP_B && co->kind == OP_B && cv + 1 == pv && po->mb == co->mb)
+        return PR_PAY_GRAD;
+    return PR_PAY_TOKEN;
+}
+
 /* Plans everything the generated files say about p (P, V, M >= 1). */
 static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *source)
 {
@@ -437,6 +265,13 @@ static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *sour
     ep->plan_mlp = ep->have_mlp ? arena_plan(p, ep->mlp.sizes, 1) : NULL;
     plan_synthetic(ep);
     ep->cp = comm_plan(p);
+    uint32_t nmsgs = ep->cp ? ep->cp->nmsgs : 0;
+    ep->payload = xcalloc((size_t)nmsgs + 1, 1);
+    ep->from_op = xcalloc((size_t)nmsgs + 1, sizeof *ep->from_op);
+    for (uint32_t k = 0; k < nmsgs; k++) {
+        ep->payload[k] = msg_payload(p, &ep->cp->msgs[k]);
+        ep->from_op[k] = ep->cp->msgs[k].src_pos;
+    }
     SimResult *sr = simulate(p);
     ep->sim_ms = sr && !sr->stuck ? sr->makespan_ms : -1;
     ep->host_link_ranks = (int32_t)fmin(ir_cost(p, 0, 0, COST_HOST_LINK_RANKS), INT32_MAX);
@@ -451,6 +286,8 @@ static void emit_plan_free(EmitPlan *ep)
     for (int32_t s = 0; s < ep->p->P; s++)
         free(ep->rows[s]);
     free(ep->rows);
+    free(ep->payload);
+    free(ep->from_op);
     opindex_free(ep->idx);
     free(ep->cost);
     free(ep->scaled);
@@ -470,31 +307,12 @@ static void write_program_h(const EmitPlan *ep, StrBuf *h)
 {
     const Pipeline *p = ep->p;
     header(h, ep->source, "declarations shared by the rank files and main.c");
-    sb_puts(h, "#ifndef PIPEC_PROGRAM_H\n#define PIPEC_PROGRAM_H\n\n#include \"piperun.h\"\n\n");
+    sb_puts(h, "#ifndef PIPEC_PROGRAM_H\n#define PIPEC_PROGRAM_H\n\n#include \"piperun.h\"\n\n"
+               "/* Each rank's ops and program, packed (docs/runtime.md \"Packed op tables\"). "
+               "*/\n");
     for (int32_t s = 0; s < p->P; s++)
-        sb_printf(h, "extern const PrOp pr_rank_%d_ops[%u];\nint pr_rank_%d(PrRank *r);\n", s,
-                  p->stages[s].n ? p->stages[s].n : 1, s);
+        sb_printf(h, "extern const char pr_rank_%d_table[];\n", s);
     sb_puts(h, "\n#endif\n");
-}
-
-/* Flags as the named constants of runtime/piperun.h joined by `|`, or 0. */
-static void put_flags(StrBuf *b, unsigned flags)
-{
-#define FLAG(x) {x, #x}
-    static const struct {
-        unsigned bit;
-        const char *name;
-    } names[] = {FLAG(PR_HAS_R), FLAG(PR_HAS_W), FLAG(PR_HAS_SI), FLAG(PR_HAS_LW),
-                 FLAG(PR_WAIT_SI)};
-#undef FLAG
-    bool any = false;
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        if (flags & names[k].bit) {
-            sb_printf(b, "%s%s", any ? " | " : "", names[k].name);
-            any = true;
-        }
-    if (!any)
-        sb_puts(b, "0");
 }
 
 /* "{a, b, c, d}": one row of piece offsets or boundaries. */
@@ -524,89 +342,160 @@ static void put_pair(StrBuf *b, const char *sep, const char *name, int64_t mlp, 
               (long long)mlp, (long long)syn);
 }
 
-/* One PrOp initialiser: op i of rank s, with designated fields and named flags. */
-static void write_op_row(const EmitPlan *ep, StrBuf *b, int32_t s, uint32_t i)
-{
-    const Pipeline *p = ep->p;
-    const Op *o = &p->stages[s].ops[i];
-    const EmitOpRow *r = &ep->rows[s][i];
-    const ArenaRank *am = ep->plan_mlp ? &ep->plan_mlp->rank[s] : NULL;
-    const ArenaRank *as = &ep->plan_syn->rank[s];
-    char nm[32];
-    sb_printf(b, "    /* %u: %s */\n    [%u] = {.kind = %s, .chunk = %u, .flags = ", i,
-              op_name(nm, sizeof nm, o->kind, o->mb, o->chunk), i, kind_enum(o->kind),
-              o->chunk);
-    put_flags(b, r->flags);
-    sb_printf(b, ", .vstage = %d, .mb = %u, .nso_before = %u,\n      .cost_ms = ",
-              ir_vstage(p, s, o->chunk), o->mb, r->nso_before);
-    put_double(b, r->cost_ms);
-    sb_puts(b, ", .cost_bytes = ");
-    put_double(b, r->cost_bytes);
-    if (r->link_ms > 0) {
-        sb_puts(b, ", .link_ms = ");
-        put_double(b, r->link_ms);
-    }
-    sb_printf(b, ", .line = %u,", r->line);
-    static const int64_t none[PR_PIECES] = {-1, -1, -1, -1};
-    put_rows(b, "\n      ", "at", am ? am->at[i] : none, as->at[i], PR_PIECES);
-    put_pair(b, ",\n      ", "held", am ? am->held[i] : 0, as->held[i]);
-    put_pair(b, ", ", "mem_alloc", am ? am->alloc[i] : 0, as->alloc[i]);
-    put_pair(b, ", ", "mem_free", am ? am->freed[i] : 0, as->freed[i]);
-    sb_puts(b, "},\n");
-}
-
-/* The straight-line function of rank s: ops in listed order, with the receives before
- * and the sends after them that the comm lowering places. */
-static void write_rank_fn(const EmitPlan *ep, StrBuf *b, int32_t s)
+/* The ops of rank s as the runtime holds them (runtime/piperun.h PrOp): identity, the
+ * plan's row, and each workload's arena places and amounts. */
+static PrOp *rank_ops(const EmitPlan *ep, int32_t s)
 {
     const Pipeline *p = ep->p;
     const StageOps *so = &p->stages[s];
-    const CommPlan *cp = ep->cp;
-    sb_printf(b, "/* One iteration of rank %d: ops in listed order, with the receives "
-                 "before and the\n * sends after them that the comm lowering places. */\n",
-              s);
-    sb_printf(b, "int pr_rank_%d(PrRank *r)\n{\n", s);
-    uint32_t it = cp ? cp->start[s] : 0, end = cp ? cp->start[s + 1] : 0;
+    const ArenaRank *am = ep->plan_mlp ? &ep->plan_mlp->rank[s] : NULL;
+    const ArenaRank *as = &ep->plan_syn->rank[s];
+    PrOp *ops = xcalloc((size_t)so->n + 1, sizeof *ops);
     for (uint32_t i = 0; i < so->n; i++) {
-        char nm[32];
-        for (; it < end && cp->items[it].pos == i && cp->items[it].kind == COMM_RECV; it++) {
-            const CommMsg *m = &cp->msgs[cp->items[it].msg];
-            const Op *po = &p->stages[m->src].ops[m->src_pos];
-            sb_printf(b, "    PR_CHECK(pr_recv(r, %u, %u)); /* from rank %u: %s */\n", m->src,
-                      cp->items[it].msg, m->src,
-                      op_name(nm, sizeof nm, po->kind, po->mb, po->chunk));
+        const Op *o = &so->ops[i];
+        const EmitOpRow *r = &ep->rows[s][i];
+        PrOp *x = &ops[i];
+        x->kind = pr_kind(o->kind);
+        x->chunk = (uint8_t)o->chunk;
+        x->flags = (uint16_t)r->flags;
+        x->vstage = ir_vstage(p, s, o->chunk);
+        x->mb = (int32_t)o->mb;
+        x->nso_before = r->nso_before;
+        x->cost_ms = finite_or_0(r->cost_ms);
+        x->cost_bytes = finite_or_0(r->cost_bytes);
+        x->link_ms = r->link_ms > 0 ? finite_or_0(r->link_ms) : 0;
+        x->line = (int32_t)r->line;
+        for (int k = 0; k < PR_PIECES; k++) {
+            x->at[PR_MLP][k] = am ? am->at[i][k] : -1;
+            x->at[PR_SYNTHETIC][k] = as->at[i][k];
         }
-        sb_printf(b, "    PR_CHECK(pr_op(r, %u)); /* %s */\n", i,
-                  op_name(nm, sizeof nm, so->ops[i].kind, so->ops[i].mb, so->ops[i].chunk));
-        for (; it < end && cp->items[it].pos == i; it++) {
-            const CommMsg *m = &cp->msgs[cp->items[it].msg];
-            const Op *co = &p->stages[m->dst].ops[m->dst_pos];
-            sb_printf(b, "    PR_CHECK(pr_send(r, %u, %u)); /* to rank %u: %s */\n", m->dst,
-                      cp->items[it].msg, m->dst,
-                      op_name(nm, sizeof nm, co->kind, co->mb, co->chunk));
-        }
+        x->held[PR_MLP] = am ? am->held[i] : 0;
+        x->held[PR_SYNTHETIC] = as->held[i];
+        x->mem_alloc[PR_MLP] = am ? am->alloc[i] : 0;
+        x->mem_alloc[PR_SYNTHETIC] = as->alloc[i];
+        x->mem_free[PR_MLP] = am ? am->freed[i] : 0;
+        x->mem_free[PR_SYNTHETIC] = as->freed[i];
     }
-    sb_puts(b, "    return 0;\n}\n");
+    return ops;
 }
 
-/* rank_S.c: the op table of rank s and its program. */
-static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
+/* The program of rank s (*n steps): ops in listed order, with the receives before and
+ * the sends after them that the comm lowering places. */
+static PrStep *rank_steps(const EmitPlan *ep, int32_t s, uint32_t *n)
 {
     const StageOps *so = &ep->p->stages[s];
+    const CommPlan *cp = ep->cp;
+    uint32_t it = cp ? cp->start[s] : 0, end = cp ? cp->start[s + 1] : 0;
+    PrStep *st = xmalloc(((size_t)so->n + (end - it) + 1) * sizeof *st);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < so->n; i++) {
+        for (; it < end && cp->items[it].pos == i && cp->items[it].kind == COMM_RECV; it++)
+            st[k++] = (PrStep){PR_STEP_RECV, cp->items[it].msg};
+        st[k++] = (PrStep){PR_STEP_OP, i};
+        for (; it < end && cp->items[it].pos == i; it++)
+            st[k++] = (PrStep){PR_STEP_SEND, cp->items[it].msg};
+    }
+    *n = k;
+    return st;
+}
+
+/* Programs of at most this many ops list each rank's program in a comment (bigger ones
+ * would spend more bytes on it than on their tables). */
+#define EMIT_LISTED_OPS 4096
+
+/* The other end of message m, as " rank R OP". */
+static void put_peer(StrBuf *b, const EmitPlan *ep, uint32_t m, bool send)
+{
+    const CommMsg *g = &ep->cp->msgs[m];
+    uint32_t r = send ? g->dst : g->src, pos = send ? g->dst_pos : g->src_pos;
+    const Op *o = &ep->p->stages[r].ops[pos];
+    char nm[32];
+    sb_printf(b, " %s %u (rank %u %s)", send ? "->" : "<-", m, r,
+              op_name(nm, sizeof nm, o->kind, o->mb, o->chunk));
+}
+
+/* The comment above rank s's table: its ops per kind, its messages, the table's
+ * dictionaries and, for a small rank, its program one op a line. */
+static void write_rank_summary(const EmitPlan *ep, StrBuf *b, int32_t s, const PrStep *st,
+                               uint32_t nst, const PackStats *ps)
+{
+    const StageOps *so = &ep->p->stages[s];
+    uint32_t nkind[OP_NKINDS] = {0}, nin = 0, nout = 0;
+    for (uint32_t i = 0; i < so->n; i++)
+        nkind[so->ops[i].kind]++;
+    for (uint32_t k = 0; k < nst; k++) {
+        nin += st[k].what == PR_STEP_RECV;
+        nout += st[k].what == PR_STEP_SEND;
+    }
+    sb_printf(b, "/* Rank %d: %u ops (", s, so->n);
+    bool first = true;
+    for (int k = 0; k < OP_NKINDS; k++)
+        if (nkind[k]) {
+            sb_printf(b, "%s%s %u", first ? "" : ", ", op_kind_name[k], nkind[k]);
+            first = false;
+        }
+    sb_printf(b, "), %u messages received, %u sent.\n * Its table below: %u cost rows, %u "
+                 "arena places, %u memory rows, %zu characters.\n", nin, nout, ps->ncost,
+              ps->nplace, ps->nmem, ps->nchars);
+    uint64_t nall = 0;
+    for (int32_t r = 0; r < ep->p->P; r++)
+        nall += ep->p->stages[r].n;
+    if (nall > EMIT_LISTED_OPS) {
+        sb_printf(b, " * Its program is not listed here (the program has over %d ops): "
+                     "`pipec print` shows the op order. */\n", EMIT_LISTED_OPS);
+        return;
+    }
+    sb_puts(b, " * Its program: each op with the messages it receives before it (<-) and "
+               "sends after it (->).\n");
+    for (uint32_t k = 0; k < nst;) {
+        while (k < nst && st[k].what != PR_STEP_OP)
+            k++;
+        if (k == nst)
+            break;
+        const Op *o = &so->ops[st[k].idx];
+        char nm[32];
+        sb_printf(b, " * %6u %-7s", st[k].idx, op_name(nm, sizeof nm, o->kind, o->mb, o->chunk));
+        uint32_t j = k;
+        while (j > 0 && st[j - 1].what == PR_STEP_RECV)
+            j--;
+        for (; j < k; j++)
+            put_peer(b, ep, st[j].idx, false);
+        for (k++; k < nst && st[k].what == PR_STEP_SEND; k++)
+            put_peer(b, ep, st[k].idx, true);
+        while (b->s[b->len - 1] == ' ') /* an op without messages: no padding */
+            b->s[--b->len] = 0;
+        sb_puts(b, "\n");
+    }
+    sb_puts(b, " */\n");
+}
+
+/* rank_S.c: rank s's ops and program as a packed table under a summary. */
+static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
+{
+    const Pipeline *p = ep->p;
     char what[64];
     snprintf(what, sizeof what, "the program of rank %d", s);
     header(b, ep->source, what);
     sb_puts(b, "#include \"program.h\"\n\n");
-    sb_printf(b, "/* Ops of rank %d in program order (runtime/piperun.h PrOp); per-workload "
-                 "fields\n * are indexed by PR_MLP and PR_SYNTHETIC. */\n",
-              s);
-    sb_printf(b, "const PrOp pr_rank_%d_ops[%u] = {\n", s, so->n ? so->n : 1);
-    for (uint32_t i = 0; i < so->n; i++)
-        write_op_row(ep, b, s, i);
-    if (!so->n)
-        sb_puts(b, "    {0},\n");
-    sb_puts(b, "};\n\n");
-    write_rank_fn(ep, b, s);
+    PrOp *ops = rank_ops(ep, s);
+    uint32_t nst;
+    PrStep *st = rank_steps(ep, s, &nst);
+    int32_t *vs = xmalloc((size_t)p->V * sizeof *vs);
+    for (int32_t c = 0; c < p->V; c++)
+        vs[c] = ir_vstage(p, s, c);
+    PackRank pr = {ops, p->stages[s].n, st, nst, ep->payload, ep->from_op, p->V, vs};
+    StrBuf table = {0};
+    PackStats ps;
+    emit_pack_rank(&table, &pr, &ps);
+    write_rank_summary(ep, b, s, st, nst, &ps);
+    sb_printf(b, "const char pr_rank_%d_table[] =\n", s);
+    sb_puts(b, sb_str(&table));
+    b->s[--b->len] = 0; /* the table's last newline */
+    sb_puts(b, ";\n");
+    sb_free(&table);
+    free(vs);
+    free(st);
+    free(ops);
 }
 
 /* main.c's rank table: program, ops, arena bytes, planned peak live bytes, host_bw,
@@ -619,8 +508,8 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
         const ArenaRank *am = ep->plan_mlp ? &ep->plan_mlp->rank[s] : NULL;
         const ArenaRank *as = &ep->plan_syn->rank[s];
         double bw = ir_cost(p, s, 0, COST_HOST_BW), p2p = ir_cost(p, s, 0, COST_P2P);
-        sb_printf(b, "    [%d] = {.run = pr_rank_%d, .ops = pr_rank_%d_ops, .nops = %u,", s, s,
-                  s, p->stages[s].n);
+        sb_printf(b, "    [%d] = {.table = pr_rank_%d_table, .nops = %u,", s, s,
+                  p->stages[s].n);
         put_pair(b, "\n      ", "arena_bytes", am ? am->size : 0, as->size);
         put_pair(b, ",\n      ", "peak_live_bytes", am ? am->peak_live : 0, as->peak_live);
         sb_puts(b, ",\n      .host_bw = ");
@@ -655,40 +544,6 @@ static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
     sb_puts(b, "};\n\n");
 }
 
-/* The payload of message m: a hidden state F(v,m) -> F(v+1,m), a gradient
- * B(v+1,m) -> B(v,m), else a token. */
-static const char *msg_payload(const CommMsg *m, const Op *po, const Op *co, int32_t pv,
-                               int32_t cv)
-{
-    if (!m->sync && po->kind == OP_F && co->kind == OP_F && cv == pv + 1 && po->mb == co->mb)
-        return "PR_PAY_ACT";
-    if (!m->sync && po->kind == OP_B && co->kind == OP_B && cv + 1 == pv && po->mb == co->mb)
-        return "PR_PAY_GRAD";
-    return "PR_PAY_TOKEN";
-}
-
-/* main.c's message table: the comm lowering's messages. */
-static void write_msgs_table(const EmitPlan *ep, StrBuf *b)
-{
-    const Pipeline *p = ep->p;
-    uint32_t nmsgs = ep->cp ? ep->cp->nmsgs : 0;
-    sb_printf(b, "static const PrMsg msgs[%u] = {\n", nmsgs ? nmsgs : 1);
-    for (uint32_t k = 0; k < nmsgs; k++) {
-        const CommMsg *m = &ep->cp->msgs[k];
-        const Op *po = &p->stages[m->src].ops[m->src_pos];
-        const Op *co = &p->stages[m->dst].ops[m->dst_pos];
-        int32_t pv = ir_vstage(p, (int32_t)m->src, po->chunk);
-        int32_t cv = ir_vstage(p, (int32_t)m->dst, co->chunk);
-        sb_printf(b, "    [%u] = {.src = %u, .dst = %u, .from_kind = %s, .to_kind = %s, "
-                     ".payload = %s,\n      .from_v = %d, .from_mb = %u, .to_v = %d, "
-                     ".to_mb = %u},\n", k, m->src, m->dst, kind_enum(po->kind),
-                  kind_enum(co->kind), msg_payload(m, po, co, pv, cv), pv, po->mb, cv, co->mb);
-    }
-    if (!nmsgs)
-        sb_puts(b, "    {0},\n");
-    sb_puts(b, "};\n\n");
-}
-
 /* main.c's PrProgram: shape, tables, the model workload (or why it cannot run). */
 static void write_program_struct(const EmitPlan *ep, StrBuf *b)
 {
@@ -701,16 +556,16 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
     sb_printf(b, ",\n    .version = \"%s\",\n", PIPEC_VERSION);
     sb_printf(b, "    .P = %d, .M = %d, .V = %d,\n    .send_mode = PR_SEND_EAGER,\n", p->P,
               p->M, p->V);
-    sb_printf(b, "    .ranks = ranks, .vstages = vstages, .msgs = msgs, .nmsgs = %u,\n",
+    sb_printf(b, "    .ranks = ranks, .vstages = vstages, .nmsgs = %u,\n",
               ep->cp ? ep->cp->nmsgs : 0);
     if (ep->have_mlp) {
-        sb_printf(b, "    .mlp_vocab = %d, .mlp_C = %d, .mlp_L = %d, .mlp_T = %d, .mlp_B = %d,\n",
+        sb_printf(b, "    .model_vocab = %d, .model_hidden = %d, .model_layers = %d, .model_seq = %d, .model_batch = %d,\n",
                   mlp->vocab, mlp->C, mlp->L, mlp->T, mlp->B);
         if (mlp->arch)
             sb_printf(b, "    .model_arch = %d, .model_heads = %d, .model_kv_heads = %d, "
                          ".model_ffn = %d,\n", mlp->arch, mlp->heads, mlp->kv_heads, mlp->ffn);
     } else {
-        sb_puts(b, "    .mlp_unavailable = ");
+        sb_puts(b, "    .model_unavailable = ");
         put_cstr(b, ep->why);
         sb_puts(b, ",\n");
         if (mlp->arch) /* the workload's name in messages */
@@ -734,9 +589,6 @@ static void write_main_c(const EmitPlan *ep, StrBuf *b)
     sb_puts(b, "#include \"program.h\"\n\n");
     write_ranks_table(ep, b);
     write_vstages_table(ep, b);
-    sb_puts(b, "/* Messages (comm lowering): producer (v, mb) on rank src to consumer (v, mb) "
-               "on rank dst. */\n");
-    write_msgs_table(ep, b);
     write_program_struct(ep, b);
     sb_puts(b, "int main(int argc, char **argv)\n{\n"
                "    return pr_main(&program, argc, argv);\n}\n");
@@ -772,6 +624,7 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
         char fname[32];
         snprintf(fname, sizeof fname, "rank_%d.c", s);
         write_rank_c(&ep, add_file(out, fname), s);
+        out->files[out->n - 1].tables = true;
     }
     write_main_c(&ep, add_file(out, "main.c"));
     write_makefile(&ep, add_file(out, "Makefile"), out->progname);

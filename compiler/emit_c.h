@@ -18,12 +18,14 @@
 #include "arena_plan.h"
 #include "diag.h"
 #include "ir.h"
+#include "model_shape.h"
 #include "util.h"
 
 /* One generated file: a name inside the output folder and its contents. */
 typedef struct EmitFile {
     char *name;
     StrBuf text;
+    bool tables;      /* constant tables only: compiled without optimisation */
 } EmitFile;
 
 typedef struct EmitOut {
@@ -31,26 +33,6 @@ typedef struct EmitOut {
     uint32_t n, cap;
     char *progname;   /* the program's file name (the pipeline name, sanitised) */
 } EmitOut;
-
-/* The mlp workload's model shape and region sizes for a pipeline. */
-typedef struct MlpShape {
-    int vocab, C, L, T, B;
-    int arch;             /* 0 mlp, TF_GPT or TF_LLAMA (runtime/tf_layout.h): the workload */
-    int heads, kv_heads, ffn;  /* gpt/llama only */
-    int *layers;          /* [P*V] blocks per virtual stage */
-    ArenaSizes *sizes;    /* [P*V] act/ckpt/wact bytes, as runtime/mlp.h computes them */
-} MlpShape;
-
-/* Derives the model workload's shape from the pipeline's `model` (fields layers hidden
- * vocab seq mbs; arch, and for gpt/llama heads kv_heads ffn) and `partition` (even, or whole layers per virtual stage). Returns 0, or -1
- * with a one-line reason in why (no model, missing field, half-layer partition, too
- * large for the CPU workload). */
-int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n);
-void mlp_shape_free(MlpShape *s);
-
-/* Region sizes of one slice, the same arithmetic as runtime/mlp.c's act layout (a unit
- * test holds the two together): blocks nl, embedding/head flags. Bytes. */
-ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head);
 
 /* Generates the files of the CPU backend for p (compiled and checked). source names
  * the .pipe file in the header comments. Returns 0, or the number of errors reported

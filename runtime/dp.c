@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "piperun_internal.h"
+#include "workload.h"
 #include "tf_kernels.h"
 
 const PrDpOps *pr_dp;
@@ -45,7 +45,7 @@ struct PrDpGroup {
 
 bool pr_dp_sharded(const PrRun *run)
 {
-    return run->D > 1 && run->prog->zero >= 1 && run->opt.workload == PR_MLP;
+    return run->D > 1 && run->prog->zero >= 1 && run->wl->model;
 }
 
 /* ---- the shared-memory group of one process's replicas --------------------------------- */
@@ -260,7 +260,7 @@ void pr_dp_rank_free(PrRank *r)
 int pr_dp_reduce(PrRank *r)
 {
     PrRun *run = r->run;
-    if (run->D <= 1 || run->opt.workload != PR_MLP || r->dp_iter == (uint32_t)r->iter + 1 ||
+    if (run->D <= 1 || !run->wl->model || r->dp_iter == (uint32_t)r->iter + 1 ||
         !here(r))
         return 0;
     r->dp_iter = (uint32_t)r->iter + 1;
@@ -335,4 +335,48 @@ int pr_dp_step(PrRank *r)
     walk_params(run, r->id, r->dp_flat, 0, lo, false);
     walk_params(run, r->id, r->dp_flat, hi, n, false);
     return 0;
+}
+
+/* ---- the model's gradients as flat floats (the order of the tensors in each slice) -- */
+
+/* Elements of v's parameter tensors (= its gradients), whatever the model
+ * (pr_model_tensor). */
+size_t pr_vstage_grad_floats(const PrRun *run, int v)
+{
+    size_t total = 0;
+    for (int i = 0; i < pr_model_tensor_count(run); i++)
+        if (pr_model_tensor_in_slice(run, i, v)) {
+            size_t n;
+            pr_model_tensor(run, i, NULL, NULL, NULL, &n);
+            total += n;
+        }
+    return total;
+}
+
+size_t pr_rank_grad_floats(const PrRun *run, int s)
+{
+    size_t n = 0;
+    for (int v = 0; v < run->PV; v++)
+        if (run->prog->vstages[v].rank == s)
+            n += pr_vstage_grad_floats(run, v);
+    return n;
+}
+
+void pr_rank_grad_copy(PrRun *run, int s, float *buf, bool pack)
+{
+    for (int v = 0; v < run->PV; v++) {
+        if (run->prog->vstages[v].rank != s)
+            continue;
+        for (int i = 0; i < pr_model_tensor_count(run); i++)
+            if (pr_model_tensor_in_slice(run, i, v)) {
+                float *g;
+                size_t k;
+                pr_model_tensor(run, i, NULL, NULL, &g, &k);
+                if (pack)
+                    memcpy(buf, g, k * sizeof *g);
+                else
+                    memcpy(g, buf, k * sizeof *g);
+                buf += k;
+            }
+    }
 }

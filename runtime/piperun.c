@@ -8,7 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "piperun_internal.h"
+#include "cpu.h"
+#include "workload.h"
 
 /* How long a waiter spins on the awaited state before it blocks on a condition
  * variable (when the ranks do not outnumber the CPUs). A wake-up from a blocked wait
@@ -46,14 +47,7 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
         return -1;
     if (r->dropping)
         return 0;
-    const PrMsg *m = &run->prog->msgs[msg];
-    void *payload = NULL;
-    if (m->payload == PR_PAY_ACT || m->payload == PR_PAY_GRAD) {
-        void **slot = m->payload == PR_PAY_ACT ? &r->out_f[pr_vm(run, m->from_v, m->from_mb)]
-                                               : &r->out_b[pr_vm(run, m->from_v, m->from_mb)];
-        payload = *slot;
-        *slot = NULL;
-    }
+    void *payload = pr_io_send(r, &run->prog->msgs[msg]);
     if (pr_transport && pr_transport->remote(peer))
         return pr_transport->send(r, peer, msg, payload);
     PrNode *nd = malloc(sizeof *nd);
@@ -203,14 +197,9 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
                 "message order: expected message %u from rank %d, got %u", msg, peer, got);
         return -1;
     }
-    if (nd->payload) {
-        void **slot = m->payload == PR_PAY_ACT ? &r->in_f[pr_vm(run, m->to_v, m->to_mb)]
-                                               : &r->in_b[pr_vm(run, m->to_v, m->to_mb)];
-        free(*slot);
-        *slot = nd->payload;
-    }
+    pr_io_recv(r, m, nd->payload);
     /* The cost model's p2p time, replayed by the synthetic workload. */
-    if (run->opt.workload == PR_SYNTHETIC && r->d->p2p_ms > 0) {
+    if (run->wl->replay && r->d->p2p_ms > 0) {
         double ready = run->t_start + nd->t_send + r->d->p2p_ms * run->opt.time_scale;
         double now = pr_now_ms();
         if (ready > now)
@@ -307,7 +296,7 @@ static void link_leave(PrRun *run, const PrXfer *x)
 static int links_init(PrRun *run)
 {
     int n = run->prog->host_link_ranks;
-    if (n < 2 || run->opt.workload != PR_SYNTHETIC)
+    if (n < 2 || !run->wl->replay)
         return 0;
     run->nlinks = (run->P + n - 1) / n;
     run->link = calloc((size_t)run->nlinks, sizeof *run->link);
@@ -351,17 +340,17 @@ static int grow_host(PrRank *r, size_t k, int64_t bytes)
     return 0;
 }
 
-/* Runs one OG or LW on the copy thread: the mlp workload moves the chunk's gradients
- * out and steps its host weights (OG) or copies them back (LW); the synthetic workload
- * busy-waits the modelled time. */
+/* Runs one OG or LW on the copy thread: a model workload moves the chunk's gradients
+ * out and steps its host weights (OG) or copies them back (LW); without a state hook
+ * (synthetic) the copy thread busy-waits the modelled time. */
 static int state_op(PrRank *r, uint32_t i)
 {
     PrRun *run = r->run;
     const PrOp *o = &r->d->ops[i];
     double t0 = pr_now_ms();
     int rc = 0;
-    if (run->opt.workload == PR_MLP) {
-        rc = o->kind == PR_OG ? pr_mlp_offload(r, o) : pr_mlp_load(r, o);
+    if (run->wl->state) {
+        rc = run->wl->state(r, o);
     } else { /* the copy over the (perhaps shared) link, then OG's host step */
         PrXfer x = link_join(r, o->kind == PR_OG ? 0 : 1, o->link_ms * run->opt.time_scale);
         link_leave(run, &x);
@@ -410,7 +399,7 @@ static int copy_op(PrRank *r, uint32_t i)
     }
     if (o->kind == PR_OG || o->kind == PR_LW)
         return state_op(r, i);
-    int w = run->opt.workload;
+    int w = run->wl->plan;
     size_t k = pr_vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
     if (o->mem_alloc[w] > 0) { /* live bytes as the compiler's walk counts them */
@@ -437,7 +426,7 @@ static int copy_op(PrRank *r, uint32_t i)
     }
     /* the synthetic replay's time on the link starts before the copy and includes it */
     PrXfer x = {0};
-    if (w == PR_SYNTHETIC)
+    if (run->wl->replay)
         x = link_join(r, o->kind == PR_SO ? 0 : 1, o->cost_ms * run->opt.time_scale);
     /* the held prefix [0, bytes) sits in the host buffer at region coordinates: SO
      * gathers it from the region's pieces, SI scatters it into the SI's */
@@ -448,7 +437,7 @@ static int copy_op(PrRank *r, uint32_t i)
         else
             memcpy(dev, host, (size_t)pc[j].n);
     }
-    if (w == PR_SYNTHETIC) /* the modelled time, the copy above included */
+    if (run->wl->replay) /* the modelled time, the copy above included */
         link_leave(run, &x);
     double t1 = pr_now_ms();
     PrSpan *sp = &r->span[(size_t)r->iter * r->d->nops + i];
@@ -572,7 +561,7 @@ int pr_op(PrRank *r, uint32_t i)
     pr_ring_start(r, i, t_issue);
     pr_tl_op = o;
     pr_tl_opi = i;
-    int w = run->opt.workload;
+    int w = run->wl->plan;
     size_t k = pr_vm(run, o->vstage, o->mb);
 
     if (pr_fault_inject(r, i) != 0)
@@ -609,7 +598,7 @@ int pr_op(PrRank *r, uint32_t i)
         r->peak = r->live;
     pthread_mutex_unlock(&r->mu);
 
-    int rc = w == PR_MLP ? pr_mlp_op(r, i, o) : pr_synthetic_op(r, o);
+    int rc = run->wl->op(r, i, o);
 
     double t1 = pr_now_ms();
     pthread_mutex_lock(&r->mu);
@@ -641,15 +630,11 @@ static void rank_free(PrRank *r)
         for (int d = 0; d < 2; d++)
             pthread_join(r->copy_th[d], NULL);
     }
-    for (size_t k = 0; r->in_f && k < r->nvm; k++) {
-        free(r->in_f[k]);
-        free(r->in_b[k]);
-        free(r->out_f[k]);
-        free(r->out_b[k]);
+    pr_io_free(&r->io, free);
+    for (size_t k = 0; r->host && k < r->nvm; k++)
         free(r->host[k]);
-    }
-    void *own[] = {r->in_f, r->in_b, r->out_f, r->out_b, r->host, r->host_cap, r->si_done,
-                   r->lw_done, r->tokens, r->targets, r->q[0].op, r->q[1].op, r->arena};
+    void *own[] = {r->host, r->host_cap, r->si_done, r->lw_done, r->q ? r->q[0].op : NULL,
+                   r->q ? r->q[1].op : NULL, r->q, r->arena};
     for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
         free(own[j]);
 }
@@ -659,36 +644,25 @@ static int rank_init(PrRun *run, int s)
     PrRank *r = &run->rank[s];
     r->nvm = (size_t)run->PV * (size_t)run->M;
     size_t nvm = r->nvm, nops = r->d->nops ? r->d->nops : 1;
-    r->in_f = calloc(nvm, sizeof(void *));
-    r->in_b = calloc(nvm, sizeof(void *));
-    r->out_f = calloc(nvm, sizeof(void *));
-    r->out_b = calloc(nvm, sizeof(void *));
+    int io = pr_io_init(&r->io, nvm);
     r->host = calloc(nvm, sizeof(void *));
     r->host_cap = calloc(nvm, sizeof(int64_t));
     r->si_done = calloc(nvm, sizeof(uint32_t));
     r->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
-    r->q[0].op = calloc(nops, sizeof(uint32_t));
-    r->q[1].op = calloc(nops, sizeof(uint32_t));
-    int64_t ab = r->d->arena_bytes[run->opt.workload];
+    r->q = calloc(2, sizeof *r->q);
+    for (int d = 0; r->q && d < 2; d++)
+        r->q[d].op = calloc(nops, sizeof(uint32_t));
+    int64_t ab = r->d->arena_bytes[run->wl->plan];
     r->arena_bytes = ab;
     size_t asz = (size_t)(ab > 0 ? (ab + 63) / 64 * 64 : 64);
     r->arena = aligned_alloc(64, asz);
-    if (!r->in_f || !r->in_b || !r->out_f || !r->out_b || !r->host || !r->host_cap ||
-        !r->si_done || !r->lw_done || !r->q[0].op || !r->q[1].op || !r->arena) {
+    if (io != 0 || !r->host || !r->host_cap ||
+        !r->si_done || !r->lw_done || !r->q || !r->q[0].op || !r->q[1].op || !r->arena) {
         pr_fail(run, s, -1, "out of memory allocating the rank (arena %lld bytes)",
                 (long long)ab);
         return -1;
     }
     memset(r->arena, 0, asz);
-    if (run->opt.workload == PR_MLP) {
-        size_t bt = (size_t)run->prog->mlp_B * (size_t)run->prog->mlp_T;
-        r->tokens = calloc(bt ? bt : 1, sizeof(int));
-        r->targets = calloc(bt ? bt : 1, sizeof(int));
-        if (!r->tokens || !r->targets) {
-            pr_fail(run, s, -1, "out of memory");
-            return -1;
-        }
-    }
     for (int d = 0; d < 2; d++) {
         CopyArg *a = malloc(sizeof *a);
         if (!a) {
@@ -754,8 +728,8 @@ static int cpu_rank_iteration(PrRank *r)
  * warms up). */
 static void cpu_iter_begin(PrRun *run, int it)
 {
-    if (run->opt.workload == PR_MLP)
-        pr_mlp_zero(run);
+    if (run->wl->zero)
+        run->wl->zero(run);
     if (it == 1)
         for (int s = 0; s < run->P; s++) {
             memset(run->rank[s].kind_ms, 0, (size_t)run->PV * PR_NKINDS * sizeof(double));
@@ -765,8 +739,8 @@ static void cpu_iter_begin(PrRun *run, int it)
 
 static void cpu_step(PrRun *run)
 {
-    if (run->opt.workload == PR_MLP && !pr_dp_sharded(run)) /* else: pr_dp_step, per rank */
-        pr_mlp_step(run);
+    if (run->wl->step && !pr_dp_sharded(run)) /* else: pr_dp_step, per rank */
+        run->wl->step(run);
 }
 
 static void cpu_teardown(PrRun *run)

@@ -1,18 +1,20 @@
 /* piperun.h - libpiperun: the whole API that generated per-rank programs call
  * (docs/runtime.md).
  *
- * A generated program is a set of constant tables (one PrOp per op of each rank, one
- * PrMsg per cross-rank message, the model shape, the static arena plan) and one
- * straight-line function per rank:
+ * A generated program is constant data: per rank a packed table (PrRankDesc.table, a
+ * string of printable characters, docs/runtime.md "Packed op tables") that holds its
+ * ops and its program, i.e. the order of its ops with the messages received before and
+ * sent after each, as this loop runs them (pr_run_steps):
  *
- *     int pr_rank_1(PrRank *r)
- *     {
- *         PR_CHECK(pr_recv(r, 0, 0));   // msg 0 from rank 0: F0 -> F0
- *         PR_CHECK(pr_op(r, 0));        // F0
- *         PR_CHECK(pr_send(r, 2, 1));   // msg 1 to rank 2: F0 -> F0
- *         ...
- *         return 0;
- *     }
+ *     pr_recv(r, 0, 0);   // msg 0 from rank 0: F0 -> F0
+ *     pr_op(r, 0);        // F0
+ *     pr_send(r, 2, 1);   // msg 1 to rank 2: F0 -> F0
+ *     ...
+ *
+ * and main.c's tables of ranks and virtual stages with the model shape. pr_main unpacks
+ * the tables (pr_program_unpack) into the in-memory form below: one PrOp per op of each
+ * rank, one PrMsg per cross-rank message, one PrStep per step of each rank's program.
+ * A program built in memory (tests) may give ops, msgs and run directly instead.
  *
  * main.c hands the tables to pr_main(), which parses the run options, starts one thread
  * per rank (plus a device-to-host and a host-to-device copy thread per rank for SO/SI),
@@ -55,7 +57,7 @@
 
 #include "region.h"
 
-#define PIPERUN_ABI 4
+#define PIPERUN_ABI 5
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -158,15 +160,28 @@ typedef struct PrMsg {
 struct PrRank;
 typedef struct PrRank PrRank;
 
+/* One step of a rank's program: run op idx, or receive or send message idx. */
+enum { PR_STEP_OP, PR_STEP_RECV, PR_STEP_SEND };
+typedef struct PrStep {
+    uint8_t what;              /* PR_STEP_* */
+    uint32_t idx;              /* op index on the rank, or message id */
+} PrStep;
+
 /* One rank of the program. */
 typedef struct PrRankDesc {
-    int (*run)(PrRank *r);     /* the generated straight-line program of one iteration */
+    int (*run)(PrRank *r);     /* one iteration: pr_run_steps (or a function of a program
+                                  built in memory) */
     const PrOp *ops;           /* [nops] */
     uint32_t nops;
     int64_t arena_bytes[PR_NWORKLOADS];     /* planned arena size per workload */
     int64_t peak_live_bytes[PR_NWORKLOADS]; /* planned peak of live region bytes */
     double host_bw;            /* cost-model swap bandwidth, bytes/s (0 = unlimited) */
     double p2p_ms;             /* cost-model time added to each received dependency */
+    const char *table;         /* the packed ops and steps (docs/runtime.md "Packed op
+                                  tables"), which pr_program_unpack turns into ops, steps
+                                  and run; NULL when those are given */
+    const PrStep *steps;       /* [nsteps] the program that pr_run_steps runs */
+    uint32_t nsteps;
 } PrRankDesc;
 
 /* One virtual stage: its owner and, for the mlp workload, the planned region sizes. */
@@ -193,11 +208,14 @@ typedef struct PrProgram {
     int send_mode;             /* PR_SEND_* */
     const PrRankDesc *ranks;   /* [P] */
     const PrVstage *vstages;   /* [P*V] */
-    const PrMsg *msgs;         /* [nmsgs] */
+    const PrMsg *msgs;         /* [nmsgs]; NULL in packed programs (pr_program_unpack
+                                  builds it from the ranks' tables) */
     uint32_t nmsgs;
-    /* mlp model shape from the pipeline's `model` (0 when there is none) */
-    int mlp_vocab, mlp_C, mlp_L, mlp_T, mlp_B;
-    const char *mlp_unavailable; /* why --workload mlp cannot run, or NULL */
+    /* The model's shape from the pipeline's `model`, whatever its arch (0 when there is
+     * none): vocabulary (tokens), hidden size (floats per token), layers, sequence
+     * length (tokens) and micro-batch size (sequences). */
+    int model_vocab, model_hidden, model_layers, model_seq, model_batch;
+    const char *model_unavailable; /* why --workload mlp (the model) cannot run, or NULL */
     double synthetic_scale;    /* synthetic arena bytes = cost-model bytes / this (>= 1) */
     double sim_ms;             /* simulated iteration time under the cost model, ms; < 0
                                   when unknown */
@@ -205,9 +223,8 @@ typedef struct PrProgram {
                                   rank its own); the synthetic replay shares its bandwidth
                                   among the transfers in flight (docs/runtime.md) */
     /* The model's arch: 0 mlp (runtime/mlp.h), else a transformer of runtime/
-     * transformer.h (1 gpt, 2 llama) with these attention and MLP widths; the mlp_*
-     * fields give its vocabulary, hidden size, layers, sequence and micro-batch size,
-     * and PrVstage its region sizes. */
+     * transformer.h (1 gpt, 2 llama) with these attention and MLP widths (the model_*
+     * fields above give the rest of its shape, PrVstage its region sizes). */
     int model_arch, model_heads, model_kv_heads, model_ffn;
     /* Data parallelism (docs/runtime.md "Data parallelism"): D replicas of the whole
      * pipeline (0 or 1: one), each training on its own shard of the global batch, their
@@ -306,6 +323,18 @@ int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res);
  * --lr X --seed N --quiet), runs, prints. Returns the exit status: 0 ok, 1 failure,
  * 2 usage. */
 int pr_main(const PrProgram *prog, int argc, char **argv);
+
+/* Unpacks a program whose ranks give packed tables (PrRankDesc.table, docs/runtime.md
+ * "Packed op tables") into *out: a copy of prog with every rank's ops, steps and run
+ * (pr_run_steps) and the message table filled in; a program without tables is copied
+ * as it is. Returns 0, or -1 with the reason in why (a table that is corrupt or does
+ * not fit the program, out of memory). Free *out with pr_program_free. */
+int pr_program_unpack(const PrProgram *prog, PrProgram **out, char *why, size_t why_n);
+void pr_program_free(PrProgram *prog);
+
+/* Runs one iteration of rank r's program, r's PrRankDesc.steps in order. Returns 0, or
+ * -1 once the run has failed. */
+int pr_run_steps(PrRank *r);
 
 /* The calls generated code makes. Each returns 0, or -1 once the run has failed (this
  * rank's error, or another rank's): the caller returns at once (PR_CHECK). */

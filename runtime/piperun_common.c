@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "piperun_internal.h"
+#include "workload.h"
 
 /* Set by the CPU backend's MPI transport (runtime/mpi/piperun_mpi.c); here because the
  * core (dp.c) reads it with every backend. */
@@ -483,10 +483,18 @@ int pr_barrier(PrRun *run, PrRank *me)
     return atomic_load(&run->failed) ? -1 : 0;
 }
 
+const char *pr_workload_name(const PrProgram *g, int w)
+{
+    static const char *const arch[3] = {"mlp", "gpt", "llama"};
+    if (w != PR_MLP)
+        return "synthetic";
+    return g->model_arch >= 0 && g->model_arch < 3 ? arch[g->model_arch] : "model";
+}
+
 void pr_options_default(PrOptions *o, const PrProgram *prog)
 {
     memset(o, 0, sizeof *o);
-    o->workload = prog && !prog->mlp_unavailable ? PR_MLP : PR_SYNTHETIC;
+    o->workload = prog && !prog->model_unavailable ? PR_MLP : PR_SYNTHETIC;
     o->iters = 1;
     o->time_scale = 1.0;
     o->timeout_s = 30.0;
@@ -532,8 +540,8 @@ static int validate(const PrProgram *prog, const PrOptions *o, char *why, size_t
         snprintf(why, n, "unknown workload");
         return -1;
     }
-    if (o->workload == PR_MLP && prog->mlp_unavailable) {
-        snprintf(why, n, "the mlp workload is not available: %s", prog->mlp_unavailable);
+    if (o->workload == PR_MLP && prog->model_unavailable) {
+        snprintf(why, n, "the mlp workload is not available: %s", prog->model_unavailable);
         return -1;
     }
     if (o->check && o->workload != PR_MLP) {
@@ -632,8 +640,8 @@ static void *rank_main(void *arg)
 
 /* The run and its ranks' common state (mutexes, op timings, spans), and the result's
  * arrays. Returns NULL when out of memory (res->error says so). */
-static PrRun *run_new(const PrBackend *be, const PrProgram *prog, const PrOptions *o,
-                      PrResult *res, int replica)
+static PrRun *run_new(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
+                      const PrOptions *o, PrResult *res, int replica)
 {
     PrRun *run = calloc(1, sizeof *run);
     if (!run) {
@@ -641,6 +649,7 @@ static PrRun *run_new(const PrBackend *be, const PrProgram *prog, const PrOption
         return NULL;
     }
     run->be = be;
+    run->wl = wl;
     run->prog = prog;
     run->opt = *o;
     run->P = prog->P;
@@ -696,7 +705,8 @@ static void run_iterations(PrRun *run, PrResult *res)
 {
     const PrBackend *be = run->be;
     const PrOptions *o = &run->opt;
-    bool mlp = o->workload == PR_MLP;
+    const PrWorkload *wl = run->wl;
+    bool mlp = wl->model;
     double last_line = -1e300; /* when the last progress line was printed, ms */
     for (int it = 0; it < o->iters; it++) {
         if (be->iter_begin)
@@ -711,7 +721,7 @@ static void run_iterations(PrRun *run, PrResult *res)
         for (int m = 0; m < run->M; m++)
             l += run->mb_loss[m];
         res->loss[it] = mlp ? l / run->M : NAN;
-        if (it == 0 && o->check && run->check_here && pr_mlp_check(run, res) != 0)
+        if (it == 0 && o->check && run->check_here && wl->check && wl->check(run, res) != 0)
             pr_fail(run, -1, -1, "the reference iteration failed (out of memory)");
         if (be->step)
             be->step(run);
@@ -720,8 +730,8 @@ static void run_iterations(PrRun *run, PrResult *res)
         for (int s = 0; s < run->P && !be->dp_own && !atomic_load(&run->failed); s++)
             if (pr_dp_step(&run->rank[s]) != 0)
                 break;
-        if (it == 0 && !atomic_load(&run->failed)) /* --check: the weights after the step */
-            pr_model_check_weights(run, res);
+        if (it == 0 && !atomic_load(&run->failed) && wl->check_weights)
+            wl->check_weights(run, res); /* --check: the weights after the step */
         double now = pr_now_ms();
         if (!o->quiet && !o->json && !o->profile &&
             (it == 0 || it == o->iters - 1 || now - last_line >= 1000.0)) {
@@ -751,9 +761,9 @@ static int run_finish(PrRun *run, pthread_t *th, int started, PrResult *res)
     else
         for (int s = 0; s < started; s++)
             pthread_join(th[s], NULL);
-    if (be->reference && o->reference && o->workload == PR_MLP && !atomic_load(&run->failed) &&
-        (run->model || run->tf))
-        res->ref_ms = pr_mlp_reference_ms(run);
+    if (be->reference && o->reference && run->wl->reference_ms && !atomic_load(&run->failed) &&
+        run->net)
+        res->ref_ms = run->wl->reference_ms(run);
     if (!atomic_load(&run->failed) && o->trace && pr_trace_write(run, o->trace) != 0)
         pr_fail(run, -1, -1, "cannot write the trace %s: %s", o->trace, strerror(errno));
     if (!atomic_load(&run->failed) && o->profile && pr_profile_write(run) != 0)
@@ -786,9 +796,8 @@ static void run_free(PrRun *run)
         pthread_mutex_destroy(&r->bell_mu);
         pthread_cond_destroy(&r->bell_cv);
     }
-    pr_model_check_free(run);
-    if (run->opt.workload == PR_MLP)
-        pr_mlp_teardown(run);
+    if (run->wl->teardown)
+        run->wl->teardown(run);
     pthread_mutex_destroy(&run->mu);
     pthread_cond_destroy(&run->cv);
     free(run->rank);
@@ -799,10 +808,10 @@ static void run_free(PrRun *run)
 
 /* One run of prog: replica `replica` of group g (NULL: the only one, or this process's
  * replica under pr_dp). Returns 0 or 1 (res->error says why). */
-static int run_one(const PrBackend *be, const PrProgram *prog, const PrOptions *o,
-                   PrResult *res, PrDpGroup *g, int replica)
+static int run_one(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
+                   const PrOptions *o, PrResult *res, PrDpGroup *g, int replica)
 {
-    PrRun *run = run_new(be, prog, o, res, g ? replica : pr_dp ? pr_dp->replica : 0);
+    PrRun *run = run_new(be, wl, prog, o, res, g ? replica : pr_dp ? pr_dp->replica : 0);
     if (!run)
         return 1;
     if (g)
@@ -812,7 +821,7 @@ static int run_one(const PrBackend *be, const PrProgram *prog, const PrOptions *
     if (!th)
         pr_fail(run, -1, -1, "out of memory");
     if (!atomic_load(&run->failed) &&
-        (o->workload != PR_MLP || pr_mlp_setup(run) == 0) && be->setup(run) == 0) {
+        (!wl->setup || wl->setup(run) == 0) && be->setup(run) == 0) {
         run->t_start = pr_now_ms();
         if (replica == 0)
             g_run = run;
@@ -839,6 +848,7 @@ static int run_one(const PrBackend *be, const PrProgram *prog, const PrOptions *
  * no check, trace, profile or reference: replica 0 reports) and result. */
 typedef struct ReplicaArg {
     const PrBackend *be;
+    const PrWorkload *wl;
     const PrProgram *prog;
     PrOptions o;
     PrResult res;
@@ -849,14 +859,14 @@ typedef struct ReplicaArg {
 static void *replica_main(void *arg)
 {
     ReplicaArg *a = arg;
-    a->rc = run_one(a->be, a->prog, &a->o, &a->res, a->g, a->replica);
+    a->rc = run_one(a->be, a->wl, a->prog, &a->o, &a->res, a->g, a->replica);
     return NULL;
 }
 
 /* The D replicas of prog as D runs in this process sharing one group (dp.c): replica 0
  * on this thread, the others on threads of their own. Returns 0 or 1. */
-static int run_replicas(const PrBackend *be, const PrProgram *prog, const PrOptions *o,
-                        PrResult *res)
+static int run_replicas(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
+                        const PrOptions *o, PrResult *res)
 {
     int D = pr_dp_degree(prog), rc = 1;
     PrDpGroup *g = pr_dp_group_new(D, prog->P);
@@ -869,7 +879,8 @@ static int run_replicas(const PrBackend *be, const PrProgram *prog, const PrOpti
     int started = 1;
     for (; started < D; started++) {
         ReplicaArg *r = &a[started];
-        *r = (ReplicaArg){.be = be, .prog = prog, .o = *o, .g = g, .replica = started};
+        *r = (ReplicaArg){.be = be, .wl = wl, .prog = prog, .o = *o, .g = g,
+                          .replica = started};
         r->o.quiet = true;
         r->o.json = r->o.check = r->o.profile = r->o.reference = false;
         r->o.trace = r->o.profile_out = NULL;
@@ -881,7 +892,7 @@ static int run_replicas(const PrBackend *be, const PrProgram *prog, const PrOpti
                  started);
         pr_dp_group_stop(g);
     } else {
-        rc = run_one(be, prog, o, res, g, 0);
+        rc = run_one(be, wl, prog, o, res, g, 0);
     }
     for (int d = 1; d < started; d++) {
         pthread_join(th[d], NULL);
@@ -899,7 +910,8 @@ out:
     return rc;
 }
 
-int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, PrResult *res)
+int pr_run_core(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
+                const PrOptions *o, PrResult *res)
 {
     PrResult dummy;
     if (!res)
@@ -912,6 +924,8 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
     int rc = 1;
     if (validate(prog, o, why, sizeof why))
         snprintf(res->error, sizeof res->error, "%s", why);
+    else if (!wl)
+        snprintf(res->error, sizeof res->error, "unknown workload");
     else if (pr_dp_degree(prog) > 1 && !pr_dp && be->dp_own)
         snprintf(res->error, sizeof res->error, "data_parallel %d on this backend runs one "
                  "process per rank: use --launcher mpi (mpirun -np %d)", pr_dp_degree(prog),
@@ -922,9 +936,9 @@ int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, 
                  "%d rank threads of one process; use --launcher mpi", pr_dp_degree(prog),
                  (long long)pr_dp_nranks(prog->P, pr_dp_degree(prog)), PR_DP_MAX_THREADS);
     else if (pr_dp_degree(prog) > 1 && !pr_dp)
-        rc = run_replicas(be, prog, o, res);
+        rc = run_replicas(be, wl, prog, o, res);
     else
-        rc = run_one(be, prog, o, res, NULL, 0);
+        rc = run_one(be, wl, prog, o, res, NULL, 0);
     if (res == &dummy)
         pr_result_free(res);
     return rc;
@@ -980,9 +994,4 @@ float *pr_host_alloc(size_t nfloats)
         return NULL;
     memset(p, 0, b);
     return p;
-}
-
-int pr_run(const PrProgram *prog, const PrOptions *o, PrResult *res)
-{
-    return pr_run_core(&pr_backend, prog, o, res);
 }

@@ -1,5 +1,9 @@
-/* piperun_internal.h - what the runtime's own files share (not part of the API that
- * generated code sees; that is piperun.h). */
+/* piperun_internal.h - the run core's header (piperun_common.c, dp.c, router.c,
+ * trace.c, profile.c): the run and its ranks, the backend interface (PrBackend), the
+ * router, data parallelism, failures and liveness, what every backend and workload
+ * uses. Not part of the API that generated code sees (piperun.h). The workloads have
+ * their own header (workload.h), the CPU backend its own (cpu.h); docs/architecture.md
+ * "The runtime". */
 #ifndef PIPERUN_INTERNAL_H
 #define PIPERUN_INTERNAL_H
 
@@ -15,6 +19,19 @@
 
 typedef struct PrRun PrRun;
 typedef struct PrBackend PrBackend;
+typedef struct PrWorkload PrWorkload; /* workload.h */
+struct PrArch;
+
+/* The io buffers of a rank, by (v,m) (pr_vm): the hidden states an F hands on
+ * (direction PR_FWD, message payload PR_PAY_ACT) and the gradients a B hands back
+ * (PR_BWD, PR_PAY_GRAD), run->io_bytes each, malloc'd. in[d]: the input of op (v,m) of
+ * direction d, as it arrived (a message, or a same-rank op); out[d]: the output of op
+ * (v,m), waiting for the send of its message. The router (router.c) moves them. */
+enum { PR_FWD, PR_BWD };
+typedef struct PrIo {
+    void **in[2], **out[2];    /* [n] each */
+    size_t n;
+} PrIo;
 
 /* What a waiter knows about a rank it watches (pr_live_check). */
 typedef struct PrLive {
@@ -23,24 +40,6 @@ typedef struct PrLive {
     struct timespec cpu;   /* its thread's CPU time then */
 } PrLive;
 
-/* A message in flight on one (src, dst) channel. */
-typedef struct PrNode {
-    uint32_t msg;
-    void *payload;       /* an io buffer (mlp) or NULL */
-    double t_send;       /* ms since the run started */
-    _Atomic(struct PrNode *) next;
-} PrNode;
-
-/* The FIFO of one (src, dst) pair: a lock-free single-producer single-consumer queue
- * (only rank src's thread sends on it, only rank dst's thread receives). head is the
- * consumer's dummy node (its successor is the oldest message), tail the producer's last
- * node; both start at stub. count is the number of messages queued: a receiver spins on
- * it, and it pairs with PrRank.sleeping for the wake-up. */
-typedef struct PrChan {
-    PrNode *head, *tail;
-    PrNode stub;
-    atomic_uint count;
-} PrChan;
 
 /* The flight recorder: each rank keeps its last PR_RING ops (the idea of PyTorch's NCCL
  * watchdog flight recorder) and prints them when the run aborts. t1 = 0: still running. */
@@ -51,12 +50,6 @@ typedef struct PrRingEntry {
     double t0, t1;       /* ms since the run started */
 } PrRingEntry;
 
-/* The queue of one copy thread (SO or SI ops of the current iteration). */
-typedef struct PrCopyQ {
-    uint32_t *op;        /* [nops] op indices */
-    uint32_t head, tail; /* queued = tail - head */
-    uint32_t done;       /* ops finished this iteration */
-} PrCopyQ;
 
 /* Trace of one op in one iteration (ms since the run started; 0/0 = did not run). */
 typedef struct PrSpan {
@@ -70,18 +63,16 @@ struct PrRank {
     unsigned char *arena;      /* (arena_bytes) 64-aligned */
     int64_t arena_bytes;
     size_t nvm;                /* P*V*M */
-    void **in_f, **in_b;       /* [nvm] by consumer (v,m): inputs that arrived */
-    void **out_f, **out_b;     /* [nvm] by producer (v,m): outputs awaiting a send */
+    PrIo io;                   /* the hidden states and gradients between ops (router.c) */
+    int64_t live, peak;        /* live arena bytes now, measured peak */
+    /* the CPU backend's copy threads and their state (piperun.c, cpu.h) */
     void **host;               /* [nvm] host copies for SO/SI */
     int64_t *host_cap;         /* [nvm] */
-    int64_t live, peak;        /* live arena bytes now, measured peak */
     uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
     uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
-    int *tokens, *targets;     /* (B,T) scratch */
-    /* copy threads */
     pthread_t copy_th[2];
     int copy_started;
-    PrCopyQ q[2];              /* 0: device-to-host (SO), 1: host-to-device (SI) */
+    struct PrCopyQ *q;         /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */
     pthread_mutex_t mu;        /* guards q, live/peak, si_done */
     pthread_cond_t cv;
     int stop;
@@ -129,25 +120,26 @@ struct PrRun {
     bool check_here;           /* --check compares the gradients in this process */
     PrRank *rank;              /* [P] */
     int ranks_ready;           /* ranks whose mutex is initialised */
-    PrChan *chan;              /* [P*P], src * P + dst */
+    struct PrChan *chan;       /* [P*P], src * P + dst: the CPU backend's channels */
     pthread_mutex_t mu;        /* guards chan and error */
     pthread_cond_t cv;         /* a message arrived / barrier moved */
     atomic_int failed;
     char error[256];
     /* barrier between the main thread and the ranks (pr_barrier) */
     int bar_count;
-    /* the mlp workload */
-    MlpModel *model;
+    const PrWorkload *wl;      /* what the ops compute (workload.h), chosen by pr_run */
+    /* the model workloads' state (workload_model.c): the model of arch `arch` */
+    const struct PrArch *arch;
+    void *net;                 /* MlpModel (mlp), TfModel (gpt, llama) */
     MlpSlice *slice;           /* [PV] */
-    TextData data;
-    size_t io_bytes;
-    double *mb_loss;           /* [M] */
-    /* model-state offload (OG/LW) of the mlp workload, per virtual stage v */
+    int **tokens, **targets;   /* [P] each rank's (B,T) batch */
+    TextData data;             /* the training text */
+    size_t io_bytes;           /* one hidden state between slices (PrIo buffers) */
+    double *mb_loss;           /* [M] the head's loss per micro-batch */
+    /* model-state offload (OG/LW) of a model workload, per virtual stage v */
     bool *offloaded;           /* [PV] v has an OG: its SGD step runs in OG, not at the end */
     float **host_w;            /* [PV] host copy of v's parameters (the master weights) */
     float **host_g;            /* [PV] host copy of v's gradients (what OG moved) */
-    /* the gpt and llama workloads (workload_tf.c), in the same slot: NULL for mlp */
-    struct TfModel *tf;
     double t_start;            /* ms, monotonic */
     double spin_ms;            /* pr_spin_budget_ms() */
     PrLive *live;              /* [P] the main thread's view of each rank (pr_barrier) */
@@ -161,9 +153,9 @@ struct PrRun {
      * process runs one replica's rank: pr_dp) */
     int D, replica;
     struct PrDpGroup *dp_group;
-    /* --check: the reference after its step, kept for the weights' comparison */
+    /* --check: the reference after its step, kept for the weights' comparison (a model
+     * of arch `arch`) */
     void *check_ref;
-    const struct PrRefModel *check_rm;
 };
 
 /* The (v,m) region op o works on, as workload w's plan places it in arena (host or
@@ -277,13 +269,6 @@ void pr_fail(PrRun *run, int rank, int64_t op, const char *fmt, ...)
 void pr_op_name(char *buf, size_t n, const PrOp *o);
 /* The peer silence that fails a run, ms: min(PR_PEER_SILENCE_S, --timeout). */
 double pr_peer_silence_ms(const PrRun *run);
-/* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */
-double pr_spin_budget_ms(const PrRun *run);
-/* Queues node on the channel src -> dst and wakes dst's rank thread if it sleeps. */
-void pr_chan_put(PrRun *run, int src, int dst, PrNode *node);
-/* Waits until rank r's copy threads have run every SO/SI/OG/LW queued this iteration.
- * Returns 0, or -1 when the run failed or the watchdog fired. */
-int pr_drain_copies(PrRank *r);
 /* Writes rank s's flight recorder (its last ops, oldest first) to f; nothing when it
  * ran no op. */
 void pr_flight_print(const PrRun *run, int s, FILE *f);
@@ -300,86 +285,6 @@ int pr_profile_write(const PrRun *run);
 void pr_install_signals(void);
 /* trace.c: writes the Chrome trace of every iteration. Returns 0 or -1 (errno). */
 int pr_trace_write(const PrRun *run, const char *path);
-/* synthetic.c: one op of the synthetic workload. Returns 0 or -1 (pr_fail called). */
-int pr_synthetic_op(PrRank *r, const PrOp *o);
-/* workload_mlp.c */
-int pr_mlp_setup(PrRun *run);
-void pr_mlp_teardown(PrRun *run);
-int pr_mlp_op(PrRank *r, uint32_t i, const PrOp *o);
-/* OG: copies v's gradients to host_g[v] and steps host_w[v] (SGD); LW: copies host_w[v]
- * back into the model's parameters. Run on the copy threads. Return 0 or -1. */
-int pr_mlp_offload(PrRank *r, const PrOp *o);
-int pr_mlp_load(PrRank *r, const PrOp *o);
-int pr_mlp_check(PrRun *run, PrResult *res);   /* reference iteration; fills grad errors */
-void pr_mlp_step(PrRun *run);
-void pr_mlp_zero(PrRun *run);
-double pr_mlp_reference_ms(PrRun *run);   /* mean ms per reference iteration, or -1 */
-/* Loads the training text (--data, else the built-in paragraph) into run->data and checks
- * it holds seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
-int pr_text_setup(PrRun *run);
-/* The model workload's gradient tensors, whatever its arch (mlp, gpt, llama): count,
- * tensor i's name, gradient and floats (outputs may be NULL), and whether it belongs to
- * virtual stage v. For transports that move gradients (--check over several processes). */
-int pr_model_tensor_count(const PrRun *run);
-void pr_model_tensor(const PrRun *run, int i, const char **name, float **param, float **grad,
-                     size_t *n);
-/* The model-independent parts of a model workload's set-up and teardown
- * (workload_mlp.c), which the mlp and the gpt/llama workloads share:
- * pr_slices_setup allocates run->slice and fills it with init(cfg, PV, layers, slices)
- * from the program's layers per virtual stage (L: the model's layers, for the message);
- * pr_check_region_sizes checks that every slice's act/ckpt/wact and piece boundaries
- * (sizes: bytes, as its layout gives them) are what the arena was planned for
- * (PrVstage act/ckpt/wact and from[PR_MLP]); pr_model_ready loads the text, sets io_bytes, gives the
- * offloaded virtual stages their host states and sets OpenBLAS's threads. Each returns
- * 0 or -1 (pr_fail called). pr_model_states_free frees the host states, the slices and
- * the text. */
-int pr_slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const int *layers,
-                                             MlpSlice *slices),
-                    const void *cfg, int L, const char *model);
-int pr_check_region_sizes(PrRun *run,
-                          void (*sizes)(const void *cfg, const MlpSlice *s, int64_t out[3],
-                                        int64_t from[PR_PIECES + 1]),
-                          const void *cfg);
-/* A model workload's sequential reference, for --check and --reference (workload_mlp.c
- * runs both over it; each arch supplies one): create a fresh model with the program's
- * shape and the run's seed (the same initial weights; NULL when out of memory), clear
- * its gradients, run one reference iteration over M micro-batches (the mean loss, NaN
- * on failure), take one SGD step, give tensor i's gradient (i as in pr_model_tensor),
- * free it. */
-typedef struct PrRefModel {
-    void *(*create)(const PrRun *run);
-    void (*zero_grad)(void *m);
-    float (*iteration)(void *m, int M, const int *tok, const int *tgt);
-    void (*sgd_step)(void *m, float lr);
-    const float *(*grad)(const void *m, int i);
-    void (*destroy)(void *m);
-    const float *(*param)(const void *m, int i); /* tensor i's parameters */
-} PrRefModel;
-/* pr_model_check: the gradients of the run's first iteration against one reference
- * iteration on the same batches, per tensor, into res; 0 or -1. pr_model_reference_ms:
- * the mean ms of a reference iteration (batches, zero_grad, iteration, step; the first
- * dropped), or -1. */
-int pr_model_check(PrRun *run, PrResult *res, const PrRefModel *rm);
-/* After iteration 1's optimizer step (a backend that steps on the host, PrBackend.step):
- * the weights of the ranks this process runs against the reference that pr_model_check
- * stepped with the same gradients and kept (run->check_ref), into res->max_weight_err;
- * frees the reference. pr_model_check_free frees it when the run ends early. */
-void pr_model_check_weights(PrRun *run, PrResult *res);
-void pr_model_check_free(PrRun *run);
-double pr_model_reference_ms(PrRun *run, const PrRefModel *rm);
-int pr_model_ready(PrRun *run, size_t io_bytes);
-void pr_model_states_free(PrRun *run);
-bool pr_model_tensor_in_slice(const PrRun *run, int i, int v);
-/* workload_tf.c: the gpt and llama workloads behind the pr_mlp_* entry points, which
- * hand over when PrProgram.model_arch != 0. Same contracts. */
-int pr_tf_setup(PrRun *run);
-void pr_tf_teardown(PrRun *run);
-int pr_tf_op(PrRank *r, uint32_t i, const PrOp *o);
-int pr_tf_check(PrRun *run, PrResult *res);
-void pr_tf_step(PrRun *run);
-void pr_tf_zero(PrRun *run);
-double pr_tf_reference_ms(PrRun *run);
-
 /* ---- the run core (piperun_common.c) ---------------------------------------------- */
 
 /* What a backend supplies to the run core, as each of nccl-tests' tests supplies its
@@ -420,12 +325,13 @@ struct PrBackend {
     bool dp_own;
 };
 
-/* Runs prog on backend be: checks the options, makes the run, sets up the workload and
- * the backend, starts one thread per rank, runs the iterations, fills res (may be
+/* Runs prog on backend be with workload wl (pr_workload_for): checks the options, makes
+ * the run, sets up the workload and the backend, starts one thread per rank, runs the iterations, fills res (may be
  * NULL), frees everything. Returns 0, or 1 (res->error says why). */
-int pr_run_core(const PrBackend *be, const PrProgram *prog, const PrOptions *o, PrResult *res);
+int pr_run_core(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
+                const PrOptions *o, PrResult *res);
 /* The backend this library was built with (piperun.c: threads; cuda/piperun_cuda.c:
- * GPUs); pr_run is pr_run_core over it. */
+ * GPUs); pr_run (run.c) is pr_run_core over it. */
 extern const PrBackend pr_backend;
 
 /* The thread's rank (-1: none) and the op it runs (NULL: none), for the fatal-signal
@@ -464,10 +370,6 @@ int pr_barrier(PrRun *run, PrRank *me);
  * --reference, no --profile, --trace T written as T.rankK (into trace, n bytes). */
 int pr_process_count_check(const PrProgram *prog, int np, PrResult *res);
 void pr_process_options(PrOptions *o, int me, char *trace, size_t n);
-/* The model's gradient floats of virtual stage v and of rank s (every slice it owns,
- * in model order), and the copy of rank s's gradients to buf (pack) or from buf into
- * the model (!pack): what the MPI transports move for --check (workload_mlp.c). */
-size_t pr_vstage_grad_floats(const PrRun *run, int v);
 
 /* Host buffers that the CUDA backend pins (cudaHostRegister) must not share a page with
  * another registered buffer, or the second registration fails ("already registered"):
@@ -476,7 +378,41 @@ size_t pr_vstage_grad_floats(const PrRun *run, int v);
  * NULL when out of memory. */
 size_t pr_host_bytes(size_t nfloats);
 float *pr_host_alloc(size_t nfloats);
+/* The model's gradient floats of virtual stage v and of rank s (every slice it owns,
+ * in model order), and the copy of rank s's gradients to buf (pack) or from buf into
+ * the model (!pack): what data parallelism and the MPI transports move (dp.c). */
+size_t pr_vstage_grad_floats(const PrRun *run, int v);
 size_t pr_rank_grad_floats(const PrRun *run, int s);
 void pr_rank_grad_copy(PrRun *run, int s, float *buf, bool pack);
+
+/* The router of io buffers (router.c). pr_io_init allocates nvm slots per direction (0,
+ * or -1 when out of memory); pr_io_free frees what the slots hold with release (free,
+ * or a device free) and the slots, after a partial init too. The rule, as slots of io
+ * (host or device buffers): pr_io_in, the input of op (v,m) of direction dir;
+ * pr_io_next, where the output of op (v,m) of rank `rank` goes: the input of the next
+ * op of its direction ((v+1,m) forward, (v-1,m) backward) when that op's virtual stage
+ * is on the same rank, else the slot the send of its message takes it from;
+ * pr_io_msg, the slot the payload of message m leaves from (send) or arrives in (NULL:
+ * a token). The host backend moves malloc'd buffers through r->io: pr_io_take, the
+ * input of op (v,m) (NULL when none has arrived), which the caller now owns;
+ * pr_io_route, the output buf of op (v,m) to where it goes; pr_io_send, the payload
+ * message m carries out of r (NULL: a token), which the caller now owns; pr_io_recv,
+ * buf (NULL: none), the payload of message m that reached r, to its consumer. */
+int pr_io_init(PrIo *io, size_t nvm);
+void pr_io_free(PrIo *io, void (*release)(void *buf));
+void **pr_io_in(PrIo *io, const PrRun *run, int dir, int v, int m);
+void **pr_io_next(PrIo *io, const PrRun *run, int rank, int dir, int v, int m);
+void **pr_io_msg(PrIo *io, const PrRun *run, const PrMsg *m, bool send);
+void *pr_io_take(PrRank *r, int dir, int v, int m);
+void pr_io_route(PrRank *r, int dir, int v, int m, void *buf);
+void *pr_io_send(PrRank *r, const PrMsg *m);
+void pr_io_recv(PrRank *r, const PrMsg *m, void *buf);
+
+/* The workload's name: synthetic, or the model's arch (mlp, gpt, llama); w: PR_MLP or
+ * PR_SYNTHETIC. */
+const char *pr_workload_name(const PrProgram *g, int w);
+/* The workload that runs program g with options o (run.c): synthetic, mlp or
+ * gpt/llama; NULL when o->workload is none of PR_MLP, PR_SYNTHETIC. */
+const PrWorkload *pr_workload_for(const PrProgram *g, const PrOptions *o);
 
 #endif

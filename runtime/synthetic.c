@@ -4,16 +4,19 @@
  * over the simulated one. The arena is planned for the cost model's bytes divided by
  * PrProgram.synthetic_scale (so that it fits in host memory); touching is capped at
  * SYNTH_TOUCH_CAP bytes per op, one write per 64-byte line, piece by piece
- * (runtime/region.h). SO/SI (on the copy
- * threads, piperun.c) copy the scaled bytes and take bytes / host_bw of the cost model. */
+ * (runtime/region.h). The backends replay the rest of the cost model (PrWorkload.replay):
+ * SO/SI copy the scaled bytes and take bytes / host_bw of the cost model, OG/LW their
+ * time, a received message its p2p time. */
 #include <string.h>
 
-#include "piperun_internal.h"
+#include "workload.h"
 
 #define SYNTH_TOUCH_CAP (4 << 20)
 
-int pr_synthetic_op(PrRank *r, const PrOp *o)
+/* One compute op: touch its region's held bytes, then busy-wait its time. */
+static int synthetic_op(PrRank *r, uint32_t i, const PrOp *o)
 {
+    (void)i;
     PrHeldPiece pc[PR_PIECES];
     int np = o->kind == PR_F || o->kind == PR_R ? pr_held_pieces(r->run, o, PR_SYNTHETIC, pc) : 0;
     int64_t left = SYNTH_TOUCH_CAP;
@@ -27,3 +30,7 @@ int pr_synthetic_op(PrRank *r, const PrOp *o)
     pr_spin_ms(o->cost_ms * r->run->opt.time_scale);
     return 0;
 }
+
+const PrWorkload pr_workload_synthetic = {
+    .name = "synthetic", .plan = PR_SYNTHETIC, .replay = true, .op = synthetic_op,
+};

@@ -18,6 +18,8 @@ export PIPEC_ASAN="${PIPEC_ASAN:-$PIPEC}"
 export PIPEC_STDLIB="${PIPEC_STDLIB:-$PWD/stdlib}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# python3 looked up once for every suite (tests/lib.sh python_direct)
+. tests/lib.sh
 jobs=${PIPEC_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 case $jobs in ''|*[!0-9]*|0) echo "tests/run.sh: PIPEC_TEST_JOBS must be a positive integer" >&2; exit 2 ;; esac
 SERIAL=" t_install.sh t_install_docs.sh t_targets.sh "

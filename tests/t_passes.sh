@@ -124,7 +124,10 @@ for i in range(24):
                   f'memory {mem}GiB costs {{ f {f}ms b {b}ms r {r}ms act {act}GiB ckpt 256MiB '
                   f'weights 16GiB host_bw {rng.choice([10, 25, 100])}GB/s }} schedule onef1b }}\n')
 PY
-for i in $(seq 0 23); do
+# `make test`: 8 of the 24 spread evenly, the first and the last among them.
+props=$(seq 0 23)
+test_full || props=$(sample_points 24 8 | awk '{ print $1 - 1 }')
+for i in $props; do
     f="$tmp/prop$i.pipe"
     for pass in identify_adjusted "identify_adjusted(cmb=false),forward_migration" \
                 "identify_adjusted,dependency_relaxation" "identify_adjusted,forward_migration,migration_refinement" \
@@ -166,6 +169,12 @@ for i in range(16):
                 f'tensor_parallel {[1, 2][i % 2]} schedule {sched} }}\n')
     print(f"m{i} {V}")
 PY
+# `make test`: 6 of the 16 spread evenly (first and last included; both tensor_parallel
+# values among them), and the first configuration of each chunk count.
+if ! test_full; then
+    awk -v pick=" $(sample_points 16 6 | tr '\n' ' ')" 'index(pick, " " NR " ") || !seen[$2]++' \
+        "$tmp/mlist" >"$tmp/mlist.s" && mv "$tmp/mlist.s" "$tmp/mlist"
+fi
 while read -r name V; do
     if [ "$V" = 1 ]; then
         set -- identify_adjusted,partition_adjust identify_adjusted,swap_aware_recompute obscura \

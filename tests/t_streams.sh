@@ -23,12 +23,13 @@ for ex in examples/*.pipe; do
 import json, os, re, sys
 j = json.load(open(sys.argv[1]))
 assert list(j) == ["ranks"], list(j)
-# the ops of every rank, as the generated program runs them (rank_R.c: pr_op(r, I); /* OP */)
+# the ops of every rank, as the generated program lists them in the comment above its
+# table (rank_R.c: " *      I OP ...", docs/runtime.md "Packed op tables")
 stages = {}
 for f in os.listdir(sys.argv[2]):
     m = re.fullmatch(r"rank_(\d+)\.c", f)
     if m:
-        calls = re.findall(r"pr_op\(r, (\d+)\)\); /\* (\S+) \*/", open(os.path.join(sys.argv[2], f)).read())
+        calls = re.findall(r"^ \* +(\d+) (\S+)", open(os.path.join(sys.argv[2], f)).read(), re.M)
         assert [int(i) for i, _ in calls] == list(range(len(calls))), f
         stages[int(m.group(1))] = [n for _, n in calls]
 kind_stream = {"F": "compute", "B": "compute", "W": "compute", "R": "compute", "RO": "compute",

@@ -122,7 +122,8 @@ PATH=$nopath CUDA_HOME=$tmp/cuda PIPERUN_INC=$tmp/fakert/inc PIPERUN_LIB=$tmp/fa
 check "nvcc from \$CUDA_HOME/bin: exit 1 when its link is killed" test $? = 1
 check "... the link named, with the signal" grep -qx "pipec: $tmp/cuda/bin/nvcc was killed by signal 9" "$tmp/err"
 check "... the build reported failed" grep -qx "pipec: compiling the generated program in $tmp/cu1 failed" "$tmp/err"
-check "... one nvcc -x c call per generated .c" test "$(grep -c -- '^-x c -O2 -Xcompiler -std=c11,-Wall,-Wextra ' "$tmp/nvcc.log")" = "$(ls "$tmp/cu1"/*.c | wc -l)"
+check "... one nvcc -x c call per generated .c" test "$(grep -c -- '^-x c -O[02] -Xcompiler -std=c11,-Wall,-Wextra ' "$tmp/nvcc.log")" = "$(ls "$tmp/cu1"/*.c | wc -l)"
+check "... the rank tables at -O0, main.c at -O2" test "$(grep -c -- "^-x c -O0 .* -c $tmp/cu1/rank_[0-9]*\.c " "$tmp/nvcc.log") $(grep -c -- "^-x c -O2 .* -c $tmp/cu1/main\.c " "$tmp/nvcc.log")" = "$(ls "$tmp/cu1"/rank_*.c | wc -l) 1"
 check "... the link takes the CUDA libraries from \$CUDA_HOME/lib64, rpath there too" \
     grep -q -- "^-o $tmp/cu1/tiny_1f1b .*$tmp/fakert/lib/libpiperun_cuda.a -L$tmp/cuda/lib64 -Xlinker -rpath=$tmp/cuda/lib64 -lcublas -lnccl -lcudart -lopenblas -lpthread -lm\$" "$tmp/nvcc.log"
 check "... no program" test ! -e "$tmp/cu1/tiny_1f1b"
@@ -141,12 +142,19 @@ check "cuda + mpi without libpiperun_cuda_mpi.a: exit 1" test $? = 1
 check "... named, with \`make cuda-mpi\`" grep -qx "pipec: cannot find libpiperun_cuda_mpi.a in $tmp/fakert/lib (run \`make cuda-mpi\`)" "$tmp/err"
 # An empty $MPICC is mpicc, found on PATH.
 mkdir -p "$tmp/mpibin"
-printf '#!/bin/sh\necho "mpicc $*" >"%s"\nexit 4\n' "$tmp/mpicc.log" >"$tmp/mpibin/mpicc"
+# the stand-in compiles (-c: writes its -o file) and fails to link
+cat >"$tmp/mpibin/mpicc" <<FAKE
+#!/bin/sh
+echo "mpicc \$*" >>"$tmp/mpicc.log"
+case " \$* " in *" -c "*) ;; *) exit 4 ;; esac
+while [ \$# -gt 1 ]; do [ "\$1" = -o ] && : >"\$2"; shift; done
+FAKE
 chmod +x "$tmp/mpibin/mpicc"
 PATH=$tmp/mpibin:$PATH MPICC= PIPERUN_INC=$tmp/fakert/inc PIPERUN_LIB=$tmp/fakert/lib \
     "$P" compile --launcher mpi $E -o "$tmp/mp1" >"$tmp/out" 2>"$tmp/err"
 check "an empty MPICC is mpicc: exit 1 when it fails" test $? = 1
-check "... it was mpicc on PATH, wrapping pr_main and pr_run" grep -q -- "^mpicc -std=c11 .* -Wl,--wrap=pr_main -Wl,--wrap=pr_run $tmp/fakert/lib/libpiperun_mpi.a $tmp/fakert/lib/libpiperun.a -lopenblas" "$tmp/mpicc.log"
+check "... it was mpicc on PATH, compiling each file" test "$(grep -c -- "^mpicc -std=c11 -O[02] -Wall -Wextra .* -c " "$tmp/mpicc.log")" = "$(ls "$tmp/mp1"/*.c 2>/dev/null | wc -l)"
+check "... and linking, wrapping pr_main and pr_run" grep -q -- "^mpicc -o $tmp/mp1/tiny_1f1b .* -Wl,--wrap=pr_main -Wl,--wrap=pr_run $tmp/fakert/lib/libpiperun_mpi.a $tmp/fakert/lib/libpiperun.a -lopenblas" "$tmp/mpicc.log"
 if [ -f "$rt_lib/libpiperun_mpi.a" ]; then
     PIPERUN_INC=$rt_inc PIPERUN_LIB=$rt_lib MPICC=false "$P" compile --launcher mpi $E -o "$tmp/cc4" >"$tmp/out" 2>"$tmp/err"
     rc=$?

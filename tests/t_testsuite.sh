@@ -6,6 +6,8 @@
 #     select the sample;
 #   - sample_points picks the values written out here by hand: the first and the last
 #     always, K spread evenly (1 + floor(i (N - 1) / (K - 1))), all of them when N <= K;
+#   - python_direct (tests/lib.sh) puts the interpreter a python3 shim runs first on
+#     PATH, and leaves PATH as it is when python3 is the interpreter;
 #   - the sampled suites take their size from test_full: the default path (no
 #     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep.
 cd "$(dirname "$0")/.." || exit 1
@@ -39,6 +41,18 @@ check "sample_points 1 6: 1" test "$(sp 1 6)" = "1 "
 # 527 calls (check's malloc count in the fault campaign) at 30: steps of 526/29 = 18.14
 check "sample_points 527 30: 30 values, 1 19 37 ... 508 527" \
     test "$(sp 527 30 | wc -w) $(sp 527 30 | cut -d' ' -f1-3) $(sp 527 30 | cut -d' ' -f29-30)" = "30 1 19 37 508 527"
+
+# --- python_direct: a python3 that is a script (a version manager's shim) is looked past
+real=$(python3 -c 'import sys; print(sys.executable)')
+shim=$(mktemp -d)
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$real" >"$shim/python3"
+chmod +x "$shim/python3"
+check "python_direct: past a shim to the interpreter ($real)" \
+    test "$(PATH=$shim:$PATH bash -c '. tests/lib.sh; command -v python3')" = "$real"
+mkdir "$shim/direct" && ln -s "$real" "$shim/direct/python3"
+check "python_direct: an interpreter first on PATH is left as it is" \
+    test "$(PATH=$shim/direct:$PATH bash -c '. tests/lib.sh; echo "$PATH"')" = "$shim/direct:$PATH"
+rm -rf "$shim"
 
 # --- the sampled suites follow test_full -------------------------------------------------
 # t_fault.sh: the fault campaign's --sample (its run.sh replaced by a stand-in that

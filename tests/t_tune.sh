@@ -15,9 +15,14 @@ makespan() { "$PIPEC" sim --json "$1" 2>/dev/null | python3 -c 'import json,sys;
 best() { awk '$1 == "1" { print $2; exit }' "$1"; }
 
 # Obscura §9.2: every shipped obscura_llama2_* example, without its `apply obscura`
-# line, is the 1F1B configuration tune starts from.
+# line, is the 1F1B configuration tune starts from. `make test` tunes 3 of the 9 (every
+# model size and every global batch once, the first and the last among them: sample_points
+# over the sorted list); `make test-full` all of them.
+obscura=(examples/obscura_llama2_*_gb*.pipe)
+if test_full; then picked=("${obscura[@]}")
+else picked=(); for i in $(sample_points "${#obscura[@]}" 3); do picked+=("${obscura[$((i - 1))]}"); done; fi
 n=0
-for ex in examples/obscura_llama2_*_gb*.pipe; do
+for ex in "${picked[@]}"; do
     [ -e "$ex" ] || continue
     n=$((n + 1))
     name=$(basename "$ex" .pipe)
@@ -374,12 +379,15 @@ expect "tune -o, no budget: simulates to 13 ms ($o)" "abs($o - 13) < 1e-9"
 
 # --budget stops the search wherever it runs out (the file as written, a template, a
 # recompute, swap or pass step): N variants tried, never more, for N across the whole
-# search of Obscura's Llama-2 18B at gb16.
+# search of Obscura's Llama-2 18B at gb16 (every 7th N; `make test`: 8 of them spread
+# evenly, the first, N = 1, and the last, past the end of the search, among them).
 ex=examples/obscura_llama2_18b_gb16.pipe
 total=$("$PIPEC" tune "$ex" 2>&1 >/dev/null | sed -n 's/^tune: \([0-9]*\) variants.*/\1/p')
 expect "tune: the full search of $ex tries variants ($total)" "${total:-0} > 50"
+budgets=($(seq 1 7 "$((${total:-0} + 7))"))
+test_full || budgets=($(for i in $(sample_points "${#budgets[@]}" 8); do echo "${budgets[$((i - 1))]}"; done))
 bad_budgets=""
-for n in $(seq 1 7 "$((total + 7))"); do
+for n in "${budgets[@]}"; do
     "$PIPEC" tune --budget "$n" "$ex" >"$tmp/bud.tab" 2>/dev/null
     want=$((n < total ? n : total))
     grep -q "; $want variants tried" "$tmp/bud.tab" || bad_budgets="$bad_budgets $n"

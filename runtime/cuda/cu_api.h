@@ -33,9 +33,36 @@ typedef struct CuMlp {
     /* the host model's parameter and gradient arrays (mlp or gpt/llama): a host tensor at
      * host_params + k has its device twin at params + k (OG/LW copy by these offsets) */
     const float *host_params, *host_grads;
-    struct CuTf *tf;       /* gpt/llama (tf_cuda.cu): every cu_mlp_* call hands over; NULL
-                              for mlp, whose host is then set */
+    struct CuTf *tf;       /* gpt/llama (tf_cuda.cu): its device state; NULL for mlp, whose
+                              host is then set */
 } CuMlp;
+
+/* One model architecture on the device, as PrArch is on the host (runtime/workload.h):
+ * the backend picks cu_mlp_arch (mlp_cuda.cu) or cu_tf_arch (tf_cuda.cu) once, at
+ * set-up, by the program's arch, and calls the model only through it. init: g for the
+ * host model `host` (MlpModel, TfModel; slices: all nv virtual stages); free; the four
+ * ops of a slice with the act region in pieces (runtime/region.h PrRegion, device
+ * addresses; as mlp_forward_split & co, the forward's loss to g->loss[mb]); zero and
+ * SGD-step (p -= lr * g) the slice's tensors; copy the slice's gradients into the host
+ * model dst (same config; synchronous on st). */
+typedef struct CuArch {
+    int (*init)(CuMlp *g, const void *host, const MlpSlice *slices, int nv);
+    void (*free)(CuMlp *g);
+    int (*forward)(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out,
+                   const PrRegion *rg, const float *in, const int *tok, const int *tgt,
+                   bool keep_all);
+    int (*recompute)(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
+                     const int *tok);
+    int (*backward)(CuMlp *g, cudaStream_t st, const MlpSlice *s, float *din,
+                    const PrRegion *rg, const float *dout, const int *tok, const int *tgt,
+                    bool split);
+    int (*weight_grad)(CuMlp *g, cudaStream_t st, const MlpSlice *s, const PrRegion *rg,
+                       const int *tok);
+    int (*zero_grad)(CuMlp *g, cudaStream_t st, const MlpSlice *s);
+    int (*sgd)(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr);
+    int (*grads_to_host)(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *dst);
+} CuArch;
+extern const CuArch cu_mlp_arch, cu_tf_arch;
 
 /* Allocates on the current device and copies the host's parameters. */
 int cu_mlp_init(CuMlp *g, const MlpModel *host);
@@ -79,12 +106,12 @@ int cu_sgd_range(cudaStream_t st, float *p, const float *gr, float lr, size_t n)
 /* Copies the slice's gradients into the host model dst (same config); synchronous on st. */
 int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst);
 
-/* The gpt and llama workloads (runtime/transformer.h) on the GPU in the same CuMlp slot:
- * cu_tf_init instead of cu_mlp_init (host: the initial parameters, shape and tensor
- * offsets; slices: all nv virtual stages, for the scratch of an F that keeps only its
- * checkpoint), then the cu_mlp_* calls above hand over to these, with tf_layout.h's
- * regions (tf_act_bytes & co) addressed through PrRegion (tf_region_cuts' pieces).
- * cu_tf_grads_to_host copies the slice's gradients into dst (same config). */
+/* The gpt and llama workloads (runtime/transformer.h) on the GPU in the same CuMlp slot
+ * (cu_tf_arch): cu_tf_init instead of cu_mlp_init (host: the initial parameters, shape
+ * and tensor offsets; slices: all nv virtual stages, for the scratch of an F that keeps
+ * only its checkpoint), then these instead of the cu_mlp_* calls above, with
+ * tf_layout.h's regions (tf_act_bytes & co) addressed through PrRegion (tf_region_cuts'
+ * pieces). cu_tf_grads_to_host copies the slice's gradients into dst (same config). */
 int cu_tf_init(CuMlp *g, const struct TfModel *host, const MlpSlice *slices, int nv);
 void cu_tf_free(CuMlp *g);
 /* The region contiguous at act of slice s in the gpt/llama layout (tf_region_whole). */

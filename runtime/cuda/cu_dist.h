@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "piperun_internal.h"
+#include "workload.h"
 
 typedef struct CuDist {
     int me, np;          /* this process's rank and the number of processes (== P) */
@@ -21,7 +21,7 @@ typedef struct CuDist {
     int (*bcast)(void *buf, size_t n);
     /* After iteration it (all local work done, results of this process in run):
      * gives every process the head's micro-batch losses (run->mb_loss) and, when
-     * `grads`, moves every rank's gradients into process 0's run->model. */
+     * `grads`, moves every rank's gradients into process 0's run->net. */
     int (*after_iter)(PrRun *run, int it, int grads);
     /* After the last iteration: process 0 receives every rank's busy time and measured
      * peak into run->rank[s].busy_ms / .peak. */

@@ -79,10 +79,6 @@ extern "C" int cu_mlp_init(CuMlp *g, const MlpModel *host)
 
 extern "C" void cu_mlp_free(CuMlp *g)
 {
-    if (g->tf) {
-        cu_tf_free(g);
-        return;
-    }
     cu_model_release(g);
 }
 
@@ -141,8 +137,6 @@ static int forward_into(CuMlp *g, cudaStream_t st, const MlpSlice *s, const MlpA
 /* The region contiguous at act of slice s, in the layout of the model g holds. */
 static PrRegion whole_region(CuMlp *g, const MlpSlice *s, void *act)
 {
-    if (g->tf)
-        return cu_tf_region_whole(g, s, act);
     Layout a = layout(&g->host->cfg, s);
     return mlp_region_whole(act, &a);
 }
@@ -159,8 +153,6 @@ extern "C" int cu_mlp_forward_split(CuMlp *g, cudaStream_t st, const MlpSlice *s
                                     float *out, const PrRegion *rg, const float *in,
                                     const int *tok, const int *tgt, bool keep_all)
 {
-    if (g->tf)
-        return cu_tf_forward(g, st, s, mb, out, rg, in, tok, tgt, keep_all);
     const MlpConfig *c = &g->host->cfg;
     size_t btc = (size_t)c->B * c->T * c->C;
     if (slice_empty(s)) {
@@ -195,8 +187,6 @@ extern "C" int cu_mlp_recompute(CuMlp *g, cudaStream_t st, const MlpSlice *s, vo
 extern "C" int cu_mlp_recompute_split(CuMlp *g, cudaStream_t st, const MlpSlice *s,
                                       const PrRegion *rg, const int *tok)
 {
-    if (g->tf)
-        return cu_tf_recompute(g, st, s, rg, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
@@ -259,8 +249,6 @@ extern "C" int cu_mlp_backward_split(CuMlp *g, cudaStream_t st, const MlpSlice *
                                      const PrRegion *rg, const float *dout, const int *tok,
                                      const int *tgt, bool split)
 {
-    if (g->tf)
-        return cu_tf_backward(g, st, s, din, rg, dout, tok, tgt, split);
     const MlpConfig *c = &g->host->cfg;
     const MlpParams *p = &g->host->params;
     int N = c->B * c->T, C = c->C, H = 4 * c->C, V = c->vocab, nl = s->nlayers;
@@ -317,8 +305,6 @@ extern "C" int cu_mlp_weight_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s, 
 extern "C" int cu_mlp_weight_grad_split(CuMlp *g, cudaStream_t st, const MlpSlice *s,
                                         const PrRegion *rg, const int *tok)
 {
-    if (g->tf)
-        return cu_tf_weight_grad(g, st, s, rg, tok);
     if (slice_empty(s))
         return 0;
     Layout a = layout(&g->host->cfg, s);
@@ -343,8 +329,6 @@ extern "C" int cu_sgd_range(cudaStream_t st, float *p, const float *gr, float lr
 
 extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 {
-    if (g->tf)
-        return cu_tf_zero_grad(g, st, s);
     for (int i = 0; i < mlp_param_count(g->host); i++)
         if (mlp_param_in_slice(g->host, i, s)) {
             float *hg;
@@ -357,8 +341,6 @@ extern "C" int cu_mlp_zero_grad(CuMlp *g, cudaStream_t st, const MlpSlice *s)
 
 extern "C" int cu_mlp_sgd(CuMlp *g, cudaStream_t st, const MlpSlice *s, float lr)
 {
-    if (g->tf)
-        return cu_tf_sgd(g, st, s, lr);
     for (int i = 0; i < mlp_param_count(g->host); i++)
         if (mlp_param_in_slice(g->host, i, s)) {
             float *hp, *hg;
@@ -383,3 +365,23 @@ extern "C" int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s
     CUDA_CHECK(cudaStreamSynchronize(st));
     return 0;
 }
+
+/* ---- the mlp's device arch table (CuArch) ----------------------------------------------- */
+
+static int arch_init(CuMlp *g, const void *host, const MlpSlice *slices, int nv)
+{
+    (void)slices;
+    (void)nv;
+    return cu_mlp_init(g, (const MlpModel *)host);
+}
+
+static int arch_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *dst)
+{
+    return cu_mlp_grads_to_host(g, st, s, (MlpModel *)dst);
+}
+
+extern "C" const CuArch cu_mlp_arch = {
+    arch_init,          cu_mlp_free,      cu_mlp_forward_split, cu_mlp_recompute_split,
+    cu_mlp_backward_split, cu_mlp_weight_grad_split, cu_mlp_zero_grad, cu_mlp_sgd,
+    arch_grads_to_host,
+};

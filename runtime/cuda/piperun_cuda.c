@@ -41,7 +41,7 @@
 #include "cu_api.h"
 #include "cu_dist.h"
 #include "cu_host.h"
-#include "piperun_internal.h"
+#include "workload.h"
 
 _Thread_local int cu_rank = -1;
 
@@ -63,12 +63,12 @@ typedef struct CuRank {
     double ref_ms;
     unsigned char *arena;      /* device, arena_bytes */
     void **host;               /* [nvm] pinned SO/SI buffers */
-    float **in_f, **in_b, **out_f, **out_b; /* [nvm] device io buffers (mlp) */
+    PrIo io;                   /* device io buffers (a model workload; router.c) */
     int *tok, *tgt;            /* (M,B,T) device */
     int *tok_h, *tgt_h;        /* (M,B,T) pinned */
     char *dummy;               /* 1 device byte: token messages */
     CuMlp mlp;
-    bool has_mlp;
+    const CuArch *arch;        /* the model on this device (cu_api.h); NULL: none */
     struct OgStep *og;         /* [PV] arguments of OG's host SGD step */
     bool *pinned;              /* [PV] host_w/host_g of v registered (cudaHostRegister) */
     float spin_ms;             /* launch overhead of the spin kernel on this rank's GPU */
@@ -139,38 +139,31 @@ static int op_fail(PrRank *r, uint32_t i)
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
-static int mlp_op(PrRank *r, CuRank *c, const PrOp *o)
+static int model_op(PrRank *r, CuRank *c, const PrOp *o)
 {
     PrRun *run = r->run;
     const MlpSlice *s = &run->slice[o->vstage];
-    size_t k = pr_vm(run, o->vstage, o->mb), bt = (size_t)run->prog->mlp_B * run->prog->mlp_T;
+    size_t bt = (size_t)run->prog->model_batch * run->prog->model_seq;
     /* the region: its pieces wherever the plan put them in the device arena */
     PrRegion rg = pr_op_region(run, o, PR_MLP, c->arena);
     const int *tok = c->tok + (size_t)o->mb * bt, *tgt = c->tgt + (size_t)o->mb * bt;
     switch (o->kind) {
     case PR_F: {
-        float *out = NULL;
-        if (!s->head) {
-            int nv = o->vstage + 1;
-            out = run->prog->vstages[nv].rank == r->id ? c->in_f[pr_vm(run, nv, o->mb)] : c->out_f[k];
-        }
-        return cu_mlp_forward_split(&c->mlp, c->comp, s, o->mb, out, &rg, c->in_f[k], tok, tgt,
-                                    !(o->flags & PR_HAS_R));
+        float *out = s->head ? NULL : *pr_io_next(&c->io, run, r->id, PR_FWD, o->vstage, o->mb);
+        const float *in = *pr_io_in(&c->io, run, PR_FWD, o->vstage, o->mb);
+        return c->arch->forward(&c->mlp, c->comp, s, o->mb, out, &rg, in, tok, tgt,
+                                !(o->flags & PR_HAS_R));
     }
     case PR_R:
-        return cu_mlp_recompute_split(&c->mlp, c->comp, s, &rg, tok);
+        return c->arch->recompute(&c->mlp, c->comp, s, &rg, tok);
     case PR_B: {
-        float *din = NULL;
-        if (!s->embed) {
-            int pv = o->vstage - 1;
-            din = run->prog->vstages[pv].rank == r->id ? c->in_b[pr_vm(run, pv, o->mb)] : c->out_b[k];
-        }
-        const float *dout = s->head ? NULL : c->in_b[k];
+        float *din = s->embed ? NULL : *pr_io_next(&c->io, run, r->id, PR_BWD, o->vstage, o->mb);
+        const float *dout = s->head ? NULL : *pr_io_in(&c->io, run, PR_BWD, o->vstage, o->mb);
         bool split = (o->flags & PR_HAS_W) != 0;
-        return cu_mlp_backward_split(&c->mlp, c->comp, s, din, &rg, dout, tok, tgt, split);
+        return c->arch->backward(&c->mlp, c->comp, s, din, &rg, dout, tok, tgt, split);
     }
     case PR_W:
-        return cu_mlp_weight_grad_split(&c->mlp, c->comp, s, &rg, tok);
+        return c->arch->weight_grad(&c->mlp, c->comp, s, &rg, tok);
     default:
         return 0;
     }
@@ -231,7 +224,7 @@ static cudaStream_t stream_of(const CuRank *c, unsigned st)
 static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
 {
     PrRun *run = r->run;
-    int w = run->opt.workload;
+    int w = run->wl->plan;
     size_t k = pr_vm(run, o->vstage, o->mb);
     int64_t bytes = o->held[w];
     /* the held prefix [0, bytes) sits in the pinned host buffer at region coordinates:
@@ -252,7 +245,7 @@ static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
             CUDA_CHECK(cudaMemcpyAsync(dev, host, (size_t)pc[j].n, cudaMemcpyHostToDevice, st));
     }
     /* synthetic: the compiler's duration of the copy (the scaled copy is shorter) */
-    if (w == PR_SYNTHETIC && cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms))
+    if (run->wl->replay && cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms))
         return -1;
     return 0;
 }
@@ -263,7 +256,6 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
     PrRun *run = r->run;
     const PrOp *o = &r->d->ops[i];
     const StreamRank *k = &CU.plan->rank[r->id];
-    int w = run->opt.workload;
     cudaStream_t st = stream_of(c, k->stream[i]);
     for (uint32_t x = k->wstart[i]; x < k->wstart[i + 1]; x++)
         CUDA_CHECK(cudaStreamWaitEvent(st, c->t1[k->waits[x]], 0));
@@ -274,7 +266,7 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
     switch (o->kind) {
     case PR_OG:
     case PR_LW:
-        rc = w == PR_MLP && c->has_mlp
+        rc = run->wl->model && c->arch
                  ? state_copy(r, c, o->vstage, o->kind == PR_OG ? 0 : 1, st)
                  : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
         break;
@@ -283,7 +275,8 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
         rc = swap_copy(r, c, o, st);
         break;
     default:
-        rc = w == PR_MLP ? mlp_op(r, c, o) : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
+        rc = run->wl->model ? model_op(r, c, o)
+                            : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
     }
     if (rc)
         return -1;
@@ -295,7 +288,7 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
  * mem_free at its end), in program order: the runtime states no memory rule of its own. */
 static void account(PrRank *r, const PrOp *o)
 {
-    int w = r->run->opt.workload;
+    int w = r->run->wl->plan;
     r->live += o->mem_alloc[w];
     if (r->live > r->peak)
         r->peak = r->live;
@@ -318,18 +311,13 @@ int pr_op(PrRank *r, uint32_t i)
 static void *msg_buf(PrRank *r, CuRank *c, const PrMsg *m, bool send)
 {
     PrRun *run = r->run;
-    if (run->opt.workload != PR_MLP || m->payload == PR_PAY_TOKEN)
-        return c->dummy;
-    if (send)
-        return m->payload == PR_PAY_ACT ? c->out_f[pr_vm(run, m->from_v, m->from_mb)]
-                                        : c->out_b[pr_vm(run, m->from_v, m->from_mb)];
-    return m->payload == PR_PAY_ACT ? c->in_f[pr_vm(run, m->to_v, m->to_mb)]
-                                    : c->in_b[pr_vm(run, m->to_v, m->to_mb)];
+    void **slot = run->wl->model ? pr_io_msg(&c->io, run, m, send) : NULL;
+    return slot ? *slot : c->dummy;
 }
 
 static size_t msg_bytes(const PrRun *run, const PrMsg *m)
 {
-    return run->opt.workload == PR_MLP && m->payload != PR_PAY_TOKEN ? run->io_bytes : 1;
+    return run->wl->model && m->payload != PR_PAY_TOKEN ? run->io_bytes : 1;
 }
 
 /* The communicator of pair (a,b) on side `side` (0: the sender a, 1: the receiver b). */
@@ -387,14 +375,14 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
     /* copy mode: into the receiver's buffer, on this rank's p2p stream */
     if (cudaStreamWaitEvent(c->p2p, c->t1[prod], 0) != cudaSuccess)
         goto cuda;
-    if (run->opt.workload == PR_MLP && m->payload != PR_PAY_TOKEN) {
+    if (run->wl->model && m->payload != PR_PAY_TOKEN) {
         CuRank *d = &CU.r[peer];
         if (cudaMemcpyPeerAsync(msg_buf(run->rank + peer, d, m, false), d->dev,
                                 msg_buf(r, c, m, true), c->dev, run->io_bytes, c->p2p) != cudaSuccess)
             goto cuda;
     }
     /* synthetic: the receiving rank's p2p time, before the message counts as arrived */
-    if (run->opt.workload == PR_SYNTHETIC && run->prog->ranks[peer].p2p_ms > 0 &&
+    if (run->wl->replay && run->prog->ranks[peer].p2p_ms > 0 &&
         cu_spin(c->p2p, run->prog->ranks[peer].p2p_ms * run->opt.time_scale, c->spin_ms))
         return op_fail(r, prod);
     if (cudaEventRecord(CU.msg_ev[msg], c->p2p) != cudaSuccess)
@@ -423,7 +411,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
         if (nccl_settle(run, comm, ncclRecv(msg_buf(r, c, m, false), msg_bytes(run, m), ncclChar,
                                             0, comm, st), "ncclRecv"))
             return op_fail(r, r->next_op);
-        if (run->opt.workload == PR_SYNTHETIC && r->d->p2p_ms > 0 &&
+        if (run->wl->replay && r->d->p2p_ms > 0 &&
             cu_spin(st, r->d->p2p_ms * run->opt.time_scale, c->spin_ms))
             return op_fail(r, r->next_op);
         if (cudaEventRecord(CU.msg_ev[msg], st) != cudaSuccess) {
@@ -563,16 +551,16 @@ static int begin(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
     const PrProgram *g = run->prog;
-    if (!c->has_mlp)
+    if (!c->arch)
         return 0;
-    size_t bt = (size_t)g->mlp_B * g->mlp_T;
+    size_t bt = (size_t)g->model_batch * g->model_seq;
     for (int v = 0; v < run->PV; v++)
-        if (owns(run, r->id, v) && cu_mlp_zero_grad(&c->mlp, c->comp, &run->slice[v]))
+        if (owns(run, r->id, v) && c->arch->zero_grad(&c->mlp, c->comp, &run->slice[v]))
             return -1;
     for (int m = 0; m < run->M; m++)
         if (data_batch(&run->data, run->opt.seed, r->iter,
                        pr_dp_microbatch(run->M, run->replica, m), /* the replica's shard */
-                       g->mlp_B, g->mlp_T, g->mlp_vocab, c->tok_h + m * bt,
+                       g->model_batch, g->model_seq, g->model_vocab, c->tok_h + m * bt,
                        c->tgt_h + m * bt) != 0) {
             pr_fail(run, r->id, -1, "no batch from the training text");
             return -1;
@@ -588,7 +576,7 @@ static int begin(PrRank *r, CuRank *c)
 static int finish_iter(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
-    if (!c->has_mlp)
+    if (!c->arch)
         return 0;
     if (owns(run, r->id, run->PV - 1)) {
         float *l = malloc((size_t)run->M * sizeof *l);
@@ -604,8 +592,7 @@ static int finish_iter(PrRank *r, CuRank *c)
     if (r->iter == 0 && run->opt.check)
         for (int v = 0; v < run->PV; v++)
             if (owns(run, r->id, v) &&
-                (run->tf ? cu_tf_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->tf)
-                         : cu_mlp_grads_to_host(&c->mlp, c->comp, &run->slice[v], run->model)))
+                c->arch->grads_to_host(&c->mlp, c->comp, &run->slice[v], run->net))
                 return -1;
     return 0;
 }
@@ -641,7 +628,7 @@ static int dp_tensors(PrRun *run, int s, const CuRank *c, DpTensor **out)
 /* The stage's NCCL communicator over its D processes (main thread, at setup). */
 static int dp_setup(PrRun *run)
 {
-    if (run->D <= 1 || run->opt.workload != PR_MLP)
+    if (run->D <= 1 || !run->wl->model)
         return 0;
     int s = -1, nlocal = 0;
     for (int k = 0; k < run->P; k++)
@@ -674,7 +661,7 @@ static int dp_setup(PrRun *run)
 static int dp_reduce(PrRank *r, CuRank *c)
 {
     PrRun *run = r->run;
-    if (!CU.dp_comm || !c->has_mlp)
+    if (!CU.dp_comm || !c->arch)
         return 0;
     DpTensor *t;
     int nt = dp_tensors(run, r->id, c, &t);
@@ -775,11 +762,11 @@ static int cuda_rank_step(PrRank *r)
 {
     PrRun *run = r->run;
     CuRank *c = &CU.r[r->id];
-    if (c->local && c->has_mlp && CU.dp_comm && pr_dp_sharded(run))
+    if (c->local && c->arch && CU.dp_comm && pr_dp_sharded(run))
         return dp_step(r, c) != 0 ? op_fail(r, 0) : 0;
-    for (int v = 0; c->has_mlp && v < run->PV; v++)
+    for (int v = 0; c->arch && v < run->PV; v++)
         if (owns(run, r->id, v) && !(run->offloaded && run->offloaded[v]) &&
-            cu_mlp_sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr))
+            c->arch->sgd(&c->mlp, c->comp, &run->slice[v], (float)run->opt.lr))
             return op_fail(r, 0);
     return 0;
 }
@@ -799,7 +786,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     CuRank *c = &CU.r[s];
     const PrProgram *g = run->prog;
     size_t nvm = (size_t)run->PV * run->M, nops = r->d->nops ? r->d->nops : 1;
-    int w = run->opt.workload;
+    int w = run->wl->plan;
     cu_rank = s;
     c->local = cu_dist.np == 1 || s == cu_dist.me;
     char why[200];
@@ -816,12 +803,9 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     c->sendst = calloc((size_t)run->P, sizeof *c->sendst);
     c->recvst = calloc((size_t)run->P, sizeof *c->recvst);
     c->og = calloc((size_t)run->PV, sizeof *c->og);
-    c->in_f = calloc(nvm, sizeof(float *));
-    c->in_b = calloc(nvm, sizeof(float *));
-    c->out_f = calloc(nvm, sizeof(float *));
-    c->out_b = calloc(nvm, sizeof(float *));
-    if (!c->t0 || !c->t1 || !c->host ||
-        !c->pinned || !c->sendst || !c->recvst || !c->og || !c->in_f || !c->in_b || !c->out_f || !c->out_b) {
+    int io = pr_io_init(&c->io, nvm);
+    if (!c->t0 || !c->t1 || !c->host || !c->pinned || !c->sendst || !c->recvst || !c->og ||
+        io != 0) {
         pr_fail(run, s, -1, "out of host memory");
         return -1;
     }
@@ -853,11 +837,10 @@ static int rank_setup(PrRun *run, int s, int ngpu)
         if (o->kind == PR_SO && o->held[w] > 0 && !c->host[k])
             CUDA_CHECK(cudaMallocHost(&c->host[k], (size_t)o->held[w]));
     }
-    if (w == PR_SYNTHETIC)
+    if (run->wl->replay)
         return cu_spin_calibrate(c->comp, &c->spin_ms);
-    c->has_mlp = true;
-    if (run->tf ? cu_tf_init(&c->mlp, run->tf, run->slice, run->PV)
-                : cu_mlp_init(&c->mlp, run->model))
+    c->arch = run->prog->model_arch ? &cu_tf_arch : &cu_mlp_arch;
+    if (c->arch->init(&c->mlp, run->net, run->slice, run->PV))
         return -1;
     /* OG/LW copy from and to these host copies asynchronously: pin them */
     for (int v = 0; v < run->PV; v++)
@@ -872,7 +855,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
             }
             c->pinned[v] = true;
         }
-    size_t bt = (size_t)g->mlp_B * g->mlp_T;
+    size_t bt = (size_t)g->model_batch * g->model_seq;
     CUDA_CHECK(cudaMalloc((void **)&c->tok, (size_t)run->M * bt * sizeof(int)));
     CUDA_CHECK(cudaMalloc((void **)&c->tgt, (size_t)run->M * bt * sizeof(int)));
     CUDA_CHECK(cudaMallocHost((void **)&c->tok_h, (size_t)run->M * bt * sizeof(int)));
@@ -883,12 +866,18 @@ static int rank_setup(PrRun *run, int s, int ngpu)
             bool mine = owns(run, s, v);
             if (!mine && !(v > 0 && owns(run, s, v - 1)) && !(v + 1 < run->PV && owns(run, s, v + 1)))
                 continue;
-            CUDA_CHECK(cudaMalloc((void **)&c->in_f[k], run->io_bytes));
-            CUDA_CHECK(cudaMalloc((void **)&c->in_b[k], run->io_bytes));
-            CUDA_CHECK(cudaMalloc((void **)&c->out_f[k], run->io_bytes));
-            CUDA_CHECK(cudaMalloc((void **)&c->out_b[k], run->io_bytes));
+            for (int d = 0; d < 2; d++) {
+                CUDA_CHECK(cudaMalloc(&c->io.in[d][k], run->io_bytes));
+                CUDA_CHECK(cudaMalloc(&c->io.out[d][k], run->io_bytes));
+            }
         }
     return 0;
+}
+
+/* Frees a device io buffer (pr_io_free). */
+static void dev_free(void *buf)
+{
+    cudaFree(buf);
 }
 
 static void rank_teardown(PrRun *run, int s)
@@ -904,18 +893,12 @@ static void rank_teardown(PrRun *run, int s)
             if (c->t1[i])
                 cudaEventDestroy(c->t1[i]);
         }
-        for (size_t k = 0; k < r->nvm; k++) {
-            if (c->host && c->host[k])
+        for (size_t k = 0; c->host && k < r->nvm; k++)
+            if (c->host[k])
                 cudaFreeHost(c->host[k]);
-            if (c->in_f && c->in_f[k]) {
-                cudaFree(c->in_f[k]);
-                cudaFree(c->in_b[k]);
-                cudaFree(c->out_f[k]);
-                cudaFree(c->out_b[k]);
-            }
-        }
-        if (c->has_mlp)
-            cu_mlp_free(&c->mlp);
+        pr_io_free(&c->io, dev_free);
+        if (c->arch)
+            c->arch->free(&c->mlp);
         for (int v = 0; c->pinned && v < run->PV; v++)
             if (c->pinned[v]) {
                 cudaHostUnregister(run->host_w[v]);
@@ -937,8 +920,8 @@ static void rank_teardown(PrRun *run, int s)
                 cudaStreamDestroy(c->recvst[q]);
         }
     }
-    void *own[] = {c->t0, c->t1, c->host, c->pinned, c->sendst, c->recvst, c->og,
-                   c->in_f, c->in_b, c->out_f, c->out_b};
+    pr_io_free(&c->io, dev_free); /* the slots of a rank of another process */
+    void *own[] = {c->t0, c->t1, c->host, c->pinned, c->sendst, c->recvst, c->og};
     for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
         free(own[j]);
 }
@@ -1254,7 +1237,7 @@ static int cuda_start(PrRun *run)
  * of every process (cu_dist.h). */
 static int cuda_iter_end(PrRun *run, int it)
 {
-    bool grads = it == 0 && run->opt.check && run->opt.workload == PR_MLP;
+    bool grads = it == 0 && run->opt.check && run->wl->model;
     if (cu_dist.np > 1 && (!cu_dist.after_iter || cu_dist.after_iter(run, it, grads) != 0)) {
         pr_fail(run, cu_dist.me, -1, "cannot exchange the results of iteration %d", it + 1);
         return -1;

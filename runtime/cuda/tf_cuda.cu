@@ -415,3 +415,20 @@ extern "C" int cu_tf_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s,
     CUDA_CHECK(cudaStreamSynchronize(st));
     return 0;
 }
+
+/* ---- the transformers' device arch table (CuArch) --------------------------------------- */
+
+static int arch_init(CuMlp *g, const void *host, const MlpSlice *slices, int nv)
+{
+    return cu_tf_init(g, (const TfModel *)host, slices, nv);
+}
+
+static int arch_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, void *dst)
+{
+    return cu_tf_grads_to_host(g, st, s, (TfModel *)dst);
+}
+
+extern "C" const CuArch cu_tf_arch = {
+    arch_init,      cu_tf_free,     cu_tf_forward, cu_tf_recompute, cu_tf_backward,
+    cu_tf_weight_grad, cu_tf_zero_grad, cu_tf_sgd, arch_grads_to_host,
+};

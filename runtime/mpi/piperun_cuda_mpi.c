@@ -70,7 +70,7 @@ static int after_iter(PrRun *run, int it, int grads)
     const PrProgram *g = run->prog;
     int me, head = g->vstages[g->P * g->V - 1].rank;
     MPI_Comm_rank(replica_comm, &me);
-    if (run->opt.workload == PR_MLP &&
+    if (run->wl->model &&
         MPI_Bcast(run->mb_loss, run->M, MPI_DOUBLE, head, replica_comm) != MPI_SUCCESS)
         return -1;
     if (!grads)

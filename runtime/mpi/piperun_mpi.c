@@ -57,7 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "piperun_internal.h"
+#include "cpu.h"
+#include "workload.h"
 
 enum { TAG_DATA = 1, TAG_STATS = 2, TAG_GRAD = 3 };
 
@@ -147,7 +148,7 @@ static int grad_dump(PrRun *run)
 
 static bool want_grads(const PrRun *run)
 {
-    return run->opt.workload == PR_MLP && (G.check || G.dump);
+    return run->wl->model && (G.check || G.dump);
 }
 
 /* ---- peers: heartbeats and liveness --------------------------------------------------- */
@@ -557,7 +558,7 @@ static int finish_iteration(PrRank *r)
                 return -1;
         }
     if (G.me == 0 && G.replica == 0 && r->iter == 0 && G.dump &&
-        run->opt.workload == PR_MLP && grad_dump(run) != 0) {
+        run->wl->model && grad_dump(run) != 0) {
         pr_fail(run, G.me, -1, "cannot write %s: %s", G.dump, strerror(errno));
         return -1;
     }
@@ -578,7 +579,7 @@ static int local_run(PrRank *r)
     if (G.np > 1) {
         if (rc == 0)
             rc = finish_iteration(r);
-    } else if (rc == 0 && r->iter == 0 && G.dump && r->run->opt.workload == PR_MLP &&
+    } else if (rc == 0 && r->iter == 0 && G.dump && r->run->wl->model &&
                atomic_fetch_add(&G.ranks_done, 1) + 1 == r->run->P) {
         if (grad_dump(r->run) != 0)
             pr_fail(r->run, r->id, -1, "cannot write %s: %s", G.dump, strerror(errno));

@@ -1,8 +1,10 @@
-/* test_emit_c.c - what the code generator writes (compiler/emit_c.c): every row of the
- * generated tables is a designated initialiser, and each op's flags are the named
- * PR_HAS_* / PR_WAIT_SI constants of runtime/piperun.h that its (v,m) calls for
- * (docs/spec.md "Dependencies": B and R wait for the SI of their (v,m); F keeps only the
- * checkpoint when an R exists; B computes input gradients only when a W exists). */
+/* test_emit_c.c - what the code generator writes (compiler/emit_c.c): the packed rank
+ * tables (compiler/emit_table.c), read back by the runtime's own unpacker
+ * (runtime/program_table.c), give each op the PR_HAS_* / PR_WAIT_SI flags of
+ * runtime/piperun.h that its (v,m) calls for (docs/spec.md "Dependencies": B and R wait
+ * for the SI of their (v,m); F keeps only the checkpoint when an R exists; B computes
+ * input gradients only when a W exists) and the arena plan's places; main.c's rows are
+ * designated initialisers. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include "driver.h"
 #include "emit_c.h"
 #include "piperun.h"
+#include "prtable.h"
 #include "testutil.h"
 #include "tf_layout.h"
 
@@ -85,38 +88,78 @@ static const char *rank_text(const EmitOut *o, int s)
     return file_text(o, name);
 }
 
-/* The flags written at s (just after ".flags = "): named constants joined by " | ", or
- * 0. Any other text fails the test. */
-static unsigned read_flags(const char *s)
+/* A generated program unpacked as its main() would (pr_program_unpack): the rank
+ * tables read back from the rank_S.c texts, the message count from main.c. */
+typedef struct Unpacked {
+    int P;
+    PrRankDesc *ranks;     /* [P] the tables as written */
+    char **tables;         /* [P] each table's characters */
+    PrProgram *g;          /* NULL when unpacking failed (why says why) */
+    char why[256];
+} Unpacked;
+
+/* The characters of the string literal that follows "pr_rank_S_table[] =" in text. */
+static char *read_table(const char *text, int s)
 {
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } names[] = {{"PR_HAS_R", PR_HAS_R},
-                 {"PR_HAS_W", PR_HAS_W},
-                 {"PR_HAS_SI", PR_HAS_SI},
-                 {"PR_HAS_LW", PR_HAS_LW},
-                 {"PR_WAIT_SI", PR_WAIT_SI}};
-    if (s[0] == '0' && s[1] == ',')
-        return 0;
-    unsigned flags = 0;
-    for (;;) {
-        size_t k = 0, n = ARRAY_LEN(names);
-        while (k < n && strncmp(s, names[k].name, strlen(names[k].name)))
-            k++;
-        if (k == n)
-            fail_msg("flags are not named constants: %.40s", s);
-        size_t len = strlen(names[k].name);
-        assert_false(flags & names[k].bit);  /* each at most once */
-        flags |= names[k].bit;
-        s += len;
-        if (!strncmp(s, " | ", 3))
-            s += 3;
-        else {
-            assert_int_equal(*s, ',');
-            return flags;
-        }
+    char key[64];
+    snprintf(key, sizeof key, "const char pr_rank_%d_table[] =\n", s);
+    const char *at = strstr(text, key);
+    if (!at)
+        fail_msg("rank %d: no \"%s\"", s, key);
+    StrBuf b = {0};
+    for (at += strlen(key); *at != ';';) {
+        assert_true(!strncmp(at, "    \"", 5));
+        const char *end = strchr(at + 5, '"');
+        assert_non_null(end);
+        assert_true(end - at + 1 <= 100);   /* lines of at most 100 characters */
+        for (const char *c = at + 5; c < end; c++)
+            if (!strchr(PR_DIGITS_LAST PR_DIGITS_MORE, *c))
+                fail_msg("rank %d: '%c' is not a digit of the table code", s, *c);
+            else
+                sb_putc(&b, *c);
+        at = end + 1;
+        if (*at == '\n')
+            at++;
     }
+    return b.s ? b.s : xstrdup("");
+}
+
+static Unpacked *unpack_out(const EmitOut *o, const Pipeline *p)
+{
+    Unpacked *u = xcalloc(1, sizeof *u);
+    u->P = p->P;
+    u->ranks = xcalloc((size_t)p->P, sizeof *u->ranks);
+    u->tables = xcalloc((size_t)p->P, sizeof *u->tables);
+    for (int s = 0; s < p->P; s++) {
+        u->tables[s] = read_table(rank_text(o, s), s);
+        u->ranks[s] = (PrRankDesc){.table = u->tables[s], .nops = p->stages[s].n};
+    }
+    const char *nm = strstr(file_text(o, "main.c"), ".nmsgs = ");
+    assert_non_null(nm);
+    PrProgram g = {.abi = PIPERUN_ABI, .P = p->P, .M = p->M, .V = p->V, .ranks = u->ranks,
+                   .nmsgs = (uint32_t)strtoul(nm + strlen(".nmsgs = "), NULL, 10)};
+    if (pr_program_unpack(&g, &u->g, u->why, sizeof u->why) != 0)
+        u->g = NULL;
+    return u;
+}
+
+static void unpacked_free(Unpacked *u)
+{
+    pr_program_free(u->g);
+    for (int s = 0; s < u->P; s++)
+        free(u->tables[s]);
+    free(u->tables);
+    free(u->ranks);
+    free(u);
+}
+
+/* Unpacks o and fails the test when that fails. */
+static Unpacked *unpack_ok(const EmitOut *o, const Pipeline *p)
+{
+    Unpacked *u = unpack_out(o, p);
+    if (!u->g)
+        fail_msg("the generated tables do not unpack: %s", u->why);
+    return u;
 }
 
 /* Whether stage list s holds op (kind, mb) (V = 1: the rank is the virtual stage). */
@@ -137,38 +180,45 @@ static unsigned want_flags(const Pipeline *p, int s, const Op *o)
            (si && (o->kind == OP_B || o->kind == OP_R) ? PR_WAIT_SI : 0);
 }
 
-static void test_op_rows_designated_with_named_flags(void **state)
+/* The generated tables, unpacked as the program does, give every op its kind, (v,m) and
+ * the flags its (v,m) calls for; an allocating op listed after an SO waits for it
+ * (nso_before); the steps run every op once, in order. */
+static void test_op_table_flags(void **state)
 {
     const Emitted *e = *state;
     const Pipeline *p = e->p;
-    static const char *const kind[] = {"PR_F", "PR_B", "PR_W", "PR_R", "PR_SO", "PR_SI"};
+    static const int kind[] = {PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI};
+    Unpacked *u = unpack_ok(&e->out, p);
     int nwait_si = 0;
     for (int s = 0; s < p->P; s++) {
-        char row[128];
-        const char *t = rank_text(&e->out, s);
+        const PrRankDesc *d = &u->g->ranks[s];
+        assert_int_equal(d->nops, p->stages[s].n);
+        assert_true(d->run == pr_run_steps);
+        uint32_t next = 0;
+        for (uint32_t k = 0; k < d->nsteps; k++)
+            if (d->steps[k].what == PR_STEP_OP)
+                assert_int_equal(d->steps[k].idx, next++);
+        assert_int_equal(next, d->nops);
         for (uint32_t i = 0; i < p->stages[s].n; i++) {
             const Op *o = &p->stages[s].ops[i];
-            snprintf(row, sizeof row, "    [%u] = {.kind = %s, .chunk = 0, .flags = ", i,
-                     kind[o->kind]);
-            const char *at = strstr(t, row);
-            if (!at)
-                fail_msg("rank %d op %u: no row \"%s\" in\n%s", s, i, row, t);
-            unsigned got = read_flags(at + strlen(row));
-            assert_int_equal(got, want_flags(p, s, o));
-            nwait_si += (got & PR_WAIT_SI) != 0;
+            const PrOp *x = &d->ops[i];
+            assert_int_equal(x->kind, kind[o->kind]);
+            assert_int_equal(x->chunk, 0);
+            assert_int_equal(x->vstage, s);
+            assert_int_equal(x->mb, o->mb);
+            assert_int_equal(x->flags, want_flags(p, s, o));
+            nwait_si += (x->flags & PR_WAIT_SI) != 0;
+            /* SI0 of rank 0 allocates after SO0: it waits for that one SO */
+            assert_int_equal(x->nso_before, s == 0 && o->kind == OP_SI ? 1 : 0);
         }
-        /* no positional row: inside the table every line is a comment, a designator or
-         * the continuation of a designated row */
-        const char *tab = strstr(t, "_ops[");
-        const char *end = tab ? strstr(tab, "\n};") : NULL;
-        assert_non_null(end);
-        for (const char *l = strchr(tab, '\n') + 1; l < end; l = strchr(l, '\n') + 1)
-            if (strncmp(l, "    /* ", 7) && strncmp(l, "    [", 5) && strncmp(l, "      .", 7))
-                fail_msg("rank %d: a row that is not designated: %.60s", s, l);
     }
     assert_int_equal(nwait_si, 1);  /* B0 of rank 0 waits for SI0 */
+    unpacked_free(u);
 }
 
+/* main.c's rank and virtual-stage rows are designated initialisers naming the rank
+ * tables; the messages the tables carry run F0 -> F0 (a hidden state) and B0 -> B0 (a
+ * gradient) between the ranks. */
 static void test_main_tables_designated(void **state)
 {
     const Emitted *e = *state;
@@ -176,19 +226,24 @@ static void test_main_tables_designated(void **state)
     const char *t = file_text(&e->out, "main.c");
     char want[128];
     for (int s = 0; s < p->P; s++) {
-        snprintf(want, sizeof want, "    [%d] = {.run = pr_rank_%d, .ops = pr_rank_%d_ops, "
-                 ".nops = %u,", s, s, s, p->stages[s].n);
+        snprintf(want, sizeof want, "    [%d] = {.table = pr_rank_%d_table, .nops = %u,", s, s,
+                 p->stages[s].n);
         assert_non_null(strstr(t, want));
         snprintf(want, sizeof want, "    [%d] = {.rank = %d, .chunk = 0, .layers = 0,", s, s);
         assert_non_null(strstr(t, want));
     }
-    /* F0 -> F0 and B0 -> B0 cross the ranks: activation and gradient messages */
-    assert_non_null(strstr(t, "{.src = 0, .dst = 1, .from_kind = PR_F, .to_kind = PR_F, "
-                              ".payload = PR_PAY_ACT,"));
-    assert_non_null(strstr(t, "{.src = 1, .dst = 0, .from_kind = PR_B, .to_kind = PR_B, "
-                              ".payload = PR_PAY_GRAD,"));
+    Unpacked *u = unpack_ok(&e->out, p);
+    bool act = false, grad = false;
+    for (uint32_t m = 0; m < u->g->nmsgs; m++) {
+        const PrMsg *g = &u->g->msgs[m];
+        act |= g->src == 0 && g->dst == 1 && g->from_kind == PR_F && g->to_kind == PR_F &&
+               g->payload == PR_PAY_ACT;
+        grad |= g->src == 1 && g->dst == 0 && g->from_kind == PR_B && g->to_kind == PR_B &&
+                g->payload == PR_PAY_GRAD;
+    }
+    assert_true(act && grad);
+    unpacked_free(u);
 }
-
 /* The n numbers of the row "{a, b, ...}" that follows `key` in s (after `from`). */
 static void read_row(const char *s, const char *key, int64_t *x, int n)
 {
@@ -217,23 +272,20 @@ static void test_piece_rows_follow_the_plan(void **state)
     ArenaSizes *sz = arena_sizes_from_costs(p);
     ArenaPlan *a = arena_plan(p, sz, 1);
     int nplaced = 0;
-    for (int s = 0; s < p->P; s++) {
-        char row[64];
-        const char *t = rank_text(&e->out, s);
+    Unpacked *u = unpack_ok(&e->out, p);
+    for (int s = 0; s < p->P; s++)
         for (uint32_t i = 0; i < p->stages[s].n; i++) {
-            snprintf(row, sizeof row, "    [%u] = {.kind = ", i);
-            const char *at = strstr(t, row);
-            assert_non_null(at);
-            int64_t mlp[PR_PIECES], syn[PR_PIECES];
-            read_row(at, ".at = {[PR_MLP] = {", mlp, PR_PIECES);
-            read_row(at, "[PR_SYNTHETIC] = {", syn, PR_PIECES);
+            const PrOp *x = &u->g->ranks[s].ops[i];
             for (int k = 0; k < PR_PIECES; k++) {
-                assert_int_equal(mlp[k], -1);
-                assert_int_equal(syn[k], a->rank[s].at[i][k]);
-                nplaced += syn[k] >= 0;
+                assert_int_equal(x->at[PR_MLP][k], -1);
+                assert_int_equal(x->at[PR_SYNTHETIC][k], a->rank[s].at[i][k]);
+                nplaced += x->at[PR_SYNTHETIC][k] >= 0;
             }
+            assert_int_equal(x->held[PR_SYNTHETIC], a->rank[s].held[i]);
+            assert_int_equal(x->mem_alloc[PR_SYNTHETIC], a->rank[s].alloc[i]);
+            assert_int_equal(x->mem_free[PR_SYNTHETIC], a->rank[s].freed[i]);
         }
-    }
+    unpacked_free(u);
     assert_true(nplaced > 0);
     const char *t = file_text(&e->out, "main.c");
     for (int v = 0; v < p->P * p->V; v++) {
@@ -361,8 +413,8 @@ static void test_mlp_shape_bad_partition(void **st)
 }
 
 /* A pipeline without a name (built by hand: the front end always names one) is the
- * program "pipeline"; one rank sends no messages, so the message table is one empty
- * row; with no model the program says why the model workload cannot run. */
+ * program "pipeline"; one rank sends no messages; with no model the program says why
+ * the model workload cannot run. */
 static void test_nameless_one_rank(void **st)
 {
     (void)st;
@@ -379,11 +431,10 @@ static void test_nameless_one_rank(void **st)
     assert_string_equal(out.progname, "pipeline");
     const char *main_c = file_text(&out, "main.c");
     assert_non_null(strstr(main_c, ".name = \"pipeline\""));
-    assert_non_null(strstr(main_c, "static const PrMsg msgs[1] = {\n    {0},\n};"));
     assert_non_null(strstr(main_c, ".nmsgs = 0,"));
     assert_non_null(strstr(main_c, ".sim_ms = 6,"));   /* F F B B: 1 + 1 + 2 + 2 */
     /* the reason as a C literal, its backquotes octal escapes (put_cstr) */
-    assert_non_null(strstr(main_c, ".mlp_unavailable = \"the pipeline has no \\140model\\140\","));
+    assert_non_null(strstr(main_c, ".model_unavailable = \"the pipeline has no \\140model\\140\","));
     assert_non_null(strstr(file_text(&out, "Makefile"), "pipeline"));
     emit_out_free(&out);
     diag_free(&d);
@@ -510,10 +561,10 @@ static void test_nothing_to_generate(void **st)
     }
 }
 
-/* Every row of main.c's message table carries the payload docs/spec.md "Dependencies"
+/* Every message of the unpacked tables carries the payload docs/spec.md "Dependencies"
  * gives its ops: a hidden state for F(v,m) -> F(v+1,m), a gradient for B(v+1,m) ->
  * B(v,m), a token for a `dep` line (here B0 of stage 1 -> F1 of stage 0) and anything
- * else. Checked row by row from the row's own fields, on interleaved 1F1B (P = 2, V =
+ * else. Checked message by message from its own fields, on interleaved 1F1B (P = 2, V =
  * 2, M = 2), whose messages also run from the last stage back to the first. */
 static void test_message_payloads(void **st)
 {
@@ -526,42 +577,39 @@ static void test_message_payloads(void **st)
     Diag d = {0};
     EmitOut out;
     assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
-    const char *t = file_text(&out, "main.c");
+    Unpacked *u = unpack_ok(&out, p);
     unsigned n = 0, nact = 0, ngrad = 0, ntoken = 0;
-    for (const char *r = strstr(t, "] = {.src = "); r; r = strstr(r + 1, "] = {.src = ")) {
-        unsigned src, dst, fmb, tmb;
-        int fv, tv;
-        char fk[8], tk[8], pay[16];
-        assert_int_equal(sscanf(r, "] = {.src = %u, .dst = %u, .from_kind = PR_%7[A-Z], "
-                                   ".to_kind = PR_%7[A-Z], .payload = PR_PAY_%15[A-Z],\n"
-                                   "      .from_v = %d, .from_mb = %u, .to_v = %d, .to_mb = %u}",
-                                &src, &dst, fk, tk, pay, &fv, &fmb, &tv, &tmb), 9);
-        bool same = fmb == tmb;
-        const char *want = !strcmp(fk, "F") && !strcmp(tk, "F") && tv == fv + 1 && same ? "ACT"
-                           : !strcmp(fk, "B") && !strcmp(tk, "B") && tv + 1 == fv && same
-                               ? "GRAD"
-                               : "TOKEN";
-        if (strcmp(pay, want))
-            fail_msg("message %s%u (v%d) -> %s%u (v%d): payload %s, want %s", fk, fmb, fv, tk,
-                     tmb, tv, pay, want);
-        nact += !strcmp(pay, "ACT");
-        ngrad += !strcmp(pay, "GRAD");
-        ntoken += !strcmp(pay, "TOKEN");
+    for (uint32_t m = 0; m < u->g->nmsgs; m++) {
+        const PrMsg *g = &u->g->msgs[m];
+        bool same = g->from_mb == g->to_mb;
+        int want = g->from_kind == PR_F && g->to_kind == PR_F && g->to_v == g->from_v + 1 &&
+                           same ? PR_PAY_ACT
+                   : g->from_kind == PR_B && g->to_kind == PR_B && g->to_v + 1 == g->from_v &&
+                           same ? PR_PAY_GRAD
+                                : PR_PAY_TOKEN;
+        if (g->payload != want)
+            fail_msg("message %u (kind %d v%d mb %d) -> (kind %d v%d mb %d): payload %d, "
+                     "want %d", m, g->from_kind, g->from_v, g->from_mb, g->to_kind, g->to_v,
+                     g->to_mb, g->payload, want);
+        nact += g->payload == PR_PAY_ACT;
+        ngrad += g->payload == PR_PAY_GRAD;
+        ntoken += g->payload == PR_PAY_TOKEN;
         n++;
     }
     /* 3 boundaries (v0-v1, v1-v2, v2-v3) x 2 micro-batches each way, and the dep */
     assert_int_equal(nact, 6);
     assert_int_equal(ngrad, 6);
     assert_int_equal(ntoken, 1);
-    assert_non_null(strstr(t, ".nmsgs = 13,"));
+    assert_non_null(strstr(file_text(&out, "main.c"), ".nmsgs = 13,"));
     assert_int_equal(n, 13);
+    unpacked_free(u);
     emit_out_free(&out);
     diag_free(&d);
     pipeline_free(p);
 }
 
-/* A rank with no ops gets an op table of one empty row (C has no empty arrays) and
- * zero ops in the rank table. */
+/* A rank with no ops gets a table of no ops, no steps and zero ops in the rank
+ * table. */
 static void test_empty_rank(void **st)
 {
     (void)st;
@@ -573,21 +621,94 @@ static void test_empty_rank(void **st)
     Diag d = {0};
     EmitOut out;
     assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
-    assert_non_null(strstr(rank_text(&out, 1), "const PrOp pr_rank_1_ops[1] = {\n    {0},\n};"));
-    assert_non_null(strstr(rank_text(&out, 0), "const PrOp pr_rank_0_ops[2] = {\n"));
     const char *t = file_text(&out, "main.c");
-    assert_non_null(strstr(t, "[1] = {.run = pr_rank_1, .ops = pr_rank_1_ops, .nops = 0,"));
-    assert_non_null(strstr(t, "[0] = {.run = pr_rank_0, .ops = pr_rank_0_ops, .nops = 2,"));
+    assert_non_null(strstr(t, "[1] = {.table = pr_rank_1_table, .nops = 0,"));
+    assert_non_null(strstr(t, "[0] = {.table = pr_rank_0_table, .nops = 2,"));
+    Unpacked *u = unpack_ok(&out, p);
+    assert_int_equal(u->g->ranks[1].nsteps, 0);
+    assert_int_equal(u->g->ranks[0].nsteps, 2);
+    unpacked_free(u);
     emit_out_free(&out);
     diag_free(&d);
     pipeline_free(p);
 }
 
+/* The comment above a small program's tables lists each rank's program: each op with
+ * the messages around it; a program over EMIT_LISTED_OPS (4096) ops is summarised
+ * only. */
+static void test_rank_summary(void **state)
+{
+    const Emitted *e = *state;
+    const char *t0 = rank_text(&e->out, 0), *t1 = rank_text(&e->out, 1);
+    assert_non_null(strstr(t0, "/* Rank 0: 8 ops (F 2, B 2, W 2, SO 1, SI 1), 2 messages "
+                               "received, 2 sent.\n"));
+    /* F0 sends its message to rank 1's F0, which receives it */
+    const char *l0 = strstr(t0, " *      0 F0      -> "), *l1 = strstr(t1, " *      0 F0      <- ");
+    assert_non_null(l0);
+    assert_non_null(l1);
+    unsigned m0, m1;
+    assert_int_equal(sscanf(l0, " *      0 F0      -> %u (rank 1 F0)\n", &m0), 1);
+    assert_int_equal(sscanf(l1, " *      0 F0      <- %u (rank 0 F0)\n", &m1), 1);
+    assert_int_equal(m0, m1);
+    Pipeline *p = mk(1, 2049, 1);
+    StrBuf list = {0};
+    for (int m = 0; m < 2049; m++)
+        sb_printf(&list, "F%d B%d ", m, m);
+    ops(p, 0, list.s);
+    set_cost(&p->costs, COST_F, 1);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c(&d, p, "t.pipe", &out), 0);
+    const char *big = rank_text(&out, 0);
+    assert_non_null(strstr(big, "/* Rank 0: 4098 ops (F 2049, B 2049), 0 messages received"));
+    assert_non_null(strstr(big, "Its program is not listed here (the program has over 4096 "
+                                "ops)"));
+    assert_null(strstr(big, " *      0 F0"));
+    sb_free(&list);
+    emit_out_free(&out);
+    diag_free(&d);
+    pipeline_free(p);
+}
+
+/* A table that is cut short, holds a character outside the code, lists a message
+ * twice, or leaves one unreceived, does not unpack: the reason names the rank. */
+static void test_corrupt_tables(void **state)
+{
+    const Emitted *e = *state;
+    const Pipeline *p = e->p;
+    for (int k = 0; k < 4; k++) {
+        Unpacked *u = unpack_ok(&e->out, p);
+        pr_program_free(u->g);
+        u->g = NULL;
+        char *t = u->tables[k == 3 ? 1 : 0];
+        size_t n = strlen(t);
+        if (k == 0)
+            t[n - 3] = 0;            /* cut short */
+        else if (k == 1)
+            t[n / 2] = '"';          /* not a digit */
+        PrProgram g = {.abi = PIPERUN_ABI, .P = p->P, .M = p->M, .V = p->V,
+                       .ranks = u->ranks, .nmsgs = k == 2 ? 5 : 4};
+        if (k == 3)
+            g.nmsgs = 4, u->ranks[1].table = u->tables[0]; /* rank 0's table for rank 1 */
+        char why[256] = "";
+        PrProgram *out = NULL;
+        assert_int_equal(pr_program_unpack(&g, &out, why, sizeof why), -1);
+        assert_null(out);
+        if (k < 2)
+            assert_non_null(strstr(why, "the op table of rank 0 is corrupt at character "));
+        else if (k == 2)
+            assert_string_equal(why, "message 4 of the op tables is never sent");
+        else
+            assert_non_null(strstr(why, "rank 1"));
+        unpacked_free(u);
+    }
+}
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_op_rows_designated_with_named_flags, emit_sample,
-                                        free_sample),
+        cmocka_unit_test_setup_teardown(test_op_table_flags, emit_sample, free_sample),
+        cmocka_unit_test_setup_teardown(test_rank_summary, emit_sample, free_sample),
+        cmocka_unit_test_setup_teardown(test_corrupt_tables, emit_sample, free_sample),
         cmocka_unit_test_setup_teardown(test_main_tables_designated, emit_sample, free_sample),
         cmocka_unit_test_setup_teardown(test_piece_rows_follow_the_plan, emit_sample,
                                         free_sample),

@@ -25,6 +25,7 @@
 #include "ir.h"
 #include "piperun.h"
 #include "piperun_internal.h"
+#include "workload.h"
 #include "mlp_layout.h"
 #include "tf_layout.h"
 
@@ -123,7 +124,8 @@ static int setup(void **st)
         }
         ranks_[s] = (PrRankDesc){s ? rank1 : rank0, ops_[s], so->n,
                                  {am->rank[s].size, as->rank[s].size},
-                                 {am->rank[s].peak_live, as->rank[s].peak_live}, 1e9, 0};
+                                 {am->rank[s].peak_live, as->rank[s].peak_live}, 1e9, 0,
+                                 NULL, NULL, 0};
         vst_[s] = (PrVstage){s, 0, 1, mz[s].act, mz[s].ckpt, mz[s].wact, {{0}}};
         arena_region_cuts(&mz[s], vst_[s].from[PR_MLP]);
         arena_region_cuts(&cz[s], vst_[s].from[PR_SYNTHETIC]);
@@ -140,7 +142,7 @@ static int setup(void **st)
     prog_ = (PrProgram){.abi = PIPERUN_ABI, .name = "rt", .source = "test", .version = "t",
                         .P = NR, .M = NM, .V = 1, .send_mode = PR_SEND_EAGER, .ranks = ranks_,
                         .vstages = vst_, .msgs = msgs_, .nmsgs = cp_->nmsgs,
-                        .mlp_vocab = vocab, .mlp_C = C, .mlp_L = 2, .mlp_T = T, .mlp_B = B,
+                        .model_vocab = vocab, .model_hidden = C, .model_layers = 2, .model_seq = T, .model_batch = B,
                         .synthetic_scale = 1, .sim_ms = -1, .model_arch = arch_,
                         .model_heads = td.NH, .model_kv_heads = td.NKV, .model_ffn = td.F};
     arena_plan_free(am);
@@ -585,6 +587,69 @@ static void test_host_buffers_own_pages(void **state)
     }
 }
 
+/* The router (router.c), by hand: 2 ranks, 2 chunks each, virtual stages 0..3 on ranks
+ * 0, 1, 1, 0 (a V shape: v1 -> v2 stays on rank 1), M = 2. Forward,
+ * the output of (v,m) goes into the input of (v+1,m) when rank-local, else to out of
+ * (v,m); backward the same towards v-1. A message's payload leaves from out of its
+ * producer's (v,m) and arrives in the input of its consumer's (v,m), by direction. */
+static void test_router(void **st)
+{
+    (void)st;
+    PrVstage vs[4] = {{.rank = 0}, {.rank = 1}, {.rank = 1}, {.rank = 0}};
+    PrProgram g = {.P = 2, .M = 2, .V = 2, .vstages = vs};
+    PrRun run = {.prog = &g, .P = 2, .PV = 4, .M = 2};
+    PrIo io;
+    assert_int_equal(pr_io_init(&io, 8), 0);
+    /* (v,m) is slot v*M + m */
+    assert_ptr_equal(pr_io_in(&io, &run, PR_FWD, 2, 1), &io.in[PR_FWD][5]);
+    assert_ptr_equal(pr_io_next(&io, &run, 1, PR_FWD, 1, 1), &io.in[PR_FWD][5]); /* 1->2 local */
+    assert_ptr_equal(pr_io_next(&io, &run, 1, PR_FWD, 2, 0), &io.out[PR_FWD][4]); /* 2->3 sent */
+    assert_ptr_equal(pr_io_next(&io, &run, 0, PR_FWD, 0, 1), &io.out[PR_FWD][1]);
+    assert_ptr_equal(pr_io_next(&io, &run, 1, PR_BWD, 2, 0), &io.in[PR_BWD][2]); /* 2->1 local */
+    assert_ptr_equal(pr_io_next(&io, &run, 0, PR_BWD, 3, 1), &io.out[PR_BWD][7]); /* 3->2 sent */
+    PrMsg act = {.src = 1, .dst = 0, .payload = PR_PAY_ACT, .from_v = 2, .from_mb = 1,
+                 .to_v = 3, .to_mb = 1};
+    PrMsg grad = {.src = 0, .dst = 1, .payload = PR_PAY_GRAD, .from_v = 3, .from_mb = 0,
+                  .to_v = 2, .to_mb = 0};
+    PrMsg tok = {.payload = PR_PAY_TOKEN};
+    assert_ptr_equal(pr_io_msg(&io, &run, &act, true), &io.out[PR_FWD][5]);
+    assert_ptr_equal(pr_io_msg(&io, &run, &act, false), &io.in[PR_FWD][7]);
+    assert_ptr_equal(pr_io_msg(&io, &run, &grad, true), &io.out[PR_BWD][6]);
+    assert_ptr_equal(pr_io_msg(&io, &run, &grad, false), &io.in[PR_BWD][4]);
+    assert_null(pr_io_msg(&io, &run, &tok, true));
+    /* host buffers move: what F of (1,1) on rank 1 hands on is what (2,1) takes */
+    PrRank r = {.run = &run, .id = 1, .io = io};
+    void *buf = malloc(4);
+    pr_io_route(&r, PR_FWD, 1, 1, buf);
+    assert_ptr_equal(pr_io_take(&r, PR_FWD, 2, 1), buf);
+    assert_null(pr_io_take(&r, PR_FWD, 2, 1));
+    pr_io_route(&r, PR_FWD, 2, 1, buf); /* to the send of message act */
+    assert_ptr_equal(pr_io_send(&r, &act), buf);
+    assert_null(pr_io_send(&r, &act));
+    pr_io_recv(&r, &grad, buf);
+    assert_ptr_equal(r.io.in[PR_BWD][4], buf);
+    pr_io_free(&r.io, free); /* frees buf */
+}
+
+/* pr_run's choice of workload: by --workload, then by the model's arch. */
+static void test_workload_for(void **st)
+{
+    (void)st;
+    PrProgram g = {.model_arch = 0};
+    PrOptions o = {.workload = PR_SYNTHETIC};
+    assert_ptr_equal(pr_workload_for(&g, &o), &pr_workload_synthetic);
+    o.workload = PR_MLP;
+    assert_ptr_equal(pr_workload_for(&g, &o), &pr_workload_mlp);
+    g.model_arch = TF_LLAMA;
+    assert_ptr_equal(pr_workload_for(&g, &o), &pr_workload_tf);
+    o.workload = 7;
+    assert_null(pr_workload_for(&g, &o));
+    assert_true(pr_workload_mlp.model && !pr_workload_mlp.replay);
+    assert_true(pr_workload_synthetic.replay && !pr_workload_synthetic.model);
+    assert_int_equal(pr_workload_synthetic.plan, PR_SYNTHETIC);
+    assert_int_equal(pr_workload_tf.plan, PR_MLP);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +662,8 @@ int main(void)
         cmocka_unit_test(test_cuts_checked),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_core_checks),
+        cmocka_unit_test(test_router),
+        cmocka_unit_test(test_workload_for),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     /* the same program training the gpt and llama workloads (runtime/transformer.h),

@@ -295,12 +295,13 @@ static Pipeline *random_schedule(void)
     return p;
 }
 
+/* 400 random schedules (`make test`: the first 100 of the same 400). */
 static void test_random(void **state)
 {
     (void)state;
     rng = 0x9e3779b97f4a7c15ull;
-    int caught = 0;
-    for (int t = 0; t < 400; t++) {
+    int caught = 0, n = test_full() ? 400 : 100;
+    for (int t = 0; t < n; t++) {
         Pipeline *p = random_schedule();
         char why[512];
         int nbad = stream_plan_verify(p, NULL, why, sizeof why);
@@ -311,8 +312,9 @@ static void test_random(void **state)
         caught += legacy_check(p, why, sizeof why) > 0;
         pipeline_free(p);
     }
-    /* the old plan fails on a good share of them: the verifier has teeth */
-    assert_true(caught >= 20);
+    /* the old plan fails on a good share of them (one in 20 at least): the verifier has
+     * teeth */
+    assert_true(caught >= n / 20);
 }
 
 /* Plan shapes: a send waits for its producer's end, wherever the producer runs (a dep

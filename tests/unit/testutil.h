@@ -174,6 +174,14 @@ static inline char *ops_text(const Pipeline *p, int s)
     return b.s;
 }
 
+/* True when the long sweeps run whole: PIPEC_TEST_FULL=1, as `make test-full` sets it
+ * (tests/lib.sh test_full; unset, empty or 0: `make test`'s sample). */
+static inline bool test_full(void)
+{
+    const char *v = getenv("PIPEC_TEST_FULL");
+    return v && strcmp(v, "1") == 0;
+}
+
 #ifndef TESTUTIL_NO_CMOCKA
 /* ---- cmocka helpers (include <cmocka.h> first) --------------------------------------- */
 

@@ -1,0 +1,36 @@
+/* model_shape.h - the shape of the model a generated program trains (the mlp, gpt and
+ * llama workloads of runtime/mlp.h and runtime/transformer.h), derived from the
+ * pipeline's `model` and `partition`: dimensions, blocks per virtual stage and the
+ * region sizes the arena plan places (docs/runtime.md "Workloads"). The code generator
+ * writes it into the program, `pipec run` and `check --mem` say whether the model
+ * workload can run the file, and the CUDA stream verifier plans with its sizes. */
+#ifndef PIPEC_MODEL_SHAPE_H
+#define PIPEC_MODEL_SHAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "arena_plan.h"
+#include "ir.h"
+
+/* The mlp workload's model shape and region sizes for a pipeline. */
+typedef struct MlpShape {
+    int vocab, C, L, T, B;
+    int arch;             /* 0 mlp, TF_GPT or TF_LLAMA (runtime/tf_layout.h): the workload */
+    int heads, kv_heads, ffn;  /* gpt/llama only */
+    int *layers;          /* [P*V] blocks per virtual stage */
+    ArenaSizes *sizes;    /* [P*V] act/ckpt/wact bytes, as runtime/mlp.h computes them */
+} MlpShape;
+
+/* Derives the model workload's shape from the pipeline's `model` (fields layers hidden
+ * vocab seq mbs; arch, and for gpt/llama heads kv_heads ffn) and `partition` (even, or
+ * whole layers per virtual stage). Returns 0, or -1 with a one-line reason in why (no
+ * model, missing field, half-layer partition, too large for the CPU workload). */
+int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n);
+void mlp_shape_free(MlpShape *s);
+
+/* Region sizes of one slice, the same arithmetic as runtime/mlp.c's act layout (a unit
+ * test holds the two together): blocks nl, embedding/head flags. Bytes. */
+ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head);
+
+#endif

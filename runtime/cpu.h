@@ -1,0 +1,43 @@
+/* cpu.h - the CPU backend's own header (piperun.c, and its MPI transport
+ * mpi/piperun_mpi.c): the channels between rank threads and the copy threads' queues,
+ * on top of the run core (piperun_internal.h). */
+#ifndef PIPERUN_CPU_H
+#define PIPERUN_CPU_H
+
+#include "piperun_internal.h"
+
+/* A message in flight on one (src, dst) channel. */
+typedef struct PrNode {
+    uint32_t msg;
+    void *payload;       /* an io buffer (a model workload's) or NULL */
+    double t_send;       /* ms since the run started */
+    _Atomic(struct PrNode *) next;
+} PrNode;
+
+/* The FIFO of one (src, dst) pair: a lock-free single-producer single-consumer queue
+ * (only rank src's thread sends on it, only rank dst's thread receives). head is the
+ * consumer's dummy node (its successor is the oldest message), tail the producer's last
+ * node; both start at stub. count is the number of messages queued: a receiver spins on
+ * it, and it pairs with PrRank.sleeping for the wake-up. */
+typedef struct PrChan {
+    PrNode *head, *tail;
+    PrNode stub;
+    atomic_uint count;
+} PrChan;
+
+/* The queue of one copy thread (SO/OG or SI/LW ops of the current iteration): PrRank.q. */
+typedef struct PrCopyQ {
+    uint32_t *op;        /* [nops] op indices */
+    uint32_t head, tail; /* queued = tail - head */
+    uint32_t done;       /* ops finished this iteration */
+} PrCopyQ;
+
+/* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */
+double pr_spin_budget_ms(const PrRun *run);
+/* Queues node on the channel src -> dst and wakes dst's rank thread if it sleeps. */
+void pr_chan_put(PrRun *run, int src, int dst, PrNode *node);
+/* Waits until rank r's copy threads have run every SO/SI/OG/LW queued this iteration.
+ * Returns 0, or -1 when the run failed or the watchdog fired. */
+int pr_drain_copies(PrRank *r);
+
+#endif
