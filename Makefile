@@ -38,9 +38,12 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas
 ifeq ($(NO_CBC),)
 CBC_LIBS    := $(shell pkg-config --exists cbc 2>/dev/null && [ -f /usr/include/coin/Cbc_C_Interface.h ] && pkg-config --libs cbc)
 endif
+# CBC is loaded when `tune --exact` first needs it (dlopen, compiler/exact.c), not
+# linked: linked, its libraries cost every pipec process about 20 ms of start-up.
 ifneq ($(CBC_LIBS),)
-CPPFLAGS   += -DPIPEC_HAVE_CBC
-LDLIBS     += $(CBC_LIBS)
+CBC_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir cbc)/libCbcSolver.so 2>/dev/null | awk '/SONAME/ {print $$2}')
+CPPFLAGS   += -DPIPEC_HAVE_CBC $(if $(CBC_SONAME),-DPIPEC_CBC_SONAME='"$(CBC_SONAME)"')
+LDLIBS     += -ldl
 endif
 
 # Sources: every .c under compiler/ (main.c is the CLI), the generated grammar.

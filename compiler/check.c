@@ -76,26 +76,23 @@ static void missing_runs(StrBuf *b, const OpIndex *idx, OpKind k, int32_t v, uin
                          uint32_t M, int *shown, uint64_t *more)
 {
     uint32_t m = 0;
-    while (m < M) {
+    /* a run starts at each absent op after a present one: one scan when none is absent */
+    while (m < M && (m = opindex_next_absent(idx, k, v, m)) != NONE) {
         uint32_t nx = opindex_next(idx, k, v, m);
         uint32_t end = nx == NONE ? M : nx;
-        if (end > m) {
-            if (*shown < MISSING_SHOWN) {
-                char a[48], z[48];
-                sb_puts(b, *shown ? ", " : "");
-                op_name(a, sizeof a, k, m, chunk);
-                if (end - m == 1)
-                    sb_puts(b, a);
-                else
-                    sb_printf(b, "%s..%s", a, op_name(z, sizeof z, k, end - 1, chunk));
-                (*shown)++;
-            } else {
-                (*more)++;
-            }
+        if (*shown < MISSING_SHOWN) {
+            char a[48], z[48];
+            sb_puts(b, *shown ? ", " : "");
+            op_name(a, sizeof a, k, m, chunk);
+            if (end - m == 1)
+                sb_puts(b, a);
+            else
+                sb_printf(b, "%s..%s", a, op_name(z, sizeof z, k, end - 1, chunk));
+            (*shown)++;
+        } else {
+            (*more)++;
         }
-        if (nx == NONE)
-            break;
-        m = nx + 1;
+        m = end;
     }
 }
 
@@ -267,31 +264,29 @@ static const char *order_reason(OpKind u, OpKind w)
 static void check_order(Diag *d, const Graph *g)
 {
     const Pipeline *p = g->p;
-    Pred *buf = xmalloc(g->maxpred * sizeof *buf);
     char a[48], b[48];
     for (uint32_t u = 0; u < g->N; u++) {
-        uint32_t n = graph_preds(g, u, buf, true);
-        uint32_t pu = graph_pos(g, u), s = g->rank[u];
-        const Op *ou = graph_op(g, u);
-        for (uint32_t k = 0; k < n; k++) {
-            uint32_t w = buf[k].node;
-            if ((buf[k].why != WAIT_DATA && buf[k].why != WAIT_DEP) || g->rank[w] != s ||
-                graph_pos(g, w) < pu)
+        for (uint32_t k = g->pstart[u]; k < g->pstart[u + 1]; k++) {
+            const Pred *e = &g->pred[k];
+            uint32_t w = e->node;
+            if ((e->why != WAIT_DATA && e->why != WAIT_DEP) || !graph_left_out(g, u, w))
                 continue;
+            uint32_t s = g->rank[u];
+            const Op *ou = graph_op(g, u);
             const Op *ow = graph_op(g, w);
             opn(a, sizeof a, ou);
             opn(b, sizeof b, ow);
-            if (buf[k].why == WAIT_DATA) {
+            if (e->why == WAIT_DATA) {
                 about(d, s, ou);
                 diag_error(d, ou->loc, DIAG_ORDER,
                            "%s is listed before %s on stage %u, but it waits for it: %s", a, b,
                            s, order_reason((OpKind)ou->kind, (OpKind)ow->kind));
                 diag_note(d, ow->loc, "%s is here", b);
             } else if (w == u) {
-                diag_error(d, p->deps[buf[k].dep].loc, DIAG_ORDER,
+                diag_error(d, p->deps[e->dep].loc, DIAG_ORDER,
                            "dep makes %s on stage %u wait for itself", a, s);
             } else {
-                diag_error(d, p->deps[buf[k].dep].loc, DIAG_ORDER,
+                diag_error(d, p->deps[e->dep].loc, DIAG_ORDER,
                            "dep makes %s wait for %s, which is listed after it on stage %u", a,
                            b, s);
                 diag_note(d, ou->loc, "%s is here", a);
@@ -299,7 +294,6 @@ static void check_order(Diag *d, const Graph *g)
             }
         }
     }
-    free(buf);
 }
 
 /* ---- memory (docs/spec.md "Memory"; code `memory`) --------------------------------- */

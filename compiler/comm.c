@@ -21,21 +21,24 @@ static CommPlan *plan_graph(const Graph *g)
     const Pipeline *p = g->p;
     CommPlan *cp = xcalloc(1, sizeof *cp);
     cp->P = (uint32_t)p->P;
-    size_t P = (size_t)p->P, nm = 0, cap = 0;
+    size_t P = (size_t)p->P, nm = 0;
     uint32_t *seq = xcalloc(P, sizeof *seq), *last = xcalloc(P, sizeof *last);
     uint32_t *touched = xmalloc(P * sizeof *touched), ntouched = 0;
     uint8_t *seen = xcalloc(P, 1);
-    Pred *buf = xmalloc(g->maxpred * sizeof *buf);
     uint32_t *src = xmalloc(g->maxpred * sizeof *src);
     uint32_t *dpi = xmalloc(g->maxpred * sizeof *dpi);
+    /* one message per wait across ranks: the graph counted them */
+    cp->msgs = xmalloc(((size_t)g->ncross + 1) * sizeof *cp->msgs);
     for (uint32_t b = 0; b < cp->P; b++) {
         for (uint32_t j = 0; j < p->stages[b].n; j++) {
-            uint32_t u = g->off[b] + j, n = graph_preds(g, u, buf, true), k = 0;
+            uint32_t u = g->off[b] + j, k = 0;
             /* a wait across ranks is a data or a dep wait (stream and memory waits
              * stay on the rank) */
-            for (uint32_t e = 0; e < n; e++)
-                if (g->rank[buf[e].node] != b)
-                    src[k++] = buf[e].node, dpi[k - 1] = buf[e].why == WAIT_DEP ? buf[e].dep : NONE;
+            for (uint32_t e = g->pstart[u]; e < g->pstart[u + 1]; e++) {
+                const Pred *w = &g->pred[e];
+                if (g->rank[w->node] != b)
+                    src[k++] = w->node, dpi[k - 1] = w->why == WAIT_DEP ? w->dep : NONE;
+            }
             /* order by producer (rank, position) = node number; keep dep index along */
             for (uint32_t x = 1; x < k; x++)
                 for (uint32_t y = x; y > 0 && (src[y - 1] > src[y] ||
@@ -54,9 +57,8 @@ static CommPlan *plan_graph(const Graph *g)
                     seen[a] = 1;
                     touched[ntouched++] = a;
                 }
-                CommMsg m = {a, ap, b, j, seq[a]++, dpi[e] != NONE,
-                             dpi[e] != NONE ? p->deps[dpi[e]].loc : LOC_NONE};
-                VEC_PUSH(cp->msgs, nm, cap, m);
+                cp->msgs[nm++] = (CommMsg){a, ap, b, j, seq[a]++, dpi[e] != NONE,
+                                           dpi[e] != NONE ? p->deps[dpi[e]].loc : LOC_NONE};
             }
         }
         for (uint32_t t = 0; t < ntouched; t++) {
@@ -70,7 +72,6 @@ static CommPlan *plan_graph(const Graph *g)
     cp->nmsgs = (uint32_t)nm;
     free(src);
     free(dpi);
-    free(buf);
 
     /* send positions: after the producer and after the previous send of the pair */
     uint32_t *sendpos = xmalloc((nm ? nm : 1) * sizeof *sendpos);

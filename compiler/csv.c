@@ -38,17 +38,23 @@ typedef struct Act {
 #define ACTION_CODE(k) (-10 - (int)(k))
 
 /* Action types of the regex, longest spelling first where one is a prefix of another
- * (BW before B). kind < 0: a runtime action, ACTION_CODE(ActionKind). */
+ * (BW before B), the compute actions (most cells) first. kind < 0: a runtime action,
+ * ACTION_CODE(ActionKind). */
+#define ACT_TYPE(name, kind) {name, sizeof name - 1, kind}
 static const struct {
     const char *name;
+    size_t len;
     int kind;
 } act_types[] = {
-    {"SEND_F", ACTION_CODE(ACTION_SEND_F)}, {"RECV_F", ACTION_CODE(ACTION_RECV_F)},
-    {"SEND_B", ACTION_CODE(ACTION_SEND_B)}, {"RECV_B", ACTION_CODE(ACTION_RECV_B)},
-    {"UNSHARD", ACTION_CODE(ACTION_UNSHARD)}, {"RESHARD", ACTION_CODE(ACTION_RESHARD)},
-    {"REDUCE_GRAD", ACTION_CODE(ACTION_REDUCE_GRAD)},
-    {"BW", ACT_BW}, {"F", ACT_F}, {"I", ACT_I}, {"B", ACT_B}, {"W", ACT_W},
+    ACT_TYPE("BW", ACT_BW), ACT_TYPE("F", ACT_F), ACT_TYPE("I", ACT_I), ACT_TYPE("B", ACT_B),
+    ACT_TYPE("W", ACT_W),
+    ACT_TYPE("SEND_F", ACTION_CODE(ACTION_SEND_F)), ACT_TYPE("RECV_F", ACTION_CODE(ACTION_RECV_F)),
+    ACT_TYPE("SEND_B", ACTION_CODE(ACTION_SEND_B)), ACT_TYPE("RECV_B", ACTION_CODE(ACTION_RECV_B)),
+    ACT_TYPE("UNSHARD", ACTION_CODE(ACTION_UNSHARD)),
+    ACT_TYPE("RESHARD", ACTION_CODE(ACTION_RESHARD)),
+    ACT_TYPE("REDUCE_GRAD", ACTION_CODE(ACTION_REDUCE_GRAD)),
 };
+#undef ACT_TYPE
 
 /* Largest stage index and micro-batch the IR can hold. */
 #define CSV_MAX_STAGE ((uint64_t)IR_MAX_STAGES * IR_MAX_CHUNKS - 1)
@@ -143,8 +149,8 @@ static void parse_simple(Reader *r, const char *c, size_t n, uint32_t off, uint3
     }
     int kind = -2;
     for (size_t t = 0; t < ARRAY_LEN(act_types); t++) {
-        size_t k = strlen(act_types[t].name);
-        if (n - i >= k && memcmp(c + i, act_types[t].name, k) == 0) {
+        size_t k = act_types[t].len;
+        if (n - i >= k && c[i] == act_types[t].name[0] && memcmp(c + i, act_types[t].name, k) == 0) {
             kind = act_types[t].kind;
             i += k;
             break;
@@ -333,17 +339,45 @@ static char *act_name(char *buf, size_t n, uint32_t stage, int kind, uint32_t mb
     return buf;
 }
 
-/* Orders actions by (stage, micro-batch, kind, position in the file). */
-static int cmp_act(const void *a, const void *b)
+/* The byte d (0 lowest) of the key (stage, micro-batch, kind) of a: kind's four bytes,
+ * then the micro-batch's, then the stage's. */
+static unsigned act_digit(const Act *a, int d)
 {
-    const Act *x = a, *y = b;
-    if (x->stage != y->stage)
-        return x->stage < y->stage ? -1 : 1;
-    if (x->mb != y->mb)
-        return x->mb < y->mb ? -1 : 1;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
+    uint32_t v = d < 4 ? a->kind : d < 8 ? a->mb : a->stage;
+    return (v >> (8 * (d & 3))) & 0xff;
+}
+
+/* Orders acts[0..n), given in file order, by (stage, micro-batch, kind, position in the
+ * file): a stable radix sort on (stage, micro-batch, kind), least significant byte
+ * first, which keeps file order among equal keys; a byte that is the same in every
+ * action takes no pass. Linear in n (a qsort was two fifths of an import of 131,072
+ * actions). */
+static void sort_acts(Act *acts, size_t n)
+{
+    if (!n)
+        return;
+    /* every byte's counts in one pass over the actions */
+    uint32_t (*cnt)[257] = xcalloc(12, sizeof *cnt);
+    for (size_t i = 0; i < n; i++)
+        for (int d = 0; d < 12; d++)
+            cnt[d][act_digit(&acts[i], d) + 1]++;
+    Act *tmp = xmalloc(n * sizeof *tmp), *src = acts, *dst = tmp;
+    for (int d = 0; d < 12; d++) {
+        uint32_t *c = cnt[d];
+        if (c[act_digit(&src[0], d) + 1] == n)
+            continue;
+        for (int k = 0; k < 256; k++)
+            c[k + 1] += c[k];
+        for (size_t i = 0; i < n; i++)
+            dst[c[act_digit(&src[i], d)]++] = src[i];
+        Act *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != acts)
+        memcpy(acts, src, n * sizeof *acts);
+    free(tmp);
+    free(cnt);
 }
 
 /* Checks the backward split of one (stage, micro-batch), actions g[0..n) sorted by
@@ -392,7 +426,7 @@ static void find_owners(Reader *r, Owner **own, size_t *nown, uint32_t *maxmb)
     Diag *d = r->d;
     Act *sorted = xmalloc(r->nacts * sizeof *sorted);
     memcpy(sorted, r->acts, r->nacts * sizeof *sorted);
-    qsort(sorted, r->nacts, sizeof *sorted, cmp_act);
+    sort_acts(sorted, r->nacts);
     size_t owncap = 0;
     bool reported = false;
     *maxmb = 0;

@@ -28,7 +28,10 @@ enum { MAX_EXPAND_ERRORS = 100 };
 typedef struct Var {
     const char *name;  /* interned */
     int64_t val;
+    uint32_t prev;     /* the binding of the same name it shadows (index), or NO_VAR */
 } Var;
+
+#define NO_VAR UINT32_MAX
 
 /* The constants every template and pipeline body sees, bound first and in this order:
  * P, M, V (the shape) and VSHAPE (1 with `chunks N vshape`, else 0). */
@@ -44,6 +47,12 @@ typedef struct Elab {
     /* The running program. */
     Var *vars;
     size_t nvars, varcap;
+    /* The innermost binding of each name bound so far: an open-addressing table keyed
+     * by the interned name, so that a lookup costs one probe instead of a walk down
+     * the bindings (which was a third of a template's expansion). */
+    const char **vkey;
+    uint32_t *vtop;        /* index into vars, or NO_VAR */
+    size_t vcap, nvkey;
     const char *sP, *sM, *sV, *sVSHAPE, *smin, *smax;
     int32_t cur_stage;     /* -1 outside a stage block */
     uint64_t iterations;   /* loop iterations so far */
@@ -226,19 +235,63 @@ static Field *make_fields(Elab *e, const Node *list, uint32_t *n, bool *ok)
 
 /* ---- the integer program -------------------------------------------------------- */
 
+/* The table slot of name: its own, or the empty one where it would go. */
+static size_t var_slot(const Elab *e, const char *name)
+{
+    size_t h = ((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15u;
+    for (size_t i = h & (e->vcap - 1);; i = (i + 1) & (e->vcap - 1))
+        if (!e->vkey[i] || e->vkey[i] == name)
+            return i;
+}
+
 static bool lookup_var(Elab *e, const char *name, int64_t *out)
 {
-    for (size_t i = e->nvars; i-- > 0;)
-        if (e->vars[i].name == name) {
-            *out = e->vars[i].val;
-            return true;
-        }
-    return false;
+    if (!e->vcap)
+        return false;
+    size_t i = var_slot(e, name);
+    if (!e->vkey[i] || e->vtop[i] == NO_VAR)
+        return false;
+    *out = e->vars[e->vtop[i]].val;
+    return true;
 }
 
 static void bind(Elab *e, const char *name, int64_t val)
 {
-    VEC_PUSH(e->vars, e->nvars, e->varcap, ((Var){name, val}));
+    if (2 * (e->nvkey + 1) > e->vcap) { /* grow: rehash the names */
+        size_t oc = e->vcap;
+        const char **ok = e->vkey;
+        uint32_t *ot = e->vtop;
+        e->vcap = oc ? 2 * oc : 64;
+        e->vkey = xcalloc(e->vcap, sizeof *e->vkey);
+        e->vtop = xmalloc(e->vcap * sizeof *e->vtop);
+        for (size_t i = 0; i < oc; i++)
+            if (ok[i]) {
+                size_t j = var_slot(e, ok[i]);
+                e->vkey[j] = ok[i];
+                e->vtop[j] = ot[i];
+            }
+        free(ok);
+        free(ot);
+    }
+    size_t i = var_slot(e, name);
+    if (!e->vkey[i]) {
+        e->vkey[i] = name;
+        e->vtop[i] = NO_VAR;
+        e->nvkey++;
+    }
+    if (e->nvars >= NO_VAR)
+        die("too many bindings");
+    VEC_PUSH(e->vars, e->nvars, e->varcap, ((Var){name, val, e->vtop[i]}));
+    e->vtop[i] = (uint32_t)(e->nvars - 1);
+}
+
+/* Drops the bindings from mark on, uncovering what they shadowed. */
+static void unbind_to(Elab *e, size_t mark)
+{
+    while (e->nvars > mark) {
+        const Var *v = &e->vars[--e->nvars];
+        e->vtop[var_slot(e, v->name)] = v->prev;
+    }
 }
 
 /* Evaluates an integer expression (int64, overflow checked). */
@@ -569,7 +622,7 @@ static void exec(Elab *e, const Node *n, bool top)
             e->vars[mark].val = i;
             exec_list(e, n->body, false);
         }
-        e->nvars = mark;
+        unbind_to(e, mark);
         return;
     }
     case N_REQUIRE: {
@@ -660,7 +713,7 @@ static void exec_list(Elab *e, const Node *list, bool top)
     size_t mark = e->nvars;
     for (const Node *n = list; n && !e->stop && !e->halt; n = n->next)
         exec(e, n, top);
-    e->nvars = mark;
+    unbind_to(e, mark);
 }
 
 static Node *find_def(Node **defs, size_t n, const char *name)
@@ -711,7 +764,7 @@ static void exec_schedule(Elab *e, const Node *n)
     }
     size_t mark = e->nvars;
     int32_t stage = e->cur_stage;
-    e->nvars = NCONST; /* P, M, V, VSHAPE */
+    unbind_to(e, NCONST); /* P, M, V, VSHAPE stay; vars[NCONST..mark) stay readable */
     Var *saved = NULL;
     if (mark > NCONST) { /* pipeline-level lets are not visible inside the template */
         saved = xmalloc((mark - NCONST) * sizeof *saved);
@@ -729,7 +782,7 @@ static void exec_schedule(Elab *e, const Node *n)
     e->schedule = NULL;
     e->halt = false; /* a failed `require` ends the template, not the pipeline */
     e->cur_stage = stage;
-    e->nvars = NCONST;
+    unbind_to(e, NCONST);
     for (size_t i = NCONST; i < mark; i++)
         bind(e, saved[i - NCONST].name, saved[i - NCONST].val);
     free(saved);
@@ -1360,6 +1413,8 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     free(e->models);
     free(e->devices);
     free(e->vars);
+    free(e->vkey);
+    free(e->vtop);
     free(e->seen);
     if (d->nerr != before) {
         pipeline_free(p);

@@ -36,14 +36,76 @@
 
 #ifdef PIPEC_HAVE_CBC
 #include <coin/Cbc_C_Interface.h>
+#include <dlfcn.h>
 #endif
 
 #define EXACT_PACKAGE "coinor-libcbc-dev"
 
+#ifdef PIPEC_HAVE_CBC
+#ifndef PIPEC_CBC_SONAME
+#define PIPEC_CBC_SONAME "libCbcSolver.so.3"
+#endif
+
+/* The solver's functions, loaded on first use (cbc_load): linked in, CBC and the
+ * libraries it pulls in (CLP, BLAS, LAPACK, the C++ runtime) cost every pipec process
+ * about 20 ms of loading and relocation, most of a `check` of a 100k-op schedule
+ * (docs/performance.md "The compiler at scale"). Only `tune --exact` calls them. */
+#define CBC_FUNCS(X)                                                                       \
+    X(Cbc_newModel) X(Cbc_deleteModel) X(Cbc_setLogLevel) X(Cbc_loadProblem)              \
+    X(Cbc_setInteger) X(Cbc_setParameter) X(Cbc_setMaximumSeconds) X(Cbc_getNumCols)     \
+    X(Cbc_solve) X(Cbc_bestSolution) X(Cbc_isProvenOptimal) X(Cbc_isSecondsLimitReached) \
+    X(Cbc_getBestPossibleObjValue)
+#define CBC_PTR(name) __typeof__(&name) name;
+static struct {
+    CBC_FUNCS(CBC_PTR)
+} cbc_fn;
+#undef CBC_PTR
+
+/* Loads the solver's library and its functions once. Returns false (and says why on
+ * stderr once) when the library or one of its functions is missing. */
+static bool cbc_load(void)
+{
+    static int state; /* 0 not tried, 1 loaded, -1 failed */
+    if (state)
+        return state > 0;
+    state = -1;
+    void *h = dlopen(PIPEC_CBC_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "pipec tune: cannot load the COIN-OR CBC solver: %s\n", dlerror());
+        return false;
+    }
+#define CBC_SYM(name)                                                                      \
+    if (!(*(void **)&cbc_fn.name = dlsym(h, #name))) {                                     \
+        fprintf(stderr, "pipec tune: the COIN-OR CBC solver %s lacks %s\n", PIPEC_CBC_SONAME, \
+                #name);                                                                    \
+        return false;                                                                      \
+    }
+    CBC_FUNCS(CBC_SYM)
+#undef CBC_SYM
+    state = 1;
+    return true;
+}
+
+/* From here on the solver's functions are called through cbc_fn. */
+#define Cbc_newModel cbc_fn.Cbc_newModel
+#define Cbc_deleteModel cbc_fn.Cbc_deleteModel
+#define Cbc_setLogLevel cbc_fn.Cbc_setLogLevel
+#define Cbc_loadProblem cbc_fn.Cbc_loadProblem
+#define Cbc_setInteger cbc_fn.Cbc_setInteger
+#define Cbc_setParameter cbc_fn.Cbc_setParameter
+#define Cbc_setMaximumSeconds cbc_fn.Cbc_setMaximumSeconds
+#define Cbc_getNumCols cbc_fn.Cbc_getNumCols
+#define Cbc_solve cbc_fn.Cbc_solve
+#define Cbc_bestSolution cbc_fn.Cbc_bestSolution
+#define Cbc_isProvenOptimal cbc_fn.Cbc_isProvenOptimal
+#define Cbc_isSecondsLimitReached cbc_fn.Cbc_isSecondsLimitReached
+#define Cbc_getBestPossibleObjValue cbc_fn.Cbc_getBestPossibleObjValue
+#endif
+
 bool exact_available(void)
 {
 #ifdef PIPEC_HAVE_CBC
-    return true;
+    return cbc_load();
 #else
     return false;
 #endif
@@ -1245,9 +1307,14 @@ int cmd_tune_exact(int argc, char **argv)
         return rc;
     }
     if (!exact_available()) {
+#ifdef PIPEC_HAVE_CBC
+        fprintf(stderr, "pipec tune: --exact needs the COIN-OR CBC solver's library: install "
+                        "the Debian package " EXACT_PACKAGE " (make deps)\n");
+#else
         fprintf(stderr, "pipec tune: --exact needs the COIN-OR CBC solver, and this pipec was "
                         "built without it: install the Debian package " EXACT_PACKAGE
                         " (make deps) and rebuild\n");
+#endif
         driver_opts_free(&o);
         return 2;
     }

@@ -1,5 +1,5 @@
-/* opindex.c - the op index (see opindex.h): dense tables when P*V*M is small enough,
- * else a sorted array searched in O(log ops). */
+/* opindex.c - the op index (see opindex.h): dense tables, one per op kind present, when
+ * P*V*M is small enough, else a sorted array searched in O(log ops). */
 #include "opindex.h"
 
 #include <stdlib.h>
@@ -19,7 +19,9 @@ struct OpIndex {
     int32_t P, V, PV;
     uint32_t M;
     bool vshape;       /* placement, to find the owner of v */
-    uint32_t *dense;   /* [OP_NKINDS][PV][M] position, or NONE; NULL when sparse */
+    bool dense;        /* the dense tables (else the sorted array) */
+    uint32_t *kt[OP_NKINDS]; /* dense: [PV][M] position, or NONE, per kind; NULL for a
+                              * kind no op has (most schedules use two or three kinds) */
     IdxEnt *ents;      /* sparse: sorted by key, one per key */
     uint64_t nents;
     uint64_t count;
@@ -49,16 +51,21 @@ OpIndex *opindex_build(const Pipeline *p)
     uint64_t nops = pipeline_nops(p);
     uint64_t cells = (uint64_t)OP_NKINDS * (uint64_t)(x->PV > 0 ? x->PV : 0) * x->M;
     if (cells <= 8 * nops + (1u << 20)) {
-        x->dense = xmalloc((cells ? cells : 1) * sizeof *x->dense);
-        memset(x->dense, 0xff, cells * sizeof *x->dense);
+        x->dense = true;
+        uint64_t per = (uint64_t)(x->PV > 0 ? x->PV : 0) * x->M;
         for (int32_t s = 0; s < p->P; s++) {
             const StageOps *st = &p->stages[s];
             for (uint32_t i = 0; i < st->n; i++) {
                 const Op *op = &st->ops[i];
                 if (!op_in_range(p, op))
                     continue;
+                uint32_t *t = x->kt[op->kind];
+                if (!t) {
+                    t = x->kt[op->kind] = xmalloc(per * sizeof *t);
+                    memset(t, 0xff, per * sizeof *t);
+                }
                 uint64_t v = (uint64_t)ir_vstage(p, s, op->chunk);
-                uint32_t *cell = &x->dense[((uint64_t)op->kind * x->PV + v) * x->M + op->mb];
+                uint32_t *cell = &t[v * x->M + op->mb];
                 if (*cell == NONE) {
                     *cell = i;
                     x->count++;
@@ -109,13 +116,13 @@ bool opindex_find(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb, int32_t
 {
     if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV || mb >= x->M)
         return false;
-    uint64_t key = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M + mb;
     uint32_t at;
     if (x->dense) {
-        at = x->dense[key];
-        if (at == NONE)
+        const uint32_t *t = x->kt[kind];
+        if (!t || (at = t[(uint64_t)v * x->M + mb]) == NONE)
             return false;
     } else {
+        uint64_t key = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M + mb;
         uint64_t i = lower_bound(x, key);
         if (i == x->nents || x->ents[i].key != key)
             return false;
@@ -135,18 +142,46 @@ uint32_t opindex_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
 {
     if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
         return NONE;
-    uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
     if (x->dense) {
+        const uint32_t *t = x->kt[kind];
+        if (!t)
+            return NONE;
+        t += (uint64_t)v * x->M;
         for (uint32_t m = from; m < x->M; m++)
-            if (x->dense[base + m] != NONE)
+            if (t[m] != NONE)
                 return m;
         return NONE;
     }
+    uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
     if (from >= x->M)
         return NONE;
     uint64_t i = lower_bound(x, base + from);
     if (i < x->nents && x->ents[i].key < base + x->M)
         return (uint32_t)(x->ents[i].key - base);
+    return NONE;
+}
+
+uint32_t opindex_next_absent(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
+{
+    if (from >= x->M)
+        return NONE;
+    if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
+        return from;
+    if (x->dense) {
+        const uint32_t *t = x->kt[kind];
+        if (!t)
+            return from;
+        t += (uint64_t)v * x->M;
+        for (uint32_t m = from; m < x->M; m++)
+            if (t[m] == NONE)
+                return m;
+        return NONE;
+    }
+    uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
+    uint32_t m = from;
+    for (uint64_t i = lower_bound(x, base + from); m < x->M; i++, m++)
+        if (i >= x->nents || x->ents[i].key != base + m)
+            return m;
     return NONE;
 }
 
@@ -159,7 +194,8 @@ void opindex_free(OpIndex *x)
 {
     if (!x)
         return;
-    free(x->dense);
+    for (int k = 0; k < OP_NKINDS; k++)
+        free(x->kt[k]);
     free(x->ents);
     free(x);
 }

@@ -37,4 +37,8 @@ void opindex_free(OpIndex *idx);
  * Dense index: a scan; sparse index: a binary search. */
 uint32_t opindex_next(const OpIndex *idx, OpKind kind, int32_t v, uint32_t from);
 
+/* The smallest micro-batch >= from (and < M) for which (kind, v, mb) is not indexed, or
+ * UINT32_MAX when there is none: where the next run of absent ops starts. */
+uint32_t opindex_next_absent(const OpIndex *idx, OpKind kind, int32_t v, uint32_t from);
+
 #endif

@@ -275,6 +275,18 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
     double budget = 0;   /* all-reduce time not yet used by them (ms) */
     double *alloc = s->delta + base;
     mem_walk_ops(p, s->idx, r, alloc, s->freed);
+    /* mem_vm_has of every (chunk, micro-batch) of the rank from one scan of its list:
+     * an op's virtual stage is its rank's chunk, so every op of (v, m) is on v's owner
+     * (as the memory walk's walk_init reads it); the index where V*M is not O(ops). */
+    size_t VM = (size_t)V * (size_t)p->M;
+    uint8_t *hasv = NULL;
+    if (VM <= 4 * (size_t)so->n + 1024) {
+        hasv = xcalloc(VM ? VM : 1, 1);
+        for (uint32_t i = 0; i < so->n; i++)
+            if (op_valid(p, &so->ops[i]))
+                hasv[(size_t)so->ops[i].chunk * p->M + so->ops[i].mb] |=
+                    (uint8_t)opsem_has_bit((OpKind)so->ops[i].kind);
+    }
     for (uint32_t i = 0; i < so->n; i++) {
         const Op *op = &so->ops[i];
         uint32_t gi = base + i;
@@ -289,7 +301,9 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         if (op->kind == OP_B || op->kind == OP_W)
             s->lastbw[(size_t)r * V + op->chunk] = gi;
         int32_t v = s->vst[(size_t)r * V + op->chunk];
-        unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0 : mem_vm_has(s->idx, v, op->mb);
+        unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0
+                       : hasv ? hasv[(size_t)op->chunk * p->M + op->mb]
+                              : mem_vm_has(s->idx, v, op->mb);
         const OpCosts *k = &cost[op->chunk];
         if (op_sem[op->kind].overlaps_host) {
             /* inside its host's all-reduces: only the exposed part takes the stream */
@@ -307,6 +321,7 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         if (s->link_ranks > 1)
             s->link[gi] = fmin(opsem_link_ms((OpKind)op->kind, k, moved), s->dur[gi]);
     }
+    free(hasv);
     s->smask[r] = (uint8_t)mask;
 }
 
@@ -842,10 +857,34 @@ typedef struct JpsItem {
     double head, rem, tail;
 } JpsItem;
 
-static int jps_by_head(const void *a, const void *b)
+/* Sorts it[0..n) by head, stably (the order qsort's merge sort gives, so that the sums
+ * below add in the same order): nothing to do when already sorted, as the items of a
+ * list usually are; else a merge sort through tmp (room for n). */
+static void jps_sort(JpsItem *it, size_t n, JpsItem *tmp)
 {
-    double x = ((const JpsItem *)a)->head, y = ((const JpsItem *)b)->head;
-    return (x > y) - (x < y);
+    size_t i = 1;
+    while (i < n && it[i - 1].head <= it[i].head)
+        i++;
+    if (i >= n)
+        return;
+    JpsItem *src = it, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                dst[k++] = src[b].head < src[a].head ? src[b++] : src[a++];
+            while (a < mid)
+                dst[k++] = src[a++];
+            while (b < hi)
+                dst[k++] = src[b++];
+        }
+        JpsItem *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != it)
+        memcpy(it, src, n * sizeof *it);
 }
 
 /* A binary max-heap of items by tail. */
@@ -885,7 +924,7 @@ static JpsItem heap_pop(JpsItem *h, size_t *n)
  * a bound for every non-preemptive order. Sorts it[] by head; heap has room for n. */
 static double jps(JpsItem *it, size_t n, JpsItem *heap)
 {
-    qsort(it, n, sizeof *it, jps_by_head);
+    jps_sort(it, n, heap);
     size_t i = 0, nh = 0;
     double t = 0, best = 0;
     while (i < n || nh) {
@@ -941,17 +980,12 @@ static uint32_t lb_preds(const Sim *s, const Pipeline *p, int32_t r, uint32_t i,
     return n;
 }
 
-double sim_lower_bound(const Pipeline *p)
+/* The bound over a prepared Sim (its op index, durations, ranks and deps; a run of
+ * schedule() changes none of them). */
+static double lower_bound_of(const Sim *s, const Pipeline *p)
 {
-    Sim s;
-    memset(&s, 0, sizeof s);
-    if (!prepare(&s, p, NULL)) {
-        double nb = s.nops == 0 && p->P > 0 ? 0 : NAN;
-        sim_scratch_release(&s);
-        return nb;
-    }
     int32_t P = p->P;
-    size_t nops = (size_t)s.nops, maxn = 1;
+    size_t nops = (size_t)s->nops, maxn = 1;
     for (int32_t r = 0; r < P; r++)
         if (p->stages[r].n > maxn)
             maxn = p->stages[r].n;
@@ -963,10 +997,10 @@ double sim_lower_bound(const Pipeline *p)
     uint32_t *pre = xmalloc(cap * sizeof *pre);
     for (int32_t r = 0; r < P; r++)
         for (uint32_t i = 0; i < p->stages[r].n; i++) {
-            uint32_t g = s.off[r] + i, k = 0;
+            uint32_t g = s->off[r] + i, k = 0;
             rank[g] = r;
             if (op_valid(p, &p->stages[r].ops[i]))
-                k = lb_preds(&s, p, r, i, tmp);
+                k = lb_preds(s, p, r, i, tmp);
             if (npre + k > cap) {
                 cap = 2 * (npre + k);
                 pre = xrealloc(pre, cap * sizeof *pre);
@@ -1007,7 +1041,7 @@ double sim_lower_bound(const Pipeline *p)
             uint32_t g = order[k];
             for (uint32_t e = poff[g]; e < poff[g + 1]; e++) {
                 uint32_t q = pre[e] & ~CROSS;
-                double t = hd[q] + s.dur[q] + (pre[e] & CROSS ? s.rc[rank[g]].p2p : 0);
+                double t = hd[q] + s->dur[q] + (pre[e] & CROSS ? s->rc[rank[g]].p2p : 0);
                 if (t > hd[g])
                     hd[g] = t;
             }
@@ -1016,7 +1050,7 @@ double sim_lower_bound(const Pipeline *p)
             uint32_t g = order[k];
             for (uint32_t e = poff[g]; e < poff[g + 1]; e++) {
                 uint32_t q = pre[e] & ~CROSS;
-                double t = s.dur[g] + tl[g] + (pre[e] & CROSS ? s.rc[rank[g]].p2p : 0);
+                double t = s->dur[g] + tl[g] + (pre[e] & CROSS ? s->rc[rank[g]].p2p : 0);
                 if (t > tl[q])
                     tl[q] = t;
             }
@@ -1029,9 +1063,9 @@ double sim_lower_bound(const Pipeline *p)
                 size_t n = 0;
                 for (uint32_t i = 0; i < p->stages[r].n; i++) {
                     const Op *op = &p->stages[r].ops[i];
-                    uint32_t g = s.off[r] + i;
+                    uint32_t g = s->off[r] + i;
                     if (op_valid(p, op) && IN_STREAM(op->kind, st))
-                        it[n++] = (JpsItem){hd[g], s.dur[g], tl[g]};
+                        it[n++] = (JpsItem){hd[g], s->dur[g], tl[g]};
                 }
                 double b = n ? jps(it, n, heap) : 0;
                 if (b > lb)
@@ -1050,6 +1084,19 @@ double sim_lower_bound(const Pipeline *p)
     free(suc);
     free(indeg);
     free(order);
+    return lb;
+}
+
+double sim_lower_bound(const Pipeline *p)
+{
+    Sim s;
+    memset(&s, 0, sizeof s);
+    if (!prepare(&s, p, NULL)) {
+        double nb = s.nops == 0 && p->P > 0 ? 0 : NAN;
+        sim_scratch_release(&s);
+        return nb;
+    }
+    double lb = lower_bound_of(&s, p);
     sim_scratch_release(&s);
     return lb;
 }
@@ -1113,10 +1160,11 @@ static double **alloc_rows(const Pipeline *p, double *block)
 
 /* The metrics of SimResult beyond the per-rank rows (docs/simulator.md "Metrics"),
  * from the sums of idle and of recompute time over the ranks (ms). */
-static void sim_metrics(SimResult *res, const Pipeline *p, double idle_sum, double recompute_sum)
+static void sim_metrics(SimResult *res, const Pipeline *p, double idle_sum, double recompute_sum,
+                        double lower_bound_ms)
 {
     double ms = res->makespan_ms;
-    res->lower_bound_ms = sim_lower_bound(p);
+    res->lower_bound_ms = lower_bound_ms;
     /* the bound sums the same durations in another order than the run: a few ulps above
      * a makespan that meets it are rounding, not a schedule beating the bound */
     if (res->lower_bound_ms > ms && res->lower_bound_ms - ms <= 1e-9 * ms)
@@ -1248,8 +1296,10 @@ SimResult *simulate(const Pipeline *p)
         s.span = NULL;
     }
     res->bubble_ratio = (P > 0 && makespan > 0) ? idle_sum / (P * makespan) : 0;
+    /* sim_lower_bound over the tables this run prepared */
+    double lb = lower_bound_of(&s, p);
     sim_scratch_release(&s);
-    sim_metrics(res, p, idle_sum, recompute_sum);
+    sim_metrics(res, p, idle_sum, recompute_sum, lb);
     return res;
 }
 

@@ -38,6 +38,39 @@ uint32_t graph_ref(const Graph *g, OpRef r)
     return g->off[rank] + pos;
 }
 
+/* The waits of one op, computed from the op index (graph_build's per-op step). */
+typedef struct PredCtx {
+    const Graph *g;
+    const OpIndex *idx;
+    Pred *buf;
+    uint32_t n;
+} PredCtx;
+
+static void add_data(PredCtx *c, OpKind k, int32_t v, uint32_t mb)
+{
+    int32_t r;
+    uint32_t pos;
+    if (opindex_find(c->idx, k, v, mb, &r, &pos))
+        c->buf[c->n++] = (Pred){c->g->off[r] + pos, WAIT_DATA, 0};
+}
+
+/* OG(v): the last-listed B or W of virtual stage v (all on v's owner). O(M). */
+static void add_last_bw(PredCtx *c, int32_t v)
+{
+    const OpIndex *idx = c->idx;
+    uint32_t best = NONE;
+    int32_t r = 0;
+    for (int k = OP_B; k <= OP_W; k++)
+        for (uint32_t m = opindex_next(idx, (OpKind)k, v, 0); m != NONE;
+             m = opindex_next(idx, (OpKind)k, v, m + 1)) {
+            uint32_t pos;
+            if (opindex_find(idx, (OpKind)k, v, m, &r, &pos) && (best == NONE || pos > best))
+                best = pos;
+        }
+    if (best != NONE)
+        c->buf[c->n++] = (Pred){c->g->off[r] + best, WAIT_DATA, 0};
+}
+
 void graph_build(Graph *g, const Pipeline *p, const OpIndex *idx)
 {
     memset(g, 0, sizeof *g);
@@ -49,139 +82,125 @@ void graph_build(Graph *g, const Pipeline *p, const OpIndex *idx)
         g->off[s] = (uint32_t)n;
         n += p->stages[s].n;
     }
-    if (n >= NONE)
+    if (n >= NONE || p->ndeps >= (1u << 30))
         die("too many ops for the wait graph");
     g->off[p->P] = g->N = (uint32_t)n;
     size_t N1 = n ? n : 1;
     g->rank = xmalloc(N1 * sizeof *g->rank);
-    g->sprev = xmalloc(N1 * sizeof *g->sprev);
-    g->mprev = xmalloc(N1 * sizeof *g->mprev);
+    /* dep predecessors as CSR by target */
+    uint32_t *dstart = xcalloc(N1 + 1, sizeof *dstart);
+    uint32_t *dfrom = xmalloc((p->ndeps ? p->ndeps : 1) * sizeof *dfrom);
+    uint32_t *ddep = xmalloc((p->ndeps ? p->ndeps : 1) * sizeof *ddep);
+    for (int32_t s = 0; s < p->P; s++)
+        for (uint32_t i = 0; i < p->stages[s].n; i++)
+            g->rank[g->off[s] + i] = (uint16_t)s;
+    if (p->ndeps) {
+        uint32_t *to = xmalloc(p->ndeps * sizeof *to);
+        for (uint32_t i = 0; i < p->ndeps; i++) {
+            uint32_t a = graph_ref(g, p->deps[i].from), b = graph_ref(g, p->deps[i].to);
+            to[i] = (a == NONE) ? NONE : b;
+            if (to[i] != NONE)
+                dstart[to[i] + 1]++;
+        }
+        for (uint32_t u = 0; u < g->N; u++)
+            dstart[u + 1] += dstart[u];
+        uint32_t *fill = xmalloc(N1 * sizeof *fill);
+        memcpy(fill, dstart, g->N * sizeof *fill);
+        for (uint32_t i = 0; i < p->ndeps; i++) {
+            if (to[i] == NONE)
+                continue;
+            uint32_t k = fill[to[i]]++;
+            dfrom[k] = graph_ref(g, p->deps[i].from);
+            ddep[k] = i;
+        }
+        free(fill);
+        free(to);
+    }
+    /* every op's waits, once: the previous op on its stream, the last freeing op listed
+     * before it on each other stream when it allocates, its data waits (a row of
+     * opsem.h each), its dep lines. The array is sized for the common case (stream +
+     * two data waits per op) and grows only beyond it. */
+    g->pstart = xmalloc((N1 + 1) * sizeof *g->pstart);
+    size_t cap = 3 * (size_t)n + p->ndeps + 16, ne = 0;
+    g->pred = xmalloc(cap * sizeof *g->pred);
+    uint32_t maxn = 0, ncross = 0;
+    Pred buf[2 + (STREAM_N - 1) + OPSEM_MAX_WAITS + 1];
+    int32_t PV = p->P * p->V;
     for (int32_t s = 0; s < p->P; s++) {
         uint32_t last[STREAM_N] = {NONE, NONE, NONE}, lastfree[STREAM_N] = {NONE, NONE, NONE};
         const StageOps *st = &p->stages[s];
         for (uint32_t i = 0; i < st->n; i++) {
             uint32_t u = g->off[s] + i;
-            OpKind k = (OpKind)st->ops[i].kind;
+            const Op *op = &st->ops[i];
+            OpKind k = (OpKind)op->kind;
             const OpSem *sem = k < OP_NKINDS ? &op_sem[k] : NULL;
             Stream sm = sem ? sem->stream : STREAM_COMPUTE;
-            g->rank[u] = (uint16_t)s;
-            g->sprev[u] = last[sm];
+            PredCtx c = {g, idx, buf, 0};
+            if (last[sm] != NONE)
+                buf[c.n++] = (Pred){last[sm], WAIT_STREAM, 0};
             last[sm] = u;
-            /* the frees of its own stream precede it through sprev */
-            for (int j = 0, o = 0; j < STREAM_N; j++)
-                if (j != (int)sm)
-                    g->mprev[u][o++] = sem && sem->mem == MEM_ALLOC ? lastfree[j] : NONE;
+            /* the frees of its own stream precede it through the stream wait */
+            if (sem && sem->mem == MEM_ALLOC)
+                for (int j = 0; j < STREAM_N; j++)
+                    if (j != (int)sm && lastfree[j] != NONE)
+                        buf[c.n++] = (Pred){lastfree[j], WAIT_MEMORY, 0};
             if (sem && sem->mem == MEM_FREE)
                 lastfree[sm] = u;
+            if (sem && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M) {
+                int32_t v = ir_vstage(p, s, op->chunk);
+                for (int w = 0; w < sem->nwait; w++) {
+                    const OpWaitRule *r = &sem->wait[w];
+                    if (v + r->dv >= 0 && v + r->dv < PV)
+                        add_data(&c, (OpKind)r->kind, v + r->dv,
+                                 OP_IS_CHUNKWIDE(r->kind) ? 0 : op->mb);
+                }
+                if (sem->waits_last_bw)
+                    add_last_bw(&c, v);
+            }
+            uint32_t nd = dstart[u + 1] - dstart[u];
+            if (ne + c.n + nd > cap) {
+                cap = 2 * cap + c.n + nd;
+                g->pred = xrealloc(g->pred, cap * sizeof *g->pred);
+            }
+            g->pstart[u] = (uint32_t)ne;
+            for (uint32_t x = 0; x < c.n; x++) {
+                g->pred[ne++] = buf[x];
+                ncross += g->rank[buf[x].node] != (uint16_t)s;
+            }
+            for (uint32_t x = dstart[u]; x < dstart[u + 1]; x++) {
+                g->pred[ne++] = (Pred){dfrom[x], WAIT_DEP, ddep[x]};
+                ncross += g->rank[dfrom[x]] != (uint16_t)s;
+            }
+            if (c.n + nd > maxn)
+                maxn = c.n + nd;
+            if (ne >= NONE)
+                die("too many waits for the wait graph");
         }
     }
-    /* dep predecessors as CSR by target */
-    g->dstart = xcalloc(N1 + 1, sizeof *g->dstart);
-    g->dfrom = xmalloc((p->ndeps ? p->ndeps : 1) * sizeof *g->dfrom);
-    g->ddep = xmalloc((p->ndeps ? p->ndeps : 1) * sizeof *g->ddep);
-    uint32_t *to = xmalloc((p->ndeps ? p->ndeps : 1) * sizeof *to);
-    uint32_t maxd = 0;
-    for (uint32_t i = 0; i < p->ndeps; i++) {
-        uint32_t a = graph_ref(g, p->deps[i].from), b = graph_ref(g, p->deps[i].to);
-        to[i] = (a == NONE) ? NONE : b;
-        if (to[i] != NONE)
-            g->dstart[to[i] + 1]++;
-    }
-    for (uint32_t u = 0; u < g->N; u++) {
-        if (g->dstart[u + 1] > maxd)
-            maxd = g->dstart[u + 1];
-        g->dstart[u + 1] += g->dstart[u];
-    }
-    uint32_t *fill = xmalloc(N1 * sizeof *fill);
-    memcpy(fill, g->dstart, g->N * sizeof *fill);
-    for (uint32_t i = 0; i < p->ndeps; i++) {
-        if (to[i] == NONE)
-            continue;
-        uint32_t k = fill[to[i]]++;
-        g->dfrom[k] = graph_ref(g, p->deps[i].from);
-        g->ddep[k] = i;
-    }
-    free(fill);
-    free(to);
-    g->maxpred = 2 + (STREAM_N - 1) + OPSEM_MAX_WAITS + 1 + maxd;
+    g->pstart[g->N] = (uint32_t)ne;
+    g->ncross = ncross;
+    g->maxpred = maxn ? maxn : 1;
+    free(dstart);
+    free(dfrom);
+    free(ddep);
 }
 
 void graph_free(Graph *g)
 {
     free(g->off);
     free(g->rank);
-    free(g->sprev);
-    free(g->mprev);
-    free(g->dstart);
-    free(g->dfrom);
-    free(g->ddep);
+    free(g->pstart);
+    free(g->pred);
     memset(g, 0, sizeof *g);
-}
-
-typedef struct PredCtx {
-    const Graph *g;
-    uint32_t s, pos;
-    bool all;
-    Pred *buf;
-    uint32_t n;
-} PredCtx;
-
-static void add_pred(PredCtx *c, uint32_t w, WaitWhy why, uint32_t dep)
-{
-    if (!c->all && c->g->rank[w] == c->s && graph_pos(c->g, w) >= c->pos)
-        return; /* an `order` error: reported by check_order, left out of the graph */
-    c->buf[c->n++] = (Pred){w, (uint8_t)why, dep};
-}
-
-static void add_data(PredCtx *c, OpKind k, int32_t v, uint32_t mb)
-{
-    int32_t r;
-    uint32_t pos;
-    if (opindex_find(c->g->idx, k, v, mb, &r, &pos))
-        add_pred(c, c->g->off[r] + pos, WAIT_DATA, 0);
-}
-
-/* OG(v): the last-listed B or W of virtual stage v (all on v's owner). O(M). */
-static void add_last_bw(PredCtx *c, int32_t v)
-{
-    const OpIndex *idx = c->g->idx;
-    uint32_t best = NONE;
-    int32_t r = 0;
-    for (int k = OP_B; k <= OP_W; k++)
-        for (uint32_t m = opindex_next(idx, (OpKind)k, v, 0); m != NONE;
-             m = opindex_next(idx, (OpKind)k, v, m + 1)) {
-            uint32_t pos;
-            if (opindex_find(idx, (OpKind)k, v, m, &r, &pos) && (best == NONE || pos > best))
-                best = pos;
-        }
-    if (best != NONE)
-        add_pred(c, c->g->off[r] + best, WAIT_DATA, 0);
 }
 
 uint32_t graph_preds(const Graph *g, uint32_t u, Pred *buf, bool all)
 {
-    const Pipeline *p = g->p;
-    PredCtx c = {g, g->rank[u], graph_pos(g, u), all, buf, 0};
-    const Op *op = graph_op(g, u);
-    if (g->sprev[u] != NONE)
-        c.buf[c.n++] = (Pred){g->sprev[u], WAIT_STREAM, 0};
-    for (int j = 0; j < STREAM_N - 1; j++)
-        if (g->mprev[u][j] != NONE)
-            c.buf[c.n++] = (Pred){g->mprev[u][j], WAIT_MEMORY, 0};
-    if (op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M) {
-        const OpSem *sem = &op_sem[op->kind];
-        int32_t v = ir_vstage(p, (int32_t)c.s, op->chunk), PV = p->P * p->V;
-        for (int i = 0; i < sem->nwait; i++) {
-            const OpWaitRule *w = &sem->wait[i];
-            if (v + w->dv >= 0 && v + w->dv < PV)
-                add_data(&c, (OpKind)w->kind, v + w->dv, OP_IS_CHUNKWIDE(w->kind) ? 0 : op->mb);
-        }
-        if (sem->waits_last_bw)
-            add_last_bw(&c, v);
-    }
-    for (uint32_t k = g->dstart[u]; k < g->dstart[u + 1]; k++)
-        add_pred(&c, g->dfrom[k], WAIT_DEP, g->ddep[k]);
-    return c.n;
+    uint32_t n = 0;
+    for (uint32_t k = g->pstart[u]; k < g->pstart[u + 1]; k++)
+        if (all || !graph_left_out(g, u, g->pred[k].node))
+            buf[n++] = g->pred[k];
+    return n;
 }
 
 char *node_name(const Graph *g, uint32_t u, char *buf, size_t n)
@@ -448,20 +467,12 @@ int check_waitgraph(Diag *d, const Graph *g)
     uint32_t N = g->N, N1 = N ? N : 1;
     Pred *buf = xmalloc(g->maxpred * sizeof *buf);
     uint32_t *out = xcalloc(N1, sizeof *out), *queue = xmalloc(N1 * sizeof *queue);
-    /* predecessors once, as CSR of node numbers (about 10 bytes per op), so that the
-     * peeling below reads one array instead of recomputing them in random order */
-    uint32_t *pst = xmalloc(((size_t)N + 1) * sizeof *pst), *pe = NULL;
-    size_t npe = 0, cape = 0;
-    for (uint32_t u = 0; u < N; u++) {
-        pst[u] = (uint32_t)npe;
-        uint32_t n = graph_preds(g, u, buf, false);
-        VEC_RESERVE(pe, npe + n, cape);
-        for (uint32_t k = 0; k < n; k++) {
-            pe[npe++] = buf[k].node;
-            out[buf[k].node]++;
-        }
-    }
-    pst[N] = (uint32_t)npe;
+    const uint32_t *pst = g->pstart;
+    const Pred *pe = g->pred;
+    for (uint32_t u = 0; u < N; u++)
+        for (uint32_t k = pst[u]; k < pst[u + 1]; k++)
+            if (!graph_left_out(g, u, pe[k].node))
+                out[pe[k].node]++;
     /* Kahn backwards: peel ops nothing waits for; what is left reaches a cycle. */
     uint32_t qh = 0, qt = 0;
     for (uint32_t u = 0; u < N; u++)
@@ -470,11 +481,9 @@ int check_waitgraph(Diag *d, const Graph *g)
     while (qh < qt) {
         uint32_t u = queue[qh++];
         for (uint32_t k = pst[u]; k < pst[u + 1]; k++)
-            if (--out[pe[k]] == 0)
-                queue[qt++] = pe[k];
+            if (!graph_left_out(g, u, pe[k].node) && --out[pe[k].node] == 0)
+                queue[qt++] = pe[k].node;
     }
-    free(pst);
-    free(pe);
     free(queue);
     int nerr = 0;
     if (qt == N) {

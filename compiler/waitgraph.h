@@ -25,27 +25,27 @@ typedef enum WaitWhy {
     WAIT_DEP     /* a `dep` line */
 } WaitWhy;
 
+/* One wait: the op waited for and why. 8 bytes. */
 typedef struct Pred {
-    uint32_t node;  /* the op waited for (global op number) */
-    uint8_t why;    /* WaitWhy */
-    uint32_t dep;   /* WAIT_DEP: index into p->deps */
+    uint32_t node;     /* the op waited for (global op number) */
+    uint32_t why : 2;  /* WaitWhy */
+    uint32_t dep : 30; /* WAIT_DEP: index into p->deps (fewer than 2^30 deps) */
 } Pred;
 
-/* The wait graph, implicit: ops are numbered rank by rank (node = off[s] + pos) and
- * their predecessors computed on demand from the op index. 18 bytes per op plus 8 per
- * dep. */
+/* The wait graph: ops are numbered rank by rank (node = off[s] + pos); the
+ * predecessors of every op are computed once, in graph_build, into one CSR array
+ * (node u's are pred[pstart[u] .. pstart[u + 1]), in the order graph_preds gives them),
+ * which the order check, the cycle search and the comm lowering all read. 10 bytes per
+ * op plus 8 per wait. */
 typedef struct Graph {
     const Pipeline *p;
     const OpIndex *idx;
     uint32_t N;           /* ops */
     uint32_t *off;        /* [P+1] first node of each rank */
     uint16_t *rank;       /* [N] */
-    uint32_t *sprev;      /* [N] previous op on the same stream, or NONE */
-    uint32_t (*mprev)[STREAM_N - 1]; /* [N] allocating ops: the last op listed before
-                                      * on each other stream that frees memory, or NONE */
-    uint32_t *dstart;     /* [N+1] CSR of dep predecessors */
-    uint32_t *dfrom;      /* [ndeps] pred node */
-    uint32_t *ddep;       /* [ndeps] index into p->deps */
+    uint32_t *pstart;     /* [N+1] CSR of predecessors, every wait (all = true) */
+    Pred *pred;           /* [pstart[N]] */
+    uint32_t ncross;      /* waits across ranks (the comm lowering's messages) */
     uint32_t maxpred;     /* size a Pred buffer must have */
 } Graph;
 
@@ -58,6 +58,13 @@ void graph_free(Graph *g);
  * data or dep predecessor listed at or after u is left out (an `order` error, reported
  * separately), which makes every remaining cycle cross ranks. */
 uint32_t graph_preds(const Graph *g, uint32_t u, Pred *buf, bool all);
+
+/* True when the wait of u for w is one graph_preds(all = false) leaves out: w on u's
+ * rank and listed at or after u (only data and dep waits can be). */
+static inline bool graph_left_out(const Graph *g, uint32_t u, uint32_t w)
+{
+    return g->rank[w] == g->rank[u] && w >= u;
+}
 
 static inline uint32_t graph_pos(const Graph *g, uint32_t u)
 {
