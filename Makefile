@@ -27,7 +27,7 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O2 -g
 WARN     = -std=c11 -Wall -Wextra
-CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icompiler -Ibuild/gen -Iruntime
+CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icompiler -Ibuild/gen -Iruntime -Iplan
 CFLAGS  += $(OPT) $(WARN) $(EXTRA_CFLAGS)
 LDLIBS   = -lm
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -339,7 +339,7 @@ install: all
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
-NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
+NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iplan -Iruntime/cuda -I$(CUDA_HOME)/include \
              -Xcompiler -Wall,-Wextra --Werror all-warnings
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
@@ -358,11 +358,11 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/region.h compiler/stream_plan.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/region.h plan/stream_plan.h plan/opkinds.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
-build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h)
+build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h plan/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

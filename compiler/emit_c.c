@@ -296,12 +296,16 @@ static void header(StrBuf *b, const char *source, const char *what)
     sb_puts(b, ".\n * Do not edit: regenerate with `pipec emit`. */\n");
 }
 
+/* The runtime kind an op of kind k runs as (op_sem[k].runs_as: RO runs as an R at its
+ * list position), "PR_F" .. "PR_LW" of runtime/piperun.h. */
 static const char *kind_enum(int k)
 {
-    static const char *const n[OP_NKINDS] = {"PR_F",  "PR_B",  "PR_W",  "PR_R",
-                                             "PR_SO", "PR_SI", "PR_OG", "PR_LW",
-                                             "PR_R" /* RO: an R at its list position */};
-    return (unsigned)k < OP_NKINDS ? n[k] : "PR_F";
+    static const char *const n[PLAN_NKINDS] = {
+#define X(e, s, st) "PR_" s,
+        PLAN_KINDS(X)
+#undef X
+    };
+    return (unsigned)k < OP_NKINDS ? n[op_sem[k].runs_as] : "PR_F";
 }
 
 /* %.17g, but always a valid C double constant. */

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "opkinds.h"
 
 #define IR_MAX_STAGES 65535
 #define IR_MAX_CHUNKS 255
@@ -41,9 +42,6 @@
     X(LW, "LW") \
     X(RO, "RO")
 
-/* True for the kinds that act on a whole chunk (micro-batch always 0). */
-#define OP_IS_CHUNKWIDE(k) ((k) == OP_OG || (k) == OP_LW)
-
 typedef enum OpKind {
 #define X(e, s) OP_##e,
     OP_KINDS(X)
@@ -52,8 +50,6 @@ typedef enum OpKind {
 } OpKind;
 
 extern const char *const op_kind_name[OP_NKINDS];
-
-typedef enum Stream { STREAM_COMPUTE, STREAM_D2H, STREAM_H2D, STREAM_N } Stream;
 
 /* The stream an op kind runs on (op_sem[k].stream of opsem.h). */
 Stream op_stream(OpKind k);
