@@ -15,6 +15,7 @@
 #   make test-gpu-quick  the short GPU check (tests/gpu/quick.sh); "SKIP: no GPU" without one
 #   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
+#   make check-layers  the include layers of docs/architecture.md "Layers" (tools/check_layers.sh)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
 #                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
@@ -56,6 +57,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
+.PHONY: check-layers
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -160,6 +162,10 @@ build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runt
 # sweeps whole (TEST_FULL=1, which the suites read as PIPEC_TEST_FULL; docs/performance.md
 # names what each sweep samples).
 TEST_FULL ?= 0
+# The include layers of docs/architecture.md "Layers" (also tests/t_layers.sh).
+check-layers:
+	@sh tools/check_layers.sh .
+
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
 	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
