@@ -27,10 +27,12 @@
  * offload"): OG (D2H) offloads one chunk's gradients and runs its optimizer step on the
  * host, LW (H2D) loads the chunk's updated weights back (TPipe's T-Offload, §5). Both
  * act on a whole chunk and are written with micro-batch 0: `OG0.1`, `LW0.1`. New kinds
- * go at the end: the runtime's PR_* kinds follow this order. RO is R overlapped with
- * the tensor-parallel all-reduces of its host, the next compute op listed after it
- * (docs/semantics.md "Overlapped recomputation"; Lynx §4): the runtime runs it as an R
- * at its list position, so it has no PR_* kind of its own. */
+ * go at the end: the runtime's PR_* kinds (plan/opkinds.h) are the first kinds, in
+ * this order (opsem.c asserts it). RO is R overlapped with the tensor-parallel
+ * all-reduces of its host, the next compute op listed after it (docs/semantics.md
+ * "Overlapped recomputation"; Lynx §4): the runtime runs it as an R at its list
+ * position (op_sem[].runs_as), so it has no PR_* kind of its own. Every other fact
+ * of a kind is its row of op_sem[] (opsem.h). */
 #define OP_KINDS(X) \
     X(F, "F") \
     X(B, "B") \
