@@ -15,6 +15,7 @@
 #   make test-gpu-quick  the short GPU check (tests/gpu/quick.sh); "SKIP: no GPU" without one
 #   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
+#   make check-layers  the include layers of docs/architecture.md "Layers" (tools/check_layers.sh)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
 #                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
@@ -27,7 +28,7 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O2 -g
 WARN     = -std=c11 -Wall -Wextra
-CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icompiler -Ibuild/gen -Iruntime
+CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icompiler -Ibuild/gen -Iruntime -Iplan
 CFLAGS  += $(OPT) $(WARN) $(EXTRA_CFLAGS)
 LDLIBS   = -lm
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -59,6 +60,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
+.PHONY: check-layers
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -163,6 +165,10 @@ build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runt
 # sweeps whole (TEST_FULL=1, which the suites read as PIPEC_TEST_FULL; docs/performance.md
 # names what each sweep samples).
 TEST_FULL ?= 0
+# The include layers of docs/architecture.md "Layers" (also tests/t_compiler_layers.sh).
+check-layers:
+	@sh tools/check_layers.sh .
+
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
 	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
@@ -342,7 +348,7 @@ install: all
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
-NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
+NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iplan -Iruntime/cuda -I$(CUDA_HOME)/include \
              -Xcompiler -Wall,-Wextra --Werror all-warnings
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
@@ -363,11 +369,11 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h compiler/stream_plan.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h plan/stream_plan.h plan/opkinds.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
-build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h)
+build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h plan/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -21,7 +21,7 @@ for src in bench/bench_*.c; do
     echo "== $name"
     # shellcheck disable=SC2086
     if ! $CC -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
-        -Icompiler -Ibuild/gen -Iruntime $BLAS_CFLAGS -o "build/bench/$name" "$src" \
+        -Icompiler -Ibuild/gen -Iruntime -Iplan $BLAS_CFLAGS -o "build/bench/$name" "$src" \
         build/libpipec.a build/libpiperun.a $BLAS_LIBS -pthread -lm; then
         echo "$name: build failed"
         status=1

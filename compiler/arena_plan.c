@@ -898,8 +898,10 @@ static void vm_w(Build *b, VmBuild *v, uint32_t i)
  * gets no region; a misordered R or W is planned as absent. */
 static void build_vm(Build *b, const Pos *q, const ArenaSizes *z, bool swap_frees, double frac)
 {
-    uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W],
-             R = q->at[OP_R] != NONE ? q->at[OP_R] : q->at[OP_RO]; /* RO: an R */
+    uint32_t F = q->at[OP_F], B = q->at[OP_B], W = q->at[OP_W], R = NONE;
+    for (int k = 0; k < OP_NKINDS && R == NONE; k++)
+        if (op_sem[k].runs_as == OP_R) /* R, and RO: an R at its list position */
+            R = q->at[k];
     uint32_t SO = q->at[OP_SO], SI = q->at[OP_SI];
     VmBuild v = {NONE, NONE, 0, 0, 0, align_up(z->act), 0, 0, false, false, swap_frees, frac};
     if (F == NONE || B == NONE || B < F || v.a == 0)

@@ -2,6 +2,11 @@
  * from the schedule, so the regions of each rank are packed into one arena at compile
  * time (docs/runtime.md "Static memory planning").
  *
+ * Which kinds allocate and free is the op table's (compiler/opsem.c op_sem[].mem:
+ * F, R, RO, SI and LW allocate; B, W and SO free); the plan places the activation
+ * regions of the per-(v,m) kinds, an RO as the R it runs as. LW's model states are
+ * not an activation region: the plan leaves them out.
+ *
  * Model. The activations of each (v,m) of a rank form one region whose layout is three
  * nested prefixes (runtime/mlp.h "act region"): [0, ckpt) the checkpoint, [0, wact)
  * what a split B leaves for W, [0, act) everything. Over the schedule the region lives
@@ -22,7 +27,7 @@
  *     back as a piece of its own, as the walk counts it; when an R of (v,m) exists the
  *     region then stays in place (conservative).
  * Time is the rank's list position: op i allocates at 2i (its start) and frees at 2i+1
- * (its end). Both the runtime and the simulator make an allocating op (F, R, SI) wait
+ * (its end). Both the runtime and the simulator make an allocating op (MEM_ALLOC) wait
  * for every SO listed before it, so a region freed by an SO at list position i is
  * really free for any allocation listed after i.
  *

@@ -193,26 +193,15 @@ static void check_ops(Diag *d, const Pipeline *p, const OpIndex *idx)
                            op_name(z, sizeof z, (OpKind)op->kind, 0, op->chunk));
                 continue;
             }
-            if (op->kind == OP_OG && !opindex_find(idx, OP_LW, v, 0, NULL, NULL))
-                diag_error(d, op->loc, DIAG_MISSING,
-                           "%s on stage %d has no %s: an offloaded chunk's weights must be "
-                           "loaded back",
-                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_LW, 0, op->chunk));
-            if (op->kind == OP_LW && !opindex_find(idx, OP_OG, v, 0, NULL, NULL))
-                diag_error(d, op->loc, DIAG_MISSING,
-                           "%s on stage %d has no %s: only a chunk whose gradients go to the "
-                           "host has weights to load",
-                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_OG, 0, op->chunk));
+            /* the op's pair (SO/SI, OG/LW: op_sem[].pair) on the same (v,m) or chunk */
+            OpKind pk = (OpKind)op_sem[op->kind].pair;
+            uint32_t pm = OP_IS_CHUNKWIDE(pk) ? 0 : op->mb;
+            if (pk != OP_NKINDS && !opindex_find(idx, pk, v, pm, NULL, NULL))
+                diag_error(d, op->loc, DIAG_MISSING, "%s on stage %d has no %s: %s",
+                           opn(a, sizeof a, op), s, op_name(z, sizeof z, pk, pm, op->chunk),
+                           op_sem[op->kind].why_pair);
             if (op_sem[op->kind].overlaps_host)
                 check_host(d, p, idx, s, i);
-            if (op->kind == OP_SO && !opindex_find(idx, OP_SI, v, op->mb, NULL, NULL))
-                diag_error(d, op->loc, DIAG_MISSING,
-                           "%s on stage %d has no %s: swapped-out activations must come back",
-                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_SI, op->mb, op->chunk));
-            if (op->kind == OP_SI && !opindex_find(idx, OP_SO, v, op->mb, NULL, NULL))
-                diag_error(d, op->loc, DIAG_MISSING,
-                           "%s on stage %d has no %s: there is nothing to swap in",
-                           opn(a, sizeof a, op), s, op_name(z, sizeof z, OP_SO, op->mb, op->chunk));
         }
     }
     diag_clear_op(d); /* the last op named had no error */

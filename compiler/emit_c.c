@@ -102,12 +102,12 @@ static void header(StrBuf *b, const char *source, const char *what)
     sb_puts(b, ".\n * Do not edit: regenerate with `pipec emit`. */\n");
 }
 
-/* The runtime kind (runtime/piperun.h PR_*) of compiler op kind k. */
+/* The runtime kind (runtime/piperun.h PR_*) an op of kind k runs as (op_sem[k].runs_as:
+ * RO runs as an R at its list position; the PR_* rows are the plan kinds' rows, checked
+ * at build time). */
 static uint8_t pr_kind(int k)
 {
-    static const uint8_t n[OP_NKINDS] = {PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI, PR_OG, PR_LW,
-                                         PR_R /* RO: an R at its list position */};
-    return (unsigned)k < OP_NKINDS ? n[k] : PR_F;
+    return (unsigned)k < OP_NKINDS ? (uint8_t)op_sem[k].runs_as : PR_F;
 }
 
 /* x, or 0 where it is not finite (a table holds finite numbers only). */

@@ -290,7 +290,7 @@ static bool model_ops(Diag *d, Model *m)
          * that is the last of them to end, so it waits for every one. */
         if (sem->waits_last_bw)
             for (uint32_t i = m->off[x->rank]; i < m->off[x->rank + 1]; i++)
-                if ((m->op[i].kind == OP_B || m->op[i].kind == OP_W) && m->op[i].v == x->v)
+                if (op_backward(m->op[i].kind) && m->op[i].v == x->v)
                     add_edge(m, i, j, m->op[i].d, false);
     }
     for (uint32_t k = 0; k < p->ndeps; k++) {

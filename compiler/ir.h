@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "diag.h"
+#include "opkinds.h"
 
 #define IR_MAX_STAGES 65535
 #define IR_MAX_CHUNKS 255
@@ -26,10 +27,12 @@
  * offload"): OG (D2H) offloads one chunk's gradients and runs its optimizer step on the
  * host, LW (H2D) loads the chunk's updated weights back (TPipe's T-Offload, §5). Both
  * act on a whole chunk and are written with micro-batch 0: `OG0.1`, `LW0.1`. New kinds
- * go at the end: the runtime's PR_* kinds follow this order. RO is R overlapped with
- * the tensor-parallel all-reduces of its host, the next compute op listed after it
- * (docs/semantics.md "Overlapped recomputation"; Lynx §4): the runtime runs it as an R
- * at its list position, so it has no PR_* kind of its own. */
+ * go at the end: the runtime's PR_* kinds (plan/opkinds.h) are the first kinds, in
+ * this order (opsem.c asserts it). RO is R overlapped with the tensor-parallel
+ * all-reduces of its host, the next compute op listed after it (docs/semantics.md
+ * "Overlapped recomputation"; Lynx §4): the runtime runs it as an R at its list
+ * position (op_sem[].runs_as), so it has no PR_* kind of its own. Every other fact
+ * of a kind is its row of op_sem[] (opsem.h). */
 #define OP_KINDS(X) \
     X(F, "F") \
     X(B, "B") \
@@ -41,9 +44,6 @@
     X(LW, "LW") \
     X(RO, "RO")
 
-/* True for the kinds that act on a whole chunk (micro-batch always 0). */
-#define OP_IS_CHUNKWIDE(k) ((k) == OP_OG || (k) == OP_LW)
-
 typedef enum OpKind {
 #define X(e, s) OP_##e,
     OP_KINDS(X)
@@ -52,8 +52,6 @@ typedef enum OpKind {
 } OpKind;
 
 extern const char *const op_kind_name[OP_NKINDS];
-
-typedef enum Stream { STREAM_COMPUTE, STREAM_D2H, STREAM_H2D, STREAM_N } Stream;
 
 /* The stream an op kind runs on (op_sem[k].stream of opsem.h). */
 Stream op_stream(OpKind k);

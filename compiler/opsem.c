@@ -7,35 +7,64 @@
 
 /* docs/spec.md "Dependencies", one row per kind; the OG/LW rows are docs/semantics.md
  * "Model-state offload" (TPipe's T-Offload, §5), the RO row "Overlapped
- * recomputation" (Lynx §4). */
+ * recomputation" (Lynx §4). Colours: a colour-blind-safe "deep" palette. */
 const OpSem op_sem[OP_NKINDS] = {
-    [OP_F] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, false, 2,
-              {{OP_F, -1, "a forward needs the forward of the previous virtual stage"},
-               {OP_LW, 0, "a forward of an offloaded chunk needs its weights loaded"}}, true, true},
-    [OP_B] = {STREAM_COMPUTE, MEM_FREE, false, NULL, false, 5,
-              {{OP_B, +1, "a backward needs the backward of the next virtual stage"},
-               {OP_F, 0, "a backward needs its forward"},
-               {OP_R, 0, "a recompute must come before its backward"},
-               {OP_SI, 0, "a swap-in must come before its backward"},
-               {OP_RO, 0, "an overlapped recompute must come before its backward"}}, true, true},
-    [OP_W] = {STREAM_COMPUTE, MEM_FREE, false, NULL, false, 1,
-              {{OP_B, 0, "a weight-gradient op must come after its backward"}}, false, false},
-    [OP_R] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, false, 2,
-              {{OP_F, 0, "a recompute must come after its forward"},
-               {OP_SI, 0, "a swap-in must come before its recompute"}}, true, true},
-    [OP_SO] = {STREAM_D2H, MEM_FREE, false, NULL, false, 1,
-               {{OP_F, 0, "a swap-out must come after its forward"}}, false, false},
-    [OP_SI] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 1,
-               {{OP_SO, 0, "a swap-in must come after its swap-out"}}, false, false},
-    [OP_OG] = {STREAM_D2H, MEM_NONE, true,
-               "a gradient offload must come after every backward of its chunk", false, 0, {{0}}, false, false},
-    [OP_LW] = {STREAM_H2D, MEM_ALLOC, false, NULL, false, 0, {{0}}, false, false},
+    [OP_F] = {.stream = STREAM_COMPUTE, .mem = MEM_ALLOC, .nwait = 2,
+              .wait = {{OP_F, -1, "a forward needs the forward of the previous virtual stage"},
+                       {OP_LW, 0, "a forward of an offloaded chunk needs its weights loaded"}},
+              .reads_params = true, .works = true, .runs_as = OP_F, .pair = OP_NKINDS,
+              .glyph = '-', .colour = "#4C72B0", .label = "F forward"},
+    [OP_B] = {.stream = STREAM_COMPUTE, .mem = MEM_FREE, .nwait = 5,
+              .wait = {{OP_B, +1, "a backward needs the backward of the next virtual stage"},
+                       {OP_F, 0, "a backward needs its forward"},
+                       {OP_R, 0, "a recompute must come before its backward"},
+                       {OP_SI, 0, "a swap-in must come before its backward"},
+                       {OP_RO, 0, "an overlapped recompute must come before its backward"}},
+              .reads_params = true, .works = true, .backward = true, .runs_as = OP_B,
+              .pair = OP_NKINDS, .glyph = '=', .colour = "#55A868", .label = "B backward"},
+    [OP_W] = {.stream = STREAM_COMPUTE, .mem = MEM_FREE, .nwait = 1,
+              .wait = {{OP_B, 0, "a weight-gradient op must come after its backward"}},
+              .backward = true, .has = VM_HAS_W, .runs_as = OP_W, .pair = OP_NKINDS,
+              .glyph = '~', .colour = "#8172B3", .label = "W weight grad"},
+    [OP_R] = {.stream = STREAM_COMPUTE, .mem = MEM_ALLOC, .nwait = 2,
+              .wait = {{OP_F, 0, "a recompute must come after its forward"},
+                       {OP_SI, 0, "a swap-in must come before its recompute"}},
+              .reads_params = true, .works = true, .has = VM_HAS_R, .runs_as = OP_R,
+              .pair = OP_NKINDS, .glyph = '+', .colour = "#C44E52", .label = "R recompute"},
+    [OP_SO] = {.stream = STREAM_D2H, .mem = MEM_FREE, .nwait = 1,
+               .wait = {{OP_F, 0, "a swap-out must come after its forward"}},
+               .has = VM_HAS_SO, .runs_as = OP_SO, .pair = OP_SI,
+               .why_pair = "swapped-out activations must come back", .glyph = '>',
+               .colour = "#DD8452", .label = "SO swap out"},
+    [OP_SI] = {.stream = STREAM_H2D, .mem = MEM_ALLOC, .nwait = 1,
+               .wait = {{OP_SO, 0, "a swap-in must come after its swap-out"}},
+               .has = VM_HAS_SI, .runs_as = OP_SI, .pair = OP_SO,
+               .why_pair = "there is nothing to swap in", .glyph = '<', .colour = "#937860",
+               .label = "SI swap in"},
+    [OP_OG] = {.stream = STREAM_D2H, .mem = MEM_NONE, .waits_last_bw = true,
+               .why_last_bw = "a gradient offload must come after every backward of its chunk",
+               .chunkwide = true, .runs_as = OP_OG, .pair = OP_LW,
+               .why_pair = "an offloaded chunk's weights must be loaded back", .glyph = '}',
+               .colour = "#DA8BC3", .label = "OG grad offload + host step"},
+    [OP_LW] = {.stream = STREAM_H2D, .mem = MEM_ALLOC, .chunkwide = true, .runs_as = OP_LW,
+               .pair = OP_OG,
+               .why_pair = "only a chunk whose gradients go to the host has weights to load",
+               .glyph = '{', .colour = "#8C8C8C", .label = "LW weight load"},
     /* docs/semantics.md "Overlapped recomputation": an R that runs inside its host's
-     * all-reduces (Lynx §4); the same waits and memory as R */
-    [OP_RO] = {STREAM_COMPUTE, MEM_ALLOC, false, NULL, true, 2,
-               {{OP_F, 0, "an overlapped recompute must come after its forward"},
-                {OP_SI, 0, "a swap-in must come before its overlapped recompute"}}, true, true},
+     * all-reduces (Lynx §4); the same waits and memory as R, run as an R */
+    [OP_RO] = {.stream = STREAM_COMPUTE, .mem = MEM_ALLOC, .overlaps_host = true, .nwait = 2,
+               .wait = {{OP_F, 0, "an overlapped recompute must come after its forward"},
+                        {OP_SI, 0, "a swap-in must come before its overlapped recompute"}},
+               .reads_params = true, .works = true, .has = VM_HAS_R, .runs_as = OP_R,
+               .pair = OP_NKINDS, .glyph = '*', .colour = "#E6A0A3",
+               .label = "RO overlapped recompute"},
 };
+
+/* The runtime's kinds (plan/opkinds.h) are OP_KINDS' first kinds, in the same order,
+ * so a runs_as value is a PR_* kind. */
+#define X(e, s, st) _Static_assert(OP_##e == (int)PLAN_K_##e, "plan/opkinds.h follows OP_KINDS");
+PLAN_KINDS(X)
+#undef X
 
 const char *opsem_why(OpKind u, OpKind w)
 {
@@ -45,7 +74,7 @@ const char *opsem_why(OpKind u, OpKind w)
     for (int i = 0; i < s->nwait; i++)
         if (s->wait[i].kind == w)
             return s->wait[i].why;
-    if (s->waits_last_bw && (w == OP_B || w == OP_W))
+    if (s->waits_last_bw && op_backward(w))
         return s->why_last_bw;
     return "it depends on it";
 }
@@ -62,14 +91,7 @@ bool opsem_waits_on(OpKind k, OpKind w)
 
 unsigned opsem_has_bit(OpKind k)
 {
-    switch (k) {
-    case OP_R:
-    case OP_RO: return VM_HAS_R;
-    case OP_W: return VM_HAS_W;
-    case OP_SO: return VM_HAS_SO;
-    case OP_SI: return VM_HAS_SI;
-    default: return 0;
-    }
+    return (unsigned)k < OP_NKINDS ? op_sem[k].has : 0;
 }
 
 void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)

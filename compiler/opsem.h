@@ -2,9 +2,15 @@
  * the ops it waits for, what it allocates and frees, and how long it takes. The wait
  * graph (waitgraph.c), the simulator (sim.c), the memory walk (memory.c), the arena
  * planner (arena_plan.c), the code generator (emit_c.c) and, through the generated
- * tables, the runtime all read it; none of them states a rule of its own. A new op
- * kind is one row in OP_KINDS (ir.h), one row in op_sem[] and one case in each of
- * opsem_mem_step / opsem_duration, plus its runtime kernel.
+ * tables, the runtime all read it; none of them states a rule of its own. The table
+ * also carries what the rest of the tree shows or checks of a kind: its pair (SO/SI,
+ * OG/LW: check.c), the kind the runtime runs it as (emit_c.c, plan/opkinds.h), the
+ * glyph, colour and label of the timelines (sim_gantt.c, sim_svg.c, sim_html.c),
+ * whether it is chunk-wide, whether it is part of a chunk's backward. The op spellings
+ * are OP_KINDS (ir.h); the lexer (grammar/pipe.l) and the editor grammar
+ * (editors/pipe-syntax.txt) are checked against them (tests/unit/test_opsem.c).
+ * A new op kind is one row in OP_KINDS (ir.h), one row in op_sem[] and one case in each
+ * of opsem_mem_step / opsem_duration, plus its runtime kernel when it runs as itself.
  *
  * The rules are docs/spec.md "Dependencies", "Memory" and "Time"; the OG/LW rows extend
  * them (docs/semantics.md "Model-state offload").
@@ -38,6 +44,10 @@ typedef struct OpWaitRule {
 
 #define OPSEM_MAX_WAITS 5
 
+/* Which optional ops of one (v,m) exist (bits), the facts the memory and duration
+ * rules depend on. */
+enum { VM_HAS_R = 1u, VM_HAS_W = 2u, VM_HAS_SO = 4u, VM_HAS_SI = 8u };
+
 /* One row of the table. */
 typedef struct OpSem {
     Stream stream;          /* the per-rank stream it runs on, in listed order */
@@ -54,17 +64,39 @@ typedef struct OpSem {
                              * gradients (dW = x^T dy) */
     bool works;             /* holds its virtual stage's `work` bytes (transient working
                              * memory) while it runs: docs/spec.md "Memory" */
+    bool chunkwide;         /* acts on a whole chunk, written with micro-batch 0 (OG, LW) */
+    bool backward;          /* part of its chunk's backward (B, W): a waits_last_bw op waits
+                             * for the last of them */
+    uint8_t has;            /* its VM_HAS_* bit, 0 for F, B and the chunk-wide kinds */
+    uint8_t runs_as;        /* OpKind whose runtime kind (PR_*, plan/opkinds.h) and arena
+                             * regions it uses: itself, or R for RO */
+    uint8_t pair;           /* OpKind that must exist with it on the same (v,m), or chunk
+                             * for a chunk-wide kind (SO/SI, OG/LW); OP_NKINDS for none */
+    const char *why_pair;   /* the pair rule in words, for `missing` errors */
+    char glyph;             /* `sim --gantt`'s fill character */
+    const char *colour;     /* `sim --svg` and `--html` box colour, "#rrggbb" */
+    const char *label;      /* the timelines' legend: "F forward" */
 } OpSem;
 
 extern const OpSem op_sem[OP_NKINDS];
 
+/* True for the kinds that act on a whole chunk (op_sem[k].chunkwide); false for a value
+ * out of range. */
+static inline bool op_chunkwide(unsigned k)
+{
+    return k < OP_NKINDS && op_sem[k].chunkwide;
+}
+#define OP_IS_CHUNKWIDE(k) op_chunkwide((unsigned)(k))
+
+/* True for the kinds that are part of a chunk's backward (op_sem[k].backward: B, W). */
+static inline bool op_backward(unsigned k)
+{
+    return k < OP_NKINDS && op_sem[k].backward;
+}
+
 /* The words of the rule by which an op of kind u waits for one of kind w (for `order`
  * errors), or a generic phrase when no data rule links them (a `dep` line). */
 const char *opsem_why(OpKind u, OpKind w);
-
-/* Which optional ops of one (v,m) exist (bits), the facts the memory and duration
- * rules depend on. */
-enum { VM_HAS_R = 1u, VM_HAS_W = 2u, VM_HAS_SO = 4u, VM_HAS_SI = 8u };
 
 /* Whether an op of kind k waits for the op of kind w of its own (v,m) (or, w chunk-wide,
  * of its own chunk) when that op exists: a dv = 0 row of op_sem[k].wait. */

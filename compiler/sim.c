@@ -298,7 +298,7 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         if (!op_valid(p, op))
             continue;
         mask |= 1u << op_sem[op->kind].stream;
-        if (op->kind == OP_B || op->kind == OP_W)
+        if (op_backward(op->kind))
             s->lastbw[(size_t)r * V + op->chunk] = gi;
         int32_t v = s->vst[(size_t)r * V + op->chunk];
         unsigned has = OP_IS_CHUNKWIDE(op->kind) ? 0
@@ -971,7 +971,7 @@ static uint32_t lb_preds(const Sim *s, const Pipeline *p, int32_t r, uint32_t i,
     if (sem->waits_last_bw)
         for (uint32_t j = 0; j < p->stages[r].n; j++) {
             const Op *o = &p->stages[r].ops[j];
-            if ((o->kind == OP_B || o->kind == OP_W) && o->chunk == op->chunk && op_valid(p, o))
+            if (op_backward(o->kind) && o->chunk == op->chunk && op_valid(p, o))
                 pre[n++] = s->off[r] + j;
         }
     if (s->has_deps)

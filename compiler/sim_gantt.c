@@ -16,8 +16,6 @@
 #include "opsem.h"
 #include "sim.h"
 
-static const char fill_of[OP_NKINDS] = {'-', '=', '~', '+', '>', '<', '}', '{', '*'};
-
 /* A "nice" tick step (1, 2 or 5 times a power of ten) close to span / n. */
 static double nice_step(double span, int n)
 {
@@ -57,7 +55,7 @@ static uint32_t draw_row(StrBuf *out, const char *label, int lw, const StageOps 
         }
         for (long c = c0; c < c1; c++) {
             size_t j = (size_t)(c - c0);
-            line[c] = j < nl ? name[j] : fill_of[o->kind];
+            line[c] = j < nl ? name[j] : op_sem[o->kind].glyph;
         }
     }
     sb_printf(out, "%*s |%s\n", lw, label, line);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opsem.h"
 #include "sim_svg.h"
 
 /* A JSON string literal, with </ escaped so that it cannot close the script element. */
@@ -204,11 +205,11 @@ void html_write(StrBuf *out, const HtmlVariant *v, int n)
                  "<div id=\"wrap\"><canvas id=\"tl\"></canvas><div id=\"tip\" hidden></div></div>\n"
                  "<script>\nconst COLORS=[");
     for (int k = 0; k < OP_NKINDS; k++)
-        sb_printf(out, "%s\"%s\"", k ? "," : "", svg_kind_fill[k]);
+        sb_printf(out, "%s\"%s\"", k ? "," : "", op_sem[k].colour);
     sb_puts(out, "],LABELS=[");
     for (int k = 0; k < OP_NKINDS; k++) {
         sb_puts(out, k ? "," : "");
-        js_string(out, svg_kind_label[k]);
+        js_string(out, op_sem[k].label);
     }
     /* every fact about an op kind from the op table (ir.h OP_KINDS, opsem.h op_sem) */
     sb_puts(out, "],KINDS=[");

@@ -16,15 +16,9 @@
 #include <string.h>
 
 #include "human.h"
+#include "opsem.h"
 #include "sim.h"
 #include "sim_svg.h"
-
-/* Colours per kind (colour-blind-safe "deep" palette); the HTML timeline uses them too. */
-const char *const svg_kind_fill[OP_NKINDS] = {"#4C72B0", "#55A868", "#8172B3", "#C44E52",
-                                                 "#DD8452", "#937860", "#DA8BC3", "#8C8C8C", "#E6A0A3"};
-const char *const svg_kind_label[OP_NKINDS] = {
-    "F forward",   "B backward", "W weight grad", "R recompute", "SO swap out", "SI swap in",
-    "OG grad offload + host step", "LW weight load", "RO overlapped recompute"};
 
 enum {
     WIDTH = SVG_DEFAULT_WIDTH,
@@ -173,7 +167,7 @@ static void draw_ops(StrBuf *out, const Frame *f, const StageOps *so, int stream
         sb_printf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                        "class=\"op\">"
                        "<title>%s: %.6g-%.6g ms</title></rect>\n",
-                  x0, y, w, h, svg_kind_fill[o->kind],
+                  x0, y, w, h, op_sem[o->kind].colour,
                   op_name(nm, sizeof nm, (OpKind)o->kind, o->mb, o->chunk), start[i], end[i]);
         /* Odd chunks carry white stripes (the legend's "chunk" entry), never a lighter
          * fill: a pale box reads as idle. */
@@ -309,7 +303,7 @@ static int legend_plan(const Pipeline *const *ps, int np, bool pair, int width, 
     int n = 0;
     for (int k = 0; k < OP_NKINDS; k++)
         if (used[k])
-            e[n++] = (LegEntry){SW_BOX, svg_kind_fill[k], svg_kind_label[k], 0, 0};
+            e[n++] = (LegEntry){SW_BOX, op_sem[k].colour, op_sem[k].label, 0, 0};
     if (odd)
         e[n++] = (LegEntry){SW_CHUNK, NULL, vmax == 2 ? "chunk 1" : "odd chunks", 0, 0};
     e[n++] = (LegEntry){SW_IDLE, NULL, "idle (bubble)", 0, 0};

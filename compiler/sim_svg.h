@@ -11,10 +11,6 @@
 /* Plot pixels per op of the busiest rank when the width is chosen from the schedule. */
 #define SVG_MIN_OP_PX 14
 
-/* The colour and legend text of each op kind, shared by the SVG and HTML timelines. */
-extern const char *const svg_kind_fill[OP_NKINDS];
-extern const char *const svg_kind_label[OP_NKINDS];
-
 typedef struct SvgOpts {
     int width;   /* the picture's width in px; 0: from the schedule */
 } SvgOpts;

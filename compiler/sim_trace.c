@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "opindex.h"
+#include "opsem.h"
 #include "sim.h"
 
 static const char *const stream_name[STREAM_N] = {"compute", "d2h (swap out)", "h2d (swap in)"};

@@ -125,7 +125,7 @@ static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
         }
         if (at[vmk * OP_NKINDS + o->kind] == SP_NONE)
             at[vmk * OP_NKINDS + o->kind] = i;
-        if (o->kind == OP_B || o->kind == OP_W)
+        if (op_backward(o->kind))
             last_bw[v] = i;
         if (sem->mem == MEM_FREE)
             last_free[s] = i;

@@ -417,7 +417,7 @@ static int state_op(PrRank *r, uint32_t i)
     if (run->wl->state) {
         rc = run->wl->state(r, o);
     } else { /* the copy over the (perhaps shared) link, then OG's host step */
-        PrXfer x = link_join(r, o->kind == PR_OG ? 0 : 1, o->link_ms * run->opt.time_scale);
+        PrXfer x = link_join(r, pr_copy_dir(o->kind), o->link_ms * run->opt.time_scale);
         link_leave(run, &x);
         pr_spin_ms((o->cost_ms - o->link_ms) * run->opt.time_scale);
     }
@@ -452,7 +452,7 @@ static int copy_op(PrRank *r, uint32_t i)
             if (pr_now_ms() > deadline) {
                 pthread_mutex_unlock(&r->mu);
                 pr_fail(run, r->id, i, "watchdog: %s stuck %.1f s waiting for an SO listed "
-                        "before it", o->kind == PR_SI ? "SI" : "LW", run->opt.timeout_s);
+                        "before it", pr_kind_name(o->kind), run->opt.timeout_s);
                 return -1;
             }
             pr_cond_wait_until(&r->cv, &r->mu, deadline);
@@ -492,7 +492,7 @@ static int copy_op(PrRank *r, uint32_t i)
     /* the synthetic replay's time on the link starts before the copy and includes it */
     PrXfer x = {0};
     if (run->wl->replay)
-        x = link_join(r, o->kind == PR_SO ? 0 : 1, o->cost_ms * run->opt.time_scale);
+        x = link_join(r, pr_copy_dir(o->kind), o->cost_ms * run->opt.time_scale);
     /* the held prefix [0, bytes) sits in the host buffer at region coordinates: SO
      * gathers it from the region's pieces, SI scatters it into the SI's */
     for (int j = 0; j < np; j++) {
@@ -635,8 +635,8 @@ int pr_op(PrRank *r, uint32_t i)
     /* The waits the simulator assumes, as the compiler wrote them from its op table:
      * the SOs listed before an allocating op, the op's SI, its chunk's LW. */
     bool needs_si = (o->flags & PR_WAIT_SI) != 0;
-    if (o->kind == PR_SO || o->kind == PR_SI || o->kind == PR_OG || o->kind == PR_LW) {
-        int dir = o->kind == PR_SO || o->kind == PR_OG ? 0 : 1;
+    int dir = pr_copy_dir(o->kind);
+    if (dir >= 0) {
         pthread_mutex_lock(&r->mu);
         r->q[dir].op[r->q[dir].tail++] = i;
         pthread_cond_signal(&r->q[dir].cv); /* its copy thread only */

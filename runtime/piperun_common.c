@@ -33,11 +33,9 @@ _Thread_local uint32_t pr_tl_opi;
 /* The run in progress, for the fatal-signal handler's flight recorder. */
 static PrRun *volatile g_run;
 
-static const char *const kind_names[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
-
 const char *pr_kind_name(int kind)
 {
-    return kind >= 0 && kind < PR_NKINDS ? kind_names[kind] : "?";
+    return plan_kind_name(kind);
 }
 
 double pr_peer_silence_ms(const PrRun *run)

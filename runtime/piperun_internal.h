@@ -15,7 +15,24 @@
 
 #include "data.h"
 #include "mlp.h"
+#include "opkinds.h"
 #include "piperun.h"
+
+/* piperun.h's PR_* kinds are plan/opkinds.h's rows, in order: the stream and the name of
+ * a kind come from there (pr_copy_dir, pr_kind_name). */
+#define X(e, s, st) _Static_assert((int)PR_##e == (int)PLAN_K_##e, "PR_" s " is plan/opkinds.h's row");
+PLAN_KINDS(X)
+#undef X
+_Static_assert((int)PR_NKINDS == (int)PLAN_NKINDS, "piperun.h's kinds are plan/opkinds.h's");
+
+/* The copy direction of an op kind, from its stream (plan/opkinds.h): 0 device to host
+ * (SO, OG), 1 host to device (SI, LW), -1 the compute stream. Every stream choice of the
+ * runtime reads it. */
+static inline int pr_copy_dir(int kind)
+{
+    Stream st = plan_kind_stream(kind);
+    return st == STREAM_D2H ? 0 : st == STREAM_H2D ? 1 : -1;
+}
 
 typedef struct PrRun PrRun;
 typedef struct PrBackend PrBackend;

@@ -20,7 +20,7 @@ static int64_t prev_compute(const PrRankDesc *d, int64_t i)
 {
     while (--i >= 0) {
         int k = d->ops[i].kind;
-        if (k == PR_F || k == PR_B || k == PR_W || k == PR_R)
+        if (pr_copy_dir(k) < 0)
             return i;
     }
     return -1;

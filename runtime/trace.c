@@ -14,7 +14,6 @@ int pr_trace_write(const PrRun *run, const char *path)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    static const char *const kinds[PR_NKINDS] = {"F", "B", "W", "R", "SO", "SI", "OG", "LW"};
     static const char *const streams[3] = {"compute", "d2h (swap out)", "h2d (swap in)"};
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     int first = 1;
@@ -38,13 +37,12 @@ int pr_trace_write(const PrRun *run, const char *path)
                     continue;
                 char nm[32];
                 pr_op_name(nm, sizeof nm, o);
-                int tid = o->kind == PR_SO || o->kind == PR_OG ? 1
-                          : o->kind == PR_SI || o->kind == PR_LW ? 2 : 0;
+                int tid = (int)plan_kind_stream(o->kind);
                 fprintf(f,
                         ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
                         "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"mb\": %d, "
                         "\"chunk\": %d, \"vstage\": %d, \"iter\": %d}}",
-                        nm, kinds[o->kind < PR_NKINDS ? o->kind : 0], s, tid, sp->t0 * 1e3,
+                        nm, pr_kind_name(o->kind < PR_NKINDS ? o->kind : 0), s, tid, sp->t0 * 1e3,
                         (sp->t1 - sp->t0) * 1e3, o->mb, o->chunk, o->vstage, it + 1);
             }
     }

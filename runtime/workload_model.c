@@ -70,7 +70,7 @@ int pr_model_state(PrRank *r, const PrOp *o)
     int v = o->vstage;
     if (v < 0 || v >= run->PV || !run->host_w || !run->host_w[v]) {
         pr_fail(run, r->id, -1, "%s of virtual stage %d without host model states",
-                o->kind == PR_OG ? "OG" : "LW", v);
+                pr_kind_name(o->kind), v);
         return -1;
     }
     float *hw = run->host_w[v], *hg = run->host_g[v], lr = (float)run->opt.lr;

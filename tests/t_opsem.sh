@@ -194,4 +194,22 @@ EOF
 "$PIPEC" sim --json "$T/third.pipe" >"$T/j" 2>&1
 want=$(python3 -c 'print(repr(4 * 3 / (3 * 6)))')
 check "json: bubble_ratio at full precision ($want)" grep -qF "\"bubble_ratio\": $want," "$T/j"
+
+# --- every op fact in the op table (compiler/opsem.c; tests/unit/test_opsem.c checks
+# that what lists kinds elsewhere agrees with it): no copy of a fact outside it. ----------
+colours=$(grep -o '\.colour = "#[0-9A-Fa-f]*"' compiler/opsem.c | grep -o '#[0-9A-Fa-f]*')
+check "op table: every kind has a colour" test "$(echo "$colours" | wc -l)" -ge 9
+out=""
+for c in $colours; do
+    out="$out$(grep -rlF "\"$c\"" compiler runtime plan | grep -v '^compiler/opsem.c$')"
+done
+check "op table: the timelines' colours only in the table" test -z "$out"
+out=$(grep -rnE 'kind == OP_B \|\| [a-z>.-]*kind == OP_W|OP_SO \|\| [a-z>.-]*kind == OP_OG|OP_SI \|\| [a-z>.-]*kind == OP_LW|kind == OP_(OG|SO) \? 0' \
+      compiler --include='*.c' || true)
+check "op table: no B-or-W or stream test by kind outside the table ($out)" test -z "$out"
+out=$(grep -rnE 'PR_SO \|\| [a-z>.-]*kind == PR_OG|PR_SI \|\| [a-z>.-]*kind == PR_LW|PR_SI \|\| [a-z>.-]*kind == PR_OG|kind == PR_(OG|SO) \? 0|k == PR_F \|\|' \
+      runtime --include='*.c' || true)
+check "op table: the runtime's stream choices read plan/opkinds.h ($out)" test -z "$out"
+out=$(grep -rnE '\{ *"F", *"B", *"W"' compiler runtime --include='*.c' || true)
+check "op table: no list of op spellings outside OP_KINDS ($out)" test -z "$out"
 finish

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 
 #include "costmodel.h"
+#include "opsem.h"
 #include "passes.h"
 #include "sim.h"
 #include "util.h"
@@ -51,7 +52,7 @@ static void insert_ops(StageOps *st, int32_t lo, int32_t hi, Loc loc)
         last[k] = UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         const Op *o = &st->ops[i];
-        if ((o->kind == OP_B || o->kind == OP_W) && o->chunk >= lo && o->chunk < hi)
+        if (op_backward(o->kind) && o->chunk >= lo && o->chunk < hi)
             last[o->chunk - lo] = i;
     }
     Op *ops = xmalloc(((size_t)n + 2 * nk) * sizeof *ops);

@@ -35,7 +35,7 @@ void cu_env_defaults(void);
  * 1 and at most 32 (NCCL's own largest default). */
 int cu_nccl_max_ctas(int sm_count, int pending);
 
-/* The stream plan (compiler/stream_plan.h) of a generated program: its op lists and, for
+/* The stream plan (plan/stream_plan.h) of a generated program: its op lists and, for
  * every message, the producing and consuming op found by (kind, virtual stage,
  * micro-batch) on the sender and the receiver. The same input the compiler builds from
  * the IR and the comm plan, so the runtime enqueues what streams.json says. Returns

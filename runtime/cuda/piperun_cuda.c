@@ -3,7 +3,7 @@
  * build/libpiperun_cuda.a instead of libpiperun.a.
  *
  * One host thread per rank enqueues its program asynchronously, exactly as the stream
- * plan says (compiler/stream_plan.h, computed once at start-up from the program's
+ * plan says (plan/stream_plan.h, computed once at start-up from the program's
  * tables by cu_host.c; `pipec emit --backend cuda` writes the same plan to
  * streams.json): every op runs on its stream (compute: F/B/W/R; d2h: SO, OG; h2d: SI,
  * LW), first waiting for the end events of the ops the plan names and for the receive
@@ -233,7 +233,7 @@ static int swap_copy(PrRank *r, CuRank *c, const PrOp *o, cudaStream_t st)
     PrHeldPiece pc[PR_PIECES];
     int np = bytes > 0 ? pr_held_pieces(run, o, w, pc) : 0;
     if (np < 0) {
-        cu_error(__FILE__, __LINE__, o->kind == PR_SO ? "SO" : "SI",
+        cu_error(__FILE__, __LINE__, pr_kind_name(o->kind),
                  "the plan places no arena bytes for part of the region it moves");
         return -1;
     }
@@ -267,7 +267,7 @@ static int enqueue_op(PrRank *r, CuRank *c, uint32_t i)
     case PR_OG:
     case PR_LW:
         rc = run->wl->model && c->arch
-                 ? state_copy(r, c, o->vstage, o->kind == PR_OG ? 0 : 1, st)
+                 ? state_copy(r, c, o->vstage, pr_copy_dir(o->kind), st)
                  : cu_spin(st, o->cost_ms * run->opt.time_scale, c->spin_ms);
         break;
     case PR_SO:
@@ -535,7 +535,7 @@ static int collect(PrRank *r, CuRank *c)
             r->kind_ms[kk] += b - a;
             r->kind_n[kk]++;
         }
-        if (o->kind != PR_SO && o->kind != PR_SI && o->kind != PR_OG && o->kind != PR_LW)
+        if (pr_copy_dir(o->kind) < 0)
             r->busy_ms += b - a;
     }
     return 0;

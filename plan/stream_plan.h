@@ -4,9 +4,10 @@
  * runtime enqueues exactly from it (runtime/cuda/piperun_cuda.c makes no ordering
  * decision of its own) and `pipec emit --backend cuda` writes it to DIR/streams.json.
  *
- * This file is pure C over plain arrays (no IR, no allocation that can abort), so the
- * runtime links it as it is; the compiler's adapter, the JSON writer and the verifier
- * are in stream_check.h.
+ * This header is plain C data (no IR: plan/opkinds.h only), included by both sides;
+ * stream_plan() itself is compiler/stream_plan.c (over the op table), which the CUDA
+ * runtime still links to compute the plan at start-up. The compiler's adapter, the
+ * JSON writer and the verifier are in compiler/stream_check.h.
  *
  * The waits, each only when the op it names is listed earlier on the same rank and runs
  * on another stream (ops on one stream run in list order, so a wait on a same-stream
@@ -34,13 +35,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ir.h"
+#include "opkinds.h"
 
 #define SP_NONE UINT32_MAX
 
 /* One op as the plan sees it. */
 typedef struct SpOp {
-    uint8_t kind;      /* OpKind */
+    uint8_t kind;      /* OpKind (compiler/ir.h); the runtime passes its PR_* kind, the
+                        * same value for every kind it has */
     int32_t vstage;    /* v, 0..PV-1 */
     int32_t mb;        /* m, 0..M-1 (0 for OG/LW) */
 } SpOp;
@@ -65,7 +67,7 @@ typedef struct StreamIn {
  * receives of recvs[rstart[i] .. rstart[i+1]) (message indices whose consumer is i). */
 typedef struct StreamRank {
     uint32_t nops;
-    uint8_t *stream;   /* [nops] Stream (ir.h) */
+    uint8_t *stream;   /* [nops] Stream (plan/opkinds.h) */
     uint32_t *wstart;  /* [nops + 1] */
     uint32_t *waits;
     uint32_t *rstart;  /* [nops + 1] */

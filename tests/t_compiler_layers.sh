@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# t_compiler_layers.sh - the include layers of docs/architecture.md "Layers"
+# (tools/check_layers.sh): the tree passes, and the check fails on each thing it
+# forbids, in a copy of the tree: an include of a higher layer (base util.c including
+# the commands' cmds.h), an include circle (ir.h including opsem.h, which includes
+# ir.h), a runtime file including a compiler header, a compiler file in no layer.
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+
+out=$(sh tools/check_layers.sh . 2>&1)
+check "the tree keeps its layers ($out)" test "${out#layers: ok}" != "$out"
+
+# A fresh copy of what the check reads, for each broken variant.
+copy() {
+    rm -rf "$T/t"; mkdir -p "$T/t/docs"
+    cp -r compiler grammar plan runtime "$T/t/"
+    (cd docs && cp architecture.md "$T/t/docs/")
+}
+# expect_fail NAME PATTERN: the check on the copy exits 1 and prints PATTERN.
+expect_fail() {
+    local rc=0
+    sh tools/check_layers.sh "$T/t" >"$T/out" 2>&1 || rc=$?
+    if [ "$rc" = 1 ] && grep -qF "$2" "$T/out"; then ok; else bad "$1" "rc $rc: $(head -3 "$T/out")"; fi
+}
+
+copy
+printf '#include "cmds.h"\n' >>"$T/t/compiler/util.c"
+expect_fail "an include of a higher layer" "compiler/util.c (base) includes compiler/cmds.h (commands): a higher layer"
+
+copy
+sed -i 's/#include "diag.h"/#include "diag.h"\n#include "opsem.h"/' "$T/t/compiler/ir.h"
+expect_fail "an include circle" "include circle: compiler/ir.h -> compiler/opsem.h -> compiler/ir.h"
+
+copy
+printf '#include "ir.h"\n' >>"$T/t/runtime/trace.c"
+expect_fail "the runtime including the compiler" "runtime/trace.c includes compiler/ir.h"
+
+copy
+printf '#include "util.h"\n' >"$T/t/compiler/stray.c"
+expect_fail "a file in no layer" "compiler/stray.c is in no layer"
+
+copy
+sed -i 's/^ generation .*$/ generation   nosuch.c/' "$T/t/docs/architecture.md"
+expect_fail "a row naming no file" "nosuch.c (layer generation) names no file"
+finish
