@@ -80,6 +80,66 @@ const char *model_arch_name(const Entity *m)
     return f && f->val.kind == VAL_IDENT ? f->val.str : archs[ARCH_GPT];
 }
 
+/* What model_read's field loop saw: which required fields (layers hidden heads vocab
+ * seq), which optional ones, and where (into e->fields) the fields a later message
+ * points at are. */
+typedef struct ModelSeen {
+    bool seen[5], has_ffn, has_kv, has_effn;
+    const Field *topk_f, *heads_f, *kv_f, *hidden_f;
+} ModelSeen;
+
+/* model_read's second half, after the field loop found err errors: the required
+ * fields, then (when there is no error) the defaults (kv_heads, ffn, expert_ffn) and the
+ * checks between fields. Returns the number of errors, err included. */
+static int model_finish(Diag *d, const Entity *e, ModelShape *m, const ModelSeen *sn, int err)
+{
+    static const char *const req[] = {"layers", "hidden", "heads", "vocab", "seq"};
+    for (int i = 0; i < 5; i++) {
+        if (sn->seen[i])
+            continue;
+        if (i == 2 && m->arch == ARCH_MLP) { /* no attention: heads unused */
+            m->heads = 1;
+            continue;
+        }
+        diag_error(d, e->loc, DIAG_VALUE, "model '%s' has no '%s'", e->name, req[i]);
+        err++;
+    }
+    if (err)
+        return err;
+    if (!sn->has_kv)
+        m->kv_heads = m->heads;
+    if (!sn->has_ffn) {
+        if (m->arch == ARCH_LLAMA) /* Llama: 2/3 of 4h, rounded up to a multiple of 256 */
+            m->ffn = 256.0 * ceil(8.0 * m->hidden / 3.0 / 256.0);
+        else
+            m->ffn = 4.0 * m->hidden;
+    }
+    if (!sn->has_effn)
+        m->expert_ffn = m->ffn;
+    if (m->topk > m->experts) {
+        diag_error(d, sn->topk_f ? sn->topk_f->loc : e->loc, DIAG_VALUE,
+                   "model '%s': topk %g exceeds its %g experts", e->name, m->topk, m->experts);
+        err++;
+    }
+    if (m->arch != ARCH_MLP) {
+        if (fmod(m->hidden, m->heads) != 0) {
+            /* point at whichever of the two was written last (an override block) */
+            const Field *at = sn->hidden_f > sn->heads_f ? sn->hidden_f : sn->heads_f;
+            diag_error(d, at ? at->loc : e->loc, DIAG_VALUE,
+                       "model '%s': %g heads do not divide hidden size %g", e->name, m->heads,
+                       m->hidden);
+            err++;
+        }
+        if (fmod(m->heads, m->kv_heads) != 0) {
+            diag_error(d, sn->kv_f ? sn->kv_f->loc : e->loc, DIAG_VALUE,
+                       "model '%s': %g key/value heads do not divide %g heads", e->name,
+                       m->kv_heads, m->heads);
+            err++;
+        }
+    }
+    return err;
+}
+
 int model_read(Diag *d, const Entity *e, ModelShape *m)
 {
     static const char *const attns[] = {"flash", "eager"};
@@ -92,10 +152,7 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
     m->elem = 2;
     m->experts = m->topk = 1;
     int err = 0, k;
-    bool has_ffn = false, has_kv = false, has_effn = false;
-    const Field *topk_f = NULL;
-    bool seen[6] = {0}; /* layers hidden heads vocab seq: required */
-    const Field *heads_f = NULL, *kv_f = NULL, *hidden_f = NULL; /* into e->fields */
+    ModelSeen sn = {0};
     for (uint32_t i = 0; i < e->nfields; i++) {
         const Field *f = &e->fields[i];
         if (!field_live(e, i))
@@ -112,38 +169,38 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
                 m->elem = dtype_bytes[k];
         } else if (!strcmp(key, "layers")) {
             err += read_int(d, f, "model", &m->layers);
-            seen[0] = true;
+            sn.seen[0] = true;
         } else if (!strcmp(key, "hidden")) {
             err += read_int(d, f, "model", &m->hidden);
-            seen[1] = true;
-            hidden_f = f;
+            sn.seen[1] = true;
+            sn.hidden_f = f;
         } else if (!strcmp(key, "heads")) {
             err += read_int(d, f, "model", &m->heads);
-            seen[2] = true;
-            heads_f = f;
+            sn.seen[2] = true;
+            sn.heads_f = f;
         } else if (!strcmp(key, "vocab")) {
             err += read_int(d, f, "model", &m->vocab);
-            seen[3] = true;
+            sn.seen[3] = true;
         } else if (!strcmp(key, "seq")) {
             err += read_int(d, f, "model", &m->seq);
-            seen[4] = true;
+            sn.seen[4] = true;
         } else if (!strcmp(key, "kv_heads")) {
             err += read_int(d, f, "model", &m->kv_heads);
-            has_kv = true;
-            kv_f = f;
+            sn.has_kv = true;
+            sn.kv_f = f;
         } else if (!strcmp(key, "ffn")) {
             err += read_int(d, f, "model", &m->ffn);
-            has_ffn = true;
+            sn.has_ffn = true;
         } else if (!strcmp(key, "mbs")) {
             err += read_int(d, f, "model", &m->mbs);
         } else if (!strcmp(key, "experts")) {
             err += read_int(d, f, "model", &m->experts);
         } else if (!strcmp(key, "topk")) {
             err += read_int(d, f, "model", &m->topk);
-            topk_f = f;
+            sn.topk_f = f;
         } else if (!strcmp(key, "expert_ffn")) {
             err += read_int(d, f, "model", &m->expert_ffn);
-            has_effn = true;
+            sn.has_effn = true;
         } else if (!strcmp(key, "sequence_parallel")) {
             const Value *v = &f->val;
             bool ok = (v->kind == VAL_NUM && v->unit == UNIT_NONE && (v->num == 0 || v->num == 1)) ||
@@ -167,51 +224,7 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
             err++;
         }
     }
-    static const char *const req[] = {"layers", "hidden", "heads", "vocab", "seq"};
-    for (int i = 0; i < 5; i++) {
-        if (seen[i])
-            continue;
-        if (i == 2 && m->arch == ARCH_MLP) { /* no attention: heads unused */
-            m->heads = 1;
-            continue;
-        }
-        diag_error(d, e->loc, DIAG_VALUE, "model '%s' has no '%s'", e->name, req[i]);
-        err++;
-    }
-    if (err)
-        return err;
-    if (!has_kv)
-        m->kv_heads = m->heads;
-    if (!has_ffn) {
-        if (m->arch == ARCH_LLAMA) /* Llama: 2/3 of 4h, rounded up to a multiple of 256 */
-            m->ffn = 256.0 * ceil(8.0 * m->hidden / 3.0 / 256.0);
-        else
-            m->ffn = 4.0 * m->hidden;
-    }
-    if (!has_effn)
-        m->expert_ffn = m->ffn;
-    if (m->topk > m->experts) {
-        diag_error(d, topk_f ? topk_f->loc : e->loc, DIAG_VALUE,
-                   "model '%s': topk %g exceeds its %g experts", e->name, m->topk, m->experts);
-        err++;
-    }
-    if (m->arch != ARCH_MLP) {
-        if (fmod(m->hidden, m->heads) != 0) {
-            /* point at whichever of the two was written last (an override block) */
-            const Field *at = hidden_f > heads_f ? hidden_f : heads_f;
-            diag_error(d, at ? at->loc : e->loc, DIAG_VALUE,
-                       "model '%s': %g heads do not divide hidden size %g", e->name, m->heads,
-                       m->hidden);
-            err++;
-        }
-        if (fmod(m->heads, m->kv_heads) != 0) {
-            diag_error(d, kv_f ? kv_f->loc : e->loc, DIAG_VALUE,
-                       "model '%s': %g key/value heads do not divide %g heads", e->name,
-                       m->kv_heads, m->heads);
-            err++;
-        }
-    }
-    return err;
+    return model_finish(d, e, m, &sn, err);
 }
 
 int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
@@ -494,13 +507,125 @@ static void moe_parts(const CostModel *cm, UnitParts *o)
     o->work = T * K * (llama ? 2 : 1) * e * F / t;
 }
 
+/* unit_parts of CM_ATTN, the attention half of a transformer layer (o cleared). */
+static void attn_parts(const CostModel *cm, UnitParts *o)
+{
+    const ModelShape *m = &cm->model;
+    double T = m->seq * m->mbs, e = m->elem, h = m->hidden, a = m->heads, s = m->seq,
+           t = cm->tp;
+    double kv = h * m->kv_heads / a; /* width of K and of V */
+    /* activations outside the tensor-parallel regions are replicated on every rank,
+     * or split over the ranks with sequence parallelism (Korthikanti §4.2.2) */
+    double hr = m->seqpar ? h / t : h;
+    o->transformer = true;
+    if (m->arch == ARCH_MLP)
+        return; /* no attention: an empty half-unit */
+    double core_tok; /* attention-core bytes per token on this rank */
+    if (m->attention == ATTN_FLASH)
+        core_tok = 4 * a / t; /* fp32 log-sum-exp per row and head */
+    else if (m->arch == ARCH_LLAMA)
+        core_tok = e * a * s / t; /* softmax output */
+    else
+        core_tok = (2 * e + 1) * a * s / t; /* softmax, dropout mask, dropout output */
+    o->lin = T * (2 * h * (h + 2 * kv) + 2 * h * h) / t; /* QKV and output projections */
+    o->core = T * 4 * s * h / t;                          /* QK^T and attention x V */
+    o->core_act = T * core_tok;
+    o->wio = e * T * (4 * h + 2 * kv) / t;
+    /* keep-sets: the layer input (e h) is always kept; the rest per tensor */
+    o->keep_base = T * e * hr;
+    o->kbytes[KEEP_ATTN_NORM] = T * (m->arch == ARCH_LLAMA ? 4 * hr : e * hr);
+    o->ktraffic[KEEP_ATTN_NORM] = T * (m->arch == ARCH_LLAMA ? (4 + 2 * e) * hr : 2 * e * hr);
+    o->kbytes[KEEP_QKV] = T * e * (h + 2 * kv) / t;
+    o->kflops[KEEP_QKV] = T * 2 * h * (h + 2 * kv) / t;
+    o->kbytes[KEEP_CORE] = o->core_act;
+    o->kflops[KEEP_CORE] = o->core;
+    o->kbytes[KEEP_ATTN_OUT] = T * e * h / t;
+    o->kflops[KEEP_ATTN_OUT] = o->core;
+    o->kbytes[KEEP_ATTN_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
+    o->ktraffic[KEEP_ATTN_MASK] = o->kbytes[KEEP_ATTN_MASK];
+    /* working memory: the Q, K, V gradients the backward produces together, and
+     * without flash attention the a*s*s scores before the softmax */
+    o->work = T * e * (h + 2 * kv) / t + (m->attention == ATTN_EAGER ? T * e * a * s / t : 0);
+    if (m->arch == ARCH_LLAMA) {
+        /* RMSNorm: fp32 upcast of its input + normalized output (= QKV input);
+         * Q, K, V; attention output (= output-projection input). */
+        o->act = T * ((4 + e) * hr + e * (2 * h + 2 * kv) / t) + o->core_act;
+        o->cmb_drop = T * 4 * hr;            /* norm recomputed from its e*h input */
+        o->cmb_bytes = T * (4 + 2 * e) * hr; /* read e*h, write (4+e)*h */
+        o->params = (h * (h + 2 * kv) + h * h + h) / t;
+    } else {
+        /* Korthikanti §4.1: LayerNorm input, QKV input, Q K V, projection input,
+         * dropout mask (1 byte): 11sbh + 2sbh (LN) for e = 2, t = 1. */
+        o->act = T * (2 * e * hr + hr + e * (2 * h + 2 * kv) / t) + o->core_act;
+        o->cmb_drop = T * e * hr;        /* LayerNorm output */
+        o->cmb_bytes = T * 2 * e * hr;   /* read and write e*h */
+        o->params = (h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + 2 * h) / t;
+    }
+}
+
+/* unit_parts of CM_MLP, the MLP half of a transformer layer (o cleared). */
+static void mlp_parts(const CostModel *cm, UnitParts *o)
+{
+    const ModelShape *m = &cm->model;
+    double T = m->seq * m->mbs, e = m->elem, h = m->hidden, f = m->ffn, t = cm->tp;
+    /* activations outside the tensor-parallel regions are replicated on every rank,
+     * or split over the ranks with sequence parallelism (Korthikanti §4.2.2) */
+    double hr = m->seqpar ? h / t : h;
+    o->transformer = true;
+    if (m->experts > 1) {
+        moe_parts(cm, o);
+        return;
+    }
+    o->lin = T * (m->arch == ARCH_LLAMA ? 6 : 4) * h * f / t;
+    o->mlp_keep = T * e * hr;
+    /* keep-sets: the MLP's input is the attention block's all-reduced output plus
+     * the residual, rebuilt by the output projection and its all-reduce (the mlp arch
+     * has no attention: its MLP input is the layer input, kept); the norm, fc1's
+     * output(s) and the activation function's output(s), the dropout mask */
+    if (m->arch != ARCH_MLP) {
+        o->kbytes[KEEP_MLP_IN] = T * e * hr;
+        o->kflops[KEEP_MLP_IN] = T * 2 * h * h / t;
+    }
+    o->kbytes[KEEP_MLP_NORM] = T * (m->arch == ARCH_LLAMA ? 4 * hr : e * hr);
+    o->ktraffic[KEEP_MLP_NORM] = T * (m->arch == ARCH_LLAMA ? (4 + 2 * e) * hr : 2 * e * hr);
+    o->kbytes[KEEP_FC1] = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
+    o->kflops[KEEP_FC1] = T * (m->arch == ARCH_LLAMA ? 4 : 2) * h * f / t;
+    o->kbytes[KEEP_ACT_FN] = o->kbytes[KEEP_FC1];
+    o->ktraffic[KEEP_ACT_FN] = T * (m->arch == ARCH_LLAMA ? 5 : 2) * e * f / t;
+    o->kbytes[KEEP_MLP_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
+    o->ktraffic[KEEP_MLP_MASK] = o->kbytes[KEEP_MLP_MASK];
+    if (m->arch == ARCH_MLP)
+        o->keep_base = T * e * hr; /* counted on the (empty) attention unit */
+    /* working memory: the gradient of the f-wide intermediate (llama: of the gate
+     * and the up projection) */
+    o->work = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
+    if (m->arch == ARCH_LLAMA) {
+        /* RMSNorm (4+e)h; SwiGLU: gate output (SiLU input), SiLU output, up output,
+         * product (down input): 4 tensors of f. */
+        o->act = T * ((4 + e) * hr + 4 * e * f / t);
+        o->cmb_drop = T * (4 * hr + 2 * e * f / t); /* norm; SiLU output and product */
+        o->cmb_bytes = T * ((4 + 2 * e) * hr + 5 * e * f / t);
+        o->wio = e * T * (3 * h + 3 * f) / t;
+        o->params = (3 * h * f + h) / t;
+    } else {
+        /* Korthikanti §4.1: LayerNorm input, fc1 input, GELU input and output, dropout
+         * mask: 19sbh + 2sbh (LN) for e = 2, f = 4h, t = 1. The mlp arch has no
+         * dropout. */
+        double mask = m->arch == ARCH_GPT ? hr : 0;
+        o->act = T * (2 * e * hr + mask + 2 * e * f / t);
+        o->cmb_drop = T * (e * hr + e * f / t);    /* LayerNorm output, GELU output */
+        o->cmb_bytes = T * (2 * e * hr + 2 * e * f / t);
+        o->wio = e * T * (2 * h + 2 * f) / t;
+        o->params = (2 * h * f + f + h + 2 * h) / t;
+    }
+}
+
 /* The parts of one unit; docs/cost-model.md "Activation bytes per unit" and "FLOPs". */
 static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
 {
     const ModelShape *m = &cm->model;
-    double T = m->seq * m->mbs, e = m->elem, h = m->hidden, a = m->heads, f = m->ffn,
-           Vv = m->vocab, s = m->seq, t = cm->tp;
-    double kv = h * m->kv_heads / a; /* width of K and of V */
+    double T = m->seq * m->mbs, e = m->elem, h = m->hidden, Vv = m->vocab, s = m->seq,
+           t = cm->tp;
     /* activations outside the tensor-parallel regions are replicated on every rank,
      * or split over the ranks with sequence parallelism (Korthikanti §4.2.2) */
     double hr = m->seqpar ? h / t : h;
@@ -524,101 +649,11 @@ static void unit_parts(const CostModel *cm, CmUnit u, UnitParts *o)
         o->params = (Vv * h + (m->arch == ARCH_LLAMA ? h : 2 * h)) / t;
         return;
     }
-    case CM_ATTN: {
-        o->transformer = true;
-        if (m->arch == ARCH_MLP)
-            return; /* no attention: an empty half-unit */
-        double core_tok; /* attention-core bytes per token on this rank */
-        if (m->attention == ATTN_FLASH)
-            core_tok = 4 * a / t; /* fp32 log-sum-exp per row and head */
-        else if (m->arch == ARCH_LLAMA)
-            core_tok = e * a * s / t; /* softmax output */
-        else
-            core_tok = (2 * e + 1) * a * s / t; /* softmax, dropout mask, dropout output */
-        o->lin = T * (2 * h * (h + 2 * kv) + 2 * h * h) / t; /* QKV and output projections */
-        o->core = T * 4 * s * h / t;                          /* QK^T and attention x V */
-        o->core_act = T * core_tok;
-        o->wio = e * T * (4 * h + 2 * kv) / t;
-        /* keep-sets: the layer input (e h) is always kept; the rest per tensor */
-        o->keep_base = T * e * hr;
-        o->kbytes[KEEP_ATTN_NORM] = T * (m->arch == ARCH_LLAMA ? 4 * hr : e * hr);
-        o->ktraffic[KEEP_ATTN_NORM] = T * (m->arch == ARCH_LLAMA ? (4 + 2 * e) * hr : 2 * e * hr);
-        o->kbytes[KEEP_QKV] = T * e * (h + 2 * kv) / t;
-        o->kflops[KEEP_QKV] = T * 2 * h * (h + 2 * kv) / t;
-        o->kbytes[KEEP_CORE] = o->core_act;
-        o->kflops[KEEP_CORE] = o->core;
-        o->kbytes[KEEP_ATTN_OUT] = T * e * h / t;
-        o->kflops[KEEP_ATTN_OUT] = o->core;
-        o->kbytes[KEEP_ATTN_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
-        o->ktraffic[KEEP_ATTN_MASK] = o->kbytes[KEEP_ATTN_MASK];
-        /* working memory: the Q, K, V gradients the backward produces together, and
-         * without flash attention the a*s*s scores before the softmax */
-        o->work = T * e * (h + 2 * kv) / t + (m->attention == ATTN_EAGER ? T * e * a * s / t : 0);
-        if (m->arch == ARCH_LLAMA) {
-            /* RMSNorm: fp32 upcast of its input + normalized output (= QKV input);
-             * Q, K, V; attention output (= output-projection input). */
-            o->act = T * ((4 + e) * hr + e * (2 * h + 2 * kv) / t) + o->core_act;
-            o->cmb_drop = T * 4 * hr;            /* norm recomputed from its e*h input */
-            o->cmb_bytes = T * (4 + 2 * e) * hr; /* read e*h, write (4+e)*h */
-            o->params = (h * (h + 2 * kv) + h * h + h) / t;
-        } else {
-            /* Korthikanti §4.1: LayerNorm input, QKV input, Q K V, projection input,
-             * dropout mask (1 byte): 11sbh + 2sbh (LN) for e = 2, t = 1. */
-            o->act = T * (2 * e * hr + hr + e * (2 * h + 2 * kv) / t) + o->core_act;
-            o->cmb_drop = T * e * hr;        /* LayerNorm output */
-            o->cmb_bytes = T * 2 * e * hr;   /* read and write e*h */
-            o->params = (h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + 2 * h) / t;
-        }
+    case CM_ATTN:
+        attn_parts(cm, o);
         return;
-    }
     case CM_MLP:
-        o->transformer = true;
-        if (m->experts > 1) {
-            moe_parts(cm, o);
-            return;
-        }
-        o->lin = T * (m->arch == ARCH_LLAMA ? 6 : 4) * h * f / t;
-        o->mlp_keep = T * e * hr;
-        /* keep-sets: the MLP's input is the attention block's all-reduced output plus
-         * the residual, rebuilt by the output projection and its all-reduce (the mlp arch
-         * has no attention: its MLP input is the layer input, kept); the norm, fc1's
-         * output(s) and the activation function's output(s), the dropout mask */
-        if (m->arch != ARCH_MLP) {
-            o->kbytes[KEEP_MLP_IN] = T * e * hr;
-            o->kflops[KEEP_MLP_IN] = T * 2 * h * h / t;
-        }
-        o->kbytes[KEEP_MLP_NORM] = T * (m->arch == ARCH_LLAMA ? 4 * hr : e * hr);
-        o->ktraffic[KEEP_MLP_NORM] = T * (m->arch == ARCH_LLAMA ? (4 + 2 * e) * hr : 2 * e * hr);
-        o->kbytes[KEEP_FC1] = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
-        o->kflops[KEEP_FC1] = T * (m->arch == ARCH_LLAMA ? 4 : 2) * h * f / t;
-        o->kbytes[KEEP_ACT_FN] = o->kbytes[KEEP_FC1];
-        o->ktraffic[KEEP_ACT_FN] = T * (m->arch == ARCH_LLAMA ? 5 : 2) * e * f / t;
-        o->kbytes[KEEP_MLP_MASK] = m->arch == ARCH_GPT ? T * hr : 0;
-        o->ktraffic[KEEP_MLP_MASK] = o->kbytes[KEEP_MLP_MASK];
-        if (m->arch == ARCH_MLP)
-            o->keep_base = T * e * hr; /* counted on the (empty) attention unit */
-        /* working memory: the gradient of the f-wide intermediate (llama: of the gate
-         * and the up projection) */
-        o->work = T * (m->arch == ARCH_LLAMA ? 2 : 1) * e * f / t;
-        if (m->arch == ARCH_LLAMA) {
-            /* RMSNorm (4+e)h; SwiGLU: gate output (SiLU input), SiLU output, up output,
-             * product (down input): 4 tensors of f. */
-            o->act = T * ((4 + e) * hr + 4 * e * f / t);
-            o->cmb_drop = T * (4 * hr + 2 * e * f / t); /* norm; SiLU output and product */
-            o->cmb_bytes = T * ((4 + 2 * e) * hr + 5 * e * f / t);
-            o->wio = e * T * (3 * h + 3 * f) / t;
-            o->params = (3 * h * f + h) / t;
-        } else {
-            /* Korthikanti §4.1: LayerNorm input, fc1 input, GELU input and output, dropout
-             * mask: 19sbh + 2sbh (LN) for e = 2, f = 4h, t = 1. The mlp arch has no
-             * dropout. */
-            double mask = m->arch == ARCH_GPT ? hr : 0;
-            o->act = T * (2 * e * hr + mask + 2 * e * f / t);
-            o->cmb_drop = T * (e * hr + e * f / t);    /* LayerNorm output, GELU output */
-            o->cmb_bytes = T * (2 * e * hr + 2 * e * f / t);
-            o->wio = e * T * (2 * h + 2 * f) / t;
-            o->params = (2 * h * f + f + h + 2 * h) / t;
-        }
+        mlp_parts(cm, o);
         return;
     }
     unreachable();

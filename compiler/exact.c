@@ -540,6 +540,35 @@ static void lp_load(Lp *lp, Cbc_Model *cbc)
     free(lp->trow), free(lp->tcol), free(lp->tval);
 }
 
+/* model_build's memory rows of rank s (docs/spec.md "Memory", the walk in list
+ * order): at the start of every allocating op a, weights + alloc_a + the net change of
+ * every op listed before it <= budget. In GiB, to keep the coefficients near 1. rc and
+ * rv: scratch of n + 2 entries. */
+static void memory_rows(Model *m, Lp *cbc, const MemRank *walk, int32_t s, int *rc, double *rv)
+{
+    const Pipeline *p = m->p;
+    uint32_t a = m->off[s], b = m->off[s + 1];
+    if (!p->has_memory)
+        return;
+    const double G = 1.0 / 1073741824.0;
+    for (uint32_t i = a; i < b; i++) {
+        if (m->op[i].alloc <= 0)
+            continue;
+        int cnt = 0;
+        double k = 0;
+        for (uint32_t j = a; j < b; j++)
+            if (j != i && m->op[j].alloc != m->op[j].freed)
+                add_before(m, j, i, (m->op[j].alloc - m->op[j].freed) * G, rc, rv, &cnt,
+                           &k);
+        double rhs = (p->memory - walk[s].weights - m->op[i].alloc) * G - k;
+        if (cnt)
+            lp_row(cbc, cnt, rc, rv, 'L', rhs);
+        else if (rhs < -1e-12)
+            /* a fixed prefix over budget: no order fits */
+            cbc->cub[i + 1] = -1, cbc->clb[i + 1] = 0;
+    }
+}
+
 /* Builds the program in cbc (docs/tune.md "Exact search"): column 0 the makespan C,
  * columns 1..n the start times, then one binary per free pair of a rank. */
 static void model_build(Model *m, Lp *cbc, const MemRank *walk)
@@ -650,28 +679,7 @@ static void model_build(Model *m, Lp *cbc, const MemRank *walk)
                 rv[1 + q] = -rv[1 + q];
             lp_row(cbc, cnt + 1, rc, rv, 'G', minhead[st] + k);
         }
-        /* Memory (docs/spec.md "Memory", the walk in list order): at the start of every
-         * allocating op a, weights + alloc_a + the net change of every op listed
-         * before it <= budget. In GiB, to keep the coefficients near 1. */
-        if (!p->has_memory)
-            continue;
-        const double G = 1.0 / 1073741824.0;
-        for (uint32_t i = a; i < b; i++) {
-            if (m->op[i].alloc <= 0)
-                continue;
-            int cnt = 0;
-            double k = 0;
-            for (uint32_t j = a; j < b; j++)
-                if (j != i && m->op[j].alloc != m->op[j].freed)
-                    add_before(m, j, i, (m->op[j].alloc - m->op[j].freed) * G, rc, rv, &cnt,
-                               &k);
-            double rhs = (p->memory - walk[s].weights - m->op[i].alloc) * G - k;
-            if (cnt)
-                lp_row(cbc, cnt, rc, rv, 'L', rhs);
-            else if (rhs < -1e-12)
-                /* a fixed prefix over budget: no order fits */
-                cbc->cub[i + 1] = -1, cbc->clb[i + 1] = 0;
-        }
+        memory_rows(m, cbc, walk, s, rc, rv);
     }
     free(rc);
     free(rv);
@@ -824,6 +832,26 @@ static bool banker_safe(const Need *st, uint32_t nst, uint32_t mb, double need, 
     return mine || need <= avail + eps;
 }
 
+/* The waits of m (symmetry orders left out) as lists: out[pstart[i]..pstart[i+1]) are
+ * the indices into m->e of the waits on op i, left[j] the number of waits of op j.
+ * pstart has n + 1 entries (zeroed), left n (zeroed), out m->ne. */
+static void wait_lists(const Model *m, uint32_t *pstart, uint32_t *out, uint32_t *left)
+{
+    for (uint32_t k = 0; k < m->ne; k++)
+        if (!m->e[k].sym) {
+            pstart[m->e[k].from + 1]++;
+            left[m->e[k].to]++;
+        }
+    for (uint32_t i = 0; i < m->n; i++)
+        pstart[i + 1] += pstart[i];
+    uint32_t *at = xmalloc(((size_t)m->n + 1) * sizeof *at);
+    memcpy(at, pstart, ((size_t)m->n + 1) * sizeof *at);
+    for (uint32_t k = 0; k < m->ne; k++)
+        if (!m->e[k].sym)
+            out[at[m->e[k].from]++] = k;
+    free(at);
+}
+
 /* A list schedule of the ops within the budget (non-delay: each rank runs, as soon as
  * it is free, the ready op that fits and that rule ranks first; the rank that can
  * start soonest goes first). Memory is handed out as by the banker's algorithm, per
@@ -854,19 +882,7 @@ static bool greedy_order(const Model *m, const MemRank *walk, int rule, int cap,
     /* per rank: the ready ops (waits all scheduled), at most its op count */
     uint32_t *ready = xmalloc((n ? n : 1) * sizeof *ready);
     uint32_t *nready = xcalloc(P, sizeof *nready);
-    for (uint32_t k = 0; k < m->ne; k++)
-        if (!m->e[k].sym) {
-            pstart[m->e[k].from + 1]++;
-            left[m->e[k].to]++;
-        }
-    for (uint32_t i = 0; i < n; i++)
-        pstart[i + 1] += pstart[i];
-    uint32_t *at = xmalloc(((size_t)n + 1) * sizeof *at);
-    memcpy(at, pstart, ((size_t)n + 1) * sizeof *at);
-    for (uint32_t k = 0; k < m->ne; k++)
-        if (!m->e[k].sym)
-            out[at[m->e[k].from]++] = k;
-    free(at);
+    wait_lists(m, pstart, out, left);
     for (uint32_t i = 0; i < n; i++) {
         const XOp *x = &m->op[i];
         if (!OP_IS_CHUNKWIDE(x->kind)) {
@@ -1067,6 +1083,78 @@ static bool solve_forked(Cbc_Model *cbc, int ncol, double deadline, SolveMsg *ms
  * about 10 nonzeros per pair): docs/tune.md "Exact search", limits. */
 #define EXACT_MAX_PAIRS 500000u
 
+/* The incumbent of the exact search: the file's order when it fits, or the best list
+ * schedule (greedy_order over every priority rule and cap); its order goes to best
+ * (seq is scratch) and p is left in the last order tried. Returns its makespan, ms
+ * (INFINITY when none fits). */
+static double incumbent(const Model *m, Pipeline *p, Op **orig, MemRank *walk, uint32_t *seq,
+                        uint32_t *best)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        best[i] = i;
+    double inc = order_makespan(p, walk);
+    for (int k = 0; k < 3 * (int)ARRAY_LEN(greedy_prio); k++) {
+        if (!greedy_order(m, walk, k % (int)ARRAY_LEN(greedy_prio),
+                          k / (int)ARRAY_LEN(greedy_prio), seq))
+            continue;
+        apply_seq(m, p, orig, seq);
+        double ms = order_makespan(p, walk);
+        if (ms < inc) {
+            inc = ms;
+            memcpy(best, seq, m->n * sizeof *seq);
+        }
+    }
+    return inc;
+}
+
+/* The exact search's verdict into res: the solver's order (msg, NULL when the solver
+ * did not answer in time or was not needed) applied to p and checked by simulation,
+ * else the incumbent (best, of makespan inc) when nothing shorter exists or the time
+ * ran out. Returns 0, or 1 after an internal error (the solver's order does not
+ * simulate to its objective). */
+static int exact_result(const Model *m, Pipeline *p, Op **orig, MemRank *walk, uint32_t *seq,
+                        const uint32_t *best, const SolveMsg *msg, const double *x, double inc,
+                        ExactResult *res)
+{
+    bool have = isfinite(inc);
+    double bound = fmax(msg ? msg->bound : -INFINITY, m->lb0);
+    bool limit = !msg || msg->limit;
+    if (msg && msg->has_x) {
+        double obj = x[0];
+        solution_seq(m, x, seq);
+        apply_seq(m, p, orig, seq);
+        double ms = order_makespan(p, walk);
+        double t = 1e-6 * fmax(1.0, fabs(obj));
+        if (!isfinite(ms) || ms > obj + t || (msg->optimal && ms < obj - t)) {
+            fprintf(stderr,
+                    "pipec tune: internal error: the order found simulates to %.9g ms%s, the "
+                    "program says %.9g ms (a rule the program misses)\n",
+                    ms, isinf(ms) ? " (or exceeds the budget)" : "", obj);
+            return 1;
+        }
+        res->status = msg->optimal ? EXACT_OPTIMAL : EXACT_FEASIBLE;
+        res->makespan_ms = ms;
+        res->lower_bound_ms = msg->optimal ? ms : fmin(ms, bound);
+    } else if (!limit) {
+        /* Proven: nothing shorter than the incumbent, or nothing fits at all. */
+        res->status = have ? EXACT_OPTIMAL : EXACT_INFEASIBLE;
+        res->makespan_ms = res->lower_bound_ms = have ? inc : NAN;
+        apply_seq(m, p, orig, best);
+    } else if (have) {
+        res->status = EXACT_FEASIBLE;
+        res->makespan_ms = inc;
+        res->lower_bound_ms = fmin(inc, bound);
+        apply_seq(m, p, orig, best);
+    } else {
+        res->status = EXACT_TIMEOUT;
+        res->lower_bound_ms = bound;
+    }
+    if (isfinite(res->makespan_ms))
+        res->gap = res->makespan_ms > 0
+                       ? (res->makespan_ms - res->lower_bound_ms) / res->makespan_ms : 0;
+    return 0;
+}
+
 int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
 {
     double t_begin = now_s();
@@ -1106,21 +1194,7 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
     }
     uint32_t *seq = xmalloc((m.n ? m.n : 1) * sizeof *seq);
     uint32_t *best = xmalloc((m.n ? m.n : 1) * sizeof *best);
-    /* The incumbent: the file's order when it fits, or the best list schedule. */
-    for (uint32_t i = 0; i < m.n; i++)
-        best[i] = i;
-    double inc = order_makespan(p, walk);
-    for (int k = 0; k < 3 * (int)ARRAY_LEN(greedy_prio); k++) {
-        if (!greedy_order(&m, walk, k % (int)ARRAY_LEN(greedy_prio),
-                          k / (int)ARRAY_LEN(greedy_prio), seq))
-            continue;
-        apply_seq(&m, p, orig, seq);
-        double ms = order_makespan(p, walk);
-        if (ms < inc) {
-            inc = ms;
-            memcpy(best, seq, m.n * sizeof *seq);
-        }
-    }
+    double inc = incumbent(&m, p, orig, walk, seq, best);
     mem_walk(p, walk); /* the weights, for the memory rows */
     /* An upper bound of the optimum: the incumbent, else any order's longest path
      * (every op once, each step with at most the largest p2p). */
@@ -1182,41 +1256,7 @@ int exact_search(Diag *d, Pipeline *p, double time_limit_s, ExactResult *res)
             goto done;
         }
     }
-    double bound = fmax(solved ? msg.bound : -INFINITY, m.lb0);
-    bool limit = !solved || msg.limit;
-    if (solved && msg.has_x) {
-        double obj = x[0];
-        solution_seq(&m, x, seq);
-        apply_seq(&m, p, orig, seq);
-        double ms = order_makespan(p, walk);
-        double t = 1e-6 * fmax(1.0, fabs(obj));
-        if (!isfinite(ms) || ms > obj + t || (msg.optimal && ms < obj - t)) {
-            fprintf(stderr,
-                    "pipec tune: internal error: the order found simulates to %.9g ms%s, the "
-                    "program says %.9g ms (a rule the program misses)\n",
-                    ms, isinf(ms) ? " (or exceeds the budget)" : "", obj);
-            rc = 1;
-        }
-        res->status = msg.optimal ? EXACT_OPTIMAL : EXACT_FEASIBLE;
-        res->makespan_ms = ms;
-        res->lower_bound_ms = msg.optimal ? ms : fmin(ms, bound);
-    } else if (!limit) {
-        /* Proven: nothing shorter than the incumbent, or nothing fits at all. */
-        res->status = have ? EXACT_OPTIMAL : EXACT_INFEASIBLE;
-        res->makespan_ms = res->lower_bound_ms = have ? inc : NAN;
-        apply_seq(&m, p, orig, best);
-    } else if (have) {
-        res->status = EXACT_FEASIBLE;
-        res->makespan_ms = inc;
-        res->lower_bound_ms = fmin(inc, bound);
-        apply_seq(&m, p, orig, best);
-    } else {
-        res->status = EXACT_TIMEOUT;
-        res->lower_bound_ms = bound;
-    }
-    if (isfinite(res->makespan_ms))
-        res->gap = res->makespan_ms > 0
-                       ? (res->makespan_ms - res->lower_bound_ms) / res->makespan_ms : 0;
+    rc = exact_result(&m, p, orig, walk, seq, best, solved ? &msg : NULL, x, inc, res);
 done:
     res->seconds = now_s() - t_begin;
     if (cbc)

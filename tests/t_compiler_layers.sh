@@ -43,4 +43,12 @@ expect_fail "a file in no layer" "compiler/stray.c is in no layer"
 copy
 sed -i 's/^ generation .*$/ generation   nosuch.c/' "$T/t/docs/architecture.md"
 expect_fail "a row naming no file" "nosuch.c (layer generation) names no file"
+# No function longer than 120 lines in the compiler or the runtime (tools/longfn.sh),
+# and the tool finds one that is.
+long=$(bash tools/longfn.sh compiler/*.c compiler/passes/*.c grammar/*.y runtime/*.c \
+       runtime/cuda/*.c runtime/cuda/*.cu runtime/mpi/*.c 2>&1)
+check "no function over 120 lines${long:+: $long}" test -z "$long"
+{ echo "int f(void)"; echo "{"; for i in $(seq 121); do echo "    (void)0;"; done; echo "}"; } >"$T/long.c"
+check "longfn.sh finds a function of 124 lines" grep -q "long.c:1 124 int f(void)" \
+    <(bash tools/longfn.sh "$T/long.c")
 finish
