@@ -78,9 +78,10 @@ int cmd_check(int argc, char **argv)
                               "checked with)");
             /* When the runtime implements the model's workload, also the arena the
              * generated program really plans, with its real tensor sizes. */
-            MlpShape shape;
-            char why[200];
-            if (mlp_shape(p, &shape, why, sizeof why) == 0) {
+            WorkloadShape ms;
+            model_shape_of(p, &ms);
+            if (ms.ok) {
+                const MlpShape shape = ms.s;
                 static const char *const arch[] = {"mlp", "gpt", "llama"};
                 char what[160];
                 snprintf(what, sizeof what,
@@ -92,8 +93,8 @@ int cmd_check(int argc, char **argv)
                     ws[s] = mlp_workspace(p, &shape, s);
                 arena_plan_report(stdout, p, shape.sizes, ws, what);
                 free(ws);
-                mlp_shape_free(&shape);
             }
+            model_shape_free(&ms);
         }
         const char *shown = strcmp(argv[i], "-") ? argv[i] : "<stdin>";
         if (d.nerr) {

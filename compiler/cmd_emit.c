@@ -64,11 +64,12 @@ typedef struct RunInfo {
 /* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out, after
  * the verifier passed it against the arena plans the program uses (cost model and, when
  * it runs, mlp). Returns 0, or 1 with a message (a plan that fails is pipec's bug). */
-static int add_stream_plan(EmitOut *out, const Pipeline *p, const char *file)
+static int add_stream_plan(EmitOut *out, const Pipeline *p, const WorkloadShape *shape,
+                           const char *file)
 {
     char why[400] = "";
     StrBuf json = {0};
-    int nbad = stream_plan_verify(p, &json, why, sizeof why);
+    int nbad = stream_plan_verify(p, shape, &json, why, sizeof why);
     if (nbad) {
         fprintf(stderr, "%s: internal error: the CUDA stream plan fails its verifier (%d "
                         "violation%s): %s\n", file, nbad, nbad == 1 ? "" : "s", why);
@@ -151,12 +152,17 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
                             "rejects it, the program is generated all the same\n",
                     file, d.nwarn, d.nwarn == 1 ? "" : "s");
     }
+    /* The model shape, computed once and handed to the emitter, the stream-plan
+     * verifier and run's report. */
+    WorkloadShape shape = {0};
+    if (p)
+        model_shape_of(p, &shape);
     Site site;
     site_find(&site, (Target){0}); /* the Makefile builds for the CPU */
-    int erc = p ? emit_c_site(&d, p, file, &site.s, out) : 1;
+    int erc = p ? emit_c_site(&d, p, file, &site.s, &shape, out) : 1;
     site_free(&site);
     if (p && erc == 0) {
-        rc = cuda ? add_stream_plan(out, p, file) : 0;
+        rc = cuda ? add_stream_plan(out, p, &shape, file) : 0;
         if (rc)
             emit_out_free(out);   /* nothing is written */
         /* P x D ranks with data parallelism (runtime/piperun.h pr_dp_nranks) */
@@ -165,16 +171,15 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
         if (nranks)
             *nranks = n;
         if (info) {
-            MlpShape shape;
             info->nranks = n;
-            info->mlp_ok = mlp_shape(p, &shape, info->why, sizeof info->why) == 0;
-            if (info->mlp_ok)
-                mlp_shape_free(&shape);
+            info->mlp_ok = shape.ok;
+            snprintf(info->why, sizeof info->why, "%s", shape.why);
             snprintf(info->model, sizeof info->model, "%s", p->model ? p->model->name : "");
             snprintf(info->arch, sizeof info->arch, "%s",
                      p->model ? model_arch_name(p->model) : "mlp");
         }
     }
+    model_shape_free(&shape);
     pipeline_free(p);
     diag_free(&d);
     return rc;

@@ -143,10 +143,8 @@ typedef struct EmitPlan {
     const Pipeline *p;
     const char *source;     /* the .pipe file named in header comments */
     OpIndex *idx;
-    MlpShape mlp;           /* valid when have_mlp */
-    bool have_mlp;
-    char why[200];          /* mlp_shape's reason when !have_mlp */
-    ArenaPlan *plan_mlp;    /* NULL when !have_mlp */
+    const WorkloadShape *shape; /* the model shape the command computed (model_shape_of) */
+    ArenaPlan *plan_mlp;    /* NULL when !shape->ok */
     ArenaSizes *cost;       /* [P*V] cost-model region sizes */
     ArenaPlan *plan_cost;   /* planned with cost */
     ArenaSizes *scaled;     /* [P*V] cost / scale, NULL when scale is 1 */
@@ -257,14 +255,15 @@ static uint8_t msg_payload(const Pipeline *p, const CommMsg *m)
 }
 
 /* Plans everything the generated files say about p (P, V, M >= 1). */
-static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *source)
+static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *source,
+                      const WorkloadShape *shape)
 {
     memset(ep, 0, sizeof *ep);
     ep->p = p;
     ep->source = source;
+    ep->shape = shape;
     ep->idx = opindex_build(p);
-    ep->have_mlp = mlp_shape(p, &ep->mlp, ep->why, sizeof ep->why) == 0;
-    ep->plan_mlp = ep->have_mlp ? arena_plan(p, ep->mlp.sizes, 1) : NULL;
+    ep->plan_mlp = shape->ok ? arena_plan(p, shape->s.sizes, 1) : NULL;
     plan_synthetic(ep);
     ep->cp = comm_plan(p);
     uint32_t nmsgs = ep->cp ? ep->cp->nmsgs : 0;
@@ -298,8 +297,6 @@ static void emit_plan_free(EmitPlan *ep)
     arena_plan_free(ep->plan_cost);
     arena_plan_free(ep->plan_mlp);
     comm_plan_free(ep->cp);
-    if (ep->have_mlp)
-        mlp_shape_free(&ep->mlp);
 }
 
 /* ---- the writers: one per generated file ---------------------------------------------- */
@@ -517,7 +514,7 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
         put_pair(b, ",\n      ", "peak_live_bytes", am ? am->peak_live : 0, as->peak_live);
         double wsyn = ceil(arena_workspace(p, s) / ep->scale / ARENA_ALIGN) * ARENA_ALIGN;
         put_pair(b, ",\n      ", "workspace_bytes",
-                 ep->have_mlp ? mlp_workspace(p, &ep->mlp, s) : 0,
+                 ep->shape->ok ? mlp_workspace(p, &ep->shape->s, s) : 0,
                  isfinite(wsyn) && wsyn > 0 ? (int64_t)fmin(wsyn, 0x1p62) : 0);
         sb_puts(b, ",\n      .host_bw = ");
         put_double(b, isfinite(bw) ? bw : 0);
@@ -538,12 +535,12 @@ static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
     for (int32_t v = 0; v < PV; v++) {
         int32_t s, c;
         ir_owner(p, v, &s, &c);
-        const ArenaSizes *z = ep->have_mlp ? &ep->mlp.sizes[v] : NULL;
+        const ArenaSizes *z = ep->shape->ok ? &ep->shape->s.sizes[v] : NULL;
         static const int64_t none[PR_PIECES + 1] = {0};
         const int64_t *fm = ep->plan_mlp ? ep->plan_mlp->from[v] : none;
         sb_printf(b, "    [%d] = {.rank = %d, .chunk = %d, .layers = %d, .act = %lld, "
                      ".ckpt = %lld, .wact = %lld,", v, s, c,
-                  ep->have_mlp ? ep->mlp.layers[v] : 0, (long long)(z ? z->act : 0),
+                  ep->shape->ok ? ep->shape->s.layers[v] : 0, (long long)(z ? z->act : 0),
                   (long long)(z ? z->ckpt : 0), (long long)(z ? z->wact : 0));
         put_rows(b, "\n      ", "from", fm, ep->plan_syn->from[v], PR_PIECES + 1);
         sb_puts(b, "},\n");
@@ -555,7 +552,7 @@ static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
 static void write_program_struct(const EmitPlan *ep, StrBuf *b)
 {
     const Pipeline *p = ep->p;
-    const MlpShape *mlp = &ep->mlp;
+    const MlpShape *mlp = &ep->shape->s;
     sb_puts(b, "static const PrProgram program = {\n    .abi = PIPERUN_ABI,\n    .name = ");
     put_cstr(b, p->name ? p->name : "pipeline");
     sb_puts(b, ",\n    .source = ");
@@ -565,7 +562,7 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
               p->M, p->V);
     sb_printf(b, "    .ranks = ranks, .vstages = vstages, .nmsgs = %u,\n",
               ep->cp ? ep->cp->nmsgs : 0);
-    if (ep->have_mlp) {
+    if (ep->shape->ok) {
         sb_printf(b, "    .model_vocab = %d, .model_hidden = %d, .model_layers = %d, .model_seq = %d, .model_batch = %d,\n",
                   mlp->vocab, mlp->C, mlp->L, mlp->T, mlp->B);
         if (mlp->arch)
@@ -573,7 +570,7 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
                          ".model_ffn = %d,\n", mlp->arch, mlp->heads, mlp->kv_heads, mlp->ffn);
     } else {
         sb_puts(b, "    .model_unavailable = ");
-        put_cstr(b, ep->why);
+        put_cstr(b, ep->shape->why);
         sb_puts(b, ",\n");
         if (mlp->arch) /* the workload's name in messages */
             sb_printf(b, "    .model_arch = %d,\n", mlp->arch);
@@ -635,11 +632,15 @@ static void write_makefile(const EmitPlan *ep, StrBuf *mk, const char *progname)
 
 int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
 {
-    return emit_c_site(d, p, source, NULL, out);
+    WorkloadShape shape;
+    model_shape_of(p, &shape);
+    int rc = emit_c_site(d, p, source, NULL, &shape, out);
+    model_shape_free(&shape);
+    return rc;
 }
 
 int emit_c_site(Diag *d, const Pipeline *p, const char *source, const EmitSite *site,
-                EmitOut *out)
+                const WorkloadShape *shape, EmitOut *out)
 {
     memset(out, 0, sizeof *out);
     out->progname = safe_name(p->name);
@@ -648,7 +649,7 @@ int emit_c_site(Diag *d, const Pipeline *p, const char *source, const EmitSite *
         return 1;
     }
     EmitPlan ep;
-    emit_plan(&ep, d, p, source);
+    emit_plan(&ep, d, p, source, shape);
     ep.site = site;
     write_program_h(&ep, add_file(out, "program.h"));
     for (int32_t s = 0; s < p->P; s++) {

@@ -45,10 +45,11 @@ typedef struct EmitSite {
 /* Generates the files of the CPU backend for p (compiled and checked). source names
  * the .pipe file in the header comments. Returns 0, or the number of errors reported
  * through d. emit_c_site also writes site (may be NULL) into the program and its
- * Makefile; emit_c writes none. */
+ * Makefile, and takes p's model shape as the command computed it once (model_shape_of);
+ * emit_c writes no site and computes the shape itself. */
 int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out);
 int emit_c_site(Diag *d, const Pipeline *p, const char *source, const EmitSite *site,
-                EmitOut *out);
+                const WorkloadShape *shape, EmitOut *out);
 void emit_out_free(EmitOut *out);
 
 /* Writes every file into dir (created if missing), each atomically. Returns 0, or -1

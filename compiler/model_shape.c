@@ -209,6 +209,18 @@ void mlp_shape_free(MlpShape *s)
     s->sizes = NULL;
 }
 
+void model_shape_of(const Pipeline *p, WorkloadShape *out)
+{
+    out->why[0] = 0;
+    out->ok = mlp_shape(p, &out->s, out->why, sizeof out->why) == 0;
+}
+
+void model_shape_free(WorkloadShape *m)
+{
+    mlp_shape_free(&m->s);
+    m->ok = false;
+}
+
 int64_t mlp_workspace(const Pipeline *p, const MlpShape *sh, int32_t s)
 {
     int32_t PV = p->P * p->V;

@@ -29,6 +29,19 @@ typedef struct MlpShape {
 int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n);
 void mlp_shape_free(MlpShape *s);
 
+/* The model shape as a command computes it once (model_shape_of) and hands it to every
+ * consumer: the emitter, the stream-plan verifier, `check --mem` and run's report. */
+typedef struct WorkloadShape {
+    bool ok;              /* the model workload runs the pipeline */
+    MlpShape s;           /* arrays valid when ok; arch also when not (for messages) */
+    char why[256];        /* mlp_shape's one-line reason when !ok */
+} WorkloadShape;
+
+/* Computes p's model shape (mlp_shape) into out; never fails: !out->ok says why not.
+ * model_shape_free frees it. */
+void model_shape_of(const Pipeline *p, WorkloadShape *out);
+void model_shape_free(WorkloadShape *m);
+
 /* Region sizes of one slice, the same arithmetic as runtime/mlp.c's act layout (a unit
  * test holds the two together): blocks nl, embedding/head flags. Bytes. */
 ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head);

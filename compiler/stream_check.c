@@ -413,7 +413,8 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
     return v.nbad;
 }
 
-int stream_plan_verify(const Pipeline *p, StrBuf *json, char *why, size_t why_n)
+int stream_plan_verify(const Pipeline *p, const WorkloadShape *shape, StrBuf *json, char *why,
+                       size_t why_n)
 {
     CommPlan *cp = comm_plan(p);
     StreamInBuf b;
@@ -424,13 +425,10 @@ int stream_plan_verify(const Pipeline *p, StrBuf *json, char *why, size_t why_n)
     ArenaPlan *ap = arena_plan(p, NULL, 1);
     int nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
     arena_plan_free(ap);
-    MlpShape mlp;
-    char mwhy[200];
-    if (!nbad && mlp_shape(p, &mlp, mwhy, sizeof mwhy) == 0) {
-        ap = arena_plan(p, mlp.sizes, 1);
+    if (!nbad && shape->ok) {
+        ap = arena_plan(p, shape->s.sizes, 1);
         nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
         arena_plan_free(ap);
-        mlp_shape_free(&mlp);
     }
     if (json)
         stream_plan_json(json, p, sp);

@@ -10,6 +10,7 @@
 #include "arena_plan.h"
 #include "comm.h"
 #include "ir.h"
+#include "model_shape.h"
 #include "stream_plan.h"
 #include "util.h"
 
@@ -45,8 +46,10 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
 /* The plan and its verification against the arena plans the generated program uses, in
  * one call: builds the comm plan and stream plan of p and checks the stream plan against
  * the cost-model arena plan and, when that passes and the mlp workload runs p's model,
- * against the arena plan of the workload's real sizes (mlp_shape). Returns the
- * verifier's count (why as above); *json (when not NULL) receives streams.json. */
-int stream_plan_verify(const Pipeline *p, StrBuf *json, char *why, size_t why_n);
+ * against the arena plan of the workload's real sizes (shape, p's model shape as the
+ * command computed it: model_shape_of). Returns the verifier's count (why as above);
+ * *json (when not NULL) receives streams.json. */
+int stream_plan_verify(const Pipeline *p, const WorkloadShape *shape, StrBuf *json, char *why,
+                       size_t why_n);
 
 #endif
