@@ -28,7 +28,26 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O2 -g
 WARN     = -std=c11 -Wall -Wextra
-CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icompiler -Ibuild/gen -Iruntime -Iplan
+CPPFLAGS = -D_POSIX_C_SOURCE=200809L
+# The compiler's layers (docs/architecture.md "Layers"), lowest first: one folder each
+# under compiler/. A layer's files are compiled with the include paths of their own
+# layer and the layers below it only, so an include of a higher layer's header does not
+# compile. The front end's generated parser and scanner (build/gen) are the front end's.
+# The runtime sees runtime/ and plan/ only. `make print-layer-flags LAYER=ir` prints one.
+LAYERS       = base ir plans analyses frontend passes generation commands
+INC_base       = -Icompiler/base -Iplan -Iruntime
+INC_ir         = -Icompiler/ir $(INC_base)
+INC_plans      = -Icompiler/plans $(INC_ir)
+INC_analyses   = -Icompiler/analyses $(INC_plans)
+INC_frontend   = -Icompiler/frontend -Ibuild/gen $(INC_analyses)
+INC_passes     = -Icompiler/passes $(INC_frontend)
+INC_generation = -Icompiler/generation $(INC_passes)
+INC_commands   = -Icompiler/commands $(INC_generation)
+INC_runtime    = -Iruntime -Iplan
+# Tests, benchmarks and tools built from the whole compiler see every layer.
+INC_ALL        = $(INC_commands)
+# The include paths of the compiler source $< (compiler/LAYER/...).
+LAYER_INC      = $(INC_$(word 2,$(subst /, ,$<)))
 CFLAGS  += $(OPT) $(WARN) $(EXTRA_CFLAGS)
 LDLIBS   = -lm
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -39,7 +58,7 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas
 ifeq ($(NO_CBC),)
 CBC_LIBS    := $(shell pkg-config --exists cbc 2>/dev/null && [ -f /usr/include/coin/Cbc_C_Interface.h ] && pkg-config --libs cbc)
 endif
-# CBC is loaded when `tune --exact` first needs it (dlopen, compiler/exact.c), not
+# CBC is loaded when `tune --exact` first needs it (dlopen, compiler/commands/exact.c), not
 # linked: linked, its libraries cost every pipec process about 20 ms of start-up.
 ifneq ($(CBC_LIBS),)
 CBC_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir cbc)/libCbcSolver.so 2>/dev/null | awk '/SONAME/ {print $$2}')
@@ -47,8 +66,9 @@ CPPFLAGS   += -DPIPEC_HAVE_CBC $(if $(CBC_SONAME),-DPIPEC_CBC_SONAME='"$(CBC_SON
 LDLIBS     += -ldl
 endif
 
-# Sources: every .c under compiler/ (main.c is the CLI), the generated grammar.
-COMP_SRC  = $(filter-out compiler/main.c,$(wildcard compiler/*.c compiler/passes/*.c))
+# Sources: every .c of the compiler's layer folders (commands/main.c is the CLI), the
+# generated grammar.
+COMP_SRC  = $(filter-out compiler/commands/main.c,$(wildcard $(LAYERS:%=compiler/%/*.c)))
 GEN_SRC   = build/gen/pipe.tab.c build/gen/lex.yy.c
 GEN_HDR   = build/gen/pipe.tab.h build/gen/lex.yy.h
 RT_SRC    = $(wildcard runtime/*.c)
@@ -60,7 +80,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: check-layers
+.PHONY: check-layers print-layer-flags
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -91,27 +111,27 @@ build/gen/lex.yy.c build/gen/lex.yy.h: grammar/pipe.l build/gen/pipe.tab.h
 # --- objects ----------------------------------------------------------------------
 build/obj/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_frontend) $(OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
 
 build/asan/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_frontend) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -MP -c $< -o $@
 
 build/obj/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/asan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
 
-build/obj/%.o: %.c $(GEN_HDR)
+build/obj/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(LAYER_INC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-build/asan/%.o: %.c $(GEN_HDR)
+build/asan/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -O1 -g $(WARN) $(SAN) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(LAYER_INC) -O1 -g $(WARN) $(SAN) -MMD -MP -c $< -o $@
 
 -include $(OBJ:.o=.d) $(AOBJ:.o=.d) $(RT_OBJ:.o=.d) $(RT_AOBJ:.o=.d)
 
@@ -126,22 +146,22 @@ build/asan/libpipec.a: $(AOBJ)
 
 build/libpiperun.a: $(RT_OBJ)
 	@rm -f $@
-	ar rcs $@ $^ $(if $(RT_OBJ),,build/obj/compiler/util.o)
+	ar rcs $@ $^ $(if $(RT_OBJ),,build/obj/compiler/base/util.o)
 
 build/asan/libpiperun.a: $(RT_AOBJ)
 	@rm -f $@
-	ar rcs $@ $^ $(if $(RT_AOBJ),,build/asan/compiler/util.o)
+	ar rcs $@ $^ $(if $(RT_AOBJ),,build/asan/compiler/base/util.o)
 
-bin/pipec: build/obj/compiler/main.o build/libpipec.a
+bin/pipec: build/obj/compiler/commands/main.o build/libpipec.a
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/asan/pipec: build/asan/compiler/main.o build/asan/libpipec.a
+build/asan/pipec: build/asan/compiler/commands/main.o build/asan/libpipec.a
 	$(CC) -O1 -g $(SAN) -o $@ $^ $(LDLIBS)
 
 build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/asan/libpiperun.a
 	@mkdir -p build/tests
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
+	$(CC) $(CPPFLAGS) $(INC_ALL) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
 	  build/asan/libpipec.a build/asan/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
 
 # --- documentation and editor support ------------------------------------------------
@@ -169,6 +189,11 @@ TEST_FULL ?= 0
 check-layers:
 	@sh tools/check_layers.sh .
 
+# The compile flags of one layer's files (LAYER=base|ir|...|commands|runtime), for tests
+# that compile a file as the build would (tests/t_compiler_layers.sh).
+print-layer-flags:
+	@echo $(CPPFLAGS) $(INC_$(LAYER)) $(WARN)
+
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
 	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
@@ -187,7 +212,7 @@ bench: deps all
 # The deadlock agreement test's generator and check-free emitter (tests/t_deadlock_agree.sh).
 build/tests/deadlock_agree: tests/deadlock/agree.c build/libpipec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< build/libpipec.a $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(INC_ALL) $(CFLAGS) -o $@ $< build/libpipec.a $(LDLIBS)
 
 # The fault campaign's LD_PRELOAD shim (tests/fault/faultinject.c) and the full sweep.
 build/fault/faultinject.so: tests/fault/faultinject.c
@@ -210,7 +235,7 @@ FUZZ_DICT_passes     = tests/fuzz/passes.dict
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMP_SRC) $(GEN_SRC) $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	clang $(CPPFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined $(WARN) -Wno-sign-compare \
+	clang $(CPPFLAGS) $(INC_ALL) -O1 -g -fsanitize=fuzzer,address,undefined $(WARN) -Wno-sign-compare \
 	  -o $@ $< $(COMP_SRC) $(GEN_SRC) $(LDLIBS)
 
 fuzz: deps $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
@@ -231,7 +256,7 @@ RT_TOBJ  = $(RT_SRC:%.c=build/tsan/%.o)
 
 build/tsan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 -include $(RT_TOBJ:.o=.d)
 
@@ -259,15 +284,15 @@ LCOV     = lcov --quiet --rc lcov_branch_coverage=1
 
 build/cov/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_frontend) $(COV) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 build/cov/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -MMD -MP -c $< -o $@
 
-build/cov/%.o: %.c $(GEN_HDR)
+build/cov/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(COV) $(WARN) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(LAYER_INC) $(COV) $(WARN) -MMD -MP -c $< -o $@
 
 -include $(COBJ:.o=.d) $(RT_COBJ:.o=.d)
 
@@ -285,13 +310,13 @@ build/cov/lib/libpiperun.a: build/cov/libpiperun_cov.a
 
 # __gcov_dump is exported so that the fault shim can write the counters of a run that
 # ends in _exit (out of memory) before it does (tests/fault/faultinject.c).
-build/cov/bin/pipec: build/cov/compiler/main.o build/cov/libpipec.a
+build/cov/bin/pipec: build/cov/compiler/commands/main.o build/cov/libpipec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(COV) -Wl,--undefined=__gcov_dump,--export-dynamic-symbol=__gcov_dump -o $@ $^ $(LDLIBS)
 
 build/cov/tests/%: tests/unit/%.c tests/unit/testutil.h build/cov/libpipec.a build/cov/libpiperun_cov.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) -Itests/unit $(COV) $(WARN) -o $@ $< \
+	$(CC) $(CPPFLAGS) $(INC_ALL) $(BLAS_CFLAGS) -Itests/unit $(COV) $(WARN) -o $@ $< \
 	  build/cov/libpipec.a build/cov/libpiperun_cov.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
 
 coverage: deps all
@@ -357,7 +382,8 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
              $(CU_COMP_SRC:compiler/%.c=build/cuda/compiler/%.o)
 # The stream plan the CUDA runtime enqueues from, and the op kind table it reads: the
 # compiler's own files, linked as they are.
-CU_COMP_SRC = compiler/stream_plan.c compiler/opsem.c compiler/ir.c compiler/diag.c compiler/util.c
+CU_COMP_SRC = compiler/plans/stream_plan.c compiler/ir/opsem.c compiler/ir/ir.c compiler/base/diag.c \
+              compiler/base/util.c
 CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
              runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
              runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
@@ -371,15 +397,15 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 
 build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h plan/stream_plan.h plan/opkinds.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
-build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*.h plan/*.h)
+build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*/*.h plan/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(LAYER_INC) $(CFLAGS) -c $< -o $@
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 # the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
 -include $(CU_CPU_OBJ:.o=.d)
@@ -394,7 +420,7 @@ cuda:
 
 build/mpi/piperun_mpi.o: runtime/mpi/piperun_mpi.c runtime/piperun.h runtime/piperun_internal.h runtime/workload.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(MPICC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/libpiperun_mpi.a: build/mpi/piperun_mpi.o
 	@rm -f $@
@@ -406,7 +432,7 @@ mpi: build/libpiperun.a build/libpiperun_mpi.a
 # unique id over MPI_Bcast, ncclCommInitRank); needs no CUDA header, only mpi.h.
 build/mpi/piperun_cuda_mpi.o: runtime/mpi/piperun_cuda_mpi.c runtime/cuda/cu_dist.h runtime/piperun.h runtime/piperun_internal.h runtime/workload.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CPPFLAGS) -Iruntime/cuda $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(MPICC) $(CPPFLAGS) $(INC_runtime) -Iruntime/cuda $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/libpiperun_cuda_mpi.a: build/mpi/piperun_cuda_mpi.o
 	@rm -f $@

@@ -13,6 +13,9 @@ CC=${CC:-cc}
 mkdir -p build/bench
 BLAS_CFLAGS=$(pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+# The include paths of the whole compiler (every layer) and the runtime, as the Makefile
+# has them.
+INC=$(make -s --no-print-directory print-layer-flags LAYER=ALL)
 status=0
 
 for src in bench/bench_*.c; do
@@ -20,8 +23,7 @@ for src in bench/bench_*.c; do
     name=$(basename "$src" .c)
     echo "== $name"
     # shellcheck disable=SC2086
-    if ! $CC -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
-        -Icompiler -Ibuild/gen -Iruntime -Iplan $BLAS_CFLAGS -o "build/bench/$name" "$src" \
+    if ! $CC $INC -O2 -g -Wno-unused-parameter $BLAS_CFLAGS -o "build/bench/$name" "$src" \
         build/libpipec.a build/libpiperun.a $BLAS_LIBS -pthread -lm; then
         echo "$name: build failed"
         status=1

@@ -1,11 +1,11 @@
 /* opkinds.h - the op kinds as the running program knows them: the streams an op runs
  * on and, per runtime kind (PR_F .. PR_LW of runtime/piperun.h), its spelling and
- * stream. Plain C data with no IR: the compiler (compiler/ir.h, compiler/opsem.c) and
+ * stream. Plain C data with no IR: the compiler (compiler/ir/ir.h, compiler/ir/opsem.c) and
  * the runtime (runtime/piperun_internal.h) both include it, and neither states these
  * facts again.
  *
- * The compiler's op table (compiler/opsem.c op_sem[]) is the source of every op fact;
- * this file is its runtime-facing column: OP_KINDS (compiler/ir.h) lists these kinds
+ * The compiler's op table (compiler/ir/opsem.c op_sem[]) is the source of every op fact;
+ * this file is its runtime-facing column: OP_KINDS (compiler/ir/ir.h) lists these kinds
  * first, in this order (opsem.c asserts it at build time), and the unit test
  * tests/unit/test_opsem.c checks that each row's stream is the op table's. An op kind
  * the runtime runs as another (RO runs as R: op_sem[].runs_as) has no row here. */

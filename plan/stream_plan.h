@@ -5,9 +5,9 @@
  * decision of its own) and `pipec emit --backend cuda` writes it to DIR/streams.json.
  *
  * This header is plain C data (no IR: plan/opkinds.h only), included by both sides;
- * stream_plan() itself is compiler/stream_plan.c (over the op table), which the CUDA
+ * stream_plan() itself is compiler/plans/stream_plan.c (over the op table), which the CUDA
  * runtime still links to compute the plan at start-up. The compiler's adapter, the
- * JSON writer and the verifier are in compiler/stream_check.h.
+ * JSON writer and the verifier are in compiler/generation/stream_check.h.
  *
  * The waits, each only when the op it names is listed earlier on the same rank and runs
  * on another stream (ops on one stream run in list order, so a wait on a same-stream
@@ -41,7 +41,7 @@
 
 /* One op as the plan sees it. */
 typedef struct SpOp {
-    uint8_t kind;      /* OpKind (compiler/ir.h); the runtime passes its PR_* kind, the
+    uint8_t kind;      /* OpKind (compiler/ir/ir.h); the runtime passes its PR_* kind, the
                         * same value for every kind it has */
     int32_t vstage;    /* v, 0..PV-1 */
     int32_t mb;        /* m, 0..M-1 (0 for OG/LW) */

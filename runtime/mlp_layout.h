@@ -1,7 +1,7 @@
 /* mlp_layout.h - the act-region layout of the `mlp` workload (runtime/mlp.h), in one
  * place for the CPU runtime that carves it (runtime/mlp.c), the GPU kernels that carve
  * the same region on the device (runtime/cuda/mlp_cuda.cu) and the code generator that
- * plans the arena with its sizes (compiler/emit_c.c): one layout, three readers.
+ * plans the arena with its sizes (compiler/generation/emit_c.c): one layout, three readers.
  *
  * Legend (llm.c style): B = micro-batch size, T = sequence length, C = hidden size,
  * H = 4C, V = vocabulary, nl = the slice's blocks, nres = nl + head. p(x) = x rounded up

@@ -447,7 +447,7 @@ static int copy_op(PrRank *r, uint32_t i)
     double t0 = pr_now_ms();
     if (o->nso_before) {
         /* An allocating copy (SI, LW) waits for every SO listed before it (an SI's own SO
-         * among them): memory order (compiler/opsem.h). */
+         * among them): memory order (compiler/ir/opsem.h). */
         double deadline = t0 + run->opt.timeout_s * 1e3;
         pthread_mutex_lock(&r->mu);
         while (r->q[0].done < o->nso_before && !atomic_load(&run->failed)) {

@@ -87,7 +87,7 @@ enum {
 
 /* How pr_send completes. */
 /* The long options of a generated program (pr_main, run_main.c), which `pipec run`
- * passes through to it as given (compiler/cmd_emit.c): one list for both, as
+ * passes through to it as given (compiler/commands/cmd_emit.c): one list for both, as
  * initialisers of getopt_long's struct option (the including file includes getopt.h). */
 enum {
     PR_OPT_ITERS = 256, PR_OPT_CHECK, PR_OPT_JSON, PR_OPT_TRACE, PR_OPT_WORKLOAD, PR_OPT_DATA,
@@ -121,9 +121,9 @@ typedef struct PrOp {
     int32_t mb;            /* m, 0..M-1 */
     uint32_t nso_before;   /* SOs listed before this op that must end before it starts:
                               the count listed before it when it allocates (F, R, SI, LW:
-                              memory order, compiler/opsem.h), else 0 */
+                              memory order, compiler/ir/opsem.h), else 0 */
     int64_t held[PR_NWORKLOADS]; /* bytes of the region's prefix [0, held) the op holds
-                                    (compiler/arena_plan.h ArenaRank.held): SO/SI: moved;
+                                    (compiler/plans/arena_plan.h ArenaRank.held): SO/SI: moved;
                                     F: allocated; R: the whole region; B: kept for W;
                                     otherwise 0 */
     double cost_ms;        /* cost-model duration (the synthetic workload's busy time;
@@ -178,7 +178,7 @@ typedef struct PrRankDesc {
     double host_bw;            /* cost-model swap bandwidth, bytes/s (0 = unlimited) */
     double p2p_ms;             /* cost-model time added to each received dependency */
     int64_t workspace_bytes[PR_NWORKLOADS]; /* the workspace kept above the arena, bytes
-                                  (compiler/arena_plan.h arena_workspace): mlp, gpt,
+                                  (compiler/plans/arena_plan.h arena_workspace): mlp, gpt,
                                   llama: the temporaries an F that keeps only its
                                   checkpoint runs in (mlp_forward_split, tf_forward_split),
                                   0 when no F of the rank has an R; synthetic: the cost

@@ -1,6 +1,6 @@
 /* pr_options.h - the value rules of a generated program's numeric options (--iters,
  * --time-scale, --timeout, --lr, --seed), read by the program (run_main.c) and by
- * `pipec run`, which checks them before it builds anything (compiler/cmd_emit.c): one
+ * `pipec run`, which checks them before it builds anything (compiler/commands/cmd_emit.c): one
  * rule, one place. Header-only, so the compiler links no runtime code. */
 #ifndef PIPERUN_PR_OPTIONS_H
 #define PIPERUN_PR_OPTIONS_H

@@ -1,7 +1,7 @@
 /* program_table.c - packed programs (docs/runtime.md "Packed op tables"): unpacking the
  * ranks' tables into ops, steps and the message table at start-up (pr_program_unpack),
  * and the loop that runs a rank's steps (pr_run_steps). The number code is prtable.h's;
- * compiler/emit_table.c writes the tables. */
+ * compiler/generation/emit_table.c writes the tables. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stdio.h>

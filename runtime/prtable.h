@@ -1,5 +1,5 @@
 /* prtable.h - the number code of packed op tables (docs/runtime.md "Packed op tables"),
- * shared by the code generator that writes them (compiler/emit_table.c) and the runtime
+ * shared by the code generator that writes them (compiler/generation/emit_table.c) and the runtime
  * that reads them (runtime/program_table.c).
  *
  * A table is a C string of printable characters: a sequence of unsigned numbers, each

@@ -1,5 +1,5 @@
 /* region.h - the pieces of an activation region: one rule for the arena planner
- * (compiler/arena_plan.c), the code generator that emits the plan (compiler/emit_c.c)
+ * (compiler/plans/arena_plan.c), the code generator that emits the plan (compiler/generation/emit_c.c)
  * and every runtime that addresses a planned region (the CPU and CUDA backends, the mlp,
  * gpt/llama and synthetic workloads).
  *

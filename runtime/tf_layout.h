@@ -1,6 +1,6 @@
 /* tf_layout.h - the activation-region layout of the `gpt` and `llama` workloads
  * (runtime/transformer.h), in one place for the runtime that carves it and the code
- * generator that plans the arena with it (compiler/emit_c.c): one layout, two readers.
+ * generator that plans the arena with it (compiler/generation/emit_c.c): one layout, two readers.
  *
  * Dimension legend (llm.c style):
  *   B = micro-batch size, T = sequence length, N = B*T tokens, C = hidden size,

@@ -31,7 +31,7 @@ check "help alone is --help" cmp -s "$tmp/h" "$tmp/out"
 "$P" help build >"$tmp/h" 2>&1
 check "help build is compile's usage" grep -q "^usage: pipec compile " "$tmp/h"
 
-version=$(sed -n 's/^#define PIPEC_VERSION "\(.*\)"/\1/p' compiler/util.h)
+version=$(sed -n 's/^#define PIPEC_VERSION "\(.*\)"/\1/p' compiler/base/util.h)
 check "--version reads PIPEC_VERSION" test "$("$P" --version)" = "pipec $version"
 check "-V is --version" test "$("$P" -V)" = "pipec $version"
 

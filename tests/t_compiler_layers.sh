@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # t_compiler_layers.sh - the include layers of docs/architecture.md "Layers"
-# (tools/check_layers.sh): the tree passes, and the check fails on each thing it
-# forbids, in a copy of the tree: an include of a higher layer (base util.c including
+# (tools/check_layers.sh and the Makefile's per-layer include paths): the tree passes,
+# and the check fails on each thing it forbids, in a copy of the tree: an include of a higher layer (base util.c including
 # the commands' cmds.h), an include circle (ir.h including opsem.h, which includes
-# ir.h), a runtime file including a compiler header, a compiler file in no layer.
+# ir.h), a runtime file including a compiler header, a compiler file in no layer;
+# and an upward include compiled with its layer's flags fails.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -25,16 +26,16 @@ expect_fail() {
 }
 
 copy
-printf '#include "cmds.h"\n' >>"$T/t/compiler/util.c"
-expect_fail "an include of a higher layer" "compiler/util.c (base) includes compiler/cmds.h (commands): a higher layer"
+printf '#include "cmds.h"\n' >>"$T/t/compiler/base/util.c"
+expect_fail "an include of a higher layer" "compiler/base/util.c (base) includes compiler/commands/cmds.h (commands): a higher layer"
 
 copy
-sed -i 's/#include "diag.h"/#include "diag.h"\n#include "opsem.h"/' "$T/t/compiler/ir.h"
-expect_fail "an include circle" "include circle: compiler/ir.h -> compiler/opsem.h -> compiler/ir.h"
+sed -i 's/#include "diag.h"/#include "diag.h"\n#include "opsem.h"/' "$T/t/compiler/ir/ir.h"
+expect_fail "an include circle" "include circle: compiler/ir/ir.h -> compiler/ir/opsem.h -> compiler/ir/ir.h"
 
 copy
 printf '#include "ir.h"\n' >>"$T/t/runtime/trace.c"
-expect_fail "the runtime including the compiler" "runtime/trace.c includes compiler/ir.h"
+expect_fail "the runtime including the compiler" "runtime/trace.c includes compiler/ir/ir.h"
 
 copy
 printf '#include "util.h"\n' >"$T/t/compiler/stray.c"
@@ -43,9 +44,34 @@ expect_fail "a file in no layer" "compiler/stray.c is in no layer"
 copy
 sed -i 's/^ generation .*$/ generation   nosuch.c/' "$T/t/docs/architecture.md"
 expect_fail "a row naming no file" "nosuch.c (layer generation) names no file"
+
+# The build enforces the layers: a file compiled with its layer's flags (the Makefile's,
+# `make print-layer-flags`) cannot include a higher layer's header, and can its own and
+# a lower one's. ir/opsem.c with an include of the commands' cmds.h added, and the
+# runtime's trace.c with ir.h added, do not compile; the unchanged files do.
+flags() { make -s --no-print-directory print-layer-flags LAYER="$1"; }
+ir_flags=$(flags ir); rt_flags=$(flags runtime); base_flags=$(flags base)
+check "print-layer-flags: ir sees base, not plans" \
+    sh -c 'case "$1" in *-Icompiler/base*) case "$1" in *-Icompiler/plans*) exit 1;; esac;; *) exit 1;; esac' _ "$ir_flags"
+check "ir/opsem.c compiles with the ir layer's flags" \
+    ${CC:-cc} $ir_flags -fsyntax-only compiler/ir/opsem.c
+{ printf '#include "cmds.h"\n'; cat compiler/ir/opsem.c; } >"$T/up.c"
+check "an upward include (ir -> commands) does not compile" \
+    sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/up.c" $ir_flags
+check "... and the compiler names the header" \
+    sh -c '${CC:-cc} "$@" -fsyntax-only "$0" 2>&1 | grep -q "cmds.h"' "$T/up.c" $ir_flags
+check "base/util.c and runtime/trace.c compile with their layers' flags" \
+    sh -c '${CC:-cc} $1 -fsyntax-only compiler/base/util.c && ${CC:-cc} $2 -fsyntax-only runtime/trace.c' _ "$base_flags" "$rt_flags"
+{ printf '#include "opsem.h"\n'; cat compiler/base/util.c; } >"$T/up2.c"
+check "base cannot include the ir layer's opsem.h" \
+    sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/up2.c" $base_flags
+{ printf '#include "ir.h"\n'; cat runtime/trace.c; } >"$T/rt.c"
+check "the runtime cannot include a compiler header" \
+    sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/rt.c" $rt_flags
+
 # No function longer than 120 lines in the compiler or the runtime (tools/longfn.sh),
 # and the tool finds one that is.
-long=$(bash tools/longfn.sh compiler/*.c compiler/passes/*.c grammar/*.y runtime/*.c \
+long=$(bash tools/longfn.sh compiler/*/*.c grammar/*.y runtime/*.c \
        runtime/cuda/*.c runtime/cuda/*.cu runtime/mpi/*.c 2>&1)
 check "no function over 120 lines${long:+: $long}" test -z "$long"
 { echo "int f(void)"; echo "{"; for i in $(seq 121); do echo "    (void)0;"; done; echo "}"; } >"$T/long.c"

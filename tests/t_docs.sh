@@ -15,8 +15,8 @@ for h in "Explicit form" "Cost lookup" "Units" "Virtual stages" "Completeness" \
          "Stdlib names" "Command line" "JSON output" "Runtime"; do
     check "docs/spec.md has the section \"$h\"" grep -qxF "## $h" docs/spec.md
 done
-# Every error code of compiler/diag.h is in the spec's table, and no other.
-codes=$(sed -n 's/^ *X([A-Z]*, "\([a-z]*\)").*/\1/p' compiler/diag.h | sort)
+# Every error code of compiler/base/diag.h is in the spec's table, and no other.
+codes=$(sed -n 's/^ *X([A-Z]*, "\([a-z]*\)").*/\1/p' compiler/base/diag.h | sort)
 spec_codes=$(sed -n '/^## Diagnostics$/,/^## /s/^| `\([a-z]*\)` |.*/\1/p' docs/spec.md | sort)
 check "spec's code table is DIAG_CODES" test -n "$codes" -a "$codes" = "$spec_codes"
 # Every command of `pipec --help` has a line in the spec's synopsis.

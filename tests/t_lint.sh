@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_lint.sh - the lint warnings `check` prints after the checks pass (compiler/lint.c):
+# t_lint.sh - the lint warnings `check` prints after the checks pass (compiler/analyses/lint.c):
 # `split` (a minority of a stage's backwards left unsplit when the others have a W) and
 # `empty` (virtual stages the model gives no layers that take time). A warning keeps
 # exit 0; under -Werror it is an error and exit 1.

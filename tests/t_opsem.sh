@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_opsem.sh - one model of op semantics (compiler/opsem.h), through the commands as
+# t_opsem.sh - one model of op semantics (compiler/ir/opsem.h), through the commands as
 # users run them:
 #   - docs/spec.md "Time": an allocating op waits for every listed-earlier free, so `sim`
 #     reports the walk's peak: `stage 0 { F0 SO0 F1 B1 SI0 B0 }` peaks at 1 GiB (SI0
@@ -195,13 +195,13 @@ EOF
 want=$(python3 -c 'print(repr(4 * 3 / (3 * 6)))')
 check "json: bubble_ratio at full precision ($want)" grep -qF "\"bubble_ratio\": $want," "$T/j"
 
-# --- every op fact in the op table (compiler/opsem.c; tests/unit/test_opsem.c checks
+# --- every op fact in the op table (compiler/ir/opsem.c; tests/unit/test_opsem.c checks
 # that what lists kinds elsewhere agrees with it): no copy of a fact outside it. ----------
-colours=$(grep -o '\.colour = "#[0-9A-Fa-f]*"' compiler/opsem.c | grep -o '#[0-9A-Fa-f]*')
+colours=$(grep -o '\.colour = "#[0-9A-Fa-f]*"' compiler/ir/opsem.c | grep -o '#[0-9A-Fa-f]*')
 check "op table: every kind has a colour" test "$(echo "$colours" | wc -l)" -ge 9
 out=""
 for c in $colours; do
-    out="$out$(grep -rlF "\"$c\"" compiler runtime plan | grep -v '^compiler/opsem.c$')"
+    out="$out$(grep -rlF "\"$c\"" compiler runtime plan | grep -v '^compiler/ir/opsem.c$')"
 done
 check "op table: the timelines' colours only in the table" test -z "$out"
 out=$(grep -rnE 'kind == OP_B \|\| [a-z>.-]*kind == OP_W|OP_SO \|\| [a-z>.-]*kind == OP_OG|OP_SI \|\| [a-z>.-]*kind == OP_LW|kind == OP_(OG|SO) \? 0' \

@@ -417,7 +417,7 @@ done
 # A rank of 2400 ops needs more than the widest picture: capped at SVG_MAX_WIDTH.
 printf 'import "std/schedules.pipe"\npipeline wide { stages 2 microbatches 1200 costs { f 1ms b 2ms } schedule onef1b }\n' >"$tmp/wide.pipe"
 "$P" sim "$tmp/wide.pipe" --svg "$tmp/wide.svg" >/dev/null
-max=$(sed -n 's/^#define SVG_MAX_WIDTH \([0-9]*\)$/\1/p' compiler/sim_svg.h)
+max=$(sed -n 's/^#define SVG_MAX_WIDTH \([0-9]*\)$/\1/p' compiler/generation/sim_svg.h)
 check "svg: width capped at SVG_MAX_WIDTH ($max)" test "$(sed -n 's/^<svg [^>]* width="\([0-9]*\)".*/\1/p' "$tmp/wide.svg")" = "$max"
 # A file name with a control character: dropped from the SVG's text, the rest escaped.
 cp "$tmp/one.pipe" "$tmp/q\"b"$'\t'"c.pipe"

@@ -5,7 +5,7 @@
 #                                   "waits": [I, ...]}, ...]}, ...]}
 # one entry per op of every rank in program order, with exactly those keys; streams are
 # compute (F B W R RO), d2h (SO OG) or h2d (SI LW); each wait is an earlier op on another
-# stream. emit writes streams.json only after the verifier (compiler/stream_check.h)
+# stream. emit writes streams.json only after the verifier (compiler/generation/stream_check.h)
 # passed the plan against the program's arena plans, so every example's emit
 # succeeding is every example's plan verified; tests/unit/test_stream_plan.c runs the
 # verifier itself and shows it rejects bad plans. docs/cuda.md's plan of demo rank 1 is

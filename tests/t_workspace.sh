@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_workspace.sh - the workspace every rank keeps above its arena (compiler/arena_plan.h
+# t_workspace.sh - the workspace every rank keeps above its arena (compiler/plans/arena_plan.h
 # arena_workspace, docs/runtime.md "Static memory planning"): the generated program
 # reserves it in the rank's arena allocation, and the layer code's forward temporaries
 # come from it, so the walk, the arena plan and the runtime count the same bytes.

@@ -2,8 +2,9 @@
 # tools/check_layers.sh - the include layers of docs/architecture.md "Layers", checked:
 #
 #   - every source file under compiler/ and grammar/ is in exactly one layer of the
-#     table there (one line per layer, highest first: NAME, then its files; `x.c`
-#     stands for x.c and x.h, `dir/*.c` for every file of dir);
+#     table there (one line per layer, highest first: NAME, then its files relative to
+#     compiler/, or grammar/...; `x.c` stands for x.c and x.h, `dir/*.c` for every .c
+#     and .h file of dir: a layer is a folder, compiler/NAME/);
 #   - a file includes headers of its own layer or of a lower one, never of a higher one;
 #   - the includes between files form no circle;
 #   - the runtime (runtime/) includes only runtime/ and plan/ headers: nothing else of
@@ -72,13 +73,16 @@ inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 def resolve(f, name):
     """The repository path of header `name` included by f, or None (generated)."""
     here = os.path.dirname(f)
-    for d in (here, "compiler", "plan", "runtime", "runtime/cuda"):
+    for d in (here,) + layer_dirs + ("compiler", "plan", "runtime", "runtime/cuda"):
         p = os.path.normpath(os.path.join(d, name))
         if p in src_set:
             return p
     return None
 
 src_set = set(src_files)
+# The compiler's layer folders, searched as the build's -I paths are.
+layer_dirs = tuple(sorted(os.path.relpath(d, root) for d in
+                          glob.glob(os.path.join(root, "compiler/*/"))))
 edges = {}
 for f in src_files:
     text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()

@@ -1,7 +1,7 @@
 #!/bin/bash
 # longfn.sh - lists the functions longer than N lines (default 120) in C files.
 #
-#   tools/longfn.sh FILE...            e.g. tools/longfn.sh compiler/*.c runtime/*.c
+#   tools/longfn.sh FILE...            e.g. tools/longfn.sh compiler/*/*.c runtime/*.c
 #   N=80 tools/longfn.sh FILE...
 #
 # One line per long function: FILE:LINE LENGTH SIGNATURE, LINE where its signature

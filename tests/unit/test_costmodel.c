@@ -19,7 +19,7 @@
 #include "costmodel.h"
 #include "diag.h"
 #include "ir.h"
-#include "passes/passes.h"
+#include "passes.h"
 #include "util.h"
 #include "testutil.h"
 

@@ -1,5 +1,5 @@
-/* test_emit_c.c - what the code generator writes (compiler/emit_c.c): the packed rank
- * tables (compiler/emit_table.c), read back by the runtime's own unpacker
+/* test_emit_c.c - what the code generator writes (compiler/generation/emit_c.c): the packed rank
+ * tables (compiler/generation/emit_table.c), read back by the runtime's own unpacker
  * (runtime/program_table.c), give each op the PR_HAS_* / PR_WAIT_SI flags of
  * runtime/piperun.h that its (v,m) calls for (docs/spec.md "Dependencies": B and R wait
  * for the SI of their (v,m); F keeps only the checkpoint when an R exists; B computes

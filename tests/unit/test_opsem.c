@@ -1,4 +1,4 @@
-/* test_opsem.c - the op table (compiler/opsem.c op_sem[]) is the one place of every op
+/* test_opsem.c - the op table (compiler/ir/opsem.c op_sem[]) is the one place of every op
  * fact, and what lists kinds elsewhere agrees with it:
  *   - each kind runs as a runtime kind (plan/opkinds.h) on its own stream and with its
  *     own spelling, and the runtime kinds are OP_KINDS' first kinds;

@@ -22,7 +22,7 @@
 #include "driver.h"
 #include "frontend.h"
 #include "ir.h"
-#include "passes/passes.h"
+#include "passes.h"
 #include "print.h"
 #include "sim.h"
 #include "util.h"

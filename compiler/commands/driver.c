@@ -24,7 +24,7 @@
 #include "lint.h"
 #include "memory.h"
 #include "opsem.h"
-#include "passes/passes.h"
+#include "passes.h"
 #include "sim.h"
 #include "util.h"
 

@@ -16,7 +16,7 @@
 #include "cmds.h"
 #include "driver.h"
 #include "frontend.h"
-#include "passes/passes.h"
+#include "passes.h"
 #include "print.h"
 #include "util.h"
 

@@ -54,7 +54,7 @@
 #include "frontend.h"
 #include "human.h"
 #include "memory.h"
-#include "passes/passes.h"
+#include "passes.h"
 #include "print.h"
 #include "sim.h"
 #include "util.h"
