@@ -7,7 +7,9 @@
 #   - sample_points picks the values written out here by hand: the first and the last
 #     always, K spread evenly (1 + floor(i (N - 1) / (K - 1))), all of them when N <= K;
 #   - python_direct (tests/lib.sh) puts the interpreter a python3 shim runs first on
-#     PATH, and leaves PATH as it is when python3 is the interpreter;
+#     PATH, and leaves PATH as it is when python3 is the interpreter; python_nosite
+#     then puts a python3 that starts it with -S first, once, unless
+#     PIPEC_TEST_PYTHON_SITE=1;
 #   - the sampled suites take their size from test_full: the default path (no
 #     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep.
 cd "$(dirname "$0")/.." || exit 1
@@ -47,11 +49,24 @@ real=$(python3 -c 'import sys; print(sys.executable)')
 shim=$(mktemp -d)
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$real" >"$shim/python3"
 chmod +x "$shim/python3"
+# (python_nosite left out: PIPEC_TEST_PYTHON_SITE=1)
 check "python_direct: past a shim to the interpreter ($real)" \
-    test "$(PATH=$shim:$PATH bash -c '. tests/lib.sh; command -v python3')" = "$real"
+    test "$(PATH=$shim:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; command -v python3')" = "$real"
 mkdir "$shim/direct" && ln -s "$real" "$shim/direct/python3"
 check "python_direct: an interpreter first on PATH is left as it is" \
-    test "$(PATH=$shim/direct:$PATH bash -c '. tests/lib.sh; echo "$PATH"')" = "$shim/direct:$PATH"
+    test "$(PATH=$shim/direct:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; echo "$PATH"')" = "$shim/direct:$PATH"
+
+# --- python_nosite: the suites' python3 starts without the site module, from a shim too
+for p in "$shim" "$shim/direct"; do
+    check "python_nosite: python3 is build/test-python/python3 (PATH from $p)" \
+        test "$(PATH=$p:$PATH bash -c '. tests/lib.sh; command -v python3')" = "$PWD/build/test-python/python3"
+    check "python_nosite: -S, the standard library there (PATH from $p)" \
+        test "$(PATH=$p:$PATH bash -c '. tests/lib.sh; python3 -c "import json, sys; print(sys.flags.no_site, json.dumps(1))"')" = "1 1"
+done
+check "python_nosite: sourced twice, put on PATH once" \
+    test "$(bash -c '. tests/lib.sh; . tests/lib.sh; echo "$PATH"' | tr : '\n' | grep -c '/build/test-python$')" = 1
+check "python_nosite: PIPEC_TEST_PYTHON_SITE=1 keeps site" \
+    test "$(PATH=$shim/direct:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; python3 -c "import sys; print(sys.flags.no_site)"')" = 0
 rm -rf "$shim"
 
 # --- the sampled suites follow test_full -------------------------------------------------
