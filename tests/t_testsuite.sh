@@ -45,6 +45,8 @@ check "sample_points 527 30: 30 values, 1 19 37 ... 508 527" \
     test "$(sp 527 30 | wc -w) $(sp 527 30 | cut -d' ' -f1-3) $(sp 527 30 | cut -d' ' -f29-30)" = "30 1 19 37 508 527"
 
 # --- python_direct: a python3 that is a script (a version manager's shim) is looked past
+# (PATH without python_nosite's folder: python3 as the environment has it)
+PATH=$(printf '%s' "$PATH" | tr : '\n' | grep -v '/build/test-python$' | paste -sd: -)
 real=$(python3 -c 'import sys; print(sys.executable)')
 shim=$(mktemp -d)
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$real" >"$shim/python3"
@@ -57,16 +59,23 @@ check "python_direct: an interpreter first on PATH is left as it is" \
     test "$(PATH=$shim/direct:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; echo "$PATH"')" = "$shim/direct:$PATH"
 
 # --- python_nosite: the suites' python3 starts without the site module, from a shim too
+# (in a folder of its own with its own build/: the tree's build/test-python is shared by
+# the suites running beside this one)
+nd=$shim/tree; mkdir -p "$nd/build"
+lib=$PWD/tests/lib.sh
+nosite() { (cd "$nd" && PATH=$1:$PATH bash -c ". '$lib'; $2"); }
 for p in "$shim" "$shim/direct"; do
     check "python_nosite: python3 is build/test-python/python3 (PATH from $p)" \
-        test "$(PATH=$p:$PATH bash -c '. tests/lib.sh; command -v python3')" = "$PWD/build/test-python/python3"
+        test "$(nosite "$p" 'command -v python3')" = "$nd/build/test-python/python3"
     check "python_nosite: -S, the standard library there (PATH from $p)" \
-        test "$(PATH=$p:$PATH bash -c '. tests/lib.sh; python3 -c "import json, sys; print(sys.flags.no_site, json.dumps(1))"')" = "1 1"
+        test "$(nosite "$p" 'python3 -c "import json, sys; print(sys.flags.no_site, json.dumps(1))"')" = "1 1"
+    check "python_nosite: runs the interpreter by its real path, not a link (PATH from $p)" \
+        grep -qF "exec \"$(realpath "$real")\" -S" "$nd/build/test-python/python3"
 done
 check "python_nosite: sourced twice, put on PATH once" \
-    test "$(bash -c '. tests/lib.sh; . tests/lib.sh; echo "$PATH"' | tr : '\n' | grep -c '/build/test-python$')" = 1
+    test "$(nosite "$shim/direct" ". '$lib'; echo \"\$PATH\"" | tr : '\n' | grep -c '/build/test-python$')" = 1
 check "python_nosite: PIPEC_TEST_PYTHON_SITE=1 keeps site" \
-    test "$(PATH=$shim/direct:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; python3 -c "import sys; print(sys.flags.no_site)"')" = 0
+    test "$(PIPEC_TEST_PYTHON_SITE=1 nosite "$shim/direct" 'python3 -c "import sys; print(sys.flags.no_site)"')" = 0
 rm -rf "$shim"
 
 # --- the sampled suites follow test_full -------------------------------------------------
