@@ -356,6 +356,8 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
              $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c))
 # The CUDA runtime links no compiler file: the stream plan it enqueues from is a table in
 # the generated program (docs/cuda.md "The stream plan's table"), its types plan/*.h.
+# Its C files compile without the compiler's include paths, so none can include one.
+CU_CPPFLAGS = $(filter-out -Icompiler%,$(CPPFLAGS))
 CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
              runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
              runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
@@ -369,11 +371,11 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 
 build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h runtime/prtable.h plan/stream_plan.h plan/opkinds.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(CC) $(CU_CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CU_CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 # the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
 -include $(CU_CPU_OBJ:.o=.d)
