@@ -378,12 +378,11 @@ NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iplan -Iruntime/cuda -I$(
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
 CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
-             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c)) \
-             $(CU_COMP_SRC:compiler/%.c=build/cuda/compiler/%.o)
-# The stream plan the CUDA runtime enqueues from, and the op kind table it reads: the
-# compiler's own files, linked as they are.
-CU_COMP_SRC = compiler/plans/stream_plan.c compiler/ir/opsem.c compiler/ir/ir.c compiler/base/diag.c \
-              compiler/base/util.c
+             $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(wildcard runtime/cuda/*.c))
+# The CUDA runtime links no compiler file: the stream plan it enqueues from is a table in
+# the generated program (docs/cuda.md "The stream plan's table"), its types plan/*.h.
+# Its C files compile without the compiler's include paths, so none can include one.
+CU_CPPFLAGS = $(CPPFLAGS) $(INC_runtime)
 CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
              runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
              runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
@@ -395,17 +394,13 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h plan/stream_plan.h plan/opkinds.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h runtime/prtable.h plan/stream_plan.h plan/opkinds.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
-
-build/cuda/compiler/%.o: compiler/%.c $(wildcard compiler/*/*.h plan/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(LAYER_INC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CU_CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CU_CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 # the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
 -include $(CU_CPU_OBJ:.o=.d)

@@ -4,10 +4,13 @@
  * runtime enqueues exactly from it (runtime/cuda/piperun_cuda.c makes no ordering
  * decision of its own) and `pipec emit --backend cuda` writes it to DIR/streams.json.
  *
- * This header is plain C data (no IR: plan/opkinds.h only), included by both sides;
- * stream_plan() itself is compiler/plans/stream_plan.c (over the op table), which the CUDA
- * runtime still links to compute the plan at start-up. The compiler's adapter, the
- * JSON writer and the verifier are in compiler/generation/stream_check.h.
+ * This header is plain C data (no IR: plan/opkinds.h only), included by both sides.
+ * stream_plan() itself is compiler/plans/stream_plan.c (over the op table); the code
+ * generator writes the plan into the program as one packed table per rank
+ * (PR_STREAMS_VERSION below, docs/cuda.md "The stream plan's table"), which the CUDA
+ * runtime reads at start-up (runtime/cuda/cu_host.h cu_stream_plan) instead of
+ * computing it: the runtime links no compiler file. The compiler's adapter, the JSON
+ * writer and the verifier are in compiler/generation/stream_check.h.
  *
  * The waits, each only when the op it names is listed earlier on the same rank and runs
  * on another stream (ops on one stream run in list order, so a wait on a same-stream
@@ -34,6 +37,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "opkinds.h"
 
@@ -41,8 +45,7 @@
 
 /* One op as the plan sees it. */
 typedef struct SpOp {
-    uint8_t kind;      /* OpKind (compiler/ir/ir.h); the runtime passes its PR_* kind, the
-                        * same value for every kind it has */
+    uint8_t kind;      /* OpKind (compiler/ir/ir.h): only the compiler builds the input */
     int32_t vstage;    /* v, 0..PV-1 */
     int32_t mb;        /* m, 0..M-1 (0 for OG/LW) */
 } SpOp;
@@ -82,11 +85,35 @@ typedef struct StreamPlan {
 } StreamPlan;
 
 /* Builds the plan. Ops with a kind, virtual stage or micro-batch out of range get
- * only the same-stream order. Returns NULL when out of memory. Linear in ops + waits. */
+ * only the same-stream order. Returns NULL when out of memory. Linear in ops + waits.
+ * (compiler/plans/stream_plan.c) */
 StreamPlan *stream_plan(const StreamIn *in);
-void stream_plan_free(StreamPlan *sp);
 
-/* The name of a stream in streams.json: "compute", "d2h", "h2d". */
+/* The format version of a rank's packed stream-plan table (PrRankDesc.streams, in
+ * runtime/prtable.h's number code; docs/cuda.md "The stream plan's table"). */
+#define PR_STREAMS_VERSION 1
+
+/* Frees a plan built by stream_plan or read by cu_stream_plan (either side: here so
+ * that the runtime needs no compiler file). NULL is a no-op. */
+static inline void stream_plan_free(StreamPlan *sp)
+{
+    if (!sp)
+        return;
+    for (uint32_t r = 0; sp->rank && r < sp->P; r++) {
+        StreamRank *k = &sp->rank[r];
+        free(k->stream);
+        free(k->wstart);
+        free(k->waits);
+        free(k->rstart);
+        free(k->recvs);
+    }
+    free(sp->rank);
+    free(sp->send_after);
+    free(sp);
+}
+
+/* The name of a stream in streams.json: "compute", "d2h", "h2d"; "?" out of range.
+ * (compiler/plans/stream_plan.c) */
 const char *stream_name(unsigned s);
 
 #endif

@@ -57,7 +57,7 @@
 
 #include "region.h"
 
-#define PIPERUN_ABI 6
+#define PIPERUN_ABI 7
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -189,6 +189,10 @@ typedef struct PrRankDesc {
                                   and run; NULL when those are given */
     const PrStep *steps;       /* [nsteps] the program that pr_run_steps runs */
     uint32_t nsteps;
+    const char *streams;       /* the rank's stream plan for the CUDA backend, packed
+                                  (plan/stream_plan.h; docs/cuda.md "The stream plan's
+                                  table"), which it enqueues from; NULL from `pipec emit`
+                                  without --backend cuda (the CPU backends ignore it) */
 } PrRankDesc;
 
 /* One virtual stage: its owner and, for the mlp workload, the planned region sizes. */

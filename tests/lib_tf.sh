@@ -7,7 +7,9 @@
 #                    the printed max relative gradient error is below BOUND
 #   tf_grid          for both archs, every stdlib schedule (the peers' V-shape and looped
 #                    ones included), an explicit V-shape, an empty stage, and the passes
-#                    that add R, W, SO/SI, OG/LW: `run_check NAME` (the caller's) on each
+#                    that add R, W, SO/SI, OG/LW: `run_check NAME` (the caller's) on each;
+#                    TF_GRID_SAMPLE=1 (t_transformer.sh in `make test`) runs 4 of the 8
+#                    points of the four 1F1B-like schedules per arch
 #   tf_train CMD...  50 iterations of CMD FILE: the summary names the arch, the loss
 #                    falls by more than 1 nat from 5-6.2, and every rank's measured arena
 #                    peak equals the static plan
@@ -51,6 +53,12 @@ tf_grid() {
         for cfg in "2 4" "4 8"; do
             set -- $cfg
             for s in gpipe onef1b eager1f1b zbh1; do
+                # TF_GRID_SAMPLE=1: each (arch, schedule) at one of the two (P, M), each
+                # (arch, P, M) with two schedules, the two archs the other way round
+                if [ "${TF_GRID_SAMPLE:-0}" = 1 ]; then
+                    case $arch/$s/$1 in gpt/gpipe/4 | gpt/eager1f1b/4 | gpt/onef1b/2 | gpt/zbh1/2) continue ;; esac
+                    case $arch/$s/$1 in llama/gpipe/2 | llama/eager1f1b/2 | llama/onef1b/4 | llama/zbh1/4) continue ;; esac
+                fi
                 pipe "${arch}_${s}_p$1_m$2" $arch "$1" "$2" 1 "$s"
                 run_check "${arch}_${s}_p$1_m$2"
             done

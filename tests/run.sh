@@ -43,25 +43,31 @@ count() { # $1 = suite name, $2 = its output file, $3 = its exit status
     [ "$f" = 0 ] || failed_suites="$failed_suites $1"
 }
 
-# run_one I NAME CMD...: runs one suite into $dir/I.out; its status and seconds go to
-# $dir/I.rc and $dir/I.sec.
+# run_one I NAME CMD...: runs one suite into $dir/I.out; its status, wall seconds and
+# CPU seconds (user + system of the suite and all it started and waited for: bash's
+# `times` for this subshell's children) go to $dir/I.rc, $dir/I.cpu and, last, $dir/I.sec.
 run_one() {
     local i=$1 t0=$SECONDS; shift 2
     "$@" >"$dir/$i.out" 2>&1
     echo $? >"$dir/$i.rc"
+    times >"$dir/$i.times"   # not in a pipeline: that would be a child with no children
+    awk 'NR == 2 { u = $1; s = $2; sub(/m/, " ", u); sub(/s$/, "", u); sub(/m/, " ", s); sub(/s$/, "", s)
+        split(u, a, " "); split(s, b, " "); printf "%.0f\n", a[1] * 60 + a[2] + b[1] * 60 + b[2] }' \
+        "$dir/$i.times" >"$dir/$i.cpu"
     echo $((SECONDS - t0)) >"$dir/$i.sec"
 }
 
 # report I NAME: prints a finished suite and adds it to the totals.
 report() {
     local out=$dir/$1.out
-    echo "== $2 ($(cat "$dir/$1.sec") s)"
+    echo "== $2 ($(cat "$dir/$1.sec") s, $(cat "$dir/$1.cpu") CPU s)"
     case $2 in
         t_*) cat "$out" ;;
         *) grep -avE '^\[ (RUN|      OK) ' "$out" ;;
     esac
     count "$2" "$out" "$(cat "$dir/$1.rc")"
     echo "$(cat "$dir/$1.sec") $2" >>"$dir/times"
+    echo "$(cat "$dir/$1.cpu") $2" >>"$dir/cpu"
 }
 
 names=() cmds=() serial=()
@@ -110,16 +116,20 @@ done
 # The suites that rebuild or install the tree, alone.
 i=$n
 for suite in "${serial[@]}"; do
-    run_one "$i" "$(basename "$suite")" bash "$suite"
+    (run_one "$i" "$(basename "$suite")" bash "$suite")   # a subshell: its own CPU times
     report "$i" "$(basename "$suite")"
     i=$((i + 1))
 done
 
 echo "slowest suites (s):$(sort -rn "$dir/times" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//')"
+echo "most CPU (s):$(sort -rn "$dir/cpu" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//'); all suites: $(awk '{s += $1} END {print s + 0}' "$dir/cpu") CPU s in $SECONDS s"
 # this run's times for the next one's order (a run of some suites only updates theirs)
 if [ -d build ]; then
     { [ -s "$times_file" ] && awk 'NR == FNR { seen[$2] = 1; next } !($2 in seen)' "$dir/times" "$times_file"
       cat "$dir/times"; } >"$times_file.tmp" 2>/dev/null && mv "$times_file.tmp" "$times_file"
+    # and their CPU seconds (build/test-cpu: docs/performance.md "Times")
+    { [ -s build/test-cpu ] && awk 'NR == FNR { seen[$2] = 1; next } !($2 in seen)' "$dir/cpu" build/test-cpu
+      cat "$dir/cpu"; } >build/test-cpu.tmp 2>/dev/null && mv build/test-cpu.tmp build/test-cpu
 fi
 if [ "${PIPEC_TEST_FULL:-0}" = 1 ]; then echo "the long sweeps ran whole (PIPEC_TEST_FULL=1)"
 else echo "the long sweeps ran a sample (make test-full runs them whole)"; fi

@@ -5,6 +5,9 @@
  * pending weight gradients instead of the templates' closed forms.
  *
  *     sched_ref NAME P M V      prints "S: OP OP ..." for every rank S
+ *     sched_ref -               reads lines "KEY NAME P M V" and prints, for each,
+ *                               "== KEY" and then its ranks as above (one process
+ *                               for a whole grid: tests/t_schedules.sh)
  *
  * NAME: gpipe, onef1b, interleaved, eager1f1b, zbh1, and zb1p (PyTorch's interleaved
  * zero-bubble ScheduleInterleavedZeroBubble, for comparing this port with PyTorch's own
@@ -71,14 +74,9 @@ static void rank_ops(int P, int M, int V, int s, int factor, int zero_bubble)
     free(bq);
 }
 
-int main(int argc, char **argv)
+/* Prints every rank of NAME at (P, M, V); 2 after a message for bad arguments. */
+static int schedule(const char *name, int P, int M, int V)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: sched_ref NAME P M V\n");
-        return 2;
-    }
-    const char *name = argv[1];
-    int P = atoi(argv[2]), M = atoi(argv[3]), V = atoi(argv[4]);
     if (P < 1 || M < 1 || V < 1) {
         fprintf(stderr, "sched_ref: P, M, V must be >= 1\n");
         return 2;
@@ -108,4 +106,28 @@ int main(int argc, char **argv)
         printf("\n");
     }
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "-") == 0) {
+        char line[256], key[128], name[64];
+        int P, M, V;
+        while (fgets(line, sizeof line, stdin)) {
+            if (sscanf(line, "%127s %63s %d %d %d", key, name, &P, &M, &V) != 5) {
+                fprintf(stderr, "sched_ref: want \"KEY NAME P M V\", not: %s", line);
+                return 2;
+            }
+            printf("== %s\n", key);
+            int rc = schedule(name, P, M, V);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    if (argc != 5) {
+        fprintf(stderr, "usage: sched_ref NAME P M V | sched_ref -\n");
+        return 2;
+    }
+    return schedule(argv[1], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 }

@@ -6,6 +6,7 @@
 #     line of generated code is built, below): nvcc compiles each generated file as C11
 #     with -Wall -Wextra and links against build/libpiperun_cuda.a, cuBLAS and NCCL; no
 #     warning may appear;
+#   - libpiperun_cuda.a holds no compiler code (no symbol of libpipec.a);
 #   - the CUDA program carries the GPU's --check bound (pr_check_bound), the CPU one not;
 #   - `pipec compile --backend cuda --launcher mpi` links the one-rank-per-process form
 #     (NCCL unique ids over MPI_Bcast, ncclCommInitRankConfig) when mpicc is there;
@@ -22,6 +23,14 @@ export CUDA_HOME
 
 if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda >"$T/out" 2>&1 && ! grep -qi 'warning' "$T/out"; then ok
 else bad cuda_lib "$(grep -i -m 5 'warning\|error' "$T/out")"; finish; exit; fi
+
+# The CUDA runtime links no compiler file (it reads the stream plan from the program's
+# tables, docs/cuda.md "The stream plan's table"): it defines none of libpipec.a's symbols.
+if [ -f build/libpipec.a ]; then
+    both=$(comm -12 <(nm -g --defined-only build/libpiperun_cuda.a 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u) \
+                    <(nm -g --defined-only build/libpipec.a | awk 'NF == 3 {print $3}' | sort -u))
+    [ -z "$both" ] && ok || bad cuda_no_compiler "libpiperun_cuda.a defines compiler symbols: $(echo $both | head -c 200)"
+fi
 
 # Which examples nvcc builds. `make test-full` (PIPEC_TEST_FULL=1): every one. `make
 # test`: enough examples that every line of generated code any example has is compiled

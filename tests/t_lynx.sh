@@ -146,9 +146,13 @@ check "no model: the R ops become ROs" grep -q "RO0" "$T/nm2.pipe"
 check "no model: the result checks" q "$PIPEC_ASAN" check "$T/nm2.pipe"
 
 # with Obscura's planner, whose swap pass names recomputes in `dep` lines: those ranks
-# are left as they are, and the result checks both ways round
+# are left as they are, and the result checks both ways round. Each pass list is about
+# 3 CPU s under the sanitizers (0.25 s without): `make test` runs "obscura,lynx_overlap"
+# under them and the other two with the plain build, `make test-full` all three under them.
 for ps in lynx lynx_overlap "obscura,lynx_overlap"; do
-    "$PIPEC_ASAN" opt examples/obscura_llama2_28b_gb32.pipe --pass "$ps" -o "$T/ob.pipe" 2>"$T/ob.err" ||
+    p=$PIPEC_ASAN
+    test_full || [ "$ps" = "obscura,lynx_overlap" ] || p=$PIPEC
+    "$p" opt examples/obscura_llama2_28b_gb32.pipe --pass "$ps" -o "$T/ob.pipe" 2>"$T/ob.err" ||
         { bad "$ps after obscura" "$(grep -m 1 error "$T/ob.err")"; continue; }
     check "$ps after obscura checks" q "$PIPEC_ASAN" check "$T/ob.pipe"
 done
@@ -193,7 +197,10 @@ mh=$(js "$T/heu.pipe" "j['makespan_ms']"); mf=$(js examples/lynx_gpt7b_full.pipe
 expect "HEU alone beats full recomputation ($mf / $mh)" "$mf / $mh > 1.05"
 
 # --- 5. pipec tune tries both ---------------------------------------------------------
-"$PIPEC_ASAN" tune examples/lynx_gpt7b_lynx.pipe >"$T/tune.txt" 2>/dev/null
+# (600 variants: 25 CPU s under the sanitizers, 5 s without; `make test` runs the plain
+# build, t_tune.sh a small search with the sanitizers; `make test-full` the sanitizers)
+p=$PIPEC; test_full && p=$PIPEC_ASAN
+"$p" tune examples/lynx_gpt7b_lynx.pipe >"$T/tune.txt" 2>/dev/null
 check "tune tries lynx_overlap" grep -q "| lynx_overlap" "$T/tune.txt"
 check "tune tries lynx" grep -qE "\| lynx( |\$)" "$T/tune.txt"
 finish

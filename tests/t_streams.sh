@@ -9,7 +9,9 @@
 # passed the plan against the program's arena plans, so every example's emit
 # succeeding is every example's plan verified; tests/unit/test_stream_plan.c runs the
 # verifier itself and shows it rejects bad plans. docs/cuda.md's plan of demo rank 1 is
-# the one streams.json gives. The CPU backend writes no streams.json.
+# the one streams.json gives. The program carries the same plan as one packed table per
+# rank (rank_R.c pr_rank_R_streams), which the CUDA runtime reads: decoded here, it
+# equals streams.json. The CPU backend writes neither.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -47,6 +49,38 @@ for r in j["ranks"]:
         for w in o["waits"]:
             assert 0 <= w < n and r["ops"][w]["stream"] != o["stream"], (r["rank"], o)
         assert o["waits"] == sorted(set(o["waits"])), o
+# the program carries the same plan: each rank_R.c's pr_rank_R_streams table (docs/cuda.md
+# "The stream plan's table", decoded here independently of the runtime's reader) gives
+# every op the stream and waits of streams.json, and receives and sends every message
+# of main.c's .nmsgs once
+LAST, MORE = "0123456789ABCDEFGHIJKLMNOPQRSTUV", "abcdefghijklmnopqrstuvwxyzWXYZ+-"
+def nums(t):
+    x = 0
+    for c in t:
+        if c in LAST:
+            yield x << 5 | LAST.index(c); x = 0
+        else:
+            x = x << 5 | MORE.index(c)
+def unzig(z):
+    return -(z >> 1) - 1 if z & 1 else z >> 1
+names = ["compute", "d2h", "h2d"]
+nmsgs = int(re.search(r"\.nmsgs = (\d+)", open(os.path.join(sys.argv[2], "main.c")).read()).group(1))
+recv, sent = [0] * nmsgs, [0] * nmsgs
+for r in j["ranks"]:
+    src = open(os.path.join(sys.argv[2], "rank_%d.c" % r["rank"])).read()
+    m = re.search(r"const char pr_rank_%d_streams\[\] =\n((?: +\"[^\"]*\"\n?)+);" % r["rank"], src)
+    assert m, ("no stream table", r["rank"])
+    it = nums("".join(re.findall(r'"([^"]*)"', m.group(1))))
+    assert next(it) == 1 and next(it) == len(r["ops"]), ("table head", r["rank"])
+    prev = 0
+    for i, o in enumerate(r["ops"]):
+        assert names[next(it)] == o["stream"], (r["rank"], i)
+        assert sorted(i - next(it) for _ in range(next(it))) == o["waits"], (r["rank"], i)
+        for tally in (recv, sent):
+            for _ in range(next(it)):
+                prev += unzig(next(it)); tally[prev] += 1
+    assert next(it, None) is None, ("table tail", r["rank"])
+assert recv == [1] * nmsgs and sent == [1] * nmsgs, "messages"
 PY
     ); then ok; else bad "$name" "$out"; fi
 done
@@ -73,5 +107,6 @@ assert [g.rstrip() for g in got] == [w.rstrip() for w in want], (got[:3], want[:
 PY
 
 "$PIPEC" emit examples/tiny_1f1b.pipe -o "$T/cpu" >/dev/null 2>&1 && [ ! -e "$T/cpu/streams.json" ] &&
-    ok || bad cpu_no_streams "the CPU backend wrote streams.json"
+    ! grep -q streams "$T/cpu"/*.c "$T/cpu/program.h" &&
+    ok || bad cpu_no_streams "the CPU backend wrote streams.json or a stream plan table"
 finish

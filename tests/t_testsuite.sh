@@ -7,7 +7,9 @@
 #   - sample_points picks the values written out here by hand: the first and the last
 #     always, K spread evenly (1 + floor(i (N - 1) / (K - 1))), all of them when N <= K;
 #   - python_direct (tests/lib.sh) puts the interpreter a python3 shim runs first on
-#     PATH, and leaves PATH as it is when python3 is the interpreter;
+#     PATH, and leaves PATH as it is when python3 is the interpreter; python_nosite
+#     then puts a python3 that starts it with -S first, once, unless
+#     PIPEC_TEST_PYTHON_SITE=1;
 #   - the sampled suites take their size from test_full: the default path (no
 #     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep.
 cd "$(dirname "$0")/.." || exit 1
@@ -43,15 +45,37 @@ check "sample_points 527 30: 30 values, 1 19 37 ... 508 527" \
     test "$(sp 527 30 | wc -w) $(sp 527 30 | cut -d' ' -f1-3) $(sp 527 30 | cut -d' ' -f29-30)" = "30 1 19 37 508 527"
 
 # --- python_direct: a python3 that is a script (a version manager's shim) is looked past
+# (PATH without python_nosite's folder: python3 as the environment has it)
+PATH=$(printf '%s' "$PATH" | tr : '\n' | grep -v '/build/test-python$' | paste -sd: -)
 real=$(python3 -c 'import sys; print(sys.executable)')
 shim=$(mktemp -d)
 printf '#!/bin/sh\nexec "%s" "$@"\n' "$real" >"$shim/python3"
 chmod +x "$shim/python3"
+# (python_nosite left out: PIPEC_TEST_PYTHON_SITE=1)
 check "python_direct: past a shim to the interpreter ($real)" \
-    test "$(PATH=$shim:$PATH bash -c '. tests/lib.sh; command -v python3')" = "$real"
+    test "$(PATH=$shim:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; command -v python3')" = "$real"
 mkdir "$shim/direct" && ln -s "$real" "$shim/direct/python3"
 check "python_direct: an interpreter first on PATH is left as it is" \
-    test "$(PATH=$shim/direct:$PATH bash -c '. tests/lib.sh; echo "$PATH"')" = "$shim/direct:$PATH"
+    test "$(PATH=$shim/direct:$PATH PIPEC_TEST_PYTHON_SITE=1 bash -c '. tests/lib.sh; echo "$PATH"')" = "$shim/direct:$PATH"
+
+# --- python_nosite: the suites' python3 starts without the site module, from a shim too
+# (in a folder of its own with its own build/: the tree's build/test-python is shared by
+# the suites running beside this one)
+nd=$shim/tree; mkdir -p "$nd/build"
+lib=$PWD/tests/lib.sh
+nosite() { (cd "$nd" && PATH=$1:$PATH bash -c ". '$lib'; $2"); }
+for p in "$shim" "$shim/direct"; do
+    check "python_nosite: python3 is build/test-python/python3 (PATH from $p)" \
+        test "$(nosite "$p" 'command -v python3')" = "$nd/build/test-python/python3"
+    check "python_nosite: -S, the standard library there (PATH from $p)" \
+        test "$(nosite "$p" 'python3 -c "import json, sys; print(sys.flags.no_site, json.dumps(1))"')" = "1 1"
+    check "python_nosite: runs the interpreter by its real path, not a link (PATH from $p)" \
+        grep -qF "exec \"$(realpath "$real")\" -S" "$nd/build/test-python/python3"
+done
+check "python_nosite: sourced twice, put on PATH once" \
+    test "$(nosite "$shim/direct" ". '$lib'; echo \"\$PATH\"" | tr : '\n' | grep -c '/build/test-python$')" = 1
+check "python_nosite: PIPEC_TEST_PYTHON_SITE=1 keeps site" \
+    test "$(PIPEC_TEST_PYTHON_SITE=1 nosite "$shim/direct" 'python3 -c "import sys; print(sys.flags.no_site)"')" = 0
 rm -rf "$shim"
 
 # --- the sampled suites follow test_full -------------------------------------------------
@@ -69,4 +93,13 @@ fault_k() { # prints the --sample t_fault.sh passes under the environment given
 }
 check "t_fault: the default path samples 6 values of N" test "$(fault_k -u PIPEC_TEST_FULL)" = "--sample 6 build/fault/faultinject.so"
 check "t_fault: PIPEC_TEST_FULL=1 samples 30" test "$(fault_k PIPEC_TEST_FULL=1)" = "--sample 30 build/fault/faultinject.so"
+# tf_grid (tests/lib_tf.sh): the points it runs (pipe and run_check stand-ins), whole
+# (46: 23 per arch) and with TF_GRID_SAMPLE=1 (38: 4 of the 8 1F1B-like points per arch)
+tf_points() {
+    bash -c 'T=$(mktemp -d); . tests/lib_tf.sh; n=0; pipe() { :; }; run_check() { n=$((n + 1)); }
+             TF_GRID_SAMPLE=$0; tf_grid 2>/dev/null; rm -rf "$T"; echo "$n"' "$1"
+}
+check "tf_grid: 46 points whole" test "$(tf_points 0)" = 46
+check "tf_grid: 38 with TF_GRID_SAMPLE=1" test "$(tf_points 1)" = 38
+check "t_transformer: the sample unless test_full" grep -qx 'test_full || TF_GRID_SAMPLE=1' tests/t_transformer.sh
 finish

@@ -27,6 +27,9 @@ pipe() { tf_pipe "$@"; }
 # run_check NAME: runs --check and asserts the printed max error is < 1e-5
 run_check() { tf_check "$1" 1e-5 timeout 60 "$PIPEC" run --cache "$CACHE"; }
 
+# `make test`: half of the four 1F1B-like schedules' points (lib_tf.sh TF_GRID_SAMPLE;
+# each arch, schedule and (P, M) still runs), `make test-full` all
+test_full || TF_GRID_SAMPLE=1
 tf_grid
 tf_train timeout 120 "$PIPEC" run --cache "$CACHE"
 

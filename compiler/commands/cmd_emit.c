@@ -61,21 +61,23 @@ typedef struct RunInfo {
     char arch[32];        /* the model's arch, which names its workload ("mlp") */
 } RunInfo;
 
-/* Appends streams.json, the CUDA backend's stream plan (stream_check.h), to out, after
- * the verifier passed it against the arena plans the program uses (cost model and, when
- * it runs, mlp). Returns 0, or 1 with a message (a plan that fails is pipec's bug). */
-static int add_stream_plan(EmitOut *out, const Pipeline *p, const WorkloadShape *shape,
+/* Verifies the CUDA backend's stream plan pl->streams against the arena plans the
+ * program carries (stream_check.h stream_plan_verify: the objects the emitter writes)
+ * and appends streams.json, written from the same plan, to out. Returns 0, or 1 with a
+ * message (a plan that fails is pipec's bug). */
+static int add_stream_plan(EmitOut *out, const Pipeline *p, const EmitPlans *pl,
                            const char *file)
 {
     char why[400] = "";
-    StrBuf json = {0};
-    int nbad = stream_plan_verify(p, shape, &json, why, sizeof why);
+    int nbad = stream_plan_verify(p, &pl->sin.in, pl->streams, pl->plan_syn, pl->plan_mlp, why,
+                                  sizeof why);
     if (nbad) {
         fprintf(stderr, "%s: internal error: the CUDA stream plan fails its verifier (%d "
                         "violation%s): %s\n", file, nbad, nbad == 1 ? "" : "s", why);
-        sb_free(&json);
         return 1;
     }
+    StrBuf json = {0};
+    stream_plan_json(&json, p, pl->streams);
     size_t cap = out->cap;
     VEC_RESERVE(out->files, (size_t)out->n + 1, cap);
     out->cap = (uint32_t)cap;
@@ -152,17 +154,21 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
                             "rejects it, the program is generated all the same\n",
                     file, d.nwarn, d.nwarn == 1 ? "" : "s");
     }
-    /* The model shape, computed once and handed to the emitter, the stream-plan
-     * verifier and run's report. */
+    /* The model shape and the plans (arena, comm, and for cuda the stream plan),
+     * computed once and handed to the emitter, the stream-plan verifier and run's
+     * report. */
     WorkloadShape shape = {0};
-    if (p)
+    EmitPlans plans = {0};
+    if (p) {
         model_shape_of(p, &shape);
+        emit_plans_build(&plans, p, &shape, cuda);
+    }
     Site site;
     site_find(&site, (Target){0}); /* the Makefile builds for the CPU */
-    int erc = p ? emit_c_site(&d, p, file, &site.s, &shape, out) : 1;
+    int erc = p ? emit_c_site(&d, p, file, &site.s, &plans, out) : 1;
     site_free(&site);
     if (p && erc == 0) {
-        rc = cuda ? add_stream_plan(out, p, &shape, file) : 0;
+        rc = cuda ? add_stream_plan(out, p, &plans, file) : 0;
         if (rc)
             emit_out_free(out);   /* nothing is written */
         /* P x D ranks with data parallelism (runtime/piperun.h pr_dp_nranks) */
@@ -179,6 +185,7 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
                      p->model ? model_arch_name(p->model) : "mlp");
         }
     }
+    emit_plans_free(&plans);
     model_shape_free(&shape);
     pipeline_free(p);
     diag_free(&d);

@@ -136,21 +136,19 @@ typedef struct EmitOpRow {
     uint32_t line;        /* source line, 0 when unknown */
 } EmitOpRow;
 
-/* Everything the writers print, computed once from the IR: the op index, the arena
- * plans of both workloads, the comm plan, the simulated makespan and every op's row.
+/* Everything the writers print: the plans the command built (EmitPlans, not owned), and
+ * computed here from the IR the op index, the simulated makespan and every op's row.
  * The writers below only format it. */
 typedef struct EmitPlan {
     const Pipeline *p;
     const char *source;     /* the .pipe file named in header comments */
     OpIndex *idx;
     const WorkloadShape *shape; /* the model shape the command computed (model_shape_of) */
-    ArenaPlan *plan_mlp;    /* NULL when !shape->ok */
-    ArenaSizes *cost;       /* [P*V] cost-model region sizes */
-    ArenaPlan *plan_cost;   /* planned with cost */
-    ArenaSizes *scaled;     /* [P*V] cost / scale, NULL when scale is 1 */
-    ArenaPlan *plan_syn;    /* the synthetic workload's plan: plan_cost, or over scaled */
+    const ArenaPlan *plan_mlp;  /* NULL when !shape->ok */
+    const ArenaPlan *plan_syn;  /* the synthetic workload's plan */
     double scale;           /* synthetic arena bytes = cost-model bytes / scale (>= 1) */
-    CommPlan *cp;
+    const CommPlan *cp;
+    const StreamPlan *streams;  /* the CUDA backend's stream plan, NULL for the CPU's */
     double sim_ms;          /* simulated makespan, -1 when the simulation is stuck */
     int32_t host_link_ranks; /* consecutive ranks sharing one host link (>= 1) */
     EmitOpRow **rows;       /* [P][n of rank s] */
@@ -214,29 +212,60 @@ static EmitOpRow *plan_rows(const EmitPlan *ep, Diag *d, int32_t s)
 
 /* The synthetic workload's arena plan: the cost-model sizes, scaled down so that no
  * rank's arena exceeds SYNTH_MAX_ARENA. */
-static void plan_synthetic(EmitPlan *ep)
+static void plan_synthetic(EmitPlans *pl, const Pipeline *p)
 {
-    const Pipeline *p = ep->p;
     int32_t PV = p->P * p->V;
-    ep->cost = arena_sizes_from_costs(p);
-    ep->plan_cost = arena_plan(p, ep->cost, 1);
+    pl->cost = arena_sizes_from_costs(p);
+    pl->plan_cost = arena_plan(p, pl->cost, 1);
     int64_t maxa = 0;
     for (int32_t s = 0; s < p->P; s++)
-        if (ep->plan_cost->rank[s].size > maxa)
-            maxa = ep->plan_cost->rank[s].size;
-    ep->scale = maxa > SYNTH_MAX_ARENA ? (double)maxa / (double)SYNTH_MAX_ARENA : 1.0;
-    ep->plan_syn = ep->plan_cost;
-    if (ep->scale > 1.0) {
-        ep->scaled = xcalloc((size_t)PV, sizeof *ep->scaled);
+        if (pl->plan_cost->rank[s].size > maxa)
+            maxa = pl->plan_cost->rank[s].size;
+    pl->scale = maxa > SYNTH_MAX_ARENA ? (double)maxa / (double)SYNTH_MAX_ARENA : 1.0;
+    pl->plan_syn = pl->plan_cost;
+    if (pl->scale > 1.0) {
+        pl->scaled = xcalloc((size_t)PV, sizeof *pl->scaled);
         for (int32_t v = 0; v < PV; v++) {
-            ep->scaled[v].act = (int64_t)ceil((double)ep->cost[v].act / ep->scale);
-            ep->scaled[v].ckpt = (int64_t)ceil((double)ep->cost[v].ckpt / ep->scale);
-            ep->scaled[v].wact = (int64_t)ceil((double)ep->cost[v].wact / ep->scale);
-            ep->scaled[v].ckpt_layers =
-                (int64_t)ceil((double)ep->cost[v].ckpt_layers / ep->scale);
+            pl->scaled[v].act = (int64_t)ceil((double)pl->cost[v].act / pl->scale);
+            pl->scaled[v].ckpt = (int64_t)ceil((double)pl->cost[v].ckpt / pl->scale);
+            pl->scaled[v].wact = (int64_t)ceil((double)pl->cost[v].wact / pl->scale);
+            pl->scaled[v].ckpt_layers =
+                (int64_t)ceil((double)pl->cost[v].ckpt_layers / pl->scale);
         }
-        ep->plan_syn = arena_plan(p, ep->scaled, 1);
+        pl->plan_syn = arena_plan(p, pl->scaled, 1);
     }
+}
+
+void emit_plans_build(EmitPlans *pl, const Pipeline *p, const WorkloadShape *shape, bool streams)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->shape = shape;
+    if (p->P < 1 || p->V < 1 || p->M < 1)
+        return; /* nothing to generate: emit_c_site says so */
+    pl->plan_mlp = shape->ok ? arena_plan(p, shape->s.sizes, 1) : NULL;
+    plan_synthetic(pl, p);
+    pl->cp = comm_plan(p);
+    if (streams) {
+        stream_in_build(&pl->sin, p, pl->cp);
+        pl->streams = stream_plan(&pl->sin.in);
+        if (!pl->streams) /* its only failure (stream_plan.h) */
+            out_of_memory();
+    }
+}
+
+void emit_plans_free(EmitPlans *pl)
+{
+    stream_plan_free(pl->streams);
+    if (pl->streams || pl->sin.ops)
+        stream_in_free(&pl->sin);
+    free(pl->cost);
+    free(pl->scaled);
+    if (pl->plan_syn != pl->plan_cost)
+        arena_plan_free(pl->plan_syn);
+    arena_plan_free(pl->plan_cost);
+    arena_plan_free(pl->plan_mlp);
+    comm_plan_free(pl->cp);
+    memset(pl, 0, sizeof *pl);
 }
 
 /* The payload of message m: a hidden state F(v,m) -> F(v+1,m), a gradient
@@ -254,18 +283,20 @@ static uint8_t msg_payload(const Pipeline *p, const CommMsg *m)
     return PR_PAY_TOKEN;
 }
 
-/* Plans everything the generated files say about p (P, V, M >= 1). */
+/* Plans everything the generated files say about p (P, V, M >= 1) over the plans pl. */
 static void emit_plan(EmitPlan *ep, Diag *d, const Pipeline *p, const char *source,
-                      const WorkloadShape *shape)
+                      const EmitPlans *pl)
 {
     memset(ep, 0, sizeof *ep);
     ep->p = p;
     ep->source = source;
-    ep->shape = shape;
+    ep->shape = pl->shape;
     ep->idx = opindex_build(p);
-    ep->plan_mlp = shape->ok ? arena_plan(p, shape->s.sizes, 1) : NULL;
-    plan_synthetic(ep);
-    ep->cp = comm_plan(p);
+    ep->plan_mlp = pl->plan_mlp;
+    ep->plan_syn = pl->plan_syn;
+    ep->scale = pl->scale;
+    ep->cp = pl->cp;
+    ep->streams = pl->streams;
     uint32_t nmsgs = ep->cp ? ep->cp->nmsgs : 0;
     ep->payload = xcalloc((size_t)nmsgs + 1, 1);
     ep->from_op = xcalloc((size_t)nmsgs + 1, sizeof *ep->from_op);
@@ -290,13 +321,6 @@ static void emit_plan_free(EmitPlan *ep)
     free(ep->payload);
     free(ep->from_op);
     opindex_free(ep->idx);
-    free(ep->cost);
-    free(ep->scaled);
-    if (ep->plan_syn != ep->plan_cost)
-        arena_plan_free(ep->plan_syn);
-    arena_plan_free(ep->plan_cost);
-    arena_plan_free(ep->plan_mlp);
-    comm_plan_free(ep->cp);
 }
 
 /* ---- the writers: one per generated file ---------------------------------------------- */
@@ -311,6 +335,12 @@ static void write_program_h(const EmitPlan *ep, StrBuf *h)
                "*/\n");
     for (int32_t s = 0; s < p->P; s++)
         sb_printf(h, "extern const char pr_rank_%d_table[];\n", s);
+    if (ep->streams) {
+        sb_puts(h, "\n/* Each rank's stream plan for the CUDA backend (docs/cuda.md \"The stream "
+                   "plan's table\"). */\n");
+        for (int32_t s = 0; s < p->P; s++)
+            sb_printf(h, "extern const char pr_rank_%d_streams[];\n", s);
+    }
     sb_puts(h, "\n#endif\n");
 }
 
@@ -468,7 +498,33 @@ static void write_rank_summary(const EmitPlan *ep, StrBuf *b, int32_t s, const P
     sb_puts(b, " */\n");
 }
 
-/* rank_S.c: rank s's ops and program as a packed table under a summary. */
+/* Rank s's stream plan table (CUDA backend only) under a line that sizes it. */
+static void write_rank_streams(const EmitPlan *ep, StrBuf *b, int32_t s)
+{
+    const CommPlan *cp = ep->cp;
+    const StreamRank *k = &ep->streams->rank[s];
+    uint32_t it = cp ? cp->start[s] : 0, end = cp ? cp->start[s + 1] : 0, nsends = 0;
+    uint32_t *sends = xmalloc(((size_t)(end - it) + 1) * sizeof *sends);
+    for (; it < end; it++)
+        if (cp->items[it].kind == COMM_SEND)
+            sends[nsends++] = cp->items[it].msg;
+    PackStreams ps = {k, sends, nsends, ep->streams->send_after};
+    StrBuf table = {0};
+    size_t nchars;
+    emit_pack_streams(&table, &ps, &nchars);
+    sb_printf(b, "\n/* Rank %d's stream plan for the CUDA backend: %u waits, %u receives waited "
+                 "for, %u sends,\n * in %zu characters (docs/cuda.md \"The stream plan's "
+                 "table\"). */\n", s, k->wstart[k->nops], k->rstart[k->nops], nsends, nchars);
+    sb_printf(b, "const char pr_rank_%d_streams[] =\n", s);
+    sb_puts(b, sb_str(&table));
+    b->s[--b->len] = 0; /* the table's last newline */
+    sb_puts(b, ";\n");
+    sb_free(&table);
+    free(sends);
+}
+
+/* rank_S.c: rank s's ops and program as a packed table under a summary (and, for the
+ * CUDA backend, its stream plan table). */
 static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
 {
     const Pipeline *p = ep->p;
@@ -492,6 +548,8 @@ static void write_rank_c(const EmitPlan *ep, StrBuf *b, int32_t s)
     b->s[--b->len] = 0; /* the table's last newline */
     sb_puts(b, ";\n");
     sb_free(&table);
+    if (ep->streams)
+        write_rank_streams(ep, b, s);
     free(vs);
     free(st);
     free(ops);
@@ -510,6 +568,8 @@ static void write_ranks_table(const EmitPlan *ep, StrBuf *b)
         double bw = ir_cost(p, s, 0, COST_HOST_BW), p2p = ir_cost(p, s, 0, COST_P2P);
         sb_printf(b, "    [%d] = {.table = pr_rank_%d_table, .nops = %u,", s, s,
                   p->stages[s].n);
+        if (ep->streams)
+            sb_printf(b, " .streams = pr_rank_%d_streams,", s);
         put_pair(b, "\n      ", "arena_bytes", am ? am->size : 0, as->size);
         put_pair(b, ",\n      ", "peak_live_bytes", am ? am->peak_live : 0, as->peak_live);
         double wsyn = ceil(arena_workspace(p, s) / ep->scale / ARENA_ALIGN) * ARENA_ALIGN;
@@ -634,13 +694,16 @@ int emit_c(Diag *d, const Pipeline *p, const char *source, EmitOut *out)
 {
     WorkloadShape shape;
     model_shape_of(p, &shape);
-    int rc = emit_c_site(d, p, source, NULL, &shape, out);
+    EmitPlans pl;
+    emit_plans_build(&pl, p, &shape, false);
+    int rc = emit_c_site(d, p, source, NULL, &pl, out);
+    emit_plans_free(&pl);
     model_shape_free(&shape);
     return rc;
 }
 
 int emit_c_site(Diag *d, const Pipeline *p, const char *source, const EmitSite *site,
-                const WorkloadShape *shape, EmitOut *out)
+                const EmitPlans *plans, EmitOut *out)
 {
     memset(out, 0, sizeof *out);
     out->progname = safe_name(p->name);
@@ -649,7 +712,7 @@ int emit_c_site(Diag *d, const Pipeline *p, const char *source, const EmitSite *
         return 1;
     }
     EmitPlan ep;
-    emit_plan(&ep, d, p, source, shape);
+    emit_plan(&ep, d, p, source, plans);
     ep.site = site;
     write_program_h(&ep, add_file(out, "program.h"));
     for (int32_t s = 0; s < p->P; s++) {

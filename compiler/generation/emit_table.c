@@ -178,18 +178,69 @@ static void pack(Chars *c, const PackRank *r, PackStats *st)
     dict_free(&dm);
 }
 
+/* Cuts c into the lines of a C string literal, appended to b, and frees it. */
+static void put_lines(StrBuf *b, Chars *c)
+{
+    enum { WIDTH = 92 };
+    char line[WIDTH + 8];
+    for (size_t at = 0; at < c->len; at += WIDTH) {
+        size_t n = c->len - at < WIDTH ? c->len - at : WIDTH;
+        memcpy(line, "    \"", 5);
+        memcpy(line + 5, c->s + at, n);
+        memcpy(line + 5 + n, "\"\n", 3);
+        sb_puts(b, line);
+    }
+    free(c->s);
+}
+
 void emit_pack_rank(StrBuf *b, const PackRank *r, PackStats *st)
 {
     Chars c = {0};
     pack(&c, r, st);
-    enum { WIDTH = 92 };
-    char line[WIDTH + 8];
-    for (size_t at = 0; at < c.len; at += WIDTH) {
-        size_t n = c.len - at < WIDTH ? c.len - at : WIDTH;
-        memcpy(line, "    \"", 5);
-        memcpy(line + 5, c.s + at, n);
-        memcpy(line + 5 + n, "\"\n", 3);
-        sb_puts(b, line);
+    put_lines(b, &c);
+}
+
+/* The table of docs/cuda.md "The stream plan's table": the version, the op count, then
+ * per op its stream, its waits (each as the op's index minus the wait's), the messages
+ * it receives and those whose send waits for it (each id as a difference to the
+ * previous id of the table). The sends are bucketed by op (a counting sort). */
+void emit_pack_streams(StrBuf *b, const PackStreams *r, size_t *nchars)
+{
+    const StreamRank *k = r->k;
+    uint32_t n = k->nops;
+    uint32_t *start = xcalloc((size_t)n + 2, sizeof *start);
+    uint32_t *sends = xmalloc(((size_t)r->nsends + 1) * sizeof *sends);
+    for (uint32_t j = 0; j < r->nsends; j++)
+        if (r->send_after[r->sends[j]] < n)
+            start[r->send_after[r->sends[j]] + 2]++;
+    for (uint32_t i = 0; i < n; i++)
+        start[i + 2] += start[i + 1];
+    for (uint32_t j = 0; j < r->nsends; j++)
+        if (r->send_after[r->sends[j]] < n)
+            sends[start[r->send_after[r->sends[j]] + 1]++] = r->sends[j];
+    Chars c = {0};
+    put_num(&c, PR_STREAMS_VERSION);
+    put_num(&c, n);
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        put_num(&c, k->stream[i]);
+        put_num(&c, k->wstart[i + 1] - k->wstart[i]);
+        for (uint32_t w = k->wstart[i]; w < k->wstart[i + 1]; w++)
+            put_num(&c, i - k->waits[w]);
+        put_num(&c, k->rstart[i + 1] - k->rstart[i]);
+        for (uint32_t x = k->rstart[i]; x < k->rstart[i + 1]; x++) {
+            put_int(&c, (int64_t)k->recvs[x] - (int64_t)prev);
+            prev = k->recvs[x];
+        }
+        put_num(&c, start[i + 1] - start[i]);
+        for (uint32_t x = start[i]; x < start[i + 1]; x++) {
+            put_int(&c, (int64_t)sends[x] - (int64_t)prev);
+            prev = sends[x];
+        }
     }
-    free(c.s);
+    if (nchars)
+        *nchars = c.len;
+    put_lines(b, &c);
+    free(start);
+    free(sends);
 }

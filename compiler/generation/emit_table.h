@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "piperun.h"
+#include "stream_plan.h"
 #include "util.h"
 
 /* One rank's table: its ops, its steps in order (for every op, the messages it
@@ -38,5 +39,19 @@ typedef struct PackStats {
 /* Appends rank r's table to b as the lines of a C string literal ("    \"...\"\n", at
  * most 100 characters each); st (may be NULL) gets its sizes. */
 void emit_pack_rank(StrBuf *b, const PackRank *r, PackStats *st);
+
+/* The stream plan of one rank as the CUDA runtime reads it (PrRankDesc.streams;
+ * docs/cuda.md "The stream plan's table"): the rank's StreamRank and the messages whose
+ * send waits for one of its ops (send_after, indexed by message id). */
+typedef struct PackStreams {
+    const StreamRank *k;
+    const uint32_t *sends;      /* [nsends] ids of the messages this rank sends */
+    uint32_t nsends;
+    const uint32_t *send_after; /* [message id] the op whose end the send waits for */
+} PackStreams;
+
+/* Appends the table of r to b as string-literal lines (as emit_pack_rank); *nchars
+ * (may be NULL) gets its length in characters. */
+void emit_pack_streams(StrBuf *b, const PackStreams *r, size_t *nchars);
 
 #endif

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emit_c.h"
+#include "region.h"
 #include "util.h"
 
 void stream_in_build(StreamInBuf *b, const Pipeline *p, const CommPlan *cp)
@@ -413,27 +413,11 @@ int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *s
     return v.nbad;
 }
 
-int stream_plan_verify(const Pipeline *p, const WorkloadShape *shape, StrBuf *json, char *why,
-                       size_t why_n)
+int stream_plan_verify(const Pipeline *p, const StreamIn *in, const StreamPlan *sp,
+                       const ArenaPlan *syn, const ArenaPlan *mlp, char *why, size_t why_n)
 {
-    CommPlan *cp = comm_plan(p);
-    StreamInBuf b;
-    stream_in_build(&b, p, cp);
-    StreamPlan *sp = stream_plan(&b.in);
-    if (!sp) /* its only failure (stream_plan.h: no allocation that can abort) */
-        out_of_memory();
-    ArenaPlan *ap = arena_plan(p, NULL, 1);
-    int nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
-    arena_plan_free(ap);
-    if (!nbad && shape->ok) {
-        ap = arena_plan(p, shape->s.sizes, 1);
-        nbad = stream_plan_check(p, &b.in, sp, ap, why, why_n);
-        arena_plan_free(ap);
-    }
-    if (json)
-        stream_plan_json(json, p, sp);
-    stream_plan_free(sp);
-    stream_in_free(&b);
-    comm_plan_free(cp);
+    int nbad = stream_plan_check(p, in, sp, syn, why, why_n);
+    if (!nbad && mlp)
+        nbad = stream_plan_check(p, in, sp, mlp, why, why_n);
     return nbad;
 }

@@ -10,7 +10,6 @@
 #include "arena_plan.h"
 #include "comm.h"
 #include "ir.h"
-#include "model_shape.h"
 #include "stream_plan.h"
 #include "util.h"
 
@@ -43,13 +42,12 @@ void stream_plan_json(StrBuf *out, const Pipeline *p, const StreamPlan *sp);
 int stream_plan_check(const Pipeline *p, const StreamIn *in, const StreamPlan *sp,
                       const ArenaPlan *ap, char *why, size_t why_n);
 
-/* The plan and its verification against the arena plans the generated program uses, in
- * one call: builds the comm plan and stream plan of p and checks the stream plan against
- * the cost-model arena plan and, when that passes and the mlp workload runs p's model,
- * against the arena plan of the workload's real sizes (shape, p's model shape as the
- * command computed it: model_shape_of). Returns the verifier's count (why as above);
- * *json (when not NULL) receives streams.json. */
-int stream_plan_verify(const Pipeline *p, const WorkloadShape *shape, StrBuf *json, char *why,
-                       size_t why_n);
+/* The verification of `emit --backend cuda`: checks the stream plan sp (over in) that
+ * the program carries against the arena plans it carries, the synthetic workload's syn
+ * and, when that passes and the model workload runs p's model, mlp (NULL: it does not):
+ * the very plan objects the emitter writes (emit_c.h EmitPlans). Returns the number of
+ * violations, the first described in why (as stream_plan_check). */
+int stream_plan_verify(const Pipeline *p, const StreamIn *in, const StreamPlan *sp,
+                       const ArenaPlan *syn, const ArenaPlan *mlp, char *why, size_t why_n);
 
 #endif

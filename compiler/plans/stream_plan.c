@@ -16,23 +16,6 @@ const char *stream_name(unsigned s)
     return s < STREAM_N ? n[s] : "?";
 }
 
-void stream_plan_free(StreamPlan *sp)
-{
-    if (!sp)
-        return;
-    for (uint32_t r = 0; sp->rank && r < sp->P; r++) {
-        StreamRank *k = &sp->rank[r];
-        free(k->stream);
-        free(k->wstart);
-        free(k->waits);
-        free(k->rstart);
-        free(k->recvs);
-    }
-    free(sp->rank);
-    free(sp->send_after);
-    free(sp);
-}
-
 /* Adds op dep to the waits w of an op on stream si when it is another stream's. The
  * tables it comes from hold only ops listed before the op (they are updated after its
  * waits are read). */

@@ -1,8 +1,11 @@
 /* cu_host.c - the CUDA backend's host-side decisions; see cu_host.h. */
 #include "cu_host.h"
 
+#include "prtable.h"
+
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,60 +48,165 @@ int cu_nccl_max_ctas(int sm_count, int pending)
     return cap < 1 ? 1 : cap > 32 ? 32 : cap;
 }
 
-StreamPlan *cu_stream_plan(const PrProgram *g, uint32_t *bad_msg)
+/* A stream-plan table being read: where, and the first error. */
+typedef struct SpReader {
+    const char *s, *start;
+    int rank;
+    char *why;
+    size_t why_n;
+    bool bad;
+} SpReader;
+
+static void sp_fail(SpReader *rd, const char *fmt, ...)
 {
-    *bad_msg = UINT32_MAX;
-    size_t P = (size_t)g->P, PV = P * (size_t)g->V, M = (size_t)g->M;
-    size_t nkey = PV * M * PR_NKINDS;
-    uint32_t *where = malloc((nkey ? nkey : 1) * sizeof *where);
-    SpOp **ops = calloc(P ? P : 1, sizeof *ops);
-    uint32_t *nops = calloc(P ? P : 1, sizeof *nops);
-    SpMsg *msgs = malloc(((size_t)g->nmsgs + 1) * sizeof *msgs);
-    StreamPlan *sp = NULL;
-    if (!where || !ops || !nops || !msgs)
-        goto out;
-    memset(where, 0xff, nkey * sizeof *where);
-    for (size_t s = 0; s < P; s++) {
-        const PrRankDesc *d = &g->ranks[s];
-        nops[s] = d->nops;
-        if (!(ops[s] = malloc((d->nops ? d->nops : 1) * sizeof **ops)))
-            goto out;
-        for (uint32_t i = 0; i < d->nops; i++) {
-            const PrOp *o = &d->ops[i];
-            ops[s][i] = (SpOp){o->kind, o->vstage, o->mb};
-            if (o->kind < PR_NKINDS && o->vstage >= 0 && (size_t)o->vstage < PV && o->mb >= 0 &&
-                (size_t)o->mb < M)
-                where[((size_t)o->vstage * M + (size_t)o->mb) * PR_NKINDS + o->kind] = i;
-        }
+    if (rd->bad)
+        return;
+    rd->bad = true;
+    char w[120];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w, sizeof w, fmt, ap);
+    va_end(ap);
+    snprintf(rd->why, rd->why_n, "the stream plan of rank %d is corrupt at character %ld: %s",
+             rd->rank, (long)(rd->s - rd->start), w);
+}
+
+/* The next number, at most max (0 after an error). */
+static uint64_t sp_num(SpReader *rd, uint64_t max)
+{
+    uint64_t v = 0;
+    if (rd->bad)
+        return 0;
+    if (pr_num_get(&rd->s, &v) != 0) {
+        sp_fail(rd, "not a number");
+        return 0;
     }
-    for (uint32_t j = 0; j < g->nmsgs; j++) {
-        const PrMsg *m = &g->msgs[j];
-        uint32_t a = UINT32_MAX, b = UINT32_MAX;
-        if (m->from_v >= 0 && (size_t)m->from_v < PV && m->from_mb >= 0 && (size_t)m->from_mb < M &&
-            m->from_kind < PR_NKINDS)
-            a = where[((size_t)m->from_v * M + (size_t)m->from_mb) * PR_NKINDS + m->from_kind];
-        if (m->to_v >= 0 && (size_t)m->to_v < PV && m->to_mb >= 0 && (size_t)m->to_mb < M &&
-            m->to_kind < PR_NKINDS)
-            b = where[((size_t)m->to_v * M + (size_t)m->to_mb) * PR_NKINDS + m->to_kind];
-        if (a == UINT32_MAX || b == UINT32_MAX || m->src < 0 || (size_t)m->src >= P ||
-            m->dst < 0 || (size_t)m->dst >= P || a >= nops[m->src] || b >= nops[m->dst] ||
-            g->ranks[m->src].ops[a].vstage != m->from_v || g->ranks[m->dst].ops[b].vstage != m->to_v) {
-            *bad_msg = j;
-            goto out;
-        }
-        msgs[j] = (SpMsg){(uint32_t)m->src, a, (uint32_t)m->dst, b};
+    if (v > max) {
+        sp_fail(rd, "%llu is out of range", (unsigned long long)v);
+        return 0;
     }
-    StreamIn in = {(uint32_t)P, (int32_t)PV, (int32_t)M, (const SpOp *const *)ops, nops, msgs,
-                   g->nmsgs};
-    sp = stream_plan(&in);
-out:
-    for (size_t s = 0; ops && s < P; s++)
-        free(ops[s]);
-    free(ops);
-    free(nops);
-    free(msgs);
-    free(where);
+    return v;
+}
+
+/* The next message id of the table (a difference to *prev), checked to be sent
+ * (`send`) or received by rank rd->rank and listed once (seen bit 1: sent, 2:
+ * received). */
+static uint32_t sp_msg(SpReader *rd, const PrProgram *g, uint8_t *seen, uint32_t *prev, bool send)
+{
+    int64_t m = (int64_t)*prev + pr_unzigzag(sp_num(rd, UINT64_MAX));
+    if (rd->bad)
+        return 0;
+    if (m < 0 || m >= (int64_t)g->nmsgs) {
+        sp_fail(rd, "message %lld is out of range", (long long)m);
+        return 0;
+    }
+    int32_t end = send ? g->msgs[m].src : g->msgs[m].dst;
+    if (end != rd->rank) {
+        sp_fail(rd, "message %lld is %s by rank %d", (long long)m, send ? "sent" : "received",
+                (int)end);
+        return 0;
+    }
+    if (seen[m] & (send ? 1 : 2)) {
+        sp_fail(rd, "message %lld is listed twice", (long long)m);
+        return 0;
+    }
+    seen[m] |= send ? 1 : 2;
+    *prev = (uint32_t)m;
+    return (uint32_t)m;
+}
+
+/* Reads rank s's table into sp->rank[s] and sp->send_after. Returns 0 or -1 (rd->why). */
+static int read_rank_streams(const PrProgram *g, int32_t s, StreamPlan *sp, uint8_t *seen,
+                             char *why, size_t why_n)
+{
+    const PrRankDesc *d = &g->ranks[s];
+    StreamRank *k = &sp->rank[s];
+    SpReader rd = {d->streams, d->streams, s, why, why_n, false};
+    if (sp_num(&rd, UINT32_MAX) != PR_STREAMS_VERSION)
+        sp_fail(&rd, "stream plan format %d expected", PR_STREAMS_VERSION);
+    uint32_t n = (uint32_t)sp_num(&rd, UINT32_MAX);
+    if (!rd.bad && n != d->nops)
+        sp_fail(&rd, "%u ops, the op table has %u", n, d->nops);
+    if (rd.bad)
+        return -1;
+    /* each op takes at least 4 characters, each wait or message 1 */
+    size_t left = strlen(rd.s);
+    k->nops = n;
+    k->stream = malloc((size_t)n + 1);
+    k->wstart = malloc(((size_t)n + 1) * sizeof *k->wstart);
+    k->rstart = malloc(((size_t)n + 1) * sizeof *k->rstart);
+    k->waits = malloc((left + 1) * sizeof *k->waits);
+    k->recvs = malloc((left + 1) * sizeof *k->recvs);
+    if (!k->stream || !k->wstart || !k->rstart || !k->waits || !k->recvs) {
+        snprintf(why, why_n, "out of memory reading the stream plan of rank %d", s);
+        return -1;
+    }
+    uint32_t nw = 0, nr = 0, prev = 0;
+    for (uint32_t i = 0; i < n && !rd.bad; i++) {
+        k->stream[i] = (uint8_t)sp_num(&rd, STREAM_N - 1);
+        if (!rd.bad && k->stream[i] != plan_kind_stream(d->ops[i].kind))
+            sp_fail(&rd, "op %u is on another stream than its kind's", i);
+        k->wstart[i] = nw;
+        uint64_t c = sp_num(&rd, left);
+        for (uint64_t x = 0; x < c && !rd.bad; x++) {
+            uint32_t back = (uint32_t)sp_num(&rd, i);
+            if (!rd.bad && back == 0)
+                sp_fail(&rd, "op %u waits for itself", i);
+            k->waits[nw++] = i - back;
+        }
+        k->rstart[i] = nr;
+        c = sp_num(&rd, left);
+        for (uint64_t x = 0; x < c && !rd.bad; x++)
+            k->recvs[nr++] = sp_msg(&rd, g, seen, &prev, false);
+        c = sp_num(&rd, left);
+        for (uint64_t x = 0; x < c && !rd.bad; x++)
+            sp->send_after[sp_msg(&rd, g, seen, &prev, true)] = i;
+    }
+    k->wstart[n] = nw;
+    k->rstart[n] = nr;
+    if (!rd.bad && *rd.s)
+        sp_fail(&rd, "characters after the last op");
+    return rd.bad ? -1 : 0;
+}
+
+StreamPlan *cu_stream_plan(const PrProgram *g, char *why, size_t why_n)
+{
+    StreamPlan *sp = calloc(1, sizeof *sp);
+    uint8_t *seen = calloc((size_t)g->nmsgs + 1, 1);
+    if (!sp || !seen || g->P < 1) {
+        snprintf(why, why_n, g->P < 1 ? "the program has no ranks"
+                                      : "out of memory reading the stream plan");
+        goto fail;
+    }
+    sp->P = (uint32_t)g->P;
+    sp->nmsgs = g->nmsgs;
+    sp->rank = calloc((size_t)g->P, sizeof *sp->rank);
+    sp->send_after = malloc(((size_t)g->nmsgs + 1) * sizeof *sp->send_after);
+    if (!sp->rank || !sp->send_after) {
+        snprintf(why, why_n, "out of memory reading the stream plan");
+        goto fail;
+    }
+    for (int32_t s = 0; s < g->P; s++) {
+        if (!g->ranks[s].streams) {
+            snprintf(why, why_n, "rank %d has no stream plan: the CUDA backend runs a program "
+                     "generated with `pipec emit --backend cuda`", s);
+            goto fail;
+        }
+        if (read_rank_streams(g, s, sp, seen, why, why_n) != 0)
+            goto fail;
+    }
+    for (uint32_t m = 0; m < g->nmsgs; m++)
+        if (seen[m] != 3) {
+            snprintf(why, why_n, "message %u is %s in the stream plan", m,
+                     seen[m] & 1 ? "never received" : "never sent");
+            goto fail;
+        }
+    free(seen);
     return sp;
+fail:
+    free(seen);
+    stream_plan_free(sp);
+    return NULL;
 }
 
 /* One communicator's abort, on its own thread. */

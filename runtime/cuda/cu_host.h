@@ -35,13 +35,15 @@ void cu_env_defaults(void);
  * 1 and at most 32 (NCCL's own largest default). */
 int cu_nccl_max_ctas(int sm_count, int pending);
 
-/* The stream plan (plan/stream_plan.h) of a generated program: its op lists and, for
- * every message, the producing and consuming op found by (kind, virtual stage,
- * micro-batch) on the sender and the receiver. The same input the compiler builds from
- * the IR and the comm plan, so the runtime enqueues what streams.json says. Returns
- * NULL when out of memory or when a message names an op that is not in the program
- * (*bad_msg is then its index, else UINT32_MAX). */
-StreamPlan *cu_stream_plan(const PrProgram *g, uint32_t *bad_msg);
+/* The stream plan (plan/stream_plan.h) of a generated program, read from the tables
+ * `pipec emit --backend cuda` wrote into it (PrRankDesc.streams, docs/cuda.md "The
+ * stream plan's table"; streams.json is written from the same plan): the plan the
+ * compiler built and verified, not recomputed here. g is the unpacked program (ops and
+ * messages given). Every table is checked: its version, its op count, each op's stream
+ * against its kind, each wait an earlier op, each message received by its consumer rank
+ * and sent by its producer rank exactly once. Returns the plan, or NULL with a one-line
+ * reason in why (no table, a corrupt one, out of memory). */
+StreamPlan *cu_stream_plan(const PrProgram *g, char *why, size_t why_n);
 
 /* The end of a run (fix of the CUDA review's finding 3: communicators were aborted and
  * freed while rank threads could still be inside a call on them). Every rank thread

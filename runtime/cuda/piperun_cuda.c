@@ -3,9 +3,9 @@
  * build/libpiperun_cuda.a instead of libpiperun.a.
  *
  * One host thread per rank enqueues its program asynchronously, exactly as the stream
- * plan says (plan/stream_plan.h, computed once at start-up from the program's
- * tables by cu_host.c; `pipec emit --backend cuda` writes the same plan to
- * streams.json): every op runs on its stream (compute: F/B/W/R; d2h: SO, OG; h2d: SI,
+ * plan says (plan/stream_plan.h: the plan `pipec emit --backend cuda` computed, verified
+ * and wrote into the program as tables, which cu_host.c reads at start-up; streams.json
+ * is written from the same plan): every op runs on its stream (compute: F/B/W/R; d2h: SO, OG; h2d: SI,
  * LW), first waiting for the end events of the ops the plan names and for the receive
  * events of its messages. No ordering decision is made here.
  *   - OG/LW (model-state offload, TPipe's T-Offload): OG copies the slice's gradients
@@ -77,7 +77,7 @@ typedef struct CuRank {
 static struct {
     PrRun *run;
     CuRank *r;                 /* [P] */
-    StreamPlan *plan;          /* what every rank enqueues (cu_stream_plan) */
+    StreamPlan *plan;          /* what every rank enqueues (cu_stream_plan: the program's) */
     bool nccl;                 /* messages over NCCL (else the copy fallback) */
     ncclComm_t *comms;         /* [2 * P * P] pair (a,b): [2(aP+b)] a's side, [+1] b's;
                                   NULL where absent (or not in this process) */
@@ -789,7 +789,7 @@ static int rank_setup(PrRun *run, int s, int ngpu)
     int w = run->wl->plan;
     cu_rank = s;
     c->local = cu_dist.np == 1 || s == cu_dist.me;
-    char why[200];
+    char why[320];
     if (cu_pick_device(cu_dist.np, cu_dist.local, cu_dist.nlocal, ngpu, s, &c->dev, why,
                        sizeof why) != 0) {
         pr_fail(run, s, -1, "%s", why);
@@ -1175,7 +1175,7 @@ static int cuda_setup(PrRun *run)
                 "(cudaGetDeviceCount: %s)", ge != cudaSuccess ? cudaGetErrorString(ge) : "0 devices");
         return -1;
     }
-    char why[200];
+    char why[320];
     if (cu_pick_device(cu_dist.np, cu_dist.local, cu_dist.nlocal, ngpu, cu_dist.me, &dev, why,
                        sizeof why) != 0) {
         pr_fail(run, -1, -1, "%s", why);
@@ -1195,12 +1195,8 @@ static int cuda_setup(PrRun *run)
                 pr_fail(run, s, -1, "setup failed: %s", CU.first_error);
             return -1;
         }
-    uint32_t bad_msg;
-    if (!(CU.plan = cu_stream_plan(prog, &bad_msg))) {
-        if (bad_msg != UINT32_MAX)
-            pr_fail(run, -1, -1, "message %u names an op that is not in the program", bad_msg);
-        else
-            pr_fail(run, -1, -1, "out of memory for the stream plan");
+    if (!(CU.plan = cu_stream_plan(prog, why, sizeof why))) {
+        pr_fail(run, -1, -1, "%s", why);
         return -1;
     }
     if (setup_transport(run, ngpu) != 0) {

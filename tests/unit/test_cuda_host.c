@@ -2,9 +2,9 @@
  * without a GPU: which GPU a rank uses (one visible GPU per MPI process accepted), the
  * teardown order (rank threads joined before the communicators are aborted and freed,
  * with a fake communicator layer that real threads poll; a failed run's aborts all in
- * flight at once; a teardown past its deadline given up), and the runtime's stream plan
- * built from a generated program's tables equal to the compiler's (streams.json) for
- * every example. */
+ * flight at once; a teardown past its deadline given up), and the stream plan the runtime
+ * reads from a generated program's tables equal to the compiler's plan object (the one
+ * streams.json is written from) for every example, bad tables refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +16,8 @@
 
 #include "comm.h"
 #include "driver.h"
+#include "emit_c.h"
+#include "emit_table.h"
 #include "stream_check.h"
 #include "testutil.h"
 
@@ -253,7 +255,7 @@ static void test_teardown_order(void **state)
     run_teardown(false, "jjjddf");
 }
 
-/* ---- the runtime's plan is the compiler's -------------------------------------------- */
+/* ---- the runtime's plan is the one the program carries ------------------------------ */
 
 static Pipeline *load(const char *path)
 {
@@ -267,46 +269,64 @@ static Pipeline *load(const char *path)
     return p;
 }
 
-/* The tables emit_c writes that the plan reads: ops and messages. */
-static void fill_program(const Pipeline *p, const CommPlan *cp, PrProgram *g)
+/* The string literal `const char NAME[] = "..." "...";` of generated C text, its pieces
+ * joined (malloc'd), or NULL when text has none. */
+static char *literal(const char *text, const char *name)
 {
-    memset(g, 0, sizeof *g);
-    g->abi = PIPERUN_ABI;
-    g->P = p->P;
-    g->M = p->M;
-    g->V = p->V;
-    PrRankDesc *rd = calloc((size_t)p->P, sizeof *rd);
-    for (int32_t s = 0; s < p->P; s++) {
-        PrOp *ops = calloc(p->stages[s].n + 1, sizeof *ops);
-        for (uint32_t i = 0; i < p->stages[s].n; i++) {
-            const Op *o = &p->stages[s].ops[i];
-            ops[i].kind = o->kind;
-            ops[i].chunk = o->chunk;
-            ops[i].vstage = ir_vstage(p, s, o->chunk);
-            ops[i].mb = (int32_t)o->mb;
-        }
-        rd[s].ops = ops;
-        rd[s].nops = p->stages[s].n;
+    char key[80];
+    snprintf(key, sizeof key, "const char %s[] =\n", name);
+    const char *a = strstr(text, key);
+    if (!a)
+        return NULL;
+    StrBuf b = {0};
+    sb_puts(&b, "");
+    for (a += strlen(key); *a == ' ';) {
+        const char *q = strchr(a, '"') + 1, *e = strchr(q, '"');
+        for (; q < e; q++)
+            sb_putc(&b, *q);
+        a = e + 1;
+        if (*a == '\n')
+            a++;
     }
-    PrMsg *msgs = calloc(cp->nmsgs + 1, sizeof *msgs);
-    for (uint32_t j = 0; j < cp->nmsgs; j++) {
-        const CommMsg *m = &cp->msgs[j];
-        const Op *a = &p->stages[m->src].ops[m->src_pos], *b = &p->stages[m->dst].ops[m->dst_pos];
-        msgs[j] = (PrMsg){(int32_t)m->src, (int32_t)m->dst, a->kind, b->kind, PR_PAY_TOKEN,
-                          ir_vstage(p, (int32_t)m->src, a->chunk), (int32_t)a->mb,
-                          ir_vstage(p, (int32_t)m->dst, b->chunk), (int32_t)b->mb};
-    }
-    g->ranks = rd;
-    g->msgs = msgs;
-    g->nmsgs = cp->nmsgs;
+    return b.s;
 }
 
-static void free_program(PrProgram *g)
+/* The generated program of p as the runtime gets it: emit_c_site with the CUDA
+ * backend's plans, each rank's op table and stream plan table taken from its rank_K.c
+ * and unpacked (pr_program_unpack) as pr_main does. *tables gets the 2P strings. */
+static PrProgram *emitted(const Pipeline *p, const EmitPlans *pl, char ***tables)
 {
-    for (int32_t s = 0; s < g->P; s++)
-        free((void *)g->ranks[s].ops);
-    free((void *)g->ranks);
-    free((void *)g->msgs);
+    Diag d = {0};
+    EmitOut out;
+    assert_int_equal(emit_c_site(&d, p, "t.pipe", NULL, pl, &out), 0);
+    PrRankDesc *rd = calloc((size_t)p->P, sizeof *rd);
+    *tables = calloc(2 * (size_t)p->P, sizeof **tables);
+    for (int32_t s = 0; s < p->P; s++) {
+        char file[32], name[48];
+        snprintf(file, sizeof file, "rank_%d.c", s);
+        const char *text = NULL;
+        for (uint32_t f = 0; f < out.n; f++)
+            if (!strcmp(out.files[f].name, file))
+                text = sb_str(&out.files[f].text);
+        assert_non_null(text);
+        snprintf(name, sizeof name, "pr_rank_%d_table", s);
+        rd[s].table = (*tables)[2 * s] = literal(text, name);
+        snprintf(name, sizeof name, "pr_rank_%d_streams", s);
+        rd[s].streams = (*tables)[2 * s + 1] = literal(text, name);
+        assert_non_null(rd[s].table);
+        assert_non_null(rd[s].streams);
+        rd[s].nops = p->stages[s].n;
+    }
+    PrProgram g = {.abi = PIPERUN_ABI, .P = p->P, .M = p->M, .V = p->V, .ranks = rd,
+                   .nmsgs = pl->cp ? pl->cp->nmsgs : 0};
+    PrProgram *u = NULL;
+    char why[300];
+    if (pr_program_unpack(&g, &u, why, sizeof why) != 0)
+        fail_msg("%s", why);
+    free(rd);
+    emit_out_free(&out);
+    diag_free(&d);
+    return u;
 }
 
 static void same_plan(const StreamPlan *a, const StreamPlan *b)
@@ -325,13 +345,52 @@ static void same_plan(const StreamPlan *a, const StreamPlan *b)
     }
 }
 
-static void test_runtime_plan_is_compilers(void **state)
+/* The table rank 0's plan packs to (emit_pack_streams: rank 0's sends from the
+ * messages' ends), unquoted. */
+static char *pack0(const PrProgram *g, const StreamPlan *sp)
+{
+    uint32_t *sends = calloc(g->nmsgs + 1, sizeof *sends), n = 0;
+    for (uint32_t m = 0; m < g->nmsgs; m++)
+        if (g->msgs[m].src == 0)
+            sends[n++] = m;
+    PackStreams ps = {&sp->rank[0], sends, n, sp->send_after};
+    StrBuf b = {0};
+    emit_pack_streams(&b, &ps, NULL);
+    b.s[b.len - 1] = 0;
+    char *src = xasprintf("const char t[] =\n%s", sb_str(&b));
+    char *x = literal(src, "t");
+    free(src);
+    sb_free(&b);
+    free(sends);
+    return x;
+}
+
+/* Rank 0's table packed from sp (mutated by the caller) must be refused with a reason
+ * holding `want`. */
+static void refused(PrProgram *g, const StreamPlan *sp, const char *want)
+{
+    PrRankDesc *rd = (PrRankDesc *)g->ranks;
+    const char *keep = rd[0].streams;
+    char *t = pack0(g, sp), why[320] = "";
+    rd[0].streams = t;
+    assert_null(cu_stream_plan(g, why, sizeof why));
+    if (!strstr(why, want))
+        fail_msg("'%s' lacks '%s'", why, want);
+    rd[0].streams = keep;
+    free(t);
+}
+
+/* For every example: the plan cu_stream_plan reads from the program emit_c_site writes
+ * for the CUDA backend is the compiler's plan object (the one streams.json is written
+ * from and the verifier checked); and tables that are missing, truncated, of another
+ * version, or whose waits, streams or messages are wrong are refused with a reason. */
+static void test_runtime_plan_is_the_programs(void **state)
 {
     (void)state;
     DIR *dir = opendir("examples");
     assert_non_null(dir);
     struct dirent *e;
-    int n = 0;
+    int n = 0, nrefused = 0;
     while ((e = readdir(dir))) {
         size_t len = strlen(e->d_name);
         if (len < 6 || strcmp(e->d_name + len - 5, ".pipe"))
@@ -340,34 +399,86 @@ static void test_runtime_plan_is_compilers(void **state)
         snprintf(path, sizeof path, "examples/%s", e->d_name);
         Pipeline *p = load(path);
         assert_non_null(p);
-        CommPlan *cp = comm_plan(p);
-        StreamInBuf b;
-        stream_in_build(&b, p, cp);
-        StreamPlan *want = stream_plan(&b.in);
-        PrProgram g;
-        fill_program(p, cp, &g);
-        uint32_t bad_msg = 0;
-        StreamPlan *got = cu_stream_plan(&g, &bad_msg);
-        assert_non_null(got);
-        assert_int_equal(bad_msg, UINT32_MAX);
-        same_plan(got, want);
-        /* a message naming an op that is not there is refused, by index */
-        if (g.nmsgs) {
-            PrMsg *m = (PrMsg *)&g.msgs[g.nmsgs - 1];
-            m->to_mb = g.M;
-            assert_null(cu_stream_plan(&g, &bad_msg));
-            assert_int_equal(bad_msg, g.nmsgs - 1);
+        WorkloadShape shape;
+        model_shape_of(p, &shape);
+        EmitPlans pl;
+        emit_plans_build(&pl, p, &shape, true);
+        assert_non_null(pl.streams);
+        char **tables;
+        PrProgram *g = emitted(p, &pl, &tables);
+        char why[320] = "";
+        StreamPlan *got = cu_stream_plan(g, why, sizeof why);
+        if (!got)
+            fail_msg("%s: %s", path, why);
+        same_plan(got, pl.streams);
+        /* refusals */
+        PrRankDesc *rd = (PrRankDesc *)g->ranks;
+        const char *keep = rd[0].streams;
+        rd[0].streams = NULL;
+        assert_null(cu_stream_plan(g, why, sizeof why));
+        assert_non_null(strstr(why, "rank 0 has no stream plan"));
+        char *t = strdup(keep);
+        t[0] = '2';
+        rd[0].streams = t;
+        assert_null(cu_stream_plan(g, why, sizeof why));
+        assert_non_null(strstr(why, "stream plan format 1 expected"));
+        strcpy(t, keep);
+        t[strlen(t) - 1] = 0;
+        assert_null(cu_stream_plan(g, why, sizeof why));
+        assert_non_null(strstr(why, "the stream plan of rank 0 is corrupt"));
+        rd[0].streams = keep;
+        free(t);
+        StreamRank *k = &got->rank[0];
+        for (uint32_t i = 0; i < k->nops; i++)
+            if (k->wstart[i + 1] > k->wstart[i]) { /* a wait for the op itself */
+                uint32_t w = k->waits[k->wstart[i]];
+                k->waits[k->wstart[i]] = i;
+                refused(g, got, "waits for itself");
+                k->waits[k->wstart[i]] = w;
+                nrefused++;
+                break;
+            }
+        uint8_t s0 = k->stream[0];
+        k->stream[0] = (uint8_t)((s0 + 1) % STREAM_N);
+        refused(g, got, "op 0 is on another stream than its kind's");
+        k->stream[0] = s0;
+        uint32_t nr = k->rstart[k->nops];
+        for (uint32_t m = 0; nr && m < got->nmsgs; m++)
+            if (g->msgs[m].dst != 0) { /* a receive of another rank's message */
+                uint32_t r0 = k->recvs[0];
+                k->recvs[0] = m;
+                refused(g, got, "is received by rank");
+                k->recvs[0] = r0;
+                nrefused++;
+                break;
+            }
+        if (nr > 1) { /* a message received twice */
+            uint32_t r1 = k->recvs[1];
+            k->recvs[1] = k->recvs[0];
+            refused(g, got, "is listed twice");
+            k->recvs[1] = r1;
+            nrefused++;
         }
+        for (uint32_t m = 0; m < got->nmsgs; m++)
+            if (g->msgs[m].src == 0) { /* a send of rank 0 after an op past its ops */
+                got->send_after[m] = k->nops;
+                refused(g, got, "is never sent");
+                nrefused++;
+                break;
+            }
         stream_plan_free(got);
-        stream_plan_free(want);
-        free_program(&g);
-        stream_in_free(&b);
-        comm_plan_free(cp);
+        for (int32_t s = 0; s < 2 * p->P; s++)
+            free(tables[s]);
+        free(tables);
+        pr_program_free(g);
+        emit_plans_free(&pl);
+        model_shape_free(&shape);
         pipeline_free(p);
         n++;
     }
     closedir(dir);
     assert_true(n >= 10);
+    assert_true(nrefused >= 4 * n / 2); /* most examples have waits and messages on rank 0 */
 }
 
 /* CUDA_MODULE_LOADING=EAGER unless the user chose; NCCL's CTA cap leaves room for every
@@ -396,7 +507,7 @@ int main(void)
         cmocka_unit_test(test_teardown_aborts_at_once),
         cmocka_unit_test(test_teardown_deadline),
         cmocka_unit_test(test_env_and_ctas),
-        cmocka_unit_test(test_runtime_plan_is_compilers),
+        cmocka_unit_test(test_runtime_plan_is_the_programs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,12 +30,19 @@ static Pipeline *load(const char *path)
 }
 
 /* The plan of p checked against the arena plan of region sizes sz (NULL: cost model). */
-/* stream_plan_verify with p's model shape computed here, as a command computes it. */
+/* stream_plan_verify over the plans built once as `emit --backend cuda` builds them
+ * (emit_plans_build: the objects the emitter writes); json (may be NULL) gets
+ * streams.json written from the same plan. */
 static int verify(const Pipeline *p, StrBuf *json, char *why, size_t n)
 {
     WorkloadShape shape;
     model_shape_of(p, &shape);
-    int nbad = stream_plan_verify(p, &shape, json, why, n);
+    EmitPlans pl;
+    emit_plans_build(&pl, p, &shape, true);
+    int nbad = stream_plan_verify(p, &pl.sin.in, pl.streams, pl.plan_syn, pl.plan_mlp, why, n);
+    if (json)
+        stream_plan_json(json, p, pl.streams);
+    emit_plans_free(&pl);
     model_shape_free(&shape);
     return nbad;
 }
