@@ -2,7 +2,7 @@
  * from the schedule, so the regions of each rank are packed into one arena at compile
  * time (docs/runtime.md "Static memory planning").
  *
- * Which kinds allocate and free is the op table's (compiler/opsem.c op_sem[].mem:
+ * Which kinds allocate and free is the op table's (compiler/ir/opsem.c op_sem[].mem:
  * F, R, RO, SI and LW allocate; B, W and SO free); the plan places the activation
  * regions of the per-(v,m) kinds, an RO as the R it runs as. LW's model states are
  * not an activation region: the plan leaves them out.

@@ -1,5 +1,5 @@
 /* waitgraph.h - the wait graph of all ranks (who waits for whom: docs/spec.md
- * "Dependencies" and "Time", one row of compiler/opsem.h per rule) and the `deadlock`
+ * "Dependencies" and "Time", one row of compiler/ir/opsem.h per rule) and the `deadlock`
  * check over it. Used by the checker (check.c) and the comm lowering's check (comm.c);
  * below both, above the op index. */
 #ifndef PIPEC_WAITGRAPH_H
