@@ -103,6 +103,7 @@ void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
     c->act = ir_cost(p, s, chunk, COST_ACT);
     c->ckpt = ir_cost(p, s, chunk, COST_CKPT);
     c->wact = ir_cost(p, s, chunk, COST_WACT);
+    c->ract = ir_cost(p, s, chunk, COST_RACT);
     c->grads = ir_cost(p, s, chunk, COST_GRADS);
     c->wload = ir_cost(p, s, chunk, COST_WLOAD);
     c->opt_host = ir_cost(p, s, chunk, COST_OPT_HOST);
@@ -130,7 +131,7 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
         break;
     case OP_R:
     case OP_RO:
-        a = c->act - c->ckpt;
+        a = fmin(c->ract, c->act - c->ckpt);
         break;
     case OP_B: {
         double keep = (has & VM_HAS_W) ? fmin(c->wact, st->held) : 0;

@@ -110,6 +110,7 @@ unsigned opsem_has_bit(OpKind k);
 typedef struct OpCosts {
     double f, b, w, r;            /* ms */
     double act, ckpt, wact;       /* bytes */
+    double ract;                  /* bytes an R/RO allocates (`ract`, at most act - ckpt) */
     double grads, wload;          /* bytes OG moves out / LW brings back */
     double opt_host;              /* ms: OG's host optimizer step */
     double fcomm, bcomm, rcomm;   /* ms of f, b, r spent in tensor-parallel all-reduces */
@@ -129,7 +130,8 @@ typedef struct VmMem {
 /* The memory rule of docs/spec.md "Memory" for one op of kind k on a (v,m) whose optional
  * ops are `has` (VM_HAS_*), walked in list order: *alloc gets the bytes allocated at
  * the op's start, *freed the bytes freed at its end, and *st is updated. F adds `act`,
- * or `ckpt` when R exists; R adds act - ckpt; B frees all but `wact` when W exists
+ * or `ckpt` when R exists; R adds `ract` (act - ckpt, or one layer's share under
+ * layer-granular recomputation: docs/semantics.md "Memory"); B frees all but `wact` when W exists
  * (never more than is held), W the rest; SO frees swap_fraction of what is held and
  * keeps it on the host; SI brings it back. LW adds its chunk's grads + wload (st may
  * be NULL); OG's free is not counted: the walk keeps the model states to the end of

@@ -909,6 +909,35 @@ static void slice_cost(const CostModel *cm, int64_t u0, int64_t u1, bool embed, 
     }
 }
 
+/* Layer-granular recomputation (docs/cost-model.md "Layer-granular recomputation"): the
+ * most one layer of the slice [u0, u1) rebuilds, act - ckpt over the layer's half-units
+ * in the slice under the policy each has (block(n): full on the slice's first 2n
+ * half-units, none after). A layer the slice cuts counts only its half in the slice;
+ * the embedding and the head are never recomputed. O(layers of the slice). */
+static double slice_layer_ract(const CostModel *cm, int64_t u0, int64_t u1, RecomputePolicy pol,
+                               uint32_t arg)
+{
+    int64_t k = u1; /* block: the end of the recomputed units */
+    if (pol == POLICY_BLOCK) {
+        k = u1 - u0 < 2 * (int64_t)arg ? u1 : u0 + 2 * (int64_t)arg;
+        pol = POLICY_FULL;
+    }
+    double most = 0;
+    for (int64_t x0 = u0; x0 < k;) {
+        int64_t x1 = (x0 / 2 + 1) * 2; /* the end of layer x0 / 2 */
+        if (x1 > k)
+            x1 = k;
+        /* slice_cost reads an odd start as the slice's first MLP half-unit, which keeps
+         * its input: right for u0; a piece starting at an odd x0 > u0 is cut at k only,
+         * whose MLP half is past the recomputed units */
+        CmCost c;
+        slice_cost(cm, x0, x1, false, false, pol, arg, &c);
+        most = fmax(most, c.act - c.ckpt);
+        x0 = x1;
+    }
+    return most;
+}
+
 void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
               RecomputePolicy pol, CmCost *out)
 {
@@ -1272,6 +1301,12 @@ static int derive(Diag *d, Pipeline *p)
                 continue;
             put(&p->vstage_costs[v], f, val[i]);
         }
+        /* layer-granular recomputation: R holds one layer's rebuilt activations */
+        if (p->stage_per_layer && p->stage_per_layer[s] && p->stage_policy[s] != POLICY_NONE &&
+            !user_set(p, s, v, COST_RACT) && !user_set(p, s, v, COST_ACT) &&
+            !user_set(p, s, v, COST_CKPT))
+            put(&p->vstage_costs[v], COST_RACT,
+                slice_layer_ract(&cm, cm.ubeg[v], cm.ubeg[v + 1], pol, arg));
     }
     /* the experts' model states are sharded over the D/E replicas that hold the same
      * experts (docs/cost-model.md "Mixture of experts") */
