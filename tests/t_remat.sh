@@ -121,6 +121,12 @@ expect "print round trip keeps the peaks" "[s['peak_mem_bytes'] for s in __impor
 check "lfull: check --mem passes" grep -q ": ok: pipeline" "$T/lfull.mem"
 check "lfull: arena without fragmentation" test "$(grep -cE '^ +[0-3] .* 1\.000 ' "$T/lfull.mem")" = 4
 
+# passes that re-plan a rank's policy through recompute keep the file's granularity:
+# lynx after the directive still derives ract on every virtual stage
+"$P" print examples/lynx_gpt13b_mb32_lynx.pipe >"$T/lx.print" 2>/dev/null
+check "apply lynx keeps granularity layer (ract on 4 virtual stages)" \
+    test "$(grep -c 'costs vstage [0-3] {.* ract ' "$T/lx.print")" = 4
+
 # --- 3. errors ------------------------------------------------------------------------
 cat >"$T/bad.pipe" <<'E'
 import "std/schedules.pipe"
