@@ -127,7 +127,41 @@ check "lfull: arena without fragmentation" test "$(grep -cE '^ +[0-3] .* 1\.000 
 check "apply lynx keeps granularity layer (ract on 4 virtual stages)" \
     test "$(grep -c 'costs vstage [0-3] {.* ract ' "$T/lx.print")" = 4
 
-# --- 3. errors ------------------------------------------------------------------------
+# --- 3. an RO hosted by its own backward (docs/semantics.md "Overlapped recomputation")
+# One rank, one micro-batch: F0 RO0 B0 with f 10, b 20, r 10 (rcomm 2) ms; act 8 GiB,
+# ckpt 0, ract 2 GiB: g = 1/4. RO0's exposed time = rcomm + g (r - rcomm) + what of
+# (1 - g)(r - rcomm) = 6 ms exceeds the budget bcomm (1 - g): bcomm 8 -> budget 6, all
+# hidden, 2 + 2 = 4 ms, makespan 34; bcomm 4 -> budget 3, 2 + 2 + 3 = 7 ms, makespan 37;
+# an R in its place 40. Without ract (stage-granular) B0 cannot host it: `order`.
+self() { # NAME BCOMM RACT-FIELD OP
+    cat >"$T/$1.pipe" <<E
+pipeline $1 {
+  stages 1  microbatches 1
+  costs { f 10ms b 20ms r 10ms rcomm 2ms bcomm $2ms act 8GiB ckpt 0 $3 }
+  stage 0 { F0 $4 B0 }
+}
+E
+    "$P" sim --json "$T/$1.pipe" 2>"$T/$1.err" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["makespan_ms"])' 2>/dev/null
+}
+check "self-hosted RO, bcomm 8: makespan 34 ms" test "$(self s8 8 'ract 2GiB' RO0)" = 34.0
+check "self-hosted RO, bcomm 4: makespan 37 ms" test "$(self s4 4 'ract 2GiB' RO0)" = 37.0
+check "R in its place: makespan 40 ms" test "$(self sr 8 'ract 2GiB' R0)" = 40.0
+self sx 8 '' RO0 >/dev/null
+check "stage-granular: B0 cannot host RO0" grep -q "error\[order\]: RO0 on stage 0 cannot run inside B0" "$T/sx.err"
+# lynx_overlap turns the mbs 32 example's unhosted recomputes into self-hosted ROs
+# (RO just before its own B), bound to the gradient
+python3 - "$T/lx.print" <<'E' >"$T/lx.self"
+import re, sys
+n = 0
+for l in open(sys.argv[1]):
+    ops = l.split()
+    n += sum(1 for a, b in zip(ops, ops[1:]) if a.startswith("RO") and b == "B" + a[2:])
+print(n)
+E
+check "lynx at mbs 32 lists self-hosted ROs ($(cat "$T/lx.self"))" test "$(cat "$T/lx.self")" -gt 0
+
+# --- 4. errors ------------------------------------------------------------------------
 cat >"$T/bad.pipe" <<'E'
 import "std/schedules.pipe"
 pipeline b {

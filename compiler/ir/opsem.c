@@ -226,6 +226,33 @@ double opsem_comm(OpKind k, const OpCosts *c)
     }
 }
 
+double opsem_layer_share(const OpCosts *c)
+{
+    double whole = c->act - c->ckpt;
+    if (!(whole > 0) || !(c->ract < whole))
+        return 1.0;
+    return c->ract > 0 ? c->ract / whole : 0.0;
+}
+
+bool opsem_self_host_ok(const OpCosts *c)
+{
+    return opsem_layer_share(c) < 1.0;
+}
+
+double opsem_self_budget(const OpCosts *c)
+{
+    return fmax(0, c->bcomm) * (1.0 - opsem_layer_share(c));
+}
+
+double opsem_exposed_self(const OpCosts *c, double *budget)
+{
+    double g = opsem_layer_share(c);
+    double comm = fmax(0, fmin(c->rcomm, c->r)), work = fmax(0, c->r - comm);
+    double rest = (1.0 - g) * work, hid = fmin(rest, fmax(0, *budget));
+    *budget -= hid;
+    return comm + g * work + rest - hid;
+}
+
 double opsem_exposed(const OpCosts *c, double *budget)
 {
     double comm = fmax(0, fmin(c->rcomm, c->r)), work = fmax(0, c->r - comm);

@@ -176,6 +176,28 @@ double opsem_comm(OpKind k, const OpCosts *c);
  * the excess is exposed (Eq. 5). *budget loses what the RO hid. */
 double opsem_exposed(const OpCosts *c, double *budget);
 
+/* The share of a virtual stage one layer-granular rebuild holds, ract / (act - ckpt) in
+ * (0, 1]: 1 / n for n alike layers; 1 when recomputation is stage-granular (`ract` at
+ * its default act - ckpt) or nothing is rebuilt (docs/cost-model.md "Layer-granular
+ * recomputation"). */
+double opsem_layer_share(const OpCosts *c);
+
+/* Whether an RO of a (v,m) may be hosted by its own B (the next compute op after it):
+ * under layer-granular recomputation (share below 1) the rebuild of layer l runs in the
+ * backward all-reduces of layer l+1 (Lynx Fig. 7, phases 3-4). */
+bool opsem_self_host_ok(const OpCosts *c);
+
+/* The all-reduce budget, ms, an RO hosted by its own B can use: the backward
+ * all-reduces of all but the stage's first rebuilt layer, bcomm * (1 - g) with g the
+ * layer share. */
+double opsem_self_budget(const OpCosts *c);
+
+/* opsem_exposed for an RO hosted by its own B: rcomm and the first layer's compute
+ * g (r - rcomm) stay exposed (nothing of B runs before the first layer is rebuilt);
+ * the other layers' compute (1 - g)(r - rcomm) hides in *budget, the excess exposed
+ * (docs/semantics.md "Overlapped recomputation"). *budget loses what it hid. */
+double opsem_exposed_self(const OpCosts *c, double *budget);
+
 /* Reports a `value` error for every (rank, chunk) whose weight-gradient time exceeds
  * its whole backward (w > b; docs/spec.md "Time"), located at the cost block that set w
  * (or b, when only b was written there). Returns the errors reported. */
