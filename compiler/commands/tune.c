@@ -793,8 +793,9 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         for (uint32_t i = 0; i < written->nrecompute; i++) {
             const RecomputeDir *r = &written->recompute[i];
             char pol[320];
-            sb_printf(out, "  recompute stages %d..%d policy %s\n", r->lo, r->hi,
-                      policy_format(r->policy, r->arg, pol, sizeof pol));
+            sb_printf(out, "  recompute stages %d..%d policy %s%s\n", r->lo, r->hi,
+                      policy_format(r->policy, r->arg, pol, sizeof pol),
+                      r->per_layer ? " granularity layer" : "");
         }
         for (uint32_t i = 0; i < written->npasses; i++) {
             const PassCall *pc = &written->passes[i];
@@ -815,7 +816,10 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         char pol[32];
         if (!strncmp(step, "recompute ", 10)) {
             for (const char *q = step + 10; sscanf(q, "%d..=%d %31[a-z]%n", &lo, &hi, pol, &n) == 3;) {
-                sb_printf(out, "  recompute stages %d..=%d policy %s\n", lo, hi, pol);
+                /* the file's granularity, which tune's recompute variants keep */
+                bool layer = b->stage_per_layer && lo >= 0 && lo < b->P && b->stage_per_layer[lo];
+                sb_printf(out, "  recompute stages %d..=%d policy %s%s\n", lo, hi, pol,
+                          layer ? " granularity layer" : "");
                 q += n;
                 q += strspn(q, ", ");
             }
