@@ -113,6 +113,22 @@ for n in full lfull; do
     "$P" sim --json "$T/$n.pipe" >"$T/$n.json" 2>/dev/null
 done
 expect "layer-granular peak below stage-granular on every rank" "all(a['peak_mem_bytes'] < b['peak_mem_bytes'] for a, b in zip(__import__('json').load(open('$T/lfull.json'))['per_stage'], __import__('json').load(open('$T/full.json'))['per_stage']))"
+# the walk's rule by hand on ranks 1 and 2 (1F1B, M = 8 >= P): at its first R rank s
+# holds P - s checkpoints, R's one layer and R's working memory, on top of its weights
+for s in 1 2; do
+    w=$(python3 - "$T/lfull.print" $s <<'E'
+import re, sys
+u = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+for l in open(sys.argv[1]):
+    if l.strip().startswith("costs stage %s {" % sys.argv[2]):
+        m = re.search(r"\bweights ([0-9.]+)(B|KiB|MiB|GiB)\b", l)
+        print(float(m.group(1)) * u[m.group(2)])
+E
+)
+    k=$(field lfull $s ckpt); r=$(field lfull $s ract); wk=$(field lfull $s work)
+    expect "rank $s: sim peak = weights + $((4 - s)) ckpt + ract + work" \
+        "__import__('json').load(open('$T/lfull.json'))['per_stage'][$s]['peak_mem_bytes'] == $w + $((4 - s)) * $k + $r + $wk"
+done
 # printed and read back: the same simulation (the explicit form carries ract)
 "$P" sim --json "$T/lfull.print" >"$T/back.json" 2>/dev/null
 expect "print round trip keeps the peaks" "[s['peak_mem_bytes'] for s in __import__('json').load(open('$T/back.json'))['per_stage']] == [s['peak_mem_bytes'] for s in __import__('json').load(open('$T/lfull.json'))['per_stage']]"
