@@ -131,6 +131,7 @@ static NodeList append(NodeList l, NodeList t)
 %token <str> DATA_PARALLEL "'data_parallel'" ZERO "'zero'" GRAD_DTYPE "'grad_dtype'"
 %token <str> EXPERT_PARALLEL "'expert_parallel'"
 %token <str> RECOMPUTE "'recompute'" POLICY "'policy'" APPLY "'apply'" LET "'let'"
+%token <str> GRANULARITY "'granularity'"
 %token <str> FOR "'for'" IN "'in'" IF "'if'" REQUIRE "'require'" ELSE "'else'"
 %token DOTDOT "'..'" DOTDOTEQ "'..='" ARROW "'->'" LE "'<='" GE "'>='" EQ "'=='"
 %token NE "'!='" AND "'&&'" OR "'||'"
@@ -184,7 +185,7 @@ name:
   IDENT | PIPELINE | TEMPLATE | IMPORT | MODEL | DEVICE | STAGES | MICROBATCHES
 | CHUNKS | INTERLEAVED | VSHAPE | MEMORY | COSTS | STAGE | VSTAGE | DEP | PARTITION
 | EVEN | TENSOR_PARALLEL | SCHEDULE | RECOMPUTE | POLICY | APPLY | LET | FOR | IN
-| IF | REQUIRE | ELSE | DATA_PARALLEL | ZERO | GRAD_DTYPE | EXPERT_PARALLEL
+| IF | REQUIRE | ELSE | DATA_PARALLEL | ZERO | GRAD_DTYPE | EXPERT_PARALLEL | GRANULARITY
 ;
 
 /* A template variable: an identifier, or `zero`, a keyword (the ZeRO stage setting) that
@@ -250,6 +251,12 @@ item:
                        { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); }
 | RECOMPUTE STAGES value POLICY name '(' values ')'
                        { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); $$->body = $7.head; }
+| RECOMPUTE STAGES value POLICY name GRANULARITY name
+                       { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); $$->c = mk_name(ps, N_VIDENT, @7, $7); }
+| RECOMPUTE STAGES value POLICY name '(' ')' GRANULARITY name
+                       { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); $$->c = mk_name(ps, N_VIDENT, @9, $9); }
+| RECOMPUTE STAGES value POLICY name '(' values ')' GRANULARITY name
+                       { $$ = mk(ps, N_RECOMPUTE, @1); $$->a = $3; $$->b = mk_name(ps, N_VIDENT, @5, $5); $$->body = $7.head; $$->c = mk_name(ps, N_VIDENT, @10, $10); }
 ;
 
 /* `apply` and `pipec opt --pass`: pass calls, `name` or `name(k=v, ...)`, comma-separated

@@ -44,6 +44,10 @@ mkdir "$T/shape"
 for ex in examples/*.pipe; do
     name=$(basename "$ex" .pipe)
     if ! "$PIPEC" emit --backend cuda "$ex" -o "$T/shape/$name" >/dev/null 2>"$T/shape/$name.err"; then
+        # layer-granular recomputation is refused (docs/cuda.md), and nothing else
+        if grep -q 'error\[limit\]: the cuda backend rebuilds a whole virtual stage' "$T/shape/$name.err"; then
+            ok; echo "$name" >>"$T/refused"; continue
+        fi
         bad "$name" "emit --backend cuda: $(head -n 3 "$T/shape/$name.err")"; continue
     fi
     size=$(cat "$T/shape/$name"/*.c | wc -c)
@@ -95,7 +99,8 @@ while read -r name; do
 done <"$T/build_list"
 [ "$n" = "$(wc -l <"$T/build_list")" ] && [ "$n" -gt 0 ] && ok || bad cuda_examples "$n examples built"
 if test_full; then
-    [ "$n" = "$(ls examples/*.pipe | wc -l)" ] && ok || bad cuda_examples_all "$n examples built"
+    [ "$n" = "$(($(ls examples/*.pipe | wc -l) - $(cat "$T/refused" 2>/dev/null | wc -l)))" ] && ok ||
+        bad cuda_examples_all "$n examples built"
 fi
 # the objects really came from nvcc's C path: one per generated .c
 [ "$(ls "$T/tiny_1f1b"/*.o 2>/dev/null | wc -l)" = "$(ls "$T/tiny_1f1b"/*.c | wc -l)" ] && ok ||

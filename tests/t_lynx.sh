@@ -196,6 +196,25 @@ expect "lynx leaves less than HEU ($rl < $rh ms)" "$rl < $rh"
 mh=$(js "$T/heu.pipe" "j['makespan_ms']"); mf=$(js examples/lynx_gpt7b_full.pipe "j['makespan_ms']")
 expect "HEU alone beats full recomputation ($mf / $mh)" "$mf / $mh > 1.05"
 
+# Lynx Fig. 10b: GPT-13B at micro-batch 32 fits only with layer-granular recomputation
+# (docs/lynx.md "Micro-batch 32 and layer granularity"): both examples pass check, the
+# whole-stage variant is over its budget, lynx beats full recomputation, and Lynx-HEU
+# hides more of the later stages' recomputation than of the first ones'.
+for k in full lynx; do
+    check "GPT-13B mbs 32 $k (granularity layer) fits" q "$PIPEC_ASAN" check "examples/lynx_gpt13b_mb32_$k.pipe"
+done
+sed 's/ granularity layer//' examples/lynx_gpt13b_mb32_full.pipe >"$T/mb32_stage.pipe"
+"$PIPEC_ASAN" check "$T/mb32_stage.pipe" >"$T/mb32_stage.out" 2>&1
+check "GPT-13B mbs 32, whole-stage recomputation: over the budget" grep -q "error\[memory\]: stage 0 needs" "$T/mb32_stage.out"
+m32f=$(js examples/lynx_gpt13b_mb32_full.pipe "j['makespan_ms']"); m32l=$(js examples/lynx_gpt13b_mb32_lynx.pipe "j['makespan_ms']")
+expect "GPT-13B mbs 32: lynx beats full recomputation ($m32f / $m32l >= 1.2)" "$m32f / $m32l >= 1.2"
+sed 's/apply lynx/apply lynx_overlap/' examples/lynx_gpt13b_mb32_lynx.pipe >"$T/mb32_heu.pipe"
+# per rank: the recompute time on the critical path under HEU over full's (Fig. 10b)
+prk='[sum(e["dur"] for e in x if e.get("cat") in ("R", "RO") and e["pid"] == r) for r in range(4)]'
+hf=$(js examples/lynx_gpt13b_mb32_full.pipe "$prk"); hh=$(js "$T/mb32_heu.pipe" "$prk")
+expect "GPT-13B mbs 32 HEU: stages 2-3 hide more than stages 0-1 ($hh of $hf us)" \
+    "max($hh[2:]) < min($hh[:2]) and all(a < b for a, b in zip($hh, $hf))"
+
 # --- 5. pipec tune tries both ---------------------------------------------------------
 # (600 variants: 25 CPU s under the sanitizers, 5 s without; `make test` runs the plain
 # build, t_tune.sh a small search with the sanitizers; `make test-full` the sanitizers)

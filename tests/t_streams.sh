@@ -19,6 +19,10 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 for ex in examples/*.pipe; do
     name=$(basename "$ex" .pipe)
     if ! "$PIPEC" emit --backend cuda "$ex" -o "$T/$name" >/dev/null 2>"$T/$name.err"; then
+        # layer-granular recomputation is refused (docs/cuda.md), and nothing else
+        if grep -q 'error\[limit\]: the cuda backend rebuilds a whole virtual stage' "$T/$name.err"; then
+            ok; continue
+        fi
         bad "$name" "emit failed: $(head -n 2 "$T/$name.err")"; continue
     fi
     if out=$(python3 - "$T/$name/streams.json" "$T/$name" <<'PY'

@@ -32,6 +32,10 @@ one() {
     if ! "$PIPEC" emit "examples/$name.pipe" -o "$d" >/dev/null 2>"$T/$name.err" ||
        ! cc -std=c11 -O1 -g -fsanitize=thread -Iruntime -o "$d/prog" "$d"/*.c "$lib" \
             -lopenblas -lpthread -lm 2>>"$T/$name.err"; then
+        # layer-granular recomputation is not generated (docs/runtime.md): refused, fine
+        if grep -q 'error\[limit\]: the cpu backend rebuilds a whole virtual stage' "$T/$name.err"; then
+            echo ok >"$T/$name.res"; return
+        fi
         echo "build failed: $(grep -v 'warning\[memory\]\|memory budget\|^ ' "$T/$name.err" | head -n 2 | tr '\n' ' ')" >"$T/$name.res"
         return
     fi

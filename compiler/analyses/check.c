@@ -142,6 +142,10 @@ static void check_host(Diag *d, const Pipeline *p, const OpIndex *idx, int32_t s
         return;
     }
     const Op *ho = &st->ops[h];
+    OpCosts c;
+    if (ho->chunk == op->chunk && ho->mb == op->mb && ho->kind == OP_B &&
+        (opsem_costs(p, s, op->chunk, &c), opsem_self_host_ok(&c)))
+        return; /* layer-granular: its own B hosts it (docs/semantics.md) */
     if (ho->chunk == op->chunk && ho->mb == op->mb && opsem_waits_on((OpKind)ho->kind, (OpKind)op->kind)) {
         diag_error(d, op->loc, DIAG_ORDER, "%s on stage %d cannot run inside %s, which waits "
                    "for it: list it before an earlier op", opn(a, sizeof a, op), s,

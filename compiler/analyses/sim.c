@@ -308,12 +308,16 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         if (op_sem[op->kind].overlaps_host) {
             /* inside its host's all-reduces: only the exposed part takes the stream */
             int64_t h = opsem_host(so, i);
+            const Op *ho = &so->ops[h < 0 ? 0 : h];
+            /* hosted by its own B: layer-granular, in that B's later all-reduces */
+            bool self = h >= 0 && ho->kind == OP_B && ho->chunk == op->chunk && ho->mb == op->mb;
             if (h != host) {
-                const Op *ho = &so->ops[h < 0 ? 0 : h];
                 host = h;
-                budget = h < 0 || !op_valid(p, ho) ? 0 : opsem_comm((OpKind)ho->kind, &cost[ho->chunk]);
+                budget = h < 0 || !op_valid(p, ho) ? 0
+                         : self                    ? opsem_self_budget(k)
+                                                   : opsem_comm((OpKind)ho->kind, &cost[ho->chunk]);
             }
-            s->dur[gi] = opsem_exposed(k, &budget);
+            s->dur[gi] = self ? opsem_exposed_self(k, &budget) : opsem_exposed(k, &budget);
             continue;
         }
         double moved = opsem_moved((OpKind)op->kind, k, a, f);

@@ -342,8 +342,8 @@ static char *describe(const Pipeline *p)
     for (uint32_t i = 0; i < p->nrecompute; i++) {
         const RecomputeDir *r = &p->recompute[i];
         char pol[320];
-        sb_printf(&b, " | recompute %d..=%d %s", r->lo, r->hi - 1,
-                  policy_format(r->policy, r->arg, pol, sizeof pol));
+        sb_printf(&b, " | recompute %d..=%d %s%s", r->lo, r->hi - 1,
+                  policy_format(r->policy, r->arg, pol, sizeof pol), r->per_layer ? " layer" : "");
     }
     for (uint32_t i = 0; i < p->npasses; i++)
         sb_printf(&b, " | %s", p->passes[i].name);

@@ -26,6 +26,7 @@
 #include "costmodel.h"
 #include "driver.h"
 #include "emit_c.h"
+#include "opsem.h"
 #include "outdir.h"
 #include "piperun.h"
 #include "pr_options.h"
@@ -132,6 +133,38 @@ static void site_free(Site *st)
     free(st->data_dir);
 }
 
+/* Layer-granular recomputation (`ract` below act - ckpt on a virtual stage that has an
+ * R) is a plan of the cost model, the walk, the arena and sim; the generated runtimes
+ * rebuild a whole virtual stage, so emit refuses it with error[limit] at the
+ * `recompute ... granularity layer` directive (else at the pipeline) rather than run a
+ * program whose regions differ from the plan (docs/runtime.md, docs/cuda.md). Returns
+ * the errors reported. */
+static int refuse_layer_remat(Diag *d, const Pipeline *p, bool cuda)
+{
+    for (int32_t s = 0; s < p->P; s++) {
+        bool has_r = false;
+        for (uint32_t i = 0; i < p->stages[s].n && !has_r; i++)
+            has_r = opsem_has_bit((OpKind)p->stages[s].ops[i].kind) == VM_HAS_R;
+        for (int32_t c = 0; c < p->V && has_r; c++) {
+            OpCosts k;
+            opsem_costs(p, s, c, &k);
+            if (!(k.ract < k.act - k.ckpt - 0.5))
+                continue;
+            Loc loc = p->loc;
+            for (uint32_t j = 0; j < p->nrecompute; j++)
+                if (p->recompute[j].per_layer && p->recompute[j].lo <= s && s < p->recompute[j].hi)
+                    loc = p->recompute[j].loc;
+            diag_error(d, loc, DIAG_LIMIT,
+                       "the %s backend rebuilds a whole virtual stage in an R: layer-granular "
+                       "recomputation (stage %d's ract %.0f B < act - ckpt %.0f B) is modelled "
+                       "by check and sim but not generated",
+                       cuda ? "cuda" : "cpu", s, k.ract, k.act - k.ckpt);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Compiles and emits FILE into memory (with streams.json for cuda); *nranks = the ranks
  * the program runs (P, or P x D with data_parallel D); info
  * (may be NULL) gets what `run` reports. Returns 0, 1 (input errors) or 2. */
@@ -142,6 +175,10 @@ static int generate(const DriverOpts *dopt, const char *file, bool cuda, EmitOut
     Diag d = {0};
     Pipeline *p = driver_compile(&d, dopt, file);
     int rc = 1;
+    if (p && refuse_layer_remat(&d, p, cuda)) {
+        pipeline_free(p);
+        p = NULL;
+    }
     if (p) {
         /* The budget is `check`'s to enforce: a schedule over it is still generated
          * (the CPU run of a GPU-sized plan is how one studies it), with the same

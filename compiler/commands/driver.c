@@ -28,10 +28,10 @@
 #include "sim.h"
 #include "util.h"
 
-/* The arguments of a recompute call (recompute_call): stages, policy, and block's layers
- * or keep's tensor names. */
+/* The arguments of a recompute call (recompute_call): stages, policy, block's layers
+ * or keep's tensor names, and granularity=layer. */
 typedef struct RecomputeArgs {
-    Field f[3];
+    Field f[4];
     char keep[256];
 } RecomputeArgs;
 
@@ -53,6 +53,10 @@ static PassCall recompute_call(const RecomputeDir *r, RecomputeArgs *a)
         args[n] = (Field){.key = "keep", .loc = r->loc};
         args[n++].val = (Value){.kind = VAL_STRING, .str = (char *)keep_format(r->arg, a->keep, sizeof a->keep),
                                 .loc = r->loc};
+    }
+    if (r->per_layer) {
+        args[n] = (Field){.key = "granularity", .loc = r->loc};
+        args[n++].val = (Value){.kind = VAL_IDENT, .str = "layer", .loc = r->loc};
     }
     return (PassCall){.name = "recompute", .args = args, .nargs = n, .loc = r->loc};
 }

@@ -701,6 +701,33 @@ static bool put_written_costs(StrBuf *b, const CostBlock *c)
     return any;
 }
 
+/* The steps tune ran, " | STEP | STEP ..." as evaluate's description lists them (rest),
+ * as `recompute` and `apply` lines of base b's source. */
+static void write_steps(StrBuf *out, const Pipeline *b, const char *rest)
+{
+    for (const char *p = rest; p; p = strstr(p + 3, " | ")) {
+        const char *e = strstr(p + 3, " | ");
+        char step[256];
+        snprintf(step, sizeof step, "%.*s", (int)(e ? e - (p + 3) : (long)strlen(p + 3)), p + 3);
+        int lo, hi, lambda, n;
+        char pol[32];
+        if (!strncmp(step, "recompute ", 10)) {
+            for (const char *q = step + 10; sscanf(q, "%d..=%d %31[a-z]%n", &lo, &hi, pol, &n) == 3;) {
+                /* the file's granularity, which tune's recompute variants keep */
+                bool layer = b->stage_per_layer && lo >= 0 && lo < b->P && b->stage_per_layer[lo];
+                sb_printf(out, "  recompute stages %d..=%d policy %s%s\n", lo, hi, pol,
+                          layer ? " granularity layer" : "");
+                q += n;
+                q += strspn(q, ", ");
+            }
+        } else if (sscanf(step, "swap lambda=%d %d..=%d", &lambda, &lo, &hi) == 3) {
+            sb_printf(out, "  apply swap(lambda=%d, stages=%d..=%d)\n", lambda, lo, hi);
+        } else {
+            sb_printf(out, "  apply %s\n", step);
+        }
+    }
+}
+
 /* Writes the variant described by desc ("TEMPLATE | STEP | STEP ...", as evaluate
  * recorded it) as a source file that `pipec check` accepts and that simulates to the
  * same makespan: the base's model, device, partition, budget and written costs, then
@@ -793,8 +820,9 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         for (uint32_t i = 0; i < written->nrecompute; i++) {
             const RecomputeDir *r = &written->recompute[i];
             char pol[320];
-            sb_printf(out, "  recompute stages %d..%d policy %s\n", r->lo, r->hi,
-                      policy_format(r->policy, r->arg, pol, sizeof pol));
+            sb_printf(out, "  recompute stages %d..%d policy %s%s\n", r->lo, r->hi,
+                      policy_format(r->policy, r->arg, pol, sizeof pol),
+                      r->per_layer ? " granularity layer" : "");
         }
         for (uint32_t i = 0; i < written->npasses; i++) {
             const PassCall *pc = &written->passes[i];
@@ -806,25 +834,7 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
             sb_puts(out, pc->nargs ? ")\n" : "\n");
         }
     }
-    /* The steps tune ran, as evaluate's description lists them. */
-    for (const char *p = rest; p; p = strstr(p + 3, " | ")) {
-        const char *e = strstr(p + 3, " | ");
-        char step[256];
-        snprintf(step, sizeof step, "%.*s", (int)(e ? e - (p + 3) : (long)strlen(p + 3)), p + 3);
-        int lo, hi, lambda, n;
-        char pol[32];
-        if (!strncmp(step, "recompute ", 10)) {
-            for (const char *q = step + 10; sscanf(q, "%d..=%d %31[a-z]%n", &lo, &hi, pol, &n) == 3;) {
-                sb_printf(out, "  recompute stages %d..=%d policy %s\n", lo, hi, pol);
-                q += n;
-                q += strspn(q, ", ");
-            }
-        } else if (sscanf(step, "swap lambda=%d %d..=%d", &lambda, &lo, &hi) == 3) {
-            sb_printf(out, "  apply swap(lambda=%d, stages=%d..=%d)\n", lambda, lo, hi);
-        } else {
-            sb_printf(out, "  apply %s\n", step);
-        }
-    }
+    write_steps(out, b, rest);
     sb_puts(out, "}\n");
     return true;
 }

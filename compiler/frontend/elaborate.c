@@ -1123,8 +1123,17 @@ static void read_recompute(Elab *e, const Node *n)
     uint32_t arg = 0;
     if (!read_policy_args(e, n, (RecomputePolicy)pol, &arg))
         return;
+    bool per_layer = false;
+    if (n->c) { /* `granularity layer` (docs/language.md) */
+        per_layer = strcmp(n->c->name, "layer") == 0;
+        if (!per_layer && strcmp(n->c->name, "stage") != 0) {
+            diag_error(e->d, n->c->loc, DIAG_VALUE,
+                       "unknown recompute granularity '%s' (granularities: stage, layer)", n->c->name);
+            return;
+        }
+    }
     RecomputeDir dir = {.lo = (int32_t)lo, .hi = (int32_t)hi, .policy = (RecomputePolicy)pol,
-                        .arg = arg, .loc = n->loc};
+                        .arg = arg, .per_layer = per_layer, .loc = n->loc};
     size_t cap = p->nrecompute;
     VEC_PUSH(p->recompute, p->nrecompute, cap, dir);
 }

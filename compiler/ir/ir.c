@@ -164,11 +164,13 @@ static void free_stages(Pipeline *p)
     free(p->vstage_costs);
     free(p->stage_policy);
     free(p->stage_policy_arg);
+    free(p->stage_per_layer);
     free(p->adjusted);
     p->stages = NULL;
     p->stage_costs = p->vstage_costs = NULL;
     p->stage_policy = NULL;
     p->stage_policy_arg = NULL;
+    p->stage_per_layer = NULL;
     p->adjusted = NULL;
 }
 
@@ -184,6 +186,7 @@ void pipeline_set_shape(Pipeline *p, int32_t P, int32_t M, int32_t V)
     p->vstage_costs = xcalloc(nv, sizeof *p->vstage_costs);
     p->stage_policy = xcalloc(np, sizeof *p->stage_policy);
     p->stage_policy_arg = xcalloc(np, sizeof *p->stage_policy_arg);
+    p->stage_per_layer = xcalloc(np, sizeof *p->stage_per_layer);
     p->adjusted = xcalloc(np, sizeof *p->adjusted);
     for (size_t s = 0; s < np; s++) {
         p->stages[s].loc = LOC_NONE;
@@ -261,6 +264,7 @@ Pipeline *pipeline_clone(const Pipeline *p)
     q->vstage_costs = dup_mem(p->vstage_costs, nv * sizeof *p->vstage_costs);
     q->stage_policy = dup_mem(p->stage_policy, np * sizeof *p->stage_policy);
     q->stage_policy_arg = dup_mem(p->stage_policy_arg, np * sizeof *p->stage_policy_arg);
+    q->stage_per_layer = dup_mem(p->stage_per_layer, np * sizeof *p->stage_per_layer);
     q->adjusted = dup_mem(p->adjusted, np * sizeof *p->adjusted);
     q->deps = dup_mem(p->deps, p->ndeps * sizeof *p->deps);
     q->depcap = p->ndeps;
@@ -404,6 +408,8 @@ static double field_default(const Pipeline *p, int32_t s, int32_t c, CostField f
         return 1.0;
     case COST_WACT:
         return ir_cost(p, s, c, COST_ACT);
+    case COST_RACT:
+        return fmax(0.0, ir_cost(p, s, c, COST_ACT) - ir_cost(p, s, c, COST_CKPT));
     default:
         return 0.0;
     }

@@ -142,7 +142,10 @@ typedef struct Dep {
  * "Shared host links"); a positive integer, default 1 (every rank its own link). `work`
  * is the transient working memory an F, B or R of the virtual stage holds while it runs
  * (docs/spec.md "Memory"; derived by the cost model, docs/cost-model.md "Working
- * memory"), default 0.
+ * memory"), default 0. `ract` is what an R or RO allocates at its start and its B frees:
+ * the rebuilt activations held at once, default act - ckpt (the whole virtual stage);
+ * under layer-granular recomputation one layer's share (docs/cost-model.md
+ * "Layer-granular recomputation"); read as at most act - ckpt.
  * The last four are the data-parallel stream's inputs (docs/spec.md "Time", docs/cost-model.md
  * "Data-parallel time"): `params` the parameters of a virtual stage on one tensor-parallel
  * rank (a count; the gradient and parameter collectives move a multiple of it), `dp_bw`
@@ -176,7 +179,8 @@ typedef enum CostScope { SCOPE_VSTAGE, SCOPE_RANK, SCOPE_PIPELINE } CostScope;
     X(DP_LATENCY, "dp_latency", UNIT_TIME, SCOPE_RANK) \
     X(MEM_BW, "mem_bw", UNIT_BW, SCOPE_RANK) \
     X(EXPERT_PARAMS, "expert_params", UNIT_NONE, SCOPE_VSTAGE) \
-    X(WORK, "work", UNIT_SIZE, SCOPE_VSTAGE)
+    X(WORK, "work", UNIT_SIZE, SCOPE_VSTAGE) \
+    X(RACT, "ract", UNIT_SIZE, SCOPE_VSTAGE)
 
 typedef enum CostField {
 #define X(e, n, u, s) COST_##e,
@@ -301,6 +305,7 @@ typedef struct RecomputeDir {
     int32_t lo, hi;
     RecomputePolicy policy;
     uint32_t arg;   /* block: layers recomputed per virtual stage (>= 1); keep: the mask */
+    bool per_layer; /* `granularity layer`: R rebuilds one layer at a time inside B */
     Loc loc;
 } RecomputeDir;
 
@@ -399,6 +404,8 @@ typedef struct Pipeline {
     uint32_t npasses;
     RecomputePolicy *stage_policy; /* [P]: recomputation policy per rank, default none */
     uint32_t *stage_policy_arg;    /* [P]: its argument (RecomputeDir.arg), 0 for the others */
+    uint8_t *stage_per_layer;      /* [P]: 1 when the rank rematerializes one layer at a time
+                                    * (`granularity layer`): the cost model derives `ract` */
     uint8_t *adjusted;        /* [P]: 1 when a pass marked the rank adjusted (Obscura §3.2) */
     /* The model and device as derive_costs validated them (costmodel.h), so that passes
      * re-cost without reading them again; NULL before. Plain data of cost_inputs_size

@@ -103,6 +103,7 @@ void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
     c->act = ir_cost(p, s, chunk, COST_ACT);
     c->ckpt = ir_cost(p, s, chunk, COST_CKPT);
     c->wact = ir_cost(p, s, chunk, COST_WACT);
+    c->ract = ir_cost(p, s, chunk, COST_RACT);
     c->grads = ir_cost(p, s, chunk, COST_GRADS);
     c->wload = ir_cost(p, s, chunk, COST_WLOAD);
     c->opt_host = ir_cost(p, s, chunk, COST_OPT_HOST);
@@ -130,7 +131,7 @@ void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double 
         break;
     case OP_R:
     case OP_RO:
-        a = c->act - c->ckpt;
+        a = fmin(c->ract, c->act - c->ckpt);
         break;
     case OP_B: {
         double keep = (has & VM_HAS_W) ? fmin(c->wact, st->held) : 0;
@@ -223,6 +224,33 @@ double opsem_comm(OpKind k, const OpCosts *c)
     case OP_R: return c->rcomm;
     default: return 0;
     }
+}
+
+double opsem_layer_share(const OpCosts *c)
+{
+    double whole = c->act - c->ckpt;
+    if (!(whole > 0) || !(c->ract < whole))
+        return 1.0;
+    return c->ract > 0 ? c->ract / whole : 0.0;
+}
+
+bool opsem_self_host_ok(const OpCosts *c)
+{
+    return opsem_layer_share(c) < 1.0;
+}
+
+double opsem_self_budget(const OpCosts *c)
+{
+    return fmax(0, c->bcomm) * (1.0 - opsem_layer_share(c));
+}
+
+double opsem_exposed_self(const OpCosts *c, double *budget)
+{
+    double g = opsem_layer_share(c);
+    double comm = fmax(0, fmin(c->rcomm, c->r)), work = fmax(0, c->r - comm);
+    double rest = (1.0 - g) * work, hid = fmin(rest, fmax(0, *budget));
+    *budget -= hid;
+    return comm + g * work + rest - hid;
 }
 
 double opsem_exposed(const OpCosts *c, double *budget)

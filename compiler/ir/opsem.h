@@ -110,6 +110,7 @@ unsigned opsem_has_bit(OpKind k);
 typedef struct OpCosts {
     double f, b, w, r;            /* ms */
     double act, ckpt, wact;       /* bytes */
+    double ract;                  /* bytes an R/RO allocates (`ract`, at most act - ckpt) */
     double grads, wload;          /* bytes OG moves out / LW brings back */
     double opt_host;              /* ms: OG's host optimizer step */
     double fcomm, bcomm, rcomm;   /* ms of f, b, r spent in tensor-parallel all-reduces */
@@ -129,7 +130,8 @@ typedef struct VmMem {
 /* The memory rule of docs/spec.md "Memory" for one op of kind k on a (v,m) whose optional
  * ops are `has` (VM_HAS_*), walked in list order: *alloc gets the bytes allocated at
  * the op's start, *freed the bytes freed at its end, and *st is updated. F adds `act`,
- * or `ckpt` when R exists; R adds act - ckpt; B frees all but `wact` when W exists
+ * or `ckpt` when R exists; R adds `ract` (act - ckpt, or one layer's share under
+ * layer-granular recomputation: docs/semantics.md "Memory"); B frees all but `wact` when W exists
  * (never more than is held), W the rest; SO frees swap_fraction of what is held and
  * keeps it on the host; SI brings it back. LW adds its chunk's grads + wload (st may
  * be NULL); OG's free is not counted: the walk keeps the model states to the end of
@@ -173,6 +175,28 @@ double opsem_comm(OpKind k, const OpCosts *c);
  * stay on the critical path; its compute, r - rcomm, runs inside the budget and only
  * the excess is exposed (Eq. 5). *budget loses what the RO hid. */
 double opsem_exposed(const OpCosts *c, double *budget);
+
+/* The share of a virtual stage one layer-granular rebuild holds, ract / (act - ckpt) in
+ * (0, 1]: 1 / n for n alike layers; 1 when recomputation is stage-granular (`ract` at
+ * its default act - ckpt) or nothing is rebuilt (docs/cost-model.md "Layer-granular
+ * recomputation"). */
+double opsem_layer_share(const OpCosts *c);
+
+/* Whether an RO of a (v,m) may be hosted by its own B (the next compute op after it):
+ * under layer-granular recomputation (share below 1) the rebuild of layer l runs in the
+ * backward all-reduces of layer l+1 (Lynx Fig. 7, phases 3-4). */
+bool opsem_self_host_ok(const OpCosts *c);
+
+/* The all-reduce budget, ms, an RO hosted by its own B can use: the backward
+ * all-reduces of all but the stage's first rebuilt layer, bcomm * (1 - g) with g the
+ * layer share. */
+double opsem_self_budget(const OpCosts *c);
+
+/* opsem_exposed for an RO hosted by its own B: rcomm and the first layer's compute
+ * g (r - rcomm) stay exposed (nothing of B runs before the first layer is rebuilt);
+ * the other layers' compute (1 - g)(r - rcomm) hides in *budget, the excess exposed
+ * (docs/semantics.md "Overlapped recomputation"). *budget loses what it hid. */
+double opsem_exposed_self(const OpCosts *c, double *budget);
 
 /* Reports a `value` error for every (rank, chunk) whose weight-gradient time exceeds
  * its whole backward (w > b; docs/spec.md "Time"), located at the cost block that set w

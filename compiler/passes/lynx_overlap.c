@@ -20,6 +20,10 @@
  *     before it (its all-reduces are the phases; docs/semantics.md "Overlapped
  *     recomputation"), the nearest of up to LYNX_HOSTS that has all-reduce time left
  *     and keeps the rank within the budget, never before an op of its own (v,m);
+ *   - under layer-granular recomputation (docs/cost-model.md), an R that finds no such
+ *     host becomes an RO in place, hosted by its own B: layer l is rebuilt in the
+ *     backward all-reduces of layer l+1 (Lynx Fig. 7, phases 3-4; opsem_exposed_self),
+ *     still bound to the gradient, holding the same memory;
  *   - on demand as the fallback: an R that finds no host stays where it is, just
  *     before its backward, bound to it (passes.h: it waits for B(v+1,m), phase 5 runs
  *     on the critical path of the backward); an RO is decoupled from the gradient (it
@@ -179,6 +183,19 @@ static void place_overlaps(Pipeline *p, int32_t s)
             }
             memmove(&st->ops[j], &st->ops[j + 1], (size_t)(i - j) * sizeof *st->ops);
             st->ops[i] = r;
+        }
+        /* no earlier host: under layer-granular recomputation its own B hosts it, in
+         * place (the same memory), unless an RO before it shares that host */
+        if (st->ops[i].kind == OP_R && st->ops[i].chunk == r.chunk && st->ops[i].mb == r.mb &&
+            i + 1 < st->n && st->ops[i + 1].kind == OP_B && st->ops[i + 1].chunk == r.chunk &&
+            st->ops[i + 1].mb == r.mb && (i == 0 || st->ops[i - 1].kind != OP_RO) &&
+            opsem_self_host_ok(&cost[r.chunk]) && opsem_self_budget(&cost[r.chunk]) > 0) {
+            bool bound = recompute_is_bound(p, s, &r);
+            recompute_unbind(p, s, &r);
+            st->ops[i].kind = OP_RO;
+            if (bound) /* it still runs inside its backward: after the gradient */
+                recompute_bind(p, s, &st->ops[i], r.loc);
+            fresh = false;
         }
     }
     free(L.base), free(L.lev), free(L.pre), free(L.suf), free(L.alloc), free(L.freed);

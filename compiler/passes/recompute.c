@@ -10,6 +10,13 @@
  * policies"). policy=block takes layers=N (Megatron-LM's `--recompute-method block`: full
  * recomputation of the first N layers of each virtual stage); policy=keep takes
  * keep="T ..." (the tensors of each layer it keeps; docs/cost-model.md "Keep-sets").
+ * granularity=layer makes each R rebuild one layer at a time inside its backward
+ * (Megatron-LM's and Lynx's activation checkpointing): the cost model then derives
+ * `ract`, one layer's share (docs/cost-model.md "Layer-granular recomputation");
+ * granularity=stage rebuilds the whole virtual stage. Without the argument a rank keeps
+ * its granularity (stage unless an earlier recompute set layer), so the passes that
+ * re-plan a rank's policy through this pass (lynx_overlap, swap_aware_recompute,
+ * identify_adjusted) plan at the granularity the file chose.
  *
  * Each R it places is bound to the backward (docs/semantics.md "Dependencies"): with
  * v < PV-1 it also gets the line `dep B(v+1,m) -> R(v,m)`, so it runs after the
@@ -272,6 +279,15 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
     uint32_t arg = 0;
     if (policy_arg(d, call, pol, &arg))
         return 1;
+    const char *gran = NULL;
+    pass_arg_ident(d, call, "granularity", &gran, &err);
+    if (err)
+        return err;
+    if (gran && strcmp(gran, "stage") != 0 && strcmp(gran, "layer") != 0) {
+        diag_error(d, pass_arg_loc(call, "granularity"), DIAG_VALUE,
+                   "unknown recomputation granularity '%s' (stage, layer)", gran);
+        return 1;
+    }
     if (hi == INT32_MAX) /* stages=all */
         hi = p->P;
     if (lo < 0 || lo > hi || hi > p->P) {
@@ -292,6 +308,8 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
     for (int64_t s = lo; s < hi; s++) {
         p->stage_policy[s] = pol;
         p->stage_policy_arg[s] = arg;
+        if (gran)
+            p->stage_per_layer[s] = gran[0] == 'l';
         rewrite_rank(p, (int32_t)s, pol, call->loc);
     }
     if (pipeline_nops(p) > IR_MAX_OPS) {

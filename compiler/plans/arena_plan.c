@@ -55,6 +55,7 @@ ArenaSizes *arena_sizes_from_costs(const Pipeline *p)
             z->ckpt = clamp_bytes(ir_cost(p, s, c, COST_CKPT));
             z->wact = clamp_bytes(ir_cost(p, s, c, COST_WACT));
             z->ckpt_layers = clamp_bytes(lay[v]);
+            z->ract = clamp_bytes(ir_cost(p, s, c, COST_RACT));
         }
     free(lay);
     return sz;
@@ -66,6 +67,16 @@ void arena_region_cuts(const ArenaSizes *z, int64_t from[ARENA_PIECES + 1])
     pr_region_cuts(align_up(z->ckpt_layers < z->act ? z->ckpt_layers : z->act),
                    align_up(z->ckpt < z->act ? z->ckpt : z->act),
                    align_up(z->wact < z->act ? z->wact : z->act), a, from);
+}
+
+/* What an R of a (v,m) of sizes z allocates, aligned: the region above the checkpoint,
+ * [ckpt, act), or, when `ract` is smaller (layer-granular recomputation), ract bytes:
+ * one layer's rebuilt activations, which its B frees (docs/semantics.md "Memory"). */
+static int64_t r_bytes(const ArenaSizes *z)
+{
+    int64_t a = align_up(z->act), k = align_up(z->ckpt < z->act ? z->ckpt : z->act);
+    int64_t r = align_up(z->ract);
+    return z->ract > 0 && r < a - k ? r : a - k;
 }
 
 /* One incarnation of a (v,m) region: the prefix [0, size) at one offset, live over
@@ -913,6 +924,8 @@ static void build_vm(Build *b, const Pos *q, const ArenaSizes *z, bool swap_free
     v.has_r = R != NONE;
     v.has_w = W != NONE;
     v.kk = v.has_r ? align_up(z->ckpt < z->act ? z->ckpt : z->act) : v.a;
+    if (v.has_r)
+        v.a = v.kk + r_bytes(z); /* the region R rebuilds: all of act, or one layer */
     v.w = v.has_w ? align_up(z->wact < z->act ? z->wact : z->act) : 0;
     uint32_t last = v.has_w ? W : B;
     /* A swap moves the region out and back when nothing of (v,m) that needs the bytes
@@ -1001,6 +1014,7 @@ static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const 
         cc[c].act = (double)align_up(z->act);
         cc[c].ckpt = (double)align_up(z->ckpt < z->act ? z->ckpt : z->act);
         cc[c].wact = (double)align_up(z->wact < z->act ? z->wact : z->act);
+        cc[c].ract = (double)r_bytes(z);
         cc[c].frac = frac;
     }
     VmMem *vmst = xcalloc(V * M, sizeof *vmst);

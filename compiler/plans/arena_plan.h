@@ -70,6 +70,9 @@ typedef struct ArenaSizes {
     int64_t act, ckpt, wact;
     int64_t ckpt_layers; /* the checkpoint's first piece: what the layers keep (the
                           * rest is the embedding's and head's); 0 or ckpt: one piece */
+    int64_t ract;        /* what an R rebuilds and holds at once (`ract`): 0 or at least
+                          * act - ckpt for the whole [ckpt, act); less under layer-granular
+                          * recomputation (docs/cost-model.md "Layer-granular recomputation") */
 } ArenaSizes;
 
 /* The piece boundaries of a region of sizes z, as planned (aligned): runtime/region.h

@@ -909,6 +909,35 @@ static void slice_cost(const CostModel *cm, int64_t u0, int64_t u1, bool embed, 
     }
 }
 
+/* Layer-granular recomputation (docs/cost-model.md "Layer-granular recomputation"): the
+ * most one layer of the slice [u0, u1) rebuilds, act - ckpt over the layer's half-units
+ * in the slice under the policy each has (block(n): full on the slice's first 2n
+ * half-units, none after). A layer the slice cuts counts only its half in the slice;
+ * the embedding and the head are never recomputed. O(layers of the slice). */
+static double slice_layer_ract(const CostModel *cm, int64_t u0, int64_t u1, RecomputePolicy pol,
+                               uint32_t arg)
+{
+    int64_t k = u1; /* block: the end of the recomputed units */
+    if (pol == POLICY_BLOCK) {
+        k = u1 - u0 < 2 * (int64_t)arg ? u1 : u0 + 2 * (int64_t)arg;
+        pol = POLICY_FULL;
+    }
+    double most = 0;
+    for (int64_t x0 = u0; x0 < k;) {
+        int64_t x1 = (x0 / 2 + 1) * 2; /* the end of layer x0 / 2 */
+        if (x1 > k)
+            x1 = k;
+        /* slice_cost reads an odd start as the slice's first MLP half-unit, which keeps
+         * its input: right for u0; a piece starting at an odd x0 > u0 is cut at k only,
+         * whose MLP half is past the recomputed units */
+        CmCost c;
+        slice_cost(cm, x0, x1, false, false, pol, arg, &c);
+        most = fmax(most, c.act - c.ckpt);
+        x0 = x1;
+    }
+    return most;
+}
+
 void cm_slice(const CostModel *cm, int64_t u0, int64_t u1, bool embed, bool head,
               RecomputePolicy pol, CmCost *out)
 {
@@ -1192,6 +1221,37 @@ static void put(CostBlock *b, CostField f, double x)
     b->derived |= 1u << f;
 }
 
+/* The derived per-virtual-stage fields of virtual stage v (rank s) from its cost k under
+ * policy pol (arg), where the user set none: times only with a device, the all-reduce
+ * fields only with tensor parallelism, and `ract` only on a layer-granular rank. */
+static void put_vstage(Pipeline *p, const CostModel *cm, int32_t s, int32_t v, const CmCost *k,
+                       RecomputePolicy pol, uint32_t arg)
+{
+    static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
+                                        COST_ACT, COST_CKPT, COST_WACT, COST_WORK,
+                                        COST_FCOMM, COST_BCOMM, COST_RCOMM};
+    double val[] = {k->f, k->b, k->w, k->r, k->act, k->ckpt, k->wact, k->work, k->fcomm, k->bcomm, k->rcomm};
+    for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
+        CostField f = vfields[i];
+        if (cost_field_unit[f] == UNIT_TIME && !cm->has_device)
+            continue;
+        if (i >= 8 && cm->tp <= 1)
+            continue; /* no tensor parallelism: no all-reduce fields */
+        if (user_set(p, s, v, f))
+            continue;
+        /* a user's act without wact keeps the default wact = act of docs/spec.md "Cost lookup" */
+        if (f == COST_WACT && user_set(p, s, v, COST_ACT))
+            continue;
+        put(&p->vstage_costs[v], f, val[i]);
+    }
+    /* layer-granular recomputation: R holds one layer's rebuilt activations */
+    if (p->stage_per_layer && p->stage_per_layer[s] && p->stage_policy[s] != POLICY_NONE &&
+        !user_set(p, s, v, COST_RACT) && !user_set(p, s, v, COST_ACT) &&
+        !user_set(p, s, v, COST_CKPT))
+        put(&p->vstage_costs[v], COST_RACT,
+            slice_layer_ract(cm, cm->ubeg[v], cm->ubeg[v + 1], pol, arg));
+}
+
 /* derive_costs with d (validating the model and device, keeping them), rederive_costs
  * without (from what was kept). */
 static int derive(Diag *d, Pipeline *p)
@@ -1227,9 +1287,6 @@ static int derive(Diag *d, Pipeline *p)
     } else {
         costmodel_get(p, &cm);
     }
-    static const CostField vfields[] = {COST_F, COST_B, COST_W, COST_R,
-                                        COST_ACT, COST_CKPT, COST_WACT, COST_WORK,
-                                        COST_FCOMM, COST_BCOMM, COST_RCOMM};
     double *params = xcalloc((size_t)p->P, sizeof *params);
     double *eparams = xcalloc((size_t)p->P, sizeof *eparams); /* of which in experts */
     double *gather = xcalloc((size_t)p->P, sizeof *gather); /* largest gather unit */
@@ -1258,20 +1315,7 @@ static int derive(Diag *d, Pipeline *p)
             put(&p->vstage_costs[v], COST_PARAMS, k.params);
         if (p->data_parallel > 1 && k.eparams > 0 && !user_set(p, s, v, COST_EXPERT_PARAMS))
             put(&p->vstage_costs[v], COST_EXPERT_PARAMS, k.eparams);
-        double val[] = {k.f, k.b, k.w, k.r, k.act, k.ckpt, k.wact, k.work, k.fcomm, k.bcomm, k.rcomm};
-        for (size_t i = 0; i < ARRAY_LEN(vfields); i++) {
-            CostField f = vfields[i];
-            if (cost_field_unit[f] == UNIT_TIME && !cm.has_device)
-                continue;
-            if (i >= 8 && cm.tp <= 1)
-                continue; /* no tensor parallelism: no all-reduce fields */
-            if (user_set(p, s, v, f))
-                continue;
-            /* a user's act without wact keeps the default wact = act of docs/spec.md "Cost lookup" */
-            if (f == COST_WACT && user_set(p, s, v, COST_ACT))
-                continue;
-            put(&p->vstage_costs[v], f, val[i]);
-        }
+        put_vstage(p, &cm, s, v, &k, pol, arg);
     }
     /* the experts' model states are sharded over the D/E replicas that hold the same
      * experts (docs/cost-model.md "Mixture of experts") */

@@ -100,6 +100,33 @@ static void test_recompute(void **st)
     pipeline_free(p);
 }
 
+/* Layer-granular recomputation (docs/spec.md "Memory"): the same schedule as
+ * test_recompute with ract = 192 (one layer of a stage whose act - ckpt is 896): R
+ * allocates 192 bytes above the checkpoint, not 896. Peak at R0: 128 + 128 + 192 = 448,
+ * the arena too; R0's rebuilt layer at 256, R1 reuses it; bytes past ckpt + ract are in
+ * no op's region. A ract at or above act - ckpt is the whole stage (test_recompute). */
+static void test_recompute_layer(void **st)
+{
+    (void)st;
+    Pipeline *p = one(2, 1, "F0 F1 R0 B0 R1 B1");
+    ArenaSizes z = {.act = 1024, .ckpt = 128, .wact = 0, .ract = 192};
+    ArenaPlan *a = arena_plan(p, &z, 1);
+    const ArenaRank *r = &a->rank[0];
+    assert_int_equal(r->peak_live, 448);
+    assert_int_equal(r->size, 448);
+    assert_int_equal(r->held[2], 192);            /* R0: one layer */
+    assert_int_equal(r->alloc[2], 192);
+    assert_int_equal(where(a, 0, 2, 0), 0);       /* the checkpoint stays */
+    assert_int_equal(where(a, 0, 2, 128), 256);   /* the layer above it */
+    assert_int_equal(where(a, 0, 4, 128), 256);   /* R1 reuses R0's place */
+    arena_plan_free(a);
+    z.ract = 2048; /* more than act - ckpt: the whole stage */
+    a = arena_plan(p, &z, 1);
+    assert_int_equal(a->rank[0].peak_live, 1152);
+    arena_plan_free(a);
+    pipeline_free(p);
+}
+
 /* An empty checkpoint (the mlp model's embedding slice: its input is the token ids, kept
  * outside the arena): F allocates nothing and R rebuilds the whole region, which lives
  * in one place from R to B.
@@ -681,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_swap_after_recompute),
         cmocka_unit_test(test_partial_swap_moves_nothing),
         cmocka_unit_test(test_split_region_b),
+        cmocka_unit_test(test_recompute_layer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
