@@ -24,18 +24,10 @@ CACHE="$T/cache"
 
 . tests/lib_tf.sh
 pipe() { tf_pipe "$@"; }
-# The grid's programs are linked with gold where the compiler can use it: 0.6 against
-# 0.75 CPU s a build here (pipec honours $CC; the suites that check the build itself,
-# t_e2e, t_targets, t_install, use the default). Not where CC or the runtime's library
-# is set from outside (make coverage).
-grid_cc=()
-if [ -z "${CC:-}" ] && [ -z "${PIPERUN_LIB:-}" ] && printf 'int main(void) { return 0; }\n' >"$T/ld.c" &&
-   cc -fuse-ld=gold -o "$T/ld" "$T/ld.c" 2>/dev/null; then
-    printf '#!/bin/sh\nexec cc -fuse-ld=gold "$@"\n' >"$T/cc_gold" && chmod +x "$T/cc_gold" &&
-        grid_cc=(env CC="$T/cc_gold")
-fi
+# the grid's programs linked with gold (tests/lib.sh gold_cc)
+gold_cc "$T"
 # run_check NAME: runs --check and asserts the printed max error is < 1e-5
-run_check() { tf_check "$1" 1e-5 timeout 60 "${grid_cc[@]}" "$PIPEC" run --cache "$CACHE"; }
+run_check() { tf_check "$1" 1e-5 timeout 60 "${gold_cc[@]}" "$PIPEC" run --cache "$CACHE"; }
 
 # `make test`: half of the four 1F1B-like schedules' points (lib_tf.sh TF_GRID_SAMPLE;
 # each arch, schedule and (P, M) still runs), `make test-full` all
