@@ -8,8 +8,8 @@
 #    at the pipeline's `schedule` line giving P, M and V. Every undefined point is
 #    checked exactly.
 # 2. Op order: every defined grid point of gpipe, onef1b, interleaved, zbh1, eager1f1b
-#    (and interleaved_zb where M % P = 0; make test: those with P + M even) is printed and compared, rank by rank, with
-#    tests/sched_ref.c, an independent C port of PyTorch's per-rank generator (per-stage
+#    (and interleaved_zb where M % P = 0; make test: those with P + M even) is printed
+#    and compared, rank by rank, with tests/sched_ref.c, an independent C port of PyTorch's per-rank generator (per-stage
 #    counters and a weight-gradient queue, not the templates' closed forms). The port
 #    itself is checked against PyTorch's own artifact zb1p_2rank_2stagep_compute.csv.
 #    2b: zbv, dualpipev, interleaved_zb, looped_bfs and interleaved against the orders
