@@ -80,6 +80,10 @@ AOBJ      = $(COMP_SRC:%.c=build/asan/%.o) $(GEN_SRC:build/gen/%.c=build/asan/ge
 RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
+# Unit tests that compile every example, built without the sanitizers too: in `make test`
+# the plain build checks the examples that take seconds under the sanitizers
+# (tests/unit/testutil.h example_checked); `make test-full` runs none of them.
+PLAIN_UNIT_BIN = build/tests/plain/test_cuda_host build/tests/plain/test_stream_plan
 
 .PHONY: check-layers check-calls print-layer-flags
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
@@ -165,6 +169,11 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 	$(CC) $(CPPFLAGS) $(INC_ALL) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
 	  build/asan/libpipec.a build/asan/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
 
+build/tests/plain/%: tests/unit/%.c tests/unit/testutil.h build/libpipec.a build/libpiperun.a
+	@mkdir -p build/tests/plain
+	$(CC) $(CPPFLAGS) $(INC_ALL) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) -o $@ $< \
+	  build/libpipec.a build/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
+
 # --- documentation and editor support ------------------------------------------------
 # The man page is generated from the usage texts the binary prints; the Vim syntax and
 # the VS Code grammar from editors/pipe-syntax.txt, the lexer's keywords and the op kinds.
@@ -177,7 +186,7 @@ build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt gra
 	sh tools/mksyntax.sh . build/editors
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
-build/tests/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
+build/tests/test_cuda_host build/tests/plain/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
 build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runtime/tf_layout.h
 
 # --- targets ------------------------------------------------------------------------
@@ -186,6 +195,7 @@ build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runt
 # sweeps whole (TEST_FULL=1, which the suites read as PIPEC_TEST_FULL; docs/performance.md
 # names what each sweep samples).
 TEST_FULL ?= 0
+TEST_PLAIN_BIN = $(if $(filter 1,$(TEST_FULL)),,$(PLAIN_UNIT_BIN))
 # The include layers of docs/architecture.md "Layers" (also tests/t_compiler_layers.sh).
 check-layers:
 	@sh tools/check_layers.sh .
@@ -202,9 +212,9 @@ print-layer-flags:
 
 test: deps
 	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
-	  build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
+	  $(TEST_PLAIN_BIN) build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
 	@PIPEC_TEST_FULL=$(TEST_FULL) PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec \
-	  tests/run.sh $(UNIT_BIN)
+	  tests/run.sh $(UNIT_BIN) $(TEST_PLAIN_BIN)
 
 test-full:
 	@$(MAKE) --no-print-directory TEST_FULL=1 test

@@ -71,7 +71,12 @@ report() {
 }
 
 names=() cmds=() serial=()
-for bin in "$@"; do names+=("$(basename "$bin")"); cmds+=("$bin"); done
+# a binary's name: its file name, with the folder for those built without the sanitizers
+# (build/tests/plain/test_x: plain/test_x)
+for bin in "$@"; do
+    case $bin in */plain/*) names+=("plain/$(basename "$bin")") ;; *) names+=("$(basename "$bin")") ;; esac
+    cmds+=("$bin")
+done
 for suite in tests/t_*.sh; do
     [ -e "$suite" ] || continue
     name=$(basename "$suite")

@@ -27,6 +27,24 @@ seed=${AGREE_SEED:-$(date +%s)}
 echo "deadlock agreement: seed $seed, $N schedules"
 "$tool" gen "$seed" "$N" "$T" || { bad "generate schedules"; finish; exit; }
 
+# The programs are built as one translation unit (a file that includes each generated .c
+# file: one compiler and one assembler run instead of one per file) and linked with gold
+# where the compiler can use it: 0.13 CPU s a program against 0.38 (t_e2e and the other
+# suites build generated programs file by file, as `pipec` does). Where that build fails
+# the files are built one by one, as before.
+ldflag=
+echo 'int main(void) { return 0; }' >"$T/ld.c"
+cc -fuse-ld=gold -o "$T/ld" "$T/ld.c" 2>/dev/null && ldflag=-fuse-ld=gold
+# build_prog DIR: DIR/prog from DIR/*.c
+build_prog() {
+    local d=$1 f
+    for f in "$d"/*.c; do echo "#include \"${f##*/}\""; done >"$d/unity.inc"
+    cc -std=c11 -O0 -Iruntime -I"$d" $ldflag -o "$d/prog" -x c "$d/unity.inc" -x none \
+        build/libpiperun.a -lopenblas -lpthread -lm 2>/dev/null && rm -f "$d/unity.inc" && return
+    rm -f "$d/unity.inc"
+    cc -std=c11 -O0 -Iruntime -o "$d/prog" "$d"/*.c build/libpiperun.a -lopenblas -lpthread -lm
+}
+
 # one I: writes $T/rI.res = "VERDICT RUN DETAIL"
 one() {
     local i=$1 f=$T/s$1.pipe verdict run detail=""
@@ -41,8 +59,7 @@ one() {
     *) verdict=crash ;;
     esac
     if ! "$tool" emit "$f" "$T/g$i" 2>"$T/e$i.err" ||
-       ! cc -std=c11 -O0 -Iruntime -o "$T/g$i/prog" "$T/g$i"/*.c build/libpiperun.a \
-            -lopenblas -lpthread -lm 2>>"$T/e$i.err"; then
+       ! build_prog "$T/g$i" 2>>"$T/e$i.err"; then
         echo "$verdict build-failed $(head -c 200 "$T/e$i.err" | tr '\n' ' ')" >"$T/r$i.res"
         return
     fi
@@ -60,8 +77,8 @@ one() {
     esac
     echo "$verdict $run $detail $(grep -m 1 piperun "$T/o$i")" >"$T/r$i.res"
 }
-export -f one
-export T tool PIPEC
+export -f one build_prog
+export T tool PIPEC ldflag
 # runs that deadlock sleep in the watchdog: more of them than cores
 seq 0 $((N - 1)) | xargs -P 8 -I{} bash -c 'one {}'
 

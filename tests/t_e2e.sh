@@ -38,10 +38,12 @@ pipe() {
     } >"$T/$name.pipe"
 }
 
-# run_check NAME: runs --check and asserts the printed max error is < 1e-5
+# run_check NAME: runs --check and asserts the printed max error is < 1e-5 (linked with
+# gold: tests/lib.sh gold_cc)
+gold_cc "$T"
 run_check() {
     local name=$1 out
-    if ! out=$(timeout 60 "$PIPEC" run "$T/$name.pipe" --check --quiet --cache "$CACHE" 2>&1); then
+    if ! out=$(timeout 60 "${gold_cc[@]}" "$PIPEC" run "$T/$name.pipe" --check --quiet --cache "$CACHE" 2>&1); then
         bad "$name" "run --check failed: $(echo "$out" | tail -n 3)"
         return
     fi

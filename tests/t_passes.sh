@@ -50,15 +50,19 @@ for m in 18b 23b 28b; do
     for gb in 16 32 64; do
         f=examples/obscura_llama2_${m}_gb$gb.pipe
         sed 's/^  apply obscura$/  recompute stages all policy full/' "$f" > "$tmp/dapple.pipe"
-        check "$m gb$gb obscura fits (check --mem)" pc "$f"
-        peaks=$("$PIPEC" sim --json "$f" | python3 -c '
+        # one `check --mem` (every check `check` runs, and the arena plan's table) and
+        # one `sim --json` of the example serve the checks below: each run applies the
+        # example's obscura passes again (0.5 to 0.7 CPU s for the 23B and 28B ones)
+        "$PIPEC" check --mem "$f" >"$tmp/mem" 2>/dev/null; rc=$?
+        check "$m gb$gb obscura fits (check --mem)" test "$rc" = 0
+        read -r peaks o < <("$PIPEC" sim --json "$f" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
-print(all(s["peak_mem_bytes"] <= s["budget_bytes"] for s in j["per_stage"]))')
+print(all(s["peak_mem_bytes"] <= s["budget_bytes"] for s in j["per_stage"]), j["makespan_ms"])')
         check "$m gb$gb simulated peaks within budget" test "$peaks" = True
-        o=$(ms "$f"); dp=$(ms "$tmp/dapple.pipe")
+        dp=$(ms "$tmp/dapple.pipe")
         r=$(awk -v a="$dp" -v b="$o" 'BEGIN { printf "%.4f", a / b }')
-        check "$m gb$gb arena fits (check --mem)" sh -c "'$PIPEC' check --mem '$f' > '$tmp/mem' && grep -q '^arena plan' '$tmp/mem'"
+        check "$m gb$gb arena fits (check --mem)" sh -c "[ $rc = 0 ] && grep -q '^arena plan' '$tmp/mem'"
         if awk -v r="$r" 'BEGIN { exit !(r >= 1.28 && r <= 1.34) }'; then
             ok
         else

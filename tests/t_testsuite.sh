@@ -10,6 +10,8 @@
 #     PATH, and leaves PATH as it is when python3 is the interpreter; python_nosite
 #     then puts a python3 that starts it with -S first, once, unless
 #     PIPEC_TEST_PYTHON_SITE=1;
+#   - `make test` runs the plain unit binaries (build/tests/plain/), `make test-full`
+#     none, and the examples tests/unit/testutil.h names heavy exist;
 #   - the sampled suites take their size from test_full: the default path (no
 #     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep.
 cd "$(dirname "$0")/.." || exit 1
@@ -25,6 +27,16 @@ n_full=$(recipe test-full)
 case $n_test in *"PIPEC_TEST_FULL=0 "*) ok ;; *) bad "make test runs tests/run.sh with PIPEC_TEST_FULL=0" "$n_test" ;; esac
 case $n_full in *"PIPEC_TEST_FULL=1 "*) ok ;; *) bad "make test-full runs tests/run.sh with PIPEC_TEST_FULL=1" "$n_full" ;; esac
 check ".ci/run runs make test" grep -qx 'make test' .ci/run
+# the plain unit binaries (the heavy examples the sanitizer build leaves out) run in
+# `make test` only; `make test-full` checks every example under the sanitizers
+for b in test_cuda_host test_stream_plan; do
+    case $n_test in *" build/tests/plain/$b"*) ok ;; *) bad "make test runs build/tests/plain/$b" "$n_test" ;; esac
+    case $n_full in *"/plain/"*) bad "make test-full runs no plain unit binary" "$n_full" ;; *) ok ;; esac
+done
+# each of tests/unit/testutil.h's heavy_examples is an example
+heavy=$(sed -n '/^static const char \*const heavy_examples/,/^};/p' tests/unit/testutil.h | grep -o '[a-z0-9_]*\.pipe')
+check "testutil.h: six heavy examples" test "$(echo "$heavy" | wc -w)" = 6
+for f in $heavy; do check "testutil.h heavy example $f exists" test -f "examples/$f"; done
 
 # --- test_full -------------------------------------------------------------------------
 check "test_full: unset is the sample" bash -c 'unset PIPEC_TEST_FULL; . tests/lib.sh; ! test_full'

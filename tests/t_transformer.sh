@@ -24,8 +24,10 @@ CACHE="$T/cache"
 
 . tests/lib_tf.sh
 pipe() { tf_pipe "$@"; }
+# the grid's programs linked with gold (tests/lib.sh gold_cc)
+gold_cc "$T"
 # run_check NAME: runs --check and asserts the printed max error is < 1e-5
-run_check() { tf_check "$1" 1e-5 timeout 60 "$PIPEC" run --cache "$CACHE"; }
+run_check() { tf_check "$1" 1e-5 timeout 60 "${gold_cc[@]}" "$PIPEC" run --cache "$CACHE"; }
 
 # `make test`: half of the four 1F1B-like schedules' points (lib_tf.sh TF_GRID_SAMPLE;
 # each arch, schedule and (P, M) still runs), `make test-full` all

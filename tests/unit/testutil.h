@@ -182,6 +182,51 @@ static inline bool test_full(void)
     return v && strcmp(v, "1") == 0;
 }
 
+/* True in a build with the address sanitizer (build/tests/; build/tests/plain/ has none). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+
+/* The examples whose compile (their Obscura passes) takes 2 to 6 CPU s each under the
+ * sanitizers against about 0.2 s without (docs/performance.md "The test suite"): in
+ * `make test` the sanitizer build checks the first of them only and the plain build
+ * (build/tests/plain/) checks the others; `make test-full` checks all of them under the
+ * sanitizers. */
+static const char *const heavy_examples[] = {
+    "obscura_llama2_28b_gb16.pipe", /* kept under the sanitizers: the cheapest, 2.3 s */
+    "obscura_llama2_23b_gb16.pipe", "obscura_llama2_23b_gb32.pipe",
+    "obscura_llama2_23b_gb64.pipe", "obscura_llama2_28b_gb32.pipe",
+    "obscura_llama2_28b_gb64.pipe",
+};
+
+/* True when the plain build runs as `make test`'s complement of the sanitizer build:
+ * only the examples the sanitizer build leaves out (example_checked). */
+static inline bool plain_complement(void)
+{
+    return !TEST_SANITIZED && !test_full();
+}
+
+/* Whether a test that loops over examples/ checks the example NAME ("x.pipe") in this
+ * build: every example in `make test-full` (PIPEC_TEST_FULL=1); in `make test` the
+ * sanitizer build leaves out heavy_examples[1..] and the plain build checks only those. */
+static inline bool example_checked(const char *name)
+{
+    if (test_full())
+        return true;
+    bool left_out = false;
+    for (size_t i = 1; i < sizeof heavy_examples / sizeof *heavy_examples; i++)
+        if (strcmp(name, heavy_examples[i]) == 0)
+            left_out = true;
+    return TEST_SANITIZED ? !left_out : left_out;
+}
+
 #ifndef TESTUTIL_NO_CMOCKA
 /* ---- cmocka helpers (include <cmocka.h> first) --------------------------------------- */
 
