@@ -54,6 +54,7 @@ typedef struct Elab {
     uint32_t *vtop;        /* index into vars, or NO_VAR */
     size_t vcap, nvkey;
     const char *sP, *sM, *sV, *sVSHAPE, *smin, *smax;
+    const char *skind[OP_NKINDS]; /* op_kind_name[k], interned: an op call's kind by pointer */
     int32_t cur_stage;     /* -1 outside a stage block */
     uint64_t iterations;   /* loop iterations so far */
     uint64_t nops;         /* ops emitted so far */
@@ -544,11 +545,11 @@ static void emit_action(Elab *e, const AstOp *o, Loc loc)
     pipeline_push_action(p, a);
 }
 
-/* The op kind spelled s (F, B, W, R, SO, SI, OG, LW), or -1. */
-static int op_kind_of(const char *s)
+/* The op kind spelled s (F, B, W, R, SO, SI, OG, LW; s interned), or -1. */
+static int op_kind_of(const Elab *e, const char *s)
 {
     for (int k = 0; k < OP_NKINDS; k++)
-        if (strcmp(op_kind_name[k], s) == 0)
+        if (e->skind[k] == s)
             return k;
     return -1;
 }
@@ -556,7 +557,7 @@ static int op_kind_of(const char *s)
 /* An op call F(i) or F(i, c): kind, micro-batch, chunk. */
 static bool eval_opcall(Elab *e, const Node *n, int *kind, int64_t *mb, int64_t *chunk)
 {
-    *kind = op_kind_of(n->name);
+    *kind = op_kind_of(e, n->name);
     if (*kind < 0) {
         EXP_ERROR(e, n->loc, DIAG_NAME, "'%s' is not an op (ops: F, B, W, R, SO, SI)", n->name);
         return false;
@@ -1413,6 +1414,8 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     e->sVSHAPE = ast_intern(c, "VSHAPE", 6);
     e->smin = ast_intern(c, "min", 3);
     e->smax = ast_intern(c, "max", 3);
+    for (int k = 0; k < OP_NKINDS; k++)
+        e->skind[k] = ast_intern(c, op_kind_name[k], strlen(op_kind_name[k]));
     collect_defs(e);
 
     Pipeline *p = e->p = pipeline_new();
