@@ -166,13 +166,13 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 
 # --- documentation and editor support ------------------------------------------------
 # The man page is generated from the usage texts the binary prints; the Vim syntax and
-# the VS Code grammar from editors/pipe-syntax.txt and the lexer's keywords.
+# the VS Code grammar from editors/pipe-syntax.txt, the lexer's keywords and the op kinds.
 build/pipec.1: bin/pipec tools/mkman.sh
 	@mkdir -p build
 	sh tools/mkman.sh bin/pipec >$@.tmp && mv $@.tmp $@
 
 editors: build/editors/vim/syntax/pipe.vim
-build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l
+build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l compiler/ir/ir.h
 	sh tools/mksyntax.sh . build/editors
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
