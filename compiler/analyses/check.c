@@ -326,10 +326,13 @@ static void composition(StrBuf *b, const Pipeline *p, const OpIndex *idx, int32_
     free(held);
 }
 
+/* idx: the op index, or NULL to build one only when a rank is over its budget (the
+ * composition of the message needs it). */
 static void check_memory(Diag *d, const Pipeline *p, const OpIndex *idx)
 {
     if (!p->has_memory)
         return;
+    OpIndex *own = NULL;
     MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
     mem_walk(p, mr);
     for (int32_t s = 0; s < p->P; s++) {
@@ -338,6 +341,8 @@ static void check_memory(Diag *d, const Pipeline *p, const OpIndex *idx)
             continue;
         char pk[32], bu[32], ov[32], on[48];
         StrBuf comp = {0};
+        if (!idx)
+            idx = own = opindex_build(p);
         composition(&comp, p, idx, s, r);
         const StageOps *st = &p->stages[s];
         Loc at = r->peak_op != NONE ? st->ops[r->peak_op].loc
@@ -362,6 +367,7 @@ static void check_memory(Diag *d, const Pipeline *p, const OpIndex *idx)
             diag_note(d, p->shape_loc[3], "the budget is set here");
         sb_free(&comp);
     }
+    opindex_free(own);
     free(mr);
 }
 
@@ -396,16 +402,21 @@ int check_pipeline(Diag *d, const Pipeline *p, unsigned what)
     int before = d->nerr;
     if (p->P <= 0 || p->M <= 0 || p->V <= 0 || !p->stages)
         return 0; /* the elaborator reported the shape */
-    OpIndex *idx = opindex_build(p);
+    bool vouched = (what & CHECK_SOUND) && !(what & CHECK_STRUCTURE);
+    /* the memory check alone on a vouched pipeline needs no index unless over budget */
+    OpIndex *idx = vouched && !(what & CHECK_DEPS) ? NULL : opindex_build(p);
 
     /* The later checks need the structure sound; run it quietly when not asked for. */
-    Diag quiet = *d;
-    quiet.nerr = 0;
-    quiet.max_errors = -1; /* count, never print */
-    Diag *sd = (what & CHECK_STRUCTURE) ? d : &quiet;
-    int s0 = sd->nerr;
-    check_structure(sd, p, idx);
-    bool sound = sd->nerr == s0;
+    bool sound = true;
+    if (!vouched) {
+        Diag quiet = *d;
+        quiet.nerr = 0;
+        quiet.max_errors = -1; /* count, never print */
+        Diag *sd = (what & CHECK_STRUCTURE) ? d : &quiet;
+        int s0 = sd->nerr;
+        check_structure(sd, p, idx);
+        sound = sd->nerr == s0;
+    }
 
     if (sound && (what & CHECK_DEPS)) {
         Graph g;

@@ -15,7 +15,7 @@
 #include "ir.h"
 #include "opindex.h"
 
-enum { CHECK_STRUCTURE = 1u, CHECK_DEPS = 2u, CHECK_MEMORY = 4u, CHECK_ALL = 7u };
+enum { CHECK_STRUCTURE = 1u, CHECK_DEPS = 2u, CHECK_MEMORY = 4u, CHECK_ALL = 7u, CHECK_SOUND = 8u };
 
 /* Runs the chosen checks over the IR; reports through diag; returns the number of
  * errors reported. CHECK_STRUCTURE: missing/duplicate/placement (and W/R/SO/SI count
@@ -23,7 +23,9 @@ enum { CHECK_STRUCTURE = 1u, CHECK_DEPS = 2u, CHECK_MEMORY = 4u, CHECK_ALL = 7u 
  * smallest cycle, walked as a chain with a note at each op) and the send/recv lowering
  * check; CHECK_MEMORY: the static walk against the budget. Deps checks are skipped if
  * structure failed (they need every op exactly once). Linear in the number of ops
- * (plus a bounded search for the smallest cycle when there is a deadlock). */
+ * (plus a bounded search for the smallest cycle when there is a deadlock). CHECK_SOUND:
+ * the caller vouches that p, unchanged since, passed CHECK_STRUCTURE without errors, so
+ * the structure is not checked again (quietly) before the later checks. */
 int check_pipeline(Diag *d, const Pipeline *p, unsigned what);
 
 /* Prints the per-rank peak table of `pipec check --mem` (rank, peak, budget, headroom,

@@ -445,7 +445,7 @@ int driver_check_memory_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
     int n0 = d->nerr + d->nwarn; /* counted either way when the caller demotes errors */
     if (weights_error(d, p))
         return d->nerr + d->nwarn - n0;
-    check_pipeline(d, p, CHECK_MEMORY);
+    check_pipeline(d, p, CHECK_MEMORY | CHECK_SOUND); /* every caller checked structure */
     if (d->nerr + d->nwarn == n0)
         arena_check_memo(d, p, memo);
     return d->nerr + d->nwarn - n0;

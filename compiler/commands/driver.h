@@ -41,7 +41,8 @@ Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, 
  * error that leads with what would hold them (more stages, more tensor parallelism, a
  * larger device; docs/language.md §8). Returns the number of `memory` errors
  * reported (as warnings too, when the caller set d->demote: `pipec emit`, `compile` and
- * `run` do). */
+ * `run` do). p must have passed check_pipeline's CHECK_STRUCTURE without errors (as
+ * driver_compile's result has): the structure is not checked again. */
 int driver_check_memory(Diag *d, const Pipeline *p);
 
 /* driver_check_memory with a cache of arena plans per rank (arena_check_memo; NULL:

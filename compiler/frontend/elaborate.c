@@ -54,6 +54,7 @@ typedef struct Elab {
     uint32_t *vtop;        /* index into vars, or NO_VAR */
     size_t vcap, nvkey;
     const char *sP, *sM, *sV, *sVSHAPE, *smin, *smax;
+    const char *skind[OP_NKINDS]; /* op_kind_name[k], interned: an op call's kind by pointer */
     int32_t cur_stage;     /* -1 outside a stage block */
     uint64_t iterations;   /* loop iterations so far */
     uint64_t nops;         /* ops emitted so far */
@@ -294,39 +295,84 @@ static void unbind_to(Elab *e, size_t mark)
     }
 }
 
+static bool eval(Elab *e, const Node *n, int64_t *out);
+
+#define COLD_NOINLINE __attribute__((cold, noinline))
+
+/* The error paths of eval, out of line so that its hot path stays small. */
+static COLD_NOINLINE bool eval_num_error(Elab *e, const Node *n)
+{
+    if (n->u.num.range_err)
+        EXP_ERROR(e, n->loc, DIAG_VALUE, "integer out of range (the largest is %" PRId64 ")",
+                  INT64_MAX);
+    else
+        EXP_ERROR(e, n->loc, DIAG_VALUE, "expected an integer, not %g%s", n->u.num.val,
+                  n->u.num.unit ? n->u.num.unit : "");
+    return false;
+}
+
+static COLD_NOINLINE bool eval_name_error(Elab *e, const Node *n)
+{
+    const char **names = xmalloc((e->nvars + 1) * sizeof *names);
+    for (size_t i = 0; i < e->nvars; i++)
+        names[i] = e->vars[i].name;
+    char hint[96];
+    EXP_ERROR(e, n->loc, DIAG_NAME, "unknown name '%s'%s", n->name,
+              diag_suggest(hint, sizeof hint, n->name, names, e->nvars));
+    free(names);
+    return false;
+}
+
+/* An integer literal or a bound name, evaluated in place (the leaves are half of the
+ * nodes evaluated); anything else, or an error, goes through eval. */
+static inline bool eval_leaf(Elab *e, const Node *n, int64_t *out)
+{
+    if (n->kind == N_NUM && n->u.num.is_int && !n->u.num.unit && !n->u.num.range_err) {
+        *out = n->u.num.ival;
+        return true;
+    }
+    if (n->kind == N_VAR && lookup_var(e, n->name, out))
+        return true;
+    return eval(e, n, out);
+}
+
+static COLD_NOINLINE bool eval_binop_error(Elab *e, const Node *n, int64_t a, int64_t b)
+{
+    if ((n->op == BIN_DIV || n->op == BIN_MOD) && b == 0) {
+        EXP_ERROR(e, n->loc, DIAG_VALUE, "%s by zero", n->op == BIN_DIV ? "division" : "modulo");
+        return false;
+    }
+    static const char ops[][3] = {"+", "-", "*", "/", "%"};
+    EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in %" PRId64 " %s %" PRId64, a,
+              ops[n->op], b);
+    return false;
+}
+
+static COLD_NOINLINE bool eval_call_error(Elab *e, const Node *n)
+{
+    static const char *const fns[] = {"min", "max"};
+    char hint[96];
+    EXP_ERROR(e, n->loc, DIAG_NAME, "unknown function '%s' (functions: min, max)%s", n->name,
+              diag_suggest(hint, sizeof hint, n->name, fns, 2));
+    return false;
+}
+
 /* Evaluates an integer expression (int64, overflow checked). */
 static bool eval(Elab *e, const Node *n, int64_t *out)
 {
     switch ((NodeKind)n->kind) {
     case N_NUM:
-        if (n->u.num.range_err) {
-            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer out of range (the largest is %" PRId64 ")",
-                      INT64_MAX);
-            return false;
-        }
-        if (!n->u.num.is_int || n->u.num.unit) {
-            EXP_ERROR(e, n->loc, DIAG_VALUE, "expected an integer, not %g%s", n->u.num.val,
-                      n->u.num.unit ? n->u.num.unit : "");
-            return false;
-        }
+        if (n->u.num.range_err || !n->u.num.is_int || n->u.num.unit)
+            return eval_num_error(e, n);
         *out = n->u.num.ival;
         return true;
     case N_VAR:
         if (lookup_var(e, n->name, out))
             return true;
-        {
-            const char **names = xmalloc((e->nvars + 1) * sizeof *names);
-            for (size_t i = 0; i < e->nvars; i++)
-                names[i] = e->vars[i].name;
-            char hint[96];
-            EXP_ERROR(e, n->loc, DIAG_NAME, "unknown name '%s'%s", n->name,
-                      diag_suggest(hint, sizeof hint, n->name, names, e->nvars));
-            free(names);
-        }
-        return false;
+        return eval_name_error(e, n);
     case N_UNOP: {
         int64_t a;
-        if (!eval(e, n->a, &a))
+        if (!eval_leaf(e, n->a, &a))
             return false;
         if (n->op == '!') {
             *out = !a;
@@ -341,7 +387,7 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
     }
     case N_BINOP: {
         int64_t a, b;
-        if (!eval(e, n->a, &a))
+        if (!eval_leaf(e, n->a, &a))
             return false;
         if (n->op == BIN_AND && !a) {
             *out = 0;
@@ -351,7 +397,7 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
             *out = 1;
             return true;
         }
-        if (!eval(e, n->b, &b))
+        if (!eval_leaf(e, n->b, &b))
             return false;
         bool ovf = false;
         switch ((BinOp)n->op) {
@@ -360,14 +406,8 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
         case BIN_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
         case BIN_DIV:
         case BIN_MOD:
-            if (b == 0) {
-                EXP_ERROR(e, n->loc, DIAG_VALUE, "%s by zero", n->op == BIN_DIV ? "division" : "modulo");
-                return false;
-            }
-            if (a == INT64_MIN && b == -1) {
-                ovf = true;
-                break;
-            }
+            if (b == 0 || (a == INT64_MIN && b == -1))
+                return eval_binop_error(e, n, a, b);
             *out = n->op == BIN_DIV ? a / b : a % b;
             break;
         case BIN_LT: *out = a < b; break;
@@ -379,27 +419,18 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
         case BIN_AND:
         case BIN_OR: *out = b != 0; break;
         }
-        if (ovf) {
-            static const char ops[][3] = {"+", "-", "*", "/", "%"};
-            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in %" PRId64 " %s %" PRId64, a,
-                      ops[n->op], b);
-            return false;
-        }
+        if (ovf)
+            return eval_binop_error(e, n, a, b);
         return true;
     }
     case N_CALL: {
-        if (n->name != e->smin && n->name != e->smax) {
-            static const char *const fns[] = {"min", "max"};
-            char hint[96];
-            EXP_ERROR(e, n->loc, DIAG_NAME, "unknown function '%s' (functions: min, max)%s",
-                      n->name, diag_suggest(hint, sizeof hint, n->name, fns, 2));
-            return false;
-        }
+        if (n->name != e->smin && n->name != e->smax)
+            return eval_call_error(e, n);
         int64_t r = 0;
         int cnt = 0;
         for (const Node *x = n->a; x; x = x->next, cnt++) {
             int64_t v;
-            if (!eval(e, x, &v))
+            if (!eval_leaf(e, x, &v))
                 return false;
             if (cnt == 0 || (n->name == e->smin ? v < r : v > r))
                 r = v;
@@ -514,11 +545,11 @@ static void emit_action(Elab *e, const AstOp *o, Loc loc)
     pipeline_push_action(p, a);
 }
 
-/* The op kind spelled s (F, B, W, R, SO, SI, OG, LW), or -1. */
-static int op_kind_of(const char *s)
+/* The op kind spelled s (F, B, W, R, SO, SI, OG, LW; s interned), or -1. */
+static int op_kind_of(const Elab *e, const char *s)
 {
     for (int k = 0; k < OP_NKINDS; k++)
-        if (strcmp(op_kind_name[k], s) == 0)
+        if (e->skind[k] == s)
             return k;
     return -1;
 }
@@ -526,7 +557,7 @@ static int op_kind_of(const char *s)
 /* An op call F(i) or F(i, c): kind, micro-batch, chunk. */
 static bool eval_opcall(Elab *e, const Node *n, int *kind, int64_t *mb, int64_t *chunk)
 {
-    *kind = op_kind_of(n->name);
+    *kind = op_kind_of(e, n->name);
     if (*kind < 0) {
         EXP_ERROR(e, n->loc, DIAG_NAME, "'%s' is not an op (ops: F, B, W, R, SO, SI)", n->name);
         return false;
@@ -540,7 +571,7 @@ static bool eval_opcall(Elab *e, const Node *n, int *kind, int64_t *mb, int64_t 
         return false;
     }
     *chunk = 0;
-    return eval(e, n->a, mb) && (nargs == 1 || eval(e, n->a->next, chunk));
+    return eval_leaf(e, n->a, mb) && (nargs == 1 || eval_leaf(e, n->a->next, chunk));
 }
 
 static bool check_rank(Elab *e, int64_t s, Loc loc)
@@ -557,7 +588,7 @@ static bool eval_dep_end(Elab *e, const Node *rank, const Node *opn, OpRef *r)
 {
     int64_t s, mb, chunk;
     int kind;
-    if (!eval(e, rank, &s) || !check_rank(e, s, rank->loc))
+    if (!eval_leaf(e, rank, &s) || !check_rank(e, s, rank->loc))
         return false;
     if (opn->kind == N_OPS) {
         const AstOp *o = &opn->u.run.ops[0];
@@ -593,13 +624,13 @@ static void exec(Elab *e, const Node *n, bool top)
     switch ((NodeKind)n->kind) {
     case N_LET: {
         int64_t v;
-        if (eval(e, n->a, &v))
+        if (eval_leaf(e, n->a, &v))
             bind(e, n->name, v);
         return;
     }
     case N_FOR: {
         int64_t lo, hi;
-        if (!eval(e, n->a, &lo) || !eval(e, n->b, &hi))
+        if (!eval_leaf(e, n->a, &lo) || !eval_leaf(e, n->b, &hi))
             return;
         if (n->op == RANGE_INCLUSIVE) {
             if (hi == INT64_MAX) {
@@ -629,7 +660,7 @@ static void exec(Elab *e, const Node *n, bool top)
         /* `require COND "message"`: a template's (or body's) precondition. When COND is
          * 0 (or cannot be evaluated) the rest of the template is not expanded. */
         int64_t c;
-        if (!eval(e, n->a, &c)) {
+        if (!eval_leaf(e, n->a, &c)) {
             e->halt = true;
             return;
         }
@@ -641,7 +672,7 @@ static void exec(Elab *e, const Node *n, bool top)
     }
     case N_IF: {
         int64_t c;
-        if (!eval(e, n->a, &c))
+        if (!eval_leaf(e, n->a, &c))
             return;
         exec_list(e, c ? n->body : n->c, false);
         return;
@@ -652,7 +683,7 @@ static void exec(Elab *e, const Node *n, bool top)
             EXP_ERROR(e, n->loc, DIAG_SYNTAX, "'stage' blocks cannot be nested");
             return;
         }
-        if (!eval(e, n->a, &s) || !check_rank(e, s, n->a->loc))
+        if (!eval_leaf(e, n->a, &s) || !check_rank(e, s, n->a->loc))
             return;
         StageOps *st = &e->p->stages[s];
         if (!st->declared) {
@@ -809,7 +840,7 @@ static void set_once(Elab *e, const Node **slot, const Node *n)
  * expert_parallel) in [lo, hi]. */
 static bool int_setting(Elab *e, const Node *n, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!eval(e, n->a, out))
+    if (!eval_leaf(e, n->a, out))
         return false;
     if (*out < lo) {
         diag_error(e->d, n->a->loc, DIAG_VALUE, "'%s' must be at least %" PRId64 " (got %" PRId64 ")",
@@ -862,7 +893,7 @@ static void read_costs(Elab *e, const Node *n)
     CostBlock *blk = &p->costs;
     if (n->op != COSTS_ALL) {
         int64_t i;
-        if (!eval(e, n->a, &i))
+        if (!eval_leaf(e, n->a, &i))
             return;
         int64_t lim = n->op == COSTS_STAGE ? p->P : (int64_t)p->P * p->V;
         if (i < 0 || i >= lim) {
@@ -1289,7 +1320,7 @@ static void read_dp_settings(Elab *e, const Settings *s)
     }
     if (s->zero) {
         p->zero_loc = s->zero->loc;
-        if (eval(e, s->zero->a, &v)) {
+        if (eval_leaf(e, s->zero->a, &v)) {
             if (v < 0 || v > IR_MAX_ZERO)
                 diag_error(e->d, s->zero->a->loc, DIAG_VALUE,
                            "'zero' is the ZeRO stage: 0, 1, 2 or 3 (got %" PRId64 ")", v);
@@ -1392,6 +1423,8 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     e->sVSHAPE = ast_intern(c, "VSHAPE", 6);
     e->smin = ast_intern(c, "min", 3);
     e->smax = ast_intern(c, "max", 3);
+    for (int k = 0; k < OP_NKINDS; k++)
+        e->skind[k] = ast_intern(c, op_kind_name[k], strlen(op_kind_name[k]));
     collect_defs(e);
 
     Pipeline *p = e->p = pipeline_new();
