@@ -9,22 +9,10 @@
 
 #define NONE UINT32_MAX
 
-typedef struct IdxEnt {
+struct IdxEnt {
     uint64_t key;   /* (kind * PV + v) * M + mb */
     uint32_t pos;
     uint32_t ord;   /* build order, so the first occurrence wins */
-} IdxEnt;
-
-struct OpIndex {
-    int32_t P, V, PV;
-    uint32_t M;
-    bool vshape;       /* placement, to find the owner of v */
-    bool dense;        /* the dense tables (else the sorted array) */
-    uint32_t *kt[OP_NKINDS]; /* dense: [PV][M] position, or NONE, per kind; NULL for a
-                              * kind no op has (most schedules use two or three kinds) */
-    IdxEnt *ents;      /* sparse: sorted by key, one per key */
-    uint64_t nents;
-    uint64_t count;
 };
 
 static bool op_in_range(const Pipeline *p, const Op *op)
@@ -111,25 +99,15 @@ static uint64_t lower_bound(const OpIndex *x, uint64_t key)
     return lo;
 }
 
-bool opindex_find(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb, int32_t *rank,
-                  uint32_t *pos)
+bool opindex_find_sparse(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
+                         int32_t *rank, uint32_t *pos)
 {
-    if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV || mb >= x->M)
+    uint64_t key = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M + mb;
+    uint64_t i = lower_bound(x, key);
+    if (i == x->nents || x->ents[i].key != key)
         return false;
-    uint32_t at;
-    if (x->dense) {
-        const uint32_t *t = x->kt[kind];
-        if (!t || (at = t[(uint64_t)v * x->M + mb]) == NONE)
-            return false;
-    } else {
-        uint64_t key = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M + mb;
-        uint64_t i = lower_bound(x, key);
-        if (i == x->nents || x->ents[i].key != key)
-            return false;
-        at = x->ents[i].pos;
-    }
     if (pos)
-        *pos = at;
+        *pos = x->ents[i].pos;
     if (rank) {
         /* the owner of v, as ir_owner */
         int32_t c = v / x->P, r = v % x->P;

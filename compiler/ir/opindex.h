@@ -20,13 +20,54 @@
  * order). The index is a snapshot: rebuild it after changing the IR. */
 typedef struct OpIndex OpIndex;
 
+/* A sparse index's entry (opindex.c). */
+typedef struct IdxEnt IdxEnt;
+
+/* The index's layout is here only so that opindex_find's dense lookup (every complete
+ * schedule, and the hot path of the checker, the wait graph and the simulator) is
+ * inlined; the fields are the index's own: read them through the functions below. */
+struct OpIndex {
+    int32_t P, V, PV;
+    uint32_t M;
+    bool vshape;       /* placement, to find the owner of v */
+    bool dense;        /* the dense tables (else the sorted array) */
+    uint32_t *kt[OP_NKINDS]; /* dense: [PV][M] position, or UINT32_MAX, per kind; NULL
+                              * for a kind no op has (most schedules use two or three) */
+    IdxEnt *ents;      /* sparse: sorted by key, one per key */
+    uint64_t nents;
+    uint64_t count;
+};
+
 OpIndex *opindex_build(const Pipeline *p);
+
+/* opindex_find's path for a sparse index (a binary search); x->dense is false and
+ * (kind, v, mb) in range. */
+bool opindex_find_sparse(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
+                         int32_t *rank, uint32_t *pos);
 
 /* Finds op (kind, v, mb). Returns true and sets *rank and *pos (index into
  * p->stages[*rank].ops) when present; false when absent or out of range. Either
  * output pointer may be NULL. */
-bool opindex_find(const OpIndex *idx, OpKind kind, int32_t v, uint32_t mb, int32_t *rank,
-                  uint32_t *pos);
+static inline bool opindex_find(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
+                                int32_t *rank, uint32_t *pos)
+{
+    if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV || mb >= x->M)
+        return false;
+    if (!x->dense)
+        return opindex_find_sparse(x, kind, v, mb, rank, pos);
+    const uint32_t *t = x->kt[kind];
+    uint32_t at;
+    if (!t || (at = t[(uint64_t)v * x->M + mb]) == UINT32_MAX)
+        return false;
+    if (pos)
+        *pos = at;
+    if (rank) {
+        /* the owner of v, as ir_owner */
+        int32_t c = v / x->P, r = v % x->P;
+        *rank = (x->vshape && (c & 1)) ? x->P - 1 - r : r;
+    }
+    return true;
+}
 
 /* Number of ops the index holds (duplicates and out-of-range ops excluded). */
 uint64_t opindex_count(const OpIndex *idx);
