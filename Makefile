@@ -15,8 +15,7 @@
 #   make test-gpu-quick  the short GPU check (tests/gpu/quick.sh); "SKIP: no GPU" without one
 #   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
-#   make check-layers  the include and call layers of docs/architecture.md "Layers"
-#                   (tools/check_layers.sh, tools/check_calls.sh on the built objects)
+#   make check-layers  the include layers of docs/architecture.md "Layers" (tools/check_layers.sh)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
 #                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
@@ -187,9 +186,8 @@ build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runt
 # names what each sweep samples).
 TEST_FULL ?= 0
 # The include layers of docs/architecture.md "Layers" (also tests/t_compiler_layers.sh).
-check-layers: $(OBJ)
+check-layers:
 	@sh tools/check_layers.sh .
-	@sh tools/check_calls.sh build/obj/compiler $(LAYERS)
 
 # The compile flags of one layer's files (LAYER=base|ir|...|commands|runtime), for tests
 # that compile a file as the build would (tests/t_compiler_layers.sh).

@@ -4,8 +4,7 @@
 # and the check fails on each thing it forbids, in a copy of the tree: an include of a higher layer (base util.c including
 # the commands' cmds.h), an include circle (ir.h including opsem.h, which includes
 # ir.h), a runtime file including a compiler header, a compiler file in no layer;
-# and an upward include compiled with its layer's flags fails. The call layers of the
-# built objects (tools/check_calls.sh) hold, and that check fails on a synthetic pair.
+# and an upward include compiled with its layer's flags fails.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -69,28 +68,6 @@ check "base cannot include the ir layer's opsem.h" \
 { printf '#include "ir.h"\n'; cat runtime/trace.c; } >"$T/rt.c"
 check "the runtime cannot include a compiler header" \
     sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/rt.c" $rt_flags
-
-# The call layers (tools/check_calls.sh, on the built objects): no compiler object uses
-# a symbol only a higher layer defines. It fails on a synthetic pair, a base object
-# calling a function only a commands object defines, and passes the other way round.
-if ls build/obj/compiler/base/*.o >/dev/null 2>&1; then
-    out=$(sh tools/check_calls.sh 2>&1)
-    check "the built objects keep their call layers ($out)" test "${out#calls: ok}" != "$out"
-else
-    skip "call layers of the built objects" "not built (make all)"
-fi
-mkdir -p "$T/o/base" "$T/o/commands"
-printf 'int hi(void);\nint lo(void) { return hi(); }\n' >"$T/lo.c"
-printf 'int hi(void) { return 1; }\n' >"$T/hi.c"
-${CC:-cc} -c "$T/lo.c" -o "$T/o/base/lo.o" && ${CC:-cc} -c "$T/hi.c" -o "$T/o/commands/hi.o"
-sh tools/check_calls.sh "$T/o" base commands >"$T/out" 2>&1
-rc=$?
-check "a call to a higher layer: exit 1 ($rc)" test $rc = 1
-check "... naming the object and the symbol" \
-    grep -qxF "calls: $T/o/base/lo.o (base) uses hi, defined in $T/o/commands/hi.o (commands): a higher layer" "$T/out"
-mv "$T/o/base/lo.o" "$T/o/commands/" && mv "$T/o/commands/hi.o" "$T/o/base/"
-out=$(sh tools/check_calls.sh "$T/o" base commands 2>&1)
-check "a call to a lower layer is fine ($out)" test "$out" = "calls: ok (2 objects in 2 layers)"
 
 # No function longer than 120 lines in the compiler or the runtime (tools/longfn.sh),
 # and the tool finds one that is.
