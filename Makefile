@@ -172,7 +172,7 @@ build/pipec.1: bin/pipec tools/mkman.sh
 	sh tools/mkman.sh bin/pipec >$@.tmp && mv $@.tmp $@
 
 editors: build/editors/vim/syntax/pipe.vim
-build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l compiler/ir/ir.h
+build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l
 	sh tools/mksyntax.sh . build/editors
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.

@@ -1,7 +1,6 @@
 #!/bin/sh
 # tools/mksyntax.sh - generates the editor support for .pipe files from one source,
-# editors/pipe-syntax.txt (token classes), grammar/pipe.l (the keywords) and the op
-# table's spellings, OP_KINDS of compiler/ir/ir.h (the op kinds):
+# editors/pipe-syntax.txt (token classes) and grammar/pipe.l (the keywords):
 #
 #   OUT/vim/syntax/pipe.vim, OUT/vim/ftdetect/pipe.vim          Vim
 #   OUT/vscode/package.json, language-configuration.json,
@@ -14,15 +13,11 @@ spec=$src/editors/pipe-syntax.txt
 keywords=$(sed -n '/keywords\[\] = {/,/^};/p' "$src/grammar/pipe.l" | grep -o '{"[a-z_]*",' |
            sed 's/{"\(.*\)",/\1/' | tr '\n' ' ' | sed 's/ $//')
 [ -n "$keywords" ] || { echo "mksyntax: no keywords found in grammar/pipe.l" >&2; exit 1; }
-# OP_KINDS' rows are X(NAME, "SPELLING"): the spellings in table order, as (F|B|...).
-ops=$(sed -n '/^#define OP_KINDS(X)/,/^$/p' "$src/compiler/ir/ir.h" | grep -o 'X([A-Z]*, *"[A-Z]*")' |
-      sed 's/.*"\(.*\)")/\1/' | tr '\n' '|' | sed 's/|$//')
-[ -n "$ops" ] || { echo "mksyntax: no op kinds found in compiler/ir/ir.h" >&2; exit 1; }
 version=$(sed -n 's/^VERSION *[?:]*= *//p' "$src/Makefile" | head -n 1)
 mkdir -p "$out/vim/syntax" "$out/vim/ftdetect" "$out/vscode/syntaxes"
 
 # The token classes, without comments: name scope vim regex (tab-separated).
-classes() { grep -v '^#' "$spec" | grep -v '^[[:space:]]*$' | sed "s/@OPS/($ops)/"; }
+classes() { grep -v '^#' "$spec" | grep -v '^[[:space:]]*$'; }
 
 # TextMate: \< and \> are \b; JSON escapes.
 tm_regex() {

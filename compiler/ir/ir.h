@@ -32,8 +32,7 @@
  * all-reduces of its host, the next compute op listed after it (docs/semantics.md
  * "Overlapped recomputation"; Lynx §4): the runtime runs it as an R at its list
  * position (op_sem[].runs_as), so it has no PR_* kind of its own. Every other fact
- * of a kind is its row of op_sem[] (opsem.h). The lexer reads the spellings here and
- * tools/mksyntax.sh reads these rows, X(NAME, "SPELLING"), for the editor grammars. */
+ * of a kind is its row of op_sem[] (opsem.h). */
 #define OP_KINDS(X) \
     X(F, "F") \
     X(B, "B") \
