@@ -16,6 +16,7 @@
 #   make coverage   line and branch coverage of compiler/ and runtime/ (gcov, lcov)
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
 #   make check-layers  the include layers of docs/architecture.md "Layers" (tools/check_layers.sh)
+#   make check-calls   the same layers from the built objects' calls (tools/check_calls.sh)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
 #                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
@@ -80,7 +81,7 @@ RT_OBJ    = $(RT_SRC:%.c=build/obj/%.o)
 RT_AOBJ   = $(RT_SRC:%.c=build/asan/%.o)
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 
-.PHONY: check-layers print-layer-flags
+.PHONY: check-layers check-calls print-layer-flags
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -166,13 +167,13 @@ build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/
 
 # --- documentation and editor support ------------------------------------------------
 # The man page is generated from the usage texts the binary prints; the Vim syntax and
-# the VS Code grammar from editors/pipe-syntax.txt and the lexer's keywords.
+# the VS Code grammar from editors/pipe-syntax.txt, the lexer's keywords and the op kinds.
 build/pipec.1: bin/pipec tools/mkman.sh
 	@mkdir -p build
 	sh tools/mkman.sh bin/pipec >$@.tmp && mv $@.tmp $@
 
 editors: build/editors/vim/syntax/pipe.vim
-build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l
+build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt grammar/pipe.l compiler/ir/ir.h
 	sh tools/mksyntax.sh . build/editors
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
@@ -188,6 +189,11 @@ TEST_FULL ?= 0
 # The include layers of docs/architecture.md "Layers" (also tests/t_compiler_layers.sh).
 check-layers:
 	@sh tools/check_layers.sh .
+
+# The same layers at the level of calls, from the built objects' symbols
+# (tools/check_calls.sh, also tests/t_compiler_layers.sh).
+check-calls: bin/pipec build/libpiperun.a
+	@sh tools/check_calls.sh build/obj .
 
 # The compile flags of one layer's files (LAYER=base|ir|...|commands|runtime), for tests
 # that compile a file as the build would (tests/t_compiler_layers.sh).

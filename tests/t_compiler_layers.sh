@@ -4,7 +4,11 @@
 # and the check fails on each thing it forbids, in a copy of the tree: an include of a higher layer (base util.c including
 # the commands' cmds.h), an include circle (ir.h including opsem.h, which includes
 # ir.h), a runtime file including a compiler header, a compiler file in no layer;
-# and an upward include compiled with its layer's flags fails.
+# and an upward include compiled with its layer's flags fails. The calls
+# (tools/check_calls.sh, from the objects' symbols): the built tree's objects call no
+# higher layer, and the check fails on a synthetic pair of objects where a base object
+# calls a commands one, on a runtime object calling the compiler, on an object in no
+# layer, and on a call planted in the built util.o.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -68,6 +72,46 @@ check "base cannot include the ir layer's opsem.h" \
 { printf '#include "ir.h"\n'; cat runtime/trace.c; } >"$T/rt.c"
 check "the runtime cannot include a compiler header" \
     sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/rt.c" $rt_flags
+
+# Calls between layers, from the objects' symbols: a synthetic tree of objects first.
+mkdir -p "$T/o/compiler/base" "$T/o/compiler/commands" "$T/o/runtime" "$T/o/compiler/nolayer"
+printf 'int t_up(void);\nint t_low(void) { return t_up(); }\n' >"$T/low.c"
+printf 'int t_low(void);\nint t_up(void) { return 1; }\nint t_top(void) { return t_low(); }\n' >"$T/high.c"
+${CC:-cc} -c "$T/low.c" -o "$T/o/compiler/base/low.o"
+${CC:-cc} -c "$T/high.c" -o "$T/o/compiler/commands/high.o"
+out=$(sh tools/check_calls.sh "$T/o" . 2>&1); rc=$?
+check "calls: a base object calling a commands one fails (rc $rc: $out)" \
+    sh -c '[ "$1" = 1 ] && [ "$2" = "calls: compiler/base/low.c (base) uses t_up of compiler/commands/high.c (commands): a higher layer" ]' _ "$rc" "$out"
+printf 'int t_low(void);\nint t_rt(void) { return t_low(); }\n' >"$T/rt.c"
+${CC:-cc} -c "$T/rt.c" -o "$T/o/runtime/rt.o"
+cp "$T/o/compiler/base/low.o" "$T/o/compiler/nolayer/stray.o"
+rm "$T/o/compiler/base/low.o"
+out=$(sh tools/check_calls.sh "$T/o" . 2>&1); rc=$?
+check "calls: the runtime calling the compiler fails ($out)" \
+    sh -c '[ "$1" = 1 ] && echo "$2" | grep -qx "calls: runtime/rt.o uses t_low of compiler/nolayer/stray.c: the runtime uses nothing of the compiler"' _ "$rc" "$out"
+check "calls: an object in no layer fails" \
+    sh -c 'echo "$1" | grep -qx "calls: compiler/nolayer/stray.o is in no layer of docs/architecture.md \"Layers\""' _ "$out"
+rm -r "$T/o/compiler/nolayer" "$T/o/runtime/rt.o"
+printf 'int t_up(void);\nint t_low(void) { return 2; }\n' >"$T/low.c"
+${CC:-cc} -c "$T/low.c" -o "$T/o/compiler/base/low.o"
+out=$(sh tools/check_calls.sh "$T/o" . 2>&1)
+check "calls: a call downward passes ($out)" test "${out#calls: ok}" != "$out"
+
+# ... then the built objects (make bin/pipec, build/libpiperun.a), and a call planted in
+# the built base util.o to the commands' driver_compile.
+if [ -f build/obj/compiler/base/util.o ] && [ -f build/obj/compiler/commands/driver.o ]; then
+    out=$(sh tools/check_calls.sh build/obj . 2>&1)
+    check "the built objects call no higher layer ($out)" test "${out#calls: ok}" != "$out"
+    mkdir -p "$T/b"; cp -r build/obj/compiler "$T/b/"
+    printf 'int driver_compile(void);\nint t_plant(void) { return driver_compile(); }\n' >"$T/plant.c"
+    ${CC:-cc} -c "$T/plant.c" -o "$T/plant.o" &&
+        ld -r build/obj/compiler/base/util.o "$T/plant.o" -o "$T/b/compiler/base/util.o"
+    out=$(sh tools/check_calls.sh "$T/b" . 2>&1); rc=$?
+    check "a call planted in base/util.o to driver_compile is found (rc $rc)" \
+        sh -c '[ "$1" = 1 ] && echo "$2" | grep -qx "calls: compiler/base/util.c (base) uses driver_compile of compiler/commands/driver.c (commands): a higher layer"' _ "$rc" "$out"
+else
+    skip "calls of the built objects" "no objects in build/obj/compiler (make bin/pipec first)"
+fi
 
 # No function longer than 120 lines in the compiler or the runtime (tools/longfn.sh),
 # and the tool finds one that is.

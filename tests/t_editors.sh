@@ -55,6 +55,25 @@ print('\n'.join(re.search(r'\((.*)\)', m).group(1).split('|')))" | sort)
 check "keywords: Vim = lexer" test "$vimkw" = "$lex"
 check "keywords: TextMate = lexer" test "$tmkw" = "$lex"
 
+# Both know exactly the op table's kinds (tools/mksyntax.sh reads OP_KINDS), and the
+# lexer takes each of them for an op: `pipec print` finds no syntax error (a schedule
+# of one op breaks other rules, which print reports as such).
+table=$(sed -n '/^#define OP_KINDS(X)/,/^$/s/^ *X([A-Z_]*, "\([A-Z]*\)").*/\1/p' compiler/ir/ir.h | sort)
+vimop=$(sed -n "s/^syn match pipe_op '\\\\v<(\([A-Z|]*\)).*/\1/p" "$tmp/ed/vim/syntax/pipe.vim" | tr '|' '\n' | sort)
+tmop=$(python3 -c "
+import json, re; g = json.load(open('$tmp/ed/vscode/syntaxes/pipe.tmLanguage.json'))
+m = [p['match'] for p in g['patterns'] if p['name'] == 'entity.name.function.op.pipe'][0]
+print('\n'.join(re.search(r'\((.*?)\)', m).group(1).split('|')))" | sort)
+check "op kinds: the table has some" test "$(echo "$table" | wc -l)" -ge 9
+check "op kinds: Vim = op table" test "$vimop" = "$table"
+check "op kinds: TextMate = op table" test "$tmop" = "$table"
+notop=""
+for k in $vimop XY; do  # XY: the check can fail
+    printf 'pipeline p { stages 1 microbatches 4 stage 0 { %s3 } }\n' "$k" >"$tmp/op.pipe"
+    "$PIPEC" print "$tmp/op.pipe" 2>&1 | grep -q 'error\[syntax\]' && notop="$notop $k"
+done
+check "op kinds: the lexer takes each editor op for an op (and not XY)" test "$notop" = " XY"
+
 # --- Vim ------------------------------------------------------------------------------
 if command -v vim >/dev/null 2>&1; then
     cat >"$tmp/check.vim" <<'EOF'

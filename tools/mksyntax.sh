@@ -1,6 +1,7 @@
 #!/bin/sh
 # tools/mksyntax.sh - generates the editor support for .pipe files from one source,
-# editors/pipe-syntax.txt (token classes) and grammar/pipe.l (the keywords):
+# editors/pipe-syntax.txt (token classes), grammar/pipe.l (the keywords) and the op table
+# (the op kinds' spellings, OP_KINDS in compiler/ir/ir.h):
 #
 #   OUT/vim/syntax/pipe.vim, OUT/vim/ftdetect/pipe.vim          Vim
 #   OUT/vscode/package.json, language-configuration.json,
@@ -13,11 +14,17 @@ spec=$src/editors/pipe-syntax.txt
 keywords=$(sed -n '/keywords\[\] = {/,/^};/p' "$src/grammar/pipe.l" | grep -o '{"[a-z_]*",' |
            sed 's/{"\(.*\)",/\1/' | tr '\n' ' ' | sed 's/ $//')
 [ -n "$keywords" ] || { echo "mksyntax: no keywords found in grammar/pipe.l" >&2; exit 1; }
+# The op kinds' spellings, from the op table (OP_KINDS in compiler/ir/ir.h), longest
+# first so that a regex alternation tries RO before R.
+opkinds=$(sed -n '/^#define OP_KINDS(X)/,/^$/s/^ *X([A-Z_]*, "\([A-Z]*\)").*/\1/p' "$src/compiler/ir/ir.h" |
+          awk '{ print length($0) "\t" NR "\t" $0 }' | sort -k1,1nr -k2,2n | cut -f3 | paste -sd '|' -)
+[ -n "$opkinds" ] || { echo "mksyntax: no op kinds found in compiler/ir/ir.h" >&2; exit 1; }
 version=$(sed -n 's/^VERSION *[?:]*= *//p' "$src/Makefile" | head -n 1)
 mkdir -p "$out/vim/syntax" "$out/vim/ftdetect" "$out/vscode/syntaxes"
 
-# The token classes, without comments: name scope vim regex (tab-separated).
-classes() { grep -v '^#' "$spec" | grep -v '^[[:space:]]*$'; }
+# The token classes, without comments, @OPKINDS replaced: name scope vim regex
+# (tab-separated).
+classes() { grep -v '^#' "$spec" | grep -v '^[[:space:]]*$' | sed "s/@OPKINDS/$opkinds/g"; }
 
 # TextMate: \< and \> are \b; JSON escapes.
 tm_regex() {

@@ -7,8 +7,8 @@
  * OG/LW: check.c), the kind the runtime runs it as (emit_c.c, plan/opkinds.h), the
  * glyph, colour and label of the timelines (sim_gantt.c, sim_svg.c, sim_html.c),
  * whether it is chunk-wide, whether it is part of a chunk's backward. The op spellings
- * are OP_KINDS (ir.h); the lexer (grammar/pipe.l) and the editor grammar
- * (editors/pipe-syntax.txt) are checked against them (tests/unit/test_opsem.c).
+ * are OP_KINDS (ir.h): the lexer (grammar/pipe.l) looks a capitalised word up in them,
+ * and the editor grammar's op class is generated from them (tools/mksyntax.sh).
  * A new op kind is one row in OP_KINDS (ir.h), one row in op_sem[] and one case in each
  * of opsem_mem_step / opsem_duration, plus its runtime kernel when it runs as itself.
  *
