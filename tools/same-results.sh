@@ -1,68 +1,8 @@
 #!/usr/bin/env bash
-# tools/same-results.sh OLD_PIPEC NEW_PIPEC [EXAMPLE.pipe...] - shows that a change to
-# the compiler changed no result: for every example (default: examples/*.pipe),
-#   - `pipec print` and `pipec sim --json` of the two builds are byte-identical
-#     (output, diagnostics and exit status), and
-#   - where the runtime trains the example's model for real (`pipec check --mem` then
-#     reports the workload's real region sizes), `pipec run --iters N --json` of the two
-#     builds gives the same losses (N = $ITERS, default 3, on a fixed text; each build
-#     has a fresh cache, so each program is built with its own pipec).
-# Each build uses its own tree's stdlib and runtime; a pipec that is not in a built tree
-# (a copy such as /tmp/pipec-old) uses this checkout's (PIPEC_STDLIB, when set, wins).
-# Prints one line per difference and "N same, N different"; exits 1 on a difference.
-#
-#   make bin/pipec && cp bin/pipec /tmp/pipec-old   # before the change
-#   ... change, make bin/pipec ...
-#   tools/same-results.sh /tmp/pipec-old bin/pipec
-set -u
+# tools/same-results.sh OLD_PIPEC NEW_PIPEC [EXAMPLE.pipe...] - the second name of
+# `tools/same_outputs.sh --bins` (see there): two pipec builds compared on every example.
 if [ $# -lt 2 ]; then
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
-old=$(realpath "$1") new=$(realpath "$2")
-shift 2
-root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -gt 0 ] || set -- "$root"/examples/*.pipe
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-same=0 diff=0
-# a fixed text to train on (the default, the docs, may differ between the two trees)
-python3 -c "print('the pipeline runs forward and backward over every micro-batch. ' * 400)" >"$tmp/text"
-differ() { echo "different: $*"; diff=$((diff + 1)); }
-
-# pc PIPEC ARGS...: runs PIPEC (for at most 600 s), with this checkout's stdlib and runtime when it is not
-# in a built tree of its own.
-pc() {
-    local bin=$1 env=()
-    shift
-    [ -d "$(dirname "$bin")/../stdlib" ] || env+=(PIPEC_STDLIB="${PIPEC_STDLIB:-$root/stdlib}")
-    [ -f "$(dirname "$bin")/../runtime/piperun.h" ] ||
-        env+=(PIPERUN_INC="$root/runtime" PIPERUN_LIB="$root/build")
-    env "${env[@]}" timeout 600 "$bin" "$@"
-}
-
-losses() { # $1 pipec, $2 file, $3 cache name: the "losses" array of a short run
-    pc "$1" run "$2" --iters "${ITERS:-3}" --json --quiet --data "$tmp/text" \
-        --cache "$tmp/$3" 2>&1 |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["losses"])' 2>&1
-}
-
-for f in "$@"; do
-    for cmd in print "sim --json"; do
-        # shellcheck disable=SC2086
-        a=$(pc "$old" $cmd "$f" 2>&1; echo "exit $?")
-        # shellcheck disable=SC2086
-        b=$(pc "$new" $cmd "$f" 2>&1; echo "exit $?")
-        if [ "$a" = "$b" ]; then same=$((same + 1)); else differ "pipec $cmd $f"; fi
-    done
-    if pc "$new" check --mem "$f" 2>/dev/null | grep -q "workload's real region sizes"; then
-        a=$(losses "$old" "$f" cache-old)
-        b=$(losses "$new" "$f" cache-new)
-        if [ "$a" = "$b" ] && [ "${a#[}" != "$a" ]; then
-            same=$((same + 1))
-        else
-            differ "pipec run $f: losses $a against $b"
-        fi
-    fi
-done
-echo "$same same, $diff different"
-[ "$diff" = 0 ]
+exec "$(dirname "$0")/same_outputs.sh" --bins "$@"

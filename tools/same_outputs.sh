@@ -1,20 +1,99 @@
-#!/bin/bash
-# same_outputs.sh - shows that two revisions of pipec agree on every example: `pipec print`
-# and `pipec sim --json` byte-identical, and the generated program of each example whose
-# model the runtime trains gives the same losses (`pipec run FILE`).
+#!/usr/bin/env bash
+# same_outputs.sh - shows that a change to pipec changed no result, the one tool for it
+# (tools/same-results.sh is its second name for the binary form):
 #
-#   tools/same_outputs.sh [BASE [HEAD]]
+#   tools/same_outputs.sh [BASE [HEAD]]                          two git revisions
+#   tools/same_outputs.sh --bins OLD_PIPEC NEW_PIPEC [EXAMPLE.pipe...]   two builds
 #
-# BASE and HEAD are git revisions; HEAD `.` (the default) is the working tree as it is,
-# uncommitted changes included. BASE defaults to the merge-base of HEAD and `main`.
-# Each is built from a clean copy in a temporary folder (make bin/pipec and the CPU
-# runtime); then tools/same-results.sh compares the two builds on every examples/*.pipe
-# of HEAD (see there for what is compared).
+# For every example (examples/*.pipe of HEAD, or the ones named):
+#   - `pipec print` and `pipec sim --json` of the two builds are byte-identical
+#     (output, diagnostics and exit status), and
+#   - where the runtime trains the example's model for real (`pipec check --mem` then
+#     reports the workload's real region sizes), `pipec run --iters N --json` of the two
+#     builds gives the same losses (N = $ITERS, default 3, on a fixed text; each build
+#     has a fresh cache, so each program is built with its own pipec).
+# Revisions: BASE and HEAD are git revisions; HEAD `.` (the default) is the working tree
+# as it is, uncommitted changes included; BASE defaults to the merge-base of HEAD and
+# `main`. Each is built from a clean copy in a temporary folder (make bin/pipec and the
+# CPU runtime; JOBS make jobs, default 2; KEEP=1 keeps the folder).
+# Builds: each uses its own tree's stdlib and runtime; a pipec that is not in a built
+# tree (a copy such as /tmp/pipec-old) uses this checkout's (PIPEC_STDLIB, when set, wins).
 #
-# Environment: ITERS (training iterations, passed on), JOBS (default 2) make jobs,
-# KEEP=1 keeps the temporary folder.
-# Exit status: 0 when every example agrees, 1 when one differs, 2 on a usage or build error.
+#   make bin/pipec && cp bin/pipec /tmp/pipec-old   # before the change
+#   ... change, make bin/pipec ...
+#   tools/same_outputs.sh --bins /tmp/pipec-old bin/pipec
+#
+# Prints one line per difference and "N same, N different". Exit status: 0 when every
+# example agrees, 1 when one differs, 2 on a usage or build error.
 set -u -o pipefail
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/same_outputs.XXXXXX") || exit 2
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
+
+# --- two builds ---------------------------------------------------------------------
+same=0 diff=0
+differ() { echo "different: $*"; diff=$((diff + 1)); }
+
+# pc PIPEC ARGS...: runs PIPEC (for at most 600 s), with this checkout's stdlib and
+# runtime when it is not in a built tree of its own.
+pc() {
+    local bin=$1 env=()
+    shift
+    [ -d "$(dirname "$bin")/../stdlib" ] || env+=(PIPEC_STDLIB="${PIPEC_STDLIB:-$root/stdlib}")
+    [ -f "$(dirname "$bin")/../runtime/piperun.h" ] ||
+        env+=(PIPERUN_INC="$root/runtime" PIPERUN_LIB="$root/build")
+    env "${env[@]}" timeout 600 "$bin" "$@"
+}
+
+losses() { # $1 pipec, $2 file, $3 cache name: the "losses" array of a short run
+    pc "$1" run "$2" --iters "${ITERS:-3}" --json --quiet --data "$tmp/text" \
+        --cache "$tmp/$3" 2>&1 |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["losses"])' 2>&1
+}
+
+# compare OLD_PIPEC NEW_PIPEC EXAMPLE...: the comparison above; returns 1 on a difference.
+compare() {
+    local old new f cmd a b
+    old=$(realpath "$1") new=$(realpath "$2")
+    shift 2
+    # a fixed text to train on (the default, the docs, may differ between the two trees)
+    python3 -c "print('the pipeline runs forward and backward over every micro-batch. ' * 400)" >"$tmp/text"
+    for f in "$@"; do
+        for cmd in print "sim --json"; do
+            # shellcheck disable=SC2086
+            a=$(pc "$old" $cmd "$f" 2>&1; echo "exit $?")
+            # shellcheck disable=SC2086
+            b=$(pc "$new" $cmd "$f" 2>&1; echo "exit $?")
+            if [ "$a" = "$b" ]; then same=$((same + 1)); else differ "pipec $cmd $f"; fi
+        done
+        if pc "$new" check --mem "$f" 2>/dev/null | grep -q "workload's real region sizes"; then
+            a=$(losses "$old" "$f" cache-old)
+            b=$(losses "$new" "$f" cache-new)
+            if [ "$a" = "$b" ] && [ "${a#[}" != "$a" ]; then
+                same=$((same + 1))
+            else
+                differ "pipec run $f: losses $a against $b"
+            fi
+        fi
+    done
+    echo "$same same, $diff different"
+    [ "$diff" = 0 ]
+}
+
+if [ "${1:-}" = --bins ]; then
+    [ $# -ge 3 ] || usage
+    shift
+    old=$1 new=$2
+    shift 2
+    [ $# -gt 0 ] || set -- "$root"/examples/*.pipe
+    compare "$old" "$new" "$@"
+    exit $?
+fi
+case ${1:-} in -*) usage ;; esac
+[ $# -le 2 ] || usage
+
+# --- two revisions ------------------------------------------------------------------
 JOBS=${JOBS:-2}
 root=$(git rev-parse --show-toplevel 2>/dev/null) || { echo "same_outputs: not in a git tree" >&2; exit 2; }
 cd "$root" || exit 2
@@ -25,9 +104,6 @@ else
     base_rev=$(git merge-base main "$( [ "$head_rev" = . ] && echo HEAD || echo "$head_rev")") ||
         { echo "same_outputs: no merge-base with main; name BASE" >&2; exit 2; }
 fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/same_outputs.XXXXXX") || exit 2
-[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
 
 # copy REV DIR: a clean copy of revision REV (`.`: the working tree) in DIR.
 copy() {
@@ -54,7 +130,7 @@ build() {
 
 build base "$base_rev"
 build head "$head_rev"
-"$tmp/head/tools/same-results.sh" "$tmp/base/bin/pipec" "$tmp/head/bin/pipec" "$tmp"/head/examples/*.pipe
+compare "$tmp/base/bin/pipec" "$tmp/head/bin/pipec" "$tmp"/head/examples/*.pipe
 rc=$?
 echo "base $base_rev, head $head_rev"
 exit $rc
