@@ -199,6 +199,13 @@ check "emitted Makefile: the program runs" "$T/mk/mk_p2" --iters 1 --workload sy
 (cd "$T/mk2" && make PIPERUN_LIB="$T/nowhere" >"$T/mk2.out" 2>&1)
 check "emitted Makefile: PIPERUN_LIB on the command line is used" grep -q "$T/nowhere/libpiperun.a" "$T/mk2.out"
 check "emitted Makefile: ... and nothing built from it" test ! -e "$T/mk2/mk_p2"
+# a runtime folder without the target's library: emit still writes the program (its
+# Makefile then names no found folder), without a double free of the paths it dropped
+# (the sanitizer build)
+mkdir -p "$T/nolib"
+PIPERUN_INC="$PWD/runtime" PIPERUN_LIB="$T/nolib" "$PIPEC_ASAN" emit "$T/mk_p2.pipe" -o "$T/mk3" >"$T/mk3.err" 2>&1
+check "emit with a library folder lacking libpiperun.a: no sanitizer report, exit 0 ($(head -c 200 "$T/mk3.err"))" \
+    sh -c '! grep -q Sanitizer "$1" && test -f "$2/Makefile"' _ "$T/mk3.err" "$T/mk3"
 
 # --- generated C: header, warnings, escaping ---------------------------------------------
 pipe emit_p3 3 4 1 onef1b

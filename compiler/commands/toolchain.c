@@ -83,6 +83,7 @@ int find_runtime_say(Target t, char **inc, char **lib, bool say)
                         "pipec; run `make`, or set PIPERUN_INC and PIPERUN_LIB)\n");
         free(*inc);
         free(*lib);
+        *inc = *lib = NULL;
         return -1;
     }
     for (const char *const *n = target_libs(t); *n; n++) {
@@ -98,6 +99,7 @@ int find_runtime_say(Target t, char **inc, char **lib, bool say)
                 fprintf(stderr, "pipec: cannot find %s in %s (run `%s`)\n", *n, *lib, how);
             free(*inc);
             free(*lib);
+            *inc = *lib = NULL;
             return -1;
         }
     }
