@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t_deadlock_agree.sh - the static deadlock verdict agrees with real runs.
 #
-# 210 random explicit schedules under `make test-full`, 70 under `make test` (the first 70
+# 210 random explicit schedules under `make test-full`, 42 under `make test` (the first 42
 # of the same seed's 210; tests/deadlock/agree.c: P 2..4, M 1..4, V 1..2, about 40%
 # deadlocking; a new seed every run, printed, AGREE_SEED=N replays one). For each:
 # the verdict of `pipec check` (exit 0, or exit 1 with only error[deadlock]) against a
@@ -22,7 +22,7 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 N=210
-test_full || N=70
+test_full || N=42
 seed=${AGREE_SEED:-$(date +%s)}
 echo "deadlock agreement: seed $seed, $N schedules"
 "$tool" gen "$seed" "$N" "$T" || { bad "generate schedules"; finish; exit; }

@@ -55,8 +55,12 @@ start=$(date +%s.%N)
 "$PIPEC" tune --top 1000 examples/llama2_18b_1f1b.pipe >"$tmp/a.tab" 2>/dev/null
 end=$(date +%s.%N)
 expect "tune 8x32 under two minutes ($(python3 -c "print(round($end - $start, 1))") s)" "$end - $start < 120"
-"$PIPEC" tune --top 1000 examples/llama2_18b_1f1b.pipe >"$tmp/b.tab" 2>/dev/null
-check "tune is deterministic" cmp -s "$tmp/a.tab" "$tmp/b.tab"
+# The same search again gives the same table (`make test-full`; `make test` compares the
+# two builds' tables of the smaller search below, which is deterministic too).
+if test_full; then
+    "$PIPEC" tune --top 1000 examples/llama2_18b_1f1b.pipe >"$tmp/b.tab" 2>/dev/null
+    check "tune is deterministic" cmp -s "$tmp/a.tab" "$tmp/b.tab"
+fi
 # The sanitizer build on a small search that still recomputes, swaps and applies
 # Obscura (no template fits 6 GiB): no report, and the same table as the plain build.
 small=examples/obscura_fig5_recomp_non.pipe
@@ -381,13 +385,13 @@ expect "tune -o, no budget: simulates to 13 ms ($o)" "abs($o - 13) < 1e-9"
 
 # --budget stops the search wherever it runs out (the file as written, a template, a
 # recompute, swap or pass step): N variants tried, never more, for N across the whole
-# search of Obscura's Llama-2 18B at gb16 (every 7th N; `make test`: 8 of them spread
+# search of Obscura's Llama-2 18B at gb16 (every 7th N; `make test`: 5 of them spread
 # evenly, the first, N = 1, and the last, past the end of the search, among them).
 ex=examples/obscura_llama2_18b_gb16.pipe
 total=$("$PIPEC" tune "$ex" 2>&1 >/dev/null | sed -n 's/^tune: \([0-9]*\) variants.*/\1/p')
 expect "tune: the full search of $ex tries variants ($total)" "${total:-0} > 50"
 budgets=($(seq 1 7 "$((${total:-0} + 7))"))
-test_full || budgets=($(for i in $(sample_points "${#budgets[@]}" 8); do echo "${budgets[$((i - 1))]}"; done))
+test_full || budgets=($(for i in $(sample_points "${#budgets[@]}" 5); do echo "${budgets[$((i - 1))]}"; done))
 bad_budgets=""
 for n in "${budgets[@]}"; do
     "$PIPEC" tune --budget "$n" "$ex" >"$tmp/bud.tab" 2>/dev/null
