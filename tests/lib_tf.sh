@@ -9,7 +9,8 @@
 #                    ones included), an explicit V-shape, an empty stage, and the passes
 #                    that add R, W, SO/SI, OG/LW: `run_check NAME` (the caller's) on each;
 #                    TF_GRID_SAMPLE=1 (t_transformer.sh in `make test`) runs 4 of the 8
-#                    points of the four 1F1B-like schedules per arch
+#                    points of the four 1F1B-like schedules per arch, and each of the 7
+#                    peers' schedules under one arch
 #   tf_train CMD...  50 iterations of CMD FILE: the summary names the arch, the loss
 #                    falls by more than 1 nat from 5-6.2, and every rank's measured arena
 #                    peak equals the static plan
@@ -64,8 +65,14 @@ tf_grid() {
             done
         done
         # the peers' schedules: split backwards, W ops, V-shape and looped placements
+        # (TF_GRID_SAMPLE=1: each under one arch, gpt the first, third, ..., llama the rest)
+        local i=0
         for cfg in "zbh2 3 5 1" "interleaved_zb 2 4 2" "looped_bfs 2 3 2" "zbv 2 4 2" \
             "dualpipev 2 4 2" "vhalf 2 4 2" "vmin 2 4 2"; do
+            i=$((i + 1))
+            if [ "${TF_GRID_SAMPLE:-0}" = 1 ]; then
+                case $arch/$((i % 2)) in gpt/0 | llama/1) continue ;; esac
+            fi
             set -- $cfg
             pipe "${arch}_$1" $arch "$2" "$3" "$4" "$1"
             case $1 in zbv | dualpipev | vhalf | vmin) sed -i 's/chunks 2/chunks 2 vshape/' "$T/${arch}_$1.pipe" ;; esac

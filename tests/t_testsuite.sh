@@ -109,13 +109,14 @@ fault_k() { # prints the --sample t_fault.sh passes under the environment given
 check "t_fault: the default path samples 4 values of N" test "$(fault_k -u PIPEC_TEST_FULL)" = "--sample 4 build/fault/faultinject.so"
 check "t_fault: PIPEC_TEST_FULL=1 samples 30" test "$(fault_k PIPEC_TEST_FULL=1)" = "--sample 30 build/fault/faultinject.so"
 # tf_grid (tests/lib_tf.sh): the points it runs (pipe and run_check stand-ins), whole
-# (46: 23 per arch) and with TF_GRID_SAMPLE=1 (38: 4 of the 8 1F1B-like points per arch)
+# (46: 23 per arch) and with TF_GRID_SAMPLE=1 (31: 4 of the 8 1F1B-like points per arch,
+# each of the 7 peers' schedules under one arch)
 tf_points() {
     bash -c 'T=$(mktemp -d); . tests/lib_tf.sh; n=0; pipe() { :; }; run_check() { n=$((n + 1)); }
              TF_GRID_SAMPLE=$0; tf_grid 2>/dev/null; rm -rf "$T"; echo "$n"' "$1"
 }
 check "tf_grid: 46 points whole" test "$(tf_points 0)" = 46
-check "tf_grid: 38 with TF_GRID_SAMPLE=1" test "$(tf_points 1)" = 38
+check "tf_grid: 31 with TF_GRID_SAMPLE=1" test "$(tf_points 1)" = 31
 check "t_transformer: the sample unless test_full" grep -qx 'test_full || TF_GRID_SAMPLE=1' tests/t_transformer.sh
 
 # --- the order of tests/run.sh (PIPEC_TEST_LIST=1 prints it and runs nothing) -------------
