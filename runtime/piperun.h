@@ -57,7 +57,7 @@
 
 #include "region.h"
 
-#define PIPERUN_ABI 7
+#define PIPERUN_ABI 8
 
 /* Op kinds, in the order of the compiler's OP_KINDS. PR_OG / PR_LW: model-state
  * offload of one chunk (TPipe's T-Offload; docs/semantics.md "Model-state offload"):
@@ -199,6 +199,9 @@ typedef struct PrRankDesc {
 typedef struct PrVstage {
     int32_t rank, chunk;
     int32_t layers;            /* mlp blocks on this virtual stage */
+    int32_t per_layer;         /* 1: its R and RO rebuild one layer at a time inside the
+                                  backward (layer-granular recomputation; the gpt/llama
+                                  workloads' layout, runtime/tf_layout.h), else 0 */
     int64_t act, ckpt, wact;   /* planned mlp region bytes (checked against runtime/mlp.h
                                   at start-up) */
     int64_t from[PR_NWORKLOADS][PR_PIECES + 1]; /* the piece boundaries of this virtual

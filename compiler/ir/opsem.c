@@ -116,6 +116,26 @@ void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
     c->ms_per_byte = (bw > 0 && isfinite(bw)) ? 1000.0 / bw : 0;
 }
 
+void opsem_remat_use(const Pipeline *p, int32_t s, int32_t c, RematUse *u)
+{
+    *u = (RematUse){0, 0, 0, false};
+    const StageOps *st = &p->stages[s];
+    for (uint32_t i = 0; i < st->n; i++) {
+        const Op *o = &st->ops[i];
+        if (o->chunk != c || o->kind >= OP_NKINDS)
+            continue;
+        OpKind k = (OpKind)o->kind;
+        u->nf += k == OP_F;
+        u->nw += k == OP_W;
+        u->nr += opsem_has_bit(k) == VM_HAS_R;
+    }
+    if (u->nr == 0)
+        return;
+    OpCosts k;
+    opsem_costs(p, s, c, &k);
+    u->per_layer = k.ract < k.act - k.ckpt - 0.5;
+}
+
 void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double *alloc,
                     double *freed)
 {

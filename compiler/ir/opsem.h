@@ -122,6 +122,18 @@ typedef struct OpCosts {
 /* Fills *c for chunk c of rank s from the pipeline's costs (docs/spec.md "Cost lookup"). */
 void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c);
 
+/* Which micro-batches of chunk c of rank s are rematerialized, and how (docs/semantics.md
+ * "Memory", layer-granular recomputation): counts of the chunk's F ops and of its R and
+ * RO ops, whether a W exists on the chunk, and whether its recomputation is
+ * layer-granular (an R or RO exists and `ract` < act - ckpt). */
+typedef struct RematUse {
+    uint32_t nf, nr, nw;
+    bool per_layer;
+} RematUse;
+
+/* Fills *u for chunk c of rank s (linear in the rank's ops). */
+void opsem_remat_use(const Pipeline *p, int32_t s, int32_t c, RematUse *u);
+
 /* What one (v,m) holds during the walk: bytes on the device and bytes swapped out. */
 typedef struct VmMem {
     double held, host;
