@@ -399,7 +399,7 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # the generated program (docs/cuda.md "The stream plan's table"), its types plan/*.h.
 # Its C files compile without the compiler's include paths, so none can include one.
 CU_CPPFLAGS = $(CPPFLAGS) $(INC_runtime)
-CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
+CU_CPU_SRC = runtime/failure.c runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
              runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
              runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
              runtime/workload_tf.c runtime/transformer.c

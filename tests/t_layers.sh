@@ -15,10 +15,10 @@ trap 'rm -rf "$tmp"' EXIT
 # the ones before it (and itself), never one after it.
 cat >"$tmp/groups" <<'EOF'
 models    data.c mlp.c mlp_layers.c transformer.c
-core      piperun_common.c dp.c router.c trace.c profile.c
+core      failure.c piperun_common.c dp.c router.c trace.c profile.c
 workloads synthetic.c workload_model.c workload_mlp.c workload_tf.c
 backends  piperun.c mpi/piperun_mpi.c mpi/piperun_cuda_mpi.c
-backends  cuda/piperun_cuda.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
+backends  cuda/piperun_cuda.c cuda/cu_error.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
 top       run.c run_main.c program_table.c
 EOF
 
