@@ -86,40 +86,15 @@ size_t tf_io_bytes(const TfConfig *c)
 {
     return (size_t)c->d.B * (size_t)c->d.T * (size_t)c->d.C * sizeof(float);
 }
-size_t tf_act_bytes(const TfConfig *c, const MlpSlice *s)
-{
-    return layout_of(c, s).act * sizeof(float);
-}
-size_t tf_ckpt_bytes(const TfConfig *c, const MlpSlice *s)
-{
-    return layout_of(c, s).ckpt * sizeof(float);
-}
-size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s)
-{
-    return layout_of(c, s).wact * sizeof(float);
-}
-void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
-{
-    TfLayout a = layout_of(c, s);
-    PrRegion g = tf_region_whole(NULL, &a);
-    pr_region_cuts_bytes(&g, from);
-}
+PR_LAYOUT_BYTES(tf, TfConfig, MlpSlice, layout_of)
 size_t tf_layer_act_bytes(const TfConfig *c) { return tf_layer_fwd_bytes(&c->d); }
 
 /* ---- parameters ------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void fill_uniform(float *t, size_t n, float a, uint64_t *st)
 {
     for (size_t i = 0; i < n; i++)
-        t[i] = a * (2.0f * (float)((double)(splitmix64(st) >> 11) * 0x1.0p-53) - 1.0f);
+        t[i] = a * (2.0f * (float)pr_uniform01(st) - 1.0f);
 }
 
 /* Adds tensor `name` of n floats owned by layer (-1 embedding, L head). */
@@ -760,24 +735,24 @@ void tf_weight_grad(TfModel *m, const MlpSlice *s, const PrRegion *g, const int 
     weight_grads(m, s, g, tokens);
 }
 
+/* One micro-batch of the reference (PrReferenceStep): the whole model, F then B. */
+static float reference_step(void *model, void *act, const int *tok, const int *tgt,
+                            float scale)
+{
+    TfModel *m = model;
+    MlpSlice s = tf_whole(&m->cfg);
+    TfLayout a = layout_of(&m->cfg, &s);
+    float loss = 0.0f;
+    tf_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
+    PrRegion g = tf_region_whole(act, &a);
+    backward(m, &s, NULL, &g, NULL, tok, tgt, false, scale);
+    return loss;
+}
+
 float tf_reference_iteration(TfModel *m, int M, const int *tokens, const int *targets)
 {
     const TfConfig *c = &m->cfg;
     MlpSlice s = tf_whole(c);
-    TfLayout a = layout_of(c, &s);
-    size_t bt = (size_t)c->d.B * c->d.T;
-    float *act = malloc(a.act * sizeof *act);
-    if (!act)
-        return NAN;
-    double sum = 0.0;
-    for (int k = 0; k < M; k++) {
-        float loss = 0.0f;
-        const int *tok = tokens + (size_t)k * bt, *tgt = targets + (size_t)k * bt;
-        tf_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
-        PrRegion g = tf_region_whole(act, &a);
-        backward(m, &s, NULL, &g, NULL, tok, tgt, false, 1.0f / (float)M);
-        sum += loss;
-    }
-    free(act);
-    return (float)(sum / M);
+    return pr_reference_iteration(m, M, (size_t)c->d.B * c->d.T, tf_act_bytes(c, &s),
+                                  reference_step, tokens, targets);
 }

@@ -79,6 +79,11 @@ const char *opsem_why(OpKind u, OpKind w)
     return "it depends on it";
 }
 
+Stream op_stream(OpKind k)
+{
+    return (unsigned)k < OP_NKINDS ? op_sem[k].stream : STREAM_COMPUTE;
+}
+
 bool opsem_waits_on(OpKind k, OpKind w)
 {
     if ((unsigned)k >= OP_NKINDS)

@@ -98,6 +98,10 @@ static inline bool op_backward(unsigned k)
  * errors), or a generic phrase when no data rule links them (a `dep` line). */
 const char *opsem_why(OpKind u, OpKind w);
 
+/* The stream an op kind runs on: op_sem[k].stream, STREAM_COMPUTE for a kind out of
+ * range. */
+Stream op_stream(OpKind k);
+
 /* Whether an op of kind k waits for the op of kind w of its own (v,m) (or, w chunk-wide,
  * of its own chunk) when that op exists: a dv = 0 row of op_sem[k].wait. */
 bool opsem_waits_on(OpKind k, OpKind w);
