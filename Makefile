@@ -17,6 +17,7 @@
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
 #   make check-layers  the include layers of docs/architecture.md "Layers" (tools/check_layers.sh)
 #   make check-calls   the same layers from the built objects' calls (tools/check_calls.sh)
+#   make kinds         regenerate runtime/piperun.h's op-kind enum (tools/mkkinds.sh)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
 #                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
@@ -91,7 +92,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 # (tests/unit/testutil.h example_checked); `make test-full` runs none of them.
 PLAIN_UNIT_BIN = build/tests/plain/test_cuda_host build/tests/plain/test_stream_plan
 
-.PHONY: check-layers check-calls print-layer-flags
+.PHONY: check-layers check-calls kinds print-layer-flags
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -210,6 +211,11 @@ check-layers:
 # (tools/check_calls.sh, also tests/t_compiler_layers.sh).
 check-calls: bin/pipec build/libpiperun.a
 	@sh tools/check_calls.sh build/obj .
+
+# The runtime's op-kind enum in runtime/piperun.h, regenerated from plan/opkinds.h
+# (tools/mkkinds.sh; tests/t_layers.sh checks that it is up to date).
+kinds:
+	@sh tools/mkkinds.sh -w .
 
 # The compile flags of one layer's files (LAYER=base|ir|...|commands|runtime), for tests
 # that compile a file as the build would (tests/t_compiler_layers.sh).
@@ -405,7 +411,7 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # the generated program (docs/cuda.md "The stream plan's table"), its types plan/*.h.
 # Its C files compile without the compiler's include paths, so none can include one.
 CU_CPPFLAGS = $(CPPFLAGS) $(INC_runtime)
-CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
+CU_CPU_SRC = runtime/failure.c runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
              runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
              runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
              runtime/workload_tf.c runtime/transformer.c

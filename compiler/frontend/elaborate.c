@@ -53,6 +53,17 @@ typedef struct Elab {
     const char **vkey;
     uint32_t *vtop;        /* index into vars, or NO_VAR */
     size_t vcap, nvkey;
+    /* Compiled expressions (expr_run): the flat code of every operator expression
+     * evaluated so far, found by its root node in an open-addressing table. */
+    struct Ins *code;
+    size_t ncode, codecap;
+    const Node **ckey;
+    uint32_t *cval;        /* index into code of the expression's first instruction */
+    size_t ccap, nckey;
+    int64_t *stack;        /* expr_run's value stack */
+    size_t stackcap;
+    bool scoped;           /* no `let` has failed: every name an expression reads is
+                            * bound at the same index of vars each time it runs */
     const char *sP, *sM, *sV, *sVSHAPE, *smin, *smax;
     const char *skind[OP_NKINDS]; /* op_kind_name[k], interned: an op call's kind by pointer */
     int32_t cur_stage;     /* -1 outside a stage block */
@@ -357,7 +368,324 @@ static COLD_NOINLINE bool eval_call_error(Elab *e, const Node *n)
     return false;
 }
 
-/* Evaluates an integer expression (int64, overflow checked). */
+static COLD_NOINLINE bool eval_neg_error(Elab *e, const Node *n, int64_t a)
+{
+    EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in -(%" PRId64 ")", a);
+    return false;
+}
+
+/* ---- compiled expressions ------------------------------------------------------- */
+
+/* An operator expression runs as flat code over a value stack, compiled when it is
+ * first evaluated: each node one instruction, in the order the tree walk would
+ * evaluate them (operands left to right, then the operator), `&&` and `||` jumping
+ * over their right operand, a name read from its binding's index in vars. The tree
+ * walk cost about 40 instructions a node; a template's op calls evaluate about 16
+ * nodes an op. Errors are reported at the same node, with the same message, and stop
+ * the evaluation at the same point. */
+typedef enum InsOp {
+    I_CONST,   /* push v */
+    I_VAR,     /* push the value of a's name (Opnd) */
+    I_NEG,     /* negate the top (overflow: error) */
+    I_NOT,     /* logical not of the top */
+    I_BIN,     /* push a op b (op = node's BinOp; overflow, zero divisor: error), a and b
+                * popped or read in place (Opnd) */
+    I_ANDL,    /* `a && b` after a: when a is 0, leave 0 and jump to v; else pop a */
+    I_ORL,     /* `a || b` after a: when a is not 0, leave 1 and jump to v; else pop a */
+    I_BOOL,    /* top = top != 0 (the value of `&&`, `||` from b) */
+    I_MINMAX,  /* pop v values, push their min (node min) or max; 0 for none */
+    I_BADNUM,  /* a number that is not a plain integer: error */
+    I_BADCALL, /* a call of an unknown function: error */
+    I_END,     /* the values on the stack are the result */
+} InsOp;
+
+/* Where an operand of I_BIN (or I_VAR's) comes from: the stack, a constant, or a name
+ * read in place. A name is read from vars[slot] (its binding's index when compiled)
+ * while e->scoped holds, else looked up; unbound, it is an error at `leaf`. */
+typedef enum OpndMode { O_STACK, O_CONST, O_VAR } OpndMode;
+
+typedef struct Opnd {
+    uint8_t mode;      /* OpndMode */
+    uint32_t slot;     /* O_VAR: index into vars of its binding when compiled, or NO_VAR */
+    union {
+        int64_t v;         /* O_CONST: the value */
+        const char *name;  /* O_VAR: the name (interned) */
+    } u;
+    const Node *leaf;  /* O_VAR: the name's node */
+} Opnd;
+
+typedef struct Ins {
+    uint8_t op;        /* InsOp */
+    int64_t v;         /* I_CONST: the value; I_BIN: the BinOp; I_ANDL, I_ORL: jump
+                        * target; I_MINMAX: count */
+    Opnd a, b;
+    const Node *node;  /* the node it evaluates, for errors */
+} Ins;
+
+static void ins_push(Elab *e, InsOp op, int64_t v, const Node *n)
+{
+    Ins in = {.op = (uint8_t)op, .v = v, .node = n};
+    VEC_PUSH(e->code, e->ncode, e->codecap, in);
+}
+
+/* The operand n read in place: a plain integer, or (when `name`) a name. False for
+ * anything that is to be computed onto the stack. */
+static bool opnd_leaf(const Elab *e, const Node *n, bool name, Opnd *o)
+{
+    if (n->kind == N_NUM && n->u.num.is_int && !n->u.num.unit && !n->u.num.range_err) {
+        *o = (Opnd){.mode = O_CONST, .u.v = n->u.num.ival};
+        return true;
+    }
+    if (n->kind != N_VAR || !name)
+        return false;
+    *o = (Opnd){.mode = O_VAR, .slot = NO_VAR, .u.name = n->name, .leaf = n};
+    if (e->vcap) {
+        size_t i = var_slot(e, n->name);
+        if (e->vkey[i])
+            o->slot = e->vtop[i];
+    }
+    return true;
+}
+
+/* Appends the code of n; *sp is the stack height it starts at, *most the highest so
+ * far. */
+static void expr_compile(Elab *e, const Node *n, size_t *sp, size_t *most)
+{
+    switch ((NodeKind)n->kind) {
+    case N_NUM:
+        if (n->u.num.range_err || !n->u.num.is_int || n->u.num.unit) {
+            ins_push(e, I_BADNUM, 0, n); /* counted as a value: never runs past it */
+            break;
+        }
+        ins_push(e, I_CONST, n->u.num.ival, n);
+        break;
+    case N_VAR:
+        ins_push(e, I_VAR, 0, n);
+        opnd_leaf(e, n, true, &e->code[e->ncode - 1].a);
+        break;
+    case N_UNOP:
+        expr_compile(e, n->a, sp, most);
+        ins_push(e, n->op == '!' ? I_NOT : I_NEG, 0, n);
+        return;
+    case N_BINOP: {
+        if (n->op == BIN_AND || n->op == BIN_OR) {
+            expr_compile(e, n->a, sp, most);
+            size_t j = e->ncode;
+            ins_push(e, n->op == BIN_AND ? I_ANDL : I_ORL, 0, n);
+            (*sp)--;
+            expr_compile(e, n->b, sp, most);
+            ins_push(e, I_BOOL, 0, n);
+            e->code[j].v = (int64_t)e->ncode;
+            return;
+        }
+        /* Operands are read in the tree walk's order: a name a in place only when b is
+         * read in place too (else b's code, which runs first, could fail first). */
+        Opnd a = {.mode = O_STACK}, b = {.mode = O_STACK};
+        bool bleaf = opnd_leaf(e, n->b, true, &b);
+        if (!opnd_leaf(e, n->a, bleaf, &a))
+            expr_compile(e, n->a, sp, most);
+        if (!bleaf)
+            expr_compile(e, n->b, sp, most);
+        ins_push(e, I_BIN, n->op, n);
+        e->code[e->ncode - 1].a = a;
+        e->code[e->ncode - 1].b = b;
+        *sp -= (a.mode == O_STACK) + (b.mode == O_STACK);
+        break;
+    }
+    case N_CALL: {
+        if (n->name != e->smin && n->name != e->smax) {
+            ins_push(e, I_BADCALL, 0, n); /* counted as a value: never runs past it */
+            break;
+        }
+        int64_t cnt = 0;
+        for (const Node *x = n->a; x; x = x->next, cnt++)
+            expr_compile(e, x, sp, most);
+        ins_push(e, I_MINMAX, cnt, n);
+        *sp -= (size_t)cnt;
+        break;
+    }
+    case N_OPCALL: /* its arguments, in order, left on the stack */
+        for (const Node *x = n->a; x; x = x->next)
+            expr_compile(e, x, sp, most);
+        return;
+    default:
+        unreachable();
+    }
+    if (++*sp > *most) /* a value pushed */
+        *most = *sp;
+}
+
+/* The table slot of root node n: its own, or the empty one where it would go. */
+static size_t expr_slot(const Elab *e, const Node *n)
+{
+    size_t h = ((uintptr_t)n >> 4) * 0x9E3779B97F4A7C15u;
+    for (size_t i = h >> 20 & (e->ccap - 1);; i = (i + 1) & (e->ccap - 1))
+        if (!e->ckey[i] || e->ckey[i] == n)
+            return i;
+}
+
+/* The first instruction of n's code, compiling it the first time (an expression, or
+ * the arguments of an op call). */
+static uint32_t expr_code(Elab *e, const Node *n)
+{
+    if (e->ccap) {
+        size_t i = expr_slot(e, n);
+        if (e->ckey[i])
+            return e->cval[i];
+    }
+    if (2 * (e->nckey + 1) > e->ccap) { /* grow: rehash */
+        size_t oc = e->ccap;
+        const Node **ok = e->ckey;
+        uint32_t *ov = e->cval;
+        e->ccap = oc ? 2 * oc : 64;
+        e->ckey = xcalloc(e->ccap, sizeof *e->ckey);
+        e->cval = xmalloc(e->ccap * sizeof *e->cval);
+        for (size_t i = 0; i < oc; i++)
+            if (ok[i]) {
+                size_t j = expr_slot(e, ok[i]);
+                e->ckey[j] = ok[i];
+                e->cval[j] = ov[i];
+            }
+        free(ok);
+        free(ov);
+    }
+    if (e->ncode >= UINT32_MAX / 2)
+        die("too many compiled expressions");
+    uint32_t at = (uint32_t)e->ncode;
+    size_t sp = 0, most = 0;
+    expr_compile(e, n, &sp, &most);
+    ins_push(e, I_END, 0, n);
+    if (most > e->stackcap) {
+        e->stackcap = most;
+        e->stack = xrealloc(e->stack, most * sizeof *e->stack);
+    }
+    size_t i = expr_slot(e, n);
+    e->ckey[i] = n;
+    e->cval[i] = at;
+    e->nckey++;
+    return at;
+}
+
+/* Reads operand o (not O_STACK) into *out; false after an unbound name's error. */
+static inline bool opnd_read(Elab *e, const Opnd *o, int64_t *out)
+{
+    if (o->mode == O_CONST) {
+        *out = o->u.v;
+        return true;
+    }
+    const char *name = o->u.name;
+    uint32_t k = o->slot;
+    if (e->scoped && k < e->nvars && e->vars[k].name == name) {
+        *out = e->vars[k].val;
+        return true;
+    }
+    return lookup_var(e, name, out) || eval_name_error(e, o->leaf);
+}
+
+/* Runs the code at `at` (expr_code): the values it leaves (the stack, bottom first;
+ * e->stack, valid until the next run), or NULL after an error. */
+static const int64_t *expr_run(Elab *e, uint32_t at)
+{
+    int64_t *st = e->stack;
+    size_t sp = 0;
+    for (const Ins *in = &e->code[at];; in++) {
+        switch ((InsOp)in->op) {
+        case I_CONST:
+            st[sp++] = in->v;
+            break;
+        case I_VAR:
+            if (!opnd_read(e, &in->a, &st[sp]))
+                return NULL;
+            sp++;
+            break;
+        case I_NEG:
+            if (st[sp - 1] == INT64_MIN) {
+                eval_neg_error(e, in->node, st[sp - 1]);
+                return NULL;
+            }
+            st[sp - 1] = -st[sp - 1];
+            break;
+        case I_NOT:
+            st[sp - 1] = !st[sp - 1];
+            break;
+        case I_BIN: {
+            int64_t a, b;
+            if (in->b.mode == O_STACK)
+                b = st[--sp];
+            if (in->a.mode == O_STACK)
+                a = st[--sp];
+            else if (!opnd_read(e, &in->a, &a))
+                return NULL;
+            if (in->b.mode != O_STACK && !opnd_read(e, &in->b, &b))
+                return NULL;
+            int64_t *r = &st[sp++];
+            bool ovf = false;
+            switch ((BinOp)in->v) {
+            case BIN_ADD: ovf = __builtin_add_overflow(a, b, r); break;
+            case BIN_SUB: ovf = __builtin_sub_overflow(a, b, r); break;
+            case BIN_MUL: ovf = __builtin_mul_overflow(a, b, r); break;
+            case BIN_DIV:
+            case BIN_MOD:
+                if (b == 0 || (a == INT64_MIN && b == -1)) {
+                    eval_binop_error(e, in->node, a, b);
+                    return NULL;
+                }
+                *r = in->v == BIN_DIV ? a / b : a % b;
+                break;
+            case BIN_LT: *r = a < b; break;
+            case BIN_LE: *r = a <= b; break;
+            case BIN_GT: *r = a > b; break;
+            case BIN_GE: *r = a >= b; break;
+            case BIN_EQ: *r = a == b; break;
+            case BIN_NE: *r = a != b; break;
+            case BIN_AND:
+            case BIN_OR: unreachable(); /* I_ANDL, I_ORL */
+            }
+            if (ovf) {
+                eval_binop_error(e, in->node, a, b);
+                return NULL;
+            }
+            break;
+        }
+        case I_ANDL:
+        case I_ORL:
+            if ((st[sp - 1] != 0) == (in->op == I_ORL)) {
+                st[sp - 1] = in->op == I_ORL;
+                in = &e->code[in->v] - 1;
+            } else {
+                sp--;
+            }
+            break;
+        case I_BOOL:
+            st[sp - 1] = st[sp - 1] != 0;
+            break;
+        case I_MINMAX: {
+            size_t cnt = (size_t)in->v;
+            bool min = in->node->name == e->smin;
+            int64_t r = 0;
+            for (size_t j = 0; j < cnt; j++) {
+                int64_t v = st[sp - cnt + j];
+                if (j == 0 || (min ? v < r : v > r))
+                    r = v;
+            }
+            sp -= cnt;
+            st[sp++] = r;
+            break;
+        }
+        case I_BADNUM:
+            eval_num_error(e, in->node);
+            return NULL;
+        case I_BADCALL:
+            eval_call_error(e, in->node);
+            return NULL;
+        case I_END:
+            return st;
+        }
+    }
+}
+
+/* Evaluates an integer expression (int64, overflow checked): a leaf in place, an
+ * operator expression as compiled code. */
 static bool eval(Elab *e, const Node *n, int64_t *out)
 {
     switch ((NodeKind)n->kind) {
@@ -370,73 +698,13 @@ static bool eval(Elab *e, const Node *n, int64_t *out)
         if (lookup_var(e, n->name, out))
             return true;
         return eval_name_error(e, n);
-    case N_UNOP: {
-        int64_t a;
-        if (!eval_leaf(e, n->a, &a))
-            return false;
-        if (n->op == '!') {
-            *out = !a;
-            return true;
-        }
-        if (a == INT64_MIN) {
-            EXP_ERROR(e, n->loc, DIAG_VALUE, "integer overflow in -(%" PRId64 ")", a);
-            return false;
-        }
-        *out = -a;
-        return true;
-    }
-    case N_BINOP: {
-        int64_t a, b;
-        if (!eval_leaf(e, n->a, &a))
-            return false;
-        if (n->op == BIN_AND && !a) {
-            *out = 0;
-            return true;
-        }
-        if (n->op == BIN_OR && a) {
-            *out = 1;
-            return true;
-        }
-        if (!eval_leaf(e, n->b, &b))
-            return false;
-        bool ovf = false;
-        switch ((BinOp)n->op) {
-        case BIN_ADD: ovf = __builtin_add_overflow(a, b, out); break;
-        case BIN_SUB: ovf = __builtin_sub_overflow(a, b, out); break;
-        case BIN_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
-        case BIN_DIV:
-        case BIN_MOD:
-            if (b == 0 || (a == INT64_MIN && b == -1))
-                return eval_binop_error(e, n, a, b);
-            *out = n->op == BIN_DIV ? a / b : a % b;
-            break;
-        case BIN_LT: *out = a < b; break;
-        case BIN_LE: *out = a <= b; break;
-        case BIN_GT: *out = a > b; break;
-        case BIN_GE: *out = a >= b; break;
-        case BIN_EQ: *out = a == b; break;
-        case BIN_NE: *out = a != b; break;
-        case BIN_AND:
-        case BIN_OR: *out = b != 0; break;
-        }
-        if (ovf)
-            return eval_binop_error(e, n, a, b);
-        return true;
-    }
+    case N_UNOP:
+    case N_BINOP:
     case N_CALL: {
-        if (n->name != e->smin && n->name != e->smax)
-            return eval_call_error(e, n);
-        int64_t r = 0;
-        int cnt = 0;
-        for (const Node *x = n->a; x; x = x->next, cnt++) {
-            int64_t v;
-            if (!eval_leaf(e, x, &v))
-                return false;
-            if (cnt == 0 || (n->name == e->smin ? v < r : v > r))
-                r = v;
-        }
-        *out = r;
-        return true;
+        const int64_t *v = expr_run(e, expr_code(e, n));
+        if (v)
+            *out = v[0];
+        return v != NULL;
     }
     default:
         unreachable();
@@ -570,8 +838,12 @@ static bool eval_opcall(Elab *e, const Node *n, int *kind, int64_t *mb, int64_t 
                   n->name, n->name, n->name);
         return false;
     }
-    *chunk = 0;
-    return eval_leaf(e, n->a, mb) && (nargs == 1 || eval_leaf(e, n->a->next, chunk));
+    const int64_t *v = expr_run(e, expr_code(e, n));
+    if (!v)
+        return false;
+    *mb = v[0];
+    *chunk = nargs == 2 ? v[1] : 0;
+    return true;
 }
 
 static bool check_rank(Elab *e, int64_t s, Loc loc)
@@ -626,6 +898,8 @@ static void exec(Elab *e, const Node *n, bool top)
         int64_t v;
         if (eval_leaf(e, n->a, &v))
             bind(e, n->name, v);
+        else
+            e->scoped = false; /* its name now reads an outer binding, or none */
         return;
     }
     case N_FOR: {
@@ -1415,7 +1689,7 @@ Pipeline *elaborate(Diag *d, const Program *prog)
         return NULL;
     int before = d->nerr;
     AstCtx *c = prog->ctx;
-    Elab E = {.d = d, .prog = prog, .cur_stage = -1};
+    Elab E = {.d = d, .prog = prog, .cur_stage = -1, .scoped = true};
     Elab *e = &E;
     e->sP = ast_intern(c, "P", 1);
     e->sM = ast_intern(c, "M", 1);
@@ -1457,6 +1731,10 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     free(e->vars);
     free(e->vkey);
     free(e->vtop);
+    free(e->code);
+    free(e->ckey);
+    free(e->cval);
+    free(e->stack);
     free(e->seen);
     if (d->nerr != before) {
         pipeline_free(p);

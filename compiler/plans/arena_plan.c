@@ -1398,6 +1398,35 @@ int arena_check(Diag *d, const Pipeline *p)
     return arena_check_memo(d, p, NULL);
 }
 
+/* An upper bound of rank s's arena, bytes, whatever the packing: the sum of the sizes of
+ * every incarnation it could hold. An incarnation starts only at an allocating op
+ * (op_sem[].mem: build_vm's F, R, RO and SI; at most one per op), and holds at most
+ * its region's largest extent (act, or ckpt + what an R rebuilds). Every plan of
+ * place_all is at most the first-fit replay's, and first-fit places each incarnation at
+ * or below the highest end placed before it, so the arena never exceeds the sum.
+ * Saturates at INT64_MAX. */
+static int64_t arena_bound(const Pipeline *p, int32_t s, const ArenaSizes *sz)
+{
+    int64_t *most = xmalloc((p->V > 0 ? (size_t)p->V : 1) * sizeof *most);
+    for (int32_t c = 0; c < p->V; c++) {
+        const ArenaSizes *z = &sz[ir_vstage(p, s, c)];
+        int64_t a = align_up(z->act), k = align_up(z->ckpt < z->act ? z->ckpt : z->act);
+        int64_t r = k + r_bytes(z);
+        most[c] = a > r ? a : r;
+    }
+    const StageOps *so = &p->stages[s];
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < so->n && sum < INT64_MAX; i++) {
+        const Op *o = &so->ops[i];
+        if (o->kind >= OP_NKINDS || op_sem[o->kind].mem != MEM_ALLOC || o->chunk >= (uint32_t)p->V)
+            continue;
+        int64_t m = most[o->chunk];
+        sum = sum > INT64_MAX - m ? INT64_MAX : sum + m;
+    }
+    free(most);
+    return sum;
+}
+
 int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
 {
     if (!p->has_memory)
@@ -1408,14 +1437,27 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
     for (size_t v = 0; v < nv; v++)
         arena_region_cuts(&sz[v], cuts[v]);
     ArenaRank *ranks = xcalloc(p->P > 0 ? (size_t)p->P : 1, sizeof *ranks);
-    for (int32_t s = 0; s < p->P; s++)
+    double *wsp = xmalloc((p->P > 0 ? (size_t)p->P : 1) * sizeof *wsp);
+    bool *fits = xcalloc(p->P > 0 ? (size_t)p->P : 1, sizeof *fits);
+    for (int32_t s = 0; s < p->P; s++) {
+        /* The verdict is all a budget check reports of a rank that fits: when even the
+         * bound of its arena fits, no plan is needed (the same verdict, no output). */
+        wsp[s] = arena_workspace(p, s);
+        double w = ir_cost(p, s, 0, COST_WEIGHTS);
+        if (w + (double)arena_bound(p, s, sz) + wsp[s] <= p->memory) {
+            fits[s] = true;
+            continue;
+        }
         plan_rank_checked(p, s, sz, (const int64_t(*)[ARENA_PIECES + 1])cuts, memo, &ranks[s]);
+    }
     free(sz);
     free(cuts);
     int nerr = 0;
     for (int32_t s = 0; s < p->P; s++) {
+        if (fits[s])
+            continue;
         const ArenaRank *r = &ranks[s];
-        double w = ir_cost(p, s, 0, COST_WEIGHTS), ws = arena_workspace(p, s);
+        double w = ir_cost(p, s, 0, COST_WEIGHTS), ws = wsp[s];
         double total = w + (double)r->size + ws;
         if (total <= p->memory)
             continue;
@@ -1455,5 +1497,7 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
         nerr++;
     }
     free(ranks);
+    free(wsp);
+    free(fits);
     return nerr;
 }

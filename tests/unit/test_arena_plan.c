@@ -432,6 +432,65 @@ static void test_budget(void **st)
     pipeline_free(p);
 }
 
+/* The budget check's verdict is the full plan's: a rank passes exactly when weights +
+ * arena + workspace fit. Checked at budgets around the full plan's arena and around an
+ * upper bound worked out here by hand (every F, R and SI allocating a whole act, or
+ * ckpt + the R's part: what arena_check may decide a rank by without planning), on
+ * ranks with packing loss, recomputation, split backwards and swaps. */
+static void test_budget_verdict(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *list;
+        int M;
+        double act, ckpt, wact, frac;
+    } cases[] = {
+        {"F0 F1 B0 B1", 2, 1024, 0, 0, 1},
+        {"F0 B0 F1 W0 B1 W1", 2, 1024, 0, 256, 1},
+        {"F0 F1 F2 R0 B0 F3 R1 B1 F4 R2 B2 R3 B3 R4 B4", 5, 1024, 128, 0, 1},
+        {"F0 F1 R0 B0 W0 R1 B1 W1", 2, 1024, 128, 512, 1},
+        {"F0 SO0 F1 SI0 R0 B0 B1", 2, 1024, 128, 0, 1},
+        {"F0 SO0 F1 SI0 B0 B1", 2, 128, 0, 0, 0.5},
+        {"F0 F1 F2 B1 F3 B0 B3 B2", 4, 640, 0, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        Pipeline *p = one(cases[c].M, 1, cases[c].list);
+        set_cost(&p->costs, COST_ACT, cases[c].act);
+        if (cases[c].ckpt > 0)
+            set_cost(&p->costs, COST_CKPT, cases[c].ckpt);
+        if (cases[c].wact > 0)
+            set_cost(&p->costs, COST_WACT, cases[c].wact);
+        if (cases[c].frac < 1)
+            set_cost(&p->costs, COST_SWAP_FRACTION, cases[c].frac);
+        set_cost(&p->costs, COST_WEIGHTS, 4096);
+        ArenaPlan *a = arena_plan(p, NULL, 0);
+        double base = 4096 + arena_workspace(p, 0);
+        double size = (double)a->rank[0].size;
+        double bound = 0; /* no ract: ckpt + what an R rebuilds is act */
+        for (uint32_t i = 0; i < p->stages[0].n; i++) {
+            OpKind k = (OpKind)p->stages[0].ops[i].kind;
+            if (k == OP_F || k == OP_R || k == OP_SI)
+                bound += cases[c].act;
+        }
+        assert_true(bound >= size);
+        const double budgets[] = {size - 64, size - 1, size, (size + bound) / 2, bound - 1,
+                                  bound, bound + 1, 1e15};
+        p->has_memory = true;
+        for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
+            p->memory = base + budgets[b];
+            Diag d = {0};
+            d.out = fopen("/dev/null", "w");
+            int want = budgets[b] < size ? 1 : 0;
+            assert_int_equal(arena_check(&d, p), want);
+            assert_int_equal(d.nerr, want);
+            fclose(d.out);
+            diag_free(&d);
+        }
+        arena_plan_free(a);
+        pipeline_free(p);
+    }
+}
+
 /* The code generator plans with the runtime's act, ckpt and wact (mlp_layout.h) for many
  * shapes: mlp_region_sizes hands it the shape in the right order. */
 static void test_mlp_sizes(void **st)
@@ -709,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_partial_swap_moves_nothing),
         cmocka_unit_test(test_split_region_b),
         cmocka_unit_test(test_recompute_layer),
+        cmocka_unit_test(test_budget_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

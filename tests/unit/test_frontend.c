@@ -19,6 +19,7 @@
 #include "diag.h"
 #include "frontend.h"
 #include "ir.h"
+#include "opsem.h"
 #include "util.h"
 #include "testutil.h"
 
@@ -622,6 +623,54 @@ static void test_require(void **state)
     done(&r);
 }
 
+/* Expressions run as compiled code (elaborate.c expr_run): the values, the errors and
+ * the point where evaluation stops are the tree walk's. */
+static void test_compiled_eval(void **state)
+{
+    (void)state;
+    Run r;
+    Pipeline *p = load(&r,
+        "pipeline x { stages 1 microbatches 16\n"
+        "  stage 0 {\n"
+        "    F(min(5, 4, 3 * 3, 2 + 0, max(1, 7) - 5, 9))\n"  /* F2 */
+        "    F(max(0)) F(-(-(3)) + !0)\n"                      /* F0 F4 */
+        "    for k in 0 .. 2 { F(k * 2 + (k + 1) * 3 - k % 2) }\n" /* F3 F7 */
+        "    if 0 && zz { F(15) } if 1 || 1 / 0 { F(14) }\n"  /* short circuit: F14 */
+        "    F((1 < 2) + (2 <= 2) + (3 > 2) + (3 >= 4) + (5 == 5) + (5 != 5))\n" /* F4 */
+        "  }\n}\n");
+    assert_non_null(p);
+    assert_string_equal(r.out, "");
+    assert_ops(p, 0, "F2 F0 F4 F3 F7 F14 F4");
+    done(&r);
+
+    /* the first failing operand is the one reported; what follows is not evaluated */
+    assert_null(load(&r, PRE "stage 0 { F(zz + 1 / 0) } }"));
+    assert_has(r.out, "unknown name 'zz'");
+    assert_null(strstr(r.out, "division by zero"));
+    done(&r);
+    assert_null(load(&r, PRE "stage 0 { F(1 / 0 + zz) } }"));
+    assert_has(r.out, "division by zero");
+    assert_null(strstr(r.out, "unknown name"));
+    done(&r);
+    assert_null(load(&r, PRE "stage 0 { F(zz * (yy + 1)) } }"));
+    assert_has(r.out, "unknown name 'zz'");
+    assert_null(strstr(r.out, "unknown name 'yy'"));
+    done(&r);
+    expect_error(PRE "stage 0 { let m = -9223372036854775807 - 1 F(-m) } }",
+                 "error[value]: integer overflow in -(-9223372036854775808)");
+    expect_error(PRE "stage 0 { F(min(1, 2.5)) } }", "error[value]: expected an integer, not 2.5");
+
+    /* A `let` that fails leaves its name reading the outer binding, in that iteration
+     * only: here x is 1 when k = 0 (the division fails), then 10 / k. */
+    assert_null(load(&r, "pipeline x { stages 1 microbatches 8\n"
+                         "  let x = 1\n"
+                         "  stage 0 { for k in 0 .. 3 { let x = 10 / k F(x) } }\n}\n"));
+    assert_has(r.out, "t.pipe:3:42: error[value]: division by zero");
+    assert_has(r.out, "error[value]: micro-batch 10 is out of range (microbatches 8)");
+    assert_int_equal(r.d.nerr, 2);
+    done(&r);
+}
+
 static void test_template_errors(void **state)
 {
     (void)state;
@@ -1152,6 +1201,7 @@ int main(void)
         cmocka_unit_test(test_template_language),
         cmocka_unit_test(test_require),
         cmocka_unit_test(test_template_errors),
+        cmocka_unit_test(test_compiled_eval),
         cmocka_unit_test(test_limits),
         cmocka_unit_test_setup_teardown(test_imports, imports_setup, imports_teardown),
         cmocka_unit_test_setup_teardown(test_import_errors, imports_setup, imports_teardown),
