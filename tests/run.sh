@@ -8,7 +8,7 @@
 # CPUs; 1 runs them one after another). Each suite's output is printed whole when it ends,
 # with its wall time, the slowest first (by their times in the last run, else
 # tests/suite-times). The suites that
-# rebuild or install the tree itself (SERIAL below) run alone, after the others. The
+# install the tree or run make in it (SERIAL below) run after the others. The
 # slowest suites are listed at the end. PIPEC_TEST_FULL=1 (make test-full) has the
 # suites run their long sweeps whole instead of a sample (tests/lib.sh test_full).
 # PIPEC_TEST_ONLY="t_sim.sh t_cli.sh" runs only the suites named (and the binaries given).
@@ -113,32 +113,38 @@ if [ "${PIPEC_TEST_LIST:-0}" = 1 ]; then
 fi
 
 # The concurrent part: at most $jobs suites at once, each reported when it ends.
-declare -A running=()
-next=0 n=${#names[@]}
-while [ "$next" -lt "$n" ] || [ "${#running[@]}" -gt 0 ]; do
-    while [ "$next" -lt "$n" ] && [ "${#running[@]}" -lt "$jobs" ]; do
-        # shellcheck disable=SC2086
-        run_one "$next" "${names[$next]}" ${cmds[$next]} &
-        running[$next]=$!
-        next=$((next + 1))
+# pool FROM TO [JOBS]: runs names/cmds FROM..TO-1 so, JOBS (default $jobs) at a time.
+pool() {
+    local next=$1 n=$2 jobs=${3:-$jobs} i
+    declare -A running=()
+    while [ "$next" -lt "$n" ] || [ "${#running[@]}" -gt 0 ]; do
+        while [ "$next" -lt "$n" ] && [ "${#running[@]}" -lt "$jobs" ]; do
+            # shellcheck disable=SC2086
+            run_one "$next" "${names[$next]}" ${cmds[$next]} &
+            running[$next]=$!
+            next=$((next + 1))
+        done
+        wait -n 2>/dev/null || true
+        for i in "${!running[@]}"; do
+            if [ -e "$dir/$i.sec" ]; then
+                wait "${running[$i]}" 2>/dev/null
+                unset "running[$i]"
+                report "$i" "${names[$i]}"
+            fi
+        done
     done
-    wait -n 2>/dev/null || true
-    for i in "${!running[@]}"; do
-        if [ -e "$dir/$i.sec" ]; then
-            wait "${running[$i]}" 2>/dev/null
-            unset "running[$i]"
-            report "$i" "${names[$i]}"
-        fi
-    done
-done
-
-# The suites that rebuild or install the tree, alone.
-i=$n
-for suite in "${serial[@]}"; do
-    (run_one "$i" "$(basename "$suite")" bash "$suite")   # a subshell: its own CPU times
-    report "$i" "$(basename "$suite")"
-    i=$((i + 1))
-done
+}
+n=${#names[@]}
+pool 0 "$n"
+# The suites that install the tree or run make in it, after the others (whose files they
+# read and install): side by side where the tree is built, as `make test` leaves it (their
+# makes then build nothing), else one at a time (each make may build).
+for suite in "${serial[@]}"; do names+=("$(basename "$suite")"); cmds+=("bash $suite"); done
+built=(bin/pipec build/libpiperun.a build/pipec.1 build/editors/vim/syntax/pipe.vim)
+for l in build/libpiperun_*.a; do [ ! -f "$l" ] || built+=("$l"); done
+side=$jobs
+[ "${#serial[@]}" = 0 ] || env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -q "${built[@]}" >/dev/null 2>&1 || side=1
+pool "$n" "${#names[@]}" "$side"
 
 echo "slowest suites (s):$(sort -rn "$dir/times" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//')"
 echo "most CPU (s):$(sort -rn "$dir/cpu" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//'); all suites: $(awk '{s += $1} END {print s + 0}' "$dir/cpu") CPU s in $SECONDS s"
