@@ -46,14 +46,35 @@ rows = [l.split(None, 1) for l in m.group(1).splitlines() if l.strip()]
 rank = {row[0]: len(rows) - i for i, row in enumerate(rows)}      # highest first
 gen_layer = next((row[0] for row in rows if len(row) > 1 and "grammar/pipe.y" in row[1]), None)
 
+_nm = {}
+def nm_lines(path):
+    """nm's lines for the object at path. The first call runs one nm over every object
+    under objdir and the CUDA and MPI folders beside it (nm -A: each line names its
+    file): one process instead of two per object, 0.1 against 6 s for about 80 objects."""
+    if not _nm:
+        parent = os.path.dirname(os.path.normpath(objdir))
+        batch = sorted(set(glob.glob(os.path.join(objdir, "**", "*.o"), recursive=True)) |
+                       set(glob.glob(os.path.join(parent, "cuda", "**", "*.o"), recursive=True)) |
+                       set(glob.glob(os.path.join(parent, "mpi", "*.o"))))
+        out = subprocess.run(["nm", "-A"] + batch, capture_output=True, text=True) if batch else None
+        if out is not None and out.returncode == 0:
+            _nm.update({b: [] for b in batch})
+            for line in out.stdout.splitlines():
+                f, sep, rest = line.partition(":")
+                if sep and f in _nm:
+                    _nm[f].append(rest)
+    if path not in _nm:   # not in the batch, or nm failed on one of them: this one alone
+        out = subprocess.run(["nm", path], capture_output=True, text=True)
+        if out.returncode != 0:
+            print("calls: nm %s: %s" % (path, out.stderr.strip()))
+            sys.exit(1)
+        _nm[path] = out.stdout.splitlines()
+    return _nm[path]
+
 def symbols(path):
     """(defined, used) global symbols of the object at path."""
-    out = subprocess.run(["nm", path], capture_output=True, text=True)
-    if out.returncode != 0:
-        print("calls: nm %s: %s" % (path, out.stderr.strip()))
-        sys.exit(1)
     defined, used = set(), set()
-    for line in out.stdout.splitlines():
+    for line in nm_lines(path):
         parts = line.split()
         if len(parts) == 2 and parts[0] == "U":
             used.add(parts[1])
@@ -188,8 +209,7 @@ def circles(units):
     return lines
 
 def weak_syms(path):
-    out = subprocess.run(["nm", path], capture_output=True, text=True).stdout
-    return {p[2] for p in (l.split() for l in out.splitlines()) if len(p) == 3 and p[1] in "VW"}
+    return {p[2] for p in (l.split() for l in nm_lines(path)) if len(p) == 3 and p[1] in "VW"}
 
 problems += circles({f: (defined, used, set()) for f, (_, defined, used) in objs.items()})
 
