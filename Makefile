@@ -17,6 +17,7 @@
 #   make test-tsan  every example's generated program under ThreadSanitizer (make test: a sample)
 #   make check-layers  the include layers of docs/architecture.md "Layers" (tools/check_layers.sh)
 #   make check-calls   the same layers from the built objects' calls (tools/check_calls.sh)
+#   make kinds         regenerate runtime/piperun.h's op-kind enum (tools/mkkinds.sh)
 #   make install PREFIX=/usr/local   pipec, stdlib, runtime libraries built, header, man
 #                   page, docs, bash/zsh completion, Vim syntax, VS Code grammar
 #   make clean
@@ -52,6 +53,12 @@ LAYER_INC      = $(INC_$(word 2,$(subst /, ,$<)))
 CFLAGS  += $(OPT) $(WARN) $(EXTRA_CFLAGS)
 LDLIBS   = -lm
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# The sanitizer builds (the ASan pipec, its library and the unit tests) at -Og with line
+# tables only (-g1: file:line in every sanitizer report, no variable info): half the
+# compile time of -O1 -g (about 35 against 64 CPU s for the ASan compiler, runtime and
+# three unit tests) for the same run time of the unit tests and the ASan pipec
+# (docs/performance.md "The build of make test").
+SAN_OPT ?= -Og -g1
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 # `pipec tune --exact` needs COIN-OR CBC (coinor-libcbc-dev); without it pipec builds and
@@ -85,7 +92,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
 # (tests/unit/testutil.h example_checked); `make test-full` runs none of them.
 PLAIN_UNIT_BIN = build/tests/plain/test_cuda_host build/tests/plain/test_stream_plan
 
-.PHONY: check-layers check-calls print-layer-flags
+.PHONY: check-layers check-calls kinds print-layer-flags
 .PHONY: all runtimes deps test test-full demo bench fuzz fault coverage test-tsan install clean check-deps test-gpu test-gpu-quick cuda mpi cuda-mpi editors
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -120,7 +127,7 @@ build/obj/gen/%.o: build/gen/%.c $(GEN_HDR)
 
 build/asan/gen/%.o: build/gen/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_frontend) -O1 -g -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_frontend) $(SAN_OPT) -std=c11 -Wall -Wno-unused-function -Wno-sign-compare -Wno-unused-parameter $(SAN) -MMD -MP -c $< -o $@
 
 build/obj/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
@@ -128,7 +135,7 @@ build/obj/runtime/%.o: runtime/%.c
 
 build/asan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) -O1 -g $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(SAN_OPT) $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
 
 build/obj/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
@@ -136,7 +143,7 @@ build/obj/compiler/%.o: compiler/%.c $(GEN_HDR)
 
 build/asan/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(LAYER_INC) -O1 -g $(WARN) $(SAN) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(LAYER_INC) $(SAN_OPT) $(WARN) $(SAN) -MMD -MP -c $< -o $@
 
 -include $(OBJ:.o=.d) $(AOBJ:.o=.d) $(RT_OBJ:.o=.d) $(RT_AOBJ:.o=.d)
 
@@ -162,11 +169,11 @@ bin/pipec: build/obj/compiler/commands/main.o build/libpipec.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 build/asan/pipec: build/asan/compiler/commands/main.o build/asan/libpipec.a
-	$(CC) -O1 -g $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(SAN_OPT) $(SAN) -o $@ $^ $(LDLIBS)
 
 build/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libpipec.a build/asan/libpiperun.a
 	@mkdir -p build/tests
-	$(CC) $(CPPFLAGS) $(INC_ALL) $(BLAS_CFLAGS) -Itests/unit -O1 -g $(WARN) $(SAN) -o $@ $< \
+	$(CC) $(CPPFLAGS) $(INC_ALL) $(BLAS_CFLAGS) -Itests/unit $(SAN_OPT) $(WARN) $(SAN) -o $@ $< \
 	  build/asan/libpipec.a build/asan/libpiperun.a -lcmocka $(BLAS_LIBS) -pthread $(LDLIBS)
 
 build/tests/plain/%: tests/unit/%.c tests/unit/testutil.h build/libpipec.a build/libpiperun.a
@@ -204,6 +211,11 @@ check-layers:
 # (tools/check_calls.sh, also tests/t_compiler_layers.sh).
 check-calls: bin/pipec build/libpiperun.a
 	@sh tools/check_calls.sh build/obj .
+
+# The runtime's op-kind enum in runtime/piperun.h, regenerated from plan/opkinds.h
+# (tools/mkkinds.sh; tests/t_layers.sh checks that it is up to date).
+kinds:
+	@sh tools/mkkinds.sh -w .
 
 # The compile flags of one layer's files (LAYER=base|ir|...|commands|runtime), for tests
 # that compile a file as the build would (tests/t_compiler_layers.sh).
@@ -399,7 +411,7 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # the generated program (docs/cuda.md "The stream plan's table"), its types plan/*.h.
 # Its C files compile without the compiler's include paths, so none can include one.
 CU_CPPFLAGS = $(CPPFLAGS) $(INC_runtime)
-CU_CPU_SRC = runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
+CU_CPU_SRC = runtime/failure.c runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
              runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
              runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
              runtime/workload_tf.c runtime/transformer.c

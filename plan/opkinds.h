@@ -16,7 +16,8 @@
  * host (a copy out), host to device (a copy in). */
 typedef enum Stream { STREAM_COMPUTE, STREAM_D2H, STREAM_H2D, STREAM_N } Stream;
 
-/* X(suffix, spelling, Stream), in the order of runtime/piperun.h's PR_* kinds. */
+/* X(suffix, spelling, Stream): runtime/piperun.h's PR_* kinds are generated from these
+ * rows (tools/mkkinds.sh, `make kinds`). */
 #define PLAN_KINDS(X) \
     X(F, "F", STREAM_COMPUTE) \
     X(B, "B", STREAM_COMPUTE) \

@@ -86,12 +86,15 @@ void pr_dp_group_free(PrDpGroup *g)
     free(g);
 }
 
+static void group_fail(PrRun *run);
+
 void pr_dp_group_join(PrDpGroup *g, PrRun *run, int replica)
 {
     pthread_mutex_lock(&g->mu);
     g->runs[replica] = run;
     pthread_mutex_unlock(&g->mu);
     run->dp_group = g;
+    run->on_fail = group_fail; /* pr_fail stops the other replicas through it */
     run->replica = replica;
     run->D = g->D;
     if (atomic_load(&g->failed)) /* another replica failed before this one joined */
@@ -113,7 +116,8 @@ void pr_dp_group_stop(PrDpGroup *g)
     pthread_mutex_unlock(&g->mu);
 }
 
-void pr_dp_group_fail(PrRun *run)
+/* The failure of run, a replica of g: stops the others (PrRun.on_fail). */
+static void group_fail(PrRun *run)
 {
     PrDpGroup *g = run->dp_group;
     if (!g || atomic_exchange(&g->failed, 1))

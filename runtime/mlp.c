@@ -66,27 +66,7 @@ size_t mlp_io_bytes(const MlpConfig *c)
     return (size_t)c->B * c->T * c->C * sizeof(float);
 }
 
-size_t mlp_act_bytes(const MlpConfig *c, const MlpSlice *s)
-{
-    return act_layout(c, s).act * sizeof(float);
-}
-
-size_t mlp_ckpt_bytes(const MlpConfig *c, const MlpSlice *s)
-{
-    return act_layout(c, s).ckpt * sizeof(float);
-}
-
-size_t mlp_wact_bytes(const MlpConfig *c, const MlpSlice *s)
-{
-    return act_layout(c, s).wact * sizeof(float);
-}
-
-void mlp_region_cuts(const MlpConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
-{
-    ActLayout a = act_layout(c, s);
-    PrRegion g = mlp_region_whole(NULL, &a);
-    pr_region_cuts_bytes(&g, from);
-}
+PR_LAYOUT_BYTES(mlp, MlpConfig, MlpSlice, act_layout)
 
 /* Parameter floats of one block. */
 static size_t layer_params(const MlpConfig *c)
@@ -224,22 +204,11 @@ bool mlp_param_in_slice(const MlpModel *m, int i, const MlpSlice *s)
     return s->head;
 }
 
-/* splitmix64 (Steele, Lea, Flood 2014): a small deterministic generator. */
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [-a, a). */
 static void fill_uniform(float *t, size_t n, float a, uint64_t *state)
 {
-    for (size_t i = 0; i < n; i++) {
-        double u = (double)(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
-        t[i] = (float)((2.0 * u - 1.0) * a);
-    }
+    for (size_t i = 0; i < n; i++)
+        t[i] = (float)((2.0 * pr_uniform01(state) - 1.0) * a);
 }
 
 static void fill(float *t, size_t n, float v)
@@ -617,24 +586,24 @@ void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, const PrRegion *g,
     weight_grads(m, s, g, &a, tokens);
 }
 
+/* One micro-batch of the reference (PrReferenceStep): the whole model, F then B. */
+static float reference_step(void *model, void *act, const int *tok, const int *tgt,
+                            float scale)
+{
+    MlpModel *m = model;
+    MlpSlice s = mlp_whole(&m->cfg);
+    float loss = 0.0f;
+    mlp_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
+    ActLayout a = act_layout(&m->cfg, &s);
+    PrRegion g = mlp_region_whole(act, &a);
+    backward(m, &s, NULL, &g, NULL, tok, tgt, false, scale);
+    return loss;
+}
+
 float mlp_reference_iteration(MlpModel *m, int M, const int *tokens, const int *targets)
 {
     const MlpConfig *c = &m->cfg;
     MlpSlice s = mlp_whole(c);
-    size_t bt = (size_t)c->B * c->T;
-    void *act = malloc(mlp_act_bytes(c, &s));
-    if (!act)
-        return NAN;
-    double sum = 0.0;
-    for (int k = 0; k < M; k++) {
-        float loss = 0.0f;
-        const int *tok = tokens + (size_t)k * bt, *tgt = targets + (size_t)k * bt;
-        mlp_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
-        ActLayout a = act_layout(c, &s);
-        PrRegion g = mlp_region_whole(act, &a);
-        backward(m, &s, NULL, &g, NULL, tok, tgt, false, 1.0f / (float)M);
-        sum += loss;
-    }
-    free(act);
-    return (float)(sum / M);
+    return pr_reference_iteration(m, M, (size_t)c->B * c->T, mlp_act_bytes(c, &s),
+                                  reference_step, tokens, targets);
 }

@@ -66,6 +66,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model_common.h"
 #include "region.h"
 
 /* Model shape, from the pipeline's `model` block (vocab, hidden, layers, seq, batch)
@@ -93,6 +94,8 @@ typedef struct MlpSlice {
     int nlayers;     /* number of blocks, layer0 + nlayers <= L */
     bool embed;      /* owns the token embedding (the slice's input is the tokens) */
     bool head;       /* owns LN_f, the head and the loss (the slice's output is the loss) */
+    bool per_layer;  /* layer-granular recomputation (gpt/llama only, runtime/tf_layout.h):
+                        the program's PrVstage.per_layer */
 } MlpSlice;
 
 /* Fills slices[0..nv) from a partition: layers[v] blocks on virtual stage v, in model
@@ -139,15 +142,11 @@ void mlp_free(MlpModel *m);
 /* Bytes of the hidden state passed between virtual stages: B*T*C floats. The gradient
  * passed backward has the same size. */
 size_t mlp_io_bytes(const MlpConfig *c);
-/* Bytes of the act region of one (slice, micro-batch) (see the layout above): all of
- * it (act), the checkpoint prefix kept when R follows (ckpt), the prefix a split B keeps
- * until W (wact). 0 for an identity slice. Multiples of 64. */
-size_t mlp_act_bytes(const MlpConfig *c, const MlpSlice *s);
-size_t mlp_ckpt_bytes(const MlpConfig *c, const MlpSlice *s);
-size_t mlp_wact_bytes(const MlpConfig *c, const MlpSlice *s);
-/* The piece boundaries of that region in bytes (runtime/region.h, mlp_region_whole):
- * what the arena plan cuts it at; the runtime checks them against the program's. */
-void mlp_region_cuts(const MlpConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1]);
+/* mlp_act_bytes, mlp_ckpt_bytes, mlp_wact_bytes: bytes of the act region of one (slice,
+ * micro-batch) (see the layout above): all of it (act), the checkpoint prefix kept when
+ * R follows (ckpt), the prefix a split B keeps until W (wact); 0 for an identity slice;
+ * multiples of 64. mlp_region_cuts: its piece boundaries in bytes (mlp_region_whole's). */
+PR_LAYOUT_BYTES_DECL(mlp, MlpConfig, MlpSlice);
 /* Bytes of parameters + gradients of a slice (the runtime's static memory). */
 size_t mlp_weight_bytes(const MlpConfig *c, const MlpSlice *s);
 

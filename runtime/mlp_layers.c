@@ -8,6 +8,8 @@
 
 #include <cblas.h>
 
+#include "tf_kernels.h"
+
 void mlp_encoder_forward(float *out, const int *inp, const float *wte, int N, int C)
 {
     /* out is (N,C), inp is (N), wte is (V,C) */
@@ -32,19 +34,10 @@ void mlp_layernorm_forward(float *out, float *mean, float *rstd, const float *in
                            const float *weight, const float *bias, int N, int C)
 {
     /* out, inp are (N,C); mean, rstd are (N); weight, bias are (C) */
-    const double eps = 1e-5;
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
-        double m = 0.0;
-        for (int i = 0; i < C; i++)
-            m += x[i];
-        m /= C;
-        double v = 0.0;
-        for (int i = 0; i < C; i++)
-            v += (x[i] - m) * (x[i] - m);
-        v /= C;
-        float s = (float)(1.0 / sqrt(v + eps));
-        float mf = (float)m;
+        float mf, s;
+        tf_norm_stats(x, C, 0, &mf, &s); /* the gpt/llama kernels' statistics, eps 1e-5 */
         float *o = out + (size_t)n * C;
         for (int i = 0; i < C; i++)
             o[i] = (x[i] - mf) * s * weight[i] + bias[i];

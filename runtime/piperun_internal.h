@@ -174,6 +174,9 @@ struct PrRun {
      * process runs one replica's rank: pr_dp) */
     int D, replica;
     struct PrDpGroup *dp_group;
+    /* called once, by pr_fail, when the run's first failure is recorded; NULL for none
+     * (dp.c sets it when the run joins a group: it stops the other replicas) */
+    void (*on_fail)(struct PrRun *run);
     /* --check: the reference after its step, kept for the weights' comparison (a model
      * of arch `arch`) */
     void *check_ref;
@@ -267,7 +270,6 @@ PrDpGroup *pr_dp_group_new(int D, int P);
 void pr_dp_group_free(PrDpGroup *g);
 void pr_dp_group_join(PrDpGroup *g, PrRun *run, int replica);
 void pr_dp_group_leave(PrDpGroup *g, PrRun *run);
-void pr_dp_group_fail(PrRun *run);
 void pr_dp_group_stop(PrDpGroup *g); /* every replica stops at its next reduction */
 void pr_dp_rank_free(PrRank *r);
 

@@ -3,7 +3,6 @@
  * and the loop that runs a rank's steps (pr_run_steps). The number code is prtable.h's;
  * compiler/generation/emit_table.c writes the tables. */
 #define _POSIX_C_SOURCE 200809L
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,62 +26,22 @@ int pr_run_steps(PrRank *r)
     return 0;
 }
 
-/* A table being read: where, and the first error. */
-typedef struct Reader {
-    const char *s, *start;
-    int rank;
-    char *why;
-    size_t why_n;
-    int bad;
-} Reader;
-
-static void rd_fail(Reader *rd, const char *fmt, ...)
+static int64_t rd_int(PrTableReader *rd)
 {
-    if (rd->bad)
-        return;
-    rd->bad = 1;
-    char what[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(rd->why, rd->why_n, "the op table of rank %d is corrupt at character %ld: %s",
-             rd->rank, (long)(rd->s - rd->start), what);
-}
-
-/* The next number, at most max (0 after an error). */
-static uint64_t rd_num(Reader *rd, uint64_t max)
-{
-    uint64_t v = 0;
-    if (rd->bad)
-        return 0;
-    if (pr_num_get(&rd->s, &v) != 0) {
-        rd_fail(rd, "not a number");
-        return 0;
-    }
-    if (v > max) {
-        rd_fail(rd, "%llu is over %llu", (unsigned long long)v, (unsigned long long)max);
-        return 0;
-    }
-    return v;
-}
-
-static int64_t rd_int(Reader *rd)
-{
-    return pr_unzigzag(rd_num(rd, UINT64_MAX));
+    return pr_unzigzag(pr_table_num(rd, UINT64_MAX));
 }
 
 /* The next index into a dictionary of n rows. */
-static uint32_t rd_idx(Reader *rd, uint32_t n, const char *what)
+static uint32_t rd_idx(PrTableReader *rd, uint32_t n, const char *what)
 {
     if (!n && !rd->bad)
-        rd_fail(rd, "an op refers to the empty %s dictionary", what);
-    return (uint32_t)rd_num(rd, n ? n - 1 : 0);
+        pr_table_fail(rd, "an op refers to the empty %s dictionary", what);
+    return (uint32_t)pr_table_num(rd, n ? n - 1 : 0);
 }
 
-static double rd_double(Reader *rd)
+static double rd_double(PrTableReader *rd)
 {
-    return pr_bits_double(rd_num(rd, UINT64_MAX));
+    return pr_bits_double(pr_table_num(rd, UINT64_MAX));
 }
 
 /* The dictionaries of one rank's table: rows that ops refer to by index. */
@@ -103,26 +62,26 @@ static void dicts_free(Dicts *t)
 }
 
 /* A count of rows of `width` numbers that a table of `left` characters can hold. */
-static uint64_t rd_count(Reader *rd, uint64_t width)
+static uint64_t rd_count(PrTableReader *rd, uint64_t width)
 {
-    return rd_num(rd, strlen(rd->s) / (width ? width : 1));
+    return pr_table_num(rd, strlen(rd->s) / (width ? width : 1));
 }
 
 /* Reads the header of a table: the version, the chunks' virtual stages and the
  * dictionaries. Returns 0 or -1 (rd->why says why; *t is freed either way on -1). */
-static int read_dicts(Reader *rd, const PrProgram *g, Dicts *t)
+static int read_dicts(PrTableReader *rd, const PrProgram *g, Dicts *t)
 {
     memset(t, 0, sizeof *t);
-    if (rd_num(rd, UINT32_MAX) != PR_TABLE_VERSION) {
-        rd_fail(rd, "table format %d expected", PR_TABLE_VERSION);
+    if (pr_table_num(rd, UINT32_MAX) != PR_TABLE_VERSION) {
+        pr_table_fail(rd, "table format %d expected", PR_TABLE_VERSION);
         return -1;
     }
-    t->V = (uint32_t)rd_num(rd, (uint64_t)g->V);
+    t->V = (uint32_t)pr_table_num(rd, (uint64_t)g->V);
     if (!rd->bad && t->V != (uint32_t)g->V)
-        rd_fail(rd, "%u chunks, the program has %d", t->V, g->V);
+        pr_table_fail(rd, "%u chunks, the program has %d", t->V, g->V);
     t->vstage = calloc(t->V + 1, sizeof *t->vstage);
     for (uint32_t c = 0; c < t->V && t->vstage; c++)
-        t->vstage[c] = (int32_t)rd_num(rd, (uint64_t)g->P * (uint64_t)g->V - 1);
+        t->vstage[c] = (int32_t)pr_table_num(rd, (uint64_t)g->P * (uint64_t)g->V - 1);
     t->ncost = (uint32_t)rd_count(rd, 3);
     t->cost = malloc((t->ncost + 1) * 3 * sizeof *t->cost);
     for (size_t k = 0; t->cost && k < (size_t)t->ncost * 3; k++)
@@ -137,7 +96,7 @@ static int read_dicts(Reader *rd, const PrProgram *g, Dicts *t)
         t->mem[k] = rd_int(rd);
     if (!rd->bad && (!t->vstage || !t->cost || !t->place || !t->mem))
         snprintf(rd->why, rd->why_n, "out of memory unpacking the op table of rank %d",
-                 rd->rank), rd->bad = 1;
+                 rd->rank), rd->bad = true;
     if (rd->bad) {
         dicts_free(t);
         return -1;
@@ -174,25 +133,25 @@ typedef struct Unpacked {
 /* Reads one message id of rank s's steps around op i of ops (a difference to the
  * previous one) and records its end on this rank: the consumer (a receive: op i) or the
  * producer (a send: op i or one before it). */
-static uint32_t read_msg(Reader *rd, Unpacked *u, uint32_t *prev, int32_t s, const PrOp *ops,
+static uint32_t read_msg(PrTableReader *rd, Unpacked *u, uint32_t *prev, int32_t s, const PrOp *ops,
                          uint32_t i, bool send)
 {
     int64_t m = (int64_t)*prev + rd_int(rd);
     if (rd->bad)
         return 0;
     if (m < 0 || m >= (int64_t)u->prog.nmsgs || (u->seen[m] & (send ? 1 : 2))) {
-        rd_fail(rd, "message %lld is out of range or listed twice", (long long)m);
+        pr_table_fail(rd, "message %lld is out of range or listed twice", (long long)m);
         return 0;
     }
     PrMsg *g = &u->msgs[m];
     u->seen[m] |= send ? 1 : 2;
-    const PrOp *o = &ops[i - (send ? rd_num(rd, i) : 0)];
+    const PrOp *o = &ops[i - (send ? pr_table_num(rd, i) : 0)];
     if (send) {
         g->src = s;
         g->from_kind = o->kind;
         g->from_v = o->vstage;
         g->from_mb = o->mb;
-        g->payload = (uint8_t)rd_num(rd, PR_PAY_GRAD);
+        g->payload = (uint8_t)pr_table_num(rd, PR_PAY_GRAD);
     } else {
         g->dst = s;
         g->to_kind = o->kind;
@@ -208,7 +167,7 @@ static int unpack_rank(Unpacked *u, int32_t s, char *why, size_t why_n)
 {
     const PrProgram *g = &u->prog;
     PrRankDesc *d = &u->ranks[s];
-    Reader rd = {d->table, d->table, s, why, why_n, 0};
+    PrTableReader rd = {d->table, d->table, "op table", s, why, why_n, false};
     Dicts t;
     if (read_dicts(&rd, g, &t) != 0)
         return -1;
@@ -219,12 +178,12 @@ static int unpack_rank(Unpacked *u, int32_t s, char *why, size_t why_n)
     int32_t mb = 0, line = 0;
     uint32_t nso = 0, prev = 0;
     if (!ops || !steps)
-        snprintf(why, why_n, "out of memory unpacking the op table of rank %d", s), rd.bad = 1;
+        snprintf(why, why_n, "out of memory unpacking the op table of rank %d", s), rd.bad = true;
     for (uint32_t i = 0; i < n && !rd.bad; i++) {
         PrOp *o = &ops[i];
-        o->kind = (uint8_t)rd_num(&rd, PR_NKINDS - 1);
-        o->chunk = (uint8_t)rd_num(&rd, t.V - 1);
-        unsigned flags = (unsigned)rd_num(&rd, 2 * PR_PACK_WAIT_SO - 1);
+        o->kind = (uint8_t)pr_table_num(&rd, PR_NKINDS - 1);
+        o->chunk = (uint8_t)pr_table_num(&rd, t.V - 1);
+        unsigned flags = (unsigned)pr_table_num(&rd, 2 * PR_PACK_WAIT_SO - 1);
         o->flags = (uint16_t)(flags & ~(unsigned)PR_PACK_WAIT_SO);
         o->nso_before = flags & PR_PACK_WAIT_SO ? nso : 0;
         nso += o->kind == PR_SO;
@@ -234,7 +193,7 @@ static int unpack_rank(Unpacked *u, int32_t s, char *why, size_t why_n)
         o->mb = mb;
         o->line = line;
         if (!rd.bad && (mb < 0 || mb >= g->M))
-            rd_fail(&rd, "micro-batch %d of op %u is outside 0..%d", mb, i, g->M - 1);
+            pr_table_fail(&rd, "micro-batch %d of op %u is outside 0..%d", mb, i, g->M - 1);
         uint32_t cost = rd_idx(&rd, t.ncost, "cost");
         uint32_t place = rd_idx(&rd, t.nplace, "place");
         uint32_t mem = rd_idx(&rd, t.nmem, "memory");
@@ -242,14 +201,14 @@ static int unpack_rank(Unpacked *u, int32_t s, char *why, size_t why_n)
             break;
         op_from_dicts(o, &t, cost, place, mem);
         for (int dir = 0; dir < 3 && !rd.bad; dir++) {
-            uint64_t k = dir == 1 ? 1 : rd_num(&rd, g->nmsgs);
+            uint64_t k = dir == 1 ? 1 : pr_table_num(&rd, g->nmsgs);
             if (ns + k + 2 > cap) {
                 while (ns + k + 2 > cap)
                     cap *= 2;
                 PrStep *grown = realloc(steps, cap * sizeof *steps);
                 if (!grown) {
                     snprintf(why, why_n, "out of memory unpacking the op table of rank %d", s);
-                    rd.bad = 1;
+                    rd.bad = true;
                     break;
                 }
                 steps = grown;
@@ -261,7 +220,7 @@ static int unpack_rank(Unpacked *u, int32_t s, char *why, size_t why_n)
         }
     }
     if (!rd.bad && *rd.s)
-        rd_fail(&rd, "characters after the last op");
+        pr_table_fail(&rd, "characters after the last op");
     dicts_free(&t);
     if (rd.bad) {
         free(ops);

@@ -12,7 +12,11 @@
 #ifndef PIPERUN_PRTABLE_H
 #define PIPERUN_PRTABLE_H
 
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define PR_TABLE_VERSION 1
@@ -85,6 +89,53 @@ static inline double pr_bits_double(uint64_t u)
     double x;
     memcpy(&x, &u, sizeof x);
     return x;
+}
+
+/* A packed table being read, by the runtime (program_table.c: a rank's op table;
+ * cuda/cu_host.c: its stream plan): where, and the first error, written to why (why_n
+ * bytes) as "the WHAT of rank R is corrupt at character N: ...". */
+typedef struct PrTableReader {
+    const char *s, *start;
+    const char *what;        /* the table's name in errors: "op table", "stream plan" */
+    int rank;
+    char *why;
+    size_t why_n;
+    bool bad;                /* an error was recorded: later reads give 0 */
+} PrTableReader;
+
+/* Records the first error of rd (printf-style); later ones are dropped. */
+static inline void pr_table_fail(PrTableReader *rd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void pr_table_fail(PrTableReader *rd, const char *fmt, ...)
+{
+    if (rd->bad)
+        return;
+    rd->bad = true;
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(rd->why, rd->why_n, "the %s of rank %d is corrupt at character %ld: %s",
+             rd->what, rd->rank, (long)(rd->s - rd->start), what);
+}
+
+/* The next number, at most max (0 after an error, or when it is not one or over max:
+ * then the error is recorded). */
+static inline uint64_t pr_table_num(PrTableReader *rd, uint64_t max)
+{
+    uint64_t v = 0;
+    if (rd->bad)
+        return 0;
+    if (pr_num_get(&rd->s, &v) != 0) {
+        pr_table_fail(rd, "not a number");
+        return 0;
+    }
+    if (v > max) {
+        pr_table_fail(rd, "%llu is over %llu", (unsigned long long)v, (unsigned long long)max);
+        return 0;
+    }
+    return v;
 }
 
 #endif

@@ -72,14 +72,22 @@ typedef struct TfLayout {
     size_t t_datty;     /* (N,C) B's temporary: d attention output */
     size_t t_dfb;       /* (N,F) B's temporary: d GELU output (gpt) / d product (llama) */
     size_t act;         /* end of the region */
-    size_t ckpt;        /* p(NC) on a slice without embedding, else 0 */
+    size_t ckpt;        /* p(NC) on a slice without embedding, else 0; per_layer: every
+                           xs[i], (n + head) x p(NC) */
+    bool per_layer;     /* layer-granular recomputation: one layer's forward part and
+                           gradients (lstride, gstride), which every layer i uses in turn */
 } TfLayout;
 
 static inline size_t tf_pad16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* The layout of a slice with nl layers, the embedding (embed) and/or the head (head).
- * An identity slice (no layer, no embedding, no head) has an empty region (act 0). */
-static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
+ * An identity slice (no layer, no embedding, no head) has an empty region (act 0).
+ * per_layer (layer-granular recomputation, docs/runtime.md "Layer-granular
+ * recomputation"; ignored without a layer): the checkpoint is every layer's input
+ * xs[0..n] (the whole xs block, so [0, ckpt) is one piece), and one layer's forward part
+ * and gradients follow it, which the backward rebuilds and uses layer by layer. */
+static inline TfLayout tf_layout_remat(const TfDims *d, int nl, bool embed, bool head,
+                                       bool per_layer)
 {
     TfLayout a;
     memset(&a, 0, sizeof a);
@@ -95,6 +103,10 @@ static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
     a.xs = o;
     o += (n + h) * nc;
     a.ckpt = (!embed && n + h > 0) ? nc : 0;
+    a.per_layer = per_layer && n > 0;
+    size_t copies = a.per_layer ? 1 : n; /* per-layer parts laid out */
+    if (a.per_layer)
+        a.ckpt = (n + h) * nc;
     /* per-layer forward part */
     a.lbase = o;
     size_t q = 0;
@@ -109,7 +121,7 @@ static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
     a.l_fc = q;   q += llama ? nf : 0;
     a.l_fd = q;   q += llama ? nf : 0;
     a.lstride = q;
-    o += n * q;
+    o += copies * q;
     a.lnf = o;    o += h * nc;
     a.logits = o; o += h * nv;
     a.probs = o;  o += h * nv;
@@ -124,7 +136,7 @@ static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
     a.g_fa = q;   q += nf;
     a.g_fc = q;   q += llama ? nf : 0;
     a.gstride = q;
-    o += n * q;
+    o += copies * q;
     a.dxs = o;    o += (n + (embed ? 1 : 0)) * nc;
     a.dlnf = o;   o += h * nc;
     a.wact = o;
@@ -135,6 +147,12 @@ static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
     a.t_dfb = o;   o += any * nf;
     a.act = o;
     return a;
+}
+
+/* The stage-granular layout (tf_layout_remat without per_layer). */
+static inline TfLayout tf_layout(const TfDims *d, int nl, bool embed, bool head)
+{
+    return tf_layout_remat(d, nl, embed, head, false);
 }
 
 /* The region laid out as a contiguous at act (NULL: only its cuts, floats), in the

@@ -69,57 +69,32 @@ int tf_slices_init(const TfConfig *c, int nv, const int *layers, MlpSlice *slice
     for (int v = 0; v < nv; v++) {
         if (layers[v] < 0 || layers[v] > c->L - at)
             return -1;
-        slices[v] = (MlpSlice){v, at, layers[v], v == 0, v == nv - 1};
+        slices[v] = (MlpSlice){v, at, layers[v], v == 0, v == nv - 1, false};
         at += layers[v];
     }
     return at == c->L ? 0 : -1;
 }
 
-MlpSlice tf_whole(const TfConfig *c) { return (MlpSlice){0, 0, c->L, true, true}; }
+MlpSlice tf_whole(const TfConfig *c) { return (MlpSlice){0, 0, c->L, true, true, false}; }
 
 static TfLayout layout_of(const TfConfig *c, const MlpSlice *s)
 {
-    return tf_layout(&c->d, s->nlayers, s->embed, s->head);
+    return tf_layout_remat(&c->d, s->nlayers, s->embed, s->head, s->per_layer);
 }
 
 size_t tf_io_bytes(const TfConfig *c)
 {
     return (size_t)c->d.B * (size_t)c->d.T * (size_t)c->d.C * sizeof(float);
 }
-size_t tf_act_bytes(const TfConfig *c, const MlpSlice *s)
-{
-    return layout_of(c, s).act * sizeof(float);
-}
-size_t tf_ckpt_bytes(const TfConfig *c, const MlpSlice *s)
-{
-    return layout_of(c, s).ckpt * sizeof(float);
-}
-size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s)
-{
-    return layout_of(c, s).wact * sizeof(float);
-}
-void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1])
-{
-    TfLayout a = layout_of(c, s);
-    PrRegion g = tf_region_whole(NULL, &a);
-    pr_region_cuts_bytes(&g, from);
-}
+PR_LAYOUT_BYTES(tf, TfConfig, MlpSlice, layout_of)
 size_t tf_layer_act_bytes(const TfConfig *c) { return tf_layer_fwd_bytes(&c->d); }
 
 /* ---- parameters ------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void fill_uniform(float *t, size_t n, float a, uint64_t *st)
 {
     for (size_t i = 0; i < n; i++)
-        t[i] = a * (2.0f * (float)((double)(splitmix64(st) >> 11) * 0x1.0p-53) - 1.0f);
+        t[i] = a * (2.0f * (float)pr_uniform01(st) - 1.0f);
 }
 
 /* Adds tensor `name` of n floats owned by layer (-1 embedding, L head). */
@@ -417,14 +392,16 @@ static float *xs_at(const PrRegion *g, const TfLayout *a, const TfConfig *c, int
     return at(g, a->xs + (size_t)i * nc_of(c));
 }
 
+/* Layer i's forward part and gradients: one copy that every layer uses in turn under
+ * layer-granular recomputation (tf_layout.h). */
 static float *lay(const PrRegion *g, const TfLayout *a, int i, size_t off)
 {
-    return at(g, a->lbase + (size_t)i * a->lstride + off);
+    return at(g, a->lbase + (size_t)(a->per_layer ? 0 : i) * a->lstride + off);
 }
 
 static float *glay(const PrRegion *g, const TfLayout *a, int i, size_t off)
 {
-    return at(g, a->gbase + (size_t)i * a->gstride + off);
+    return at(g, a->gbase + (size_t)(a->per_layer ? 0 : i) * a->gstride + off);
 }
 
 /* Gradient of xs[i]; dxs[0] of a slice without embedding is din. */
@@ -453,6 +430,68 @@ static float *G(const TfModel *m, size_t l, int k)
 
 /* ---- forward --------------------------------------------------------------------- */
 
+/* The forward of layer i of slice s from xs[i] into its forward part in region g; y (may
+ * be NULL: a rebuild inside the backward needs no layer output) gets the layer output. */
+static void layer_forward(TfModel *m, const MlpSlice *s, const PrRegion *g, const TfLayout *a,
+                          int i, float *y)
+{
+    const TfConfig *c = &m->cfg;
+    const TfDims *d = &c->d;
+    bool gpt = d->arch == TF_GPT;
+    int N = d->B * d->T, C = d->C, F = d->F;
+    int K = C / d->NH * d->NKV, QKV = C + 2 * K;
+    size_t btc = (size_t)N * C;
+    size_t l = (size_t)(s->layer0 + i);
+    const float *x = xs_at(g, a, c, i);
+    float *ln1 = lay(g, a, i, a->l_ln1), *qkv = lay(g, a, i, a->l_qkv);
+    float *att = lay(g, a, i, a->l_att), *atty = lay(g, a, i, a->l_atty);
+    float *xmid = lay(g, a, i, a->l_xmid), *ln2 = lay(g, a, i, a->l_ln2);
+    float *fa = lay(g, a, i, a->l_fa), *fb = lay(g, a, i, a->l_fb);
+    norm_forward(ln1, x, P(m, l, TF_LN1_W), P(m, l, TF_LN1_B), N, C);
+    mlp_matmul_forward(qkv, ln1, P(m, l, TF_QKV_W), P(m, l, TF_QKV_B), N, C, QKV);
+    if (!gpt)
+        rope(qkv, d, false);
+    attention_forward(atty, att, qkv, d);
+    mlp_matmul_forward(xmid, atty, P(m, l, TF_PROJ_W), P(m, l, TF_PROJ_B), N, C, C);
+    mlp_residual_forward(xmid, xmid, x, btc);
+    norm_forward(ln2, xmid, P(m, l, TF_LN2_W), P(m, l, TF_LN2_B), N, C);
+    const float *down_in;
+    mlp_matmul_forward(fa, ln2, P(m, l, TF_FC1_W), P(m, l, TF_FC1_B), N, C, F);
+    if (gpt) {
+        mlp_gelu_forward(fb, fa, (size_t)N * F);
+        down_in = fb;
+    } else {
+        float *fc = lay(g, a, i, a->l_fc), *fd = lay(g, a, i, a->l_fd);
+        mlp_matmul_forward(fc, ln2, P(m, l, TF_UP_W), NULL, N, C, F);
+        for (size_t j = 0; j < (size_t)N * F; j++)
+            tf_swiglu_elem(fb, fd, fa, fc, j);
+        down_in = fd;
+    }
+    if (!y)
+        return;
+    mlp_matmul_forward(y, down_in, P(m, l, TF_FC2_W), P(m, l, TF_FC2_B), N, F, C);
+    mlp_residual_forward(y, y, xmid, btc);
+}
+
+/* The head of slice s (final norm, logits, softmax) from xs[nl]; the loss when loss. */
+static void head_forward(TfModel *m, const MlpSlice *s, const PrRegion *g, const TfLayout *a,
+                         float *loss, const int *targets)
+{
+    const TfConfig *c = &m->cfg;
+    const TfDims *d = &c->d;
+    bool gpt = d->arch == TF_GPT;
+    int N = d->B * d->T, C = d->C, V = d->V;
+    const float *x = xs_at(g, a, c, s->nlayers);
+    float *lnf = at(g, a->lnf), *logits = at(g, a->logits), *probs = at(g, a->probs);
+    norm_forward(lnf, x, m->param_mem + m->lnf_w, gpt ? m->param_mem + m->lnf_b : NULL, N, C);
+    mlp_matmul_forward(logits, lnf, m->param_mem + m->head_w, NULL, N, C, V);
+    mlp_softmax_forward(probs, logits, N, V);
+    if (loss) {
+        assert(targets);
+        *loss = mlp_crossentropy_forward(probs, targets, N, V);
+    }
+}
+
 /* The forward of slice s into region g (keep-all). xs[0] holds the input unless the
  * slice embeds. The last layer writes out (no head), or xs[nl] (head); out may be NULL
  * (recompute: the slice output is not kept). */
@@ -462,62 +501,19 @@ static void forward_into(TfModel *m, const MlpSlice *s, const PrRegion *g, float
     const TfConfig *c = &m->cfg;
     const TfDims *d = &c->d;
     TfLayout a = layout_of(c, s);
-    bool gpt = d->arch == TF_GPT;
-    int N = d->B * d->T, C = d->C, F = d->F, V = d->V, nl = s->nlayers;
-    int K = C / d->NH * d->NKV, QKV = C + 2 * K;
-    size_t btc = (size_t)N * C;
+    int nl = s->nlayers;
+    size_t btc = (size_t)d->B * d->T * d->C;
     if (s->embed) {
         assert(tokens);
         float *x0 = (nl == 0 && !s->head) ? out : xs_at(g, &a, c, 0);
         for (size_t j = 0; x0 && j < btc; j++)
-            tf_embed_elem(x0, tokens, m->param_mem + m->wte, gpt ? m->param_mem + m->wpe : NULL,
-                          C, d->T, j);
+            tf_embed_elem(x0, tokens, m->param_mem + m->wte,
+                          d->arch == TF_GPT ? m->param_mem + m->wpe : NULL, d->C, d->T, j);
     }
-    for (int i = 0; i < nl; i++) {
-        size_t l = (size_t)(s->layer0 + i);
-        const float *x = xs_at(g, &a, c, i);
-        float *ln1 = lay(g, &a, i, a.l_ln1), *qkv = lay(g, &a, i, a.l_qkv);
-        float *att = lay(g, &a, i, a.l_att), *atty = lay(g, &a, i, a.l_atty);
-        float *xmid = lay(g, &a, i, a.l_xmid), *ln2 = lay(g, &a, i, a.l_ln2);
-        float *fa = lay(g, &a, i, a.l_fa), *fb = lay(g, &a, i, a.l_fb);
-        norm_forward(ln1, x, P(m, l, TF_LN1_W), P(m, l, TF_LN1_B), N, C);
-        mlp_matmul_forward(qkv, ln1, P(m, l, TF_QKV_W), P(m, l, TF_QKV_B), N, C, QKV);
-        if (!gpt)
-            rope(qkv, d, false);
-        attention_forward(atty, att, qkv, d);
-        mlp_matmul_forward(xmid, atty, P(m, l, TF_PROJ_W), P(m, l, TF_PROJ_B), N, C, C);
-        mlp_residual_forward(xmid, xmid, x, btc);
-        norm_forward(ln2, xmid, P(m, l, TF_LN2_W), P(m, l, TF_LN2_B), N, C);
-        const float *down_in;
-        mlp_matmul_forward(fa, ln2, P(m, l, TF_FC1_W), P(m, l, TF_FC1_B), N, C, F);
-        if (gpt) {
-            mlp_gelu_forward(fb, fa, (size_t)N * F);
-            down_in = fb;
-        } else {
-            float *fc = lay(g, &a, i, a.l_fc), *fd = lay(g, &a, i, a.l_fd);
-            mlp_matmul_forward(fc, ln2, P(m, l, TF_UP_W), NULL, N, C, F);
-            for (size_t j = 0; j < (size_t)N * F; j++)
-                tf_swiglu_elem(fb, fd, fa, fc, j);
-            down_in = fd;
-        }
-        float *y = (i == nl - 1 && !s->head) ? out : xs_at(g, &a, c, i + 1);
-        if (!y)
-            continue;
-        mlp_matmul_forward(y, down_in, P(m, l, TF_FC2_W), P(m, l, TF_FC2_B), N, F, C);
-        mlp_residual_forward(y, y, xmid, btc);
-    }
-    if (s->head) {
-        const float *x = xs_at(g, &a, c, nl);
-        float *lnf = at(g, a.lnf), *logits = at(g, a.logits), *probs = at(g, a.probs);
-        norm_forward(lnf, x, m->param_mem + m->lnf_w, gpt ? m->param_mem + m->lnf_b : NULL,
-                     N, C);
-        mlp_matmul_forward(logits, lnf, m->param_mem + m->head_w, NULL, N, C, V);
-        mlp_softmax_forward(probs, logits, N, V);
-        if (loss) {
-            assert(targets);
-            *loss = mlp_crossentropy_forward(probs, targets, N, V);
-        }
-    }
+    for (int i = 0; i < nl; i++)
+        layer_forward(m, s, g, &a, i, (i == nl - 1 && !s->head) ? out : xs_at(g, &a, c, i + 1));
+    if (s->head)
+        head_forward(m, s, g, &a, loss, targets);
 }
 
 int tf_forward(TfModel *m, const MlpSlice *s, float *out, float *loss, void *act,
@@ -570,53 +566,87 @@ void tf_recompute(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *t
     TfLayout a = layout_of(&m->cfg, s);
     if (a.act == 0)
         return;
-    forward_into(m, s, g, NULL, NULL, tokens, NULL);
+    if (!a.per_layer) {
+        forward_into(m, s, g, NULL, NULL, tokens, NULL);
+        return;
+    }
+    /* Layer-granular: the first of the rebuilds inside the backward, the head and the
+     * last layer; B rebuilds each earlier layer just before its backward. */
+    if (s->head)
+        head_forward(m, s, g, &a, NULL, NULL);
+    layer_forward(m, s, g, &a, s->nlayers - 1, NULL);
 }
 
 /* ---- backward -------------------------------------------------------------------- */
 
-/* Weight gradients of the slice from the wact prefix of its region. */
-static void weight_grads(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens)
+/* Weight gradients of the head from the wact prefix of slice s's region. */
+static void head_weight_grads(TfModel *m, const MlpSlice *s, const PrRegion *g,
+                              const TfLayout *a)
 {
     const TfConfig *c = &m->cfg;
     const TfDims *d = &c->d;
-    TfLayout a = layout_of(c, s);
     bool gpt = d->arch == TF_GPT;
-    int N = d->B * d->T, C = d->C, F = d->F, V = d->V, nl = s->nlayers;
+    int N = d->B * d->T, C = d->C, V = d->V;
+    mlp_matmul_backward_weight(m->grad_mem + m->head_w, NULL, at(g, a->logits), at(g, a->lnf),
+                               N, C, V);
+    norm_backward_weight(m->grad_mem + m->lnf_w, gpt ? m->grad_mem + m->lnf_b : NULL,
+                         at(g, a->dlnf), xs_at(g, a, c, s->nlayers), N, C);
+}
+
+/* Weight gradients of layer i of slice s from its forward part and gradients. */
+static void layer_weight_grads(TfModel *m, const MlpSlice *s, const PrRegion *g,
+                               const TfLayout *a, int i)
+{
+    const TfConfig *c = &m->cfg;
+    const TfDims *d = &c->d;
+    bool gpt = d->arch == TF_GPT;
+    int N = d->B * d->T, C = d->C, F = d->F;
     int QKV = C + 2 * (C / d->NH * d->NKV);
-    if (s->head) {
-        mlp_matmul_backward_weight(m->grad_mem + m->head_w, NULL, at(g, a.logits), at(g, a.lnf),
-                                   N, C, V);
-        norm_backward_weight(m->grad_mem + m->lnf_w, gpt ? m->grad_mem + m->lnf_b : NULL,
-                             at(g, a.dlnf), xs_at(g, &a, c, nl), N, C);
-    }
-    for (int i = nl - 1; i >= 0; i--) {
-        size_t l = (size_t)(s->layer0 + i);
-        const float *dres = dxs_at(g, &a, c, s, i + 1, NULL);
-        const float *down_in = lay(g, &a, i, gpt ? a.l_fb : a.l_fd);
-        float *ln2 = lay(g, &a, i, a.l_ln2);
-        mlp_matmul_backward_weight(G(m, l, TF_FC2_W), G(m, l, TF_FC2_B), dres, down_in, N, F, C);
-        mlp_matmul_backward_weight(G(m, l, TF_FC1_W), G(m, l, TF_FC1_B), glay(g, &a, i, a.g_fa),
-                                   ln2, N, C, F);
-        if (!gpt)
-            mlp_matmul_backward_weight(G(m, l, TF_UP_W), NULL, glay(g, &a, i, a.g_fc), ln2, N, C,
-                                       F);
-        norm_backward_weight(G(m, l, TF_LN2_W), G(m, l, TF_LN2_B), glay(g, &a, i, a.g_ln2),
-                             lay(g, &a, i, a.l_xmid), N, C);
-        mlp_matmul_backward_weight(G(m, l, TF_PROJ_W), G(m, l, TF_PROJ_B),
-                                   glay(g, &a, i, a.g_xmid), lay(g, &a, i, a.l_atty), N, C, C);
-        mlp_matmul_backward_weight(G(m, l, TF_QKV_W), G(m, l, TF_QKV_B), glay(g, &a, i, a.g_qkv),
-                                   lay(g, &a, i, a.l_ln1), N, C, QKV);
-        norm_backward_weight(G(m, l, TF_LN1_W), G(m, l, TF_LN1_B), glay(g, &a, i, a.g_ln1),
-                             xs_at(g, &a, c, i), N, C);
-    }
-    if (s->embed) {
-        assert(tokens);
-        const float *dx0 = dxs_at(g, &a, c, s, 0, NULL);
-        mlp_encoder_backward(m->grad_mem + m->wte, dx0, tokens, N, C);
-        for (size_t j = 0; gpt && j < (size_t)d->T * C; j++)
-            tf_pos_backward_elem(m->grad_mem + m->wpe, dx0, d->B, d->T, C, j);
-    }
+    size_t l = (size_t)(s->layer0 + i);
+    const float *dres = dxs_at(g, a, c, s, i + 1, NULL);
+    const float *down_in = lay(g, a, i, gpt ? a->l_fb : a->l_fd);
+    float *ln2 = lay(g, a, i, a->l_ln2);
+    mlp_matmul_backward_weight(G(m, l, TF_FC2_W), G(m, l, TF_FC2_B), dres, down_in, N, F, C);
+    mlp_matmul_backward_weight(G(m, l, TF_FC1_W), G(m, l, TF_FC1_B), glay(g, a, i, a->g_fa),
+                               ln2, N, C, F);
+    if (!gpt)
+        mlp_matmul_backward_weight(G(m, l, TF_UP_W), NULL, glay(g, a, i, a->g_fc), ln2, N, C,
+                                   F);
+    norm_backward_weight(G(m, l, TF_LN2_W), G(m, l, TF_LN2_B), glay(g, a, i, a->g_ln2),
+                         lay(g, a, i, a->l_xmid), N, C);
+    mlp_matmul_backward_weight(G(m, l, TF_PROJ_W), G(m, l, TF_PROJ_B),
+                               glay(g, a, i, a->g_xmid), lay(g, a, i, a->l_atty), N, C, C);
+    mlp_matmul_backward_weight(G(m, l, TF_QKV_W), G(m, l, TF_QKV_B), glay(g, a, i, a->g_qkv),
+                               lay(g, a, i, a->l_ln1), N, C, QKV);
+    norm_backward_weight(G(m, l, TF_LN1_W), G(m, l, TF_LN1_B), glay(g, a, i, a->g_ln1),
+                         xs_at(g, a, c, i), N, C);
+}
+
+/* Weight gradients of the embedding (and the positions: gpt) from dxs[0]. */
+static void embed_weight_grads(TfModel *m, const MlpSlice *s, const PrRegion *g,
+                               const TfLayout *a, const int *tokens)
+{
+    const TfConfig *c = &m->cfg;
+    const TfDims *d = &c->d;
+    int N = d->B * d->T, C = d->C;
+    assert(tokens);
+    const float *dx0 = dxs_at(g, a, c, s, 0, NULL);
+    mlp_encoder_backward(m->grad_mem + m->wte, dx0, tokens, N, C);
+    for (size_t j = 0; d->arch == TF_GPT && j < (size_t)d->T * C; j++)
+        tf_pos_backward_elem(m->grad_mem + m->wpe, dx0, d->B, d->T, C, j);
+}
+
+/* Weight gradients of the slice from the wact prefix of its region; per_layer: the
+ * layers' were taken inside the backward, layer by layer (their parts are gone). */
+static void weight_grads(TfModel *m, const MlpSlice *s, const PrRegion *g, const int *tokens)
+{
+    TfLayout a = layout_of(&m->cfg, s);
+    if (s->head)
+        head_weight_grads(m, s, g, &a);
+    for (int i = s->nlayers - 1; i >= 0 && !a.per_layer; i--)
+        layer_weight_grads(m, s, g, &a, i);
+    if (s->embed)
+        embed_weight_grads(m, s, g, &a, tokens);
 }
 
 static void backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *g,
@@ -651,8 +681,11 @@ static void backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *
     }
     float *dfb = nl > 0 ? at(g, a.t_dfb) : NULL, *datty = nl > 0 ? at(g, a.t_datty) : NULL;
     float *datt = nl > 0 ? at(g, a.t_datt) : NULL;
+    assert(!(split && a.per_layer)); /* a split backward needs every layer's parts */
     for (int i = nl - 1; i >= 0; i--) {
         size_t l = (size_t)(s->layer0 + i);
+        if (a.per_layer && i < nl - 1) /* the R rebuilt the last layer */
+            layer_forward(m, s, g, &a, i, NULL);
         const float *dres = dxs_at(g, &a, c, s, i + 1, din);
         float *dx = dxs_at(g, &a, c, s, i, din);
         float *fa = lay(g, &a, i, a.l_fa), *fb = lay(g, &a, i, a.l_fb);
@@ -681,6 +714,8 @@ static void backward(TfModel *m, const MlpSlice *s, float *din, const PrRegion *
         mm_backward_input(dln1, dqkv, P(m, l, TF_QKV_W), N, C, QKV, 0.0f);
         memmove(dx, dxmid, btc * sizeof *dx);
         norm_backward_input(dx, dln1, xs_at(g, &a, c, i), P(m, l, TF_LN1_W), !gpt, N, C);
+        if (a.per_layer) /* before the next layer's rebuild overwrites the parts */
+            layer_weight_grads(m, s, g, &a, i);
     }
     if (!split)
         weight_grads(m, s, g, tokens);
@@ -700,24 +735,24 @@ void tf_weight_grad(TfModel *m, const MlpSlice *s, const PrRegion *g, const int 
     weight_grads(m, s, g, tokens);
 }
 
+/* One micro-batch of the reference (PrReferenceStep): the whole model, F then B. */
+static float reference_step(void *model, void *act, const int *tok, const int *tgt,
+                            float scale)
+{
+    TfModel *m = model;
+    MlpSlice s = tf_whole(&m->cfg);
+    TfLayout a = layout_of(&m->cfg, &s);
+    float loss = 0.0f;
+    tf_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
+    PrRegion g = tf_region_whole(act, &a);
+    backward(m, &s, NULL, &g, NULL, tok, tgt, false, scale);
+    return loss;
+}
+
 float tf_reference_iteration(TfModel *m, int M, const int *tokens, const int *targets)
 {
     const TfConfig *c = &m->cfg;
     MlpSlice s = tf_whole(c);
-    TfLayout a = layout_of(c, &s);
-    size_t bt = (size_t)c->d.B * c->d.T;
-    float *act = malloc(a.act * sizeof *act);
-    if (!act)
-        return NAN;
-    double sum = 0.0;
-    for (int k = 0; k < M; k++) {
-        float loss = 0.0f;
-        const int *tok = tokens + (size_t)k * bt, *tgt = targets + (size_t)k * bt;
-        tf_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
-        PrRegion g = tf_region_whole(act, &a);
-        backward(m, &s, NULL, &g, NULL, tok, tgt, false, 1.0f / (float)M);
-        sum += loss;
-    }
-    free(act);
-    return (float)(sum / M);
+    return pr_reference_iteration(m, M, (size_t)c->d.B * c->d.T, tf_act_bytes(c, &s),
+                                  reference_step, tokens, targets);
 }

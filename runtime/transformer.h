@@ -94,12 +94,8 @@ void tf_free(TfModel *m);
 
 /* Bytes of the hidden state between slices (N*C floats), and of a slice's region. */
 size_t tf_io_bytes(const TfConfig *c);
-size_t tf_act_bytes(const TfConfig *c, const MlpSlice *s);
-size_t tf_ckpt_bytes(const TfConfig *c, const MlpSlice *s);
-size_t tf_wact_bytes(const TfConfig *c, const MlpSlice *s);
-/* The piece boundaries of a slice's region in bytes (runtime/region.h, tf_region_whole):
- * what the arena plan cuts it at; the runtime checks them against the program's. */
-void tf_region_cuts(const TfConfig *c, const MlpSlice *s, int64_t from[PR_PIECES + 1]);
+/* tf_act_bytes, tf_ckpt_bytes, tf_wact_bytes, tf_region_cuts (tf_region_whole's cuts). */
+PR_LAYOUT_BYTES_DECL(tf, TfConfig, MlpSlice);
 
 /* F: as mlp_forward. in (N,C) or NULL on the embedding slice; tokens/targets (B,T);
  * out (N,C) or NULL on the head slice; loss receives the head's mean cross-entropy.

@@ -142,6 +142,14 @@ static int slices_setup(PrRun *run, int (*init)(const void *cfg, int nv, const i
         pr_fail(run, -1, -1, "%s model: the partition does not sum to %d layers", model, L);
         return -1;
     }
+    for (int v = 0; v < run->PV; v++) {
+        run->slice[v].per_layer = g->vstages[v].per_layer != 0;
+        if (run->slice[v].per_layer && !strcmp(model, "mlp")) {
+            pr_fail(run, -1, -1, "virtual stage %d: the mlp workload rebuilds a whole virtual "
+                    "stage; layer-granular recomputation runs in gpt and llama", v);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -6,7 +6,8 @@
 #
 # Independent suites run concurrently, PIPEC_TEST_JOBS at a time (default: the number of
 # CPUs; 1 runs them one after another). Each suite's output is printed whole when it ends,
-# with its wall time, the slowest first (by their times in the last run). The suites that
+# with its wall time, the slowest first (by their times in the last run, else
+# tests/suite-times). The suites that
 # rebuild or install the tree itself (SERIAL below) run alone, after the others. The
 # slowest suites are listed at the end. PIPEC_TEST_FULL=1 (make test-full) has the
 # suites run their long sweeps whole instead of a sample (tests/lib.sh test_full).
@@ -86,16 +87,29 @@ for suite in tests/t_*.sh; do
 done
 
 # Longest first: the suites' seconds in the last run (build/test-times, written at the
-# end) order them, slowest first, so that the long ones do not start last and leave one
-# CPU idle at the end; suites without a time (new ones, or no earlier run) go first.
-times_file=build/test-times
-if [ -s "$times_file" ]; then
-    declare -A prev=()
-    while read -r sec name; do prev[$name]=$sec; done <"$times_file"
-    order=$(for i in "${!names[@]}"; do echo "${prev[${names[$i]}]:-999999} $i"; done | sort -k1,1nr -k2,2n | cut -d' ' -f2)
-    n_=() c_=()
-    for i in $order; do n_+=("${names[$i]}"); c_+=("${cmds[$i]}"); done
-    names=("${n_[@]}") cmds=("${c_[@]}")
+# end; PIPEC_TEST_TIMES names another file) order them, slowest first, so that the long
+# ones do not start last and leave one CPU idle at the end. A suite the last run did not
+# time (a fresh clone has no build/test-times) takes its CPU seconds from
+# tests/suite-times (measured on an idle machine, kept in the tree: docs/performance.md
+# "The test suite"); suites in neither (new ones) go first.
+# PIPEC_TEST_LIST=1 prints the names in that order and runs nothing.
+times_file=${PIPEC_TEST_TIMES:-build/test-times}
+declare -A prev=()
+for f in tests/suite-times "$times_file"; do
+    [ -s "$f" ] || continue
+    while read -r sec name; do
+        case $sec in ''|'#'*) continue ;; esac
+        prev[$name]=$sec
+    done <"$f"
+done
+order=$(for i in "${!names[@]}"; do echo "${prev[${names[$i]}]:-999999} $i"; done | sort -k1,1nr -k2,2n | cut -d' ' -f2)
+n_=() c_=()
+for i in $order; do n_+=("${names[$i]}"); c_+=("${cmds[$i]}"); done
+names=("${n_[@]}") cmds=("${c_[@]}")
+if [ "${PIPEC_TEST_LIST:-0}" = 1 ]; then
+    printf '%s\n' "${names[@]}"
+    for suite in "${serial[@]}"; do basename "$suite"; done
+    exit 0
 fi
 
 # The concurrent part: at most $jobs suites at once, each reported when it ends.
@@ -129,7 +143,7 @@ done
 echo "slowest suites (s):$(sort -rn "$dir/times" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//')"
 echo "most CPU (s):$(sort -rn "$dir/cpu" | head -n 5 | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//'); all suites: $(awk '{s += $1} END {print s + 0}' "$dir/cpu") CPU s in $SECONDS s"
 # this run's times for the next one's order (a run of some suites only updates theirs)
-if [ -d build ]; then
+if [ -d build ] && [ -z "${PIPEC_TEST_TIMES:-}" ]; then
     { [ -s "$times_file" ] && awk 'NR == FNR { seen[$2] = 1; next } !($2 in seen)' "$dir/times" "$times_file"
       cat "$dir/times"; } >"$times_file.tmp" 2>/dev/null && mv "$times_file.tmp" "$times_file"
     # and their CPU seconds (build/test-cpu: docs/performance.md "Times")

@@ -7,8 +7,11 @@
 # and an upward include compiled with its layer's flags fails. The calls
 # (tools/check_calls.sh, from the objects' symbols): the built tree's objects call no
 # higher layer, and the check fails on a synthetic pair of objects where a base object
-# calls a commands one, on a runtime object calling the compiler, on an object in no
-# layer, and on a call planted in the built util.o.
+# calls a commands one (and the circle it closes), on a runtime object calling the
+# compiler, on an object in no layer, and on a call planted in the built util.o; no call
+# circle between objects (files), inside a layer or in the runtime: one planted in a
+# synthetic layer, and the circles that were broken (ir.c <-> opsem.c, the runtime
+# core's failure.c <-> dp.c) planted back in copies of the built objects, are found.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -81,7 +84,8 @@ ${CC:-cc} -c "$T/low.c" -o "$T/o/compiler/base/low.o"
 ${CC:-cc} -c "$T/high.c" -o "$T/o/compiler/commands/high.o"
 out=$(sh tools/check_calls.sh "$T/o" . 2>&1); rc=$?
 check "calls: a base object calling a commands one fails (rc $rc: $out)" \
-    sh -c '[ "$1" = 1 ] && [ "$2" = "calls: compiler/base/low.c (base) uses t_up of compiler/commands/high.c (commands): a higher layer" ]' _ "$rc" "$out"
+    sh -c '[ "$1" = 1 ] && [ "$2" = "calls: compiler/base/low.c (base) uses t_up of compiler/commands/high.c (commands): a higher layer
+calls: call circle: compiler/base/low.c -> compiler/commands/high.c (t_up) -> compiler/base/low.c (t_low)" ]' _ "$rc" "$out"
 printf 'int t_low(void);\nint t_rt(void) { return t_low(); }\n' >"$T/rt.c"
 ${CC:-cc} -c "$T/rt.c" -o "$T/o/runtime/rt.o"
 cp "$T/o/compiler/base/low.o" "$T/o/compiler/nolayer/stray.o"
@@ -97,6 +101,22 @@ ${CC:-cc} -c "$T/low.c" -o "$T/o/compiler/base/low.o"
 out=$(sh tools/check_calls.sh "$T/o" . 2>&1)
 check "calls: a call downward passes ($out)" test "${out#calls: ok}" != "$out"
 
+# A call circle between objects of one layer (base a -> b -> c -> a) is found and
+# printed as its cycle, each edge with a symbol it uses.
+mkdir -p "$T/c/compiler/base"
+printf 'int t_b(void);\nint t_a(void) { return t_b(); }\n' >"$T/a.c"
+printf 'int t_c(void);\nint t_b(void) { return t_c(); }\n' >"$T/b.c"
+printf 'int t_a(void);\nint t_c(void) { return t_a(); }\n' >"$T/c.c"
+for x in a b c; do ${CC:-cc} -c "$T/$x.c" -o "$T/c/compiler/base/$x.o"; done
+out=$(sh tools/check_calls.sh "$T/c" . 2>&1); rc=$?
+check "calls: a circle inside a layer fails (rc $rc: $out)" \
+    sh -c '[ "$1" = 1 ] && [ "$2" = "calls: call circle: compiler/base/a.c -> compiler/base/b.c (t_b) -> compiler/base/c.c (t_c) -> compiler/base/a.c (t_a)" ]' _ "$rc" "$out"
+rm "$T/c/compiler/base/c.o"
+printf 'int t_c(void) { return 3; }\n' >"$T/c.c"
+${CC:-cc} -c "$T/c.c" -o "$T/c/compiler/base/c.o"
+out=$(sh tools/check_calls.sh "$T/c" . 2>&1)
+check "calls: the same objects without the edge back pass ($out)" test "${out#calls: ok}" != "$out"
+
 # ... then the built objects (make bin/pipec, build/libpiperun.a), and a call planted in
 # the built base util.o to the commands' driver_compile.
 if [ -f build/obj/compiler/base/util.o ] && [ -f build/obj/compiler/commands/driver.o ]; then
@@ -109,16 +129,37 @@ if [ -f build/obj/compiler/base/util.o ] && [ -f build/obj/compiler/commands/dri
     out=$(sh tools/check_calls.sh "$T/b" . 2>&1); rc=$?
     check "a call planted in base/util.o to driver_compile is found (rc $rc)" \
         sh -c '[ "$1" = 1 ] && echo "$2" | grep -qx "calls: compiler/base/util.c (base) uses driver_compile of compiler/commands/driver.c (commands): a higher layer"' _ "$rc" "$out"
+    # the circles that were broken, planted back: ir.c calling opsem.c's op_stream
+    # (opsem.c reads ir_cost of ir.c), and the runtime core's failure.c calling dp.c
+    # (dp.c reports through pr_fail of failure.c)
+    rm -rf "$T/b"; mkdir -p "$T/b"; cp -r build/obj/compiler build/obj/gen build/obj/runtime "$T/b/"
+    printf 'int op_stream(int);\nint t_plant(void) { return op_stream(0); }\n' >"$T/plant.c"
+    ${CC:-cc} -c "$T/plant.c" -o "$T/plant.o" &&
+        ld -r build/obj/compiler/ir/ir.o "$T/plant.o" -o "$T/b/compiler/ir/ir.o"
+    printf 'int pr_dp_reduce(void *);\nint t_plant2(void) { return pr_dp_reduce(0); }\n' >"$T/plant2.c"
+    ${CC:-cc} -c "$T/plant2.c" -o "$T/plant2.o" &&
+        ld -r build/obj/runtime/failure.o "$T/plant2.o" -o "$T/b/runtime/failure.o"
+    out=$(sh tools/check_calls.sh "$T/b" . 2>&1); rc=$?
+    check "a planted circle ir.c <-> opsem.c is found (rc $rc: $out)" \
+        sh -c '[ "$1" = 1 ] && echo "$2" | grep -qx "calls: call circle: compiler/ir/ir.c -> compiler/ir/opsem.c (op_stream) -> compiler/ir/ir.c (ir_[a-z_]*)"' _ "$rc" "$out"
+    check "a planted circle in the runtime core is found" \
+        sh -c 'echo "$1" | grep -qx "calls: call circle: runtime/dp.c -> runtime/failure.c (pr_[a-z_]*) -> runtime/dp.c (pr_dp_reduce)"' _ "$out"
 else
     skip "calls of the built objects" "no objects in build/obj/compiler (make bin/pipec first)"
 fi
 
-# No function longer than 120 lines in the compiler or the runtime (tools/longfn.sh),
-# and the tool finds one that is.
-long=$(bash tools/longfn.sh compiler/*/*.c grammar/*.y runtime/*.c \
-       runtime/cuda/*.c runtime/cuda/*.cu runtime/mpi/*.c 2>&1)
+# No function longer than 120 lines in the compiler, the grammar, the runtime (its
+# headers' inline functions and the CUDA kernels too) or tools/ (tools/longfn.sh), and
+# the tool finds one that is, in the house layout and with the brace after the
+# signature (a CUDA kernel), and not a 120-line one.
+long=$(bash tools/longfn.sh compiler/*/*.[ch] grammar/*.[ly] plan/*.h runtime/*.[ch] \
+       runtime/cuda/*.[ch] runtime/cuda/*.cu runtime/cuda/*.cuh runtime/mpi/*.c tools/*.c 2>&1)
 check "no function over 120 lines${long:+: $long}" test -z "$long"
 { echo "int f(void)"; echo "{"; for i in $(seq 121); do echo "    (void)0;"; done; echo "}"; } >"$T/long.c"
 check "longfn.sh finds a function of 124 lines" grep -q "long.c:1 124 int f(void)" \
     <(bash tools/longfn.sh "$T/long.c")
+{ echo "__global__ void k(float *x,"; echo "                  int n) {"; for i in $(seq 118); do echo "    x[0] = n;"; done
+  echo "}"; echo "static int g(void)"; echo "{"; for i in $(seq 117); do echo "    (void)0;"; done; echo "}"; } >"$T/long.cu"
+check "... a kernel of 121 lines with its brace after the signature, not a function of 120" \
+    test "$(bash tools/longfn.sh "$T/long.cu")" = "$T/long.cu:1 121 __global__ void k(float *x,"
 finish

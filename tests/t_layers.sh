@@ -5,6 +5,8 @@
 # calls a group when it uses a symbol that a file of the group defines. The core calls
 # no workload and nothing of run.c or run_main.c; every file of runtime/ is in a group.
 # A planted circle (a copy of the tree with one more include, one more call) fails.
+# runtime/piperun.h's op-kind enum is the one tools/mkkinds.sh generates from
+# plan/opkinds.h.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 tmp=$(mktemp -d)
@@ -15,10 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 # the ones before it (and itself), never one after it.
 cat >"$tmp/groups" <<'EOF'
 models    data.c mlp.c mlp_layers.c transformer.c
-core      piperun_common.c dp.c router.c trace.c profile.c
+core      failure.c piperun_common.c dp.c router.c trace.c profile.c
 workloads synthetic.c workload_model.c workload_mlp.c workload_tf.c
 backends  piperun.c mpi/piperun_mpi.c mpi/piperun_cuda_mpi.c
-backends  cuda/piperun_cuda.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
+backends  cuda/piperun_cuda.c cuda/cu_error.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
 top       run.c run_main.c program_table.c
 EOF
 
@@ -125,6 +127,19 @@ if not uses:
 for p in sorted(set(problems)):
     print(p)
 EOF
+
+# The runtime's op-kind enum (runtime/piperun.h) is generated from plan/opkinds.h's
+# PLAN_KINDS (tools/mkkinds.sh): regenerating it changes nothing, and a row added to
+# PLAN_KINDS in a copy reaches the enum, before PR_NKINDS.
+check "runtime/piperun.h's op kinds are plan/opkinds.h's (make kinds)" \
+    sh -c 'sh tools/mkkinds.sh . | cmp -s - runtime/piperun.h'
+mkdir -p "$tmp/k/runtime" "$tmp/k/plan"
+cp runtime/piperun.h "$tmp/k/runtime/"
+sed 's/^    X(LW, "LW", STREAM_H2D)$/    X(LW, "LW", STREAM_H2D) \\\n    X(QQ, "QQ", STREAM_COMPUTE)/' \
+    plan/opkinds.h >"$tmp/k/plan/opkinds.h"
+sh tools/mkkinds.sh -w "$tmp/k" >/dev/null
+check "a kind added to PLAN_KINDS is generated into the enum" \
+    grep -q "^enum { PR_F, PR_B, .*PR_LW, PR_QQ, PR_NKINDS };$" "$tmp/k/runtime/piperun.h"
 
 objs=build/obj/runtime
 if [ ! -f "$objs/piperun_common.o" ]; then

@@ -13,7 +13,10 @@
 #   - `make test` runs the plain unit binaries (build/tests/plain/), `make test-full`
 #     none, and the examples tests/unit/testutil.h names heavy exist;
 #   - the sampled suites take their size from test_full: the default path (no
-#     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep.
+#     PIPEC_TEST_FULL) gives the sample, PIPEC_TEST_FULL=1 the whole sweep;
+#   - tests/run.sh starts the longest suites first: without a last run's times (a
+#     fresh clone) in the order of tests/suite-times, a suite it does not list first;
+#     a last run's times (PIPEC_TEST_TIMES) take precedence.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 
@@ -114,4 +117,23 @@ tf_points() {
 check "tf_grid: 46 points whole" test "$(tf_points 0)" = 46
 check "tf_grid: 38 with TF_GRID_SAMPLE=1" test "$(tf_points 1)" = 38
 check "t_transformer: the sample unless test_full" grep -qx 'test_full || TF_GRID_SAMPLE=1' tests/t_transformer.sh
+
+# --- the order of tests/run.sh (PIPEC_TEST_LIST=1 prints it and runs nothing) -------------
+order=$(PIPEC_TEST_TIMES=/nonexistent PIPEC_TEST_LIST=1 bash tests/run.sh build/tests/test_sim)
+# the listed names in the order of their seconds in tests/suite-times; the unlisted ones
+# (the serial suites at the end aside) before them
+listed=$(grep -vx 't_install.sh\|t_install_docs.sh\|t_targets.sh' <<<"$order" |
+    awk 'NR == FNR { if ($1 !~ /^#/) t[$2] = $1; next } ($1 in t) { print t[$1] }' tests/suite-times -)
+check "run.sh: a fresh clone's order follows tests/suite-times" test "$listed" = "$(sort -rn <<<"$listed")"
+check "run.sh: the longest suite in tests/suite-times first" \
+    test "$(head -n 1 <<<"$order")" = "$(grep -v '^#' tests/suite-times | sort -rn | awk -v s=" $(tr '\n' ' ' <<<"$order")" 'index(s, " " $2 " ") { print $2; exit }')"
+tt=$(mktemp)
+printf '5000 t_cli.sh\n4000 test_sim\n' >"$tt"
+order=$(PIPEC_TEST_TIMES=$tt PIPEC_TEST_LIST=1 bash tests/run.sh build/tests/test_sim)
+check "run.sh: the last run's times before tests/suite-times" test "$(head -n 2 <<<"$order" | tr '\n' ' ')" = "t_cli.sh test_sim "
+check "run.sh: the serial suites last" test "$(tail -n 3 <<<"$order" | sort | tr '\n' ' ')" = "t_install.sh t_install_docs.sh t_targets.sh "
+printf '5000 t_no_such_suite.sh\n' >"$tt"
+order=$(PIPEC_TEST_TIMES=$tt PIPEC_TEST_LIST=1 bash tests/run.sh)
+check "run.sh: a name that is no suite runs nothing" test -z "$(grep -x t_no_such_suite.sh <<<"$order")"
+rm -f "$tt"
 finish

@@ -13,6 +13,15 @@
 #     grammar/pipe.y); an object directly under OBJDIR/compiler/ whose name an object of
 #     a layer folder also has is left from a build before the move and is not read.
 #
+#   - no call circle between objects (files), inside a layer or between layers, nor
+#     between the runtime's objects: the strongly connected components of the graph
+#     "object A uses a symbol object B defines" are single objects. The runtime's
+#     objects are OBJDIR/runtime/ and, where they were built, the CUDA and MPI runtimes'
+#     beside OBJDIR (OBJDIR/../cuda/*.o of runtime/cuda/, OBJDIR/../cuda/cpu/*.o of
+#     runtime/, OBJDIR/../mpi/*.o of runtime/mpi/), one graph over their source files.
+#     Each circle is printed as one of its cycles, every edge with a symbol it uses,
+#     and the files of its component.
+#
 # Includes (a file including a higher layer's header, include circles) are
 # tools/check_layers.sh's. A symbol defined by an object of the user's own layer or a
 # lower one is that one's (the linker takes the first); one defined only by the runtime
@@ -103,10 +112,111 @@ for f, (_, used) in rt_syms:
             problems.append("calls: %s uses %s of %s: the runtime uses nothing of the "
                             "compiler" % (f, s, comp_defs[s]))
 
+def circles(units):
+    """The call circles of units (source -> (defined, used)): one line per strongly
+    connected component of more than one source."""
+    strong, weak = {}, {}
+    for f, (defined, _, w) in units.items():
+        for s in defined:
+            (weak if s in w else strong).setdefault(s, set()).add(f)
+    graph = {}
+    for f, (defined, used, _) in units.items():
+        graph[f] = {}
+        for s in sorted(used - defined):
+            for g in strong.get(s) or weak.get(s, ()):
+                if g != f:
+                    graph[f].setdefault(g, s)
+    # Tarjan's algorithm, iterative
+    index, low, on, stack, comps, n = {}, {}, set(), [], [], 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = n; n += 1; stack.append(root); on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = n; n += 1; stack.append(w); on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop(); on.discard(w); comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    comps.append(sorted(comp))
+    lines = []
+    for comp in sorted(comps):
+        # the shortest cycle through the component's first file (breadth first)
+        first, inside = comp[0], set(comp)
+        prev, queue = {first: None}, [first]
+        end = None
+        while queue and end is None:
+            nxt = []
+            for v in queue:
+                for w in sorted(graph[v]):
+                    if w not in inside:
+                        continue
+                    if w == first:
+                        end = v
+                        break
+                    if w not in prev:
+                        prev[w] = v
+                        nxt.append(w)
+                if end is not None:
+                    break
+            queue = nxt
+        path = [end]
+        while prev[path[-1]] is not None:
+            path.append(prev[path[-1]])
+        path.reverse()
+        cyc = path + [first]
+        text = cyc[0] + "".join(" -> %s (%s)" % (b, graph[a][b]) for a, b in zip(cyc, cyc[1:]))
+        line = "calls: call circle: " + text
+        if len(comp) > len(path):
+            line += "; %d files in all: %s" % (len(comp), " ".join(comp))
+        lines.append(line)
+    return lines
+
+def weak_syms(path):
+    out = subprocess.run(["nm", path], capture_output=True, text=True).stdout
+    return {p[2] for p in (l.split() for l in out.splitlines()) if len(p) == 3 and p[1] in "VW"}
+
+problems += circles({f: (defined, used, set()) for f, (_, defined, used) in objs.items()})
+
+def rt_source(stem):
+    for ext in (".c", ".cu"):
+        if os.path.exists(os.path.join(root, stem + ext)):
+            return stem + ext
+    return stem + ".c"
+
+rt_units = {}
+parent = os.path.dirname(os.path.normpath(objdir))
+rt_dirs = [(os.path.join(objdir, "runtime"), "runtime"), (os.path.join(objdir, "runtime", "cuda"), "runtime/cuda"),
+           (os.path.join(objdir, "runtime", "mpi"), "runtime/mpi"),
+           (os.path.join(parent, "cuda"), "runtime/cuda"), (os.path.join(parent, "cuda", "cpu"), "runtime"),
+           (os.path.join(parent, "mpi"), "runtime/mpi")]
+for d, prefix in rt_dirs:
+    for path in sorted(glob.glob(os.path.join(d, "*.o"))):
+        src = rt_source(prefix + "/" + os.path.basename(path)[:-2])
+        defined, used = symbols(path)
+        old = rt_units.get(src, (set(), set(), set()))
+        rt_units[src] = (old[0] | defined, old[1] | used, old[2] | weak_syms(path))
+problems += circles(rt_units)
+
 for p in problems:
     print(p)
 if problems:
     sys.exit(1)
-print("calls: ok (%d compiler objects in %d layers, %d runtime objects)"
+print("calls: ok (%d compiler objects in %d layers, %d runtime objects; no call circle)"
       % (len(objs), len(rank), len(rt_syms)))
 EOF

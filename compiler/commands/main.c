@@ -15,6 +15,7 @@
 #include "cmds.h"
 #include "diag.h"
 #include "driver.h"
+#include "heap.h"
 #include "util.h"
 
 static const struct {
@@ -205,6 +206,7 @@ static int dispatch(int argc, char **argv)
  * the exit status 1 with a message, whatever the command returned. */
 int main(int argc, char **argv)
 {
+    heap_tune();
     int status = dispatch(argc, argv);
     if (close_stdout() != 0 && status == 0)
         status = 1;

@@ -18,16 +18,6 @@
 #include "ast.h"
 #include "util.h"
 
-FrontendLimits frontend_limits = {
-    .max_ops = IR_MAX_OPS,
-    .max_iterations = 100000000u,
-    .max_nesting = 64,
-    .max_expr_depth = 256,
-    .max_import_depth = 16,
-    .max_vstages = 65536,
-    .max_file_bytes = (size_t)256 << 20,
-};
-
 typedef struct Loader {
     Diag *d;
     const LoadOpts *o;

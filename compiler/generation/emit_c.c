@@ -231,6 +231,7 @@ static void plan_synthetic(EmitPlans *pl, const Pipeline *p)
             pl->scaled[v].wact = (int64_t)ceil((double)pl->cost[v].wact / pl->scale);
             pl->scaled[v].ckpt_layers =
                 (int64_t)ceil((double)pl->cost[v].ckpt_layers / pl->scale);
+            pl->scaled[v].ract = (int64_t)ceil((double)pl->cost[v].ract / pl->scale);
         }
         pl->plan_syn = arena_plan(p, pl->scaled, 1);
     }
@@ -598,9 +599,10 @@ static void write_vstages_table(const EmitPlan *ep, StrBuf *b)
         const ArenaSizes *z = ep->shape->ok ? &ep->shape->s.sizes[v] : NULL;
         static const int64_t none[PR_PIECES + 1] = {0};
         const int64_t *fm = ep->plan_mlp ? ep->plan_mlp->from[v] : none;
-        sb_printf(b, "    [%d] = {.rank = %d, .chunk = %d, .layers = %d, .act = %lld, "
-                     ".ckpt = %lld, .wact = %lld,", v, s, c,
-                  ep->shape->ok ? ep->shape->s.layers[v] : 0, (long long)(z ? z->act : 0),
+        sb_printf(b, "    [%d] = {.rank = %d, .chunk = %d, .layers = %d, .per_layer = %d, "
+                     ".act = %lld, .ckpt = %lld, .wact = %lld,", v, s, c,
+                  ep->shape->ok ? ep->shape->s.layers[v] : 0,
+                  ep->shape->ok && ep->shape->s.per_layer[v], (long long)(z ? z->act : 0),
                   (long long)(z ? z->ckpt : 0), (long long)(z ? z->wact : 0));
         put_rows(b, "\n      ", "from", fm, ep->plan_syn->from[v], PR_PIECES + 1);
         sb_puts(b, "},\n");

@@ -1,8 +1,6 @@
 /* ir.c - see ir.h. */
 #include "ir.h"
 
-#include "opsem.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,11 +128,6 @@ const int grad_dtype_bytes[GRAD_NDTYPES] = {
     GRAD_DTYPES(X)
 #undef X
 };
-
-Stream op_stream(OpKind k)
-{
-    return (unsigned)k < OP_NKINDS ? op_sem[k].stream : STREAM_COMPUTE;
-}
 
 Pipeline *pipeline_new(void)
 {

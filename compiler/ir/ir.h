@@ -53,9 +53,6 @@ typedef enum OpKind {
 
 extern const char *const op_kind_name[OP_NKINDS];
 
-/* The stream an op kind runs on (op_sem[k].stream of opsem.h). */
-Stream op_stream(OpKind k);
-
 /* One op of one rank's list: `KIND mb.chunk`. 16 bytes. */
 typedef struct Op {
     uint32_t mb;     /* micro-batch, 0..M-1 */

@@ -79,6 +79,11 @@ const char *opsem_why(OpKind u, OpKind w)
     return "it depends on it";
 }
 
+Stream op_stream(OpKind k)
+{
+    return (unsigned)k < OP_NKINDS ? op_sem[k].stream : STREAM_COMPUTE;
+}
+
 bool opsem_waits_on(OpKind k, OpKind w)
 {
     if ((unsigned)k >= OP_NKINDS)
@@ -114,6 +119,26 @@ void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c)
     c->frac = ir_cost(p, s, chunk, COST_SWAP_FRACTION);
     double bw = ir_cost(p, s, chunk, COST_HOST_BW);
     c->ms_per_byte = (bw > 0 && isfinite(bw)) ? 1000.0 / bw : 0;
+}
+
+void opsem_remat_use(const Pipeline *p, int32_t s, int32_t c, RematUse *u)
+{
+    *u = (RematUse){0, 0, 0, false};
+    const StageOps *st = &p->stages[s];
+    for (uint32_t i = 0; i < st->n; i++) {
+        const Op *o = &st->ops[i];
+        if (o->chunk != c || o->kind >= OP_NKINDS)
+            continue;
+        OpKind k = (OpKind)o->kind;
+        u->nf += k == OP_F;
+        u->nw += k == OP_W;
+        u->nr += opsem_has_bit(k) == VM_HAS_R;
+    }
+    if (u->nr == 0)
+        return;
+    OpCosts k;
+    opsem_costs(p, s, c, &k);
+    u->per_layer = k.ract < k.act - k.ckpt - 0.5;
 }
 
 void opsem_mem_step(OpKind k, const OpCosts *c, unsigned has, VmMem *st, double *alloc,

@@ -98,6 +98,10 @@ static inline bool op_backward(unsigned k)
  * errors), or a generic phrase when no data rule links them (a `dep` line). */
 const char *opsem_why(OpKind u, OpKind w);
 
+/* The stream an op kind runs on: op_sem[k].stream, STREAM_COMPUTE for a kind out of
+ * range. */
+Stream op_stream(OpKind k);
+
 /* Whether an op of kind k waits for the op of kind w of its own (v,m) (or, w chunk-wide,
  * of its own chunk) when that op exists: a dv = 0 row of op_sem[k].wait. */
 bool opsem_waits_on(OpKind k, OpKind w);
@@ -121,6 +125,18 @@ typedef struct OpCosts {
 
 /* Fills *c for chunk c of rank s from the pipeline's costs (docs/spec.md "Cost lookup"). */
 void opsem_costs(const Pipeline *p, int32_t s, int32_t chunk, OpCosts *c);
+
+/* Which micro-batches of chunk c of rank s are rematerialized, and how (docs/semantics.md
+ * "Memory", layer-granular recomputation): counts of the chunk's F ops and of its R and
+ * RO ops, whether a W exists on the chunk, and whether its recomputation is
+ * layer-granular (an R or RO exists and `ract` < act - ckpt). */
+typedef struct RematUse {
+    uint32_t nf, nr, nw;
+    bool per_layer;
+} RematUse;
+
+/* Fills *u for chunk c of rank s (linear in the rank's ops). */
+void opsem_remat_use(const Pipeline *p, int32_t s, int32_t c, RematUse *u);
 
 /* What one (v,m) holds during the walk: bytes on the device and bytes swapped out. */
 typedef struct VmMem {

@@ -12,6 +12,7 @@
 
 #include "diag.h"
 #include "ir.h"
+#include "pass_args.h"
 
 typedef int (*PassFn)(Diag *d, Pipeline *p, const PassCall *call);
 
@@ -31,22 +32,6 @@ const PassInfo *pass_list(int *n);
 /* Runs one call: `name` error if the pass or one of its argument names is unknown,
  * else the pass's own result. */
 int run_pass(Diag *d, Pipeline *p, const PassCall *call);
-
-/* Argument accessors for pass implementations. Each returns true when the argument is
- * present and well-formed, false when absent (out keeps the default); a present but
- * ill-typed argument reports `value` at its location and returns false, incrementing
- * *err. */
-bool pass_arg_num(Diag *d, const PassCall *c, const char *key, double *out, int *err);
-bool pass_arg_int(Diag *d, const PassCall *c, const char *key, int64_t *out, int *err);
-bool pass_arg_bool(Diag *d, const PassCall *c, const char *key, bool *out, int *err);
-/* A stage range: `stages=0..=2`, `stages=3` (one stage) or `stages=all`; half-open. */
-bool pass_arg_range(Diag *d, const PassCall *c, const char *key, int64_t *lo, int64_t *hi,
-                    int *err);
-/* An identifier argument, e.g. `policy=full`. */
-bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **out, int *err);
-/* Where a bad value of argument key is reported: at the argument, or at the call when
- * the call leaves it to its default. */
-Loc pass_arg_loc(const PassCall *c, const char *key);
 
 /* Backward-bound recomputation (docs/semantics.md "Dependencies"): an R(v,m) that
  * `recompute` places (the directive, the pass, and the baselines and passes built on

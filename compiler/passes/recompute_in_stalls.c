@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "memory.h"
+#include "opsem.h"
 #include "passes.h"
 #include "sim.h"
 #include "util.h"

@@ -140,6 +140,37 @@ static int mlp_layers(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     return 0;
 }
 
+/* Which virtual stages recompute layer by layer (out->per_layer, allocated), and whether
+ * the model workload can run them (docs/runtime.md "Layer-granular recomputation"): the
+ * gpt and llama workloads only, every micro-batch of the virtual stage recomputed (one
+ * layout serves its every region), and no W (the layers' weight gradients are taken
+ * inside B, before the next layer's rebuild). Returns 0, or -1 with the reason in why. */
+static int mlp_per_layer(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
+{
+    int32_t PV = p->P * p->V;
+    out->per_layer = xcalloc((size_t)PV, sizeof *out->per_layer);
+    for (int32_t v = 0; v < PV; v++) {
+        int32_t s, c;
+        ir_owner(p, v, &s, &c);
+        RematUse u;
+        opsem_remat_use(p, s, c, &u);
+        if (!u.per_layer)
+            continue;
+        out->per_layer[v] = true;
+        const char *no = !out->arch ? "the mlp workload rebuilds a whole virtual stage"
+                         : u.nw > 0 ? "its B and W are split (the workloads take a layer's "
+                                      "weight gradients inside B)"
+                         : u.nr != u.nf ? "it recomputes some of its micro-batches only"
+                                        : NULL;
+        if (no) {
+            snprintf(why, why_n, "virtual stage %d recomputes layer by layer, which the CPU "
+                     "model workload does not run: %s", v, no);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The size limits of the CPU workload, then each virtual stage's region sizes
  * (out->sizes, allocated). Returns 0, or -1 with the reason in why. */
 static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *why,
@@ -173,7 +204,8 @@ static int mlp_sizes(const Pipeline *p, const Entity *m, MlpShape *out, char *wh
         }
         TfDims d = {out->arch, out->vocab, out->C, out->heads, out->kv_heads, out->ffn,
                     out->T, out->B};
-        TfLayout a = tf_layout(&d, out->layers[v], v == 0, v == PV - 1);
+        TfLayout a = tf_layout_remat(&d, out->layers[v], v == 0, v == PV - 1,
+                                     out->per_layer[v]);
         if ((double)a.act * 4 > (double)MLP_MAX_ARENA_BYTES) {
             snprintf(why, why_n, "model %s: activations of one micro-batch are too large "
                      "for the CPU %s workload", m->name, arch);
@@ -194,7 +226,8 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
     }
     if (mlp_read_model(m, out, why, why_n) != 0)
         return -1;
-    if (mlp_layers(p, out, why, why_n) != 0 || mlp_sizes(p, m, out, why, why_n) != 0) {
+    if (mlp_layers(p, out, why, why_n) != 0 || mlp_per_layer(p, out, why, why_n) != 0 ||
+        mlp_sizes(p, m, out, why, why_n) != 0) {
         mlp_shape_free(out);
         return -1;
     }
@@ -204,8 +237,10 @@ int mlp_shape(const Pipeline *p, MlpShape *out, char *why, size_t why_n)
 void mlp_shape_free(MlpShape *s)
 {
     free(s->layers);
+    free(s->per_layer);
     free(s->sizes);
     s->layers = NULL;
+    s->per_layer = NULL;
     s->sizes = NULL;
 }
 

@@ -19,6 +19,8 @@ typedef struct MlpShape {
     int arch;             /* 0 mlp, TF_GPT or TF_LLAMA (runtime/tf_layout.h): the workload */
     int heads, kv_heads, ffn;  /* gpt/llama only */
     int *layers;          /* [P*V] blocks per virtual stage */
+    bool *per_layer;      /* [P*V] layer-granular recomputation (opsem_remat_use): the
+                             gpt/llama layout that rebuilds one layer at a time */
     ArenaSizes *sizes;    /* [P*V] act/ckpt/wact bytes, as runtime/mlp.h computes them */
 } MlpShape;
 

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,66 +47,26 @@ int cu_nccl_max_ctas(int sm_count, int pending)
     return cap < 1 ? 1 : cap > 32 ? 32 : cap;
 }
 
-/* A stream-plan table being read: where, and the first error. */
-typedef struct SpReader {
-    const char *s, *start;
-    int rank;
-    char *why;
-    size_t why_n;
-    bool bad;
-} SpReader;
-
-static void sp_fail(SpReader *rd, const char *fmt, ...)
-{
-    if (rd->bad)
-        return;
-    rd->bad = true;
-    char w[120];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w, sizeof w, fmt, ap);
-    va_end(ap);
-    snprintf(rd->why, rd->why_n, "the stream plan of rank %d is corrupt at character %ld: %s",
-             rd->rank, (long)(rd->s - rd->start), w);
-}
-
-/* The next number, at most max (0 after an error). */
-static uint64_t sp_num(SpReader *rd, uint64_t max)
-{
-    uint64_t v = 0;
-    if (rd->bad)
-        return 0;
-    if (pr_num_get(&rd->s, &v) != 0) {
-        sp_fail(rd, "not a number");
-        return 0;
-    }
-    if (v > max) {
-        sp_fail(rd, "%llu is out of range", (unsigned long long)v);
-        return 0;
-    }
-    return v;
-}
-
 /* The next message id of the table (a difference to *prev), checked to be sent
  * (`send`) or received by rank rd->rank and listed once (seen bit 1: sent, 2:
  * received). */
-static uint32_t sp_msg(SpReader *rd, const PrProgram *g, uint8_t *seen, uint32_t *prev, bool send)
+static uint32_t sp_msg(PrTableReader *rd, const PrProgram *g, uint8_t *seen, uint32_t *prev, bool send)
 {
-    int64_t m = (int64_t)*prev + pr_unzigzag(sp_num(rd, UINT64_MAX));
+    int64_t m = (int64_t)*prev + pr_unzigzag(pr_table_num(rd, UINT64_MAX));
     if (rd->bad)
         return 0;
     if (m < 0 || m >= (int64_t)g->nmsgs) {
-        sp_fail(rd, "message %lld is out of range", (long long)m);
+        pr_table_fail(rd, "message %lld is out of range", (long long)m);
         return 0;
     }
     int32_t end = send ? g->msgs[m].src : g->msgs[m].dst;
     if (end != rd->rank) {
-        sp_fail(rd, "message %lld is %s by rank %d", (long long)m, send ? "sent" : "received",
+        pr_table_fail(rd, "message %lld is %s by rank %d", (long long)m, send ? "sent" : "received",
                 (int)end);
         return 0;
     }
     if (seen[m] & (send ? 1 : 2)) {
-        sp_fail(rd, "message %lld is listed twice", (long long)m);
+        pr_table_fail(rd, "message %lld is listed twice", (long long)m);
         return 0;
     }
     seen[m] |= send ? 1 : 2;
@@ -121,12 +80,12 @@ static int read_rank_streams(const PrProgram *g, int32_t s, StreamPlan *sp, uint
 {
     const PrRankDesc *d = &g->ranks[s];
     StreamRank *k = &sp->rank[s];
-    SpReader rd = {d->streams, d->streams, s, why, why_n, false};
-    if (sp_num(&rd, UINT32_MAX) != PR_STREAMS_VERSION)
-        sp_fail(&rd, "stream plan format %d expected", PR_STREAMS_VERSION);
-    uint32_t n = (uint32_t)sp_num(&rd, UINT32_MAX);
+    PrTableReader rd = {d->streams, d->streams, "stream plan", s, why, why_n, false};
+    if (pr_table_num(&rd, UINT32_MAX) != PR_STREAMS_VERSION)
+        pr_table_fail(&rd, "stream plan format %d expected", PR_STREAMS_VERSION);
+    uint32_t n = (uint32_t)pr_table_num(&rd, UINT32_MAX);
     if (!rd.bad && n != d->nops)
-        sp_fail(&rd, "%u ops, the op table has %u", n, d->nops);
+        pr_table_fail(&rd, "%u ops, the op table has %u", n, d->nops);
     if (rd.bad)
         return -1;
     /* each op takes at least 4 characters, each wait or message 1 */
@@ -143,29 +102,29 @@ static int read_rank_streams(const PrProgram *g, int32_t s, StreamPlan *sp, uint
     }
     uint32_t nw = 0, nr = 0, prev = 0;
     for (uint32_t i = 0; i < n && !rd.bad; i++) {
-        k->stream[i] = (uint8_t)sp_num(&rd, STREAM_N - 1);
+        k->stream[i] = (uint8_t)pr_table_num(&rd, STREAM_N - 1);
         if (!rd.bad && k->stream[i] != plan_kind_stream(d->ops[i].kind))
-            sp_fail(&rd, "op %u is on another stream than its kind's", i);
+            pr_table_fail(&rd, "op %u is on another stream than its kind's", i);
         k->wstart[i] = nw;
-        uint64_t c = sp_num(&rd, left);
+        uint64_t c = pr_table_num(&rd, left);
         for (uint64_t x = 0; x < c && !rd.bad; x++) {
-            uint32_t back = (uint32_t)sp_num(&rd, i);
+            uint32_t back = (uint32_t)pr_table_num(&rd, i);
             if (!rd.bad && back == 0)
-                sp_fail(&rd, "op %u waits for itself", i);
+                pr_table_fail(&rd, "op %u waits for itself", i);
             k->waits[nw++] = i - back;
         }
         k->rstart[i] = nr;
-        c = sp_num(&rd, left);
+        c = pr_table_num(&rd, left);
         for (uint64_t x = 0; x < c && !rd.bad; x++)
             k->recvs[nr++] = sp_msg(&rd, g, seen, &prev, false);
-        c = sp_num(&rd, left);
+        c = pr_table_num(&rd, left);
         for (uint64_t x = 0; x < c && !rd.bad; x++)
             sp->send_after[sp_msg(&rd, g, seen, &prev, true)] = i;
     }
     k->wstart[n] = nw;
     k->rstart[n] = nr;
     if (!rd.bad && *rd.s)
-        sp_fail(&rd, "characters after the last op");
+        pr_table_fail(&rd, "characters after the last op");
     return rd.bad ? -1 : 0;
 }
 

@@ -22,9 +22,13 @@ extern thread_local int cu_rank;
 #else
 extern _Thread_local int cu_rank;
 #endif
-/* Records the first failure message of the run (piperun_cuda.cu); later ones go to
- * stderr only. */
+/* Prints a failed call ("piperun: rank R: FILE:LINE: CALL: what") and records it as the
+ * run's first failure message unless one is recorded (cu_error.c); thread-safe. */
 void cu_error(const char *file, int line, const char *call, const char *what);
+/* The run's first failure message copied into buf (n bytes), "" when none; returns buf. */
+char *cu_first_error(char *buf, size_t n);
+/* Forgets the first failure message (a run's set-up and teardown). */
+void cu_error_reset(void);
 /* cuBLAS status as text. */
 const char *cu_blas_str(cublasStatus_t s);
 

@@ -43,8 +43,6 @@
 #include "cu_host.h"
 #include "workload.h"
 
-_Thread_local int cu_rank = -1;
-
 /* Seconds a failed run's teardown (joins, then every communicator aborted at once) may
  * take before the process gives up and exits 1 (cu_host.h cu_teardown). */
 #define CU_TEARDOWN_DEADLINE_S 20.0
@@ -85,37 +83,7 @@ static struct {
     atomic_uint *msg_stamp;    /* [nmsgs] iteration + 1 when the copy was enqueued */
     ncclComm_t dp_comm;        /* data parallelism: the D processes of this process's
                                   stage (NULL: none) */
-    char first_error[256];
 } CU;
-static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* ---- errors ---------------------------------------------------------------------------- */
-
-void cu_error(const char *file, int line, const char *call, const char *what)
-{
-    char msg[200];
-    const char *f = strrchr(file, '/');
-    snprintf(msg, sizeof msg, "%s:%d: %.60s: %.80s", f ? f + 1 : file, line, call, what);
-    fprintf(stderr, "piperun: rank %d: %s\n", cu_rank, msg);
-    pthread_mutex_lock(&err_mu);
-    if (!CU.first_error[0])
-        snprintf(CU.first_error, sizeof CU.first_error, "%s", msg);
-    pthread_mutex_unlock(&err_mu);
-}
-
-const char *cu_blas_str(cublasStatus_t s)
-{
-    switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
-    }
-}
 
 /* ---- the helpers piperun_internal.h declares --------------------------------------------- */
 
@@ -130,9 +98,7 @@ double pr_check_bound(void)
 static int op_fail(PrRank *r, uint32_t i)
 {
     char e[256];
-    pthread_mutex_lock(&err_mu);
-    snprintf(e, sizeof e, "%s", CU.first_error);
-    pthread_mutex_unlock(&err_mu);
+    cu_first_error(e, sizeof e);
     pr_fail(r->run, r->id, i, "CUDA/NCCL error: %s", e);
     return -1;
 }
@@ -1182,6 +1148,7 @@ static int cuda_setup(PrRun *run)
         return -1;
     }
     memset(&CU, 0, sizeof CU);
+    cu_error_reset();
     CU.run = run;
     run->check_here = cu_dist.me == 0;
     CU.r = calloc((size_t)run->P, sizeof *CU.r);
@@ -1192,7 +1159,7 @@ static int cuda_setup(PrRun *run)
     for (int s = 0; s < run->P; s++)
         if (rank_setup(run, s, ngpu) != 0) {
             if (!atomic_load(&run->failed))
-                pr_fail(run, s, -1, "setup failed: %s", CU.first_error);
+                pr_fail(run, s, -1, "setup failed: %s", cu_first_error(why, sizeof why));
             return -1;
         }
     if (!(CU.plan = cu_stream_plan(prog, why, sizeof why))) {
@@ -1200,13 +1167,14 @@ static int cuda_setup(PrRun *run)
         return -1;
     }
     if (setup_transport(run, ngpu) != 0) {
-        pr_fail(run, -1, -1, "cannot set up the messages: %s", CU.first_error);
+        pr_fail(run, -1, -1, "cannot set up the messages: %s",
+                cu_first_error(why, sizeof why));
         return -1;
     }
     if (dp_setup(run) != 0) {
         if (!atomic_load(&run->failed))
             pr_fail(run, -1, -1, "cannot set up the data-parallel communicator: %s",
-                    CU.first_error);
+                    cu_first_error(why, sizeof why));
         return -1;
     }
     return 0;
@@ -1266,6 +1234,7 @@ static void cuda_teardown(PrRun *run)
     free(CU.r);
     stream_plan_free(CU.plan);
     memset(&CU, 0, sizeof CU);
+    cu_error_reset();
 }
 
 /* The CUDA backend of the run core (pr_run, piperun_common.c). */

@@ -19,6 +19,7 @@
 #include "diag.h"
 #include "frontend.h"
 #include "ir.h"
+#include "opsem.h"
 #include "util.h"
 #include "testutil.h"
 

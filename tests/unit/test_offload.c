@@ -22,6 +22,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "memory.h"
+#include "opsem.h"
 #include "passes.h"
 #include "print.h"
 #include "sim.h"

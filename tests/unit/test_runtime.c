@@ -125,8 +125,9 @@ static int setup(void **st)
         ranks_[s] = (PrRankDesc){s ? rank1 : rank0, ops_[s], so->n,
                                  {am->rank[s].size, as->rank[s].size},
                                  {am->rank[s].peak_live, as->rank[s].peak_live}, 1e9, 0,
-                                 {0, 0}, NULL, NULL, 0};
-        vst_[s] = (PrVstage){s, 0, 1, mz[s].act, mz[s].ckpt, mz[s].wact, {{0}}};
+                                 {0, 0}, NULL, NULL, 0, NULL};
+        vst_[s] = (PrVstage){.rank = s, .chunk = 0, .layers = 1, .act = mz[s].act,
+                             .ckpt = mz[s].ckpt, .wact = mz[s].wact};
         arena_region_cuts(&mz[s], vst_[s].from[PR_MLP]);
         arena_region_cuts(&cz[s], vst_[s].from[PR_SYNTHETIC]);
     }

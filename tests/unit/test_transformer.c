@@ -1,9 +1,9 @@
 /* test_transformer.c - the `gpt` and `llama` workloads: the whole model's gradient
  * against central finite differences, slice-wise pipelined execution (partitions,
- * recomputation into a split region, split B/W with W on the wact prefix alone) against
- * tf_reference_iteration, training on a fixed text, and the region layout against the
- * cost model's per-layer activation bytes (docs/cost-model.md) and the code generator's
- * arena sizes.
+ * recomputation into a split region, stage- and layer-granular, split B/W with W on the
+ * wact prefix alone) against tf_reference_iteration, training on a fixed text, and the
+ * region layout against the cost model's per-layer activation bytes (docs/cost-model.md)
+ * and the code generator's arena sizes.
  *
  * Legend: B = micro-batch size, T = sequence length, C = hidden, NH heads, NKV key/value
  * heads, F = ffn, V = vocabulary, L = layers, M = micro-batches.
@@ -114,7 +114,7 @@ static void test_llama_fd(void **state)
     check_fd(llama_cfg());
 }
 
-enum { MODE_KEEP, MODE_RECOMPUTE, MODE_SPLIT };
+enum { MODE_KEEP, MODE_RECOMPUTE, MODE_SPLIT, MODE_LAYER };
 
 /* The region of slice s in two places: its checkpoint at ck, the rest at rest. */
 static PrRegion two_places(const TfConfig *c, const MlpSlice *s, void *ck, void *rest)
@@ -141,6 +141,15 @@ static void run_slices(TfConfig c, int nv, const int *layers, int mode)
     assert_non_null(ref);
     MlpSlice sl[8];
     assert_int_equal(tf_slices_init(&c, nv, layers, sl), 0);
+    bool recompute = mode == MODE_RECOMPUTE || mode == MODE_LAYER;
+    for (int v = 0; v < nv; v++) {
+        MlpSlice st = sl[v];
+        sl[v].per_layer = mode == MODE_LAYER;
+        /* one layer's rebuilt part instead of n: R's place shrinks from the second layer */
+        if (sl[v].per_layer && sl[v].nlayers >= 2)
+            assert_true(tf_act_bytes(&c, &sl[v]) - tf_ckpt_bytes(&c, &sl[v]) <
+                        tf_act_bytes(&c, &st) - tf_ckpt_bytes(&c, &st));
+    }
     size_t N = (size_t)c.d.B * c.d.T, io = tf_io_bytes(&c);
     int *tok = malloc((size_t)c.M * N * sizeof *tok), *tgt = malloc((size_t)c.M * N * sizeof *tgt);
     fill_tokens(tok, (size_t)c.M * N, c.d.V, 11);
@@ -156,7 +165,7 @@ static void run_slices(TfConfig c, int nv, const int *layers, int mode)
         for (int v = 0; v < nv; v++) {
             size_t a = tf_act_bytes(&c, &sl[v]), k = tf_ckpt_bytes(&c, &sl[v]);
             float *out = sl[v].head ? NULL : malloc(io), loss = 0;
-            if (mode == MODE_RECOMPUTE) {
+            if (recompute) {
                 ck[v] = malloc(k ? k : 1);
                 assert_int_equal(tf_forward(m, &sl[v], out, &loss, ck[v], x, tk, tg, false), 0);
                 rest[v] = malloc(a - k ? a - k : 1);   /* R rebuilds the rest elsewhere */
@@ -189,7 +198,7 @@ static void run_slices(TfConfig c, int nv, const int *layers, int mode)
             } else {
                 free(ck[v]);
             }
-            if (mode == MODE_RECOMPUTE)
+            if (recompute)
                 free(rest[v]);
             free(dout);
             dout = din;
@@ -219,7 +228,7 @@ static void test_slices(void **state)
         c.L = 4;
         c.M = 3;
         for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
-            for (int mode = MODE_KEEP; mode <= MODE_SPLIT; mode++)
+            for (int mode = MODE_KEEP; mode <= MODE_LAYER; mode++)
                 run_slices(c, parts[p][0], parts[p] + 1, mode);
     }
 }
