@@ -906,18 +906,25 @@ static void exec_list(Elab *e, const Node *list, bool top);
 
 static void exec_schedule(Elab *e, const Node *n);
 
+/* `let NAME = EXPR`: binds NAME for the rest of its list. When EXPR fails, NAME reads
+ * an outer binding, or none, so names are no longer where expressions were compiled
+ * to read them (Elab.scoped). */
+static void exec_let(Elab *e, const Node *n)
+{
+    int64_t v;
+    if (eval_leaf(e, n->a, &v))
+        bind(e, n->name, v);
+    else
+        e->scoped = false;
+}
+
 /* Runs one item of a pipeline or template body. top: directly in a pipeline body. */
 static void exec(Elab *e, const Node *n, bool top)
 {
     switch ((NodeKind)n->kind) {
-    case N_LET: {
-        int64_t v;
-        if (eval_leaf(e, n->a, &v))
-            bind(e, n->name, v);
-        else
-            e->scoped = false; /* its name now reads an outer binding, or none */
+    case N_LET:
+        exec_let(e, n);
         return;
-    }
     case N_FOR: {
         int64_t lo, hi;
         if (!eval_leaf(e, n->a, &lo) || !eval_leaf(e, n->b, &hi))
