@@ -918,6 +918,37 @@ static void exec_let(Elab *e, const Node *n)
         e->scoped = false;
 }
 
+/* `for NAME in LO..HI { ... }` (or `..=`): the body once per value, NAME bound to it;
+ * the iterations count against frontend_limits.max_iterations. */
+static void exec_for(Elab *e, const Node *n)
+{
+    int64_t lo, hi;
+    if (!eval_leaf(e, n->a, &lo) || !eval_leaf(e, n->b, &hi))
+        return;
+    if (n->op == RANGE_INCLUSIVE) {
+        if (hi == INT64_MAX) {
+            EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
+            return;
+        }
+        hi++;
+    }
+    uint64_t count = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
+    if (count > frontend_limits.max_iterations - e->iterations) {
+        diag_error(e->d, n->loc, DIAG_LIMIT,
+                   "the expansion runs more than %" PRIu64 " loop iterations", frontend_limits.max_iterations);
+        e->stop = true;
+        return;
+    }
+    e->iterations += count;
+    size_t mark = e->nvars;
+    bind(e, n->name, lo);
+    for (int64_t i = lo; i < hi && !e->stop && !e->halt; i++) {
+        e->vars[mark].val = i;
+        exec_list(e, n->body, false);
+    }
+    unbind_to(e, mark);
+}
+
 /* Runs one item of a pipeline or template body. top: directly in a pipeline body. */
 static void exec(Elab *e, const Node *n, bool top)
 {
@@ -925,34 +956,9 @@ static void exec(Elab *e, const Node *n, bool top)
     case N_LET:
         exec_let(e, n);
         return;
-    case N_FOR: {
-        int64_t lo, hi;
-        if (!eval_leaf(e, n->a, &lo) || !eval_leaf(e, n->b, &hi))
-            return;
-        if (n->op == RANGE_INCLUSIVE) {
-            if (hi == INT64_MAX) {
-                EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
-                return;
-            }
-            hi++;
-        }
-        uint64_t count = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
-        if (count > frontend_limits.max_iterations - e->iterations) {
-            diag_error(e->d, n->loc, DIAG_LIMIT,
-                       "the expansion runs more than %" PRIu64 " loop iterations", frontend_limits.max_iterations);
-            e->stop = true;
-            return;
-        }
-        e->iterations += count;
-        size_t mark = e->nvars;
-        bind(e, n->name, lo);
-        for (int64_t i = lo; i < hi && !e->stop && !e->halt; i++) {
-            e->vars[mark].val = i;
-            exec_list(e, n->body, false);
-        }
-        unbind_to(e, mark);
+    case N_FOR:
+        exec_for(e, n);
         return;
-    }
     case N_REQUIRE: {
         /* `require COND "message"`: a template's (or body's) precondition. When COND is
          * 0 (or cannot be evaluated) the rest of the template is not expanded. */
