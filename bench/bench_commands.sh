@@ -14,7 +14,8 @@
 # Then PyTorch's case (issue 27): the interleaved schedule of PyTorch's CSV, P = 128,
 # V = 2, M = 256 (131,072 ops), against PyTorch's recorded figures (PyTorch cannot run
 # here). `check` of the schedule template, of its explicit form, and of the CSV itself
-# (`import-csv F.csv | check -`: parse + validation, what PyTorch's figure covers), and
+# (`check F.csv`, one process: parse + validation, what PyTorch's figure covers; and
+# the same through `import-csv F.csv | check -`, two processes and a .pipe between), and
 # `sim --json` of the template, each as a ratio to:
 #   TORCH_CHECK_MS  torch.distributed.pipelining's _load_csv + _validate_schedule on the
 #                   CSV, whole run, 480 ms (measured in issue 27 on this 2-core machine)
@@ -107,7 +108,8 @@ printf '%-20s %10s %10s %11s %11s %7s\n' command "wall ms" "cpu ms" "wall/torch"
 csv_check() { "$PIPEC" import-csv "$tcsv" | "$PIPEC" check -; }
 for row in "check template|check|$PIPEC check $tsrc" \
            "check explicit|check|$PIPEC check $texp" \
-           "check csv|check|csv_check" \
+           "check csv|check|$PIPEC check $tcsv" \
+           "import-csv | check|check|csv_check" \
            "sim --json template|sim|$PIPEC sim $tsrc --json"; do
     IFS='|' read -r label kind cmd <<<"$row"
     read -r w c < <(best $cmd)

@@ -13,6 +13,7 @@
 # - export -> import -> export is a fixed point, byte for byte; a stdlib schedule
 #   exported and imported again has the same ops on every rank.
 # - bad CSVs: exact diagnostics, exit 1, no output file; usage errors exit 2.
+# - check and sim read a .csv FILE directly, as its import (docs/csv.md).
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 export PIPEC_STDLIB="$PWD/stdlib"
@@ -385,6 +386,41 @@ check "UNSHARD twice warns" grep -qF "sh2.csv:1:10: warning[action]: 0UNSHARD of
 # A pass may move ops, so it drops the actions (with a warning).
 "$PIPEC" opt "$tmp/fsdp.pipe" --pass dependency_relaxation >/dev/null 2>"$tmp/err"
 check "a pass drops the actions with a warning" grep -qF "runtime actions (SEND_F, UNSHARD, ...) of the schedule are dropped" "$tmp/err"
+
+# --- a CSV read directly (docs/csv.md "Reading a CSV directly") ------------------------
+# Every artifact: check and sim --json of F.csv say what they say of its imported .pipe
+# (stdout byte for byte; the same exit status and the same diagnostics, located at the
+# CSV's cells rather than the .pipe's lines, so only the codes are compared).
+for f in $A/*.csv; do
+    n=$(basename "$f" .csv)
+    "$PIPEC" import-csv "$f" -o "$tmp/d_$n.pipe" >/dev/null 2>&1
+    if [ -s "$tmp/d_$n.pipe" ]; then
+        for cmd in check "sim --json"; do
+            # shellcheck disable=SC2086
+            a=$("$PIPEC" $cmd "$f" 2>/dev/null; echo "exit $?")
+            # shellcheck disable=SC2086
+            b=$("$PIPEC" $cmd "$tmp/d_$n.pipe" 2>/dev/null | sed "s|$tmp/d_$n.pipe|$f|g"; echo "exit ${PIPESTATUS[0]}")
+            check "$cmd $n.csv = $cmd of its import" test "$a" = "$b"
+        done
+    else
+        "$PIPEC" check "$f" >/dev/null 2>"$tmp/dc.err"
+        check "check $n.csv: exit 1 like import-csv" test $? = 1
+        "$PIPEC" import-csv "$f" >/dev/null 2>"$tmp/di.err"
+        check "check $n.csv: import-csv's diagnostics, located at the CSV" \
+            diff <(grep 'error\[' "$tmp/dc.err") <(grep 'error\[' "$tmp/di.err")
+    fi
+done
+"$PIPEC" check --set microbatches=4 "$A/zb1p_2rank_2stagep_compute.csv" >"$tmp/out" 2>"$tmp/err"
+check "--set with a CSV: exit 1" test $? = 1
+check "--set with a CSV: says why" grep -qF "error[value]: --set replaces setting lines of a .pipe file; $A/zb1p_2rank_2stagep_compute.csv is a CSV (import-csv it first)" "$tmp/err"
+"$PIPEC" check "$tmp/nope.csv" >"$tmp/out" 2>"$tmp/err"
+check "a missing CSV: exit 1, named" grep -qF "cannot read '$tmp/nope.csv'" "$tmp/err"
+printf '0UNSHARD,0UNSHARD,0F0,0B0\n' >"$tmp/sh3.csv"
+"$PIPEC" check "$tmp/sh3.csv" >/dev/null 2>"$tmp/err"
+check "check of a CSV: each action warning once, at the cell" \
+    test "$(grep -c 'warning\[action\]' "$tmp/err")" = 2 -a "$(grep -c 'sh3.csv:1:10: warning\[action\]: UNSHARD0 of stage 0, which is already unsharded' "$tmp/err")" = 1
+"$PIPEC_ASAN" sim --json "$A/dualpipev_4rank_10mb.csv" >/dev/null 2>&1
+check "sim --json of a CSV under the sanitizers" test $? = 0
 
 # --- under the sanitizers -----------------------------------------------------------
 for f in $A/*.csv; do

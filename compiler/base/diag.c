@@ -236,6 +236,8 @@ void diag_note(Diag *d, Loc loc, const char *fmt, ...)
 
 void diag_warning(Diag *d, Loc loc, WarnCode code, const char *fmt, ...)
 {
+    if (d->mute_warnings)
+        return;
     if (d->werror)
         d->nerr++;
     else

@@ -95,6 +95,8 @@ typedef struct Diag {
     bool demote;         /* diag_error prints "warning[CODE]" and counts in nwarn, not nerr */
     int nwarn;           /* errors demoted and warnings printed so far */
     bool werror;         /* -Werror: diag_warning reports an error (counted in nerr) */
+    bool mute_warnings;  /* diag_warning neither prints nor counts (a phase whose warnings
+                            a later phase gives again, at the same places) */
     /* The template a `schedule` line expanded: every error located inside `expand_span`
      * gets a note at `expand_at` saying so (diag_set_expansion). */
     Span expand_span;

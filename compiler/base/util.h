@@ -40,9 +40,12 @@ char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Grows *pp (element size esz) so that it holds at least need elements; *cap is the
- * element capacity and doubles. Usage: VEC_PUSH(arr, n, cap, value). */
+ * element capacity and doubles. Usage: VEC_PUSH(arr, n, cap, value); VEC_RESERVE
+ * calls it only when need exceeds cap (need is evaluated twice: no side effects). */
 void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap);
-#define VEC_RESERVE(p, need, cap) vec_reserve((void **)&(p), sizeof(*(p)), (need), &(cap))
+#define VEC_RESERVE(p, need, cap)                                                        \
+    ((size_t)(need) > (cap) ? vec_reserve((void **)&(p), sizeof(*(p)), (need), &(cap))  \
+                            : (void)0)
 #define VEC_PUSH(p, n, cap, v) (VEC_RESERVE(p, (size_t)(n) + 1, cap), (p)[(n)++] = (v))
 
 /* Reads a whole file into a NUL-terminated heap buffer; *len gets its size in bytes.

@@ -97,9 +97,14 @@ typedef struct Site {
 } Site;
 
 
+/* The absolute form of p (freed), or NULL when it does not resolve; out of memory is
+ * not "not found": a program must not be written with its paths left out. */
 static char *abs_path(char *p)
 {
+    errno = 0;
     char *r = p ? realpath(p, NULL) : NULL;
+    if (!r && errno == ENOMEM)
+        out_of_memory();
     free(p);
     return r;
 }

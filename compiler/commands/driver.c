@@ -11,6 +11,7 @@
  */
 #include "driver.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "arena_plan.h"
 #include "check.h"
 #include "costmodel.h"
+#include "csv.h"
 #include "frontend.h"
 #include "human.h"
 #include "lint.h"
@@ -101,12 +103,54 @@ static LoadOpts load_opts(const DriverOpts *o)
                       .sets = o ? o->sets : NULL, .nsets = o ? o->nsets : 0};
 }
 
+/* Whether path names a PyTorch pipelining schedule CSV (docs/csv.md "Reading a CSV
+ * directly"): a file whose name ends in ".csv". */
+static bool is_csv_path(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 4 && !strcmp(path + n - 4, ".csv");
+}
+
+/* The pipeline of the CSV at path, as import-csv reads it (csv_import_dialect), its
+ * diagnostics located at the CSV's cells; NULL after reporting. --set has no setting
+ * lines to replace in a CSV, so it is refused there. */
+static Pipeline *load_csv(Diag *d, const DriverOpts *o, const char *path)
+{
+    if (o && o->nsets) {
+        diag_error(d, LOC_NONE, DIAG_VALUE, "--set replaces setting lines of a .pipe file; "
+                   "%s is a CSV (import-csv it first)", path);
+        return NULL;
+    }
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) {
+        diag_error(d, LOC_NONE, DIAG_NAME, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (len > UINT32_MAX - 1) {
+        free(text);
+        diag_error(d, LOC_NONE, DIAG_LIMIT, "'%s' is larger than 4 GiB", path);
+        return NULL;
+    }
+    uint32_t file = diag_add_file(d, path, text, (uint32_t)len);
+    char *name = csv_name_from_path(path);
+    /* the import's warnings are the action checks' (compiler/ir/actions.c), which the
+     * structure check gives again at the same cells */
+    bool mute = d->mute_warnings;
+    d->mute_warnings = true;
+    Pipeline *p = csv_import_dialect(d, file, name, NULL);
+    d->mute_warnings = mute;
+    free(name);
+    return p;
+}
+
 Pipeline *driver_compile(Diag *d, const DriverOpts *o, const char *path)
 {
     LoadOpts lo = load_opts(o);
     int nerr0 = d->nerr;
     d->werror |= o && o->werror;
-    return compile_loaded(d, o, load_pipeline(d, &lo, path), nerr0);
+    Pipeline *p = is_csv_path(path) ? load_csv(d, o, path) : load_pipeline(d, &lo, path);
+    return compile_loaded(d, o, p, nerr0);
 }
 
 Pipeline *driver_compile_string(Diag *d, const DriverOpts *o, const char *name, const char *text,
@@ -163,6 +207,7 @@ static const struct {
      "usage: pipec check [options] FILE...\n"
      "Parses, elaborates and checks each FILE: completeness, dependencies, deadlock and\n"
      "per-stage memory. Exit 0 when all are legal, 1 on errors, 2 on usage errors.\n"
+     "A FILE named *.csv (for every command) is read as a PyTorch schedule CSV.\n"
      "  --mem               also print the per-rank peak memory table\n"
      "  --quiet             print nothing for a file that passes\n" COMMON_OPTS},
     {"print",

@@ -388,8 +388,9 @@ typedef enum InsOp {
     I_VAR,     /* push the value of a's name (Opnd) */
     I_NEG,     /* negate the top (overflow: error) */
     I_NOT,     /* logical not of the top */
-    I_BIN,     /* push a op b (op = node's BinOp; overflow, zero divisor: error), a and b
-                * popped or read in place (Opnd) */
+    /* push a op b, a and b popped or read in place (Opnd); overflow, a zero divisor:
+     * error. In BinOp's order, from I_ADD = BIN_ADD. */
+    I_ADD, I_SUB, I_MUL, I_DIV, I_MOD, I_LT, I_LE, I_GT, I_GE, I_EQ, I_NE,
     I_ANDL,    /* `a && b` after a: when a is 0, leave 0 and jump to v; else pop a */
     I_ORL,     /* `a || b` after a: when a is not 0, leave 1 and jump to v; else pop a */
     I_BOOL,    /* top = top != 0 (the value of `&&`, `||` from b) */
@@ -399,7 +400,7 @@ typedef enum InsOp {
     I_END,     /* the values on the stack are the result */
 } InsOp;
 
-/* Where an operand of I_BIN (or I_VAR's) comes from: the stack, a constant, or a name
+/* Where an operand of I_ADD .. I_NE (or I_VAR's) comes from: the stack, a constant, or a name
  * read in place. A name is read from vars[slot] (its binding's index when compiled)
  * while e->scoped holds, else looked up; unbound, it is an error at `leaf`. */
 typedef enum OpndMode { O_STACK, O_CONST, O_VAR } OpndMode;
@@ -416,8 +417,8 @@ typedef struct Opnd {
 
 typedef struct Ins {
     uint8_t op;        /* InsOp */
-    int64_t v;         /* I_CONST: the value; I_BIN: the BinOp; I_ANDL, I_ORL: jump
-                        * target; I_MINMAX: count */
+    int64_t v;         /* I_CONST: the value; I_ANDL, I_ORL: jump target; I_MINMAX:
+                        * count */
     Opnd a, b;
     const Node *node;  /* the node it evaluates, for errors */
 } Ins;
@@ -486,7 +487,7 @@ static void expr_compile(Elab *e, const Node *n, size_t *sp, size_t *most)
             expr_compile(e, n->a, sp, most);
         if (!bleaf)
             expr_compile(e, n->b, sp, most);
-        ins_push(e, I_BIN, n->op, n);
+        ins_push(e, (InsOp)(I_ADD + (n->op - BIN_ADD)), 0, n);
         e->code[e->ncode - 1].a = a;
         e->code[e->ncode - 1].b = b;
         *sp -= (a.mode == O_STACK) + (b.mode == O_STACK);
@@ -608,45 +609,59 @@ static const int64_t *expr_run(Elab *e, uint32_t at)
         case I_NOT:
             st[sp - 1] = !st[sp - 1];
             break;
-        case I_BIN: {
-            int64_t a, b;
-            if (in->b.mode == O_STACK)
-                b = st[--sp];
-            if (in->a.mode == O_STACK)
-                a = st[--sp];
-            else if (!opnd_read(e, &in->a, &a))
-                return NULL;
-            if (in->b.mode != O_STACK && !opnd_read(e, &in->b, &b))
-                return NULL;
-            int64_t *r = &st[sp++];
-            bool ovf = false;
-            switch ((BinOp)in->v) {
-            case BIN_ADD: ovf = __builtin_add_overflow(a, b, r); break;
-            case BIN_SUB: ovf = __builtin_sub_overflow(a, b, r); break;
-            case BIN_MUL: ovf = __builtin_mul_overflow(a, b, r); break;
-            case BIN_DIV:
-            case BIN_MOD:
-                if (b == 0 || (a == INT64_MIN && b == -1)) {
-                    eval_binop_error(e, in->node, a, b);
-                    return NULL;
-                }
-                *r = in->v == BIN_DIV ? a / b : a % b;
-                break;
-            case BIN_LT: *r = a < b; break;
-            case BIN_LE: *r = a <= b; break;
-            case BIN_GT: *r = a > b; break;
-            case BIN_GE: *r = a >= b; break;
-            case BIN_EQ: *r = a == b; break;
-            case BIN_NE: *r = a != b; break;
-            case BIN_AND:
-            case BIN_OR: unreachable(); /* I_ANDL, I_ORL */
-            }
-            if (ovf) {
-                eval_binop_error(e, in->node, a, b);
-                return NULL;
-            }
-            break;
-        }
+/* I_ADD .. I_NE: the operands a and b (popped or read in place), then *r = a OP b;
+ * leaves expr_run with NULL after an unbound name. */
+#define BIN_OPERANDS()                                                                   \
+    int64_t a, b;                                                                         \
+    if (in->b.mode == O_STACK)                                                            \
+        b = st[--sp];                                                                     \
+    if (in->a.mode == O_STACK)                                                            \
+        a = st[--sp];                                                                     \
+    else if (!opnd_read(e, &in->a, &a))                                                   \
+        return NULL;                                                                      \
+    if (in->b.mode != O_STACK && !opnd_read(e, &in->b, &b))                               \
+        return NULL;                                                                      \
+    int64_t *r = &st[sp++]
+#define BIN_CASE(OP, EXPR)                                                               \
+    case OP: {                                                                            \
+        BIN_OPERANDS();                                                                   \
+        *r = (EXPR);                                                                      \
+        break;                                                                            \
+    }
+#define BIN_CASE_OVF(OP, BUILTIN)                                                        \
+    case OP: {                                                                            \
+        BIN_OPERANDS();                                                                   \
+        if (BUILTIN(a, b, r)) {                                                           \
+            eval_binop_error(e, in->node, a, b);                                          \
+            return NULL;                                                                  \
+        }                                                                                 \
+        break;                                                                            \
+    }
+#define BIN_CASE_DIV(OP, EXPR)                                                           \
+    case OP: {                                                                            \
+        BIN_OPERANDS();                                                                   \
+        if (b == 0 || (a == INT64_MIN && b == -1)) {                                      \
+            eval_binop_error(e, in->node, a, b);                                          \
+            return NULL;                                                                  \
+        }                                                                                 \
+        *r = (EXPR);                                                                      \
+        break;                                                                            \
+    }
+        BIN_CASE_OVF(I_ADD, __builtin_add_overflow)
+        BIN_CASE_OVF(I_SUB, __builtin_sub_overflow)
+        BIN_CASE_OVF(I_MUL, __builtin_mul_overflow)
+        BIN_CASE_DIV(I_DIV, a / b)
+        BIN_CASE_DIV(I_MOD, a % b)
+        BIN_CASE(I_LT, a < b)
+        BIN_CASE(I_LE, a <= b)
+        BIN_CASE(I_GT, a > b)
+        BIN_CASE(I_GE, a >= b)
+        BIN_CASE(I_EQ, a == b)
+        BIN_CASE(I_NE, a != b)
+#undef BIN_CASE_DIV
+#undef BIN_CASE_OVF
+#undef BIN_CASE
+#undef BIN_OPERANDS
         case I_ANDL:
         case I_ORL:
             if ((st[sp - 1] != 0) == (in->op == I_ORL)) {
@@ -683,6 +698,7 @@ static const int64_t *expr_run(Elab *e, uint32_t at)
         }
     }
 }
+_Static_assert(BIN_NE - BIN_ADD == I_NE - I_ADD, "I_ADD .. I_NE follow BinOp");
 
 /* Evaluates an integer expression (int64, overflow checked): a leaf in place, an
  * operator expression as compiled code. */
@@ -890,46 +906,59 @@ static void exec_list(Elab *e, const Node *list, bool top);
 
 static void exec_schedule(Elab *e, const Node *n);
 
+/* `let NAME = EXPR`: binds NAME for the rest of its list. When EXPR fails, NAME reads
+ * an outer binding, or none, so names are no longer where expressions were compiled
+ * to read them (Elab.scoped). */
+static void exec_let(Elab *e, const Node *n)
+{
+    int64_t v;
+    if (eval_leaf(e, n->a, &v))
+        bind(e, n->name, v);
+    else
+        e->scoped = false;
+}
+
+/* `for NAME in LO..HI { ... }` (or `..=`): the body once per value, NAME bound to it;
+ * the iterations count against frontend_limits.max_iterations. */
+static void exec_for(Elab *e, const Node *n)
+{
+    int64_t lo, hi;
+    if (!eval_leaf(e, n->a, &lo) || !eval_leaf(e, n->b, &hi))
+        return;
+    if (n->op == RANGE_INCLUSIVE) {
+        if (hi == INT64_MAX) {
+            EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
+            return;
+        }
+        hi++;
+    }
+    uint64_t count = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
+    if (count > frontend_limits.max_iterations - e->iterations) {
+        diag_error(e->d, n->loc, DIAG_LIMIT,
+                   "the expansion runs more than %" PRIu64 " loop iterations", frontend_limits.max_iterations);
+        e->stop = true;
+        return;
+    }
+    e->iterations += count;
+    size_t mark = e->nvars;
+    bind(e, n->name, lo);
+    for (int64_t i = lo; i < hi && !e->stop && !e->halt; i++) {
+        e->vars[mark].val = i;
+        exec_list(e, n->body, false);
+    }
+    unbind_to(e, mark);
+}
+
 /* Runs one item of a pipeline or template body. top: directly in a pipeline body. */
 static void exec(Elab *e, const Node *n, bool top)
 {
     switch ((NodeKind)n->kind) {
-    case N_LET: {
-        int64_t v;
-        if (eval_leaf(e, n->a, &v))
-            bind(e, n->name, v);
-        else
-            e->scoped = false; /* its name now reads an outer binding, or none */
+    case N_LET:
+        exec_let(e, n);
         return;
-    }
-    case N_FOR: {
-        int64_t lo, hi;
-        if (!eval_leaf(e, n->a, &lo) || !eval_leaf(e, n->b, &hi))
-            return;
-        if (n->op == RANGE_INCLUSIVE) {
-            if (hi == INT64_MAX) {
-                EXP_ERROR(e, n->b->loc, DIAG_VALUE, "integer overflow in the end of '..='");
-                return;
-            }
-            hi++;
-        }
-        uint64_t count = hi > lo ? (uint64_t)hi - (uint64_t)lo : 0;
-        if (count > frontend_limits.max_iterations - e->iterations) {
-            diag_error(e->d, n->loc, DIAG_LIMIT,
-                       "the expansion runs more than %" PRIu64 " loop iterations", frontend_limits.max_iterations);
-            e->stop = true;
-            return;
-        }
-        e->iterations += count;
-        size_t mark = e->nvars;
-        bind(e, n->name, lo);
-        for (int64_t i = lo; i < hi && !e->stop && !e->halt; i++) {
-            e->vars[mark].val = i;
-            exec_list(e, n->body, false);
-        }
-        unbind_to(e, mark);
+    case N_FOR:
+        exec_for(e, n);
         return;
-    }
     case N_REQUIRE: {
         /* `require COND "message"`: a template's (or body's) precondition. When COND is
          * 0 (or cannot be evaluated) the rest of the template is not expanded. */

@@ -136,7 +136,10 @@ static char *find_import(Loader *L, const char *importer, const char *path, StrB
 /* The identity of a file for "already loaded" and cycles: its canonical path. */
 static char *file_key(const char *path)
 {
+    errno = 0;
     char *r = realpath(path, NULL);
+    if (!r && errno == ENOMEM) /* not a file without a canonical path */
+        out_of_memory();
     return r ? r : xstrdup(path);
 }
 

@@ -245,12 +245,108 @@ CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode)
     return h;
 }
 
+/* ---- the verdict without the plan ---------------------------------------------- */
+
+/* Under COMM_EAGER a send never blocks, so rank a has posted a message once it has run
+ * the op after which the send is placed, and a rank reaches op j once every message
+ * into j is posted. The plan places the send of a message from a to b after its
+ * producer and after every earlier send of the pair (b's order): after op `thr`, the
+ * running maximum of the producers' positions of the pair's messages in b's order. So
+ * whether comm_simulate hangs follows from each rank's progress (ops run) alone: the
+ * final state of this monotone system is the simulation's whatever the order the ranks
+ * run in. About 4 bytes a message instead of the plan's 64. */
+bool comm_hangs(const Graph *g)
+{
+    const Pipeline *p = g->p;
+    size_t P = (size_t)p->P;
+    /* thr[k]: the op of its producer's rank after which message k is sent; messages
+     * numbered consumer by consumer (rank, position, then the order of its waits) */
+    uint32_t *thr = xmalloc(((size_t)g->ncross + 1) * sizeof *thr);
+    uint32_t *mfirst = xmalloc((P + 1) * sizeof *mfirst); /* first message of each rank */
+    uint32_t *last = xcalloc(P ? P : 1, sizeof *last), *touched = xmalloc((P ? P : 1) * sizeof *touched);
+    uint8_t *seen = xcalloc(P ? P : 1, 1);
+    size_t nm = 0;
+    for (uint32_t b = 0; b < P; b++) {
+        uint32_t ntouched = 0;
+        mfirst[b] = (uint32_t)nm;
+        for (uint32_t u = g->off[b]; u < g->off[b + 1]; u++)
+            for (uint32_t e = g->pstart[u]; e < g->pstart[u + 1]; e++) {
+                uint32_t w = g->pred[e].node, a = g->rank[w];
+                if (a == b)
+                    continue;
+                uint32_t pos = graph_pos(g, w);
+                if (!seen[a]) {
+                    seen[a] = 1;
+                    touched[ntouched++] = a;
+                    last[a] = pos;
+                }
+                last[a] = pos > last[a] ? pos : last[a];
+                thr[nm++] = last[a];
+            }
+        for (uint32_t t = 0; t < ntouched; t++)
+            seen[touched[t]] = 0;
+    }
+    mfirst[P] = (uint32_t)nm;
+    free(last);
+    free(touched);
+    free(seen);
+    /* run: done[r] ops run; a blocked rank waits on one rank (a list per rank waited on) */
+    uint32_t *done = xcalloc(P ? P : 1, sizeof *done), *mcur = xmalloc((P ? P : 1) * sizeof *mcur);
+    uint32_t *whead = xmalloc((P ? P : 1) * sizeof *whead), *wnext = xmalloc((P ? P : 1) * sizeof *wnext);
+    uint32_t *ready = xmalloc((P ? P : 1) * sizeof *ready), nready = 0;
+    for (uint32_t r = 0; r < P; r++) {
+        mcur[r] = mfirst[r];
+        whead[r] = NONE;
+        ready[nready++] = (uint32_t)P - 1 - r;
+    }
+    while (nready) {
+        uint32_t r = ready[--nready], n = p->stages[r].n, from = done[r];
+        while (done[r] < n) {
+            uint32_t u = g->off[r] + done[r], k = mcur[r], blocker = NONE;
+            for (uint32_t e = g->pstart[u]; e < g->pstart[u + 1]; e++) {
+                uint32_t a = g->rank[g->pred[e].node];
+                if (a == r)
+                    continue;
+                if (done[a] <= thr[k++]) {
+                    blocker = a;
+                    break;
+                }
+            }
+            if (blocker != NONE) {
+                wnext[r] = whead[blocker];
+                whead[blocker] = r;
+                break;
+            }
+            mcur[r] = k;
+            done[r]++;
+        }
+        if (done[r] == from)
+            continue; /* no progress: who waits on r still waits */
+        for (uint32_t w = whead[r]; w != NONE; w = wnext[w]) /* r ran: they may go on */
+            ready[nready++] = w;
+        whead[r] = NONE;
+    }
+    bool hung = false;
+    for (uint32_t r = 0; r < P; r++)
+        hung |= done[r] < p->stages[r].n;
+    free(thr);
+    free(mfirst);
+    free(done);
+    free(mcur);
+    free(whead);
+    free(wnext);
+    free(ready);
+    return hung;
+}
+
 /* ---- the check ------------------------------------------------------------------ */
 
 #define CHAIN_SHOWN 16
 
 int check_comm(Diag *d, const Pipeline *p, const Graph *g)
 {
+    if (!comm_hangs(g))
+        return 0; /* the plan is needed only to explain a hang */
     CommPlan *cp = plan_graph(g);
     CommHang h = comm_simulate(p, cp, COMM_EAGER);
     if (!h.hung) {

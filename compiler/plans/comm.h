@@ -87,6 +87,11 @@ typedef struct CommHang {
  * order, so a blocking call stops everything listed after it. */
 CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode);
 
+/* Whether comm_simulate of the lowering of g (COMM_EAGER) hangs, found without
+ * building the plan: from each rank's progress and, per message, the op after which
+ * its send is placed. Linear in ops + messages. */
+bool comm_hangs(const Graph *g);
+
 /* Runs the send/recv lowering over the wait graph and reports a hang as `deadlock`
  * (naming both blocked ranks and the send each waits for). Returns errors reported. */
 int check_comm(Diag *d, const Pipeline *p, const Graph *g);

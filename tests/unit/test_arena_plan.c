@@ -503,7 +503,7 @@ static void test_mlp_sizes(void **st)
         for (int nl = 0; nl <= c.L; nl++)
             for (int e = 0; e < 2; e++)
                 for (int h = 0; h < 2; h++) {
-                    MlpSlice s = {0, 0, nl, e, h};
+                    MlpSlice s = {0, 0, nl, e, h, false};
                     ArenaSizes z = mlp_region_sizes(c.vocab, c.C, c.T, c.B, nl, e, h);
                     assert_int_equal(z.act, (int64_t)mlp_act_bytes(&c, &s));
                     assert_int_equal(z.ckpt, (int64_t)mlp_ckpt_bytes(&c, &s));

@@ -17,6 +17,7 @@
 #include "check.h"
 #include "comm.h"
 #include "ir.h"
+#include "opindex.h"
 #include "sim.h"
 #include "util.h"
 #include "waitgraph.h"
@@ -381,6 +382,81 @@ static void test_sendrecv_fifo(void **state)
     assert_false(comm_simulate(p, cp, COMM_EAGER).hung);
     comm_plan_free(cp);
     pipeline_free(p);
+}
+
+/* A number in [0, n) from xorshift state *rs. */
+static uint32_t rnd_below(uint64_t *rs, uint32_t n)
+{
+    *rs ^= *rs << 13;
+    *rs ^= *rs >> 7;
+    *rs ^= *rs << 17;
+    return (uint32_t)(*rs % n);
+}
+
+/* comm_hangs (the verdict check_comm acts on) against comm_simulate of the built plan,
+ * on perturbed 1F1B and interleaved lists: adjacent swaps, swaps out to the host (SO,
+ * SI), deps across ranks. Both verdicts occur. */
+static void test_comm_hangs_agrees(void **state)
+{
+    (void)state;
+    uint64_t rs = 0x2545F4914F6CDD1Dull;
+#define RND(n) rnd_below(&rs, (n))
+    int hung = 0, ok = 0;
+    for (int t = 0; t < 400; t++) {
+        int P = 2 + (int)RND(3), V = 1 + (int)RND(2), M = P * (1 + (int)RND(2));
+        Pipeline *p = mk(P, M, V);
+        if (V == 1)
+            gen_1f1b(p);
+        else
+            gen_interleaved(p);
+        for (int s = 0; s < P; s++) {
+            StageOps *st = &p->stages[s];
+            if (RND(3) == 0) { /* a swap out and back of one micro-batch */
+                uint32_t m = RND((uint32_t)M);
+                push(p, s, OP_SO, m, 0);
+                push(p, s, OP_SI, m, 0);
+                for (uint32_t k = 0; k < 2; k++) { /* move each to a random place */
+                    uint32_t from = st->n - 2 + k, to = RND(from + 1);
+                    Op o = st->ops[from];
+                    memmove(&st->ops[to + 1], &st->ops[to], (from - to) * sizeof o);
+                    st->ops[to] = o;
+                }
+            }
+            for (uint32_t k = RND(3); k > 0 && st->n > 1; k--) {
+                uint32_t i = RND(st->n - 1);
+                Op o = st->ops[i];
+                st->ops[i] = st->ops[i + 1];
+                st->ops[i + 1] = o;
+            }
+        }
+        if (RND(2)) {
+            int fs = (int)RND((uint32_t)P), ts = (int)RND((uint32_t)P);
+            uint32_t fm = RND((uint32_t)M), tm = RND((uint32_t)M);
+            add_dep(p, fs, OP_F, fm, ts, OP_B, tm);
+        }
+        OpIndex *idx = opindex_build(p);
+        Graph g;
+        graph_build(&g, p, idx);
+        CommPlan *cp = comm_plan(p);
+        bool want = comm_simulate(p, cp, COMM_EAGER).hung;
+        if (comm_hangs(&g) != want) {
+            for (int s = 0; s < P; s++) {
+                char *o = ops_text(p, s);
+                print_error("stage %d: %s\n", s, o);
+                free(o);
+            }
+            fail_msg("case %d: comm_hangs %d, comm_simulate %d", t, !want, want);
+        }
+        hung += want;
+        ok += !want;
+        comm_plan_free(cp);
+        graph_free(&g);
+        opindex_free(idx);
+        pipeline_free(p);
+    }
+#undef RND
+    assert_true(hung > 20);
+    assert_true(ok > 20);
 }
 
 /* 1F1B under blocking (rendezvous) sends hangs, the PyTorch pipelining class of bug:
@@ -815,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_graph_bad_ir),
         cmocka_unit_test(test_rendezvous_receiver_first),
         cmocka_unit_test(test_lowering_hang_ring),
+        cmocka_unit_test(test_comm_hangs_agrees),
         cmocka_unit_test(test_memory_peak_at_lw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
