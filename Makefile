@@ -222,8 +222,12 @@ kinds:
 print-layer-flags:
 	@echo $(CPPFLAGS) $(INC_$(LAYER)) $(WARN)
 
+# The tree is built in parallel on every CPU unless the caller gave a -j of its own.
+NPROC ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 test: deps
-	@$(MAKE) --no-print-directory EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) EXTRA_CFLAGS=-Werror all build/asan/pipec $(UNIT_BIN) \
 	  $(TEST_PLAIN_BIN) build/fault/faultinject.so build/tests/deadlock_agree build/tsan/libpiperun.a
 	@PIPEC_TEST_FULL=$(TEST_FULL) PIPEC=$(CURDIR)/bin/pipec PIPEC_ASAN=$(CURDIR)/build/asan/pipec \
 	  tests/run.sh $(UNIT_BIN) $(TEST_PLAIN_BIN)
