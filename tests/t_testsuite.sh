@@ -106,7 +106,7 @@ fault_k() { # prints the --sample t_fault.sh passes under the environment given
     env "$@" bash "$tmp/tests/t_fault.sh"
     rm -rf "$tmp"
 }
-check "t_fault: the default path samples 4 values of N" test "$(fault_k -u PIPEC_TEST_FULL)" = "--sample 4 build/fault/faultinject.so"
+check "t_fault: the default path samples 3 values of N" test "$(fault_k -u PIPEC_TEST_FULL)" = "--sample 3 build/fault/faultinject.so"
 check "t_fault: PIPEC_TEST_FULL=1 samples 30" test "$(fault_k PIPEC_TEST_FULL=1)" = "--sample 30 build/fault/faultinject.so"
 # tf_grid (tests/lib_tf.sh): the points it runs (pipe and run_check stand-ins), whole
 # (46: 23 per arch) and with TF_GRID_SAMPLE=1 (31: 4 of the 8 1F1B-like points per arch,
