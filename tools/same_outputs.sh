@@ -3,6 +3,7 @@
 # (tools/same-results.sh is its second name for the binary form):
 #
 #   tools/same_outputs.sh [BASE [HEAD]]                          two git revisions
+#   tools/same_outputs.sh --chain REV0 REV1 ... REVn             each adjacent pair
 #   tools/same_outputs.sh --bins OLD_PIPEC NEW_PIPEC [EXAMPLE.pipe...]   two builds
 #
 # For every example (examples/*.pipe of HEAD, or the ones named):
@@ -19,21 +20,25 @@
 # CPU runtime; JOBS make jobs, default 2; KEEP=1 keeps the folder).
 # Builds: each uses its own tree's stdlib and runtime; a pipec that is not in a built
 # tree (a copy such as /tmp/pipec-old) uses this checkout's (PIPEC_STDLIB, when set, wins).
+# Chain: builds each revision once and compares REV0 with REV1, REV1 with REV2, ... as
+# the two-revision form does (the examples of the later of each pair), one
+# "REVa..REVb: N same, N different" line per pair after its difference lines. With
+# SAME_OUTPUTS_CACHE=DIR each committed revision's build is kept in DIR/COMMIT (complete
+# when DIR/COMMIT/.same_outputs_built exists) and a rerun reuses it.
 #
 #   make bin/pipec && cp bin/pipec /tmp/pipec-old   # before the change
 #   ... change, make bin/pipec ...
 #   tools/same_outputs.sh --bins /tmp/pipec-old bin/pipec
 #
 # Prints one line per difference and "N same, N different". Exit status: 0 when every
-# example agrees, 1 when one differs, 2 on a usage or build error.
+# example agrees (every pair of a chain), 1 when one differs, 2 on a usage or build error.
 set -u -o pipefail
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/same_outputs.XXXXXX") || exit 2
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
 
 # --- two builds ---------------------------------------------------------------------
-same=0 diff=0
 differ() { echo "different: $*"; diff=$((diff + 1)); }
 
 # pc PIPEC ARGS...: runs PIPEC (for at most 600 s), with this checkout's stdlib and
@@ -58,6 +63,8 @@ compare() {
     local old new f cmd a b
     old=$(realpath "$1") new=$(realpath "$2")
     shift 2
+    same=0 diff=0
+    rm -rf "$tmp/cache-old" "$tmp/cache-new"
     # a fixed text to train on (the default, the docs, may differ between the two trees)
     python3 -c "print('the pipeline runs forward and backward over every micro-batch. ' * 400)" >"$tmp/text"
     for f in "$@"; do
@@ -104,15 +111,23 @@ if [ "${1:-}" = --bins ]; then
     compare "$old" "$new" "$@"
     exit $?
 fi
+chain=0
+if [ "${1:-}" = --chain ]; then
+    chain=1
+    shift
+    [ $# -ge 2 ] || usage
+fi
 case ${1:-} in -*) usage ;; esac
-[ $# -le 2 ] || usage
+[ "$chain" = 1 ] || [ $# -le 2 ] || usage
 
 # --- two revisions ------------------------------------------------------------------
 JOBS=${JOBS:-2}
 root=$(git rev-parse --show-toplevel 2>/dev/null) || { echo "same_outputs: not in a git tree" >&2; exit 2; }
 cd "$root" || exit 2
 head_rev=${2:-.}
-if [ $# -ge 1 ]; then
+if [ "$chain" = 1 ]; then
+    :
+elif [ $# -ge 1 ]; then
     base_rev=$1
 else
     base_rev=$(git merge-base main "$( [ "$head_rev" = . ] && echo HEAD || echo "$head_rev")") ||
@@ -131,16 +146,53 @@ copy() {
     fi
 }
 
-# build NAME REV: copies and builds REV under $tmp/NAME.
-build() {
-    echo "same_outputs: building $1 ($2)" >&2
-    copy "$2" "$tmp/$1" || { echo "same_outputs: cannot copy revision $2" >&2; exit 2; }
-    if ! make -C "$tmp/$1" -j"$JOBS" bin/pipec build/libpiperun.a >"$tmp/$1.log" 2>&1; then
-        tail -20 "$tmp/$1.log" >&2
+# build_in DIR REV: copies and builds REV in DIR.
+build_in() {
+    echo "same_outputs: building $2 in $1" >&2
+    copy "$2" "$1" || { echo "same_outputs: cannot copy revision $2" >&2; exit 2; }
+    if ! make -C "$1" -j"$JOBS" bin/pipec build/libpiperun.a >"$1.log" 2>&1; then
+        tail -20 "$1.log" >&2
         echo "same_outputs: cannot build revision $2 (log above)" >&2
         exit 2
     fi
 }
+
+# build NAME REV: copies and builds REV under $tmp/NAME.
+build() { build_in "$tmp/$1" "$2"; }
+
+# built REV: the folder of REV's build, built on first use; committed revisions are
+# kept under $SAME_OUTPUTS_CACHE when it is set (the working tree `.` never is).
+built() {
+    local sha dir
+    if [ "$1" = . ]; then
+        dir=$tmp/worktree
+    else
+        sha=$(git rev-parse --verify -q "$1^{commit}") ||
+            { echo "same_outputs: no revision $1" >&2; exit 2; }
+        dir=${SAME_OUTPUTS_CACHE:-$tmp/revs}/$sha
+    fi
+    if [ ! -e "$dir/.same_outputs_built" ]; then
+        rm -rf "$dir"
+        mkdir -p "$(dirname "$dir")" || exit 2
+        build_in "$dir" "$1"
+        : >"$dir/.same_outputs_built"
+    fi
+    echo "$dir"
+}
+
+if [ "$chain" = 1 ]; then
+    rc=0 prev= prev_dir=
+    for rev in "$@"; do
+        dir=$(built "$rev") || exit 2
+        if [ -n "$prev" ]; then
+            out=$(compare "$prev_dir/bin/pipec" "$dir/bin/pipec" "$dir"/examples/*.pipe) || rc=1
+            printf '%s\n' "$out" | sed '$d'
+            echo "$prev..$rev: $(printf '%s\n' "$out" | tail -n 1)"
+        fi
+        prev=$rev prev_dir=$dir
+    done
+    exit $rc
+fi
 
 build base "$base_rev"
 build head "$head_rev"
