@@ -181,12 +181,13 @@ built() {
 }
 
 if [ "$chain" = 1 ]; then
-    rc=0 prev= prev_dir=
+    rc=0 prev='' prev_dir=''
     for rev in "$@"; do
         dir=$(built "$rev") || exit 2
         if [ -n "$prev" ]; then
             out=$(compare "$prev_dir/bin/pipec" "$dir/bin/pipec" "$dir"/examples/*.pipe) || rc=1
-            printf '%s\n' "$out" | sed '$d'
+            # the difference lines, with the examples named as in the tree
+            printf '%s\n' "$out" | sed -e '$d' -e "s|$dir/||g"
             echo "$prev..$rev: $(printf '%s\n' "$out" | tail -n 1)"
         fi
         prev=$rev prev_dir=$dir
