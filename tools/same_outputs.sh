@@ -33,7 +33,7 @@
 # Prints one line per difference and "N same, N different". Exit status: 0 when every
 # example agrees (every pair of a chain), 1 when one differs, 2 on a usage or build error.
 set -u -o pipefail
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/same_outputs.XXXXXX") || exit 2
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
@@ -180,6 +180,9 @@ built() {
     echo "$dir"
 }
 
+# name REV: REV as a chain's summary line names it (`.`: the working tree).
+name() { if [ "$1" = . ]; then echo "(working tree)"; else echo "$1"; fi; }
+
 if [ "$chain" = 1 ]; then
     rc=0 prev='' prev_dir=''
     for rev in "$@"; do
@@ -188,7 +191,7 @@ if [ "$chain" = 1 ]; then
             out=$(compare "$prev_dir/bin/pipec" "$dir/bin/pipec" "$dir"/examples/*.pipe) || rc=1
             # the difference lines, with the examples named as in the tree
             printf '%s\n' "$out" | sed -e '$d' -e "s|$dir/||g"
-            echo "$prev..$rev: $(printf '%s\n' "$out" | tail -n 1)"
+            echo "$(name "$prev")..$(name "$rev"): $(printf '%s\n' "$out" | tail -n 1)"
         fi
         prev=$rev prev_dir=$dir
     done
