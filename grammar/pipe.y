@@ -174,7 +174,8 @@ topitems:
 
 topitem:
   IMPORT STRING        { $$ = mk_name(ps, N_IMPORT, @2, $2); }
-| TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; $$->end = @3.end; }
+| TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; $$->end = @3.end; $$->op = PLACE_INTERLEAVED; }
+| TEMPLATE name VSHAPE block { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $4; $$->end = @4.end; $$->op = PLACE_VSHAPE; }
 | MODEL name fblock    { $$ = mk_name(ps, N_MODELDEF, @2, $2); $$->body = $3; }
 | DEVICE name fblock   { $$ = mk_name(ps, N_DEVICEDEF, @2, $2); $$->body = $3; }
 | PIPELINE name block  { $$ = mk_name(ps, N_PIPELINE, @2, $2); $$->body = $3; }

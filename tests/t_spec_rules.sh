@@ -417,6 +417,21 @@ import \"std/tpipe.pipe\"
 pipeline x { stages 4 microbatches 8 chunks $v $pl costs { f 1ms b 2ms w 0.5ms } schedule $n }"
     status "stdlib: schedule $n on 4 stages, 8 micro-batches, chunks $v $pl" 0 check sn.pipe
 done
+# a V-shape template gives its placement to a pipeline that writes none
+for s in zbv dualpipev vhalf vmin; do
+    for c in 'chunks 2 vshape' 'chunks 2' ''; do
+        pipe vt "import \"std/schedules.pipe\"
+pipeline x { stages 4 microbatches 8 $c costs { f 1ms b 2ms w 0.5ms } schedule $s }"
+        run sim --json vt.pipe; cp "$tmp/out" "$tmp/vt.$(echo "$c" | tr -d ' ').json"
+    done
+    check "stdlib: $s under 'chunks 2' is $s under 'chunks 2 vshape'" cmp -s "$tmp/vt.chunks2vshape.json" "$tmp/vt.chunks2.json"
+    check "stdlib: $s without a chunks line is $s under 'chunks 2 vshape'" cmp -s "$tmp/vt.chunks2vshape.json" "$tmp/vt..json"
+    run print vt.pipe
+    check "stdlib: print of $s without a chunks line writes chunks 2 vshape" grep -qx '  chunks 2 vshape' "$tmp/out"
+    pipe vt "import \"std/schedules.pipe\"
+pipeline x { stages 4 microbatches 8 chunks 2 interleaved costs { f 1ms b 2ms w 0.5ms } schedule $s }"
+    code "stdlib: $s under a written interleaved placement" value check vt.pipe
+done
 for m in llama2_7b llama2_13b llama2_18b llama2_23b llama2_28b llama2_70b gpt3_13b gpt3_18b gpt3_23b gpt3_28b gpt_1_3b gpt_4_7b gpt_7b gpt_13b gpt_23b tiny mixtral_8x7b; do
     pipe mn "import \"std/models.pipe\"
 import \"std/schedules.pipe\"
