@@ -150,7 +150,7 @@ static NodeList append(NodeList l, NodeList t)
 %precedence UNARY
 
 %type <str> name var
-%type <node> topitem item ifstmt expr depop number value field kv block fblock
+%type <node> topitem tchunks item ifstmt expr depop number value field kv block fblock
 %type <node> pass
 %type <list> topitems items args fields numlist kvs passes values
 
@@ -174,11 +174,19 @@ topitems:
 
 topitem:
   IMPORT STRING        { $$ = mk_name(ps, N_IMPORT, @2, $2); }
-| TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; $$->end = @3.end; $$->op = PLACE_INTERLEAVED; }
-| TEMPLATE name VSHAPE block { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $4; $$->end = @4.end; $$->op = PLACE_VSHAPE; }
+| TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; $$->end = @3.end; }
+| TEMPLATE name tchunks block
+                       { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->a = $3; $$->body = $4; $$->end = @4.end; }
 | MODEL name fblock    { $$ = mk_name(ps, N_MODELDEF, @2, $2); $$->body = $3; }
 | DEVICE name fblock   { $$ = mk_name(ps, N_DEVICEDEF, @2, $2); $$->body = $3; }
 | PIPELINE name block  { $$ = mk_name(ps, N_PIPELINE, @2, $2); $$->body = $3; }
+;
+
+/* A template's header `chunks N [interleaved | vshape]`: the shape it is defined for. */
+tchunks:
+  CHUNKS expr          { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = CHUNKS_UNPLACED; }
+| CHUNKS expr INTERLEAVED { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_INTERLEAVED; }
+| CHUNKS expr VSHAPE   { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_VSHAPE; }
 ;
 
 /* A name: an identifier or any keyword. */

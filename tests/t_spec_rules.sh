@@ -432,6 +432,13 @@ pipeline x { stages 4 microbatches 8 $c costs { f 1ms b 2ms w 0.5ms } schedule $
 pipeline x { stages 4 microbatches 8 chunks 2 interleaved costs { f 1ms b 2ms w 0.5ms } schedule $s }"
     code "stdlib: $s under a written interleaved placement" value check vt.pipe
 done
+pipe tpd 'import "std/schedules.pipe"
+pipeline x { stages 4 microbatches 8 costs { f 1ms b 2ms } schedule tpipe }'
+run print tpd.pipe
+check "stdlib: tpipe without a chunks line has its two chunks" grep -qx '  chunks 2' "$tmp/out"
+pipe tpd 'import "std/schedules.pipe"
+pipeline x { stages 4 microbatches 8 chunks 2 vshape costs { f 1ms b 2ms } schedule tpipe }'
+code "stdlib: tpipe under vshape is refused by its require" value check tpd.pipe
 for m in llama2_7b llama2_13b llama2_18b llama2_23b llama2_28b llama2_70b gpt3_13b gpt3_18b gpt3_23b gpt3_28b gpt_1_3b gpt_4_7b gpt_7b gpt_13b gpt_23b tiny mixtral_8x7b; do
     pipe mn "import \"std/models.pipe\"
 import \"std/schedules.pipe\"

@@ -1600,16 +1600,18 @@ static bool read_shape(Elab *e, const Node *pl, const Settings *s, int64_t *P, i
         if (s->chunks->op == PLACE_VSHAPE)
             p->placement = PLACE_VSHAPE;
     }
-    /* A V-shape template (`template NAME vshape`, docs/language.md "Templates") places
-     * its two chunks in a V: a pipeline that runs it and writes no placement takes
-     * vshape, and no `chunks` line means `chunks 2 vshape`. */
+    /* A template's header `chunks N [placement]` (docs/language.md "Templates") is the
+     * shape it is defined for: a pipeline that runs it takes N when it has no `chunks`
+     * line, and the placement when it writes none. */
     const Node *t = s->schedule ? find_def(e->templates, e->ntemplates, s->schedule->name) : NULL;
-    if (t && t->op == PLACE_VSHAPE && (!s->chunks || s->chunks->op == CHUNKS_UNPLACED)) {
-        p->placement = PLACE_VSHAPE;
+    const Node *tc = t ? t->a : NULL;
+    if (tc && (!s->chunks || s->chunks->op == CHUNKS_UNPLACED)) {
         if (!s->chunks) {
-            *V = 2;
+            shape_ok &= int_setting(e, tc, 1, IR_MAX_CHUNKS, V);
             p->shape_loc[2] = s->schedule->loc;
         }
+        if (tc->op == PLACE_VSHAPE)
+            p->placement = PLACE_VSHAPE;
     }
     if (shape_ok && (uint64_t)*P * (uint64_t)*V > frontend_limits.max_vstages) {
         diag_error(e->d, s->chunks ? s->chunks->loc : s->stages->loc, DIAG_LIMIT,
