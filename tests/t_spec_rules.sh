@@ -254,6 +254,9 @@ pipe syn 'pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 }'
 code "diagnostics: syntax" syntax check syn.pipe
 check "diagnostics: the source line and a caret follow" \
     python3 -c 'import re,sys; l=open(sys.argv[1]).read().split("\n"); i=[k for k,x in enumerate(l) if "error[syntax]" in x][0]; assert l[i+2].strip() == "^", l' "$tmp/err"
+pipe badop 'pipeline x { stages 1 microbatches 1 stage 0 { F0 B0 X0 } }'
+code "diagnostics: an unknown op kind is syntax" syntax check badop.pipe
+check "diagnostics: ... located at the op" grep -qE '^badop\.pipe:1:54: error\[syntax\]' "$tmp/err"
 pipe nm 'pipeline x { stages 1 microbatches 1 schedule nosuch }'
 code "diagnostics: name (unknown template)" name check nm.pipe
 pipe nm2 'import "std/nosuch.pipe"
