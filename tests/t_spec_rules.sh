@@ -174,7 +174,14 @@ one 'W0 F0 B0'; code "order: W before its B" order check one.pipe
 one 'R0 F0 B0'; code "order: R before its F" order check one.pipe
 one 'SO0 F0 SI0 B0'; code "order: SO before its F" order check one.pipe
 one 'F0 R0 SO0 SI0 B0'; code "order: R before the SI it waits for" order check one.pipe
+one 'F0 SO0 B0 SI0'; code "order: B before the SI it waits for" order check one.pipe
 one 'F0 SO0 SI0 R0 B0'; status "dependencies: F SO SI R B is legal" 0 check one.pipe
+pipe vv 'pipeline x { stages 1 microbatches 1 chunks 2 stage 0 { F0.1 F0 B0.1 B0 } }'
+code "order: F(v,m) before F(v-1,m) on one rank" order check vv.pipe
+pipe vv 'pipeline x { stages 1 microbatches 1 chunks 2 stage 0 { F0 F0.1 B0 B0.1 } }'
+code "order: B(v,m) before B(v+1,m) on one rank" order check vv.pipe
+pipe vv 'pipeline x { stages 1 microbatches 1 chunks 2 stage 0 { F0 F0.1 B0.1 B0 } }'
+status "dependencies: F0 F0.1 B0.1 B0 on one rank is legal" 0 check vv.pipe
 pipe dl 'pipeline x { stages 2 microbatches 2 stage 0 { F0 B0 F1 B1 } stage 1 { F1 B1 F0 B0 } }'
 code "deadlock: a cross-rank cycle" deadlock check dl.pipe
 check "deadlock: the message walks the cycle" grep -q 'waits for stage 1 .*which waits for stage 0' "$tmp/err"
