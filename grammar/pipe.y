@@ -176,7 +176,8 @@ topitem:
   IMPORT STRING        { $$ = mk_name(ps, N_IMPORT, @2, $2); }
 | TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; $$->end = @3.end; }
 | TEMPLATE name tchunks block
-                       { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->a = $3; $$->body = $4; $$->end = @4.end; }
+                       { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->a = $3; $$->body = $4;
+                         $$->end = @4.end; }
 | MODEL name fblock    { $$ = mk_name(ps, N_MODELDEF, @2, $2); $$->body = $3; }
 | DEVICE name fblock   { $$ = mk_name(ps, N_DEVICEDEF, @2, $2); $$->body = $3; }
 | PIPELINE name block  { $$ = mk_name(ps, N_PIPELINE, @2, $2); $$->body = $3; }

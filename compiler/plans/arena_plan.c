@@ -1390,14 +1390,16 @@ static void plan_rank_checked(const Pipeline *p, int32_t s, const ArenaSizes *sz
     if (memo && memo->cap) {
         MemoEnt *e = memo_slot(memo, h, key, klen);
         if (e->key) {
-            *out = (ArenaRank){.size = e->size, .peak_live = e->peak_live, .pad = e->pad, .peak_op = e->peak_op};
+            *out = (ArenaRank){.size = e->size, .peak_live = e->peak_live, .pad = e->pad,
+                               .peak_op = e->peak_op};
             free(key);
             return;
         }
     }
     ArenaRank r = {0};
     plan_rank(p, s, sz, cuts, 0, p->memory, false, &r);
-    *out = (ArenaRank){.size = r.size, .peak_live = r.peak_live, .pad = r.pad, .peak_op = r.peak_op};
+    *out = (ArenaRank){.size = r.size, .peak_live = r.peak_live, .pad = r.pad,
+                       .peak_op = r.peak_op};
     free(r.held);
     free(r.at);
     free(r.alloc);
@@ -1514,7 +1516,8 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
                        s, ba, bpad, bp, frag, bf, bw, bws, bt, bb, bo);
         else
             diag_error(d, loc, DIAG_MEMORY,
-                       "stage %d: static arena %s%s + weights %s%s = %s exceeds the budget %s by %s",
+                       "stage %d: static arena %s%s + weights %s%s = %s exceeds the budget %s "
+                       "by %s",
                        s, ba, bpad, bw, bws, bt, bb, bo);
         if (r->peak_op < p->stages[s].n) {
             char nm[32];
