@@ -150,7 +150,7 @@ static NodeList append(NodeList l, NodeList t)
 %precedence UNARY
 
 %type <str> name var
-%type <node> topitem item ifstmt expr depop number value field kv block fblock
+%type <node> topitem tchunks item ifstmt expr depop number value field kv block fblock
 %type <node> pass
 %type <list> topitems items args fields numlist kvs passes values
 
@@ -175,9 +175,19 @@ topitems:
 topitem:
   IMPORT STRING        { $$ = mk_name(ps, N_IMPORT, @2, $2); }
 | TEMPLATE name block  { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->body = $3; $$->end = @3.end; }
+| TEMPLATE name tchunks block
+                       { $$ = mk_name(ps, N_TEMPLATE, @2, $2); $$->a = $3; $$->body = $4;
+                         $$->end = @4.end; }
 | MODEL name fblock    { $$ = mk_name(ps, N_MODELDEF, @2, $2); $$->body = $3; }
 | DEVICE name fblock   { $$ = mk_name(ps, N_DEVICEDEF, @2, $2); $$->body = $3; }
 | PIPELINE name block  { $$ = mk_name(ps, N_PIPELINE, @2, $2); $$->body = $3; }
+;
+
+/* A template's header `chunks N [interleaved | vshape]`: the shape it is defined for. */
+tchunks:
+  CHUNKS expr          { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = CHUNKS_UNPLACED; }
+| CHUNKS expr INTERLEAVED { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_INTERLEAVED; }
+| CHUNKS expr VSHAPE   { $$ = mk(ps, N_CHUNKS, @1); $$->a = $2; $$->op = PLACE_VSHAPE; }
 ;
 
 /* A name: an identifier or any keyword. */
@@ -450,6 +460,19 @@ static void sym_name(char *buf, size_t n, yysymbol_kind_t sym)
     buf[len] = 0;
 }
 
+/* True when s[0..n) is letters followed by digits, the shape of an op (`X0`, `Fw3`). */
+static bool op_like(const char *s, uint32_t n)
+{
+    uint32_t i = 0;
+    while (i < n && ((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z')))
+        i++;
+    if (i == 0 || i == n)
+        return false;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
+    return i == n;
+}
+
 /* "unexpected identifier 'pipelin', expected 'import', 'template' or ';'". The list of
  * expected tokens is given when it is short; at an unexpected end of file a note points
  * at the innermost '{' still open. */
@@ -499,6 +522,26 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, PipePar
                           : exp[i] == YYSYMBOL_YYEOF && ps->pass_list ? "the end of the pass list"
                           : exp[i] == YYSYMBOL_YYEOF && ps->setting ? "the end of the --set value"
                           : yysymbol_name(exp[i]);
+    }
+    /* A word of capitals or letters and digits that is no op (`X0`, `Fw3`) read as a
+     * template op call missing its '(': the error is the word, not the token after it. */
+    const SrcFile *sf = &ps->d->files[ps->file];
+    bool word_before = ps->word_end <= tl->off && tl->off <= sf->len;
+    for (uint32_t i = ps->word_end; word_before && i < tl->off; i++)
+        word_before = sf->text[i] == ' ' || sf->text[i] == '\t' || sf->text[i] == '\n' ||
+                      sf->text[i] == '\r';
+    if (word_before && nshown == 1 && strcmp(shown[0], "'('") == 0 &&
+        op_like(sf->text + ps->word_off, ps->word_end - ps->word_off) &&
+        !pipe_keyword_closest(sf->text + ps->word_off, ps->word_end - ps->word_off)) {
+        sb_free(&b);
+        sb_printf(&b, "unknown op '%.*s': an op is KIND MB[.CHUNK] (F3, B3.1), KIND one of",
+                  (int)(ps->word_end - ps->word_off), sf->text + ps->word_off);
+        for (int k = 0; k < OP_NKINDS; k++)
+            sb_printf(&b, " %s", op_kind_name[k]);
+        sb_puts(&b, ", or in a template KIND(i)");
+        diag_error(ps->d, (Loc){ps->word_off, ps->file}, DIAG_SYNTAX, "%s", b.s);
+        sb_free(&b);
+        return 0;
     }
     if (nshown > 0 && nshown <= 6) {
         sb_puts(&b, ", expected ");

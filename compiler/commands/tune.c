@@ -1035,9 +1035,10 @@ static void csv_field(StrBuf *b, const char *f)
 }
 
 /* tune --json (docs/spec.md "JSON output"): {"variants": [{"name", "source", "makespan_ms",
- * "fits", "peak_mem_bytes": [per stage], "identical"}, ...], "searched", "pruned",
- * "skipped": [lines]}, every row (not only --top's), numbers as sim --json writes them
- * (sim_fmt_num). --csv: the same rows under a header, peaks one column per stage. */
+ * "fits", "peak_mem_bytes": [per stage], "identical"}, ...], "searched", "skipped":
+ * [lines], "fit", "pruned"}: the spec's fixed keys first, in its order, then the
+ * extras; every row (not only --top's), numbers as sim --json writes them (sim_fmt_num).
+ * --csv: the same rows under a header, peaks one column per stage. */
 static void tune_machine(FILE *f, const Tuner *t, bool json)
 {
     StrBuf b = {0};
@@ -1058,11 +1059,11 @@ static void tune_machine(FILE *f, const Tuner *t, bool json)
             sb_puts(&b, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
             sim_json_string(&b, v->desc);
             sb_printf(&b, ", \"source\": \"%s\", \"makespan_ms\": %s, \"fits\": true, "
-                          "\"identical\": %u, \"peak_mem_bytes\": [",
-                      src, sim_fmt_num(x, sizeof x, v->makespan), v->nsame);
+                          "\"peak_mem_bytes\": [",
+                      src, sim_fmt_num(x, sizeof x, v->makespan));
             for (int32_t s = 0; s < P; s++)
                 sb_printf(&b, "%s%.0f", s ? ", " : "", v->peak[s]);
-            sb_puts(&b, "]}");
+            sb_printf(&b, "], \"identical\": %u}", v->nsame);
         } else {
             sb_printf(&b, "%u,", i + 1);
             csv_field(&b, v->desc);
@@ -1073,13 +1074,13 @@ static void tune_machine(FILE *f, const Tuner *t, bool json)
         }
     }
     if (json) {
-        sb_printf(&b, "%s], \"searched\": %u, \"fit\": %u, \"pruned\": %u, \"skipped\": [",
-                  t->nv ? "\n" : "", t->tried, t->fit, t->pruned);
+        sb_printf(&b, "%s], \"searched\": %u, \"skipped\": [", t->nv ? "\n" : "", t->tried);
         for (uint32_t i = 0; i < t->nskipped; i++) {
             sb_puts(&b, i ? ",\n  " : "\n  ");
             sim_json_string(&b, t->skipped[i]);
         }
-        sb_printf(&b, "%s]}\n", t->nskipped ? "\n" : "");
+        sb_printf(&b, "%s], \"fit\": %u, \"pruned\": %u}\n", t->nskipped ? "\n" : "", t->fit,
+                  t->pruned);
     }
     fwrite(b.s ? b.s : "", 1, b.len, f);
     sb_free(&b);

@@ -118,7 +118,8 @@ struct Node {
     uint16_t depth;    /* expression depth (1 for a leaf) */
     uint32_t nops;     /* N_OPS: ops[] entries */
     Loc loc;
-    uint32_t end;      /* N_TEMPLATE: the byte offset just past its closing brace */
+    uint32_t end;      /* N_TEMPLATE: the byte offset just past its closing brace (its a:
+                        * the N_CHUNKS of a header `template NAME chunks N [placement]`) */
     Node *next;        /* next item of the enclosing list */
     const char *name;  /* interned */
     Node *a, *b, *c, *d;

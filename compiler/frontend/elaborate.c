@@ -1600,6 +1600,19 @@ static bool read_shape(Elab *e, const Node *pl, const Settings *s, int64_t *P, i
         if (s->chunks->op == PLACE_VSHAPE)
             p->placement = PLACE_VSHAPE;
     }
+    /* A template's header `chunks N [placement]` (docs/language.md "Templates") is the
+     * shape it is defined for: a pipeline that runs it takes N when it has no `chunks`
+     * line, and the placement when it writes none. */
+    const Node *t = s->schedule ? find_def(e->templates, e->ntemplates, s->schedule->name) : NULL;
+    const Node *tc = t ? t->a : NULL;
+    if (tc && (!s->chunks || s->chunks->op == CHUNKS_UNPLACED)) {
+        if (!s->chunks) {
+            shape_ok &= int_setting(e, tc, 1, IR_MAX_CHUNKS, V);
+            p->shape_loc[2] = s->schedule->loc;
+        }
+        if (tc->op == PLACE_VSHAPE)
+            p->placement = PLACE_VSHAPE;
+    }
     if (shape_ok && (uint64_t)*P * (uint64_t)*V > frontend_limits.max_vstages) {
         diag_error(e->d, s->chunks ? s->chunks->loc : s->stages->loc, DIAG_LIMIT,
                    "stages * chunks = %" PRId64 " virtual stages exceeds the limit of %" PRIu64,

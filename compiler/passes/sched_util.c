@@ -343,7 +343,7 @@ bool sched_fits(const Pipeline *p, uint8_t *over)
     /* the static arena packs the same regions and can need more than the walk's peak */
     ArenaPlan *a = arena_plan_within(p, NULL, 0, p->memory, true);
     for (int32_t s = 0; s < p->P; s++)
-        if (ir_cost(p, s, 0, COST_WEIGHTS) + (double)a->rank[s].size > p->memory) {
+        if (ir_cost(p, s, 0, COST_WEIGHTS) + (double)arena_charged(&a->rank[s]) > p->memory) {
             ok = false;
             if (over)
                 over[s] = 1;

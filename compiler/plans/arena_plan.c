@@ -1017,8 +1017,19 @@ static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const 
         cc[c].ract = (double)r_bytes(z);
         cc[c].frac = frac;
     }
-    VmMem *vmst = xcalloc(V * M, sizeof *vmst);
-    double live = 0, peak = 0;
+    /* the same walk over the unaligned sizes, for the padding the alignment adds */
+    OpCosts *cr = xcalloc(V, sizeof *cr);
+    for (size_t c = 0; c < V; c++) {
+        const ArenaSizes *z = &sz[ir_vstage(p, s, (int32_t)c)];
+        int64_t k = z->ckpt < z->act ? z->ckpt : z->act;
+        cr[c].act = (double)z->act;
+        cr[c].ckpt = (double)k;
+        cr[c].wact = (double)(z->wact < z->act ? z->wact : z->act);
+        cr[c].ract = (double)(z->ract > 0 && z->ract < z->act - k ? z->ract : z->act - k);
+        cr[c].frac = frac;
+    }
+    VmMem *vmst = xcalloc(V * M, sizeof *vmst), *vraw = xcalloc(V * M, sizeof *vraw);
+    double live = 0, peak = 0, rlive = 0, rpeak = 0;
     r->peak_op = 0;
     for (uint32_t i = 0; i < so->n; i++) {
         const Op *o = &so->ops[i];
@@ -1039,10 +1050,17 @@ static void walk_rank(const Pipeline *p, int32_t s, const ArenaSizes *sz, const 
             r->peak_op = i;
         }
         live -= fr;
+        opsem_mem_step((OpKind)o->kind, &cr[o->chunk], has, &vraw[o->chunk * M + o->mb], &al, &fr);
+        rlive += al;
+        rpeak = fmax(rpeak, rlive);
+        rlive -= fr;
     }
     r->peak_live = (int64_t)peak;
+    r->pad = peak > rpeak ? (int64_t)peak - (int64_t)rpeak : 0;
     free(vmst);
+    free(vraw);
     free(cc);
+    free(cr);
 }
 
 /* Places the incarnations of b (the arena is the highest end placed, r->size): whole,
@@ -1273,7 +1291,7 @@ typedef struct MemoEnt {
     uint64_t hash;
     unsigned char *key;
     size_t klen;
-    int64_t size, peak_live;
+    int64_t size, peak_live, pad;
     uint32_t peak_op;
 } MemoEnt;
 
@@ -1372,14 +1390,16 @@ static void plan_rank_checked(const Pipeline *p, int32_t s, const ArenaSizes *sz
     if (memo && memo->cap) {
         MemoEnt *e = memo_slot(memo, h, key, klen);
         if (e->key) {
-            *out = (ArenaRank){.size = e->size, .peak_live = e->peak_live, .peak_op = e->peak_op};
+            *out = (ArenaRank){.size = e->size, .peak_live = e->peak_live, .pad = e->pad,
+                               .peak_op = e->peak_op};
             free(key);
             return;
         }
     }
     ArenaRank r = {0};
     plan_rank(p, s, sz, cuts, 0, p->memory, false, &r);
-    *out = (ArenaRank){.size = r.size, .peak_live = r.peak_live, .peak_op = r.peak_op};
+    *out = (ArenaRank){.size = r.size, .peak_live = r.peak_live, .pad = r.pad,
+                       .peak_op = r.peak_op};
     free(r.held);
     free(r.at);
     free(r.alloc);
@@ -1389,8 +1409,13 @@ static void plan_rank_checked(const Pipeline *p, int32_t s, const ArenaSizes *sz
     if (2 * (memo->n + 1) > memo->cap)
         memo_grow(memo);
     MemoEnt *e = memo_slot(memo, h, key, klen);
-    *e = (MemoEnt){h, key, klen, out->size, out->peak_live, out->peak_op};
+    *e = (MemoEnt){h, key, klen, out->size, out->peak_live, out->pad, out->peak_op};
     memo->n++;
+}
+
+int64_t arena_charged(const ArenaRank *r)
+{
+    return r->size - r->pad;
 }
 
 int arena_check(Diag *d, const Pipeline *p)
@@ -1458,10 +1483,15 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
             continue;
         const ArenaRank *r = &ranks[s];
         double w = ir_cost(p, s, 0, COST_WEIGHTS), ws = wsp[s];
-        double total = w + (double)r->size + ws;
+        double total = w + (double)arena_charged(r) + ws;
         if (total <= p->memory)
             continue;
-        char bws[48] = "";
+        char bws[48] = "", bpad[64] = "";
+        if (r->pad > 0) {
+            char x[32];
+            fmt_bytes(x, sizeof x, (double)r->pad);
+            snprintf(bpad, sizeof bpad, " less %s of alignment", x);
+        }
         if (ws > 0) {
             char x[32];
             fmt_bytes(x, sizeof x, ws);
@@ -1478,16 +1508,17 @@ int arena_check_memo(Diag *d, const Pipeline *p, ArenaMemo *memo)
         char bp[32], bf[32];
         fmt_bytes(bp, sizeof bp, (double)r->peak_live);
         fmt_bytes(bf, sizeof bf, (double)(r->size - r->peak_live));
-        if (r->size > r->peak_live && w + (double)r->peak_live + ws <= p->memory)
+        if (r->size > r->peak_live && w + (double)(r->peak_live - r->pad) + ws <= p->memory)
             diag_error(d, loc, DIAG_MEMORY,
                        "stage %d: no packing of its activations within the budget was found: "
-                       "static arena %s for a walk peak of %s (fragmentation %.3f, %s lost) + "
+                       "static arena %s%s for a walk peak of %s (fragmentation %.3f, %s lost) + "
                        "weights %s%s = %s exceeds the budget %s by %s",
-                       s, ba, bp, frag, bf, bw, bws, bt, bb, bo);
+                       s, ba, bpad, bp, frag, bf, bw, bws, bt, bb, bo);
         else
             diag_error(d, loc, DIAG_MEMORY,
-                       "stage %d: static arena %s + weights %s%s = %s exceeds the budget %s by %s",
-                       s, ba, bw, bws, bt, bb, bo);
+                       "stage %d: static arena %s%s + weights %s%s = %s exceeds the budget %s "
+                       "by %s",
+                       s, ba, bpad, bw, bws, bt, bb, bo);
         if (r->peak_op < p->stages[s].n) {
             char nm[32];
             const Op *o = &p->stages[s].ops[r->peak_op];

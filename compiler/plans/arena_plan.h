@@ -84,6 +84,8 @@ typedef struct ArenaRank {
     int64_t size;        /* arena bytes */
     int64_t peak_live;   /* the peak of alloc/freed over the list: the walk of docs/spec.md "Memory"
                           * over the 64-aligned sizes */
+    int64_t pad;         /* bytes of peak_live that are ARENA_ALIGN padding: peak_live less
+                          * the same walk's peak over the unaligned sizes */
     uint32_t peak_op;    /* list index of the op at which the peak is first reached */
     uint32_t nops;
     int64_t *held;       /* [nops] SO/SI: bytes of the region prefix moved; F, R: bytes
@@ -127,6 +129,12 @@ ArenaPlan *arena_plan(const Pipeline *p, const ArenaSizes *sz, int full_swap);
 ArenaPlan *arena_plan_within(const Pipeline *p, const ArenaSizes *sz, int full_swap,
                              double budget, bool quick);
 void arena_plan_free(ArenaPlan *a);
+/* The bytes of rank r's arena that count against the budget: its size less the
+ * alignment padding at the walk's peak (r->pad). The budget bounds the walk of
+ * docs/spec.md "Memory" in the cost model's bytes; only packing loss above that walk is
+ * charged, never the runtime's 64-byte alignment (docs/runtime.md "Static memory
+ * planning"). */
+int64_t arena_charged(const ArenaRank *r);
 
 /* The workspace of rank s, bytes: the largest transient working memory of its ops
  * (opsem_work: the `work` of each chunk with an F, B, R or RO), one region above the
