@@ -324,22 +324,11 @@ int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolic
 
 bool sched_fits(const Pipeline *p, uint8_t *over)
 {
-    if (over)
-        memset(over, 0, (size_t)p->P);
+    if (!mem_fits(p, over))
+        return false;
     if (!p->has_memory)
         return true;
-    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
-    mem_walk(p, mr);
     bool ok = true;
-    for (int32_t s = 0; s < p->P; s++)
-        if (mr[s].peak > p->memory) {
-            ok = false;
-            if (over)
-                over[s] = 1;
-        }
-    free(mr);
-    if (!ok)
-        return false;
     /* the static arena packs the same regions and can need more than the walk's peak */
     ArenaPlan *a = arena_plan_within(p, NULL, 0, p->memory, true);
     for (int32_t s = 0; s < p->P; s++)

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "opindex.h"
 #include "opsem.h"
@@ -197,6 +198,25 @@ void mem_walk(const Pipeline *p, MemRank *out)
     for (int32_t s = 0; s < p->P; s++)
         walk_rank(p, idx, s, &out[s]);
     opindex_free(idx);
+}
+
+bool mem_fits(const Pipeline *p, uint8_t *over)
+{
+    if (over)
+        memset(over, 0, (size_t)p->P);
+    if (!p->has_memory)
+        return true;
+    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
+    mem_walk(p, mr);
+    bool ok = true;
+    for (int32_t s = 0; s < p->P; s++)
+        if (mr[s].peak > p->memory) {
+            ok = false;
+            if (over)
+                over[s] = 1;
+        }
+    free(mr);
+    return ok;
 }
 
 void mem_walk_rank(const Pipeline *p, int32_t s, MemRank *out)
