@@ -116,20 +116,28 @@ bool opindex_find_sparse(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
     return true;
 }
 
+/* The dense form of opindex_next (present) and opindex_next_absent (!present): the
+ * first m >= from whose (kind, v, m) is present (or absent), or NONE. kind and v are in
+ * range; for !present, from < M. */
+static uint32_t dense_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from,
+                           bool present)
+{
+    const uint32_t *t = x->kt[kind];
+    if (!t)
+        return present ? NONE : from;
+    t += (uint64_t)v * x->M;
+    for (uint32_t m = from; m < x->M; m++)
+        if ((t[m] != NONE) == present)
+            return m;
+    return NONE;
+}
+
 uint32_t opindex_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
 {
     if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
         return NONE;
-    if (x->dense) {
-        const uint32_t *t = x->kt[kind];
-        if (!t)
-            return NONE;
-        t += (uint64_t)v * x->M;
-        for (uint32_t m = from; m < x->M; m++)
-            if (t[m] != NONE)
-                return m;
-        return NONE;
-    }
+    if (x->dense)
+        return dense_next(x, kind, v, from, true);
     uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
     if (from >= x->M)
         return NONE;
@@ -145,16 +153,8 @@ uint32_t opindex_next_absent(const OpIndex *x, OpKind kind, int32_t v, uint32_t 
         return NONE;
     if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
         return from;
-    if (x->dense) {
-        const uint32_t *t = x->kt[kind];
-        if (!t)
-            return from;
-        t += (uint64_t)v * x->M;
-        for (uint32_t m = from; m < x->M; m++)
-            if (t[m] == NONE)
-                return m;
-        return NONE;
-    }
+    if (x->dense)
+        return dense_next(x, kind, v, from, false);
     uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
     uint32_t m = from;
     for (uint64_t i = lower_bound(x, base + from); m < x->M; i++, m++)
