@@ -312,13 +312,7 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
             p->stage_per_layer[s] = gran[0] == 'l';
         rewrite_rank(p, (int32_t)s, pol, call->loc);
     }
-    if (pipeline_nops(p) > IR_MAX_OPS) {
-        diag_error(d, call->loc, DIAG_LIMIT, "recompute makes the pipeline exceed %u ops",
-                   IR_MAX_OPS);
-        return 1;
-    }
-    rederive_costs(p);
-    return 0;
+    return pass_rewritten(d, p, call, "recompute");
 }
 
 int recompute_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)
