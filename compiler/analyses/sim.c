@@ -183,11 +183,7 @@ static bool op_valid(const Pipeline *p, const Op *op)
 /* Global id of op (k, v, m), or NONE. */
 static uint32_t lookup(const Sim *s, OpKind k, int32_t v, uint32_t m)
 {
-    int32_t r;
-    uint32_t pos;
-    if (!opindex_find(s->idx, k, v, m, &r, &pos))
-        return NONE;
-    return s->off[r] + pos;
+    return opindex_global(s->idx, s->off, k, v, m);
 }
 
 

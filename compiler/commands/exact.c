@@ -187,11 +187,7 @@ static void model_free(Model *m)
 /* The global id of op (kind, v, mb), or UINT32_MAX when absent. */
 static uint32_t find(const Model *m, OpKind k, int32_t v, uint32_t mb)
 {
-    int32_t r;
-    uint32_t pos;
-    if (!opindex_find(m->idx, k, v, mb, &r, &pos))
-        return UINT32_MAX;
-    return m->off[r] + pos;
+    return opindex_global(m->idx, m->off, k, v, mb);
 }
 
 /* Where host_link_ranks was set: the pipeline's costs block, the device's field, or the

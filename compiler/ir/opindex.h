@@ -69,6 +69,20 @@ static inline bool opindex_find(const OpIndex *x, OpKind kind, int32_t v, uint32
     return true;
 }
 
+/* The global id of op (kind, v, mb) in a numbering of all ops rank after rank:
+ * off[rank] + its list position, where off[r] (caller's array of P+1) counts the ops
+ * listed on ranks before r. UINT32_MAX when absent. The ids of the simulator, the
+ * wait graph and the exact model. */
+static inline uint32_t opindex_global(const OpIndex *x, const uint32_t *off, OpKind kind,
+                                      int32_t v, uint32_t mb)
+{
+    int32_t r;
+    uint32_t pos;
+    if (!opindex_find(x, kind, v, mb, &r, &pos))
+        return UINT32_MAX;
+    return off[r] + pos;
+}
+
 /* Number of ops the index holds (duplicates and out-of-range ops excluded). */
 uint64_t opindex_count(const OpIndex *idx);
 
