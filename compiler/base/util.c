@@ -248,6 +248,21 @@ void sb_puts(StrBuf *b, const char *s)
     b->len += n;
 }
 
+void sb_csv_field(StrBuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        sb_puts(b, s);
+        return;
+    }
+    sb_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"')
+            sb_putc(b, '"');
+        sb_putc(b, *s);
+    }
+    sb_putc(b, '"');
+}
+
 const char *sb_str(const StrBuf *b)
 {
     return b->s ? b->s : "";

@@ -1004,22 +1004,6 @@ static void tune_table(FILE *tab, const Tuner *t, long top)
     }
 }
 
-/* A CSV field (RFC 4180): quoted when it holds a comma, quote or line break. */
-static void csv_field(StrBuf *b, const char *f)
-{
-    if (!strpbrk(f, ",\"\n\r")) {
-        sb_puts(b, f);
-        return;
-    }
-    sb_putc(b, '"');
-    for (; *f; f++) {
-        if (*f == '"')
-            sb_putc(b, '"');
-        sb_putc(b, *f);
-    }
-    sb_putc(b, '"');
-}
-
 /* tune --json (docs/spec.md "JSON output"): {"variants": [{"name", "source", "makespan_ms",
  * "fits", "peak_mem_bytes": [per stage], "identical"}, ...], "searched", "pruned",
  * "skipped": [lines]}, every row (not only --top's), numbers as sim --json writes them
@@ -1051,7 +1035,7 @@ static void tune_machine(FILE *f, const Tuner *t, bool json)
             sb_puts(&b, "]}");
         } else {
             sb_printf(&b, "%u,", i + 1);
-            csv_field(&b, v->desc);
+            sb_csv_field(&b, v->desc);
             sb_printf(&b, ",%s,%s,true,%u", src, sim_fmt_num(x, sizeof x, v->makespan), v->nsame);
             for (int32_t s = 0; s < P; s++)
                 sb_printf(&b, ",%.0f", v->peak[s]);
