@@ -1365,12 +1365,7 @@ int cmd_tune_exact(int argc, char **argv)
     void *scratch = NULL;
     double own = sim_makespan(p, &scratch);
     sim_scratch_free(scratch);
-    MemRank *walk = xcalloc((size_t)p->P, sizeof *walk);
-    mem_walk(p, walk);
-    bool own_fits = isfinite(own);
-    for (int32_t s = 0; s < p->P && p->has_memory; s++)
-        own_fits = own_fits && walk[s].peak <= p->memory;
-    free(walk);
+    bool own_fits = isfinite(own) && mem_fits(p, NULL);
     ExactResult r;
     rc = exact_search(&d, p, limit, &r);
     if (!rc) {
