@@ -120,21 +120,15 @@ static int read_sim_args(int argc, char **argv, const char *cmd, const struct op
             break;
         case 'h':
         case OPT_HELP:
-            driver_usage(stdout, cmd);
-            driver_opts_free(&a->o);
-            return 0;
         default:
-            driver_usage(stderr, cmd);
             driver_opts_free(&a->o);
-            return 2;
+            return driver_usage_status(cmd, opt == 'h' || opt == OPT_HELP);
         }
     }
-    if (argc - optind != nfiles) {
-        driver_usage(stderr, cmd);
+    int st = driver_operands(argc, cmd, nfiles);
+    if (st >= 0)
         driver_opts_free(&a->o);
-        return 2;
-    }
-    return -1;
+    return st;
 }
 
 int cmd_sim(int argc, char **argv)

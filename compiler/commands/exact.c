@@ -1317,18 +1317,11 @@ static int exact_args(int argc, char **argv, DriverOpts *o, const char **out, do
             break;
         case 'h':
         case OPT_HELP:
-            driver_usage(stdout, "tune");
-            return 0;
         default:
-            driver_usage(stderr, "tune");
-            return 2;
+            return driver_usage_status("tune", opt == 'h' || opt == OPT_HELP);
         }
     }
-    if (argc - optind != 1) {
-        driver_usage(stderr, "tune");
-        return 2;
-    }
-    return -1;
+    return driver_operands(argc, "tune", 1);
 }
 
 int cmd_tune_exact(int argc, char **argv)
