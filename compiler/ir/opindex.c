@@ -108,11 +108,8 @@ bool opindex_find_sparse(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
         return false;
     if (pos)
         *pos = x->ents[i].pos;
-    if (rank) {
-        /* the owner of v, as ir_owner */
-        int32_t c = v / x->P, r = v % x->P;
-        *rank = (x->vshape && (c & 1)) ? x->P - 1 - r : r;
-    }
+    if (rank)
+        *rank = opindex_owner(x, v);
     return true;
 }
 
