@@ -186,12 +186,7 @@ static void insert_r(StageOps *st, int64_t lo, int64_t hi, int64_t lead, Loc loc
     uint32_t j = 0, k = 0;
     for (uint32_t i = 0; i <= n; i++) {
         for (; k < nb && (uint32_t)(ins[k] >> 32) == i; k++) {
-            Op r = st->ops[(uint32_t)ins[k]];
-            r.kind = OP_R;
-            r.aux = 0;
-            if (loc.file != LOC_NONE_FILE)
-                r.loc = loc;
-            out[j++] = r;
+            out[j++] = recompute_op_of(&st->ops[(uint32_t)ins[k]], loc);
         }
         if (i < n)
             out[j++] = st->ops[i];
