@@ -15,11 +15,6 @@ struct IdxEnt {
     uint32_t ord;   /* build order, so the first occurrence wins */
 };
 
-static bool op_in_range(const Pipeline *p, const Op *op)
-{
-    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
-}
-
 static int cmp_ent(const void *a, const void *b)
 {
     const IdxEnt *x = a, *y = b;
@@ -45,7 +40,7 @@ OpIndex *opindex_build(const Pipeline *p)
             const StageOps *st = &p->stages[s];
             for (uint32_t i = 0; i < st->n; i++) {
                 const Op *op = &st->ops[i];
-                if (!op_in_range(p, op))
+                if (!ir_op_in_range(p, op))
                     continue;
                 uint32_t *t = x->kt[op->kind];
                 if (!t) {
@@ -68,7 +63,7 @@ OpIndex *opindex_build(const Pipeline *p)
         const StageOps *st = &p->stages[s];
         for (uint32_t i = 0; i < st->n; i++) {
             const Op *op = &st->ops[i];
-            if (!op_in_range(p, op))
+            if (!ir_op_in_range(p, op))
                 continue;
             uint64_t v = (uint64_t)ir_vstage(p, s, op->chunk);
             e[n] = (IdxEnt){((uint64_t)op->kind * x->PV + v) * x->M + op->mb, i, (uint32_t)n};
