@@ -1326,6 +1326,28 @@ void sim_mem_deltas(const Pipeline *p, double **delta)
     sim_scratch_release(&s);
 }
 
+double **sim_mem_deltas_new(const Pipeline *p)
+{
+    size_t P = p->P > 0 ? (size_t)p->P : 0, off = 0;
+    double **delta = xmalloc((P + 1) * sizeof *delta);
+    double *block = xcalloc((size_t)pipeline_nops(p) + 1, sizeof *block);
+    for (size_t s = 0; s < P; s++) {
+        delta[s] = block + off;
+        off += p->stages[s].n;
+    }
+    delta[P] = block; /* past the ranks: the block, for sim_mem_deltas_free */
+    sim_mem_deltas(p, delta);
+    return delta;
+}
+
+void sim_mem_deltas_free(const Pipeline *p, double **delta)
+{
+    if (!delta)
+        return;
+    free(delta[p->P > 0 ? p->P : 0]);
+    free(delta);
+}
+
 double sim_mem_replay(const Pipeline *p, const SimResult *r, double *const *delta, int32_t s,
                       void (*fn)(void *ctx, double t_ms, double bytes), void *ctx)
 {

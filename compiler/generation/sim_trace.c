@@ -239,14 +239,7 @@ static void trace_memory(TraceW *w)
 {
     const Pipeline *p = w->p;
     char a[64];
-    double **delta = xmalloc(((size_t)p->P + 1) * sizeof *delta);
-    double *block = xmalloc(((size_t)pipeline_nops(p) + 1) * sizeof *block);
-    size_t off = 0;
-    for (int32_t s = 0; s < p->P; s++) {
-        delta[s] = block + off;
-        off += p->stages[s].n;
-    }
-    sim_mem_deltas(p, delta);
+    double **delta = sim_mem_deltas_new(p);
     for (int32_t s = 0; s < p->P; s++) {
         sep(w);
         sb_printf(w->out, "{\"name\": \"memory\", \"ph\": \"C\", \"pid\": %d, \"ts\": 0, "
@@ -256,8 +249,7 @@ static void trace_memory(TraceW *w)
         sim_mem_replay(p, w->r, delta, s, counter_sample, &c);
         counter_flush(&c);
     }
-    free(block);
-    free(delta);
+    sim_mem_deltas_free(p, delta);
 }
 
 void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)
