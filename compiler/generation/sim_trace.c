@@ -104,10 +104,7 @@ static void trace_metadata(TraceW *w)
     sb_printf(w->out, ", \"makespan_ms\": %s, \"bubble_ratio\": %s}, \"traceEvents\": [",
               sim_fmt_num(a, sizeof a, w->r->makespan_ms),
               sim_fmt_num(b, sizeof b, w->r->bubble_ratio));
-    bool offload = false;
-    for (int32_t s = 0; s < p->P && !offload; s++)
-        for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
-            offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
+    bool offload = opsem_lists(p, op_chunkwide);
     const char *const *sname = offload ? stream_name_offload : stream_name;
     for (int32_t s = 0; s < p->P; s++) {
         sep(w);
