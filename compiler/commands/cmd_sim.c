@@ -31,6 +31,16 @@ enum {
     OPT_METRICS
 };
 
+/* The options sim and diff share (the figures, --json, --help), for their option tables;
+ * read_sim_args reads them. */
+#define SIM_FIGURE_LONGOPTS                                                                \
+    {"json", no_argument, NULL, OPT_JSON},                                                 \
+    {"svg", required_argument, NULL, OPT_SVG},                                             \
+    {"width", required_argument, NULL, OPT_WIDTH},                                         \
+    {"html", required_argument, NULL, OPT_HTML},                                           \
+    {"large", no_argument, NULL, OPT_LARGE},                                               \
+    {"help", no_argument, NULL, OPT_HELP}
+
 /* --width PX for the SVG: a whole number of pixels; returns false on a bad value. */
 static bool parse_width(const char *arg, SvgOpts *so)
 {
@@ -134,14 +144,9 @@ static int read_sim_args(int argc, char **argv, const char *cmd, const struct op
 int cmd_sim(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, OPT_JSON},
+        SIM_FIGURE_LONGOPTS,
         {"trace", required_argument, NULL, OPT_TRACE},
-        {"svg", required_argument, NULL, OPT_SVG},
         {"gantt", no_argument, NULL, OPT_GANTT},
-        {"width", required_argument, NULL, OPT_WIDTH},
-        {"html", required_argument, NULL, OPT_HTML},
-        {"large", no_argument, NULL, OPT_LARGE},
-        {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -539,13 +544,8 @@ static bool write_diff_json(StrBuf *out, const Pipeline *a, const SimResult *ra,
 int cmd_diff(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"svg", required_argument, NULL, OPT_SVG},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"width", required_argument, NULL, OPT_WIDTH},
-        {"html", required_argument, NULL, OPT_HTML},
-        {"large", no_argument, NULL, OPT_LARGE},
+        SIM_FIGURE_LONGOPTS,
         {"metrics", no_argument, NULL, OPT_METRICS},
-        {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
