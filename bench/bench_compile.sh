@@ -13,13 +13,9 @@
 # bytes per op, time per op at 1M within 1.5x of 16k's. Not a test: nothing is
 # asserted.
 set -u
-cd "$(dirname "$0")/.."
-PIPEC=${PIPEC:-$PWD/bin/pipec}
-export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'),"\
-     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# shellcheck source=bench/benchutil.sh
+. "$(dirname "$0")/benchutil.sh"
+bench_machine
 printf '%-10s %8s %8s %12s %8s %8s %8s\n' ops wall_s cpu_s bytes B/op us/op ratio
 first=
 TIMEFORMAT='%R %U %S'

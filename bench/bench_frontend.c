@@ -108,14 +108,8 @@ static void row(const char *name, int P, int V, int M, const Result *r, double b
 int main(int argc, char **argv)
 {
     int P = 64, V = 4, M = 4096;
-    if (argc == 4) {
-        P = atoi(argv[1]);
-        V = atoi(argv[2]);
-        M = atoi(argv[3]);
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: bench_frontend [P V M]\n");
+    if (bench_pvm_args(argc, argv, "bench_frontend", &P, &V, &M))
         return 2;
-    }
     if (!getenv("PIPEC_STDLIB"))
         setenv("PIPEC_STDLIB", "stdlib", 1);
 

@@ -11,13 +11,9 @@
 # --large, to show what the guard spares. The first line names the machine and its load.
 # Not a test: t_sim.sh asserts the guard; nothing is asserted here.
 set -u
-cd "$(dirname "$0")/.."
-PIPEC=${PIPEC:-$PWD/bin/pipec}
-export PIPEC_STDLIB=${PIPEC_STDLIB:-$PWD/stdlib}
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'),"\
-     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# shellcheck source=bench/benchutil.sh
+. "$(dirname "$0")/benchutil.sh"
+bench_machine
 printf '%-9s %-20s %-20s %-20s %7s %7s\n' ops "svg B (B/op)" "html B (B/op)" "trace B (B/op)" wall_s cpu_s
 TIMEFORMAT='%R %U %S'
 # One figure: prints "BYTES (B/OP)" or "refused"; $1 option, $2 file, $3 ops, $4... extra

@@ -102,14 +102,8 @@ static void bench_case(const char *name, int P, int V, int M, int runs)
 int main(int argc, char **argv)
 {
     int bigP = 64, bigV = 4, bigM = 4096;
-    if (argc == 4) {
-        bigP = atoi(argv[1]);
-        bigV = atoi(argv[2]);
-        bigM = atoi(argv[3]);
-    } else if (argc != 1) {
-        fprintf(stderr, "usage: bench_sim [P V M]\n");
+    if (bench_pvm_args(argc, argv, "bench_sim", &bigP, &bigV, &bigM))
         return 2;
-    }
     printf("bench_sim: event-driven simulator (ratio = ops/s over a plain pass's ops/s)\n");
     printf("%-26s %9s %7s %-13s %12s %14s %10s\n", "case", "ops", "runs", "entry", "us/run",
            "ops/s", "ratio");

@@ -104,22 +104,24 @@ static const char *size_unit(double x, double *q)
     return best;
 }
 
-char *print_size(char *buf, size_t n, double bytes)
+/* x in its size unit (size_unit) followed by `per` ("" or "/s") into buf[n]. */
+static char *print_size_per(char *buf, size_t n, double x, const char *per)
 {
     double q;
-    const char *u = size_unit(bytes, &q);
+    const char *u = size_unit(x, &q);
     char num[PRINT_NUM_MAX];
-    snprintf(buf, n, "%s%s", print_decimal(num, sizeof num, q), u);
+    snprintf(buf, n, "%s%s%s", print_decimal(num, sizeof num, q), u, per);
     return buf;
+}
+
+char *print_size(char *buf, size_t n, double bytes)
+{
+    return print_size_per(buf, n, bytes, "");
 }
 
 char *print_bw(char *buf, size_t n, double bytes_per_s)
 {
-    double q;
-    const char *u = size_unit(bytes_per_s, &q);
-    char num[PRINT_NUM_MAX];
-    snprintf(buf, n, "%s%s/s", print_decimal(num, sizeof num, q), u);
-    return buf;
+    return print_size_per(buf, n, bytes_per_s, "/s");
 }
 
 char *print_cost_value(char *buf, size_t n, CostField f, double v)

@@ -175,19 +175,10 @@ void sim_scratch_free(void *scratch)
 /* IN_STREAM(kind, st): the kind runs on stream st (op_sem of opsem.h). */
 #define IN_STREAM(kind, st) ((unsigned)(kind) < OP_NKINDS && op_sem[(kind)].stream == (Stream)(st))
 
-static bool op_valid(const Pipeline *p, const Op *op)
-{
-    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
-}
-
 /* Global id of op (k, v, m), or NONE. */
 static uint32_t lookup(const Sim *s, OpKind k, int32_t v, uint32_t m)
 {
-    int32_t r;
-    uint32_t pos;
-    if (!opindex_find(s->idx, k, v, m, &r, &pos))
-        return NONE;
-    return s->off[r] + pos;
+    return opindex_global(s->idx, s->off, k, v, m);
 }
 
 
@@ -283,7 +274,7 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
     if (VM <= 4 * (size_t)so->n + 1024) {
         hasv = xcalloc(VM ? VM : 1, 1);
         for (uint32_t i = 0; i < so->n; i++)
-            if (op_valid(p, &so->ops[i]))
+            if (ir_op_in_range(p, &so->ops[i]))
                 hasv[(size_t)so->ops[i].chunk * p->M + so->ops[i].mb] |=
                     (uint8_t)opsem_has_bit((OpKind)so->ops[i].kind);
     }
@@ -295,7 +286,7 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
         s->delta[gi] = a - f;
         if (s->link_ranks > 1)
             s->link[gi] = 0;
-        if (!op_valid(p, op))
+        if (!ir_op_in_range(p, op))
             continue;
         mask |= 1u << op_sem[op->kind].stream;
         if (op_backward(op->kind))
@@ -313,7 +304,7 @@ static void prepare_rank(Sim *s, const Pipeline *p, int32_t r, const OpCosts *co
             bool self = h >= 0 && ho->kind == OP_B && ho->chunk == op->chunk && ho->mb == op->mb;
             if (h != host) {
                 host = h;
-                budget = h < 0 || !op_valid(p, ho) ? 0
+                budget = h < 0 || !ir_op_in_range(p, ho) ? 0
                          : self                    ? opsem_self_budget(k)
                                                    : opsem_comm((OpKind)ho->kind, &cost[ho->chunk]);
             }
@@ -772,14 +763,14 @@ static uint64_t schedule(Sim *s, const Pipeline *p, double *end, double *start, 
                     continue;
                 }
                 double t = k->free_at;
-                if (op_valid(p, op) && (blocked = earliest_start(s, p, k, op, g, end, &t)) != NONE)
+                if (ir_op_in_range(p, op) && (blocked = earliest_start(s, p, k, op, g, end, &t)) != NONE)
                     break;
                 if (shared && s->link[g] > 0) { /* its end waits for the link clock */
                     link_queue(s, k->rank, (Stream)k->stream, g, t, start);
                     blocked = g;
                     break;
                 }
-                bool dp = s->dp && k->stream == STREAM_COMPUTE && op_valid(p, op);
+                bool dp = s->dp && k->stream == STREAM_COMPUTE && ir_op_in_range(p, op);
                 if (dp)
                     dp_before(s, p, k->rank, op, end, &t);
                 double e = t + s->dur[g];
@@ -975,7 +966,7 @@ static uint32_t lb_preds(const Sim *s, const Pipeline *p, int32_t r, uint32_t i,
     if (sem->waits_last_bw)
         for (uint32_t j = 0; j < p->stages[r].n; j++) {
             const Op *o = &p->stages[r].ops[j];
-            if (op_backward(o->kind) && o->chunk == op->chunk && op_valid(p, o))
+            if (op_backward(o->kind) && o->chunk == op->chunk && ir_op_in_range(p, o))
                 pre[n++] = s->off[r] + j;
         }
     if (s->has_deps)
@@ -1003,7 +994,7 @@ static double lower_bound_of(const Sim *s, const Pipeline *p)
         for (uint32_t i = 0; i < p->stages[r].n; i++) {
             uint32_t g = s->off[r] + i, k = 0;
             rank[g] = r;
-            if (op_valid(p, &p->stages[r].ops[i]))
+            if (ir_op_in_range(p, &p->stages[r].ops[i]))
                 k = lb_preds(s, p, r, i, tmp);
             if (npre + k > cap) {
                 cap = 2 * (npre + k);
@@ -1068,7 +1059,7 @@ static double lower_bound_of(const Sim *s, const Pipeline *p)
                 for (uint32_t i = 0; i < p->stages[r].n; i++) {
                     const Op *op = &p->stages[r].ops[i];
                     uint32_t g = s->off[r] + i;
-                    if (op_valid(p, op) && IN_STREAM(op->kind, st))
+                    if (ir_op_in_range(p, op) && IN_STREAM(op->kind, st))
                         it[n++] = (JpsItem){hd[g], s->dur[g], tl[g]};
                 }
                 double b = n ? jps(it, n, heap) : 0;
@@ -1333,6 +1324,28 @@ void sim_mem_deltas(const Pipeline *p, double **delta)
             memset(delta[r], 0, p->stages[r].n * sizeof **delta);
     }
     sim_scratch_release(&s);
+}
+
+double **sim_mem_deltas_new(const Pipeline *p)
+{
+    size_t P = p->P > 0 ? (size_t)p->P : 0, off = 0;
+    double **delta = xmalloc((P + 1) * sizeof *delta);
+    double *block = xcalloc((size_t)pipeline_nops(p) + 1, sizeof *block);
+    for (size_t s = 0; s < P; s++) {
+        delta[s] = block + off;
+        off += p->stages[s].n;
+    }
+    delta[P] = block; /* past the ranks: the block, for sim_mem_deltas_free */
+    sim_mem_deltas(p, delta);
+    return delta;
+}
+
+void sim_mem_deltas_free(const Pipeline *p, double **delta)
+{
+    if (!delta)
+        return;
+    free(delta[p->P > 0 ? p->P : 0]);
+    free(delta);
 }
 
 double sim_mem_replay(const Pipeline *p, const SimResult *r, double *const *delta, int32_t s,

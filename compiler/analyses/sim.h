@@ -112,6 +112,11 @@ void sim_write_summary(StrBuf *out, const Pipeline *p, const SimResult *r);
  * (caller-allocated). All zero when the schedule is incomplete. */
 void sim_mem_deltas(const Pipeline *p, double **delta);
 
+/* sim_mem_deltas into arrays it allocates (delta[s] has p->stages[s].n entries, one
+ * allocation behind them all); free them with sim_mem_deltas_free(p, delta). */
+double **sim_mem_deltas_new(const Pipeline *p);
+void sim_mem_deltas_free(const Pipeline *p, double **delta);
+
 /* Replays rank s's live memory over the times in r (weights included): allocations at
  * op starts, frees at op ends, frees first at equal times. Calls fn (may be NULL) after
  * every change with the time in ms and the live bytes; returns the peak in bytes. */

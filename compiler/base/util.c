@@ -82,19 +82,30 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
-char *xasprintf(const char *fmt, ...)
+/* sb_printf with a va_list: measures, reserves, then formats (dies on a bad format). */
+static void sb_vprintf(StrBuf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void sb_vprintf(StrBuf *b, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
+    va_list again;
+    va_copy(again, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
     if (n < 0)
         die("bad format");
-    char *s = xmalloc((size_t)n + 1);
+    VEC_RESERVE(b->s, b->len + (size_t)n + 1, b->cap);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, again);
+    va_end(again);
+    b->len += (size_t)n;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    StrBuf b = {0};
+    va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    sb_vprintf(&b, fmt, ap);
     va_end(ap);
-    return s;
+    return b.s;
 }
 
 void vec_reserve(void **pp, size_t esz, size_t need, size_t *cap)
@@ -222,15 +233,8 @@ void sb_printf(StrBuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    sb_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        die("bad format");
-    VEC_RESERVE(b->s, b->len + (size_t)n + 1, b->cap);
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
 }
 
 void sb_putc(StrBuf *b, char c)
@@ -246,6 +250,21 @@ void sb_puts(StrBuf *b, const char *s)
     VEC_RESERVE(b->s, b->len + n + 1, b->cap);
     memcpy(b->s + b->len, s, n + 1);
     b->len += n;
+}
+
+void sb_csv_field(StrBuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        sb_puts(b, s);
+        return;
+    }
+    sb_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"')
+            sb_putc(b, '"');
+        sb_putc(b, *s);
+    }
+    sb_putc(b, '"');
 }
 
 const char *sb_str(const StrBuf *b)

@@ -83,6 +83,9 @@ int write_output(const char *path, const StrBuf *b);
 void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_putc(StrBuf *b, char c);
 void sb_puts(StrBuf *b, const char *s);
+/* Appends s as one CSV field (RFC 4180): quoted when it holds a comma, a quote or a
+ * line break, its quotes doubled; as it is otherwise. */
+void sb_csv_field(StrBuf *b, const char *s);
 void sb_free(StrBuf *b);
 /* b's contents as a string: "" while nothing was written to it (b->s is NULL then). */
 const char *sb_str(const StrBuf *b);

@@ -161,23 +161,6 @@ static bool numeric(const struct Column *c)
     return c->kind != COL_STR && c->kind != COL_PEAKS && c->kind != COL_FITS;
 }
 
-/* Appends s to out as a CSV field (RFC 4180: quoted when it holds a comma, a quote or
- * a line break, quotes doubled). */
-static void csv_field(StrBuf *out, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        sb_puts(out, s);
-        return;
-    }
-    sb_putc(out, '"');
-    for (; *s; s++) {
-        if (*s == '"')
-            sb_putc(out, '"');
-        sb_putc(out, *s);
-    }
-    sb_putc(out, '"');
-}
-
 /* Appends s to out with the characters LaTeX treats specially escaped. */
 static void latex_text(StrBuf *out, const char *s)
 {
@@ -245,7 +228,7 @@ static void write_table(StrBuf *out, const Row *rows, size_t nrows, Format f)
                 tmp.len = 0;
                 put_cell(&tmp, &rows[i], &columns[c], f);
                 sb_puts(out, c ? "," : "");
-                csv_field(out, sb_str(&tmp));
+                sb_csv_field(out, sb_str(&tmp));
             }
             sb_puts(out, "\n");
         }

@@ -31,18 +31,13 @@ int cmd_import_csv(int argc, char **argv)
         case 'n':
             name = optarg;
             break;
-        case 'h':
-            driver_usage(stdout, "import-csv");
-            return 0;
         default:
-            driver_usage(stderr, "import-csv");
-            return 2;
+            return driver_usage_status("import-csv", opt == 'h');
         }
     }
-    if (argc - optind != 1) {
-        driver_usage(stderr, "import-csv");
-        return 2;
-    }
+    int st = driver_operands(argc, "import-csv", 1);
+    if (st >= 0)
+        return st;
     const char *path = argv[optind];
     size_t len;
     char *text = read_file(path, &len);
@@ -115,20 +110,15 @@ int cmd_export_csv(int argc, char **argv)
             fmt = opt == 'L' ? CSV_LEGACY : CSV_CURRENT;
             chosen = true;
             break;
-        case 'h':
-            driver_usage(stdout, "export-csv");
-            driver_opts_free(&o);
-            return 0;
         default:
-            driver_usage(stderr, "export-csv");
             driver_opts_free(&o);
-            return 2;
+            return driver_usage_status("export-csv", opt == 'h');
         }
     }
-    if (argc - optind != 1) {
-        driver_usage(stderr, "export-csv");
+    int st = driver_operands(argc, "export-csv", 1);
+    if (st >= 0) {
         driver_opts_free(&o);
-        return 2;
+        return st;
     }
     Diag d = {0};
     Pipeline *p = driver_compile(&d, &o, argv[optind]);

@@ -31,6 +31,16 @@ enum {
     OPT_METRICS
 };
 
+/* The options sim and diff share (the figures, --json, --help), for their option tables;
+ * read_sim_args reads them. */
+#define SIM_FIGURE_LONGOPTS                                                                \
+    {"json", no_argument, NULL, OPT_JSON},                                                 \
+    {"svg", required_argument, NULL, OPT_SVG},                                             \
+    {"width", required_argument, NULL, OPT_WIDTH},                                         \
+    {"html", required_argument, NULL, OPT_HTML},                                           \
+    {"large", no_argument, NULL, OPT_LARGE},                                               \
+    {"help", no_argument, NULL, OPT_HELP}
+
 /* --width PX for the SVG: a whole number of pixels; returns false on a bad value. */
 static bool parse_width(const char *arg, SvgOpts *so)
 {
@@ -120,34 +130,23 @@ static int read_sim_args(int argc, char **argv, const char *cmd, const struct op
             break;
         case 'h':
         case OPT_HELP:
-            driver_usage(stdout, cmd);
-            driver_opts_free(&a->o);
-            return 0;
         default:
-            driver_usage(stderr, cmd);
             driver_opts_free(&a->o);
-            return 2;
+            return driver_usage_status(cmd, opt == 'h' || opt == OPT_HELP);
         }
     }
-    if (argc - optind != nfiles) {
-        driver_usage(stderr, cmd);
+    int st = driver_operands(argc, cmd, nfiles);
+    if (st >= 0)
         driver_opts_free(&a->o);
-        return 2;
-    }
-    return -1;
+    return st;
 }
 
 int cmd_sim(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, OPT_JSON},
+        SIM_FIGURE_LONGOPTS,
         {"trace", required_argument, NULL, OPT_TRACE},
-        {"svg", required_argument, NULL, OPT_SVG},
         {"gantt", no_argument, NULL, OPT_GANTT},
-        {"width", required_argument, NULL, OPT_WIDTH},
-        {"html", required_argument, NULL, OPT_HTML},
-        {"large", no_argument, NULL, OPT_LARGE},
-        {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -545,13 +544,8 @@ static bool write_diff_json(StrBuf *out, const Pipeline *a, const SimResult *ra,
 int cmd_diff(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"svg", required_argument, NULL, OPT_SVG},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"width", required_argument, NULL, OPT_WIDTH},
-        {"html", required_argument, NULL, OPT_HTML},
-        {"large", no_argument, NULL, OPT_LARGE},
+        SIM_FIGURE_LONGOPTS,
         {"metrics", no_argument, NULL, OPT_METRICS},
-        {"help", no_argument, NULL, OPT_HELP},
         DRIVER_LONGOPTS,
         {NULL, 0, NULL, 0},
     };

@@ -351,6 +351,20 @@ void driver_usage(FILE *out, const char *name)
         fprintf(out, "usage: pipec COMMAND [options] FILE...   (pipec --help lists the commands)\n");
 }
 
+int driver_usage_status(const char *name, bool help)
+{
+    driver_usage(help ? stdout : stderr, name);
+    return help ? 0 : 2;
+}
+
+int driver_operands(int argc, const char *name, int n)
+{
+    if (argc - optind == n)
+        return -1;
+    driver_usage(stderr, name);
+    return 2;
+}
+
 /* ---- the weights alone over every budget ------------------------------------------ */
 
 /* Whether every rank's weights alone exceed the budget; *lo and *hi get the smallest

@@ -76,4 +76,13 @@ void driver_opts_free(DriverOpts *o);
 const char *driver_usage_text(const char *name);
 void driver_usage(FILE *out, const char *name);
 
+/* The end of a command's option loop for an option it does not take itself: for --help
+ * (help true) prints name's usage on stdout and returns 0 (the exit status); for
+ * anything else (getopt_long's '?' or ':') prints it on stderr and returns 2. */
+int driver_usage_status(const char *name, bool help);
+
+/* After a command's option loop: -1 (go on) when exactly n operands follow the options
+ * (argv[optind]...), else name's usage on stderr and 2 (the exit status). */
+int driver_operands(int argc, const char *name, int n);
+
 #endif

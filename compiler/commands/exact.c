@@ -187,11 +187,7 @@ static void model_free(Model *m)
 /* The global id of op (kind, v, mb), or UINT32_MAX when absent. */
 static uint32_t find(const Model *m, OpKind k, int32_t v, uint32_t mb)
 {
-    int32_t r;
-    uint32_t pos;
-    if (!opindex_find(m->idx, k, v, mb, &r, &pos))
-        return UINT32_MAX;
-    return m->off[r] + pos;
+    return opindex_global(m->idx, m->off, k, v, mb);
 }
 
 /* Where host_link_ranks was set: the pipeline's costs block, the device's field, or the
@@ -1321,18 +1317,11 @@ static int exact_args(int argc, char **argv, DriverOpts *o, const char **out, do
             break;
         case 'h':
         case OPT_HELP:
-            driver_usage(stdout, "tune");
-            return 0;
         default:
-            driver_usage(stderr, "tune");
-            return 2;
+            return driver_usage_status("tune", opt == 'h' || opt == OPT_HELP);
         }
     }
-    if (argc - optind != 1) {
-        driver_usage(stderr, "tune");
-        return 2;
-    }
-    return -1;
+    return driver_operands(argc, "tune", 1);
 }
 
 int cmd_tune_exact(int argc, char **argv)
@@ -1369,12 +1358,7 @@ int cmd_tune_exact(int argc, char **argv)
     void *scratch = NULL;
     double own = sim_makespan(p, &scratch);
     sim_scratch_free(scratch);
-    MemRank *walk = xcalloc((size_t)p->P, sizeof *walk);
-    mem_walk(p, walk);
-    bool own_fits = isfinite(own);
-    for (int32_t s = 0; s < p->P && p->has_memory; s++)
-        own_fits = own_fits && walk[s].peak <= p->memory;
-    free(walk);
+    bool own_fits = isfinite(own) && mem_fits(p, NULL);
     ExactResult r;
     rc = exact_search(&d, p, limit, &r);
     if (!rc) {

@@ -363,20 +363,6 @@ static bool evaluate(Tuner *t, const Pipeline *q, const char *desc, double same_
     return ok && isfinite(ms);
 }
 
-/* True when every rank's static peak is within the budget. */
-static bool fits(const Pipeline *q)
-{
-    if (!q->has_memory)
-        return true;
-    MemRank *mr = xmalloc((size_t)q->P * sizeof *mr);
-    mem_walk(q, mr);
-    bool ok = true;
-    for (int32_t s = 0; s < q->P && ok; s++)
-        ok = mr[s].peak <= q->memory;
-    free(mr);
-    return ok;
-}
-
 static bool has_r(const Pipeline *q)
 {
     for (int32_t s = 0; s < q->P; s++)
@@ -392,7 +378,7 @@ static bool with_passes(Tuner *t, Pipeline *q, const char *desc)
 {
     double base_ms;
     bool fit = evaluate(t, q, desc, NAN, &base_ms);
-    if (!fits(q)) {
+    if (!mem_fits(q, NULL)) {
         pipeline_free(q);
         return fit;
     }
@@ -459,7 +445,7 @@ static void search_swap(Tuner *t, const Pipeline *q, const char *tdesc)
         }
         d.len = 0;
         sb_printf(&d, "%s | swap lambda=%lld 0..=%d", tdesc, (long long)lambda, (int)k);
-        bool fit = fits(r);
+        bool fit = mem_fits(r, NULL);
         with_passes(t, r, d.s);
         if (fit)
             break;
@@ -576,7 +562,7 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
         return;
     StrBuf d = {0};
     /* no recomputation; when that fits, recomputation only costs time (pruned) */
-    bool none_fits = fits(q);
+    bool none_fits = mem_fits(q, NULL);
     with_passes(t, pipeline_clone(q), tdesc);
     /* on-demand recomputation, ranks 0..k-1, per policy */
     for (int pol = POLICY_FULL; pol < POLICY_BLOCK && !none_fits && t->tried < t->budget; pol++) {
@@ -590,7 +576,7 @@ static void search_template(Tuner *t, const Pipeline *tp, const char *tdesc)
             }
             d.len = 0;
             sb_printf(&d, "%s | recompute 0..=%d %s", tdesc, k - 1, policy_name[pol]);
-            bool fit = fits(r);
+            bool fit = mem_fits(r, NULL);
             with_passes(t, r, d.s);
             if (fit)
                 break;
@@ -916,18 +902,11 @@ static int tune_args(int argc, char **argv, DriverOpts *o, const char **out, lon
         }
         case 'h':
         case OPT_HELP:
-            driver_usage(stdout, "tune");
-            return 0;
         default:
-            driver_usage(stderr, "tune");
-            return 2;
+            return driver_usage_status("tune", opt == 'h' || opt == OPT_HELP);
         }
     }
-    if (argc - optind != 1) {
-        driver_usage(stderr, "tune");
-        return 2;
-    }
-    return -1;
+    return driver_operands(argc, "tune", 1);
 }
 
 /* The search: the file as written, then every template's variants (search_template),
@@ -941,7 +920,7 @@ static void tune_search(Tuner *t, Pipeline *written)
     t->own = true;
     evaluate(t, written, desc.s, NAN, NULL);
     /* check's remedy: the file as written with recomputation on its ranks over budget */
-    if (!fits(written))
+    if (!mem_fits(written, NULL))
         search_range(t, written, desc.s, false);
     /* The file's own schedule with tune's steps, unless it is a row of the table below. */
     bool in_table = false;
@@ -1018,22 +997,6 @@ static void tune_table(FILE *tab, const Tuner *t, long top)
     }
 }
 
-/* A CSV field (RFC 4180): quoted when it holds a comma, quote or line break. */
-static void csv_field(StrBuf *b, const char *f)
-{
-    if (!strpbrk(f, ",\"\n\r")) {
-        sb_puts(b, f);
-        return;
-    }
-    sb_putc(b, '"');
-    for (; *f; f++) {
-        if (*f == '"')
-            sb_putc(b, '"');
-        sb_putc(b, *f);
-    }
-    sb_putc(b, '"');
-}
-
 /* tune --json (docs/spec.md "JSON output"): {"variants": [{"name", "source", "makespan_ms",
  * "fits", "peak_mem_bytes": [per stage], "identical"}, ...], "searched", "skipped":
  * [lines], "fit", "pruned"}: the spec's fixed keys first, in its order, then the
@@ -1066,7 +1029,7 @@ static void tune_machine(FILE *f, const Tuner *t, bool json)
             sb_printf(&b, "], \"identical\": %u}", v->nsame);
         } else {
             sb_printf(&b, "%u,", i + 1);
-            csv_field(&b, v->desc);
+            sb_csv_field(&b, v->desc);
             sb_printf(&b, ",%s,%s,true,%u", src, sim_fmt_num(x, sizeof x, v->makespan), v->nsame);
             for (int32_t s = 0; s < P; s++)
                 sb_printf(&b, ",%.0f", v->peak[s]);

@@ -127,16 +127,9 @@ void sim_write_gantt(StrBuf *out, const Pipeline *p, const SimResult *r, int wid
     char scl[48];
     snprintf(scl, sizeof scl, "(1 column = %.3g ms)", scale > 0 ? 1 / scale : 0);
     /* OG/LW (model-state offload) are listed only when the schedule has them. */
-    bool offload = false;
-    for (int32_t s = 0; s < p->P && !offload; s++)
-        for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
-            offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
+    bool offload = opsem_lists(p, op_chunkwide);
     /* RO (overlapped recomputation) likewise */
-    bool overlap = false;
-    for (int32_t s = 0; s < p->P && !overlap; s++)
-        for (uint32_t i = 0; i < p->stages[s].n && !overlap; i++)
-            overlap = p->stages[s].ops[i].kind < OP_NKINDS &&
-                      op_sem[p->stages[s].ops[i].kind].overlaps_host;
+    bool overlap = opsem_lists(p, op_overlaps_host);
     char more[96] = "";
     if (unnamed)
         snprintf(more, sizeof more, "(%u ops too short to name: fill only)", unnamed);

@@ -53,10 +53,7 @@ static void write_variant(StrBuf *out, const HtmlVariant *v)
         sb_printf(out, "%.17g", p->memory);
     else
         sb_puts(out, "null");
-    double **delta = xmalloc(((size_t)p->P ? (size_t)p->P : 1) * sizeof *delta);
-    for (int32_t s = 0; s < p->P; s++)
-        delta[s] = xcalloc(p->stages[s].n ? p->stages[s].n : 1, sizeof **delta);
-    sim_mem_deltas(p, delta);
+    double **delta = sim_mem_deltas_new(p);
     sb_puts(out, ",\"stages\":[");
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *so = &p->stages[s];
@@ -74,9 +71,7 @@ static void write_variant(StrBuf *out, const HtmlVariant *v)
         sb_puts(out, "]}");
     }
     sb_puts(out, "]}");
-    for (int32_t s = 0; s < p->P; s++)
-        free(delta[s]);
-    free(delta);
+    sim_mem_deltas_free(p, delta);
 }
 
 static const char page_style[] =

@@ -195,10 +195,7 @@ static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, con
                          double y)
 {
     char a[64], b[64];
-    double **delta = xmalloc(((size_t)p->P ? (size_t)p->P : 1) * sizeof *delta);
-    for (int32_t s = 0; s < p->P; s++)
-        delta[s] = xcalloc(p->stages[s].n ? p->stages[s].n : 1, sizeof **delta);
-    sim_mem_deltas(p, delta);
+    double **delta = sim_mem_deltas_new(p);
     for (int32_t s = 0; s < p->P; s++) {
         const StageOps *so = &p->stages[s];
         bool has[STREAM_N], offload = false;
@@ -237,9 +234,7 @@ static double draw_panel(StrBuf *out, const Pipeline *p, const SimResult *r, con
         draw_memory(out, p, r, delta, s, f, y + h + 1);
         y += h + MEM_H + 2 + ROW_GAP;
     }
-    for (int32_t s = 0; s < p->P; s++)
-        free(delta[s]);
-    free(delta);
+    sim_mem_deltas_free(p, delta);
     return y;
 }
 

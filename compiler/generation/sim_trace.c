@@ -104,10 +104,7 @@ static void trace_metadata(TraceW *w)
     sb_printf(w->out, ", \"makespan_ms\": %s, \"bubble_ratio\": %s}, \"traceEvents\": [",
               sim_fmt_num(a, sizeof a, w->r->makespan_ms),
               sim_fmt_num(b, sizeof b, w->r->bubble_ratio));
-    bool offload = false;
-    for (int32_t s = 0; s < p->P && !offload; s++)
-        for (uint32_t i = 0; i < p->stages[s].n && !offload; i++)
-            offload = OP_IS_CHUNKWIDE(p->stages[s].ops[i].kind);
+    bool offload = opsem_lists(p, op_chunkwide);
     const char *const *sname = offload ? stream_name_offload : stream_name;
     for (int32_t s = 0; s < p->P; s++) {
         sep(w);
@@ -239,14 +236,7 @@ static void trace_memory(TraceW *w)
 {
     const Pipeline *p = w->p;
     char a[64];
-    double **delta = xmalloc(((size_t)p->P + 1) * sizeof *delta);
-    double *block = xmalloc(((size_t)pipeline_nops(p) + 1) * sizeof *block);
-    size_t off = 0;
-    for (int32_t s = 0; s < p->P; s++) {
-        delta[s] = block + off;
-        off += p->stages[s].n;
-    }
-    sim_mem_deltas(p, delta);
+    double **delta = sim_mem_deltas_new(p);
     for (int32_t s = 0; s < p->P; s++) {
         sep(w);
         sb_printf(w->out, "{\"name\": \"memory\", \"ph\": \"C\", \"pid\": %d, \"ts\": 0, "
@@ -256,8 +246,7 @@ static void trace_memory(TraceW *w)
         sim_mem_replay(p, w->r, delta, s, counter_sample, &c);
         counter_flush(&c);
     }
-    free(block);
-    free(delta);
+    sim_mem_deltas_free(p, delta);
 }
 
 void sim_write_trace(StrBuf *out, const Pipeline *p, const SimResult *r)

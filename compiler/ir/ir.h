@@ -442,6 +442,14 @@ uint64_t pipeline_nops(const Pipeline *p);
  * vshape c*P + (P-1-s) for odd c. */
 int32_t ir_vstage(const Pipeline *p, int32_t s, int32_t c);
 
+/* True when op's kind, chunk and micro-batch are within p's shape (OP_NKINDS, V, M). A
+ * written list may hold ops that fail it (check reports them); the op index, the memory
+ * walk and the simulator pass over them. */
+static inline bool ir_op_in_range(const Pipeline *p, const Op *op)
+{
+    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
+}
+
 /* The rank and chunk that own virtual stage v (inverse of ir_vstage). */
 void ir_owner(const Pipeline *p, int32_t v, int32_t *s, int32_t *c);
 

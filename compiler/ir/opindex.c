@@ -15,11 +15,6 @@ struct IdxEnt {
     uint32_t ord;   /* build order, so the first occurrence wins */
 };
 
-static bool op_in_range(const Pipeline *p, const Op *op)
-{
-    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
-}
-
 static int cmp_ent(const void *a, const void *b)
 {
     const IdxEnt *x = a, *y = b;
@@ -45,7 +40,7 @@ OpIndex *opindex_build(const Pipeline *p)
             const StageOps *st = &p->stages[s];
             for (uint32_t i = 0; i < st->n; i++) {
                 const Op *op = &st->ops[i];
-                if (!op_in_range(p, op))
+                if (!ir_op_in_range(p, op))
                     continue;
                 uint32_t *t = x->kt[op->kind];
                 if (!t) {
@@ -68,7 +63,7 @@ OpIndex *opindex_build(const Pipeline *p)
         const StageOps *st = &p->stages[s];
         for (uint32_t i = 0; i < st->n; i++) {
             const Op *op = &st->ops[i];
-            if (!op_in_range(p, op))
+            if (!ir_op_in_range(p, op))
                 continue;
             uint64_t v = (uint64_t)ir_vstage(p, s, op->chunk);
             e[n] = (IdxEnt){((uint64_t)op->kind * x->PV + v) * x->M + op->mb, i, (uint32_t)n};
@@ -108,28 +103,33 @@ bool opindex_find_sparse(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
         return false;
     if (pos)
         *pos = x->ents[i].pos;
-    if (rank) {
-        /* the owner of v, as ir_owner */
-        int32_t c = v / x->P, r = v % x->P;
-        *rank = (x->vshape && (c & 1)) ? x->P - 1 - r : r;
-    }
+    if (rank)
+        *rank = opindex_owner(x, v);
     return true;
+}
+
+/* The dense form of opindex_next (present) and opindex_next_absent (!present): the
+ * first m >= from whose (kind, v, m) is present (or absent), or NONE. kind and v are in
+ * range; for !present, from < M. */
+static uint32_t dense_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from,
+                           bool present)
+{
+    const uint32_t *t = x->kt[kind];
+    if (!t)
+        return present ? NONE : from;
+    t += (uint64_t)v * x->M;
+    for (uint32_t m = from; m < x->M; m++)
+        if ((t[m] != NONE) == present)
+            return m;
+    return NONE;
 }
 
 uint32_t opindex_next(const OpIndex *x, OpKind kind, int32_t v, uint32_t from)
 {
     if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
         return NONE;
-    if (x->dense) {
-        const uint32_t *t = x->kt[kind];
-        if (!t)
-            return NONE;
-        t += (uint64_t)v * x->M;
-        for (uint32_t m = from; m < x->M; m++)
-            if (t[m] != NONE)
-                return m;
-        return NONE;
-    }
+    if (x->dense)
+        return dense_next(x, kind, v, from, true);
     uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
     if (from >= x->M)
         return NONE;
@@ -145,16 +145,8 @@ uint32_t opindex_next_absent(const OpIndex *x, OpKind kind, int32_t v, uint32_t 
         return NONE;
     if ((unsigned)kind >= OP_NKINDS || v < 0 || v >= x->PV)
         return from;
-    if (x->dense) {
-        const uint32_t *t = x->kt[kind];
-        if (!t)
-            return from;
-        t += (uint64_t)v * x->M;
-        for (uint32_t m = from; m < x->M; m++)
-            if (t[m] == NONE)
-                return m;
-        return NONE;
-    }
+    if (x->dense)
+        return dense_next(x, kind, v, from, false);
     uint64_t base = ((uint64_t)kind * x->PV + (uint64_t)v) * x->M;
     uint32_t m = from;
     for (uint64_t i = lower_bound(x, base + from); m < x->M; i++, m++)

@@ -45,6 +45,13 @@ OpIndex *opindex_build(const Pipeline *p);
 bool opindex_find_sparse(const OpIndex *x, OpKind kind, int32_t v, uint32_t mb,
                          int32_t *rank, uint32_t *pos);
 
+/* The rank that owns virtual stage v (ir_owner of the indexed pipeline's placement). */
+static inline int32_t opindex_owner(const OpIndex *x, int32_t v)
+{
+    int32_t c = v / x->P, r = v % x->P;
+    return (x->vshape && (c & 1)) ? x->P - 1 - r : r;
+}
+
 /* Finds op (kind, v, mb). Returns true and sets *rank and *pos (index into
  * p->stages[*rank].ops) when present; false when absent or out of range. Either
  * output pointer may be NULL. */
@@ -61,12 +68,23 @@ static inline bool opindex_find(const OpIndex *x, OpKind kind, int32_t v, uint32
         return false;
     if (pos)
         *pos = at;
-    if (rank) {
-        /* the owner of v, as ir_owner */
-        int32_t c = v / x->P, r = v % x->P;
-        *rank = (x->vshape && (c & 1)) ? x->P - 1 - r : r;
-    }
+    if (rank)
+        *rank = opindex_owner(x, v);
     return true;
+}
+
+/* The global id of op (kind, v, mb) in a numbering of all ops rank after rank:
+ * off[rank] + its list position, where off[r] (caller's array of P+1) counts the ops
+ * listed on ranks before r. UINT32_MAX when absent. The ids of the simulator, the
+ * wait graph and the exact model. */
+static inline uint32_t opindex_global(const OpIndex *x, const uint32_t *off, OpKind kind,
+                                      int32_t v, uint32_t mb)
+{
+    int32_t r;
+    uint32_t pos;
+    if (!opindex_find(x, kind, v, mb, &r, &pos))
+        return UINT32_MAX;
+    return off[r] + pos;
 }
 
 /* Number of ops the index holds (duplicates and out-of-range ops excluded). */

@@ -324,3 +324,12 @@ int opsem_check_costs(Diag *d, const Pipeline *p)
         }
     return n;
 }
+
+bool opsem_lists(const Pipeline *p, bool (*has)(unsigned k))
+{
+    for (int32_t s = 0; s < p->P; s++)
+        for (uint32_t i = 0; i < p->stages[s].n; i++)
+            if (has(p->stages[s].ops[i].kind))
+                return true;
+    return false;
+}

@@ -88,6 +88,17 @@ static inline bool op_chunkwide(unsigned k)
 }
 #define OP_IS_CHUNKWIDE(k) op_chunkwide((unsigned)(k))
 
+/* True for the kinds that run inside their host's all-reduces (op_sem[k].overlaps_host:
+ * RO). */
+static inline bool op_overlaps_host(unsigned k)
+{
+    return k < OP_NKINDS && op_sem[k].overlaps_host;
+}
+
+/* True when p lists some op whose kind has the property `has` (op_chunkwide,
+ * op_overlaps_host, ...): what the figures ask before naming optional streams. */
+bool opsem_lists(const Pipeline *p, bool (*has)(unsigned k));
+
 /* True for the kinds that are part of a chunk's backward (op_sem[k].backward: B, W). */
 static inline bool op_backward(unsigned k)
 {

@@ -58,19 +58,6 @@ static double rank_times(const Pipeline *p, int32_t *slow, int32_t *fast, int32_
     return tmax;
 }
 
-static bool fits(const Pipeline *p)
-{
-    if (!p->has_memory)
-        return true;
-    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
-    mem_walk(p, mr);
-    bool ok = true;
-    for (int32_t s = 0; s < p->P && ok; s++)
-        ok = mr[s].peak <= p->memory;
-    free(mr);
-    return ok;
-}
-
 int pass_partition_balance(Diag *d, Pipeline *p, const PassCall *call)
 {
     return partition_balance_run(d, p, call, NULL);
@@ -121,7 +108,7 @@ int partition_balance_run(Diag *d, Pipeline *p, const PassCall *call,
         cm_set_partition(q, units, nv);
         int32_t s2 = 0, f2 = 0, n2 = 0;
         rederive_costs(q);
-        bool keep = (!replan || replan(d, q, call) == 0) && fits(q);
+        bool keep = (!replan || replan(d, q, call) == 0) && mem_fits(q, NULL);
         double t = keep ? rank_times(q, &s2, &f2, &n2) : INFINITY;
         /* strictly shorter, or as long with fewer ranks at the longest (ties would
          * otherwise stop the greedy at its first step) */

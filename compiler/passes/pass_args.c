@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "costmodel.h"
 #include "util.h"
 
 static const Field *arg(const PassCall *c, const char *key)
@@ -104,4 +105,28 @@ bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **ou
     if (f)
         *out = f->val.str;
     return f != NULL;
+}
+
+bool pass_chunks_in_range(Diag *d, const PassCall *c, int32_t V, int64_t *lo, int64_t *hi)
+{
+    if (*hi == INT32_MAX)
+        *hi = V;
+    if (*lo < 0 || *hi > V || *lo >= *hi) {
+        diag_error(d, pass_arg_loc(c, "chunks"), DIAG_VALUE,
+                   "chunks %lld..%lld is not a non-empty range of the %d chunks", (long long)*lo,
+                   (long long)*hi, V);
+        return false;
+    }
+    return true;
+}
+
+int pass_rewritten(Diag *d, Pipeline *p, const PassCall *c, const char *name)
+{
+    if (pipeline_nops(p) > IR_MAX_OPS) {
+        diag_error(d, c->loc, DIAG_LIMIT, "%s makes the pipeline exceed %u ops", name,
+                   IR_MAX_OPS);
+        return 1;
+    }
+    rederive_costs(p);
+    return 0;
 }

@@ -1,5 +1,5 @@
 /* pass_args.h - reading a pass call's arguments (`apply NAME(key=value, ...)`,
- * docs/passes.md), for the passes. Below the registry (passes.c): a pass reads its
+ * docs/passes.md), and the op-count check a rewriting pass ends with, for the passes. Below the registry (passes.c): a pass reads its
  * arguments here and never calls the registry. */
 #ifndef PIPEC_PASS_ARGS_H
 #define PIPEC_PASS_ARGS_H
@@ -25,5 +25,15 @@ bool pass_arg_ident(Diag *d, const PassCall *c, const char *key, const char **ou
 /* Where a bad value of argument key is reported: at the argument, or at the call when
  * the call leaves it to its default. */
 Loc pass_arg_loc(const PassCall *c, const char *key);
+
+/* Resolves a `chunks` range read by pass_arg_range against V chunks per stage: `all`
+ * becomes 0..V. An empty range or one outside 0..V reports `value` at the argument and
+ * returns false. */
+bool pass_chunks_in_range(Diag *d, const PassCall *c, int32_t V, int64_t *lo, int64_t *hi);
+
+/* Ends a pass `name` that rewrote op lists: when the pipeline now has more than
+ * IR_MAX_OPS ops, reports `limit` at the call and returns 1; else re-derives the costs
+ * (rederive_costs) and returns 0. */
+int pass_rewritten(Diag *d, Pipeline *p, const PassCall *c, const char *name);
 
 #endif

@@ -40,6 +40,11 @@ int run_pass(Diag *d, Pipeline *p, const PassCall *call);
  * it; on the last virtual stage (v = PV-1) there is none. Passes that decouple a
  * recompute from the gradient (Lynx's RO and stall hoisting) remove its line. */
 
+/* The R a recomputation pass lists for backward b (`recompute`, trecomp_blockwise): b's
+ * stage, chunk and micro-batch, aux 0, located at loc (the directive or pass call), or
+ * at b when loc.file is LOC_NONE_FILE. */
+Op recompute_op_of(const Op *b, Loc loc);
+
 /* True when dep e is the binding of a recompute: B(v+1,m) on the owner of v+1 ->
  * R(v,m) or RO(v,m). */
 bool recompute_dep_is_binding(const Pipeline *p, const Dep *e);

@@ -86,6 +86,16 @@ static bool binding_of(const Pipeline *p, int32_t s, const Op *r, Loc loc, Dep *
     return true;
 }
 
+Op recompute_op_of(const Op *b, Loc loc)
+{
+    Op r = *b;
+    r.kind = OP_R;
+    r.aux = 0;
+    if (loc.file != LOC_NONE_FILE)
+        r.loc = loc;
+    return r;
+}
+
 bool recompute_dep_is_binding(const Pipeline *p, const Dep *e)
 {
     if (e->from.kind != OP_B || !is_recompute(e->to.kind) || e->from.mb != e->to.mb ||
@@ -180,11 +190,7 @@ static void rewrite_rank(Pipeline *p, int32_t s, RecomputePolicy pol, Loc loc)
             size_t at = lower_bound(bkeys, nk, k);
             if (!has_key(have, nh, k) && !done[at]) {
                 done[at] = 1;
-                Op r = *o;
-                r.kind = OP_R;
-                r.aux = 0;
-                if (loc.file != LOC_NONE_FILE)
-                    r.loc = loc;
+                Op r = recompute_op_of(o, loc);
                 out[j++] = r;
                 /* a new R has no line yet: a line naming a missing op fails `check` */
                 Dep e;
@@ -312,13 +318,7 @@ int pass_recompute(Diag *d, Pipeline *p, const PassCall *call)
             p->stage_per_layer[s] = gran[0] == 'l';
         rewrite_rank(p, (int32_t)s, pol, call->loc);
     }
-    if (pipeline_nops(p) > IR_MAX_OPS) {
-        diag_error(d, call->loc, DIAG_LIMIT, "recompute makes the pipeline exceed %u ops",
-                   IR_MAX_OPS);
-        return 1;
-    }
-    rederive_costs(p);
-    return 0;
+    return pass_rewritten(d, p, call, "recompute");
 }
 
 int recompute_menu(const Pipeline *p, RecomputePolicy *pol, uint32_t *arg)

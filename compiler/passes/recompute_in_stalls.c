@@ -38,20 +38,6 @@
 #include "sim.h"
 #include "util.h"
 
-/* True when every rank's static peak is within the budget (or there is none). */
-static bool fits(const Pipeline *p)
-{
-    if (!p->has_memory)
-        return true;
-    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
-    mem_walk(p, mr);
-    bool ok = true;
-    for (int32_t s = 0; s < p->P && ok; s++)
-        ok = mr[s].peak <= p->memory;
-    free(mr);
-    return ok;
-}
-
 /* Moves op `from` of a list to position `to` (to < from), shifting the ones between. */
 static void move_op(Op *ops, uint32_t from, uint32_t to)
 {
@@ -140,7 +126,7 @@ int pass_recompute_in_stalls(Diag *d, Pipeline *p, const PassCall *call)
             uint32_t moved = hoist_rank(p, sr, s);
             if (moved) {
                 double t = sim_makespan(p, &scratch);
-                if (t < base - 1e-9 && fits(p)) {
+                if (t < base - 1e-9 && mem_fits(p, NULL)) {
                     kept += moved;
                     base = t;
                 } else {

@@ -149,6 +149,18 @@ static void dep_si(Pipeline *p, int32_t s, size_t *cap)
     }
 }
 
+/* Lists SI(m) on rank s with its dep_si gate, unless m does not swap or its SI is
+ * listed already (si_done[m], then set). */
+static void emit_si(Pipeline *p, const SchedShape *sh, int32_t s, int32_t m, uint8_t *si_done,
+                    size_t *cap, Loc loc)
+{
+    if (!sh->swp[(size_t)s * sh->M + m] || si_done[m])
+        return;
+    emit(&p->stages[s], sh, s, OP_SI, m, loc);
+    dep_si(p, s, cap);
+    si_done[m] = 1;
+}
+
 void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
 {
     int32_t P = sh->P, M = sh->M;
@@ -190,11 +202,7 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
             bool early = swaps && rec[i] && i < nf && !bound[i];
             bool after_f = swaps && rec[i] && bound[i];
             if (early) {
-                if (swp[i] && !si_done[i]) {
-                    emit(st, sh, s, OP_SI, i, loc);
-                    dep_si(p, s, &cap);
-                    si_done[i] = 1;
-                }
+                emit_si(p, sh, s, i, si_done, &cap, loc);
                 emit(st, sh, s, OP_R, i, loc);
             }
             /* SO(m) after the next forward of the same run (the warm-up), else after F(m) */
@@ -202,37 +210,23 @@ void sched_write(Pipeline *p, const SchedShape *sh, Loc loc)
             for (; nf < c; nf++) {
                 /* the warm-up's first load starts one forward early: its backward
                  * follows the last warm-up forward, which has no later step to hide in */
-                if (run > 1 && nf == c - 1 && swp[i] && !si_done[i] && i + 1 < nf) {
-                    emit(st, sh, s, OP_SI, i, loc);
-                    dep_si(p, s, &cap);
-                    si_done[i] = 1;
-                }
+                if (run > 1 && nf == c - 1 && i + 1 < nf)
+                    emit_si(p, sh, s, i, si_done, &cap, loc);
                 emit(st, sh, s, OP_F, nf, loc);
                 if (so >= 0)
                     emit(st, sh, s, OP_SO, so, loc);
                 so = swp[nf] ? nf : -1;
             }
             if (after_f) {
-                if (swp[i] && !si_done[i]) {
-                    emit(st, sh, s, OP_SI, i, loc);
-                    dep_si(p, s, &cap);
-                    si_done[i] = 1;
-                }
+                emit_si(p, sh, s, i, si_done, &cap, loc);
                 emit(st, sh, s, OP_R, i, loc);
             }
             if (so >= 0)
                 emit(st, sh, s, OP_SO, so, loc);
             /* SI(i) if not prefetched; then prefetch SI(i+1) when its SO is listed */
-            if (swp[i] && !si_done[i]) {
-                emit(st, sh, s, OP_SI, i, loc);
-                dep_si(p, s, &cap);
-                si_done[i] = 1;
-            }
-            if (i + 1 < M && swp[i + 1] && i + 1 < nf && !si_done[i + 1]) {
-                emit(st, sh, s, OP_SI, i + 1, loc);
-                dep_si(p, s, &cap);
-                si_done[i + 1] = 1;
-            }
+            emit_si(p, sh, s, i, si_done, &cap, loc);
+            if (i + 1 < M && i + 1 < nf)
+                emit_si(p, sh, s, i + 1, si_done, &cap, loc);
             if (rec[i] && !early && !after_f)
                 emit(st, sh, s, OP_R, i, loc);
             emit(st, sh, s, OP_B, i, loc);
@@ -324,22 +318,11 @@ int sched_recompute(Diag *d, Pipeline *p, int32_t lo, int32_t hi, RecomputePolic
 
 bool sched_fits(const Pipeline *p, uint8_t *over)
 {
-    if (over)
-        memset(over, 0, (size_t)p->P);
+    if (!mem_fits(p, over))
+        return false;
     if (!p->has_memory)
         return true;
-    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
-    mem_walk(p, mr);
     bool ok = true;
-    for (int32_t s = 0; s < p->P; s++)
-        if (mr[s].peak > p->memory) {
-            ok = false;
-            if (over)
-                over[s] = 1;
-        }
-    free(mr);
-    if (!ok)
-        return false;
     /* the static arena packs the same regions and can need more than the walk's peak */
     ArenaPlan *a = arena_plan_within(p, NULL, 0, p->memory, true);
     for (int32_t s = 0; s < p->P; s++)

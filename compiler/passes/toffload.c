@@ -83,14 +83,8 @@ int pass_toffload(Diag *d, Pipeline *p, const PassCall *call)
     pass_arg_num(d, call, "cpu_step", &cpu_step, &err);
     if (err)
         return err;
-    if (hi == INT32_MAX)
-        hi = p->V;
-    if (lo < 0 || hi > p->V || lo >= hi) {
-        diag_error(d, pass_arg_loc(call, "chunks"), DIAG_VALUE,
-                   "chunks %lld..%lld is not a non-empty range of the %d chunks", (long long)lo,
-                   (long long)hi, p->V);
+    if (!pass_chunks_in_range(d, call, p->V, &lo, &hi))
         return 1;
-    }
     if (!(cpu_step >= 0) || !isfinite(cpu_step)) {
         diag_error(d, call->loc, DIAG_VALUE, "cpu_step must be a time >= 0");
         return 1;

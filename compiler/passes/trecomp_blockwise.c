@@ -85,6 +85,15 @@ static bool rank_done(const StageOps *st, int64_t lo, int64_t hi)
     return nb > 0 && nr >= nb;
 }
 
+/* Makes out[0..n-1] (heap, taken over) the rank's op list. */
+static void set_ops(StageOps *st, Op *out, uint32_t n)
+{
+    free(st->ops);
+    st->ops = out;
+    st->n = n;
+    st->cap = n;
+}
+
 /* Lists the recomputed chunks' forwards `delay` slots earlier on one rank: per chunk,
  * the forward in the i-th slot becomes the one that was in slot i + delay, the first
  * `delay` go to the head of the list (in order), the last `delay` slots are dropped.
@@ -129,10 +138,7 @@ static void shift_forwards(StageOps *st, int64_t lo, int64_t hi, int64_t delay)
     free(fwd);
     free(cnt);
     free(at);
-    free(st->ops);
-    st->ops = out;
-    st->n = j;
-    st->cap = j;
+    set_ops(st, out, j);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -180,22 +186,14 @@ static void insert_r(StageOps *st, int64_t lo, int64_t hi, int64_t lead, Loc loc
     uint32_t j = 0, k = 0;
     for (uint32_t i = 0; i <= n; i++) {
         for (; k < nb && (uint32_t)(ins[k] >> 32) == i; k++) {
-            Op r = st->ops[(uint32_t)ins[k]];
-            r.kind = OP_R;
-            r.aux = 0;
-            if (loc.file != LOC_NONE_FILE)
-                r.loc = loc;
-            out[j++] = r;
+            out[j++] = recompute_op_of(&st->ops[(uint32_t)ins[k]], loc);
         }
         if (i < n)
             out[j++] = st->ops[i];
     }
     free(have);
     free(ins);
-    free(st->ops);
-    st->ops = out;
-    st->n = j;
-    st->cap = j;
+    set_ops(st, out, j);
 }
 
 /* Applies the rewrite (delay, R ops) to the ranks not done yet. */
@@ -226,14 +224,8 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
                    p->V);
         return 1;
     }
-    if (hi == INT32_MAX)
-        hi = p->V;
-    if (lo < 0 || hi > p->V || lo >= hi) {
-        diag_error(d, pass_arg_loc(call, "chunks"), DIAG_VALUE,
-                   "chunks %lld..%lld is not a non-empty range of the %d chunks", (long long)lo,
-                   (long long)hi, p->V);
+    if (!pass_chunks_in_range(d, call, p->V, &lo, &hi))
         return 1;
-    }
     if (has_delay && (delay < 0 || delay > p->M)) {
         diag_error(d, pass_arg_loc(call, "delay"), DIAG_VALUE,
                    "delay must be between 0 and the %d micro-batches", p->M);
@@ -293,11 +285,5 @@ int pass_trecomp_blockwise(Diag *d, Pipeline *p, const PassCall *call)
                      (long long)delay);
     rewrite(p, todo, lo, hi, best_delay, best_lead, call->loc);
     free(todo);
-    if (pipeline_nops(p) > IR_MAX_OPS) {
-        diag_error(d, call->loc, DIAG_LIMIT, "trecomp_blockwise makes the pipeline exceed %u ops",
-                   IR_MAX_OPS);
-        return 1;
-    }
-    rederive_costs(p);
-    return 0;
+    return pass_rewritten(d, p, call, "trecomp_blockwise");
 }

@@ -210,18 +210,37 @@ static void run_rank(Sim *s, uint32_t r)
     }
 }
 
-CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode)
+/* Runs every rank of cp until each has finished or blocks; *s holds the end state
+ * (sim_free frees it). */
+static void sim_run(Sim *s, const Pipeline *p, const CommPlan *cp, CommMode mode)
 {
     size_t P = cp->P ? cp->P : 1, nm = cp->nmsgs ? cp->nmsgs : 1;
-    Sim s = {p, cp, mode, xcalloc(P, sizeof(uint32_t)), xcalloc(P, sizeof(uint32_t)),
-             xcalloc(P, 1), xcalloc(nm, 1), xcalloc(nm, 1), xcalloc(nm, 1),
-             xmalloc(P * sizeof(uint32_t)), 0};
+    *s = (Sim){p, cp, mode, xcalloc(P, sizeof(uint32_t)), xcalloc(P, sizeof(uint32_t)),
+               xcalloc(P, 1), xcalloc(nm, 1), xcalloc(nm, 1), xcalloc(nm, 1),
+               xmalloc(P * sizeof(uint32_t)), 0};
     for (uint32_t r = 0; r < cp->P; r++) {
-        s.it[r] = cp->start[r];
-        s.ready[s.nready++] = cp->P - 1 - r;
+        s->it[r] = cp->start[r];
+        s->ready[s->nready++] = cp->P - 1 - r;
     }
-    while (s.nready)
-        run_rank(&s, s.ready[--s.nready]);
+    while (s->nready)
+        run_rank(s, s->ready[--s->nready]);
+}
+
+static void sim_free(Sim *s)
+{
+    free(s->op);
+    free(s->it);
+    free(s->blocked);
+    free(s->posted);
+    free(s->at);
+    free(s->done);
+    free(s->ready);
+}
+
+CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode)
+{
+    Sim s;
+    sim_run(&s, p, cp, mode);
     CommHang h = {false, 0, 0, 0, NONE};
     for (uint32_t r = 0; r < cp->P; r++) {
         if (!s.blocked[r])
@@ -235,13 +254,7 @@ CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode)
         }
         h.nblocked++;
     }
-    free(s.op);
-    free(s.it);
-    free(s.blocked);
-    free(s.posted);
-    free(s.at);
-    free(s.done);
-    free(s.ready);
+    sim_free(&s);
     return h;
 }
 
@@ -357,15 +370,8 @@ int check_comm(Diag *d, const Pipeline *p, const Graph *g)
      * senders until a rank repeats, and walk that chain. We need each rank's blocked
      * item, so simulate again keeping them (cheap, and only on failure). */
     size_t P = cp->P;
-    Sim s = {p, cp, COMM_EAGER, xcalloc(P, sizeof(uint32_t)), xcalloc(P, sizeof(uint32_t)),
-             xcalloc(P, 1), xcalloc(cp->nmsgs + 1, 1), xcalloc(cp->nmsgs + 1, 1),
-             xcalloc(cp->nmsgs + 1, 1), xmalloc(P * sizeof(uint32_t)), 0};
-    for (uint32_t r = 0; r < cp->P; r++) {
-        s.it[r] = cp->start[r];
-        s.ready[s.nready++] = cp->P - 1 - r;
-    }
-    while (s.nready)
-        run_rank(&s, s.ready[--s.nready]);
+    Sim s;
+    sim_run(&s, p, cp, COMM_EAGER);
     uint32_t *visit = xcalloc(P, sizeof *visit), r = h.rank, step = 1;
     while (!visit[r]) {
         visit[r] = step++;
@@ -416,13 +422,7 @@ int check_comm(Diag *d, const Pipeline *p, const Graph *g)
     sb_free(&m);
     free(ranks);
     free(visit);
-    free(s.op);
-    free(s.it);
-    free(s.blocked);
-    free(s.posted);
-    free(s.at);
-    free(s.done);
-    free(s.ready);
+    sim_free(&s);
     comm_plan_free(cp);
     return 1;
 }

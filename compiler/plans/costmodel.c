@@ -48,6 +48,22 @@ static int read_num(Diag *d, const Field *f, UnitClass unit, double lo, bool str
     return 0;
 }
 
+/* Reports field f unknown to a `what` entity ("model", "device"): the error with a
+ * suggestion among keys[n], then a note listing them all. Returns 1 (an error). */
+static int unknown_field(Diag *d, const Field *f, const char *what, const char *const *keys,
+                         size_t n)
+{
+    char hint[96];
+    diag_error(d, f->loc, DIAG_NAME, "unknown %s field '%s'%s", what, f->key,
+               diag_suggest(hint, sizeof hint, f->key, keys, n));
+    StrBuf all = {0};
+    for (size_t i = 0; i < n; i++)
+        sb_printf(&all, "%s%s", i ? " " : "", keys[i]);
+    diag_note(d, f->loc, "%s fields: %s", what, sb_str(&all));
+    sb_free(&all);
+    return 1;
+}
+
 /* An identifier among names[n]; *out gets its index. */
 static int read_choice(Diag *d, const Field *f, const char *const *names, int n, int *out)
 {
@@ -216,12 +232,7 @@ int model_read(Diag *d, const Entity *e, ModelShape *m)
                                                "ffn", "vocab", "seq", "mbs", "dtype",
                                                "attention", "sequence_parallel", "experts",
                                                "topk", "expert_ffn"};
-            char hint[96];
-            diag_error(d, f->loc, DIAG_NAME, "unknown model field '%s'%s", key,
-                       diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
-            diag_note(d, f->loc, "model fields: arch layers hidden heads kv_heads ffn vocab seq "
-                                 "mbs dtype attention sequence_parallel experts topk expert_ffn");
-            err++;
+            err += unknown_field(d, f, "model", keys, ARRAY_LEN(keys));
         }
     }
     return model_finish(d, e, m, &sn, err);
@@ -287,13 +298,7 @@ int device_read(Diag *d, const Entity *e, DeviceSpec *dv)
                                                "efficiency", "mem_bw", "host_bw",
                                                "host_latency", "host_link_ranks", "peer_bw",
                                                "peer_latency", "dp_bw", "dp_latency"};
-            char hint[96];
-            diag_error(d, f->loc, DIAG_NAME, "unknown device field '%s'%s", key,
-                       diag_suggest(hint, sizeof hint, key, keys, ARRAY_LEN(keys)));
-            diag_note(d, f->loc, "device fields: memory reserved peak_tflops efficiency mem_bw "
-                                 "host_bw host_latency host_link_ranks peer_bw peer_latency dp_bw "
-                                 "dp_latency");
-            err++;
+            err += unknown_field(d, f, "device", keys, ARRAY_LEN(keys));
         }
     }
     if (!err && !has_peak) {

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "opindex.h"
 #include "opsem.h"
@@ -41,18 +42,13 @@ static uint32_t slot_of(const OpIndex *idx, int32_t v, uint32_t mb, uint32_t sel
     return best;
 }
 
-static bool op_ok(const Pipeline *p, const Op *op)
-{
-    return op->kind < OP_NKINDS && op->chunk < (uint32_t)p->V && op->mb < (uint32_t)p->M;
-}
-
 /* Applies op i (the rule is opsem_mem_step): *alloc gets the bytes allocated at its
  * start, *freed those freed at its end. */
 static void step(Walk *w, uint32_t i, double *alloc, double *freed)
 {
     const Op *op = &w->p->stages[w->s].ops[i];
     *alloc = *freed = 0;
-    if (!op_ok(w->p, op))
+    if (!ir_op_in_range(w->p, op))
         return;
     VmMem *st = OP_IS_CHUNKWIDE(op->kind) ? NULL : &w->vm[w->slot[i]];
     opsem_mem_step((OpKind)op->kind, &w->cost[op->chunk], w->has[i], st, alloc, freed);
@@ -93,7 +89,7 @@ static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
             first[k] = NONE;
         for (uint32_t i = 0; i < st->n; i++) {
             const Op *op = &st->ops[i];
-            if (!op_ok(p, op))
+            if (!ir_op_in_range(p, op))
                 continue;
             size_t k = (size_t)op->chunk * (size_t)p->M + op->mb;
             has[k] |= (uint8_t)opsem_has_bit((OpKind)op->kind);
@@ -103,7 +99,7 @@ static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
         for (uint32_t i = 0; i < st->n; i++) {
             const Op *op = &st->ops[i];
             w->slot[i] = i;
-            if (!op_ok(p, op) || OP_IS_CHUNKWIDE(op->kind))
+            if (!ir_op_in_range(p, op) || OP_IS_CHUNKWIDE(op->kind))
                 continue;
             size_t k = (size_t)op->chunk * (size_t)p->M + op->mb;
             w->has[i] = has[k];
@@ -116,7 +112,7 @@ static void walk_init(Walk *w, const Pipeline *p, const OpIndex *idx, int32_t s)
     for (uint32_t i = 0; i < st->n; i++) {
         const Op *op = &st->ops[i];
         w->slot[i] = i;
-        if (!op_ok(p, op) || OP_IS_CHUNKWIDE(op->kind))
+        if (!ir_op_in_range(p, op) || OP_IS_CHUNKWIDE(op->kind))
             continue;
         int32_t v = ir_vstage(p, s, op->chunk);
         w->has[i] = (uint8_t)mem_vm_has(idx, v, op->mb);
@@ -159,7 +155,7 @@ static void walk_rank(const Pipeline *p, const OpIndex *idx, int32_t s, MemRank 
         double alloc, freed;
         step(&w, i, &alloc, &freed);
         /* the op's transient working memory, held while it runs (docs/spec.md "Memory") */
-        double work = op_ok(p, op) ? opsem_work((OpKind)op->kind, &w.cost[op->chunk]) : 0;
+        double work = ir_op_in_range(p, op) ? opsem_work((OpKind)op->kind, &w.cost[op->chunk]) : 0;
         cur += alloc;
         if (wide)
             states += alloc;
@@ -199,6 +195,25 @@ void mem_walk(const Pipeline *p, MemRank *out)
     opindex_free(idx);
 }
 
+bool mem_fits(const Pipeline *p, uint8_t *over)
+{
+    if (over)
+        memset(over, 0, (size_t)p->P);
+    if (!p->has_memory)
+        return true;
+    MemRank *mr = xmalloc((size_t)p->P * sizeof *mr);
+    mem_walk(p, mr);
+    bool ok = true;
+    for (int32_t s = 0; s < p->P; s++)
+        if (mr[s].peak > p->memory) {
+            ok = false;
+            if (over)
+                over[s] = 1;
+        }
+    free(mr);
+    return ok;
+}
+
 void mem_walk_rank(const Pipeline *p, int32_t s, MemRank *out)
 {
     OpIndex *idx = walk_needs_index(p) ? opindex_build(p) : NULL;
@@ -225,7 +240,7 @@ uint32_t mem_live_idx(const Pipeline *p, const OpIndex *idx, int32_t s, uint32_t
     for (uint32_t i = 0; i < st->n && i <= upto; i++) {
         double alloc, freed;
         step(&w, i, &alloc, &freed);
-        if (i == upto && !OP_IS_CHUNKWIDE(st->ops[i].kind) && op_ok(p, &st->ops[i]))
+        if (i == upto && !OP_IS_CHUNKWIDE(st->ops[i].kind) && ir_op_in_range(p, &st->ops[i]))
             w.vm[w.slot[i]].held += freed; /* its frees happen at its end */
     }
     uint32_t n = 0;

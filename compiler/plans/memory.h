@@ -17,6 +17,7 @@
 #ifndef PIPEC_MEMORY_H
 #define PIPEC_MEMORY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ir.h"
@@ -36,6 +37,10 @@ typedef struct MemRank {
  * list positions. Linear in the number of ops. Works on any IR (incomplete or
  * misordered schedules give a walk of what is listed; never crashes). */
 void mem_walk(const Pipeline *p, MemRank *out);
+
+/* True when every rank's walk peak (mem_walk) is within p->memory, or there is no
+ * budget; over[P], when not NULL, gets 1 per rank over it and 0 per rank within. */
+bool mem_fits(const Pipeline *p, uint8_t *over);
 
 /* mem_walk of rank s alone (the same *out as mem_walk's out[s]). */
 void mem_walk_rank(const Pipeline *p, int32_t s, MemRank *out);

@@ -31,11 +31,7 @@ uint32_t graph_ref(const Graph *g, OpRef r)
     if (r.kind >= OP_NKINDS || r.stage >= (uint32_t)p->P || r.chunk >= (uint32_t)p->V ||
         r.mb >= (uint32_t)p->M)
         return NONE;
-    int32_t rank;
-    uint32_t pos;
-    if (!opindex_find(g->idx, (OpKind)r.kind, ir_vstage(p, r.stage, r.chunk), r.mb, &rank, &pos))
-        return NONE;
-    return g->off[rank] + pos;
+    return opindex_global(g->idx, g->off, (OpKind)r.kind, ir_vstage(p, r.stage, r.chunk), r.mb);
 }
 
 /* The waits of one op, computed from the op index (graph_build's per-op step). */
@@ -48,10 +44,9 @@ typedef struct PredCtx {
 
 static void add_data(PredCtx *c, OpKind k, int32_t v, uint32_t mb)
 {
-    int32_t r;
-    uint32_t pos;
-    if (opindex_find(c->idx, k, v, mb, &r, &pos))
-        c->buf[c->n++] = (Pred){c->g->off[r] + pos, WAIT_DATA, 0};
+    uint32_t u = opindex_global(c->idx, c->g->off, k, v, mb);
+    if (u != UINT32_MAX)
+        c->buf[c->n++] = (Pred){u, WAIT_DATA, 0};
 }
 
 /* OG(v): the last-listed B or W of virtual stage v (all on v's owner). O(M). */
