@@ -175,6 +175,33 @@ static inline bool pr_model_tensor_in_slice(const PrRun *run, int i, int v)
     return run->arch->in_slice(run->net, i, &run->slice[v]);
 }
 
+/* The parameter tensors of virtual stage v in model order, each with its flat offset:
+ * the order of the stage's host copies (OG, LW) and of pr_rank_grad_copy. Start with
+ * t = pr_stage_tensors(v, at0) and call pr_stage_tensor_next(run, &t) before each
+ * tensor: it fills i (pr_model_tensor's index), param, grad, n (floats) and at (at0
+ * plus the floats of the stage's tensors before it) and returns true, or false after
+ * the last one, t.at then at0 plus all the stage's floats. */
+typedef struct PrStageTensor {
+    int v, i;
+    float *param, *grad;
+    size_t n, at;
+} PrStageTensor;
+static inline PrStageTensor pr_stage_tensors(int v, size_t at0)
+{
+    return (PrStageTensor){.v = v, .i = -1, .at = at0};
+}
+static inline bool pr_stage_tensor_next(const PrRun *run, PrStageTensor *t)
+{
+    t->at += t->n;
+    t->n = 0;
+    while (++t->i < pr_model_tensor_count(run))
+        if (pr_model_tensor_in_slice(run, t->i, t->v)) {
+            pr_model_tensor(run, t->i, NULL, &t->param, &t->grad, &t->n);
+            return true;
+        }
+    return false;
+}
+
 /* A model workload's set-up, given its arch, its config cfg (MlpConfig, TfConfig), its
  * name for messages and what the arch says of it: init fills the slices from the
  * program's layers per virtual stage (0, or -1 when they do not sum to L), sizes gives

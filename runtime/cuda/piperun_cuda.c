@@ -159,23 +159,19 @@ static int state_copy(PrRank *r, CuRank *c, int v, int dir, cudaStream_t st)
                  "no host copy of the virtual stage's weights (the slice is not offloaded)");
         return -1;
     }
-    size_t at = 0;
-    for (int i = 0; i < pr_model_tensor_count(run); i++) {
-        if (!pr_model_tensor_in_slice(run, i, v))
-            continue;
-        float *hp, *hg;
-        size_t n;
-        pr_model_tensor(run, i, NULL, &hp, &hg, &n);
+    PrStageTensor t = pr_stage_tensors(v, 0);
+    while (pr_stage_tensor_next(run, &t)) {
         if (dir == 0)
-            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + at, c->mlp.grads + (hg - c->mlp.host_grads),
-                                       n * sizeof(float), cudaMemcpyDeviceToHost, st));
+            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + t.at,
+                                       c->mlp.grads + (t.grad - c->mlp.host_grads),
+                                       t.n * sizeof(float), cudaMemcpyDeviceToHost, st));
         else
-            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (hp - c->mlp.host_params), run->host_w[v] + at,
-                                       n * sizeof(float), cudaMemcpyHostToDevice, st));
-        at += n;
+            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (t.param - c->mlp.host_params),
+                                       run->host_w[v] + t.at, t.n * sizeof(float),
+                                       cudaMemcpyHostToDevice, st));
     }
     if (dir == 0) {
-        c->og[v] = (OgStep){run->host_w[v], run->host_g[v], at, (float)run->opt.lr};
+        c->og[v] = (OgStep){run->host_w[v], run->host_g[v], t.at, (float)run->opt.lr};
         CUDA_CHECK(cudaLaunchHostFunc(st, og_host_step, &c->og[v]));
     }
     return 0;
@@ -580,14 +576,10 @@ static int dp_tensors(PrRun *run, int s, const CuRank *c, DpTensor **out)
     if (!*out)
         return -1;
     for (int v = 0; v < run->PV; v++)
-        for (int i = 0; owns(run, s, v) && i < nt; i++)
-            if (pr_model_tensor_in_slice(run, i, v)) {
-                float *hp, *hg;
-                size_t n;
-                pr_model_tensor(run, i, NULL, &hp, &hg, &n);
-                (*out)[k++] = (DpTensor){c->mlp.params + (hp - c->mlp.host_params),
-                                         c->mlp.grads + (hg - c->mlp.host_grads), n};
-            }
+        for (PrStageTensor t = pr_stage_tensors(v, 0);
+             owns(run, s, v) && pr_stage_tensor_next(run, &t);)
+            (*out)[k++] = (DpTensor){c->mlp.params + (t.param - c->mlp.host_params),
+                                     c->mlp.grads + (t.grad - c->mlp.host_grads), t.n};
     return k;
 }
 
