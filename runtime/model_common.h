@@ -56,8 +56,8 @@
  * memory (then pr_params_free of the two frees what was allocated). */
 static inline int pr_params_alloc(size_t n, float **param, float **grad)
 {
-    *param = malloc(n * sizeof(float));
-    *grad = calloc(n, sizeof(float));
+    *param = (float *)malloc(n * sizeof(float));
+    *grad = (float *)calloc(n, sizeof(float));
     return *param && *grad ? 0 : -1;
 }
 static inline void pr_params_free(float *param, float *grad)
