@@ -29,8 +29,8 @@
  *     errors and fail after --timeout seconds without progress, naming the first op
  *     that has not finished. Rank threads are joined before the communicators are
  *     aborted (failed run) or destroyed (cu_host.h cu_teardown).
- * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/mlp.h),
- * gpt and llama in the same slot (tf_cuda.cu; reference runtime/transformer.h) and
+ * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/models/mlp.h),
+ * gpt and llama in the same slot (tf_cuda.cu; reference runtime/models/transformer.h) and
  * synthetic (spin.cu). One run per process (the device state is global). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -85,7 +85,7 @@ static struct {
                                   stage (NULL: none) */
 } CU;
 
-/* ---- the helpers piperun_internal.h declares --------------------------------------------- */
+/* ---- the helpers core.h declares --------------------------------------------- */
 
 /* --check on the GPU: cuBLAS and the kernels sum in another order than the CPU
  * reference, so the bound is 1e-4 relative (issue 7) instead of the CPU's 1e-5. */
@@ -1113,7 +1113,7 @@ static void down_free(void *ctx)
     CU.comms = NULL;
 }
 
-/* ---- the CUDA backend of the run core (piperun_common.c) ---------------------------- */
+/* ---- the CUDA backend of the run core (core.c) ---------------------------- */
 
 /* The GPUs (one per rank, or shared), each rank's streams, events and buffers, the
  * stream plan and the messages (NCCL pairs or the copy fallback). */
@@ -1229,7 +1229,7 @@ static void cuda_teardown(PrRun *run)
     cu_error_reset();
 }
 
-/* The CUDA backend of the run core (pr_run, piperun_common.c). */
+/* The CUDA backend of the run core (pr_run, core.c). */
 const PrBackend pr_backend = {
     .setup = cuda_setup, .start = cuda_start, .rank_start = cuda_rank_start,
     .rank_iteration = cuda_rank_iteration, .rank_step = cuda_rank_step,

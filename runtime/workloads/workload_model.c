@@ -80,7 +80,7 @@ int pr_model_state(PrRank *r, const PrOp *o)
     return 0;
 }
 
-/* Loads the training text (--data, else the default text: runtime/data.h
+/* Loads the training text (--data, else the default text: runtime/models/data.h
  * data_load_default) into run->data, says which once at start, and checks it holds
  * seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
 static int text_setup(PrRun *run)

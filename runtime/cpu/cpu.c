@@ -1,4 +1,4 @@
-/* piperun.c - the CPU runtime core: rank threads, copy threads for SO/SI, messages,
+/* cpu.c - the CPU runtime core: rank threads, copy threads for SO/SI, messages,
  * failure handling and the watchdog, iterations and the summary (piperun.h,
  * docs/runtime.md). */
 #define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET (Linux): cpu_rank_start */
@@ -765,7 +765,7 @@ static int rank_init(PrRun *run, int s)
 }
 
 
-/* ---- the CPU backend of the run core (piperun_common.c) ------------------------------ */
+/* ---- the CPU backend of the run core (core.c) ------------------------------ */
 
 /* The channels between the rank threads and each rank's arena, buffers and copy
  * threads. */
@@ -879,7 +879,7 @@ static void cpu_wake(PrRank *r)
         pthread_cond_broadcast(&r->q[d].cv);
 }
 
-/* The CPU backend of the run core (pr_run, piperun_common.c). */
+/* The CPU backend of the run core (pr_run, core.c). */
 const PrBackend pr_backend = {
     .setup = cpu_setup, .rank_start = cpu_rank_start, .rank_iteration = cpu_rank_iteration,
     .iter_begin = cpu_iter_begin,

@@ -1,10 +1,10 @@
-/* cpu.h - the CPU backend's own header (piperun.c, and its MPI transport
+/* cpu.h - the CPU backend's own header (cpu.c, and its MPI transport
  * mpi/piperun_mpi.c): the channels between rank threads and the copy threads' queues,
- * on top of the run core (piperun_internal.h). */
+ * on top of the run core (core.h). */
 #ifndef PIPERUN_CPU_H
 #define PIPERUN_CPU_H
 
-#include "piperun_internal.h"
+#include "core.h"
 
 /* A message in flight on one (src, dst) channel. */
 typedef struct PrNode {

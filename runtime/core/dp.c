@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workload.h"
+#include "core.h"
 #include "tf_kernels.h"
 
 const PrDpOps *pr_dp;
