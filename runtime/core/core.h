@@ -86,15 +86,10 @@ struct PrRank {
     size_t nvm;                /* P*V*M */
     PrIo io;                   /* the hidden states and gradients between ops (router.c) */
     int64_t live, peak;        /* live arena bytes now, measured peak */
-    /* the CPU backend's copy threads and their state (cpu.c, cpu.h) */
-    void **host;               /* [nvm] host copies for SO/SI */
-    int64_t *host_cap;         /* [nvm] */
-    uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
-    uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
-    pthread_t copy_th[2];
-    int copy_started;
-    struct PrCopyQ *q;         /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */
-    pthread_mutex_t mu;        /* guards q, live/peak, si_done */
+    struct PrCpuRank *cpu_rank; /* the CPU backend's state of the rank (cpu/cpu.h): its
+                                   host copies and copy threads; NULL on another backend */
+    pthread_mutex_t mu;        /* guards live/peak, stop, the CPU backend's queues and
+                                  SI stamps */
     pthread_cond_t cv;
     int stop;
     /* current state */
