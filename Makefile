@@ -35,9 +35,11 @@ CPPFLAGS = -D_POSIX_C_SOURCE=200809L
 # under compiler/. A layer's files are compiled with the include paths of their own
 # layer and the layers below it only, so an include of a higher layer's header does not
 # compile. The front end's generated parser and scanner (build/gen) are the front end's.
-# The runtime sees runtime/ and plan/ only. `make print-layer-flags LAYER=ir` prints one.
+# The compiler sees the runtime's public headers (runtime/: what generated code includes
+# and the compiler emits against) and the models' layouts (runtime/models/).
+# `make print-layer-flags LAYER=ir` prints one.
 LAYERS       = base ir plans analyses frontend passes generation commands
-INC_base       = -Icompiler/base -Iplan -Iruntime
+INC_base       = -Icompiler/base -Iplan -Iruntime -Iruntime/models
 INC_ir         = -Icompiler/ir $(INC_base)
 INC_plans      = -Icompiler/plans $(INC_ir)
 INC_analyses   = -Icompiler/analyses $(INC_plans)
@@ -45,11 +47,31 @@ INC_frontend   = -Icompiler/frontend -Ibuild/gen $(INC_analyses)
 INC_passes     = -Icompiler/passes $(INC_frontend)
 INC_generation = -Icompiler/generation $(INC_passes)
 INC_commands   = -Icompiler/commands $(INC_generation)
+# The runtime's groups (docs/architecture.md "The runtime"), lowest first, one folder each
+# under runtime/: a group's files are compiled with the include paths of their own
+# group and the groups below it only, as the compiler's layers are. runtime/ itself
+# holds the public headers every group sees (piperun.h and what it needs) and the top
+# (run.c, run_main.c, program_table.c), which sees every group but the backends'.
+# The backends (cpu, cuda, mpi) sit side by side above the workloads; mpi/ is the
+# transports of the other two. `make print-layer-flags LAYER=rt_core` prints one.
+RT_GROUPS      = models core workloads cpu cuda mpi
 INC_runtime    = -Iruntime -Iplan
+INC_rt_models  = -Iruntime/models $(INC_runtime)
+INC_rt_core    = -Iruntime/core $(INC_rt_models)
+INC_rt_workloads = -Iruntime/workloads $(INC_rt_core)
+INC_rt_cpu     = -Iruntime/cpu $(INC_rt_workloads)
+INC_rt_cuda    = -Iruntime/cuda $(INC_rt_workloads)
+INC_rt_mpi     = -Iruntime/mpi -Iruntime/cpu -Iruntime/cuda $(INC_rt_workloads)
+INC_rt_top     = $(INC_rt_workloads)
+# Every group's, for the tests and benchmarks that reach into the runtime.
+INC_rt_all     = -Iruntime/mpi -Iruntime/cpu -Iruntime/cuda $(INC_rt_workloads)
 # Tests, benchmarks and tools built from the whole compiler see every layer.
-INC_ALL        = $(INC_commands)
+INC_ALL        = $(INC_commands) $(INC_rt_all)
 # The include paths of the compiler source $< (compiler/LAYER/...).
 LAYER_INC      = $(INC_$(word 2,$(subst /, ,$<)))
+# The include paths of the runtime source $< (runtime/GROUP/x.c, or runtime/x.c: the top).
+RT_GROUP       = $(if $(word 3,$(subst /, ,$<)),$(word 2,$(subst /, ,$<)),top)
+RT_INC         = $(INC_rt_$(RT_GROUP))
 CFLAGS  += $(OPT) $(WARN) $(EXTRA_CFLAGS)
 LDLIBS   = -lm
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -79,7 +101,7 @@ endif
 COMP_SRC  = $(filter-out compiler/commands/main.c,$(wildcard $(LAYERS:%=compiler/%/*.c)))
 GEN_SRC   = build/gen/pipe.tab.c build/gen/lex.yy.c
 GEN_HDR   = build/gen/pipe.tab.h build/gen/lex.yy.h
-RT_SRC    = $(wildcard runtime/*.c)
+RT_SRC    = $(wildcard runtime/*.c $(patsubst %,runtime/%/*.c,models core workloads cpu))
 UNIT_SRC  = $(wildcard tests/unit/test_*.c)
 
 OBJ       = $(COMP_SRC:%.c=build/obj/%.o) $(GEN_SRC:build/gen/%.c=build/obj/gen/%.o)
@@ -131,11 +153,11 @@ build/asan/gen/%.o: build/gen/%.c $(GEN_HDR)
 
 build/obj/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RT_INC) $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 build/asan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(SAN_OPT) $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RT_INC) $(BLAS_CFLAGS) $(SAN_OPT) $(WARN) $(SAN) -pthread -MMD -MP -c $< -o $@
 
 build/obj/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
@@ -194,7 +216,7 @@ build/editors/vim/syntax/pipe.vim: tools/mksyntax.sh editors/pipe-syntax.txt gra
 
 # The CUDA backend's host-side logic is unit-tested without a GPU: the test includes it.
 build/tests/test_cuda_host build/tests/plain/test_cuda_host: runtime/cuda/cu_host.c runtime/cuda/cu_host.h
-build/tests/test_tf_cuda_host: runtime/tf_kernels.h runtime/cuda/tf_slice.h runtime/tf_layout.h
+build/tests/test_tf_cuda_host: runtime/models/tf_kernels.h runtime/cuda/tf_slice.h runtime/models/tf_layout.h
 
 # --- targets ------------------------------------------------------------------------
 # `make test` runs a fixed sample of the long sweeps (the fault campaign, the schedule
@@ -288,7 +310,7 @@ RT_TOBJ  = $(RT_SRC:%.c=build/tsan/%.o)
 
 build/tsan/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RT_INC) $(BLAS_CFLAGS) $(TSAN) $(WARN) $(EXTRA_CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 -include $(RT_TOBJ:.o=.d)
 
@@ -320,7 +342,7 @@ build/cov/gen/%.o: build/gen/%.c $(GEN_HDR)
 
 build/cov/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RT_INC) $(BLAS_CFLAGS) $(COV) $(WARN) -pthread -MMD -MP -c $< -o $@
 
 build/cov/compiler/%.o: compiler/%.c $(GEN_HDR)
 	@mkdir -p $(dir $@)
@@ -405,7 +427,7 @@ install: all
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc; })
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
-NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) -Iruntime -Iplan -Iruntime/cuda -I$(CUDA_HOME)/include \
+NVFLAGS    = -std=c++17 -O2 -g $(NVCC_ARCH) $(INC_rt_cuda) -I$(CUDA_HOME)/include \
              -Xcompiler -Wall,-Wextra --Werror all-warnings
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 CU_SRC     = $(wildcard runtime/cuda/*.cu)
@@ -414,25 +436,24 @@ CU_OBJ     = $(CU_SRC:runtime/cuda/%.cu=build/cuda/%.o) \
 # The CUDA runtime links no compiler file: the stream plan it enqueues from is a table in
 # the generated program (docs/cuda.md "The stream plan's table"), its types plan/*.h.
 # Its C files compile without the compiler's include paths, so none can include one.
-CU_CPPFLAGS = $(CPPFLAGS) $(INC_runtime)
-CU_CPU_SRC = runtime/failure.c runtime/piperun_common.c runtime/dp.c runtime/router.c runtime/trace.c runtime/profile.c \
-             runtime/run.c runtime/run_main.c runtime/program_table.c runtime/mlp.c runtime/mlp_layers.c \
-             runtime/data.c runtime/synthetic.c runtime/workload_model.c runtime/workload_mlp.c \
-             runtime/workload_tf.c runtime/transformer.c
+# It reuses every CPU runtime file but the CPU backend's (runtime/cpu/), compiled again
+# with PIPERUN_CUDA.
+CU_CPPFLAGS = $(CPPFLAGS) $(INC_rt_cuda)
+CU_CPU_SRC = $(filter-out runtime/cpu/%,$(RT_SRC))
 CU_CPU_OBJ = $(CU_CPU_SRC:runtime/%.c=build/cuda/cpu/%.o)
 MPICC     ?= mpicc
 
-build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/tf_kernels.h runtime/tf_layout.h runtime/region.h runtime/mlp_layout.h runtime/mlp.h runtime/transformer.h
+build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh runtime/models/*.h) runtime/piperun.h runtime/core/core.h runtime/workloads/workload.h runtime/region.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/piperun_internal.h runtime/workload.h runtime/region.h runtime/prtable.h plan/stream_plan.h plan/opkinds.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/core/core.h runtime/workloads/workload.h runtime/region.h runtime/prtable.h plan/stream_plan.h plan/opkinds.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CU_CPPFLAGS) -Iruntime/cuda -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(CC) $(CU_CPPFLAGS) -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/cuda/cpu/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CU_CPPFLAGS) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(RT_INC) -DPIPERUN_CUDA $(BLAS_CFLAGS) $(CFLAGS) -pthread -MMD -MP -c $< -o $@
 
 # the CPU files' header dependencies (-MMD), so that a changed header rebuilds them
 -include $(CU_CPU_OBJ:.o=.d)
@@ -445,9 +466,9 @@ cuda:
 	@if [ -z "$(NVCC)" ]; then echo "make cuda: nvcc not found (set CUDA_HOME or NVCC)"; exit 1; fi
 	@$(MAKE) --no-print-directory build/libpiperun_cuda.a
 
-build/mpi/piperun_mpi.o: runtime/mpi/piperun_mpi.c runtime/piperun.h runtime/piperun_internal.h runtime/workload.h
+build/mpi/piperun_mpi.o: runtime/mpi/piperun_mpi.c runtime/cpu/cpu.h runtime/piperun.h runtime/core/core.h runtime/workloads/workload.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CPPFLAGS) $(INC_runtime) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(MPICC) $(CPPFLAGS) $(INC_rt_mpi) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/libpiperun_mpi.a: build/mpi/piperun_mpi.o
 	@rm -f $@
@@ -457,9 +478,9 @@ mpi: build/libpiperun.a build/libpiperun_mpi.a
 
 # The CUDA backend with one process per rank (runtime/mpi/piperun_cuda_mpi.c: NCCL
 # unique id over MPI_Bcast, ncclCommInitRank); needs no CUDA header, only mpi.h.
-build/mpi/piperun_cuda_mpi.o: runtime/mpi/piperun_cuda_mpi.c runtime/cuda/cu_dist.h runtime/piperun.h runtime/piperun_internal.h runtime/workload.h
+build/mpi/piperun_cuda_mpi.o: runtime/mpi/piperun_cuda_mpi.c runtime/cuda/cu_dist.h runtime/piperun.h runtime/core/core.h runtime/workloads/workload.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CPPFLAGS) $(INC_runtime) -Iruntime/cuda $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
+	$(MPICC) $(CPPFLAGS) $(INC_rt_mpi) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 
 build/libpiperun_cuda_mpi.a: build/mpi/piperun_cuda_mpi.o
 	@rm -f $@

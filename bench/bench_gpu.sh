@@ -20,7 +20,7 @@ pipeline p1 { stages 1  microbatches $M  chunks 1  model tiny { layers $L  hidde
 P
 "$PIPEC" compile --backend cuda "$T/p1.pipe" -o "$T/g" >/dev/null || exit 1
 grep -q "\.model_vocab = $V," "$T/g/main.c" || { echo "bench_gpu: the program's vocabulary is not $V"; exit 1; }
-"$NVCC" -x c -Xcompiler -std=c11 -O2 -Iruntime -Iruntime/cuda -I"$CUDA_HOME/include" \
+"$NVCC" -x c -Xcompiler -std=c11 -O2 -Iruntime -Iruntime/models -Iruntime/cuda -I"$CUDA_HOME/include" \
     -c bench/mlp_loop_gpu.c -o "$T/loop.o" &&
     "$NVCC" -o "$T/loop" "$T/loop.o" build/libpiperun_cuda.a -L"$CUDA_HOME/lib64" \
         -lcublas -lnccl -lcudart -lopenblas -lpthread -lm || exit 1

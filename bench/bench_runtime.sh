@@ -91,7 +91,7 @@ if ! "$PIPEC" compile "$T/p1.pipe" -o "$T/p1" >"$T/exe" 2>"$T/err"; then
     echo "P=1: pipec compile failed: $(tail -n 3 "$T/err")"; exit 1
 fi
 # shellcheck disable=SC2086
-if ! $CC -std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Iruntime $BLAS_CFLAGS \
+if ! $CC -std=c11 -O2 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Iruntime -Iruntime/models $BLAS_CFLAGS \
         -o "$T/mlp_loop" bench/mlp_loop.c build/libpiperun.a $BLAS_LIBS -lpthread -lm; then
     echo "P=1: mlp_loop build failed"; exit 1
 fi

@@ -1,12 +1,12 @@
 /* mlp_loop.c - the baseline of bench/bench_runtime.sh: the mlp workload's kernels
- * (runtime/mlp.h: embedding, residual MLP blocks with layer norm and GELU, softmax head)
+ * (runtime/models/mlp.h: embedding, residual MLP blocks with layer norm and GELU, softmax head)
  * called by hand on one thread, in the order of the generated 1-rank 1F1B program
  * (F0 B0 F1 B1 ... F{M-1} B{M-1}), without the pipeline runtime: no rank thread, no
  * barrier, no op table, no arena bookkeeping, no messages. The batches are the ones the
  * runtime trains on (data_batch of the same text and seed); the act region of the one
  * micro-batch in flight is a single 64-aligned buffer.
  *
- *     cc -std=c11 -O2 -Iruntime -o mlp_loop bench/mlp_loop.c build/libpiperun.a \
+ *     cc -std=c11 -O2 -Iruntime -Iruntime/models -o mlp_loop bench/mlp_loop.c build/libpiperun.a \
  *        -lopenblas -lpthread -lm
  *     ./mlp_loop C L T B M V ITERS TEXT
  *

@@ -4,7 +4,7 @@
  * GPipe program (F0..F{M-1}, then B0..B{M-1}, then SGD), without
  * the pipeline runtime: no events per op, no rank thread, no arena bookkeeping.
  *
- *     nvcc -x c -Xcompiler -std=c11 -O2 -Iruntime -Iruntime/cuda -I$CUDA_HOME/include \
+ *     nvcc -x c -Xcompiler -std=c11 -O2 -Iruntime -Iruntime/models -Iruntime/cuda -I$CUDA_HOME/include \
  *          -c bench/mlp_loop_gpu.c -o mlp_loop_gpu.o
  *     nvcc -o mlp_loop_gpu mlp_loop_gpu.o build/libpiperun_cuda.a \
  *          -L$CUDA_HOME/lib64 -lcublas -lnccl -lcudart -lopenblas -lpthread -lm

@@ -42,7 +42,7 @@ static void busy(double ms)
         ;
 }
 
-/* The runtime's hand-off (piperun.c chan_wait), without its bookkeeping: the waiting
+/* The runtime's hand-off (cpu.c chan_wait), without its bookkeeping: the waiting
  * rank spins on the counter for its adaptive budget (doubled, up to SPIN_MS, after a
  * wait whose value came within SPIN_MS of its start, whether or not it blocked; halved,
  * down to SPIN_MIN_MS, after a longer one), then blocks on its own condition variable;

@@ -1,7 +1,7 @@
 /* opkinds.h - the op kinds as the running program knows them: the streams an op runs
  * on and, per runtime kind (PR_F .. PR_LW of runtime/piperun.h), its spelling and
  * stream. Plain C data with no IR: the compiler (compiler/ir/ir.h, compiler/ir/opsem.c) and
- * the runtime (runtime/piperun_internal.h) both include it, and neither states these
+ * the runtime (runtime/core/core.h) both include it, and neither states these
  * facts again.
  *
  * The compiler's op table (compiler/ir/opsem.c op_sem[]) is the source of every op fact;

@@ -69,7 +69,7 @@
 enum { PR_F, PR_B, PR_W, PR_R, PR_SO, PR_SI, PR_OG, PR_LW, PR_NKINDS };
 /* END mkkinds */
 
-/* Workloads: the real model of runtime/mlp.h, or cost-model replay. */
+/* Workloads: the real model of runtime/models/mlp.h, or cost-model replay. */
 enum { PR_MLP, PR_SYNTHETIC, PR_NWORKLOADS };
 
 /* PrOp.flags: facts about the op's (v,m) that change what the op does. */
@@ -204,8 +204,8 @@ typedef struct PrVstage {
     int32_t layers;            /* mlp blocks on this virtual stage */
     int32_t per_layer;         /* 1: its R and RO rebuild one layer at a time inside the
                                   backward (layer-granular recomputation; the gpt/llama
-                                  workloads' layout, runtime/tf_layout.h), else 0 */
-    int64_t act, ckpt, wact;   /* planned mlp region bytes (checked against runtime/mlp.h
+                                  workloads' layout, runtime/models/tf_layout.h), else 0 */
+    int64_t act, ckpt, wact;   /* planned mlp region bytes (checked against runtime/models/mlp.h
                                   at start-up) */
     int64_t from[PR_NWORKLOADS][PR_PIECES + 1]; /* the piece boundaries of this virtual
                                   stage's region in each workload's plan, bytes
@@ -239,7 +239,7 @@ typedef struct PrProgram {
     int32_t host_link_ranks;   /* consecutive ranks sharing one host link (0 or 1: every
                                   rank its own); the synthetic replay shares its bandwidth
                                   among the transfers in flight (docs/runtime.md) */
-    /* The model's arch: 0 mlp (runtime/mlp.h), else a transformer of runtime/
+    /* The model's arch: 0 mlp (runtime/models/mlp.h), else a transformer of runtime/
      * transformer.h (1 gpt, 2 llama) with these attention and MLP widths (the model_*
      * fields above give the rest of its shape, PrVstage its region sizes). */
     int model_arch, model_heads, model_kv_heads, model_ffn;
@@ -251,7 +251,7 @@ typedef struct PrProgram {
     int32_t data_parallel, zero;
     /* The folder holding README.md and docs/ of the pipec that generated the program
      * (its source tree or share/doc/pipec of its installation), whose pages are the
-     * model workload's default training text (runtime/data.h data_load_default,
+     * model workload's default training text (runtime/models/data.h data_load_default,
      * docs/runtime.md "Training text"); NULL: none was found. */
     const char *data_dir;
 } PrProgram;

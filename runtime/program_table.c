@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "piperun_internal.h"
+#include "core.h"
 #include "prtable.h"
 
 int pr_run_steps(PrRank *r)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "piperun_internal.h"
+#include "core.h"
 #include "pr_options.h"
 
 /* The CPU backend's --check bound; a backend whose arithmetic differs from the CPU

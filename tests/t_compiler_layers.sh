@@ -41,8 +41,8 @@ sed -i 's/#include "diag.h"/#include "diag.h"\n#include "opsem.h"/' "$T/t/compil
 expect_fail "an include circle" "include circle: compiler/ir/ir.h -> compiler/ir/opsem.h -> compiler/ir/ir.h"
 
 copy
-printf '#include "ir.h"\n' >>"$T/t/runtime/trace.c"
-expect_fail "the runtime including the compiler" "runtime/trace.c includes compiler/ir/ir.h"
+printf '#include "ir.h"\n' >>"$T/t/runtime/core/trace.c"
+expect_fail "the runtime including the compiler" "runtime/core/trace.c includes compiler/ir/ir.h"
 
 copy
 printf '#include "util.h"\n' >"$T/t/compiler/stray.c"
@@ -57,7 +57,7 @@ expect_fail "a row naming no file" "nosuch.c (layer generation) names no file"
 # a lower one's. ir/opsem.c with an include of the commands' cmds.h added, and the
 # runtime's trace.c with ir.h added, do not compile; the unchanged files do.
 flags() { make -s --no-print-directory print-layer-flags LAYER="$1"; }
-ir_flags=$(flags ir); rt_flags=$(flags runtime); base_flags=$(flags base)
+ir_flags=$(flags ir); rt_flags=$(flags rt_core); base_flags=$(flags base)
 check "print-layer-flags: ir sees base, not plans" \
     sh -c 'case "$1" in *-Icompiler/base*) case "$1" in *-Icompiler/plans*) exit 1;; esac;; *) exit 1;; esac' _ "$ir_flags"
 check "ir/opsem.c compiles with the ir layer's flags" \
@@ -67,12 +67,12 @@ check "an upward include (ir -> commands) does not compile" \
     sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/up.c" $ir_flags
 check "... and the compiler names the header" \
     sh -c '${CC:-cc} "$@" -fsyntax-only "$0" 2>&1 | grep -q "cmds.h"' "$T/up.c" $ir_flags
-check "base/util.c and runtime/trace.c compile with their layers' flags" \
-    sh -c '${CC:-cc} $1 -fsyntax-only compiler/base/util.c && ${CC:-cc} $2 -fsyntax-only runtime/trace.c' _ "$base_flags" "$rt_flags"
+check "base/util.c and runtime/core/trace.c compile with their layers' flags" \
+    sh -c '${CC:-cc} $1 -fsyntax-only compiler/base/util.c && ${CC:-cc} $2 -fsyntax-only runtime/core/trace.c' _ "$base_flags" "$rt_flags"
 { printf '#include "opsem.h"\n'; cat compiler/base/util.c; } >"$T/up2.c"
 check "base cannot include the ir layer's opsem.h" \
     sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/up2.c" $base_flags
-{ printf '#include "ir.h"\n'; cat runtime/trace.c; } >"$T/rt.c"
+{ printf '#include "ir.h"\n'; cat runtime/core/trace.c; } >"$T/rt.c"
 check "the runtime cannot include a compiler header" \
     sh -c '! ${CC:-cc} "$@" -fsyntax-only "$0" 2>/dev/null' "$T/rt.c" $rt_flags
 
@@ -138,12 +138,12 @@ if [ -f build/obj/compiler/base/util.o ] && [ -f build/obj/compiler/commands/dri
         ld -r build/obj/compiler/ir/ir.o "$T/plant.o" -o "$T/b/compiler/ir/ir.o"
     printf 'int pr_dp_reduce(void *);\nint t_plant2(void) { return pr_dp_reduce(0); }\n' >"$T/plant2.c"
     ${CC:-cc} -c "$T/plant2.c" -o "$T/plant2.o" &&
-        ld -r build/obj/runtime/failure.o "$T/plant2.o" -o "$T/b/runtime/failure.o"
+        ld -r build/obj/runtime/core/failure.o "$T/plant2.o" -o "$T/b/runtime/core/failure.o"
     out=$(sh tools/check_calls.sh "$T/b" . 2>&1); rc=$?
     check "a planted circle ir.c <-> opsem.c is found (rc $rc: $out)" \
         sh -c '[ "$1" = 1 ] && echo "$2" | grep -qx "calls: call circle: compiler/ir/ir.c -> compiler/ir/opsem.c (op_stream) -> compiler/ir/ir.c (ir_[a-z_]*)"' _ "$rc" "$out"
     check "a planted circle in the runtime core is found" \
-        sh -c 'echo "$1" | grep -qx "calls: call circle: runtime/dp.c -> runtime/failure.c (pr_[a-z_]*) -> runtime/dp.c (pr_dp_reduce)"' _ "$out"
+        sh -c 'echo "$1" | grep -qx "calls: call circle: runtime/core/dp.c -> runtime/core/failure.c (pr_[a-z_]*) -> runtime/core/dp.c (pr_dp_reduce)"' _ "$out"
 else
     skip "calls of the built objects" "no objects in build/obj/compiler (make bin/pipec first)"
 fi
@@ -152,8 +152,8 @@ fi
 # headers' inline functions and the CUDA kernels too) or tools/ (tools/longfn.sh), and
 # the tool finds one that is, in the house layout and with the brace after the
 # signature (a CUDA kernel), and not a 120-line one.
-long=$(bash tools/longfn.sh compiler/*/*.[ch] grammar/*.[ly] plan/*.h runtime/*.[ch] \
-       runtime/cuda/*.[ch] runtime/cuda/*.cu runtime/cuda/*.cuh runtime/mpi/*.c tools/*.c 2>&1)
+long=$(bash tools/longfn.sh compiler/*/*.[ch] grammar/*.[ly] plan/*.h runtime/*.[ch] runtime/*/*.[ch] \
+       runtime/cuda/*.cu runtime/cuda/*.cuh runtime/mpi/*.c tools/*.c 2>&1)
 check "no function over 120 lines${long:+: $long}" test -z "$long"
 { echo "int f(void)"; echo "{"; for i in $(seq 121); do echo "    (void)0;"; done; echo "}"; } >"$T/long.c"
 check "longfn.sh finds a function of 124 lines" grep -q "long.c:1 124 int f(void)" \

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # t_layers.sh - the runtime's layers (docs/architecture.md "The runtime"): no
-# include circle among the files of runtime/, and no call circle among its groups (core,
-# models, workloads, backends, top), read from the built objects' symbols (nm): a file
-# calls a group when it uses a symbol that a file of the group defines. The core calls
-# no workload and nothing of run.c or run_main.c; every file of runtime/ is in a group.
+# include circle among the files of runtime/, and no call circle among its groups (models,
+# core, workloads, backends, top), read from the built objects' symbols (nm): a file
+# calls a group when it uses a symbol that a file of the group defines. The groups are
+# the folders of runtime/ (runtime/models/, core/, workloads/; the backends cpu/, cuda/,
+# mpi/; the top is runtime/ itself), so every file is in one; a .c in another folder is
+# reported. The core calls no workload and nothing of the top. The build compiles each
+# group with its own and the lower groups' include paths (the Makefile's INC_rt_*), so
+# an upward include does not compile: checked on a copy of a core file.
 # A planted circle (a copy of the tree with one more include, one more call) fails.
 # runtime/piperun.h's op-kind enum is the one tools/mkkinds.sh generates from
 # plan/opkinds.h.
@@ -12,16 +16,16 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# program_table.c runs a rank's steps (pr_recv, pr_op, pr_send) where generated code
-# once did, so it sits with the top. The groups, lowest first (a group on two lines keeps its first place): a group may use
-# the ones before it (and itself), never one after it.
+# The groups, lowest first, each the folders it is made of ("." the top: the files of
+# runtime/ itself; program_table.c runs a rank's steps, pr_recv, pr_op, pr_send, where
+# generated code once did): a group may use the ones before it (and itself), never one
+# after it.
 cat >"$tmp/groups" <<'EOF'
-models    data.c mlp.c mlp_layers.c transformer.c
-core      failure.c piperun_common.c dp.c router.c trace.c profile.c
-workloads synthetic.c workload_model.c workload_mlp.c workload_tf.c
-backends  piperun.c mpi/piperun_mpi.c mpi/piperun_cuda_mpi.c
-backends  cuda/piperun_cuda.c cuda/cu_error.c cuda/cu_host.c cuda/mlp_cuda.cu cuda/tf_cuda.cu cuda/spin.cu
-top       run.c run_main.c program_table.c
+models    models
+core      core
+workloads workloads
+backends  cpu cuda mpi
+top       .
 EOF
 
 # layers.py ROOT GROUPS DIR[:PREFIX]...: checks ROOT/runtime's includes and the calls of
@@ -58,8 +62,9 @@ def cycle(graph):
                 return c
     return None
 
-# includes: "x.h" resolved as the compiler would, beside the file, then runtime/ and
-# runtime/cuda/ (the build's -I); headers outside runtime/ are not its business
+# includes: "x.h" resolved as the compiler would, beside the file, then runtime/ and its
+# group folders (the build's -I); headers outside runtime/ are not its business
+folders = sorted(d for d in os.listdir(rt) if os.path.isdir(os.path.join(rt, d)))
 inc = {}
 for f in files:
     here = os.path.dirname(f)
@@ -67,7 +72,8 @@ for f in files:
         m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
         if not m:
             continue
-        names = (os.path.join(here, m.group(1)), m.group(1), os.path.join("cuda", m.group(1)))
+        names = [os.path.join(here, m.group(1)), m.group(1)]
+        names += [os.path.join(d, m.group(1)) for d in folders]
         for cand in names:
             cand = os.path.normpath(cand)
             if cand in files:
@@ -77,35 +83,41 @@ c = cycle(inc)
 if c:
     problems.append("include circle: " + " -> ".join(c))
 
-# groups
-group, rank = {}, {}
+# groups: a file's is its folder's
+folder_group, rank = {}, {}
 for line in open(groups_file):
     name, *members = line.split()
     rank.setdefault(name, len(rank))
     for m in members:
-        group[m] = name
+        folder_group[m] = name
+group = {}
 for f in files:
-    if f.endswith((".c", ".cu")) and f not in group:
-        problems.append("%s is in no group of t_layers.sh" % f)
+    g = folder_group.get(os.path.dirname(f) or ".")
+    if g:
+        group[f] = g
+    elif f.endswith((".c", ".cu")):
+        problems.append("%s is in no group of t_layers.sh (runtime/%s/ is no group's folder)"
+                        % (f, os.path.dirname(f)))
 
 # calls: the objects' defined and undefined symbols
 defs, uses = {}, {}
-for arg in objdirs:  # DIR:PREFIX: DIR/x.o is the object of runtime/PREFIX/x.c or x.cu
+for arg in objdirs:  # DIR:PREFIX: DIR/PATH.o is the object of runtime/PREFIX/PATH.c or .cu
     d, _, prefix = arg.partition(":")
-    for o in sorted(os.listdir(d)) if os.path.isdir(d) else ():
-        if o.endswith(".o"):
-            path = os.path.join(d, o)
-            stem = os.path.join(prefix, o[:-2])
-            src = next((stem + e for e in (".c", ".cu") if stem + e in group), None)
-            if src is None:
-                continue
-            out = subprocess.run(["nm", path], capture_output=True, text=True).stdout
-            for line in out.splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] == "U":
-                    uses.setdefault(src, set()).add(parts[1])
-                elif len(parts) == 3 and parts[1] in "TDBRVW" and parts[1] != "W":
-                    defs.setdefault(parts[2], set()).add(src)
+    objs = sorted(os.path.relpath(os.path.join(w, o), d)
+                  for w, _, names in os.walk(d) for o in names if o.endswith(".o"))
+    for o in objs:
+        path = os.path.join(d, o)
+        stem = os.path.normpath(os.path.join(prefix, o[:-2]))
+        src = next((stem + e for e in (".c", ".cu") if stem + e in group), None)
+        if src is None:
+            continue
+        out = subprocess.run(["nm", path], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "U":
+                uses.setdefault(src, set()).add(parts[1])
+            elif len(parts) == 3 and parts[1] in "TDBRVW" and parts[1] != "W":
+                defs.setdefault(parts[2], set()).add(src)
 calls = {}
 for f, syms in uses.items():
     for s in syms:
@@ -142,7 +154,7 @@ check "a kind added to PLAN_KINDS is generated into the enum" \
     grep -q "^enum { PR_F, PR_B, .*PR_LW, PR_QQ, PR_NKINDS };$" "$tmp/k/runtime/piperun.h"
 
 objs=build/obj/runtime
-if [ ! -f "$objs/piperun_common.o" ]; then
+if [ ! -f "$objs/core/core.o" ]; then
     skip "layers" "no built runtime objects in $objs (make first)"
     finish
     exit
@@ -158,18 +170,30 @@ cat "$tmp/out"
 # header that includes it back, and a core object that calls a workload.
 mkdir -p "$tmp/copy"
 cp -r runtime "$tmp/copy/"
-printf '#include "workload.h"\n' >>"$tmp/copy/runtime/piperun_internal.h"
+printf '#include "workload.h"\n' >>"$tmp/copy/runtime/core/core.h"
 python3 "$tmp/layers.py" "$tmp/copy" "$tmp/groups" "$objs" >"$tmp/out" 2>&1
-check "a planted include circle is found" grep -q "include circle: .*piperun_internal.h" "$tmp/out"
+check "a planted include circle is found" grep -q "include circle: .*core/core.h" "$tmp/out"
+mkdir -p "$tmp/copy/runtime/extra"
+printf 'int t_extra(void) { return 0; }\n' >"$tmp/copy/runtime/extra/extra.c"
+python3 "$tmp/layers.py" "$tmp/copy" "$tmp/groups" "$objs" >"$tmp/out" 2>&1
+check "a .c in a folder that is no group's is found" grep -q "extra/extra.c is in no group" "$tmp/out"
+# ... and the build's include paths refuse the upward include: a core file that
+# includes the workloads' header does not compile with the core's flags
+{ printf '#include "workload.h"\n'; cat runtime/core/trace.c; } >"$tmp/up.c"
+core_flags=$(make -s --no-print-directory print-layer-flags LAYER=rt_core)
+check "runtime/core/trace.c compiles with the core's flags" \
+    sh -c '${CC:-cc} $1 -fsyntax-only runtime/core/trace.c' _ "$core_flags"
+check "a core file including workload.h does not compile with them" \
+    sh -c '! ${CC:-cc} $1 -fsyntax-only "$2" 2>/dev/null' _ "$core_flags" "$tmp/up.c"
 mkdir -p "$tmp/obj"
-cp "$objs"/*.o "$tmp/obj/"
+cp -r "$objs"/. "$tmp/obj/"
 printf 'extern int pr_model_op(void);\nint t_call(void) { return pr_model_op(); }\n' >"$tmp/call.c"
 cc -c "$tmp/call.c" -o "$tmp/call.o" &&
-    ld -r "$tmp/obj/trace.o" "$tmp/call.o" -o "$tmp/obj/trace2.o" &&
-    mv "$tmp/obj/trace2.o" "$tmp/obj/trace.o"
+    ld -r "$tmp/obj/core/trace.o" "$tmp/call.o" -o "$tmp/obj/core/trace2.o" &&
+    mv "$tmp/obj/core/trace2.o" "$tmp/obj/core/trace.o"
 python3 "$tmp/layers.py" . "$tmp/groups" "$tmp/obj" >"$tmp/out" 2>&1
-check "a planted call from the core to a workload is found" \
-    grep -q "trace.c (core) calls pr_model_op of workload_model.c (workloads), a group above" \
+check "a planted call from the core to a workload is found" grep -q \
+    "core/trace.c (core) calls pr_model_op of workloads/workload_model.c (workloads), a group above" \
     "$tmp/out"
 check "... and the circle it closes" grep -q "call circle between groups" "$tmp/out"
 finish

@@ -7,7 +7,7 @@
 # Expected values are hand-derived:
 #   - demo.pipe (the `tiny` residual-MLP model, B = 4, T = seq = 64, C = 64, four
 #     ranks): stage 0 recomputes, so its F keeps only the checkpoint and runs one
-#     block's temporaries (runtime/mlp_layout.h mlp_scratch_floats, not the head):
+#     block's temporaries (runtime/models/mlp_layout.h mlp_scratch_floats, not the head):
 #     2 BTC + 2 BT + 2 BT(4C) = 32768 + 512 + 131072 = 164352 floats = 657408 bytes;
 #     stages 1-3 have no R: 0.
 #   - gpt_tiny.pipe: stage 0 recomputes; a gpt F that keeps only its checkpoint runs in

@@ -17,8 +17,9 @@
 #     between the runtime's objects: the strongly connected components of the graph
 #     "object A uses a symbol object B defines" are single objects. The runtime's
 #     objects are OBJDIR/runtime/ and, where they were built, the CUDA and MPI runtimes'
-#     beside OBJDIR (OBJDIR/../cuda/*.o of runtime/cuda/, OBJDIR/../cuda/cpu/*.o of
-#     runtime/, OBJDIR/../mpi/*.o of runtime/mpi/), one graph over their source files.
+#     beside OBJDIR (OBJDIR/../cuda/*.o of runtime/cuda/, OBJDIR/../cuda/cpu/GROUP/*.o of
+#     runtime/GROUP/, OBJDIR/../mpi/*.o of runtime/mpi/), one graph over their source
+#     files.
 #     Each circle is printed as one of its cycles, every edge with a symbol it uses,
 #     and the files of its component.
 #
@@ -214,20 +215,22 @@ def weak_syms(path):
 problems += circles({f: (defined, used, set()) for f, (_, defined, used) in objs.items()})
 
 def rt_source(stem):
+    """The source of the object of stem (runtime/GROUP/x), or None when it has none."""
     for ext in (".c", ".cu"):
         if os.path.exists(os.path.join(root, stem + ext)):
             return stem + ext
-    return stem + ".c"
+    return None
 
 rt_units = {}
 parent = os.path.dirname(os.path.normpath(objdir))
-rt_dirs = [(os.path.join(objdir, "runtime"), "runtime"), (os.path.join(objdir, "runtime", "cuda"), "runtime/cuda"),
-           (os.path.join(objdir, "runtime", "mpi"), "runtime/mpi"),
-           (os.path.join(parent, "cuda"), "runtime/cuda"), (os.path.join(parent, "cuda", "cpu"), "runtime"),
-           (os.path.join(parent, "mpi"), "runtime/mpi")]
+# DIR, PREFIX: DIR/PATH.o (at any depth) is the object of PREFIX/PATH.c or .cu
+rt_dirs = [(os.path.join(objdir, "runtime"), "runtime"), (os.path.join(parent, "cuda"), "runtime/cuda"),
+           (os.path.join(parent, "cuda", "cpu"), "runtime"), (os.path.join(parent, "mpi"), "runtime/mpi")]
 for d, prefix in rt_dirs:
-    for path in sorted(glob.glob(os.path.join(d, "*.o"))):
-        src = rt_source(prefix + "/" + os.path.basename(path)[:-2])
+    for path in sorted(glob.glob(os.path.join(d, "**", "*.o"), recursive=True)):
+        src = rt_source(prefix + "/" + os.path.relpath(path, d)[:-2])
+        if src is None:
+            continue
         defined, used = symbols(path)
         old = rt_units.get(src, (set(), set(), set()))
         rt_units[src] = (old[0] | defined, old[1] | used, old[2] | weak_syms(path))

@@ -73,13 +73,16 @@ inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 def resolve(f, name):
     """The repository path of header `name` included by f, or None (generated)."""
     here = os.path.dirname(f)
-    for d in (here,) + layer_dirs + ("compiler", "plan", "runtime", "runtime/cuda"):
+    for d in (here,) + layer_dirs + ("compiler", "plan", "runtime") + rt_dirs:
         p = os.path.normpath(os.path.join(d, name))
         if p in src_set:
             return p
     return None
 
 src_set = set(src_files)
+# The runtime's group folders (runtime/models, core, ...), searched as the build's -I are.
+rt_dirs = tuple(sorted(os.path.relpath(d, root) for d in
+                       glob.glob(os.path.join(root, "runtime/*/"))))
 # The compiler's layer folders, searched as the build's -I paths are.
 layer_dirs = tuple(sorted(os.path.relpath(d, root) for d in
                           glob.glob(os.path.join(root, "compiler/*/"))))

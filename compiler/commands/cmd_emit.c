@@ -435,7 +435,7 @@ static void run_opts_free(RunOpts *ro)
 
 /* Runs the built program exe with the passed-through options (--data among them when
  * given; without it the program finds its default training text itself, by the rule a
- * compiled program follows: runtime/data.h data_load_default). Returns 0, or 1 when it
+ * compiled program follows: runtime/models/data.h data_load_default). Returns 0, or 1 when it
  * cannot start or fails. */
 static int start_program(RunOpts *ro, const RunInfo *info, const char *exe)
 {

@@ -645,7 +645,7 @@ static void write_program_struct(const EmitPlan *ep, StrBuf *b)
     if (p->data_parallel > 1) /* docs/runtime.md "Data parallelism" */
         sb_printf(b, ",\n    .data_parallel = %d, .zero = %d", (int)p->data_parallel,
                   (int)p->zero);
-    if (ep->site && ep->site->data_dir) { /* the default training text (runtime/data.h) */
+    if (ep->site && ep->site->data_dir) { /* the default training text (runtime/models/data.h) */
         sb_puts(b, ",\n    .data_dir = ");
         put_cstr(b, ep->site->data_dir);
     }

@@ -5,7 +5,7 @@
  * cross-rank messages of the comm lowering (comm_plan of comm.h, the plan the checker
  * verified) become pr_recv() right before the consuming op and pr_send() right after
  * the producing op, in the plan's order. The activation arena of each rank is planned
- * here (arena_plan.h), once for the mlp workload's real region sizes (runtime/mlp.h)
+ * here (arena_plan.h), once for the mlp workload's real region sizes (runtime/models/mlp.h)
  * and once for the synthetic workload's cost-model sizes; the offsets are constant
  * tables in the generated code. Nothing from the source reaches generated C except
  * numbers and names that are escaped (string literals byte-escaped, comments cleaned). */

@@ -8,12 +8,12 @@
  * not an activation region: the plan leaves them out.
  *
  * Model. The activations of each (v,m) of a rank form one region whose layout is three
- * nested prefixes (runtime/mlp.h "act region"): [0, ckpt) the checkpoint, [0, wact)
+ * nested prefixes (runtime/models/mlp.h "act region"): [0, ckpt) the checkpoint, [0, wact)
  * what a split B leaves for W, [0, act) everything. Over the schedule the region lives
  * as a sequence of "incarnations", each a prefix [0, size) at one offset:
  *   - F allocates [0, act), or only [0, ckpt) when an R(v,m) exists;
  *   - R allocates [ckpt, act) in a place of its own, anywhere: the checkpoint stays
- *     where F put it, and the region is then in two places (runtime/mlp.h
+ *     where F put it, and the region is then in two places (runtime/models/mlp.h
  *     mlp_recompute_split) until B/W, or until an SO moves both parts out (the SI
  *     brings them back as one incarnation). So the plan holds exactly what the
  *     walk of docs/spec.md "Memory" holds, and no bytes are copied;

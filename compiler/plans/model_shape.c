@@ -28,7 +28,7 @@ static ArenaSizes sizes_of_layout(size_t act, size_t ckpt, size_t wact)
 
 ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head)
 {
-    /* The runtime's own layout (runtime/mlp_layout.h), in bytes. */
+    /* The runtime's own layout (runtime/models/mlp_layout.h), in bytes. */
     MlpLayout a = mlp_layout((size_t)vocab, (size_t)C, (size_t)T, (size_t)B, (size_t)nl, embed,
                              head);
     return sizes_of_layout(a.act, a.ckpt, a.wact);
@@ -58,8 +58,8 @@ static int mlp_read_model(const Entity *m, MlpShape *out, char *why, size_t why_
             return -1;
         }
     }
-    /* The arch picks the workload: gpt and llama run runtime/transformer.h (the cost
-     * model's default arch is gpt), mlp runtime/mlp.h. */
+    /* The arch picks the workload: gpt and llama run runtime/models/transformer.h (the cost
+     * model's default arch is gpt), mlp runtime/models/mlp.h. */
     const char *arch = model_arch_name(m);
     out->arch = !strcmp(arch, "gpt") ? TF_GPT : !strcmp(arch, "llama") ? TF_LLAMA : 0;
     if (!out->arch)

@@ -1,5 +1,5 @@
 /* model_shape.h - the shape of the model a generated program trains (the mlp, gpt and
- * llama workloads of runtime/mlp.h and runtime/transformer.h), derived from the
+ * llama workloads of runtime/models/mlp.h and runtime/models/transformer.h), derived from the
  * pipeline's `model` and `partition`: dimensions, blocks per virtual stage and the
  * region sizes the arena plan places (docs/runtime.md "Workloads"). The code generator
  * writes it into the program, `pipec run` and `check --mem` say whether the model
@@ -16,12 +16,12 @@
 /* The mlp workload's model shape and region sizes for a pipeline. */
 typedef struct MlpShape {
     int vocab, C, L, T, B;
-    int arch;             /* 0 mlp, TF_GPT or TF_LLAMA (runtime/tf_layout.h): the workload */
+    int arch;             /* 0 mlp, TF_GPT or TF_LLAMA (runtime/models/tf_layout.h): the workload */
     int heads, kv_heads, ffn;  /* gpt/llama only */
     int *layers;          /* [P*V] blocks per virtual stage */
     bool *per_layer;      /* [P*V] layer-granular recomputation (opsem_remat_use): the
                              gpt/llama layout that rebuilds one layer at a time */
-    ArenaSizes *sizes;    /* [P*V] act/ckpt/wact bytes, as runtime/mlp.h computes them */
+    ArenaSizes *sizes;    /* [P*V] act/ckpt/wact bytes, as runtime/models/mlp.h computes them */
 } MlpShape;
 
 /* Derives the model workload's shape from the pipeline's `model` (fields layers hidden
@@ -44,15 +44,15 @@ typedef struct WorkloadShape {
 void model_shape_of(const Pipeline *p, WorkloadShape *out);
 void model_shape_free(WorkloadShape *m);
 
-/* Region sizes of one slice, the same arithmetic as runtime/mlp.c's act layout (a unit
+/* Region sizes of one slice, the same arithmetic as runtime/models/mlp.c's act layout (a unit
  * test holds the two together): blocks nl, embedding/head flags. Bytes. */
 ArenaSizes mlp_region_sizes(int vocab, int C, int T, int B, int nl, bool embed, bool head);
 
 /* The workspace rank s of p keeps above its arena for the model workload of shape sh,
  * bytes (64-aligned): the largest temporaries an F of the rank that keeps only its
  * checkpoint (its (v,m) has an R or RO) runs in: the mlp workload one block's
- * (runtime/mlp_layout.h mlp_scratch_floats), gpt/llama the slice's whole act region
- * (runtime/transformer.c tf_forward_split); 0 when the rank recomputes nothing. What
+ * (runtime/models/mlp_layout.h mlp_scratch_floats), gpt/llama the slice's whole act region
+ * (runtime/models/transformer.c tf_forward_split); 0 when the rank recomputes nothing. What
  * the generated program reserves (PrRankDesc.workspace_bytes) and `check --mem` adds
  * to the runtime's arena. */
 int64_t mlp_workspace(const Pipeline *p, const MlpShape *sh, int32_t s);

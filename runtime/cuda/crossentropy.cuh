@@ -1,6 +1,6 @@
 /* crossentropy.cuh - softmax, cross-entropy loss and their fused backward for the mlp
  * head; GPU twins of mlp_softmax_forward, mlp_crossentropy_forward and
- * mlp_crossentropy_softmax_backward in runtime/mlp_layers.c.
+ * mlp_crossentropy_softmax_backward in runtime/models/mlp_layers.c.
  * Legend: N = rows (B*T), V = vocabulary. */
 #pragma once
 #include <math.h>

@@ -2,7 +2,7 @@
  * the mlp workload on the GPU (mlp_cuda.cu), the gpt and llama workloads in the same slot
  * (tf_cuda.cu) and the synthetic spin kernel (spin.cu).
  * Every function returns 0, or -1 after cu_error() reported the failing call.
- * Tensors are device pointers unless a name says host; shapes as in runtime/mlp.h
+ * Tensors are device pointers unless a name says host; shapes as in runtime/models/mlp.h
  * (B, T, C, V, L; N = B*T). */
 #ifndef PIPERUN_CU_API_H
 #define PIPERUN_CU_API_H
@@ -37,7 +37,7 @@ typedef struct CuMlp {
                               host is then set */
 } CuMlp;
 
-/* One model architecture on the device, as PrArch is on the host (runtime/workload.h):
+/* One model architecture on the device, as PrArch is on the host (runtime/core/core.h):
  * the backend picks cu_mlp_arch (mlp_cuda.cu) or cu_tf_arch (tf_cuda.cu) once, at
  * set-up, by the program's arch, and calls the model only through it. init: g for the
  * host model `host` (MlpModel, TfModel; slices: all nv virtual stages); free; the four
@@ -74,7 +74,7 @@ int cu_model_alloc(CuMlp *g, const float *host_params, const float *host_grads,
 void cu_model_release(CuMlp *g);
 void cu_mlp_free(CuMlp *g);
 
-/* The ops of runtime/mlp.h on the GPU, enqueued on stream st (asynchronous). Same
+/* The ops of runtime/models/mlp.h on the GPU, enqueued on stream st (asynchronous). Same
  * arguments as mlp_forward & co, all device pointers; the forward's loss goes to
  * g->loss[mb]. */
 int cu_mlp_forward(CuMlp *g, cudaStream_t st, const MlpSlice *s, int mb, float *out, void *act,
@@ -106,7 +106,7 @@ int cu_sgd_range(cudaStream_t st, float *p, const float *gr, float lr, size_t n)
 /* Copies the slice's gradients into the host model dst (same config); synchronous on st. */
 int cu_mlp_grads_to_host(CuMlp *g, cudaStream_t st, const MlpSlice *s, MlpModel *dst);
 
-/* The gpt and llama workloads (runtime/transformer.h) on the GPU in the same CuMlp slot
+/* The gpt and llama workloads (runtime/models/transformer.h) on the GPU in the same CuMlp slot
  * (cu_tf_arch): cu_tf_init instead of cu_mlp_init (host: the initial parameters, shape
  * and tensor offsets; slices: all nv virtual stages, for the scratch of an F that keeps
  * only its checkpoint), then these instead of the cu_mlp_* calls above, with

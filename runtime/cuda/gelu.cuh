@@ -1,5 +1,5 @@
 /* gelu.cuh - GELU, tanh approximation (Hendrycks & Gimpel 2016, section 2), forward and
- * backward; the GPU twin of mlp_gelu_* in runtime/mlp_layers.c. Elementwise over n. */
+ * backward; the GPU twin of mlp_gelu_* in runtime/models/mlp_layers.c. Elementwise over n. */
 #pragma once
 #include "cuda_check.h"
 

@@ -1,5 +1,5 @@
 /* layernorm.cuh - layer norm over the last axis (eps 1e-5), forward and backward; the
- * GPU twin of mlp_layernorm_* in runtime/mlp_layers.c (same formulas, double
+ * GPU twin of mlp_layernorm_* in runtime/models/mlp_layers.c (same formulas, double
  * accumulation per row; weight gradients summed over rows in order, so the result is
  * deterministic).
  * Legend: N = rows (B*T), C = channels. */

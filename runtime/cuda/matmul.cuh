@@ -1,6 +1,6 @@
 /* matmul.cuh - the linear layers of the mlp model through cuBLAS (fp32, no TF32: the
  * handle uses CUBLAS_PEDANTIC_MATH so the GPU gradients can be compared with the CPU
- * reference); the GPU twins of mlp_matmul_* in runtime/mlp_layers.c.
+ * reference); the GPU twins of mlp_matmul_* in runtime/models/mlp_layers.c.
  * A row-major (R,K) tensor is a column-major (K,R) one; each call spells out the view.
  * Legend: N = rows (B*T), C = channels in, OC = channels out. */
 #pragma once

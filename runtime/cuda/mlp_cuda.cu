@@ -1,8 +1,8 @@
 /* mlp_cuda.cu - the `mlp` workload on the GPU: the slice forward, recompute, backward
- * and weight-gradient passes of runtime/mlp.c, on the same act-region layout (so the
+ * and weight-gradient passes of runtime/models/mlp.c, on the same act-region layout (so the
  * arena plan, SO/SI sizes and the checkpoint/wact prefixes are the CPU ones), with the
  * layer kernels of layernorm.cuh, gelu.cuh, residual.cuh, crossentropy.cuh and the
- * cuBLAS GEMMs of matmul.cuh. The CPU code (runtime/mlp.h) is the reference: --check
+ * cuBLAS GEMMs of matmul.cuh. The CPU code (runtime/models/mlp.h) is the reference: --check
  * copies the GPU gradients to the host and compares them with mlp_reference_iteration.
  * Legend: B, T, C, H = 4C, V, N = B*T; nl = blocks of the slice. */
 #include <string.h>
@@ -15,7 +15,7 @@
 #include "mlp_layout.h"
 #include "residual.cuh"
 
-/* The act layout of runtime/mlp.c (mlp_layout.h: one definition for the CPU, the GPU
+/* The act layout of runtime/models/mlp.c (mlp_layout.h: one definition for the CPU, the GPU
  * and the code generator). */
 typedef MlpLayout Layout;
 

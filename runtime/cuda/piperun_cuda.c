@@ -29,8 +29,8 @@
  *     errors and fail after --timeout seconds without progress, naming the first op
  *     that has not finished. Rank threads are joined before the communicators are
  *     aborted (failed run) or destroyed (cu_host.h cu_teardown).
- * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/mlp.h),
- * gpt and llama in the same slot (tf_cuda.cu; reference runtime/transformer.h) and
+ * Workloads: mlp (mlp_cuda.cu; --check compares with the CPU reference of runtime/models/mlp.h),
+ * gpt and llama in the same slot (tf_cuda.cu; reference runtime/models/transformer.h) and
  * synthetic (spin.cu). One run per process (the device state is global). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -85,7 +85,7 @@ static struct {
                                   stage (NULL: none) */
 } CU;
 
-/* ---- the helpers piperun_internal.h declares --------------------------------------------- */
+/* ---- the helpers core.h declares --------------------------------------------- */
 
 /* --check on the GPU: cuBLAS and the kernels sum in another order than the CPU
  * reference, so the bound is 1e-4 relative (issue 7) instead of the CPU's 1e-5. */
@@ -159,23 +159,19 @@ static int state_copy(PrRank *r, CuRank *c, int v, int dir, cudaStream_t st)
                  "no host copy of the virtual stage's weights (the slice is not offloaded)");
         return -1;
     }
-    size_t at = 0;
-    for (int i = 0; i < pr_model_tensor_count(run); i++) {
-        if (!pr_model_tensor_in_slice(run, i, v))
-            continue;
-        float *hp, *hg;
-        size_t n;
-        pr_model_tensor(run, i, NULL, &hp, &hg, &n);
+    PrStageTensor t = pr_stage_tensors(v, 0);
+    while (pr_stage_tensor_next(run, &t)) {
         if (dir == 0)
-            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + at, c->mlp.grads + (hg - c->mlp.host_grads),
-                                       n * sizeof(float), cudaMemcpyDeviceToHost, st));
+            CUDA_CHECK(cudaMemcpyAsync(run->host_g[v] + t.at,
+                                       c->mlp.grads + (t.grad - c->mlp.host_grads),
+                                       t.n * sizeof(float), cudaMemcpyDeviceToHost, st));
         else
-            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (hp - c->mlp.host_params), run->host_w[v] + at,
-                                       n * sizeof(float), cudaMemcpyHostToDevice, st));
-        at += n;
+            CUDA_CHECK(cudaMemcpyAsync(c->mlp.params + (t.param - c->mlp.host_params),
+                                       run->host_w[v] + t.at, t.n * sizeof(float),
+                                       cudaMemcpyHostToDevice, st));
     }
     if (dir == 0) {
-        c->og[v] = (OgStep){run->host_w[v], run->host_g[v], at, (float)run->opt.lr};
+        c->og[v] = (OgStep){run->host_w[v], run->host_g[v], t.at, (float)run->opt.lr};
         CUDA_CHECK(cudaLaunchHostFunc(st, og_host_step, &c->og[v]));
     }
     return 0;
@@ -580,14 +576,10 @@ static int dp_tensors(PrRun *run, int s, const CuRank *c, DpTensor **out)
     if (!*out)
         return -1;
     for (int v = 0; v < run->PV; v++)
-        for (int i = 0; owns(run, s, v) && i < nt; i++)
-            if (pr_model_tensor_in_slice(run, i, v)) {
-                float *hp, *hg;
-                size_t n;
-                pr_model_tensor(run, i, NULL, &hp, &hg, &n);
-                (*out)[k++] = (DpTensor){c->mlp.params + (hp - c->mlp.host_params),
-                                         c->mlp.grads + (hg - c->mlp.host_grads), n};
-            }
+        for (PrStageTensor t = pr_stage_tensors(v, 0);
+             owns(run, s, v) && pr_stage_tensor_next(run, &t);)
+            (*out)[k++] = (DpTensor){c->mlp.params + (t.param - c->mlp.host_params),
+                                     c->mlp.grads + (t.grad - c->mlp.host_grads), t.n};
     return k;
 }
 
@@ -1121,7 +1113,7 @@ static void down_free(void *ctx)
     CU.comms = NULL;
 }
 
-/* ---- the CUDA backend of the run core (piperun_common.c) ---------------------------- */
+/* ---- the CUDA backend of the run core (core.c) ---------------------------- */
 
 /* The GPUs (one per rank, or shared), each rank's streams, events and buffers, the
  * stream plan and the messages (NCCL pairs or the copy fallback). */
@@ -1237,7 +1229,7 @@ static void cuda_teardown(PrRun *run)
     cu_error_reset();
 }
 
-/* The CUDA backend of the run core (pr_run, piperun_common.c). */
+/* The CUDA backend of the run core (pr_run, core.c). */
 const PrBackend pr_backend = {
     .setup = cuda_setup, .start = cuda_start, .rank_start = cuda_rank_start,
     .rank_iteration = cuda_rank_iteration, .rank_step = cuda_rank_step,

@@ -1,5 +1,5 @@
 /* residual.cuh - the residual add and the token embedding (encoder) of the mlp model;
- * GPU twins of mlp_residual_forward and mlp_encoder_* in runtime/mlp_layers.c.
+ * GPU twins of mlp_residual_forward and mlp_encoder_* in runtime/models/mlp_layers.c.
  * Legend: N = rows (B*T), C = channels, V = vocabulary. */
 #pragma once
 #include "cuda_check.h"

@@ -1,11 +1,11 @@
 /* tf_cuda.cu - the `gpt` and `llama` workloads on the GPU, fp32: the slice passes of
- * tf_slice.h (F, R, B, W on runtime/tf_layout.h's region, so the arena plan, SO/SI sizes
+ * tf_slice.h (F, R, B, W on runtime/models/tf_layout.h's region, so the arena plan, SO/SI sizes
  * and the ckpt/wact prefixes are the CPU ones) with their primitives enqueued on the
  * rank's compute stream: cuBLAS GEMMs (matmul.cuh, pedantic fp32, no TF32), the mlp's
  * kernels for what the models share (residual, GELU, softmax and cross-entropy), and for
  * the rest one thread per element, row or column running the bodies of tf_kernels.h
  * (norms, embedding, SwiGLU, RoPE, causal grouped-query attention: straightforward, not
- * fused). The CPU model (runtime/transformer.h) is the reference: --check copies these
+ * fused). The CPU model (runtime/models/transformer.h) is the reference: --check copies these
  * gradients to the host and compares them with tf_reference_iteration (1e-4 relative);
  * tests/unit/test_tf_cuda_host.c runs the same passes and bodies on the host.
  * Legend as transformer.h: B, T, N = B*T, C, NH, NKV, K, F, V. */

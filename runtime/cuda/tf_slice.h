@@ -1,6 +1,6 @@
 /* tf_slice.h - the F, R, B and W passes of a gpt/llama slice on a device: the order of
  * the layer calls and where every tensor lives in the (slice, micro-batch) region, the
- * twin of runtime/transformer.c's forward_into / backward / weight_grads on the same
+ * twin of runtime/models/transformer.c's forward_into / backward / weight_grads on the same
  * tf_layout.h layout (so the arena plan, SO/SI sizes and the ckpt/wact prefixes are the
  * CPU ones by construction). In the common subset of C11 and CUDA C++.
  *

@@ -10,7 +10,7 @@
  * __wrap_pr_main initialises MPI (MPI_THREAD_MULTIPLE: the rank thread and the heartbeat
  * thread both call MPI), silences stdout on every process but 0, runs the real pr_main
  * and finalises (or MPI_Abort on a failure, so a failing rank stops the whole job).
- * __wrap_pr_run runs the real threaded runtime (piperun.c) with a copy of the program in
+ * __wrap_pr_run runs the real threaded runtime (cpu.c) with a copy of the program in
  * which, on process k, rank k runs its generated function and every other rank is a
  * stand-in without arena that does nothing. The runtime hands every message between
  * rank k and another rank to this file's PrTransport, on rank k's own thread:
@@ -595,7 +595,7 @@ static int standin_run(PrRank *r)
     return 0;
 }
 
-/* ---- data parallelism (docs/runtime.md "Data parallelism", runtime/dp.c) ----------------- */
+/* ---- data parallelism (docs/runtime.md "Data parallelism", runtime/core/dp.c) ----------------- */
 
 /* The sum over the D processes of rank r's stage: MPI_Allreduce on the stage's
  * communicator (a sum of doubles whose result MPI gives every process alike). */

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # g_examples.sh - every example runs on the GPU. With the mlp workload: one iteration
-# with --check, the GPU gradients against the CPU reference (runtime/mlp.h) within 1e-4
+# with --check, the GPU gradients against the CPU reference (runtime/models/mlp.h) within 1e-4
 # relative (issue 7; the CPU backend's bound is 1e-5); the program's exit status says
 # the same. Where mlp cannot run (paper-scale models): the synthetic workload at 1/100
 # of the cost-model times. gpt and llama models (runtime/cuda/tf_cuda.cu) are checked the
-# same way, against runtime/transformer.h.
+# same way, against runtime/models/transformer.h.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib.sh
 . tests/gpu/lib_gpu.sh

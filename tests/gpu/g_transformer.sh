@@ -3,7 +3,7 @@
 #   - `pipec run --backend cuda --check` for both archs over tests/t_transformer.sh's
 #     grid (tests/lib_tf.sh tf_grid: every stdlib schedule, an empty stage, R also into a
 #     region split by the arena plan, SO/SI, OG/LW): max relative gradient error < 1e-4
-#     against the CPU reference (runtime/transformer.h), the CUDA backend's bound;
+#     against the CPU reference (runtime/models/transformer.h), the CUDA backend's bound;
 #   - the loss falls over 50 iterations on the default text, and the measured arena peak
 #     of every rank equals the static plan;
 #   - with the one-process-per-rank launcher (cuda over MPI), --check within 1e-4.

@@ -1,5 +1,5 @@
 /* test_arena_plan.c - static memory planning on small schedules planned by hand, and the
- * compiler's mlp region sizes against runtime/mlp.c.
+ * compiler's mlp region sizes against runtime/models/mlp.c.
  *
  * Sizes are multiples of 64 so alignment does not blur the arithmetic. Time is list
  * position: op i allocates at 2i and frees at 2i+1 (arena_plan.h). */

@@ -24,7 +24,7 @@
 #include "emit_c.h"
 #include "ir.h"
 #include "piperun.h"
-#include "piperun_internal.h"
+#include "core.h"
 #include "workload.h"
 #include "mlp_layout.h"
 #include "tf_layout.h"
@@ -667,7 +667,7 @@ int main(void)
         cmocka_unit_test(test_workload_for),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
-    /* the same program training the gpt and llama workloads (runtime/transformer.h),
+    /* the same program training the gpt and llama workloads (runtime/models/transformer.h),
      * recompute and swap included */
     const struct CMUnitTest model_tests[] = {cmocka_unit_test(test_mlp_check),
                                              cmocka_unit_test(test_mlp_check_scattered),

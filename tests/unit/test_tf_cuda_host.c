@@ -2,11 +2,11 @@
  * passes of runtime/cuda/tf_slice.h (what tf_cuda.cu enqueues: the call order, every
  * tensor's place in the region, a region whose pieces lie apart (runtime/region.h), an R
  * into the pieces F did not keep, split B/W, the identity
- * slice) run on the host, with the kernel bodies of runtime/tf_kernels.h called in
+ * slice) run on the host, with the kernel bodies of runtime/models/tf_kernels.h called in
  * a loop over every index a GPU thread would take, and the layer functions the GPU
  * takes from the mlp's .cuh kernels and cuBLAS done by their CPU twins
- * (runtime/mlp_layers.h). The gradients of a pipelined iteration must match
- * tf_reference_iteration (runtime/transformer.c) within the GPU's --check bound 1e-4
+ * (runtime/models/mlp_layers.h). The gradients of a pipelined iteration must match
+ * tf_reference_iteration (runtime/models/transformer.c) within the GPU's --check bound 1e-4
  * relative, for gpt and for llama with grouped-query attention.
  *
  * Legend as transformer.h: B, T, N = B*T, C, NH, NKV, F, V, L, M. */

@@ -1,5 +1,5 @@
-/* mlp_layout.h - the act-region layout of the `mlp` workload (runtime/mlp.h), in one
- * place for the CPU runtime that carves it (runtime/mlp.c), the GPU kernels that carve
+/* mlp_layout.h - the act-region layout of the `mlp` workload (runtime/models/mlp.h), in one
+ * place for the CPU runtime that carves it (runtime/models/mlp.c), the GPU kernels that carve
  * the same region on the device (runtime/cuda/mlp_cuda.cu) and the code generator that
  * plans the arena with its sizes (compiler/generation/emit_c.c): one layout, three readers.
  *
@@ -7,7 +7,7 @@
  * H = 4C, V = vocabulary, nl = the slice's blocks, nres = nl + head. p(x) = x rounded up
  * to a multiple of 16 floats (64 bytes).
  *
- * One (slice, micro-batch) region, in floats, as nested prefixes (runtime/mlp.h):
+ * One (slice, micro-batch) region, in floats, as nested prefixes (runtime/models/mlp.h):
  *   [0, ckpt)   the slice input xs[0] (B,T,C): empty on the embedding slice
  *   [0, wact)   what a split B leaves for W: activations and output gradients
  *   [0, act)    + B's temporary dgelu

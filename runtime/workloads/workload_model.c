@@ -45,19 +45,13 @@ static int offload_setup(PrRun *run)
     for (int v = 0; v < run->PV; v++) {
         if (!run->offloaded[v])
             continue;
-        size_t n = pr_vstage_grad_floats(run, v), at = 0;
+        size_t n = pr_vstage_grad_floats(run, v);
         run->host_w[v] = pr_host_alloc(n);   /* page-aligned: the CUDA backend pins them */
         run->host_g[v] = pr_host_alloc(n);
         if (!run->host_w[v] || !run->host_g[v])
             return -1;
-        for (int i = 0; i < pr_model_tensor_count(run); i++)
-            if (pr_model_tensor_in_slice(run, i, v)) {
-                float *p;
-                size_t k;
-                pr_model_tensor(run, i, NULL, &p, NULL, &k);
-                memcpy(run->host_w[v] + at, p, k * sizeof(float));
-                at += k;
-            }
+        for (PrStageTensor t = pr_stage_tensors(v, 0); pr_stage_tensor_next(run, &t);)
+            memcpy(run->host_w[v] + t.at, t.param, t.n * sizeof(float));
     }
     return 0;
 }
@@ -74,25 +68,19 @@ int pr_model_state(PrRank *r, const PrOp *o)
         return -1;
     }
     float *hw = run->host_w[v], *hg = run->host_g[v], lr = (float)run->opt.lr;
-    size_t at = 0;
-    for (int i = 0; i < pr_model_tensor_count(run); i++)
-        if (pr_model_tensor_in_slice(run, i, v)) {
-            float *p, *gr;
-            size_t k;
-            pr_model_tensor(run, i, NULL, &p, &gr, &k);
-            if (o->kind == PR_OG) /* the gradients go to the host */
-                memcpy(hg + at, gr, k * sizeof(float));
-            else /* LW: the weights come back */
-                memcpy(p, hw + at, k * sizeof(float));
-            at += k;
-        }
+    PrStageTensor t = pr_stage_tensors(v, 0);
+    while (pr_stage_tensor_next(run, &t))
+        if (o->kind == PR_OG) /* the gradients go to the host */
+            memcpy(hg + t.at, t.grad, t.n * sizeof(float));
+        else /* LW: the weights come back */
+            memcpy(t.param, hw + t.at, t.n * sizeof(float));
     if (o->kind == PR_OG)
-        for (size_t j = 0; j < at; j++) /* the host optimizer step */
+        for (size_t j = 0; j < t.at; j++) /* the host optimizer step */
             hw[j] -= lr * hg[j];
     return 0;
 }
 
-/* Loads the training text (--data, else the default text: runtime/data.h
+/* Loads the training text (--data, else the default text: runtime/models/data.h
  * data_load_default) into run->data, says which once at start, and checks it holds
  * seq + 1 bytes. Returns 0 or -1 (pr_fail called). */
 static int text_setup(PrRun *run)

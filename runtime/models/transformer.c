@@ -111,13 +111,12 @@ static size_t add_tensor(TfModel *m, const char *name, size_t n, int layer)
 
 void tf_free(TfModel *m)
 {
-    if (!m)
-        return;
-    free(m->param_mem);
-    free(m->grad_mem);
-    free(m->tensors);
-    free(m->slot);
-    free(m);
+    if (m) {
+        pr_params_free(m->param_mem, m->grad_mem);
+        free(m->tensors);
+        free(m->slot);
+        free(m);
+    }
 }
 
 TfModel *tf_create(const TfConfig *c, uint64_t seed)
@@ -164,9 +163,7 @@ TfModel *tf_create(const TfConfig *c, uint64_t seed)
     m->lnf_w = add_tensor(m, gpt ? "lnf_w" : "rmsf_w", C, (int)L);
     m->lnf_b = gpt ? add_tensor(m, "lnf_b", C, (int)L) : NONE;
     m->head_w = add_tensor(m, "head_w", V * C, (int)L);
-    m->param_mem = malloc(m->nparams * sizeof(float));
-    m->grad_mem = calloc(m->nparams, sizeof(float));
-    if (!m->param_mem || !m->grad_mem) {
+    if (pr_params_alloc(m->nparams, &m->param_mem, &m->grad_mem) != 0) {
         tf_free(m);
         return NULL;
     }
@@ -736,18 +733,8 @@ void tf_weight_grad(TfModel *m, const MlpSlice *s, const PrRegion *g, const int 
 }
 
 /* One micro-batch of the reference (PrReferenceStep): the whole model, F then B. */
-static float reference_step(void *model, void *act, const int *tok, const int *tgt,
-                            float scale)
-{
-    TfModel *m = model;
-    MlpSlice s = tf_whole(&m->cfg);
-    TfLayout a = layout_of(&m->cfg, &s);
-    float loss = 0.0f;
-    tf_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
-    PrRegion g = tf_region_whole(act, &a);
-    backward(m, &s, NULL, &g, NULL, tok, tgt, false, scale);
-    return loss;
-}
+PR_REFERENCE_STEP(reference_step, TfModel, tf_whole, TfLayout, layout_of, tf_region_whole,
+                  tf_forward, backward)
 
 float tf_reference_iteration(TfModel *m, int M, const int *tokens, const int *targets)
 {

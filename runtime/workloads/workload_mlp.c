@@ -1,4 +1,4 @@
-/* workload_mlp.c - the `mlp` workload (workload.h): the model of runtime/mlp.h, its
+/* workload_mlp.c - the `mlp` workload (workload.h): the model of runtime/models/mlp.h, its
  * arch table for the model workloads' shared part (workload_model.c, which runs the
  * ops, the offload, the step and --check over it) and its set-up. */
 #include "workload.h"

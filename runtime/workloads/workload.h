@@ -1,84 +1,29 @@
 /* workload.h - the workloads behind the run core (docs/runtime.md "Workloads"): what a
- * rank's ops compute. A backend (piperun.c, cuda/piperun_cuda.c) runs the ops' order,
+ * rank's ops compute. A backend (cpu.c, cuda/piperun_cuda.c) runs the ops' order,
  * memory, copies and messages; a workload says what one op does on the host and what
  * an iteration starts and ends with, through PrWorkload, as a backend plugs into the
  * core through PrBackend. pr_run picks one workload once, before the run is set up
  * (pr_workload_for); the core and the backends call it only through the table.
  *
  * The workloads: synthetic (synthetic.c: replays the cost model's times), mlp
- * (workload_mlp.c: runtime/mlp.h) and gpt/llama (workload_tf.c: runtime/transformer.h).
+ * (workload_mlp.c: runtime/models/mlp.h) and gpt/llama (workload_tf.c: runtime/models/transformer.h).
  * The two model workloads share one implementation of everything but their arch
- * (workload_model.c, over the PrArch table each supplies). */
+ * (workload_model.c, over the PrArch table each supplies). The tables themselves
+ * (PrWorkload, PrArch) and the model's tensors as the core and the backends walk them
+ * are the core's (core/core.h): it calls the workloads only through them. */
 #ifndef PIPERUN_WORKLOAD_H
 #define PIPERUN_WORKLOAD_H
 
-#include "piperun_internal.h"
-
-/* One workload. Hooks marked "main" run on the main thread, "rank" on the rank's
- * thread, "copy" on one of its copy threads; NULL optional hooks do nothing. Hooks
- * returning int return 0, or -1 after pr_fail. */
-struct PrWorkload {
-    const char *name;          /* "synthetic", "mlp", "gpt/llama" (messages) */
-    int plan;                  /* the arena plan its ops follow: the index w of PrOp.at[w],
-                                  held[w], mem_alloc[w] and of PrRankDesc.arena_bytes[w]
-                                  (PR_MLP, PR_SYNTHETIC) */
-    bool model;                /* trains a model: losses, --check, gradients, io buffers */
-    bool replay;               /* busy-waits the cost model's times (ops, copies, p2p) */
-    /* main, optional: after the core made the run, before the backend's setup. */
-    int (*setup)(PrRun *run);
-    /* main, optional: after the backend's teardown; tolerates a partial setup. */
-    void (*teardown)(PrRun *run);
-    /* rank: the work of compute op i (F, B, W, R) on the host, after the backend's waits. */
-    int (*op)(PrRank *r, uint32_t i, const PrOp *o);
-    /* copy, optional: OG or LW on the host (NULL: the backend replays its time). */
-    int (*state)(PrRank *r, const PrOp *o);
-    /* main, optional: before each iteration (gradients and losses to zero). */
-    void (*zero)(PrRun *run);
-    /* main, optional: the optimizer step on the host after an iteration. */
-    void (*step)(PrRun *run);
-    /* main, optional: --check after iteration 1 (the gradients into res); --reference:
-     * the mean ms of one sequential reference iteration, or -1. */
-    int (*check)(PrRun *run, PrResult *res);
-    double (*reference_ms)(PrRun *run);
-    /* main, optional: after iteration 1's optimizer step, with --check: the weights
-     * the host stepped against the reference's (res->max_weight_err). */
-    void (*check_weights)(PrRun *run, PrResult *res);
-};
+#include "core.h"
 
 /* The workloads (synthetic.c, workload_mlp.c, workload_tf.c). */
 extern const PrWorkload pr_workload_synthetic, pr_workload_mlp, pr_workload_tf;
 
-/* ---- the model workloads' shared part (workload_model.c) ----------------------------- */
+/* The workload that runs program g with options o (run.c): synthetic, mlp or
+ * gpt/llama; NULL when o->workload is none of PR_MLP, PR_SYNTHETIC. */
+const PrWorkload *pr_workload_for(const PrProgram *g, const PrOptions *o);
 
-/* One model architecture on the host, over its model object `net` (MlpModel,
- * TfModel): the kernels of one slice (runtime/mlp.h mlp_forward_split & co), its
- * tensors and its sequential reference. */
-typedef struct PrArch {
-    /* ws: the rank's workspace (PrRank.work) an F without keep_all runs in; returns 0,
-     * -1 when out of memory, -2 when ws_bytes is too small */
-    int (*forward)(void *net, const MlpSlice *s, float *out, float *loss, const PrRegion *rg,
-                   const float *in, const int *tok, const int *tgt, bool keep_all, void *ws,
-                   size_t ws_bytes);
-    void (*recompute)(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok);
-    void (*backward)(void *net, const MlpSlice *s, float *din, const PrRegion *rg,
-                     const float *dout, const int *tok, const int *tgt, bool split);
-    void (*weight_grad)(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok);
-    void (*zero_grad)(void *net, const MlpSlice *s);
-    void (*sgd)(void *net, const MlpSlice *s, float lr);
-    /* tensors, in the order of --check: count, tensor i (outputs may be NULL), whether
-     * it belongs to slice s */
-    int (*tensor_count)(const void *net);
-    void (*tensor)(const void *net, int i, const char **name, float **param, float **grad,
-                   size_t *n);
-    bool (*in_slice)(const void *net, int i, const MlpSlice *s);
-    /* a fresh model of the program's shape with the run's seed (the same initial
-     * weights; NULL when out of memory), the slice of the whole model, one reference
-     * iteration over M micro-batches (the mean loss, NaN on failure), free */
-    void *(*create)(const PrRun *run);
-    MlpSlice (*whole)(const void *net);
-    float (*iteration)(void *net, int M, const int *tok, const int *tgt);
-    void (*destroy)(void *net);
-} PrArch;
+/* ---- the model workloads' shared part (workload_model.c) ----------------------------- */
 
 /* Defines `static const PrArch NAME` for an arch whose model type is T, from its
  * functions over T *: FWD, REC, BWD, WGRAD (mlp_forward_split & co), ZERO, SGD (one
@@ -156,24 +101,6 @@ typedef struct PrArch {
     {                                                                                         \
         return NEW((const C *)cfg, seed);                                                     \
     }
-
-/* The model's gradient tensors, whatever its arch (0 tensors without a model): count,
- * tensor i's name, parameters, gradients and floats (outputs may be NULL), and whether
- * it belongs to virtual stage v. For the backends and transports that move gradients
- * and parameters (dp.c, cuda/, mpi/). */
-static inline int pr_model_tensor_count(const PrRun *run)
-{
-    return run->arch && run->net ? run->arch->tensor_count(run->net) : 0;
-}
-static inline void pr_model_tensor(const PrRun *run, int i, const char **name, float **param,
-                                   float **grad, size_t *n)
-{
-    run->arch->tensor(run->net, i, name, param, grad, n);
-}
-static inline bool pr_model_tensor_in_slice(const PrRun *run, int i, int v)
-{
-    return run->arch->in_slice(run->net, i, &run->slice[v]);
-}
 
 /* A model workload's set-up, given its arch, its config cfg (MlpConfig, TfConfig), its
  * name for messages and what the arch says of it: init fills the slices from the

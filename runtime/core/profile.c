@@ -4,7 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 
-#include "workload.h"
+#include "core.h"
 
 /* The index of the op of kind k for (v, m) in rank description d, or -1. */
 static int64_t find_op(const PrRankDesc *d, int k, int v, int m)

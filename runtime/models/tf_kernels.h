@@ -1,7 +1,7 @@
 /* tf_kernels.h - the layer bodies of the gpt and llama workloads: each function computes
  * one output element, row or column from its index, in the common subset of C11 and
  * CUDA C++. The CUDA backend's kernels (runtime/cuda/tf_cuda.cu) call them with their
- * thread's index; the CPU workload (runtime/transformer.c) and the host emulation test
+ * thread's index; the CPU workload (runtime/models/transformer.c) and the host emulation test
  * of the GPU passes (tests/unit/test_tf_cuda_host.c) call the very same code in loops,
  * so one formula serves both backends and the GPU's index arithmetic is checked
  * without a GPU.

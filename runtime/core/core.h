@@ -1,11 +1,12 @@
-/* piperun_internal.h - the run core's header (piperun_common.c, dp.c, router.c,
- * trace.c, profile.c): the run and its ranks, the backend interface (PrBackend), the
- * router, data parallelism, failures and liveness, what every backend and workload
- * uses. Not part of the API that generated code sees (piperun.h). The workloads have
- * their own header (workload.h), the CPU backend its own (cpu.h); docs/architecture.md
- * "The runtime". */
-#ifndef PIPERUN_INTERNAL_H
-#define PIPERUN_INTERNAL_H
+/* core.h - the run core's header (runtime/core/: core.c, dp.c, router.c, trace.c,
+ * profile.c, failure.c): the run and its ranks, the backend interface (PrBackend), the
+ * workload interface (PrWorkload, PrArch: what the core and the backends see of a
+ * workload and of its model's tensors), the router, data parallelism, failures and
+ * liveness, what every backend and workload uses. Not part of the API that generated
+ * code sees (piperun.h). The workloads have their own header (workloads/workload.h),
+ * the CPU backend its own (cpu/cpu.h); docs/architecture.md "The runtime". */
+#ifndef PIPERUN_CORE_H
+#define PIPERUN_CORE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,8 +37,7 @@ static inline int pr_copy_dir(int kind)
 
 typedef struct PrRun PrRun;
 typedef struct PrBackend PrBackend;
-typedef struct PrWorkload PrWorkload; /* workload.h */
-struct PrArch;
+typedef struct PrWorkload PrWorkload; /* below */
 
 /* The io buffers of a rank, by (v,m) (pr_vm): the hidden states an F hands on
  * (direction PR_FWD, message payload PR_PAY_ACT) and the gradients a B hands back
@@ -86,15 +86,10 @@ struct PrRank {
     size_t nvm;                /* P*V*M */
     PrIo io;                   /* the hidden states and gradients between ops (router.c) */
     int64_t live, peak;        /* live arena bytes now, measured peak */
-    /* the CPU backend's copy threads and their state (piperun.c, cpu.h) */
-    void **host;               /* [nvm] host copies for SO/SI */
-    int64_t *host_cap;         /* [nvm] */
-    uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
-    uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
-    pthread_t copy_th[2];
-    int copy_started;
-    struct PrCopyQ *q;         /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */
-    pthread_mutex_t mu;        /* guards q, live/peak, si_done */
+    struct PrCpuRank *cpu_rank; /* the CPU backend's state of the rank (cpu/cpu.h): its
+                                   host copies and copy threads; NULL on another backend */
+    pthread_mutex_t mu;        /* guards live/peak, stop, the CPU backend's queues and
+                                  SI stamps */
     pthread_cond_t cv;
     int stop;
     /* current state */
@@ -112,7 +107,7 @@ struct PrRank {
     pthread_mutex_t bell_mu;
     pthread_cond_t bell_cv;
     atomic_int sleeping;
-    double spin_ms;            /* this rank's adaptive spin budget (piperun.c) */
+    double spin_ms;            /* this rank's adaptive spin budget (cpu.c) */
     /* liveness (peer failure): what another thread may read about this rank's thread */
     atomic_int in_wait;        /* blocked in a runtime wait (receive, copies, barrier) */
     atomic_int gone;           /* the thread ended before the run did (killed) */
@@ -148,7 +143,7 @@ struct PrRun {
     char error[256];
     /* barrier between the main thread and the ranks (pr_barrier) */
     int bar_count;
-    const PrWorkload *wl;      /* what the ops compute (workload.h), chosen by pr_run */
+    const PrWorkload *wl;      /* what the ops compute (PrWorkload), chosen by pr_run */
     /* the model workloads' state (workload_model.c): the model of arch `arch` */
     const struct PrArch *arch;
     void *net;                 /* MlpModel (mlp), TfModel (gpt, llama) */
@@ -165,7 +160,7 @@ struct PrRun {
     double spin_ms;            /* pr_spin_budget_ms() */
     PrLive *live;              /* [P] the main thread's view of each rank (pr_barrier) */
     atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
-    /* the shared host links of the synthetic replay (piperun.c), NULL when every rank
+    /* the shared host links of the synthetic replay (cpu.c), NULL when every rank
      * has its own */
     struct PrLink *link;       /* [nlinks]: ranks s*N .. s*N+N-1 share link s */
     int nlinks;
@@ -206,7 +201,7 @@ typedef struct PrHeldPiece {
 
 /* The pieces of the prefix [0, o->held[w]) of op o's region in workload w's plan, in
  * region order, into out: what an SO gathers into one host buffer and an SI scatters
- * back into its own pieces (piperun.c with memcpy, cuda/piperun_cuda.c with
+ * back into its own pieces (cpu.c with memcpy, cuda/piperun_cuda.c with
  * cudaMemcpyAsync), what the synthetic workload's F and R touch. Returns how many, 0
  * when the plan gives o no region, or -1 when a piece of the prefix is not placed. */
 int pr_held_pieces(const PrRun *run, const PrOp *o, int w, PrHeldPiece out[PR_PIECES]);
@@ -219,7 +214,7 @@ static inline size_t pr_vm(const PrRun *run, int v, int m)
 
 /* A transport for ranks that live in other processes (runtime/mpi/piperun_mpi.c).
  * pr_send and pr_recv hand a message whose peer is remote(peer) to it; everything
- * else (local ranks, waits, failures) stays in piperun.c. NULL: every rank is a thread
+ * else (local ranks, waits, failures) stays in cpu.c. NULL: every rank is a thread
  * of this process. */
 typedef struct PrTransport {
     bool (*remote)(int rank);
@@ -235,7 +230,7 @@ extern const PrTransport *pr_transport;
 
 /* How the replicas of one stage meet when each process runs one replica's rank
  * (runtime/mpi/piperun_mpi.c); NULL: the D replicas are threads of this process and
- * meet in shared memory (piperun_common.c). replica: this process's replica. allreduce:
+ * meet in shared memory (core.c). replica: this process's replica. allreduce:
  * sums the n doubles of buf over the replicas of rank r's stage, in place, the same
  * result on every replica; allgather: buf holds n floats of which r's replica's shard
  * (pr_dp_shard) is filled, fills the others' shards from them. Each returns 0, or -1
@@ -315,7 +310,7 @@ int pr_profile_write(const PrRun *run);
 void pr_install_signals(void);
 /* trace.c: writes the Chrome trace of every iteration. Returns 0 or -1 (errno). */
 int pr_trace_write(const PrRun *run, const char *path);
-/* ---- the run core (piperun_common.c) ---------------------------------------------- */
+/* ---- the run core (core.c) ---------------------------------------------- */
 
 /* What a backend supplies to the run core, as each of nccl-tests' tests supplies its
  * callbacks to common.cu. Hooks marked "main" run on the main thread, "rank" on the
@@ -364,7 +359,7 @@ struct PrBackend {
  * NULL), frees everything. Returns 0, or 1 (res->error says why). */
 int pr_run_core(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
                 const PrOptions *o, PrResult *res);
-/* The backend this library was built with (piperun.c: threads; cuda/piperun_cuda.c:
+/* The backend this library was built with (cpu.c: threads; cuda/piperun_cuda.c:
  * GPUs); pr_run (run.c) is pr_run_core over it. */
 extern const PrBackend pr_backend;
 
@@ -445,8 +440,113 @@ void pr_io_recv(PrRank *r, const PrMsg *m, void *buf);
 /* The workload's name: synthetic, or the model's arch (mlp, gpt, llama); w: PR_MLP or
  * PR_SYNTHETIC. */
 const char *pr_workload_name(const PrProgram *g, int w);
-/* The workload that runs program g with options o (run.c): synthetic, mlp or
- * gpt/llama; NULL when o->workload is none of PR_MLP, PR_SYNTHETIC. */
-const PrWorkload *pr_workload_for(const PrProgram *g, const PrOptions *o);
+
+/* ---- what the core sees of a workload (runtime/workloads/ implements them) ---------- */
+
+/* One workload. Hooks marked "main" run on the main thread, "rank" on the rank's
+ * thread, "copy" on one of its copy threads; NULL optional hooks do nothing. Hooks
+ * returning int return 0, or -1 after pr_fail. */
+struct PrWorkload {
+    const char *name;          /* "synthetic", "mlp", "gpt/llama" (messages) */
+    int plan;                  /* the arena plan its ops follow: the index w of PrOp.at[w],
+                                  held[w], mem_alloc[w] and of PrRankDesc.arena_bytes[w]
+                                  (PR_MLP, PR_SYNTHETIC) */
+    bool model;                /* trains a model: losses, --check, gradients, io buffers */
+    bool replay;               /* busy-waits the cost model's times (ops, copies, p2p) */
+    /* main, optional: after the core made the run, before the backend's setup. */
+    int (*setup)(PrRun *run);
+    /* main, optional: after the backend's teardown; tolerates a partial setup. */
+    void (*teardown)(PrRun *run);
+    /* rank: the work of compute op i (F, B, W, R) on the host, after the backend's waits. */
+    int (*op)(PrRank *r, uint32_t i, const PrOp *o);
+    /* copy, optional: OG or LW on the host (NULL: the backend replays its time). */
+    int (*state)(PrRank *r, const PrOp *o);
+    /* main, optional: before each iteration (gradients and losses to zero). */
+    void (*zero)(PrRun *run);
+    /* main, optional: the optimizer step on the host after an iteration. */
+    void (*step)(PrRun *run);
+    /* main, optional: --check after iteration 1 (the gradients into res); --reference:
+     * the mean ms of one sequential reference iteration, or -1. */
+    int (*check)(PrRun *run, PrResult *res);
+    double (*reference_ms)(PrRun *run);
+    /* main, optional: after iteration 1's optimizer step, with --check: the weights
+     * the host stepped against the reference's (res->max_weight_err). */
+    void (*check_weights)(PrRun *run, PrResult *res);
+};
+
+/* One model architecture on the host, over its model object `net` (MlpModel,
+ * TfModel): the kernels of one slice (runtime/models/mlp.h mlp_forward_split & co), its
+ * tensors and its sequential reference. */
+typedef struct PrArch {
+    /* ws: the rank's workspace (PrRank.work) an F without keep_all runs in; returns 0,
+     * -1 when out of memory, -2 when ws_bytes is too small */
+    int (*forward)(void *net, const MlpSlice *s, float *out, float *loss, const PrRegion *rg,
+                   const float *in, const int *tok, const int *tgt, bool keep_all, void *ws,
+                   size_t ws_bytes);
+    void (*recompute)(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok);
+    void (*backward)(void *net, const MlpSlice *s, float *din, const PrRegion *rg,
+                     const float *dout, const int *tok, const int *tgt, bool split);
+    void (*weight_grad)(void *net, const MlpSlice *s, const PrRegion *rg, const int *tok);
+    void (*zero_grad)(void *net, const MlpSlice *s);
+    void (*sgd)(void *net, const MlpSlice *s, float lr);
+    /* tensors, in the order of --check: count, tensor i (outputs may be NULL), whether
+     * it belongs to slice s */
+    int (*tensor_count)(const void *net);
+    void (*tensor)(const void *net, int i, const char **name, float **param, float **grad,
+                   size_t *n);
+    bool (*in_slice)(const void *net, int i, const MlpSlice *s);
+    /* a fresh model of the program's shape with the run's seed (the same initial
+     * weights; NULL when out of memory), the slice of the whole model, one reference
+     * iteration over M micro-batches (the mean loss, NaN on failure), free */
+    void *(*create)(const PrRun *run);
+    MlpSlice (*whole)(const void *net);
+    float (*iteration)(void *net, int M, const int *tok, const int *tgt);
+    void (*destroy)(void *net);
+} PrArch;
+
+/* The model's gradient tensors, whatever its arch (0 tensors without a model): count,
+ * tensor i's name, parameters, gradients and floats (outputs may be NULL), and whether
+ * it belongs to virtual stage v. For the backends and transports that move gradients
+ * and parameters (dp.c, cuda/, mpi/). */
+static inline int pr_model_tensor_count(const PrRun *run)
+{
+    return run->arch && run->net ? run->arch->tensor_count(run->net) : 0;
+}
+static inline void pr_model_tensor(const PrRun *run, int i, const char **name, float **param,
+                                   float **grad, size_t *n)
+{
+    run->arch->tensor(run->net, i, name, param, grad, n);
+}
+static inline bool pr_model_tensor_in_slice(const PrRun *run, int i, int v)
+{
+    return run->arch->in_slice(run->net, i, &run->slice[v]);
+}
+
+/* The parameter tensors of virtual stage v in model order, each with its flat offset:
+ * the order of the stage's host copies (OG, LW) and of pr_rank_grad_copy. Start with
+ * t = pr_stage_tensors(v, at0) and call pr_stage_tensor_next(run, &t) before each
+ * tensor: it fills i (pr_model_tensor's index), param, grad, n (floats) and at (at0
+ * plus the floats of the stage's tensors before it) and returns true, or false after
+ * the last one, t.at then at0 plus all the stage's floats. */
+typedef struct PrStageTensor {
+    int v, i;
+    float *param, *grad;
+    size_t n, at;
+} PrStageTensor;
+static inline PrStageTensor pr_stage_tensors(int v, size_t at0)
+{
+    return (PrStageTensor){.v = v, .i = -1, .at = at0};
+}
+static inline bool pr_stage_tensor_next(const PrRun *run, PrStageTensor *t)
+{
+    t->at += t->n;
+    t->n = 0;
+    while (++t->i < pr_model_tensor_count(run))
+        if (pr_model_tensor_in_slice(run, t->i, t->v)) {
+            pr_model_tensor(run, t->i, NULL, &t->param, &t->grad, &t->n);
+            return true;
+        }
+    return false;
+}
 
 #endif

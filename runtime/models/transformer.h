@@ -1,6 +1,6 @@
 /* transformer.h - the `gpt` and `llama` workloads: decoder-only transformers that the
  * generated pipeline programs really train, split into slices over virtual stages, with
- * the same slice, region and op contract as runtime/mlp.h (docs/model.md).
+ * the same slice, region and op contract as runtime/models/mlp.h (docs/model.md).
  *
  * Dimension legend (llm.c style):
  *   B  = micro-batch size, T = sequence length, N = B*T tokens, C = hidden size

@@ -1,8 +1,8 @@
-/* failure.c - the bottom of the runtime core (piperun_internal.h): the failure record
+/* failure.c - the bottom of the runtime core (core.h): the failure record
  * (pr_fail) and what it and every other core file use: the monotonic clock and timed
  * waits, the names of op kinds, ops and workloads, the rank thread's current op and the
  * process's transport. It calls no other file of the runtime: the core's other files
- * (piperun_common.c, dp.c, trace.c, profile.c, router.c) call down into it, and what a
+ * (core.c, dp.c, trace.c, profile.c, router.c) call down into it, and what a
  * failure must do above it (stop the other replicas of data parallelism) it does
  * through the run's on_fail hook. */
 #define _POSIX_C_SOURCE 200809L
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "piperun_internal.h"
+#include "core.h"
 
 /* Set by the CPU backend's MPI transport (runtime/mpi/piperun_mpi.c); here because the
  * core (dp.c) reads it with every backend. */

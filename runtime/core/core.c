@@ -1,9 +1,9 @@
-/* piperun_common.c - the runtime core every backend shares (piperun_internal.h), as
+/* core.c - the runtime core every backend shares (core.h), as
  * nccl-tests' common.cu is shared by its tests: the run's options, checks and results,
  * the failure record, fault injection (PIPERUN_FAULT), the fatal-signal handler and the
  * flight recorder, the liveness of rank threads, the barrier between the main thread
  * and the ranks, and the run loop's skeleton (pr_run_core). The CPU backend
- * (piperun.c) and the CUDA backend (cuda/piperun_cuda.c) supply a PrBackend: what
+ * (cpu.c) and the CUDA backend (cuda/piperun_cuda.c) supply a PrBackend: what
  * differs (devices, arenas, copy threads, messages, where the optimizer step runs).
  *
  * Per iteration the main thread and every rank thread meet at three barriers: the
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "workload.h"
+#include "core.h"
 
 /* The run in progress, for the fatal-signal handler's flight recorder. */
 static PrRun *volatile g_run;

@@ -1,13 +1,13 @@
-/* router.c - the message router (piperun_internal.h PrIo): where the hidden state an F
+/* router.c - the message router (core.h PrIo): where the hidden state an F
  * hands on and the gradient a B hands back wait between their producing op, the
  * message that carries them and their consuming op. One rule for both directions and
- * both backends (host buffers here and in piperun.c, device buffers in
+ * both backends (host buffers here and in cpu.c, device buffers in
  * cuda/piperun_cuda.c): the output of op (v,m) goes to (v+1,m) forward and to (v-1,m)
  * backward; straight into that op's input when its virtual stage is on the same rank,
  * else to the send of the message (docs/runtime.md "Workloads"). */
 #include <stdlib.h>
 
-#include "piperun_internal.h"
+#include "core.h"
 
 int pr_io_init(PrIo *io, size_t nvm)
 {

@@ -1,7 +1,7 @@
 /* model_common.h - what the model implementations (mlp.c, transformer.c) share, so that
  * neither writes it again: the byte sizes and cuts of a slice's layout region
- * (PR_LAYOUT_BYTES), the generator of the initial weights, and the loop of the
- * sequential reference iteration. Header-only (static inline and macros); valid C11 and
+ * (PR_LAYOUT_BYTES), the parameter memory, the generator of the initial weights, the step and the loop of
+ * the sequential reference iteration. Header-only (static inline and macros); valid C11 and
  * C++ (nvcc reads it through transformer.h).
  *
  * The generator is splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom
@@ -51,6 +51,21 @@
     size_t PREFIX##_wact_bytes(const C *c, const S *s);                                   \
     void PREFIX##_region_cuts(const C *c, const S *s, int64_t from[PR_PIECES + 1])
 
+/* A model's parameter memory of n floats: *param uninitialised, *grad zeros (the model
+ * carves its tensors out of both at the same offsets). Returns 0, or -1 when out of
+ * memory (then pr_params_free of the two frees what was allocated). */
+static inline int pr_params_alloc(size_t n, float **param, float **grad)
+{
+    *param = (float *)malloc(n * sizeof(float));
+    *grad = (float *)calloc(n, sizeof(float));
+    return *param && *grad ? 0 : -1;
+}
+static inline void pr_params_free(float *param, float *grad)
+{
+    free(param);
+    free(grad);
+}
+
 /* The next 64 random bits; advances *state. */
 static inline uint64_t pr_splitmix64(uint64_t *state)
 {
@@ -70,6 +85,24 @@ static inline double pr_uniform01(uint64_t *state)
  * (keeping everything), then B with gradients scaled by scale; returns the loss. */
 typedef float (*PrReferenceStep)(void *model, void *act, const int *tokens,
                                  const int *targets, float scale);
+
+/* Defines `static float NAME(void *model, void *act, const int *tokens, const int *targets,
+ * float scale)`, the PrReferenceStep of a model of type T (mlp.c, transformer.c): over the
+ * whole model (WHOLE(&m->cfg), a slice), FWD with keep_all into act, then BWD, the model's
+ * backward with a gradient scale, over the whole region (REGION(act, &a), a the LAYOUT
+ * of type LT of the slice); returns the loss. */
+#define PR_REFERENCE_STEP(NAME, T, WHOLE, LT, LAYOUT, REGION, FWD, BWD)                     \
+    static float NAME(void *model, void *act, const int *tok, const int *tgt, float scale) \
+    {                                                                                      \
+        T *m = model;                                                                      \
+        MlpSlice s = WHOLE(&m->cfg);                                                       \
+        LT a = LAYOUT(&m->cfg, &s);                                                        \
+        float loss = 0.0f;                                                                 \
+        FWD(m, &s, NULL, &loss, act, NULL, tok, tgt, true);                                \
+        PrRegion g = REGION(act, &a);                                                      \
+        BWD(m, &s, NULL, &g, NULL, tok, tgt, false, scale);                                \
+        return loss;                                                                       \
+    }
 
 /* The sequential reference iteration of a model (mlp_reference_iteration,
  * tf_reference_iteration): step over each of the M micro-batches of tokens and targets

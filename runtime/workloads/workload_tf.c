@@ -1,5 +1,5 @@
 /* workload_tf.c - the `gpt` and `llama` workloads (workload.h): the transformers of
- * runtime/transformer.h, their arch table for the model workloads' shared part
+ * runtime/models/transformer.h, their arch table for the model workloads' shared part
  * (workload_model.c, which runs the ops, the offload, the step and --check over it) and
  * their set-up. */
 #include "transformer.h"

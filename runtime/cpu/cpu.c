@@ -1,4 +1,4 @@
-/* piperun.c - the CPU runtime core: rank threads, copy threads for SO/SI, messages,
+/* cpu.c - the CPU runtime core: rank threads, copy threads for SO/SI, messages,
  * failure handling and the watchdog, iterations and the summary (piperun.h,
  * docs/runtime.md). */
 #define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET (Linux): cpu_rank_start */
@@ -397,13 +397,13 @@ typedef struct CopyArg {
 
 static int grow_host(PrRank *r, size_t k, int64_t bytes)
 {
-    if (r->host_cap[k] >= bytes)
+    if (r->cpu_rank->host_cap[k] >= bytes)
         return 0;
-    void *p = realloc(r->host[k], (size_t)bytes);
+    void *p = realloc(r->cpu_rank->host[k], (size_t)bytes);
     if (!p)
         return -1;
-    r->host[k] = p;
-    r->host_cap[k] = bytes;
+    r->cpu_rank->host[k] = p;
+    r->cpu_rank->host_cap[k] = bytes;
     return 0;
 }
 
@@ -431,7 +431,7 @@ static int state_op(PrRank *r, uint32_t i)
     sp->t1 = t1 - run->t_start;
     pthread_mutex_lock(&r->mu);
     if (o->kind == PR_LW && o->vstage >= 0 && o->vstage < run->PV)
-        r->lw_done[o->vstage] = (uint32_t)r->iter + 1;
+        r->cpu_rank->lw_done[o->vstage] = (uint32_t)r->iter + 1;
     size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
     r->kind_ms[kk] += t1 - t0;
     r->kind_n[kk]++;
@@ -450,7 +450,7 @@ static int copy_op(PrRank *r, uint32_t i)
          * among them): memory order (compiler/ir/opsem.h). */
         double deadline = t0 + run->opt.timeout_s * 1e3;
         pthread_mutex_lock(&r->mu);
-        while (r->q[0].done < o->nso_before && !atomic_load(&run->failed)) {
+        while (r->cpu_rank->q[0].done < o->nso_before && !atomic_load(&run->failed)) {
             if (pr_now_ms() > deadline) {
                 pthread_mutex_unlock(&r->mu);
                 pr_fail(run, r->id, i, "watchdog: %s stuck %.1f s waiting for an SO listed "
@@ -487,7 +487,7 @@ static int copy_op(PrRank *r, uint32_t i)
         pr_fail(run, r->id, i, "out of host memory (%lld bytes) for the swap", (long long)bytes);
         return -1;
     }
-    if (np > 0 && o->kind == PR_SI && r->host_cap[k] < bytes) {
+    if (np > 0 && o->kind == PR_SI && r->cpu_rank->host_cap[k] < bytes) {
         pr_fail(run, r->id, i, "SI of %lld bytes without a matching SO", (long long)bytes);
         return -1;
     }
@@ -498,7 +498,7 @@ static int copy_op(PrRank *r, uint32_t i)
     /* the held prefix [0, bytes) sits in the host buffer at region coordinates: SO
      * gathers it from the region's pieces, SI scatters it into the SI's */
     for (int j = 0; j < np; j++) {
-        unsigned char *dev = r->arena + pc[j].at, *host = (unsigned char *)r->host[k] + pc[j].lo;
+        unsigned char *dev = r->arena + pc[j].at, *host = (unsigned char *)r->cpu_rank->host[k] + pc[j].lo;
         if (o->kind == PR_SO)
             memcpy(host, dev, (size_t)pc[j].n);
         else
@@ -513,7 +513,7 @@ static int copy_op(PrRank *r, uint32_t i)
     pthread_mutex_lock(&r->mu);
     r->live -= o->mem_free[w];
     if (o->kind == PR_SI)
-        r->si_done[k] = (uint32_t)r->iter + 1;
+        r->cpu_rank->si_done[k] = (uint32_t)r->iter + 1;
     size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
     r->kind_ms[kk] += t1 - t0;
     r->kind_n[kk]++;
@@ -528,7 +528,7 @@ static void *copy_main(void *arg)
     int dir = a->dir;
     free(a);
     pr_tl_rank = r->id;
-    PrCopyQ *q = &r->q[dir];
+    PrCopyQ *q = &r->cpu_rank->q[dir];
     for (;;) {
         pthread_mutex_lock(&r->mu);
         while (q->head == q->tail && !r->stop && !atomic_load(&r->run->failed))
@@ -559,13 +559,14 @@ static int wait_copies(PrRank *r, uint32_t op, uint32_t so_done, size_t si_k, in
     PrRun *run = r->run;
     double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
     atomic_store(&r->in_wait, 1);
+    const PrCpuRank *c = r->cpu_rank;
     pthread_mutex_lock(&r->mu);
     for (;;) {
-        bool ok = r->q[0].done >= so_done;
+        bool ok = c->q[0].done >= so_done;
         if (si_k != SIZE_MAX)
-            ok = ok && r->si_done[si_k] == (uint32_t)r->iter + 1;
+            ok = ok && c->si_done[si_k] == (uint32_t)r->iter + 1;
         if (all)
-            ok = ok && r->q[0].head == r->q[0].tail && r->q[1].head == r->q[1].tail;
+            ok = ok && c->q[0].head == c->q[0].tail && c->q[1].head == c->q[1].tail;
         if (ok || atomic_load(&run->failed))
             break;
         if (pr_now_ms() > deadline) {
@@ -600,7 +601,7 @@ static int wait_lw(PrRank *r, uint32_t op, int32_t v)
     double deadline = pr_now_ms() + run->opt.timeout_s * 1e3;
     atomic_store(&r->in_wait, 1);
     pthread_mutex_lock(&r->mu);
-    while (r->lw_done[v] != (uint32_t)r->iter + 1 && !atomic_load(&run->failed)) {
+    while (r->cpu_rank->lw_done[v] != (uint32_t)r->iter + 1 && !atomic_load(&run->failed)) {
         if (pr_now_ms() > deadline) {
             pthread_mutex_unlock(&r->mu);
             atomic_store(&r->in_wait, 0);
@@ -640,8 +641,9 @@ int pr_op(PrRank *r, uint32_t i)
     int dir = pr_copy_dir(o->kind);
     if (dir >= 0) {
         pthread_mutex_lock(&r->mu);
-        r->q[dir].op[r->q[dir].tail++] = i;
-        pthread_cond_signal(&r->q[dir].cv); /* its copy thread only */
+        PrCopyQ *q = &r->cpu_rank->q[dir];
+        q->op[q->tail++] = i;
+        pthread_cond_signal(&q->cv); /* its copy thread only */
         pthread_mutex_unlock(&r->mu);
         pr_tl_op = NULL;
         r->next_op = i + 1;
@@ -689,24 +691,29 @@ int pr_op(PrRank *r, uint32_t i)
 
 static void rank_free(PrRank *r)
 {
-    if (r->copy_started) {
+    PrCpuRank *c = r->cpu_rank;
+    if (c && c->copy_started) {
         pthread_mutex_lock(&r->mu);
         r->stop = 1;
-        pthread_cond_broadcast(&r->q[0].cv);
-        pthread_cond_broadcast(&r->q[1].cv);
+        pthread_cond_broadcast(&c->q[0].cv);
+        pthread_cond_broadcast(&c->q[1].cv);
         pthread_mutex_unlock(&r->mu);
         for (int d = 0; d < 2; d++)
-            pthread_join(r->copy_th[d], NULL);
+            pthread_join(c->copy_th[d], NULL);
     }
     pr_io_free(&r->io, free);
-    for (size_t k = 0; r->host && k < r->nvm; k++)
-        free(r->host[k]);
-    for (int d = 0; r->q && d < 2; d++)
-        pthread_cond_destroy(&r->q[d].cv);
-    void *own[] = {r->host, r->host_cap, r->si_done, r->lw_done, r->q ? r->q[0].op : NULL,
-                   r->q ? r->q[1].op : NULL, r->q, r->arena};
+    free(r->arena);
+    if (!c) /* never set up */
+        return;
+    for (size_t k = 0; c->host && k < r->nvm; k++)
+        free(c->host[k]);
+    for (int d = 0; c->q && d < 2; d++)
+        pthread_cond_destroy(&c->q[d].cv);
+    void *own[] = {c->host, c->host_cap, c->si_done, c->lw_done, c->q ? c->q[0].op : NULL,
+                   c->q ? c->q[1].op : NULL, c->q, c};
     for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
         free(own[j]);
+    r->cpu_rank = NULL;
 }
 
 static int rank_init(PrRun *run, int s)
@@ -714,15 +721,20 @@ static int rank_init(PrRun *run, int s)
     PrRank *r = &run->rank[s];
     r->nvm = (size_t)run->PV * (size_t)run->M;
     size_t nvm = r->nvm, nops = r->d->nops ? r->d->nops : 1;
+    PrCpuRank *c = r->cpu_rank = calloc(1, sizeof *c);
+    if (!c) {
+        pr_fail(run, s, -1, "out of memory allocating the rank");
+        return -1;
+    }
     int io = pr_io_init(&r->io, nvm);
-    r->host = calloc(nvm, sizeof(void *));
-    r->host_cap = calloc(nvm, sizeof(int64_t));
-    r->si_done = calloc(nvm, sizeof(uint32_t));
-    r->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
-    r->q = calloc(2, sizeof *r->q);
-    for (int d = 0; r->q && d < 2; d++) {
-        pthread_cond_init(&r->q[d].cv, NULL);
-        r->q[d].op = calloc(nops, sizeof(uint32_t));
+    c->host = calloc(nvm, sizeof(void *));
+    c->host_cap = calloc(nvm, sizeof(int64_t));
+    c->si_done = calloc(nvm, sizeof(uint32_t));
+    c->lw_done = calloc((size_t)(run->PV > 0 ? run->PV : 1), sizeof(uint32_t));
+    c->q = calloc(2, sizeof *c->q);
+    for (int d = 0; c->q && d < 2; d++) {
+        pthread_cond_init(&c->q[d].cv, NULL);
+        c->q[d].op = calloc(nops, sizeof(uint32_t));
     }
     int64_t ab = r->d->arena_bytes[run->wl->plan];
     int64_t wb = r->d->workspace_bytes[run->wl->plan];
@@ -733,8 +745,8 @@ static int rank_init(PrRun *run, int s)
     r->arena = aligned_alloc(64, asz + wsz);
     r->work = r->arena && wsz ? r->arena + asz : NULL;
     r->work_bytes = wb > 0 ? wb : 0;
-    if (io != 0 || !r->host || !r->host_cap ||
-        !r->si_done || !r->lw_done || !r->q || !r->q[0].op || !r->q[1].op || !r->arena) {
+    if (io != 0 || !c->host || !c->host_cap || !c->si_done || !c->lw_done || !c->q ||
+        !c->q[0].op || !c->q[1].op || !r->arena) {
         pr_fail(run, s, -1, "out of memory allocating the rank (arena %lld bytes)",
                 (long long)ab);
         return -1;
@@ -747,25 +759,25 @@ static int rank_init(PrRun *run, int s)
             return -1;
         }
         *a = (CopyArg){r, d};
-        if (pthread_create(&r->copy_th[d], NULL, copy_main, a) != 0) {
+        if (pthread_create(&c->copy_th[d], NULL, copy_main, a) != 0) {
             free(a);
             if (d == 1) { /* stop the first one */
                 pthread_mutex_lock(&r->mu);
                 r->stop = 1;
-                pthread_cond_broadcast(&r->q[0].cv);
+                pthread_cond_broadcast(&c->q[0].cv);
                 pthread_mutex_unlock(&r->mu);
-                pthread_join(r->copy_th[0], NULL);
+                pthread_join(c->copy_th[0], NULL);
             }
             pr_fail(run, s, -1, "cannot start a copy thread");
             return -1;
         }
     }
-    r->copy_started = 1;
+    c->copy_started = 1;
     return 0;
 }
 
 
-/* ---- the CPU backend of the run core (piperun_common.c) ------------------------------ */
+/* ---- the CPU backend of the run core (core.c) ------------------------------ */
 
 /* The channels between the rank threads and each rank's arena, buffers and copy
  * threads. */
@@ -794,8 +806,8 @@ static int cpu_setup(PrRun *run)
 static int cpu_rank_iteration(PrRank *r)
 {
     pthread_mutex_lock(&r->mu);
-    for (int d = 0; d < 2; d++)
-        r->q[d].head = r->q[d].tail = r->q[d].done = 0;
+    for (PrCopyQ *q = r->cpu_rank->q; q < r->cpu_rank->q + 2; q++)
+        q->head = q->tail = q->done = 0;
     pthread_mutex_unlock(&r->mu);
     int rc = r->d->run(r);
     if (rc == 0)
@@ -875,11 +887,11 @@ static int cpu_rank_start(PrRank *r)
  * variable (r->mu held by the caller). */
 static void cpu_wake(PrRank *r)
 {
-    for (int d = 0; r->q && d < 2; d++)
-        pthread_cond_broadcast(&r->q[d].cv);
+    for (int d = 0; r->cpu_rank && r->cpu_rank->q && d < 2; d++)
+        pthread_cond_broadcast(&r->cpu_rank->q[d].cv);
 }
 
-/* The CPU backend of the run core (pr_run, piperun_common.c). */
+/* The CPU backend of the run core (pr_run, core.c). */
 const PrBackend pr_backend = {
     .setup = cpu_setup, .rank_start = cpu_rank_start, .rank_iteration = cpu_rank_iteration,
     .iter_begin = cpu_iter_begin,

@@ -1,5 +1,5 @@
 /* tf_layout.h - the activation-region layout of the `gpt` and `llama` workloads
- * (runtime/transformer.h), in one place for the runtime that carves it and the code
+ * (runtime/models/transformer.h), in one place for the runtime that carves it and the code
  * generator that plans the arena with it (compiler/generation/emit_c.c): one layout, two readers.
  *
  * Dimension legend (llm.c style):

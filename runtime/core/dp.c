@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workload.h"
+#include "core.h"
 #include "tf_kernels.h"
 
 const PrDpOps *pr_dp;
@@ -303,23 +303,19 @@ static void walk_params(PrRun *run, int s, float *flat, size_t lo, size_t hi, bo
     for (int v = 0; v < run->PV; v++) {
         if (run->prog->vstages[v].rank != s)
             continue;
-        for (int i = 0; i < pr_model_tensor_count(run); i++) {
-            if (!pr_model_tensor_in_slice(run, i, v))
-                continue;
-            float *p, *g;
-            size_t k;
-            pr_model_tensor(run, i, NULL, &p, &g, &k);
-            size_t a = at > lo ? at : lo, b = at + k < hi ? at + k : hi;
+        PrStageTensor t = pr_stage_tensors(v, at);
+        while (pr_stage_tensor_next(run, &t)) {
+            size_t a = t.at > lo ? t.at : lo, b = t.at + t.n < hi ? t.at + t.n : hi;
             for (size_t j = a; j < b; j++) {
                 if (step) {
-                    tf_sgd_elem(p, g, lr, j - at);
-                    flat[j] = p[j - at];
+                    tf_sgd_elem(t.param, t.grad, lr, j - t.at);
+                    flat[j] = t.param[j - t.at];
                 } else {
-                    p[j - at] = flat[j];
+                    t.param[j - t.at] = flat[j];
                 }
             }
-            at += k;
         }
+        at = t.at;
     }
 }
 
@@ -347,14 +343,10 @@ int pr_dp_step(PrRank *r)
  * (pr_model_tensor). */
 size_t pr_vstage_grad_floats(const PrRun *run, int v)
 {
-    size_t total = 0;
-    for (int i = 0; i < pr_model_tensor_count(run); i++)
-        if (pr_model_tensor_in_slice(run, i, v)) {
-            size_t n;
-            pr_model_tensor(run, i, NULL, NULL, NULL, &n);
-            total += n;
-        }
-    return total;
+    PrStageTensor t = pr_stage_tensors(v, 0);
+    while (pr_stage_tensor_next(run, &t))
+        ;
+    return t.at;
 }
 
 size_t pr_rank_grad_floats(const PrRun *run, int s)
@@ -371,16 +363,12 @@ void pr_rank_grad_copy(PrRun *run, int s, float *buf, bool pack)
     for (int v = 0; v < run->PV; v++) {
         if (run->prog->vstages[v].rank != s)
             continue;
-        for (int i = 0; i < pr_model_tensor_count(run); i++)
-            if (pr_model_tensor_in_slice(run, i, v)) {
-                float *g;
-                size_t k;
-                pr_model_tensor(run, i, NULL, NULL, &g, &k);
-                if (pack)
-                    memcpy(buf, g, k * sizeof *g);
-                else
-                    memcpy(g, buf, k * sizeof *g);
-                buf += k;
-            }
+        for (PrStageTensor t = pr_stage_tensors(v, 0); pr_stage_tensor_next(run, &t);) {
+            if (pack)
+                memcpy(buf, t.grad, t.n * sizeof *t.grad);
+            else
+                memcpy(t.grad, buf, t.n * sizeof *t.grad);
+            buf += t.n;
+        }
     }
 }

@@ -94,7 +94,7 @@ typedef struct MlpSlice {
     int nlayers;     /* number of blocks, layer0 + nlayers <= L */
     bool embed;      /* owns the token embedding (the slice's input is the tokens) */
     bool head;       /* owns LN_f, the head and the loss (the slice's output is the loss) */
-    bool per_layer;  /* layer-granular recomputation (gpt/llama only, runtime/tf_layout.h):
+    bool per_layer;  /* layer-granular recomputation (gpt/llama only, runtime/models/tf_layout.h):
                         the program's PrVstage.per_layer */
 } MlpSlice;
 

@@ -1,10 +1,10 @@
-/* cpu.h - the CPU backend's own header (piperun.c, and its MPI transport
+/* cpu.h - the CPU backend's own header (cpu.c, and its MPI transport
  * mpi/piperun_mpi.c): the channels between rank threads and the copy threads' queues,
- * on top of the run core (piperun_internal.h). */
+ * on top of the run core (core.h). */
 #ifndef PIPERUN_CPU_H
 #define PIPERUN_CPU_H
 
-#include "piperun_internal.h"
+#include "core.h"
 
 /* A message in flight on one (src, dst) channel. */
 typedef struct PrNode {
@@ -33,6 +33,19 @@ typedef struct PrCopyQ {
     pthread_cond_t cv;   /* (with PrRank.mu) its copy thread waits here for an op: an
                             op queued wakes that thread only */
 } PrCopyQ;
+
+/* The CPU backend's state of one rank (PrRank.cpu_rank): the host copies of SO/SI and the
+ * copy threads with their queues. Made by the backend's rank set-up, freed by its
+ * teardown; PrRank.mu guards the queues and si_done. */
+typedef struct PrCpuRank {
+    void **host;               /* [nvm] host copies for SO/SI */
+    int64_t *host_cap;         /* [nvm] bytes */
+    uint32_t *si_done;         /* [nvm] iteration stamp (iter + 1) when SI finished */
+    uint32_t *lw_done;         /* [PV] iteration stamp (iter + 1) when LW finished */
+    pthread_t copy_th[2];
+    int copy_started;
+    PrCopyQ *q;                /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */
+} PrCpuRank;
 
 /* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */
 double pr_spin_budget_ms(const PrRun *run);

@@ -227,10 +227,8 @@ static MlpModel *alloc_model(const MlpConfig *c)
     m->cfg = *c;
     m->nparams = count_params(c);
     m->ntensors = 1 + c->L * LAYER_TENSORS + HEAD_TENSORS;
-    m->param_mem = malloc(m->nparams * sizeof(float));
-    m->grad_mem = calloc(m->nparams, sizeof(float));
     m->names = calloc((size_t)m->ntensors, sizeof *m->names);
-    if (!m->param_mem || !m->grad_mem || !m->names) {
+    if (pr_params_alloc(m->nparams, &m->param_mem, &m->grad_mem) != 0 || !m->names) {
         mlp_free(m);
         return NULL;
     }
@@ -283,12 +281,11 @@ MlpModel *mlp_clone(const MlpModel *m)
 
 void mlp_free(MlpModel *m)
 {
-    if (!m)
-        return;
-    free(m->param_mem);
-    free(m->grad_mem);
-    free(m->names);
-    free(m);
+    if (m) {
+        pr_params_free(m->param_mem, m->grad_mem);
+        free(m->names);
+        free(m);
+    }
 }
 
 void mlp_zero_grad(MlpModel *m, const MlpSlice *s)
@@ -587,18 +584,8 @@ void mlp_weight_grad_split(MlpModel *m, const MlpSlice *s, const PrRegion *g,
 }
 
 /* One micro-batch of the reference (PrReferenceStep): the whole model, F then B. */
-static float reference_step(void *model, void *act, const int *tok, const int *tgt,
-                            float scale)
-{
-    MlpModel *m = model;
-    MlpSlice s = mlp_whole(&m->cfg);
-    float loss = 0.0f;
-    mlp_forward(m, &s, NULL, &loss, act, NULL, tok, tgt, true);
-    ActLayout a = act_layout(&m->cfg, &s);
-    PrRegion g = mlp_region_whole(act, &a);
-    backward(m, &s, NULL, &g, NULL, tok, tgt, false, scale);
-    return loss;
-}
+PR_REFERENCE_STEP(reference_step, MlpModel, mlp_whole, ActLayout, act_layout, mlp_region_whole,
+                  mlp_forward, backward)
 
 float mlp_reference_iteration(MlpModel *m, int M, const int *tokens, const int *targets)
 {

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "piperun_internal.h"
+#include "core.h"
 
 int pr_trace_write(const PrRun *run, const char *path)
 {
