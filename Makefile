@@ -447,7 +447,7 @@ build/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/cuda/*.h runtime/cuda/*.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/core/core.h runtime/workloads/workload.h runtime/region.h runtime/prtable.h plan/stream_plan.h plan/opkinds.h
+build/cuda/%.o: runtime/cuda/%.c $(wildcard runtime/cuda/*.h) runtime/piperun.h runtime/core/core.h runtime/workloads/workload.h runtime/region.h runtime/prtable.h plan/streams.h plan/opkinds.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CU_CPPFLAGS) -I$(CUDA_HOME)/include $(BLAS_CFLAGS) $(CFLAGS) -pthread -c $< -o $@
 

@@ -193,7 +193,7 @@ typedef struct PrRankDesc {
     const PrStep *steps;       /* [nsteps] the program that pr_run_steps runs */
     uint32_t nsteps;
     const char *streams;       /* the rank's stream plan for the CUDA backend, packed
-                                  (plan/stream_plan.h; docs/cuda.md "The stream plan's
+                                  (plan/streams.h; docs/cuda.md "The stream plan's
                                   table"), which it enqueues from; NULL from `pipec emit`
                                   without --backend cuda (the CPU backends ignore it) */
 } PrRankDesc;

@@ -154,7 +154,7 @@ check "a kind added to PLAN_KINDS is generated into the enum" \
     grep -q "^enum { PR_F, PR_B, .*PR_LW, PR_QQ, PR_NKINDS };$" "$tmp/k/runtime/piperun.h"
 
 objs=build/obj/runtime
-if [ ! -f "$objs/core/core.o" ]; then
+if [ ! -f "$objs/core/common.o" ]; then
     skip "layers" "no built runtime objects in $objs (make first)"
     finish
     exit

@@ -1,5 +1,5 @@
-/* stream_plan.c - the CUDA backend's stream plan; see stream_plan.h and docs/cuda.md
- * "The stream plan". One walk over each rank's list keeps, per stream, the last op that
+/* stream_plan.c - the CUDA backend's stream plan; see stream_plan.h, plan/streams.h and
+ * docs/cuda.md "The stream plan". One walk over each rank's list keeps, per stream, the last op that
  * frees arena memory, per (v,m) and kind the op listed so far, per (v,m) its last op,
  * and per virtual stage its last B/W and last chunk-wide op; each op's waits are read
  * off those and the op kind table (opsem.h). */
@@ -37,7 +37,7 @@ static int cmp_u32(const void *a, const void *b)
 
 #define MAX_WAITS (OPSEM_MAX_WAITS + STREAM_N + 2)
 
-/* The waits of one rank (rules 1-4 of stream_plan.h). Returns 0 or -1 (memory). */
+/* The waits of one rank (rules 1-4 of plan/streams.h). Returns 0 or -1 (memory). */
 static int plan_rank(const StreamIn *in, uint32_t r, StreamRank *k)
 {
     const SpOp *ops = in->ops[r];

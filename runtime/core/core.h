@@ -1,4 +1,4 @@
-/* core.h - the run core's header (runtime/core/: core.c, dp.c, router.c, trace.c,
+/* core.h - the run core's header (runtime/core/: common.c, dp.c, router.c, trace.c,
  * profile.c, failure.c): the run and its ranks, the backend interface (PrBackend), the
  * workload interface (PrWorkload, PrArch: what the core and the backends see of a
  * workload and of its model's tensors), the router, data parallelism, failures and
@@ -230,7 +230,7 @@ extern const PrTransport *pr_transport;
 
 /* How the replicas of one stage meet when each process runs one replica's rank
  * (runtime/mpi/piperun_mpi.c); NULL: the D replicas are threads of this process and
- * meet in shared memory (core.c). replica: this process's replica. allreduce:
+ * meet in shared memory (common.c). replica: this process's replica. allreduce:
  * sums the n doubles of buf over the replicas of rank r's stage, in place, the same
  * result on every replica; allgather: buf holds n floats of which r's replica's shard
  * (pr_dp_shard) is filled, fills the others' shards from them. Each returns 0, or -1
@@ -310,7 +310,7 @@ int pr_profile_write(const PrRun *run);
 void pr_install_signals(void);
 /* trace.c: writes the Chrome trace of every iteration. Returns 0 or -1 (errno). */
 int pr_trace_write(const PrRun *run, const char *path);
-/* ---- the run core (core.c) ---------------------------------------------- */
+/* ---- the run core (common.c) ---------------------------------------------- */
 
 /* What a backend supplies to the run core, as each of nccl-tests' tests supplies its
  * callbacks to common.cu. Hooks marked "main" run on the main thread, "rank" on the

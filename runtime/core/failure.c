@@ -2,7 +2,7 @@
  * (pr_fail) and what it and every other core file use: the monotonic clock and timed
  * waits, the names of op kinds, ops and workloads, the rank thread's current op and the
  * process's transport. It calls no other file of the runtime: the core's other files
- * (core.c, dp.c, trace.c, profile.c, router.c) call down into it, and what a
+ * (common.c, dp.c, trace.c, profile.c, router.c) call down into it, and what a
  * failure must do above it (stop the other replicas of data parallelism) it does
  * through the run's on_fail hook. */
 #define _POSIX_C_SOURCE 200809L

@@ -777,7 +777,7 @@ static int rank_init(PrRun *run, int s)
 }
 
 
-/* ---- the CPU backend of the run core (core.c) ------------------------------ */
+/* ---- the CPU backend of the run core (common.c) ------------------------------ */
 
 /* The channels between the rank threads and each rank's arena, buffers and copy
  * threads. */
@@ -891,7 +891,7 @@ static void cpu_wake(PrRank *r)
         pthread_cond_broadcast(&r->cpu_rank->q[d].cv);
 }
 
-/* The CPU backend of the run core (pr_run, core.c). */
+/* The CPU backend of the run core (pr_run, common.c). */
 const PrBackend pr_backend = {
     .setup = cpu_setup, .rank_start = cpu_rank_start, .rank_iteration = cpu_rank_iteration,
     .iter_begin = cpu_iter_begin,

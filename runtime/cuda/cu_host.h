@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "piperun.h"
-#include "stream_plan.h"
+#include "streams.h"
 
 /* The GPU of pipeline rank `rank` (docs/cuda.md "Devices"). One process for every rank
  * (np == 1): rank s uses GPU s % ngpu. One process per rank (np > 1, `local` = its index
@@ -35,7 +35,7 @@ void cu_env_defaults(void);
  * 1 and at most 32 (NCCL's own largest default). */
 int cu_nccl_max_ctas(int sm_count, int pending);
 
-/* The stream plan (plan/stream_plan.h) of a generated program, read from the tables
+/* The stream plan (plan/streams.h) of a generated program, read from the tables
  * `pipec emit --backend cuda` wrote into it (PrRankDesc.streams, docs/cuda.md "The
  * stream plan's table"; streams.json is written from the same plan): the plan the
  * compiler built and verified, not recomputed here. g is the unpacked program (ops and

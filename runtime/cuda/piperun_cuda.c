@@ -3,7 +3,7 @@
  * build/libpiperun_cuda.a instead of libpiperun.a.
  *
  * One host thread per rank enqueues its program asynchronously, exactly as the stream
- * plan says (plan/stream_plan.h: the plan `pipec emit --backend cuda` computed, verified
+ * plan says (plan/streams.h: the plan `pipec emit --backend cuda` computed, verified
  * and wrote into the program as tables, which cu_host.c reads at start-up; streams.json
  * is written from the same plan): every op runs on its stream (compute: F/B/W/R; d2h: SO, OG; h2d: SI,
  * LW), first waiting for the end events of the ops the plan names and for the receive
@@ -1113,7 +1113,7 @@ static void down_free(void *ctx)
     CU.comms = NULL;
 }
 
-/* ---- the CUDA backend of the run core (core.c) ---------------------------- */
+/* ---- the CUDA backend of the run core (common.c) ---------------------------- */
 
 /* The GPUs (one per rank, or shared), each rank's streams, events and buffers, the
  * stream plan and the messages (NCCL pairs or the copy fallback). */
@@ -1229,7 +1229,7 @@ static void cuda_teardown(PrRun *run)
     cu_error_reset();
 }
 
-/* The CUDA backend of the run core (pr_run, core.c). */
+/* The CUDA backend of the run core (pr_run, common.c). */
 const PrBackend pr_backend = {
     .setup = cuda_setup, .start = cuda_start, .rank_start = cuda_rank_start,
     .rank_iteration = cuda_rank_iteration, .rank_step = cuda_rank_step,

@@ -1,4 +1,4 @@
-/* test_stream_plan.c - the CUDA backend's stream plan (plan/stream_plan.h) and its
+/* test_stream_plan.c - the CUDA backend's stream plan (plan/streams.h) and its
  * verifier (compiler/generation/stream_check.h): every example's plan passes, random schedules
  * with W, R, SO/SI, OG/LW and deps pass, and the plan the runtime used before (an SI
  * waiting only for the last SO: finding 1 of the CUDA review) is rejected, on

@@ -1,11 +1,11 @@
-/* stream_plan.h - the stream plan of the CUDA backend: for every op of every rank, the
+/* streams.h - the stream plan of the CUDA backend: for every op of every rank, the
  * stream it runs on and the ops whose end it waits for (docs/cuda.md "The stream
  * plan"). Computed once, from the op lists and the messages of the comm plan; the CUDA
  * runtime enqueues exactly from it (runtime/cuda/piperun_cuda.c makes no ordering
  * decision of its own) and `pipec emit --backend cuda` writes it to DIR/streams.json.
  *
  * This header is plain C data (no IR: plan/opkinds.h only), included by both sides.
- * stream_plan() itself is compiler/plans/stream_plan.c (over the op table); the code
+ * The compiler builds the plan (compiler/plans/stream_plan.h, over the op table); the code
  * generator writes the plan into the program as one packed table per rank
  * (PR_STREAMS_VERSION below, docs/cuda.md "The stream plan's table"), which the CUDA
  * runtime reads at start-up (runtime/cuda/cu_host.h cu_stream_plan) instead of
@@ -32,8 +32,8 @@
  *      stream that op runs on: an SO or OG too); the consuming op's stream (an SI or LW
  *      too) waits for its receive.
  * Streams come from the table (op_sem[].stream). */
-#ifndef PIPEC_STREAM_PLAN_H
-#define PIPEC_STREAM_PLAN_H
+#ifndef PIPEC_STREAMS_H
+#define PIPEC_STREAMS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,11 +84,6 @@ typedef struct StreamPlan {
     uint32_t *send_after;  /* [nmsgs] op on the sender whose end the send waits for */
 } StreamPlan;
 
-/* Builds the plan. Ops with a kind, virtual stage or micro-batch out of range get
- * only the same-stream order. Returns NULL when out of memory. Linear in ops + waits.
- * (compiler/plans/stream_plan.c) */
-StreamPlan *stream_plan(const StreamIn *in);
-
 /* The format version of a rank's packed stream-plan table (PrRankDesc.streams, in
  * runtime/prtable.h's number code; docs/cuda.md "The stream plan's table"). */
 #define PR_STREAMS_VERSION 1
@@ -111,9 +106,5 @@ static inline void stream_plan_free(StreamPlan *sp)
     free(sp->send_after);
     free(sp);
 }
-
-/* The name of a stream in streams.json: "compute", "d2h", "h2d"; "?" out of range.
- * (compiler/plans/stream_plan.c) */
-const char *stream_name(unsigned s);
 
 #endif

@@ -1,4 +1,4 @@
-/* core.c - the runtime core every backend shares (core.h), as
+/* common.c - the runtime core every backend shares (core.h), as
  * nccl-tests' common.cu is shared by its tests: the run's options, checks and results,
  * the failure record, fault injection (PIPERUN_FAULT), the fatal-signal handler and the
  * flight recorder, the liveness of rank threads, the barrier between the main thread
