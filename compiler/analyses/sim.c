@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NONE UINT32_MAX
 #define CROSS 0x80000000u   /* flag on a dep source id: the source is on another rank */
 
 typedef struct RankCost {
@@ -180,7 +179,6 @@ static uint32_t lookup(const Sim *s, OpKind k, int32_t v, uint32_t m)
 {
     return opindex_global(s->idx, s->off, k, v, m);
 }
-
 
 /* Sizes the scratch arrays for p, builds the op index and fills the rank tables (op
  * offsets, p2p, weights, virtual stages and their owners); clears end (or ext_end) and

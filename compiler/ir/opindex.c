@@ -7,8 +7,6 @@
 
 #include "util.h"
 
-#define NONE UINT32_MAX
-
 struct IdxEnt {
     uint64_t key;   /* (kind * PV + v) * M + mb */
     uint32_t pos;

@@ -9,6 +9,9 @@
 
 #include "ir.h"
 
+/* No op: what an op index, a position or a wait holds where there is none. */
+#define NONE UINT32_MAX
+
 /* The op index: for every (kind, virtual stage, micro-batch) the rank and position of
  * the op in that rank's list, built once in O(ops) time and memory and shared by the
  * checker, the memory walk, the comm lowering, the simulator and the passes.

@@ -6,10 +6,9 @@
 #include <string.h>
 
 #include "costmodel.h"
+#include "opindex.h"
 #include "opsem.h"
 #include "util.h"
-
-#define NONE UINT32_MAX
 
 /* Limits of the offline plans (incarnations of one rank): the greedy orders run up to
  * ARENA_GREEDY_MAX incarnations, the exact search up to ARENA_EXACT_MAX, within

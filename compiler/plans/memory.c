@@ -15,9 +15,6 @@
 #include "opsem.h"
 #include "util.h"
 
-#define NONE UINT32_MAX
-
-
 /* Per-rank walk state, indexed by slot. */
 typedef struct Walk {
     const Pipeline *p;

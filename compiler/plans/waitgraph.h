@@ -13,10 +13,6 @@
 #include "ir.h"
 #include "opindex.h"
 
-#ifndef NONE
-#define NONE UINT32_MAX
-#endif
-
 /* Why one op waits for another (an edge of the wait graph, docs/semantics.md). */
 typedef enum WaitWhy {
     WAIT_STREAM, /* the previous op on the same stream of the same rank */
