@@ -6,8 +6,9 @@
 # links the simulator times it 120 ms; on one link the two SOs, then the two SIs,
 # overlap and share it: 210 ms (hand-timed below). The replay must show the same
 # slow-down, within tolerant bounds (2 shared cores: ops are busy-waits and sleeps):
-# measured (the fastest iteration after the first) within [0.8, 1.35] of simulated, and
-# the shared run at least 1.35x the own-links run (the model says 1.75x).
+# measured (the fastest iteration after the first, over up to three rounds) within
+# [0.8, 1.35] of simulated, and the shared run at least 1.35x the own-links run (the
+# model says 1.75x).
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 tmp=$(mktemp -d)
@@ -39,12 +40,26 @@ fastest() {
         --cache "$tmp/cache" 2>"$tmp/$1.err" |
         python3 -c 'import json, sys; print(min(json.load(sys.stdin)["iter_ms"][1:]))'
 }
-own=$(fastest link1)
+# holds OWN SHARED: the three bounds below hold
+holds() {
+    python3 -c "import sys; o, s = $1, $2; sys.exit(not (0.8 * 120 <= o <= 1.35 * 120
+        and 0.8 * 210 <= s <= 1.35 * 210 and s >= 1.35 * o))"
+}
+# A busy machine only slows a replay down (its ops busy-wait and sleep), so each figure
+# is the fastest of up to three rounds: a round that another process slowed is
+# measured again, a replay that really misses the model misses it in every round.
+own="" shared=""
+for round in 1 2 3; do
+    o=$(fastest link1) s=$(fastest link2)
+    [ -n "$o" ] && { [ -z "$own" ] || python3 -c "import sys; sys.exit(not $o < $own)"; } && own=$o
+    [ -n "$s" ] && { [ -z "$shared" ] || python3 -c "import sys; sys.exit(not $s < $shared)"; } && shared=$s
+    { [ -z "$own" ] || [ -z "$shared" ]; } && break
+    holds "$own" "$shared" && break
+done
 check "replay, own links: runs ($own ms)" test -n "$own"
-shared=$(fastest link2)
 check "replay, one link: runs ($shared ms)" test -n "$shared"
 if [ -n "$own" ] && [ -n "$shared" ]; then
-    check "replay, own links: $own ms within [0.8, 1.35] x 120" \
+    check "replay, own links: $own ms within [0.8, 1.35] x 120 (round $round)" \
         python3 -c "import sys; sys.exit(not 0.8 * 120 <= $own <= 1.35 * 120)"
     check "replay, one link: $shared ms within [0.8, 1.35] x 210" \
         python3 -c "import sys; sys.exit(not 0.8 * 210 <= $shared <= 1.35 * 210)"
