@@ -96,38 +96,51 @@ typedef struct Tuner {
     char **skipped;           /* what the search left out, a line each with the reason */
     uint32_t nskipped;
     size_t capskipped;
+    StdTemplate *std;         /* [nstd] the stdlib's templates and their header shapes */
+    int nstd;
+    struct Row *rows;         /* [nrows] the templates searched, in order (resolve_rows) */
+    int nrows;
 } Tuner;
 
-/* The stdlib templates tune searches, each with the chunks and placement it supports
- * (docs/schedules.md, the `require` lines of stdlib/schedules.pipe and tpipe.pipe):
- * the chunks-1 templates, the looped ones over V = 2, 3, 4 (V = 1 of interleaved and
- * interleaved_zb is onef1b and zbh1, of looped_bfs gpipe), the V-shape ones at V = 2,
- * and tpipe at V = 2 (docs/tune.md "Search space"). Fast families first: the best
- * found early prunes more (docs/tune.md "Pruning"). */
+/* The stdlib templates tune searches, in search order: fast families first, since the
+ * best found early prunes more (docs/tune.md "Pruning"). A template's shape is a fact
+ * of the stdlib: one whose header fixes it (`template zbv chunks 2 vshape`,
+ * docs/language.md "Templates") is searched at exactly that shape, read from the
+ * stdlib (std_templates), and V here is 0. For a template whose header states no shape
+ * V is a chunk count tune tries: the chunks-1 templates at 1, the looped ones at 2, 3,
+ * 4 (V = 1 of interleaved and interleaved_zb is onef1b and zbh1, of looped_bfs gpipe;
+ * docs/tune.md "Search space"). */
 typedef struct Template {
     const char *name;
-    int V;       /* chunks per rank */
-    bool vshape; /* `chunks V vshape` */
+    int V; /* chunks per rank tried; 0: the header's */
 } Template;
 
 static const Template templates[] = {
-    {"onef1b", 1, false},         {"zbh1", 1, false},           {"zbh2", 1, false},
-    {"zbv", 2, true},             {"dualpipev", 2, true},       {"vhalf", 2, true},
-    {"vmin", 2, true},            {"interleaved_zb", 2, false}, {"interleaved_zb", 3, false},
-    {"interleaved_zb", 4, false}, {"interleaved", 2, false},    {"interleaved", 3, false},
-    {"interleaved", 4, false},    {"tpipe", 2, false},          {"eager1f1b", 1, false},
-    {"gpipe", 1, false},          {"looped_bfs", 2, false},     {"looped_bfs", 3, false},
-    {"looped_bfs", 4, false},
+    {"onef1b", 1},         {"zbh1", 1},           {"zbh2", 1},           {"zbv", 0},
+    {"dualpipev", 0},      {"vhalf", 0},          {"vmin", 0},           {"interleaved_zb", 2},
+    {"interleaved_zb", 3}, {"interleaved_zb", 4}, {"interleaved", 2},    {"interleaved", 3},
+    {"interleaved", 4},    {"tpipe", 0},          {"eager1f1b", 1},      {"gpipe", 1},
+    {"looped_bfs", 2},     {"looped_bfs", 3},     {"looped_bfs", 4},
 };
 enum { NTEMPLATES = sizeof templates / sizeof templates[0] };
 
-/* True when the name has several chunk counts in the table: its rows say "NAME V=k". */
-static bool template_multi_v(const char *name)
+/* One template at one shape, as tune searches it: a row of templates[] with its shape
+ * and file read from the stdlib (resolve_rows). */
+typedef struct Row {
+    const char *name;
+    const char *file;  /* the stdlib file defining it, "schedules" for std/schedules.pipe */
+    int V;             /* chunks per rank */
+    bool vshape;       /* `chunks V vshape` */
+    bool multi;        /* the name has several chunk counts: its rows say "NAME V=k" */
+} Row;
+
+/* The stdlib's template `name`, NULL when no stdlib file defines it. */
+static const StdTemplate *std_template(const Tuner *t, const char *name)
 {
-    int n = 0;
-    for (int i = 0; i < NTEMPLATES; i++)
-        n += strcmp(templates[i].name, name) == 0;
-    return n > 1;
+    for (int i = 0; i < t->nstd; i++)
+        if (!strcmp(t->std[i].name, name))
+            return &t->std[i];
+    return NULL;
 }
 
 /* Records one line of what the search left out, and why (tune --json "skipped"). */
@@ -142,13 +155,59 @@ static void skip(Tuner *t, const char *fmt, ...)
     VEC_PUSH(t->skipped, t->nskipped, t->capskipped, xstrdup(b));
 }
 
+/* Reads the stdlib's templates and makes t->rows from templates[]: the header's shape
+ * where it fixes one (one row for the name), else the row's V (interleaved placement).
+ * A name the stdlib does not define, or whose header's chunks is not a number, is a
+ * skipped line. False when the stdlib could not be read (reported on stderr). */
+static bool resolve_rows(Tuner *t)
+{
+    Diag d = {.max_errors = 1};
+    t->nstd = std_templates(&d, &t->std);
+    diag_free(&d);
+    if (t->nstd < 0) {
+        t->nstd = 0;
+        fprintf(stderr, "pipec tune: cannot read the stdlib's templates (the search stops: its "
+                        "table would leave them out)\n");
+        return false;
+    }
+    t->rows = xmalloc(NTEMPLATES * sizeof *t->rows);
+    for (int i = 0; i < NTEMPLATES; i++) {
+        const Template *tm = &templates[i];
+        const StdTemplate *st = std_template(t, tm->name);
+        bool seen = false;
+        for (int k = 0; k < t->nrows; k++)
+            seen |= !strcmp(t->rows[k].name, tm->name);
+        if (!st) {
+            if (!seen)
+                skip(t, "%s: not searched, no stdlib file defines it", tm->name);
+            continue;
+        }
+        if (st->V < 0) {
+            if (!seen)
+                skip(t, "%s: not searched, its header's chunks is not a number", tm->name);
+            continue;
+        }
+        if (st->V > 0 && seen)
+            continue; /* the header's one shape, already a row */
+        Row r = {.name = st->name, .file = st->file, .V = st->V ? st->V : tm->V,
+                 .vshape = st->V ? st->vshape : false};
+        if (r.V == 0)
+            r.V = 1; /* a row for the header's shape, and the header states none */
+        t->rows[t->nrows++] = r;
+    }
+    for (int i = 0; i < t->nrows; i++)
+        for (int k = 0; k < t->nrows; k++)
+            t->rows[i].multi |= k != i && !strcmp(t->rows[k].name, t->rows[i].name);
+    return true;
+}
+
 /* Expands template tm with the base's P and M; NULL when it does not apply (e.g.
  * interleaved with M not a multiple of P), the template's own message then recorded as
  * a skipped line. Op locations are cleared: they point into the generated source. */
-static Pipeline *expand(Tuner *t, const Template *tm, const char *desc)
+static Pipeline *expand(Tuner *t, const Row *tm, const char *desc)
 {
     StrBuf src = {0};
-    const char *file = strcmp(tm->name, "tpipe") == 0 ? "tpipe" : "schedules";
+    const char *file = tm->file;
     sb_printf(&src, "import \"std/%s.pipe\"\npipeline tune { stages %d microbatches %d chunks %d%s "
                     "schedule %s }\n",
               file, t->base->P, t->base->M, tm->V, tm->vshape ? " vshape" : "", tm->name);
@@ -742,10 +801,13 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
         snprintf(tmpl, sizeof tmpl, "%.*s", (int)(head < 63 ? head : 63), v->desc);
         if (sscanf(v->desc, "%63[a-z0-9_] V=%d", tmpl, &k) != 2)
             k = 0;
-        for (int i = 0; i < NTEMPLATES; i++) /* its chunks and placement, not the file's */
-            if (!strcmp(templates[i].name, tmpl) && (k == 0 || templates[i].V == k))
-                V = templates[i].V, vshape = templates[i].vshape;
+        for (int i = 0; i < t->nrows; i++) /* its chunks and placement, not the file's */
+            if (!strcmp(t->rows[i].name, tmpl) && (k == 0 || t->rows[i].V == k))
+                V = t->rows[i].V, vshape = t->rows[i].vshape;
     }
+    /* The stdlib file that defines it; a template of another file (the file's own, as
+     * written) has none, and the source imports std/schedules.pipe as for onef1b. */
+    const StdTemplate *st = std_template(t, tmpl);
     char ms[32], pk[32], x[PRINT_NUM_MAX + 8];
     double mx = 0;
     int32_t at = 0;
@@ -757,8 +819,7 @@ static bool write_source(StrBuf *out, const Tuner *t, const Pipeline *written,
     sb_printf(out, "# makespan %s (%.3f micro-batches/s), peak %s on stage %d\n",
               human_ms(ms, sizeof ms, v->makespan), b->M / (v->makespan / 1000.0),
               human_size(pk, sizeof pk, mx), at);
-    sb_printf(out, "import \"std/%s.pipe\"\n",
-              strcmp(tmpl, "tpipe") == 0 ? "tpipe" : "schedules");
+    sb_printf(out, "import \"std/%s.pipe\"\n", st ? st->file : "schedules");
     if (b->model)
         put_entity(out, "model", b->model);
     if (b->device)
@@ -924,9 +985,9 @@ static void tune_search(Tuner *t, Pipeline *written)
         search_range(t, written, desc.s, false);
     /* The file's own schedule with tune's steps, unless it is a row of the table below. */
     bool in_table = false;
-    for (int i = 0; i < NTEMPLATES && base->schedule; i++)
-        in_table |= !strcmp(templates[i].name, base->schedule) && templates[i].V == base->V &&
-                    templates[i].vshape == (base->placement == PLACE_VSHAPE);
+    for (int i = 0; i < t->nrows && base->schedule; i++)
+        in_table |= !strcmp(t->rows[i].name, base->schedule) && t->rows[i].V == base->V &&
+                    t->rows[i].vshape == (base->placement == PLACE_VSHAPE);
     if (!in_table && t->tried < t->budget) {
         desc.len = 0;
         sb_printf(&desc, "own (%s%s)", base->schedule ? "schedule " : "explicit",
@@ -934,10 +995,10 @@ static void tune_search(Tuner *t, Pipeline *written)
         search_template(t, base, desc.s);
     }
     t->own = false;
-    for (int i = 0; i < NTEMPLATES && !t->unreadable; i++) {
-        const Template *tm = &templates[i];
+    for (int i = 0; i < t->nrows && !t->unreadable; i++) {
+        const Row *tm = &t->rows[i];
         desc.len = 0;
-        if (template_multi_v(tm->name))
+        if (tm->multi)
             sb_printf(&desc, "%s V=%d", tm->name, tm->V);
         else
             sb_puts(&desc, tm->name);
@@ -1086,6 +1147,8 @@ static void tune_free(Tuner *t)
     if (t->devnull)
         fclose(t->devnull);
     diag_free(&t->quiet);
+    std_templates_free(t->std, t->nstd);
+    free(t->rows);
 }
 
 int cmd_tune(int argc, char **argv)
@@ -1135,6 +1198,7 @@ int cmd_tune(int argc, char **argv)
     t.quiet.out = t.devnull ? t.devnull : stderr;
     t.quiet.max_errors = 1;
 
+    t.unreadable = !resolve_rows(&t);
     tune_search(&t, written);
     rc = 1; /* a template that could not be read: no table, it would be incomplete */
     if (!t.unreadable) {

@@ -57,6 +57,25 @@ void pass_calls_free(PassCall *calls, uint32_t n);
  * beginning with "std/" maps to the stdlib folder itself). */
 const char *stdlib_dir(void);
 
+/* A template of a stdlib file and the shape its header states (docs/language.md
+ * "Templates": `template NAME chunks N [interleaved | vshape]`). */
+typedef struct StdTemplate {
+    char *name;    /* the template's name */
+    char *file;    /* the stdlib file that defines it, without ".pipe": "schedules" for
+                    * std/schedules.pipe */
+    int V;         /* the header's chunks N; 0 when the header states none (any chunks);
+                    * -1 when N is not an integer literal (an expression the front end
+                    * evaluates only while elaborating) */
+    bool vshape;   /* the header says `vshape` */
+} StdTemplate;
+
+/* Lists the templates of every stdlib file (each NAME.pipe of stdlib_dir(), files in
+ * name order, templates in file order), parsed but not elaborated. Returns the count
+ * and *out (free it with std_templates_free), or -1 with *out NULL after reporting
+ * through d why the folder or a file could not be read or parsed (`name`, `syntax`). */
+int std_templates(Diag *d, StdTemplate **out);
+void std_templates_free(StdTemplate *t, int n);
+
 /* The settings `--set` can override, comma-separated ("stages, microbatches, ..."), in
  * buf; returns buf. */
 char *settings_list(char *buf, size_t len);

@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "frontend.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -436,4 +437,94 @@ Pipeline *load_pipeline_string(Diag *d, const LoadOpts *o, const char *name, con
     copy[len] = 0;
     uint32_t f = diag_add_file(d, name, copy, (uint32_t)len);
     return load_main(d, o, f, file_key(name));
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the templates of one parsed stdlib file (stem `file`) to *out. */
+static void push_templates(const AstFile *f, const char *file, StdTemplate **out, int *n,
+                           size_t *cap)
+{
+    for (const Node *it = f->items; it; it = it->next) {
+        if (it->kind != N_TEMPLATE)
+            continue;
+        StdTemplate t = {.name = xstrdup(it->name), .file = xstrdup(file)};
+        const Node *h = it->a; /* the header's N_CHUNKS, NULL when it has none */
+        if (h) {
+            const Node *num = h->a;
+            bool lit = num->kind == N_NUM && num->u.num.is_int && !num->u.num.unit &&
+                       !num->u.num.range_err && num->u.num.ival >= 1 &&
+                       num->u.num.ival <= IR_MAX_CHUNKS;
+            t.V = lit ? (int)num->u.num.ival : -1;
+            t.vshape = h->op == PLACE_VSHAPE;
+        }
+        VEC_PUSH(*out, *n, *cap, t);
+    }
+}
+
+int std_templates(Diag *d, StdTemplate **out)
+{
+    *out = NULL;
+    const char *dir = stdlib_dir();
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        diag_error(d, LOC_NONE, DIAG_NAME, "cannot read the stdlib folder '%s': %s", dir,
+                   strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t nnames = 0, capnames = 0;
+    for (struct dirent *de; (de = readdir(dp));) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && de->d_name[0] != '.' && !strcmp(de->d_name + len - 5, ".pipe"))
+            VEC_PUSH(names, nnames, capnames, xstrdup(de->d_name));
+    }
+    closedir(dp);
+    if (nnames)
+        qsort(names, nnames, sizeof *names, cmp_names);
+    int before = d->nerr, n = 0;
+    size_t cap = 0;
+    StdTemplate *t = NULL;
+    for (size_t i = 0; i < nnames; i++) {
+        StrBuf path = {0}, shown = {0};
+        sb_printf(&path, "%s/%s", dir, names[i]);
+        sb_printf(&shown, "std/%s", names[i]);
+        Loader L = {.d = d};
+        size_t len;
+        char *text = read_source(&L, path.s, LOC_NONE, &len);
+        if (text) {
+            uint32_t f = diag_add_file(d, path.s, text, (uint32_t)len);
+            diag_set_name(d, f, shown.s);
+            AstCtx ctx;
+            ast_init(&ctx);
+            AstFile af = {0};
+            ast_parse(d, &ctx, f, &af);
+            names[i][strlen(names[i]) - 5] = 0; /* the stem */
+            if (af.ok)
+                push_templates(&af, names[i], &t, &n, &cap);
+            ast_free(&ctx);
+        }
+        sb_free(&path);
+        sb_free(&shown);
+        free(names[i]);
+    }
+    free(names);
+    if (d->nerr != before) {
+        std_templates_free(t, n);
+        return -1;
+    }
+    *out = t;
+    return n;
+}
+
+void std_templates_free(StdTemplate *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(t[i].name);
+        free(t[i].file);
+    }
+    free(t);
 }
