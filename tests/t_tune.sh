@@ -483,4 +483,42 @@ ob=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["variants"]
 # the note rounds to 10 ms (4.71 s): compare against its upper end
 expect "tune over budget: best $ob <= check's remedy ${rem:-?} ms" "$ob <= ${rem:-0} + 5"
 
+# --- the templates' shapes and files are the stdlib's (docs/tune.md "Search space") ---------
+# A copy of the stdlib where vmin's header says chunks 3 (its `require` still says 2),
+# interleaved_zb's header fixes chunks 3, and vhalf lives in a file of its own: tune
+# tries vmin at chunks 3 and skips it with vmin's own message, searches interleaved_zb
+# once at chunks 3 (rows "interleaved_zb", none "interleaved_zb V=2"), and still finds
+# vhalf, importing its file.
+cp -r "$PIPEC_STDLIB" "$tmp/std"
+python3 - "$tmp/std" <<'PY'
+import re, sys
+d = sys.argv[1]
+s = open(d + "/schedules.pipe").read()
+s = s.replace("template vmin chunks 2 vshape {", "template vmin chunks 3 vshape {", 1)
+s = s.replace("template interleaved_zb {", "template interleaved_zb chunks 3 interleaved {", 1)
+a = s.index("template vhalf chunks 2 vshape {")
+depth, i = 0, s.index("{", a)
+while True:
+    depth += {"{": 1, "}": -1}.get(s[i], 0)
+    i += 1
+    if depth == 0:
+        break
+open(d + "/vhalf.pipe", "w").write(s[a:i] + "\n")
+open(d + "/schedules.pipe", "w").write(s[:a] + s[i:])
+PY
+PIPEC_STDLIB="$tmp/std" "$PIPEC" tune --json --top 1000 examples/gpt_tiny.pipe >"$tmp/hdr.json" 2>"$tmp/hdr.err"
+check "tune, stdlib copy: exit 0" test $? = 0
+check "tune, stdlib copy: vmin tried at its header's chunks 3, refused by its require" \
+    grep -qF '"vmin: vmin is defined for chunks 2 vshape only"' "$tmp/hdr.json"
+check "tune, stdlib copy: no vmin row" bash -c "! grep -qF '\"name\": \"vmin' '$tmp/hdr.json'"
+check "tune, stdlib copy: interleaved_zb searched at its header's shape" \
+    grep -qE '"name": "interleaved_zb( \||")' "$tmp/hdr.json"
+check "tune, stdlib copy: interleaved_zb not at the table's chunk counts" \
+    bash -c "! grep -qF '\"name\": \"interleaved_zb V=' '$tmp/hdr.json'"
+check "tune, stdlib copy: vhalf found in its own file" grep -qF '"name": "vhalf' "$tmp/hdr.json"
+# the same with the stdlib as shipped: vmin and interleaved_zb V=2 are rows
+"$PIPEC" tune --json --top 1000 examples/gpt_tiny.pipe >"$tmp/hdr0.json" 2>/dev/null
+check "tune, stdlib: vmin a row" grep -qF '"name": "vmin' "$tmp/hdr0.json"
+check "tune, stdlib: interleaved_zb V=2 a row" grep -qF '"name": "interleaved_zb V=2' "$tmp/hdr0.json"
+
 finish
