@@ -6,7 +6,9 @@
  * FILE gives the configuration (stages, micro-batches, model, device, budget, costs,
  * tensor parallelism, partition). The search, in this fixed (deterministic) order:
  *
- *   templates   onef1b, zbh1, interleaved with V = 2, 3, 4, tpipe (V = 2)
+ *   templates   the stdlib's, in templates[]'s order: each at the shape its header
+ *               fixes (zbv, dualpipev, vhalf, vmin, tpipe), else at the table's chunk
+ *               counts (interleaved with V = 2, 3, 4, onef1b at 1, ...)
  *   recompute   none; when that does not fit, for each policy full, selective, cmb,
  *               mlp: on-demand on ranks 0..k-1 for k = 1, 2, ... up to the first k
  *               that fits the budget (more recomputation than needed only costs time:
@@ -21,7 +23,7 @@
  *   and the file as written (its own schedule, recompute and apply lines).
  *
  * A template is expanded by loading a small generated source that imports the stdlib
- * and names the template with the file's P and M and the template's V
+ * file defining it and names the template with the file's P and M and the template's V
  * (load_pipeline_string); its op lists replace those of a copy of the file's pipeline,
  * and the costs are derived again for the new V (so V != the file's V needs a model:
  * without one the per-chunk costs are unknown and those templates are skipped).
