@@ -353,8 +353,9 @@ struct PrBackend {
 };
 
 /* Runs prog on backend be with workload wl (pr_workload_for): checks the options, makes
- * the run, sets up the workload and the backend, starts one thread per rank, runs the iterations, fills res (may be
- * NULL), frees everything. Returns 0, or 1 (res->error says why). */
+ * the run, sets up the workload and the backend, starts one thread per rank, runs the
+ * iterations, fills res (may be NULL), frees everything. Returns 0, or 1 (res->error
+ * says why). */
 int pr_run_core(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
                 const PrOptions *o, PrResult *res);
 /* The backend this library was built with (cpu.c: threads; cuda/piperun_cuda.c:
