@@ -50,7 +50,8 @@ typedef struct Dicts {
     int32_t *vstage;       /* [V] */
     double *cost;          /* [ncost * 3]: cost_ms, cost_bytes, link_ms */
     int64_t *place;        /* [nplace * 2 * PR_PIECES]: at[PR_MLP][..], at[PR_SYNTHETIC][..] */
-    int64_t *mem;          /* [nmem * 6]: held, mem_alloc, mem_free, each [PR_MLP], [PR_SYNTHETIC] */
+    int64_t *mem;          /* [nmem * 6]: held, mem_alloc, mem_free, each [PR_MLP],
+                              [PR_SYNTHETIC] */
 } Dicts;
 
 static void dicts_free(Dicts *t)

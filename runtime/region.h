@@ -1,7 +1,7 @@
 /* region.h - the pieces of an activation region: one rule for the arena planner
- * (compiler/plans/arena_plan.c), the code generator that emits the plan (compiler/generation/emit_c.c)
- * and every runtime that addresses a planned region (the CPU and CUDA backends, the mlp,
- * gpt/llama and synthetic workloads).
+ * (compiler/plans/arena_plan.c), the code generator that emits the plan
+ * (compiler/generation/emit_c.c) and every runtime that addresses a planned region (the
+ * CPU and CUDA backends, the mlp, gpt/llama and synthetic workloads).
  *
  * A (v,m) region is laid out as nested prefixes (docs/runtime.md "Static memory
  * planning"): what the layers keep of the checkpoint [0, lay), the checkpoint [0, ckpt),

@@ -136,8 +136,10 @@ struct PrRun {
     bool check_here;           /* --check compares the gradients in this process */
     PrRank *rank;              /* [P] */
     int ranks_ready;           /* ranks whose mutex is initialised */
-    struct PrChan *chan;       /* [P*P], src * P + dst: the CPU backend's channels */
-    pthread_mutex_t mu;        /* guards chan and error */
+    struct PrCpuRun *cpu_run;  /* the CPU backend's state of the run (cpu/cpu.h): its
+                                  channels and shared host links; NULL on another
+                                  backend */
+    pthread_mutex_t mu;        /* guards error */
     pthread_cond_t cv;         /* a message arrived / barrier moved */
     atomic_int failed;
     char error[256];
@@ -160,10 +162,6 @@ struct PrRun {
     double spin_ms;            /* pr_spin_budget_ms() */
     PrLive *live;              /* [P] the main thread's view of each rank (pr_barrier) */
     atomic_int bar_seq;        /* barrier generation, read by spinning waiters */
-    /* the shared host links of the synthetic replay (cpu.c), NULL when every rank
-     * has its own */
-    struct PrLink *link;       /* [nlinks]: ranks s*N .. s*N+N-1 share link s */
-    int nlinks;
     /* data parallelism (docs/runtime.md "Data parallelism"): D replicas (1: none), this
      * run's replica, and the state the replicas of one process share (NULL when each
      * process runs one replica's rank: pr_dp) */
@@ -355,8 +353,9 @@ struct PrBackend {
 };
 
 /* Runs prog on backend be with workload wl (pr_workload_for): checks the options, makes
- * the run, sets up the workload and the backend, starts one thread per rank, runs the iterations, fills res (may be
- * NULL), frees everything. Returns 0, or 1 (res->error says why). */
+ * the run, sets up the workload and the backend, starts one thread per rank, runs the
+ * iterations, fills res (may be NULL), frees everything. Returns 0, or 1 (res->error
+ * says why). */
 int pr_run_core(const PrBackend *be, const PrWorkload *wl, const PrProgram *prog,
                 const PrOptions *o, PrResult *res);
 /* The backend this library was built with (cpu.c: threads; cuda/piperun_cuda.c:

@@ -63,7 +63,7 @@ int pr_send(PrRank *r, int32_t peer, uint32_t msg)
 
 void pr_chan_put(PrRun *run, int src, int dst, PrNode *nd)
 {
-    PrChan *c = &run->chan[(size_t)src * (size_t)run->P + (size_t)dst];
+    PrChan *c = &run->cpu_run->chan[(size_t)src * (size_t)run->P + (size_t)dst];
     atomic_store_explicit(&nd->next, NULL, memory_order_relaxed);
     atomic_store_explicit(&c->tail->next, nd, memory_order_release);
     c->tail = nd;
@@ -244,7 +244,7 @@ int pr_recv(PrRank *r, int32_t peer, uint32_t msg)
             return -1;
         nd = &remote;
     } else {
-        PrChan *c = &run->chan[(size_t)peer * (size_t)run->P + (size_t)r->id];
+        PrChan *c = &run->cpu_run->chan[(size_t)peer * (size_t)run->P + (size_t)r->id];
         if (chan_wait(r, c, peer, msg) != 0)
             return -1;
         /* the successor of the dummy head becomes the new dummy; its message moves out */
@@ -306,7 +306,7 @@ static void link_advance(PrLinkDir *d, double now)
 
 /* A transfer on a link: started by link_join, waited for by link_leave. */
 typedef struct PrXfer {
-    struct PrLink *l;   /* NULL: the rank's own link */
+    PrLink *l;          /* NULL: the rank's own link */
     int dir;
     double target;      /* shared: the link's vt at which it ends; own: its end, ms */
 } PrXfer;
@@ -320,9 +320,9 @@ static PrXfer link_join(PrRank *r, int dir, double w)
     int n = run->prog->host_link_ranks;
     if (w < 0)
         w = 0;
-    if (!run->link || n < 2)
+    if (!run->cpu_run->link || n < 2)
         return (PrXfer){NULL, dir, pr_now_ms() + w};
-    PrXfer x = {&run->link[r->id / n], dir, 0};
+    PrXfer x = {&run->cpu_run->link[r->id / n], dir, 0};
     PrLinkDir *d = &x.l->dir[dir];
     pthread_mutex_lock(&x.l->mu);
     link_advance(d, pr_now_ms());
@@ -365,29 +365,30 @@ static int links_init(PrRun *run)
     int n = run->prog->host_link_ranks;
     if (n < 2 || !run->wl->replay)
         return 0;
-    run->nlinks = (run->P + n - 1) / n;
-    run->link = calloc((size_t)run->nlinks, sizeof *run->link);
-    if (!run->link) {
-        run->nlinks = 0;
+    PrCpuRun *cr = run->cpu_run;
+    cr->nlinks = (run->P + n - 1) / n;
+    cr->link = calloc((size_t)cr->nlinks, sizeof *cr->link);
+    if (!cr->link) {
+        cr->nlinks = 0;
         pr_fail(run, -1, -1, "out of memory");
         return -1;
     }
-    for (int i = 0; i < run->nlinks; i++) {
-        pthread_mutex_init(&run->link[i].mu, NULL);
-        pthread_cond_init(&run->link[i].cv, NULL);
+    for (int i = 0; i < cr->nlinks; i++) {
+        pthread_mutex_init(&cr->link[i].mu, NULL);
+        pthread_cond_init(&cr->link[i].cv, NULL);
     }
     return 0;
 }
 
-static void links_free(PrRun *run)
+static void links_free(PrCpuRun *cr)
 {
-    for (int i = 0; i < run->nlinks; i++) {
-        pthread_mutex_destroy(&run->link[i].mu);
-        pthread_cond_destroy(&run->link[i].cv);
+    for (int i = 0; i < cr->nlinks; i++) {
+        pthread_mutex_destroy(&cr->link[i].mu);
+        pthread_cond_destroy(&cr->link[i].cv);
     }
-    free(run->link);
-    run->link = NULL;
-    run->nlinks = 0;
+    free(cr->link);
+    cr->link = NULL;
+    cr->nlinks = 0;
 }
 
 typedef struct CopyArg {
@@ -783,13 +784,17 @@ static int rank_init(PrRun *run, int s)
  * threads. */
 static int cpu_setup(PrRun *run)
 {
-    run->chan = calloc((size_t)run->P * (size_t)run->P, sizeof *run->chan);
-    if (!run->chan) {
+    PrCpuRun *cr = calloc(1, sizeof *cr);
+    if (cr)
+        cr->chan = calloc((size_t)run->P * (size_t)run->P, sizeof *cr->chan);
+    if (!cr || !cr->chan) {
+        free(cr);
         pr_fail(run, -1, -1, "out of memory");
         return -1;
     }
+    run->cpu_run = cr;
     for (int c = 0; c < run->P * run->P; c++)
-        run->chan[c].head = run->chan[c].tail = &run->chan[c].stub;
+        cr->chan[c].head = cr->chan[c].tail = &cr->chan[c].stub;
     run->spin_ms = pr_spin_budget_ms(run);
     if (links_init(run) != 0)
         return -1;
@@ -838,8 +843,11 @@ static void cpu_teardown(PrRun *run)
 {
     for (int s = 0; s < run->ranks_ready; s++)
         rank_free(&run->rank[s]);
-    for (int c = 0; run->chan && c < run->P * run->P; c++) {
-        PrChan *ch = &run->chan[c];
+    PrCpuRun *cr = run->cpu_run;
+    if (!cr)
+        return;
+    for (int c = 0; c < run->P * run->P; c++) {
+        PrChan *ch = &cr->chan[c];
         for (PrNode *nd = ch->head, *nx; nd; nd = nx) {
             nx = atomic_load(&nd->next);
             free(nd->payload);
@@ -847,8 +855,10 @@ static void cpu_teardown(PrRun *run)
                 free(nd);
         }
     }
-    free(run->chan);
-    links_free(run);
+    free(cr->chan);
+    links_free(cr);
+    free(cr);
+    run->cpu_run = NULL;
 }
 
 /* PrBackend.rank_start: binds the rank thread to a CPU of its own when this process

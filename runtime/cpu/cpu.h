@@ -47,6 +47,19 @@ typedef struct PrCpuRank {
     PrCopyQ *q;                /* [2] 0: device-to-host (SO), 1: host-to-device (SI) */
 } PrCpuRank;
 
+/* A host link that N = host_link_ranks ranks share (cpu.c). */
+typedef struct PrLink PrLink;
+
+/* The CPU backend's state of a run (PrRun.cpu_run): the channels between the rank
+ * threads and the shared host links of the synthetic replay. Made by the backend's
+ * set-up, freed by its teardown. */
+typedef struct PrCpuRun {
+    PrChan *chan;              /* [P*P], src * P + dst */
+    PrLink *link;              /* [nlinks]: ranks s*N .. s*N+N-1 share link s; NULL when
+                                  every rank has its own */
+    int nlinks;
+} PrCpuRun;
+
 /* How long a waiter spins before it blocks, ms (0 when the ranks outnumber the CPUs). */
 double pr_spin_budget_ms(const PrRun *run);
 /* Queues node on the channel src -> dst and wakes dst's rank thread if it sleeps. */

@@ -5,9 +5,9 @@
  * One host thread per rank enqueues its program asynchronously, exactly as the stream
  * plan says (plan/streams.h: the plan `pipec emit --backend cuda` computed, verified
  * and wrote into the program as tables, which cu_host.c reads at start-up; streams.json
- * is written from the same plan): every op runs on its stream (compute: F/B/W/R; d2h: SO, OG; h2d: SI,
- * LW), first waiting for the end events of the ops the plan names and for the receive
- * events of its messages. No ordering decision is made here.
+ * is written from the same plan): every op runs on its stream (compute: F/B/W/R; d2h:
+ * SO, OG; h2d: SI, LW), first waiting for the end events of the ops the plan names and
+ * for the receive events of its messages. No ordering decision is made here.
  *   - OG/LW (model-state offload, TPipe's T-Offload): OG copies the slice's gradients
  *     into pinned host memory with cudaMemcpyAsync on d2h and runs the SGD step on the
  *     host copy of the weights as a host function on that stream; LW copies those
@@ -493,7 +493,8 @@ static int collect(PrRank *r, CuRank *c)
         sp->t0 = c->ref_ms - run->t_start + a;
         sp->t1 = c->ref_ms - run->t_start + b;
         size_t kk = (size_t)o->vstage * PR_NKINDS + o->kind;
-        if (r->iter > 0 || run->opt.iters == 1) { /* the first of several warms up (as on the CPU) */
+        /* the first of several iterations warms up (as on the CPU) */
+        if (r->iter > 0 || run->opt.iters == 1) {
             r->kind_ms[kk] += b - a;
             r->kind_n[kk]++;
         }

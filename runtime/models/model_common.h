@@ -1,8 +1,8 @@
 /* model_common.h - what the model implementations (mlp.c, transformer.c) share, so that
  * neither writes it again: the byte sizes and cuts of a slice's layout region
- * (PR_LAYOUT_BYTES), the parameter memory, the generator of the initial weights, the step and the loop of
- * the sequential reference iteration. Header-only (static inline and macros); valid C11 and
- * C++ (nvcc reads it through transformer.h).
+ * (PR_LAYOUT_BYTES), the parameter memory, the generator of the initial weights, the
+ * step and the loop of the sequential reference iteration. Header-only (static inline
+ * and macros); valid C11 and C++ (nvcc reads it through transformer.h).
  *
  * The generator is splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom
  * number generators", OOPSLA 2014); the caller keeps its 64-bit state. */

@@ -1,15 +1,16 @@
 /* tf_kernels.h - the layer bodies of the gpt and llama workloads: each function computes
  * one output element, row or column from its index, in the common subset of C11 and
  * CUDA C++. The CUDA backend's kernels (runtime/cuda/tf_cuda.cu) call them with their
- * thread's index; the CPU workload (runtime/models/transformer.c) and the host emulation test
- * of the GPU passes (tests/unit/test_tf_cuda_host.c) call the very same code in loops,
- * so one formula serves both backends and the GPU's index arithmetic is checked
+ * thread's index; the CPU workload (runtime/models/transformer.c) and the host emulation
+ * test of the GPU passes (tests/unit/test_tf_cuda_host.c) call the very same code in
+ * loops, so one formula serves both backends and the GPU's index arithmetic is checked
  * without a GPU.
  *
  * Norm statistics in double, eps 1e-5; RoPE base 10000 on (2i, 2i+1) pairs; causal
- * softmax with the sum in double; reductions over rows in row order (deterministic). Legend (tf_layout.h): B, T, N = B*T, C, NH heads of size hd = C/NH,
- * NKV key/value heads (group = NH/NKV query heads share one), K = NKV*hd, ld = C + 2K
- * the row length of the QKV tensor (Q, then K, then V), F the MLP width.
+ * softmax with the sum in double; reductions over rows in row order (deterministic).
+ * Legend (tf_layout.h): B, T, N = B*T, C, NH heads of size hd = C/NH, NKV key/value
+ * heads (group = NH/NKV query heads share one), K = NKV*hd, ld = C + 2K the row length
+ * of the QKV tensor (Q, then K, then V), F the MLP width.
  * No function allocates, keeps state or writes outside its own element/row/column, so
  * every index may run at once.
  */

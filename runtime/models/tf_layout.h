@@ -16,8 +16,8 @@
  *   [0, wact)   + the output gradients of every weighted op, which W reads
  *   [0, act)    + B's temporaries (the attention-probability gradient and two more)
  * Every tensor lies wholly inside one piece of tf_region_whole's cuts ([0, ckpt),
- * [ckpt, wact), [wact, act)), so a region whose pieces the arena plan places apart (runtime/region.h)
- * still holds whole tensors.
+ * [ckpt, wact), [wact, act)), so a region whose pieces the arena plan places apart
+ * (runtime/region.h) still holds whole tensors.
  *
  * Header-only (static inline): pure arithmetic, no allocation, no I/O.
  */

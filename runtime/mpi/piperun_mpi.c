@@ -3,7 +3,8 @@
  *
  * The generated program is linked unchanged; the linker routes two calls here:
  *
- *     mpicc -std=c11 -O2 -I<inc> -o NAME DIR/main.c DIR/rank_K.c... -Wl,--wrap=pr_main -Wl,--wrap=pr_run \
+ *     mpicc -std=c11 -O2 -I<inc> -o NAME DIR/main.c DIR/rank_K.c... \
+ *           -Wl,--wrap=pr_main -Wl,--wrap=pr_run \
  *           <lib>/libpiperun_mpi.a <lib>/libpiperun.a -lopenblas -lpthread -lm
  *     mpirun -np P ./NAME [options]
  *
@@ -595,7 +596,7 @@ static int standin_run(PrRank *r)
     return 0;
 }
 
-/* ---- data parallelism (docs/runtime.md "Data parallelism", runtime/core/dp.c) ----------------- */
+/* ---- data parallelism (docs/runtime.md "Data parallelism", runtime/core/dp.c) ---- */
 
 /* The sum over the D processes of rank r's stage: MPI_Allreduce on the stage's
  * communicator (a sum of doubles whose result MPI gives every process alike). */

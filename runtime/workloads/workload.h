@@ -6,7 +6,8 @@
  * (pr_workload_for); the core and the backends call it only through the table.
  *
  * The workloads: synthetic (synthetic.c: replays the cost model's times), mlp
- * (workload_mlp.c: runtime/models/mlp.h) and gpt/llama (workload_tf.c: runtime/models/transformer.h).
+ * (workload_mlp.c: runtime/models/mlp.h) and gpt/llama (workload_tf.c:
+ * runtime/models/transformer.h).
  * The two model workloads share one implementation of everything but their arch
  * (workload_model.c, over the PrArch table each supplies). The tables themselves
  * (PrWorkload, PrArch) and the model's tensors as the core and the backends walk them
