@@ -211,8 +211,8 @@ static void run_rank(Sim *s, uint32_t r)
 }
 
 /* Runs every rank of cp until each has finished or blocks; *s holds the end state
- * (sim_free frees it). */
-static void sim_run(Sim *s, const Pipeline *p, const CommPlan *cp, CommMode mode)
+ * (comm_run_free frees it). */
+static void comm_run(Sim *s, const Pipeline *p, const CommPlan *cp, CommMode mode)
 {
     size_t P = cp->P ? cp->P : 1, nm = cp->nmsgs ? cp->nmsgs : 1;
     *s = (Sim){p, cp, mode, xcalloc(P, sizeof(uint32_t)), xcalloc(P, sizeof(uint32_t)),
@@ -226,7 +226,7 @@ static void sim_run(Sim *s, const Pipeline *p, const CommPlan *cp, CommMode mode
         run_rank(s, s->ready[--s->nready]);
 }
 
-static void sim_free(Sim *s)
+static void comm_run_free(Sim *s)
 {
     free(s->op);
     free(s->it);
@@ -240,7 +240,7 @@ static void sim_free(Sim *s)
 CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode)
 {
     Sim s;
-    sim_run(&s, p, cp, mode);
+    comm_run(&s, p, cp, mode);
     CommHang h = {false, 0, 0, 0, NONE};
     for (uint32_t r = 0; r < cp->P; r++) {
         if (!s.blocked[r])
@@ -254,7 +254,7 @@ CommHang comm_simulate(const Pipeline *p, const CommPlan *cp, CommMode mode)
         }
         h.nblocked++;
     }
-    sim_free(&s);
+    comm_run_free(&s);
     return h;
 }
 
@@ -371,7 +371,7 @@ int check_comm(Diag *d, const Pipeline *p, const Graph *g)
      * item, so simulate again keeping them (cheap, and only on failure). */
     size_t P = cp->P;
     Sim s;
-    sim_run(&s, p, cp, COMM_EAGER);
+    comm_run(&s, p, cp, COMM_EAGER);
     uint32_t *visit = xcalloc(P, sizeof *visit), r = h.rank, step = 1;
     while (!visit[r]) {
         visit[r] = step++;
@@ -422,7 +422,7 @@ int check_comm(Diag *d, const Pipeline *p, const Graph *g)
     sb_free(&m);
     free(ranks);
     free(visit);
-    sim_free(&s);
+    comm_run_free(&s);
     comm_plan_free(cp);
     return 1;
 }
