@@ -33,6 +33,15 @@ typedef struct Var {
 
 #define NO_VAR UINT32_MAX
 
+/* An open-addressing table from a pointer (an interned name, a root node) to a
+ * uint32_t, so that a lookup costs one probe; cap is 0 or a power of two, and the
+ * table doubles before it is half full. */
+typedef struct PtrTab {
+    const void **key;      /* NULL: an empty slot */
+    uint32_t *val;
+    size_t cap, n;
+} PtrTab;
+
 /* The constants every template and pipeline body sees, bound first and in this order:
  * P, M, V (the shape) and VSHAPE (1 with `chunks N vshape`, else 0). */
 enum { NCONST = 4 };
@@ -50,16 +59,12 @@ typedef struct Elab {
     /* The innermost binding of each name bound so far: an open-addressing table keyed
      * by the interned name, so that a lookup costs one probe instead of a walk down
      * the bindings (which was a third of a template's expansion). */
-    const char **vkey;
-    uint32_t *vtop;        /* index into vars, or NO_VAR */
-    size_t vcap, nvkey;
+    PtrTab vtop;           /* name -> index into vars, or NO_VAR */
     /* Compiled expressions (expr_run): the flat code of every operator expression
      * evaluated so far, found by its root node in an open-addressing table. */
     struct Ins *code;
     size_t ncode, codecap;
-    const Node **ckey;
-    uint32_t *cval;        /* index into code of the expression's first instruction */
-    size_t ccap, nckey;
+    PtrTab cstart;         /* root node -> index into code of its first instruction */
     int64_t *stack;        /* expr_run's value stack */
     size_t stackcap;
     bool scoped;           /* no `let` has failed: every name an expression reads is
@@ -247,54 +252,78 @@ static Field *make_fields(Elab *e, const Node *list, uint32_t *n, bool *ok)
 
 /* ---- the integer program -------------------------------------------------------- */
 
-/* The table slot of name: its own, or the empty one where it would go. */
-static size_t var_slot(const Elab *e, const char *name)
+/* ---- pointer tables (PtrTab) ----------------------------------------------------- */
+
+/* The slot of key k in t (cap > 0): its own, or the empty one where it would go. */
+static inline size_t ptab_slot(const PtrTab *t, const void *k)
 {
-    size_t h = ((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15u;
-    for (size_t i = h & (e->vcap - 1);; i = (i + 1) & (e->vcap - 1))
-        if (!e->vkey[i] || e->vkey[i] == name)
+    size_t h = ((uintptr_t)k >> 3) * 0x9E3779B97F4A7C15u;
+    for (size_t i = h >> 20 & (t->cap - 1);; i = (i + 1) & (t->cap - 1))
+        if (!t->key[i] || t->key[i] == k)
             return i;
+}
+
+/* The value of k in t into *out; false where k is not in t. */
+static inline bool ptab_get(const PtrTab *t, const void *k, uint32_t *out)
+{
+    if (!t->cap)
+        return false;
+    size_t i = ptab_slot(t, k);
+    if (!t->key[i])
+        return false;
+    *out = t->val[i];
+    return true;
+}
+
+/* The value of k in t, added as `fresh` where k is not in t yet; the pointer is valid
+ * until the next ptab_put. */
+static uint32_t *ptab_put(PtrTab *t, const void *k, uint32_t fresh)
+{
+    if (2 * (t->n + 1) > t->cap) { /* grow: rehash the keys */
+        PtrTab old = *t;
+        t->cap = old.cap ? 2 * old.cap : 64;
+        t->key = xcalloc(t->cap, sizeof *t->key);
+        t->val = xmalloc(t->cap * sizeof *t->val);
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.key[i]) {
+                size_t j = ptab_slot(t, old.key[i]);
+                t->key[j] = old.key[i];
+                t->val[j] = old.val[i];
+            }
+        free(old.key);
+        free(old.val);
+    }
+    size_t i = ptab_slot(t, k);
+    if (!t->key[i]) {
+        t->key[i] = k;
+        t->val[i] = fresh;
+        t->n++;
+    }
+    return &t->val[i];
+}
+
+static void ptab_free(PtrTab *t)
+{
+    free(t->key);
+    free(t->val);
 }
 
 static bool lookup_var(Elab *e, const char *name, int64_t *out)
 {
-    if (!e->vcap)
+    uint32_t top;
+    if (!ptab_get(&e->vtop, name, &top) || top == NO_VAR)
         return false;
-    size_t i = var_slot(e, name);
-    if (!e->vkey[i] || e->vtop[i] == NO_VAR)
-        return false;
-    *out = e->vars[e->vtop[i]].val;
+    *out = e->vars[top].val;
     return true;
 }
 
 static void bind(Elab *e, const char *name, int64_t val)
 {
-    if (2 * (e->nvkey + 1) > e->vcap) { /* grow: rehash the names */
-        size_t oc = e->vcap;
-        const char **ok = e->vkey;
-        uint32_t *ot = e->vtop;
-        e->vcap = oc ? 2 * oc : 64;
-        e->vkey = xcalloc(e->vcap, sizeof *e->vkey);
-        e->vtop = xmalloc(e->vcap * sizeof *e->vtop);
-        for (size_t i = 0; i < oc; i++)
-            if (ok[i]) {
-                size_t j = var_slot(e, ok[i]);
-                e->vkey[j] = ok[i];
-                e->vtop[j] = ot[i];
-            }
-        free(ok);
-        free(ot);
-    }
-    size_t i = var_slot(e, name);
-    if (!e->vkey[i]) {
-        e->vkey[i] = name;
-        e->vtop[i] = NO_VAR;
-        e->nvkey++;
-    }
+    uint32_t *top = ptab_put(&e->vtop, name, NO_VAR);
     if (e->nvars >= NO_VAR)
         die("too many bindings");
-    VEC_PUSH(e->vars, e->nvars, e->varcap, ((Var){name, val, e->vtop[i]}));
-    e->vtop[i] = (uint32_t)(e->nvars - 1);
+    VEC_PUSH(e->vars, e->nvars, e->varcap, ((Var){name, val, *top}));
+    *top = (uint32_t)(e->nvars - 1);
 }
 
 /* Drops the bindings from mark on, uncovering what they shadowed. */
@@ -302,7 +331,7 @@ static void unbind_to(Elab *e, size_t mark)
 {
     while (e->nvars > mark) {
         const Var *v = &e->vars[--e->nvars];
-        e->vtop[var_slot(e, v->name)] = v->prev;
+        e->vtop.val[ptab_slot(&e->vtop, v->name)] = v->prev;
     }
 }
 
@@ -440,11 +469,7 @@ static bool opnd_leaf(const Elab *e, const Node *n, bool name, Opnd *o)
     if (n->kind != N_VAR || !name)
         return false;
     *o = (Opnd){.mode = O_VAR, .slot = NO_VAR, .u.name = n->name, .leaf = n};
-    if (e->vcap) {
-        size_t i = var_slot(e, n->name);
-        if (e->vkey[i])
-            o->slot = e->vtop[i];
-    }
+    (void)ptab_get(&e->vtop, n->name, &o->slot); /* else NO_VAR */
     return true;
 }
 
@@ -516,43 +541,16 @@ static void expr_compile(Elab *e, const Node *n, size_t *sp, size_t *most)
         *most = *sp;
 }
 
-/* The table slot of root node n: its own, or the empty one where it would go. */
-static size_t expr_slot(const Elab *e, const Node *n)
-{
-    size_t h = ((uintptr_t)n >> 4) * 0x9E3779B97F4A7C15u;
-    for (size_t i = h >> 20 & (e->ccap - 1);; i = (i + 1) & (e->ccap - 1))
-        if (!e->ckey[i] || e->ckey[i] == n)
-            return i;
-}
-
 /* The first instruction of n's code, compiling it the first time (an expression, or
  * the arguments of an op call). */
 static uint32_t expr_code(Elab *e, const Node *n)
 {
-    if (e->ccap) {
-        size_t i = expr_slot(e, n);
-        if (e->ckey[i])
-            return e->cval[i];
-    }
-    if (2 * (e->nckey + 1) > e->ccap) { /* grow: rehash */
-        size_t oc = e->ccap;
-        const Node **ok = e->ckey;
-        uint32_t *ov = e->cval;
-        e->ccap = oc ? 2 * oc : 64;
-        e->ckey = xcalloc(e->ccap, sizeof *e->ckey);
-        e->cval = xmalloc(e->ccap * sizeof *e->cval);
-        for (size_t i = 0; i < oc; i++)
-            if (ok[i]) {
-                size_t j = expr_slot(e, ok[i]);
-                e->ckey[j] = ok[i];
-                e->cval[j] = ov[i];
-            }
-        free(ok);
-        free(ov);
-    }
+    uint32_t at;
+    if (ptab_get(&e->cstart, n, &at))
+        return at;
     if (e->ncode >= UINT32_MAX / 2)
         die("too many compiled expressions");
-    uint32_t at = (uint32_t)e->ncode;
+    at = (uint32_t)e->ncode;
     size_t sp = 0, most = 0;
     expr_compile(e, n, &sp, &most);
     ins_push(e, I_END, 0, n);
@@ -560,10 +558,7 @@ static uint32_t expr_code(Elab *e, const Node *n)
         e->stackcap = most;
         e->stack = xrealloc(e->stack, most * sizeof *e->stack);
     }
-    size_t i = expr_slot(e, n);
-    e->ckey[i] = n;
-    e->cval[i] = at;
-    e->nckey++;
+    *ptab_put(&e->cstart, n, at) = at;
     return at;
 }
 
@@ -1771,11 +1766,9 @@ Pipeline *elaborate(Diag *d, const Program *prog)
     free(e->models);
     free(e->devices);
     free(e->vars);
-    free(e->vkey);
-    free(e->vtop);
+    ptab_free(&e->vtop);
     free(e->code);
-    free(e->ckey);
-    free(e->cval);
+    ptab_free(&e->cstart);
     free(e->stack);
     free(e->seen);
     if (d->nerr != before) {
