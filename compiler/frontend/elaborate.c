@@ -770,14 +770,34 @@ static bool lit_in_range(Elab *e, const AstOp *o, uint32_t file)
     return true;
 }
 
+/* True inside a stage block; else reports that `what` (an op, an action) stands
+ * outside one. */
+static bool in_stage(Elab *e, Loc loc, const char *what)
+{
+    if (e->cur_stage >= 0)
+        return true;
+    EXP_ERROR(e, loc, DIAG_SYNTAX, "%s outside a 'stage' block", what);
+    return false;
+}
+
+/* Counts one more op or action at loc; past frontend_limits.max_ops, false with the
+ * limit's error, and expansion stops. */
+static bool count_op(Elab *e, Loc loc)
+{
+    if (++e->nops <= frontend_limits.max_ops)
+        return true;
+    diag_error(e->d, loc, DIAG_LIMIT, "the schedule has more than %" PRIu64 " ops",
+               frontend_limits.max_ops);
+    e->stop = true;
+    return false;
+}
+
 /* Appends op kind mb.chunk to the current stage, checking ranges and limits. */
 static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
 {
     Pipeline *p = e->p;
-    if (e->cur_stage < 0) {
-        EXP_ERROR(e, loc, DIAG_SYNTAX, "op outside a 'stage' block");
+    if (!in_stage(e, loc, "op"))
         return;
-    }
     if (mb < 0 || mb >= p->M || chunk < 0 || chunk >= p->V) /* named in the expansion note */
         diag_set_op(e->d, "%s(%" PRId64 ", %" PRId64 ") (stage %d, micro-batch %" PRId64 ")",
                     op_kind_name[kind], mb, chunk, (int)e->cur_stage, mb);
@@ -792,12 +812,8 @@ static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
         diag_clear_op(e->d);
         return;
     }
-    if (++e->nops > frontend_limits.max_ops) {
-        diag_error(e->d, loc, DIAG_LIMIT, "the schedule has more than %" PRIu64 " ops",
-                   frontend_limits.max_ops);
-        e->stop = true;
+    if (!count_op(e, loc))
         return;
-    }
     Op op = {.mb = (uint32_t)mb, .kind = (uint8_t)kind, .chunk = (uint8_t)chunk, .loc = loc};
     stage_push(&p->stages[e->cur_stage], op);
 }
@@ -808,16 +824,10 @@ static void emit(Elab *e, OpKind kind, int64_t mb, int64_t chunk, Loc loc)
 static void emit_action(Elab *e, const AstOp *o, Loc loc)
 {
     Pipeline *p = e->p;
-    if (e->cur_stage < 0) {
-        EXP_ERROR(e, loc, DIAG_SYNTAX, "action outside a 'stage' block");
+    if (!in_stage(e, loc, "action"))
         return;
-    }
-    if (++e->nops > frontend_limits.max_ops) {
-        diag_error(e->d, loc, DIAG_LIMIT, "the schedule has more than %" PRIu64 " ops",
-                   frontend_limits.max_ops);
-        e->stop = true;
+    if (!count_op(e, loc))
         return;
-    }
     Action a = {.mb = (uint32_t)o->mb, .pos = p->stages[e->cur_stage].n,
                 .rank = (uint16_t)e->cur_stage, .kind = (uint8_t)(o->kind - OP_NKINDS),
                 .chunk = (uint8_t)o->chunk, .loc = loc};
