@@ -477,12 +477,23 @@ int std_templates(Diag *d, StdTemplate **out)
     }
     char **names = NULL;
     size_t nnames = 0, capnames = 0;
-    for (struct dirent *de; (de = readdir(dp));) {
+    struct dirent *de;
+    while ((errno = 0, de = readdir(dp)) != NULL) {
         size_t len = strlen(de->d_name);
         if (len > 5 && de->d_name[0] != '.' && !strcmp(de->d_name + len - 5, ".pipe"))
             VEC_PUSH(names, nnames, capnames, xstrdup(de->d_name));
     }
+    int read_err = errno; /* readdir's NULL is the end only when errno stays 0 */
     closedir(dp);
+    if (read_err) {
+        /* a partial listing would make tune search fewer templates than it says */
+        diag_error(d, LOC_NONE, DIAG_NAME, "cannot read the stdlib folder '%s': %s", dir,
+                   strerror(read_err));
+        for (size_t i = 0; i < nnames; i++)
+            free(names[i]);
+        free(names);
+        return -1;
+    }
     if (nnames)
         qsort(names, nnames, sizeof *names, cmp_names);
     int before = d->nerr, n = 0;
